@@ -1,0 +1,151 @@
+"""Compatibility layer: real, unmodified MMF on a modern Python / torch stack.
+
+This package is the only place where MMF's behaviour is adjusted. It installs a
+``sys.meta_path`` hook (from ``mmf_uvlp_compat.pth``, so in every process of the
+environment, spawned workers and pytest included). The hook reads the installed
+MMF version from the package metadata and picks the fixes written for it; each
+fix is triggered by the first import of a top-level module (``mmf``, or a
+library that MMF needs shimmed, such as ``torchvision``) and runs either
+*before* that module's code executes (module aliases, library shims) or *after*
+it (patches of MMF's classes). After ``import mmf`` the mmf_uvlp plugin
+components are registered. For an MMF version without a fix set (e.g. a
+deployment of MMF main) nothing is patched.
+
+Importing this package is cheap: it touches neither torch nor MMF.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import importlib.metadata
+import sys
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Callable, Dict, List, Optional, Sequence
+
+
+@dataclass
+class Fix:
+    """One compatibility fix: what it repairs and whether it ran."""
+
+    name: str
+    error: str
+    apply: Callable[[], None]
+    trigger: str  # top-level module whose first import runs the fix
+    stage: str  # "pre": before the trigger module executes, "post": after it
+    applied: bool = False
+    failure: Optional[str] = None
+
+
+@dataclass
+class FixSet:
+    """The fixes written for one MMF version."""
+
+    mmf_version: str
+    fixes: List[Fix] = field(default_factory=list)
+
+    def fix(self, name: str, error: str, stage: str = "pre", trigger: str = "mmf") -> Callable:
+        """Decorator registering ``fn`` as a fix repairing ``error``."""
+
+        def decorator(fn: Callable[[], None]) -> Callable[[], None]:
+            self.fixes.append(Fix(name, error, fn, trigger=trigger, stage=stage))
+            return fn
+
+        return decorator
+
+    def triggers(self) -> List[str]:
+        """Top-level modules whose first import runs some fix."""
+        return sorted({fix.trigger for fix in self.fixes})
+
+
+_STATE: Dict[str, object] = {"installed": False, "active": None, "mmf_version": None}
+
+
+def installed_mmf_version() -> Optional[str]:
+    """Version of the installed ``mmf`` distribution, without importing it."""
+    try:
+        return importlib.metadata.version("mmf")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def fix_set_for(version: Optional[str]) -> Optional[FixSet]:
+    """The fix set written for ``version``, or None (the layer stays inert)."""
+    if version == "1.0.0rc10":
+        from mmf_uvlp.compat import rc10
+
+        return rc10.FIXES
+    return None
+
+
+def _run(fixes: Sequence[Fix], trigger: str, stage: str) -> None:
+    for fix in fixes:
+        if fix.trigger != trigger or fix.stage != stage or fix.applied:
+            continue
+        try:
+            fix.apply()
+            fix.applied = True
+        except Exception as exc:  # reported by `python -m mmf_uvlp.doctor`
+            fix.failure = f"{type(exc).__name__}: {exc}"
+            raise
+
+
+class _FixingLoader(importlib.abc.Loader):
+    """Wraps a module's own loader: runs the fixes it triggers around its execution."""
+
+    def __init__(self, wrapped: importlib.abc.Loader, fix_set: Optional[FixSet], name: str):
+        self._wrapped = wrapped
+        self._fix_set = fix_set
+        self._name = name
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> Optional[ModuleType]:
+        return self._wrapped.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        if self._fix_set is not None:
+            _run(self._fix_set.fixes, self._name, "pre")
+        self._wrapped.exec_module(module)
+        if self._fix_set is not None:
+            _run(self._fix_set.fixes, self._name, "post")
+        if self._name == "mmf":
+            from mmf_uvlp.plugin import register_components
+
+            register_components()
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    """Wraps the loader of each trigger module until it is imported.
+
+    ``importlib.util.find_spec`` probes (transformers does this for torchvision)
+    also reach here, so the wrapped spec is returned until the module exists.
+    """
+
+    def __init__(self, fix_set: Optional[FixSet]):
+        self._fix_set = fix_set
+        self._pending = frozenset(fix_set.triggers() if fix_set else []) | {"mmf"}
+
+    def find_spec(self, fullname: str, path, target=None):
+        if fullname not in self._pending or fullname in sys.modules:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or spec.loader is None:
+            return spec
+        spec.loader = _FixingLoader(spec.loader, self._fix_set, fullname)
+        return spec
+
+
+def install() -> None:
+    """Install the import hook once per process (no-op if MMF is already imported)."""
+    if _STATE["installed"] or "mmf" in sys.modules:
+        return
+    _STATE["installed"] = True
+    version = installed_mmf_version()
+    _STATE["mmf_version"] = version
+    _STATE["active"] = fix_set_for(version)
+    sys.meta_path.insert(0, _Finder(_STATE["active"]))  # type: ignore[arg-type]
+
+
+def active_fix_set() -> Optional[FixSet]:
+    """The fix set chosen for the installed MMF version (None: the layer is inert)."""
+    return _STATE["active"]  # type: ignore[return-value]

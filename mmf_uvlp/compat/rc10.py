@@ -1,0 +1,508 @@
+"""Fixes for MMF 1.0.0rc10 on Python 3.11, torch 2.x, transformers 4.57, omegaconf 2.3.
+
+Each fix names the exact error it repairs. "pre" fixes run before MMF's code is
+executed (they make its imports succeed); "post" fixes patch MMF's classes once
+``import mmf`` finished. Nothing here edits MMF's files.
+"""
+
+from __future__ import annotations
+
+import collections
+import collections.abc
+import contextlib
+import functools
+import importlib
+import os
+import sys
+import types
+import warnings
+from typing import Any, Callable, Dict, Iterator, Optional
+
+from mmf_uvlp.compat import FixSet
+
+FIXES = FixSet(mmf_version="1.0.0rc10")
+
+
+@FIXES.fix(
+    "collections_abc_aliases",
+    "AttributeError: module 'collections' has no attribute 'Mapping' "
+    "(mmf/utils/logger.py; the aliases were removed in Python 3.10)",
+)
+def _collections_abc_aliases() -> None:
+    for name in ("Mapping", "MutableMapping", "Sequence", "Iterable", "Callable"):
+        if not hasattr(collections, name):
+            setattr(collections, name, getattr(collections.abc, name))
+
+
+@FIXES.fix(
+    "demjson_alias",
+    "ModuleNotFoundError: No module named 'demjson' (demjson 2.2.4 no longer builds; "
+    "demjson3 has the same API)",
+)
+def _demjson_alias() -> None:
+    if "demjson" not in sys.modules:
+        sys.modules["demjson"] = importlib.import_module("demjson3")
+
+
+_TRANSFORMERS_FLAT_MODULES = {
+    "modeling_bert": "transformers.models.bert.modeling_bert",
+    "configuration_bert": "transformers.models.bert.configuration_bert",
+    "tokenization_bert": "transformers.models.bert.tokenization_bert",
+    "modeling_roberta": "transformers.models.roberta.modeling_roberta",
+    "modeling_auto": "transformers.models.auto.modeling_auto",
+    "configuration_auto": "transformers.models.auto.configuration_auto",
+    "tokenization_auto": "transformers.models.auto.tokenization_auto",
+}
+
+
+@FIXES.fix(
+    "transformers_2x_module_paths",
+    "ModuleNotFoundError: No module named 'transformers.tokenization_auto' "
+    "(rc10 imports transformers 2.x flat modules, BertLayerNorm and "
+    "transformers.optimization.AdamW, all removed in transformers 4.x/5.x)",
+)
+def _transformers_2x_module_paths() -> None:
+    import torch
+    import transformers
+    import transformers.optimization
+
+    for flat, real in _TRANSFORMERS_FLAT_MODULES.items():
+        module = importlib.import_module(real)
+        sys.modules[f"transformers.{flat}"] = module
+        setattr(transformers, flat, module)
+    modeling_bert = sys.modules["transformers.modeling_bert"]
+    if not hasattr(modeling_bert, "BertLayerNorm"):
+        modeling_bert.BertLayerNorm = torch.nn.LayerNorm
+
+    class AdamW(torch.optim.AdamW):
+        """transformers 2.x AdamW: eps 1e-6, no weight decay unless asked."""
+
+        def __init__(
+            self,
+            params: Any,
+            lr: float = 1e-3,
+            betas: tuple = (0.9, 0.999),
+            eps: float = 1e-6,
+            weight_decay: float = 0.0,
+            correct_bias: bool = True,
+        ):
+            if not correct_bias:
+                raise ValueError(
+                    "optimizer adam_w: correct_bias=False is not supported by "
+                    "torch.optim.AdamW; remove it from optimizer.params"
+                )
+            super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+
+    if not hasattr(transformers.optimization, "AdamW"):
+        transformers.optimization.AdamW = AdamW
+
+
+@FIXES.fix(
+    "torchvision_without_compiled_ops",
+    "RuntimeError: operator torchvision::nms does not exist (PyPI's torchvision "
+    "cannot register its compiled ops beside the CPU torch; only its pure-Python "
+    "parts are used by rc10 and by transformers' image utilities)",
+    trigger="torchvision",
+)
+def _torchvision_without_compiled_ops() -> None:
+    sys.modules.setdefault(
+        "torchvision._meta_registrations", types.ModuleType("torchvision._meta_registrations")
+    )
+
+
+class _Unavailable(types.ModuleType):
+    """A module whose every attribute access explains that it is unavailable."""
+
+    def __getattr__(self, item: str) -> Any:
+        if item.startswith("__"):
+            raise AttributeError(item)
+        raise ImportError(
+            f"{self.__name__}.{item} is unavailable: torchtext's binary does not load on "
+            "torch 2.x. Use a vocabulary file (vocab type 'random'/'intersected' "
+            "without torchtext embeddings) or the bert_tokenizer processor."
+        )
+
+
+@FIXES.fix(
+    "torchtext_stub",
+    "OSError: undefined symbol ... libtorchtext.so (torchtext's binary no longer loads "
+    "on torch 2.x; rc10 imports it at import time for GloVe aliases only)",
+)
+def _torchtext_stub() -> None:
+    try:
+        importlib.import_module("torchtext.vocab")
+        return
+    except Exception:
+        for name in [m for m in sys.modules if m == "torchtext" or m.startswith("torchtext.")]:
+            del sys.modules[name]
+    package = _Unavailable("torchtext")
+    vocab = _Unavailable("torchtext.vocab")
+    vocab.pretrained_aliases = {}
+    package.vocab = vocab
+    sys.modules["torchtext"] = package
+    sys.modules["torchtext.vocab"] = vocab
+
+
+def _legacy_env_resolver(key: str, default: Any = None) -> Any:
+    value = os.environ.get(key.strip())
+    if value is None:
+        return default.strip() if isinstance(default, str) else default
+    return value
+
+
+@FIXES.fix(
+    "omegaconf_2_0_semantics",
+    "ConfigAttributeError: Missing key learning_rate / AttributeError: 'DictConfig' "
+    "object has no attribute 'pretty' / UnsupportedInterpolationType: Unsupported "
+    "interpolation type env (rc10 was written for omegaconf 2.0)",
+)
+def _omegaconf_2_0_semantics() -> None:
+    from omegaconf import DictConfig, OmegaConf
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError
+
+    getattr_ = DictConfig.__getattr__
+    getitem_ = DictConfig.__getitem__
+
+    def _missing_reads_none(config: DictConfig, key: Any) -> bool:
+        return not config._get_flag("struct") and key not in config
+
+    def __getattr__(self: DictConfig, key: str) -> Any:
+        try:
+            return getattr_(self, key)
+        except ConfigAttributeError:
+            if _missing_reads_none(self, key):
+                return None
+            raise
+
+    def __getitem__(self: DictConfig, key: Any) -> Any:
+        try:
+            return getitem_(self, key)
+        except ConfigKeyError:
+            if _missing_reads_none(self, key):
+                return None
+            raise
+
+    DictConfig.__getattr__ = __getattr__
+    DictConfig.__getitem__ = __getitem__
+    DictConfig.pretty = lambda self, resolve=False: OmegaConf.to_yaml(self, resolve=resolve)
+
+    clear_resolvers = OmegaConf.clear_resolvers
+
+    def _register_env() -> None:
+        if not OmegaConf.has_resolver("env"):
+            OmegaConf.register_new_resolver("env", _legacy_env_resolver)
+
+    def clear_then_keep_env() -> None:
+        clear_resolvers()
+        _register_env()
+
+    OmegaConf.clear_resolvers = staticmethod(clear_then_keep_env)
+    _register_env()
+
+
+# Keys rc10 reads that the rc7 defaults.yaml (the newest one published) lacks,
+# plus the switches this layer adds. Values are rc10's defaults.
+RC10_DEFAULTS = {
+    "training": {
+        # rc10 sends stdout into its log file when true; false keeps progress on
+        # the console (the log file is written either way).
+        "stdout_capture": False,
+        "detect_anomaly": False,
+    },
+}
+
+
+@FIXES.fix(
+    "rc10_default_config_keys",
+    "ConfigAttributeError: Key 'stdout_capture' is not in struct (rc10 ships no "
+    "yaml; the rc7 defaults.yaml installed by `make setup` lacks keys rc10 reads)",
+    stage="post",
+)
+def _rc10_default_config_keys() -> None:
+    from omegaconf import OmegaConf
+
+    from mmf.utils.configuration import Configuration
+
+    build_default_config = Configuration._build_default_config
+
+    def _build_default_config(self: Configuration) -> Any:
+        return OmegaConf.merge(OmegaConf.create(RC10_DEFAULTS), build_default_config(self))
+
+    Configuration._build_default_config = _build_default_config
+
+
+@contextlib.contextmanager
+def _cuda_calls_to(device: Any) -> Iterator[None]:
+    """Inside the block, ``Tensor.cuda()`` moves tensors to ``device`` instead."""
+    import torch
+
+    original = torch.Tensor.cuda
+    torch.Tensor.cuda = lambda tensor, *args, **kwargs: tensor.to(device)
+    try:
+        yield
+    finally:
+        torch.Tensor.cuda = original
+
+
+def _cuda_calls_on_module_device(forward: Callable) -> Callable:
+    """Wrap ``forward`` so that ``Tensor.cuda()`` inside it moves to the module's device."""
+
+    @functools.wraps(forward)
+    def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with _cuda_calls_to(next(self.parameters()).device):
+            return forward(self, *args, **kwargs)
+
+    return wrapped
+
+
+@FIXES.fix(
+    "hard_coded_cuda",
+    "AssertionError: Torch not compiled with CUDA enabled (VisualBERT and ViLBERT "
+    "call .cuda() inside forward; on CPU, or a GPU other than the current one, "
+    "tensors now follow the model's parameters)",
+    stage="post",
+)
+def _hard_coded_cuda() -> None:
+    from mmf.models.vilbert import ViLBERT
+    from mmf.models.visual_bert import VisualBERT
+
+    for model in (VisualBERT, ViLBERT):
+        model.forward = _cuda_calls_on_module_device(model.forward)
+
+
+@FIXES.fix(
+    "dataset_imdb_attribute",
+    "AttributeError: 'NLVR2Dataset' object has no attribute 'imdb' (also the "
+    "conceptual captions and masked datasets: rc10 renamed it annotation_db)",
+    stage="post",
+)
+def _dataset_imdb_attribute() -> None:
+    from mmf.datasets.mmf_dataset import MMFDataset
+
+    MMFDataset.imdb = property(lambda self: self.annotation_db)
+
+
+@FIXES.fix(
+    "multi_dataset_loader_epoch_reset",
+    "a multi-dataset run never leaves epoch 2 and its memory grows without bound "
+    "(MultiDatasetLoader.__iter__ appends new iterators but never resets its "
+    "finished/used-once bookkeeping, so change_dataloader spins forever)",
+    stage="post",
+)
+def _multi_dataset_loader_epoch_reset() -> None:
+    from mmf.datasets.multi_dataset_loader import MultiDatasetLoader
+
+    iter_ = MultiDatasetLoader.__iter__
+
+    @functools.wraps(iter_)
+    def __iter__(self: MultiDatasetLoader) -> Any:
+        self._iterators = []
+        self._finished_iterators = {}
+        self._used_once = {}
+        return iter_(self)
+
+    MultiDatasetLoader.__iter__ = __iter__
+
+
+@FIXES.fix(
+    "anomaly_detection_switch",
+    "training runs several times slower than it should (BaseTrainer.train "
+    "hard-codes torch.autograd.set_detect_anomaly(True)); now the config switch "
+    "training.detect_anomaly, off by default",
+    stage="post",
+)
+def _anomaly_detection_switch() -> None:
+    import torch
+
+    from mmf.trainers.base_trainer import BaseTrainer
+
+    train = BaseTrainer.train
+
+    @functools.wraps(train)
+    def train_with_configured_anomaly_detection(self: BaseTrainer) -> Any:
+        wanted = bool(self.config.training.get("detect_anomaly", False))
+        set_detect_anomaly = torch.autograd.set_detect_anomaly
+        torch.autograd.set_detect_anomaly = lambda mode, *a, **k: set_detect_anomaly(wanted)
+        try:
+            return train(self)
+        finally:
+            torch.autograd.set_detect_anomaly = set_detect_anomaly
+
+    BaseTrainer.train = train_with_configured_anomaly_detection
+
+
+@FIXES.fix(
+    "per_dataset_evaluation",
+    "RuntimeError: Sizes of tensors must match ... in torch.cat (evaluation "
+    "concatenates the scores of all datasets, so heads of different widths crash "
+    "and metrics mix datasets); reports are now combined per dataset",
+    stage="post",
+)
+def _per_dataset_evaluation() -> None:
+    import torch
+    from tqdm import tqdm
+
+    from mmf.common.meter import Meter
+    from mmf.trainers.base_trainer import BaseTrainer
+    from mmf.utils.distributed import is_master
+
+    def evaluate(
+        self: BaseTrainer, loader: Any, use_tqdm: bool = False, single_batch: bool = False
+    ) -> Any:
+        meter = Meter()
+        combined: Dict[str, Any] = {}
+        with torch.no_grad():
+            self.model.eval()
+            for batch in tqdm(loader, disable=not use_tqdm or not is_master()):
+                report = self._forward_pass(batch)
+                self._update_meter(report, meter)
+                previous = combined.get(report.dataset_name)
+                if previous is None:
+                    combined[report.dataset_name] = report
+                else:
+                    previous.accumulate_tensor_fields(report, self.metrics.required_params)
+                    previous.batch_size += report.batch_size
+                if single_batch:
+                    break
+            for report in combined.values():
+                report.metrics = self.metrics(report, report)
+                self._update_meter(report, meter, eval_mode=True)
+            self.model.train()
+        return report, meter
+
+    BaseTrainer.evaluate = evaluate
+
+
+class _DistributedWithoutNCCL(types.ModuleType):
+    """``torch.distributed`` as seen by mmf.utils.distributed on a CPU-only torch.
+
+    rc10 treats "NCCL unavailable" as "not distributed"; with gloo, a process
+    group exists without NCCL, so availability means ``dist.is_available()``.
+    """
+
+    def __getattr__(self, item: str) -> Any:
+        import torch.distributed
+
+        if item == "is_nccl_available":
+            return torch.distributed.is_available
+        return getattr(torch.distributed, item)
+
+
+def _cpu_only() -> bool:
+    import torch
+
+    return not torch.cuda.is_available()
+
+
+@FIXES.fix(
+    "cpu_distributed_gloo",
+    "rc10's distributed path is CUDA-only: get_world_size() is 1 without NCCL, "
+    "'AssertionError' (world size checked against the GPU count), all_reduce on "
+    ".cuda() tensors and DDP only for CUDA models; on a CPU-only torch, processes "
+    "now train in sync over gloo",
+    stage="post",
+)
+def _cpu_distributed_gloo() -> None:
+    import torch
+
+    import mmf.utils.distributed as distributed
+    from mmf.common.registry import registry
+    from mmf.trainers.base_trainer import BaseTrainer
+
+    distributed.dist = _DistributedWithoutNCCL("torch.distributed")
+    distributed_init = distributed.distributed_init
+
+    @functools.wraps(distributed_init)
+    def distributed_init_any_backend(config: Any) -> Any:
+        if _cpu_only():
+            config.distributed.backend = "gloo"
+            with _cuda_calls_to("cpu"):
+                return distributed_init(config)
+        return distributed_init(config)
+
+    distributed.distributed_init = distributed_init_any_backend
+
+    set_device = BaseTrainer._set_device
+    parallelize_model = BaseTrainer.parallelize_model
+
+    def _set_device(self: BaseTrainer) -> None:
+        set_device(self)
+        if self.distributed and _cpu_only():
+            self.device = torch.device("cpu")
+            registry.register("current_device", self.device)
+
+    def _parallelize_model(self: BaseTrainer) -> None:
+        parallelize_model(self)
+        if self.distributed and self.device.type == "cpu":
+            registry.register("distributed", True)
+            self.model = torch.nn.parallel.DistributedDataParallel(
+                self.model,
+                find_unused_parameters=self.config.training.find_unused_parameters,
+            )
+
+    BaseTrainer._set_device = _set_device
+    BaseTrainer.parallelize_model = _parallelize_model
+
+
+@FIXES.fix(
+    "cpu_distributed_spawn",
+    "AssertionError in mmf_cli.run (distributed.world_size is checked against "
+    "torch.cuda.device_count(), so `distributed.world_size=2` cannot spawn CPU "
+    "processes); on a CPU-only torch, world_size processes are spawned with gloo",
+    stage="post",
+    trigger="mmf_cli.run",
+)
+def _cpu_distributed_spawn() -> None:
+    import random
+
+    import torch
+
+    import mmf_cli.run as cli
+
+    run = cli.run
+
+    @functools.wraps(run)
+    def run_cpu_processes_too(opts: Optional[list] = None, predict: bool = False) -> Any:
+        cli.setup_imports()
+        configuration = _configuration_from(opts)
+        config = configuration.get_config()
+        world_size = config.distributed.world_size
+        if not (_cpu_only() and world_size > 1 and config.distributed.init_method is None):
+            return run(opts, predict)
+        cli.infer_init_method(config)
+        if config.distributed.init_method is not None:
+            return run(opts, predict)
+        config.start_rank = 0
+        config.distributed.init_method = f"tcp://localhost:{random.randint(10000, 20000)}"
+        config.distributed.rank = None
+        torch.multiprocessing.spawn(
+            fn=cli.distributed_main, args=(configuration, predict), nprocs=world_size
+        )
+
+    def _configuration_from(opts: Optional[list]) -> Any:
+        import argparse
+
+        if opts is None:
+            args = cli.flags.get_parser().parse_args()
+        else:
+            args = argparse.Namespace(config_override=None, opts=opts)
+        configuration = cli.Configuration(args)
+        configuration.args = args
+        return configuration
+
+    cli.run = run_cpu_processes_too
+
+
+@FIXES.fix(
+    "quiet_known_warnings",
+    "UserWarning: register_resolver() is deprecated / In the sequence "
+    "`MMF_USER_DIR,` some elements are missing / The epoch parameter in "
+    "`scheduler.step()` ... (noise from omegaconf 2.3 and torch on every run)",
+)
+def _quiet_known_warnings() -> None:
+    for message in (
+        r"register_resolver\(\) is deprecated",
+        r"In the sequence `MMF_[A-Z_]+,` some elements are missing",
+        r"The epoch parameter in `scheduler.step\(\)` was not necessary",
+    ):
+        warnings.filterwarnings("ignore", message=message)

@@ -1,0 +1,243 @@
+"""Stage 4: top-K sentences per tag query by cosine similarity, with FAISS.
+
+* ``flat`` (default): exact, ``IndexFlatIP`` over the L2-normalised sentence embeddings.
+* ``ivf``: ``IndexIVFFlat`` (inner product), ``nlist`` lists (default 4*sqrt(n)) trained on a
+  seeded sample, ``nprobe`` lists searched.
+* ``hnsw``: ``IndexHNSWFlat`` (inner product), ``M`` links, ``efSearch``; built single-threaded
+  by default so that the graph (and the output) is reproducible.
+
+Approximate indexes are saved next to the sentence embeddings and shared by all shards. Their
+quality is measured, not assumed: ``recall_at_k`` compares them with an exact, streamed
+brute-force search on a seeded sample of queries.
+
+Candidates are re-scored in float64 and ordered by (score desc, sentence id asc), so that the
+output does not depend on how queries were batched. ``overfetch`` extra candidates are searched
+so that excluded ones (an image's own caption, a text already chosen for the image) can be
+replaced; if still short, the search is repeated with a larger k.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+from typing import Dict, List, Optional, Sequence, Set, Tuple
+
+import numpy as np
+
+
+def _faiss():
+    import faiss
+
+    return faiss
+
+
+def index_key(kind: str, params: Dict[str, object], n: int, dim: int) -> str:
+    text = repr((kind, sorted(params.items()), n, dim))
+    return f"faiss-{kind}-{hashlib.sha256(text.encode()).hexdigest()[:12]}.index"
+
+
+def ivf_nlist(n: int, nlist: Optional[int]) -> int:
+    if nlist:
+        return max(1, min(int(nlist), n))
+    return max(1, min(n, int(round(4 * math.sqrt(max(n, 1))))))
+
+
+def build_index(
+    embeddings: np.ndarray,
+    kind: str = "flat",
+    cfg=None,
+    cache_dir: Optional[str] = None,
+    deterministic: bool = True,
+    block: int = 65536,
+):
+    """A FAISS inner-product index over ``embeddings`` (read from a memmap in blocks)."""
+    faiss = _faiss()
+    n, dim = embeddings.shape
+    if kind == "flat":
+        index = faiss.IndexFlatIP(dim)
+        for start in range(0, n, block):
+            index.add(np.ascontiguousarray(embeddings[start:start + block], dtype=np.float32))
+        return index
+    if kind == "ivf":
+        nlist = ivf_nlist(n, cfg.ivf_nlist)
+        params = {"nlist": nlist, "train": cfg.ivf_train_size, "seed": cfg.seed}
+    elif kind == "hnsw":
+        params = {"m": cfg.hnsw_m, "efc": cfg.hnsw_ef_construction,
+                  "det": bool(deterministic)}
+    else:
+        raise ValueError(f"unknown index kind {kind!r}")
+    path = os.path.join(cache_dir, index_key(kind, params, n, dim)) if cache_dir else None
+    if path and os.path.exists(path):
+        index = faiss.read_index(path)
+    else:
+        if kind == "ivf":
+            quantizer = faiss.IndexFlatIP(dim)
+            index = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
+            index.cp.seed = int(cfg.seed)
+            rng = np.random.default_rng(cfg.seed)
+            size = min(n, max(int(cfg.ivf_train_size), nlist))
+            sample = np.sort(rng.choice(n, size=size, replace=False))
+            index.train(np.ascontiguousarray(embeddings[sample], dtype=np.float32))
+            for start in range(0, n, block):
+                index.add(np.ascontiguousarray(embeddings[start:start + block],
+                                               dtype=np.float32))
+        else:
+            index = faiss.IndexHNSWFlat(dim, int(cfg.hnsw_m), faiss.METRIC_INNER_PRODUCT)
+            index.hnsw.efConstruction = int(cfg.hnsw_ef_construction)
+            threads = faiss.omp_get_max_threads()
+            if deterministic:
+                faiss.omp_set_num_threads(1)
+            try:
+                for start in range(0, n, block):
+                    index.add(np.ascontiguousarray(embeddings[start:start + block],
+                                                   dtype=np.float32))
+            finally:
+                faiss.omp_set_num_threads(threads)
+        if path:
+            tmp = f"{path}.tmp.{os.getpid()}"
+            faiss.write_index(index, tmp)
+            os.replace(tmp, path)
+    set_search_params(index, kind, cfg)
+    return index
+
+
+def set_search_params(index, kind: str, cfg) -> None:
+    if kind == "ivf":
+        index.nprobe = int(cfg.ivf_nprobe)
+    elif kind == "hnsw":
+        index.hnsw.efSearch = int(cfg.hnsw_ef_search)
+
+
+def search(index, queries: np.ndarray, k: int, batch: int = 1024) -> Tuple[np.ndarray, np.ndarray]:
+    """``(scores, ids)`` of shape ``[n, k]`` (ids -1 where fewer than k exist)."""
+    k = max(1, min(k, index.ntotal)) if index.ntotal else 1
+    scores = np.empty((len(queries), k), dtype=np.float32)
+    ids = np.empty((len(queries), k), dtype=np.int64)
+    for start in range(0, len(queries), batch):
+        q = np.ascontiguousarray(queries[start:start + batch], dtype=np.float32)
+        scores[start:start + len(q)], ids[start:start + len(q)] = index.search(q, k)
+    return scores, ids
+
+
+def rescore(query: np.ndarray, ids: np.ndarray, embeddings: np.ndarray) -> List[Tuple[float, int]]:
+    """Exact float64 cosine of candidates, ordered by (score desc, id asc)."""
+    ids = np.unique(ids[ids >= 0])  # sorted
+    if ids.size == 0:
+        return []
+    vectors = np.asarray(embeddings[ids], dtype=np.float64)
+    scores = vectors @ np.asarray(query, dtype=np.float64)
+    scores = scores.astype(np.float32)  # canonical precision of the output
+    order = np.lexsort((ids, -scores.astype(np.float64)))
+    return [(float(scores[i]), int(ids[i])) for i in order]
+
+
+def select(
+    candidates: List[Tuple[float, int]],
+    k: int,
+    hashes: np.ndarray,
+    excluded: Set[int],
+    unique_texts: bool,
+) -> Tuple[List[Tuple[float, int]], int]:
+    """First ``k`` candidates that are not excluded (own caption) nor repeats of a chosen text.
+
+    Returns the chosen ``(score, id)`` list and the number of own-caption candidates dropped.
+    """
+    chosen: List[Tuple[float, int]] = []
+    seen: Set[int] = set()
+    dropped_own = 0
+    for score, sid in candidates:
+        h = int(hashes[sid])
+        if h in excluded:
+            dropped_own += 1
+            continue
+        if unique_texts and h in seen:
+            continue
+        seen.add(h)
+        chosen.append((score, sid))
+        if len(chosen) == k:
+            break
+    return chosen, dropped_own
+
+
+def retrieve(
+    index,
+    queries: np.ndarray,
+    embeddings: np.ndarray,
+    hashes: np.ndarray,
+    k: int,
+    overfetch: int,
+    excluded: Optional[Sequence[Set[int]]] = None,
+    unique_texts: bool = True,
+    batch: int = 1024,
+) -> Tuple[np.ndarray, np.ndarray, int]:
+    """Top-``k`` ``(ids, scores)`` per query (ids -1 / scores NaN where fewer exist)."""
+    n = len(queries)
+    out_ids = np.full((n, k), -1, dtype=np.int64)
+    out_scores = np.full((n, k), np.nan, dtype=np.float32)
+    total = index.ntotal
+    if n == 0 or total == 0:
+        return out_ids, out_scores, 0
+    k_search = min(total, k + overfetch)
+    _, cand = search(index, queries, k_search, batch)
+    dropped = 0
+    for i in range(n):
+        ex = excluded[i] if excluded is not None else set()
+        width = k_search
+        ids_i = cand[i]
+        while True:
+            chosen, own = select(rescore(queries[i], ids_i, embeddings), k, hashes, ex,
+                                 unique_texts)
+            if len(chosen) == k or width >= total:
+                break
+            width = min(total, width * 4)
+            _, more = search(index, queries[i:i + 1], width, 1)
+            ids_i = more[0]
+        dropped += own
+        for r, (score, sid) in enumerate(chosen):
+            out_ids[i, r] = sid
+            out_scores[i, r] = score
+    return out_ids, out_scores, dropped
+
+
+def exact_topk(
+    embeddings: np.ndarray, queries: np.ndarray, k: int, block: int = 65536
+) -> Tuple[np.ndarray, np.ndarray]:
+    """Brute-force top-k by streaming the (memory-mapped) embeddings; ``(scores, ids)``."""
+    n = embeddings.shape[0]
+    nq = len(queries)
+    k = min(k, n)
+    best_s = np.full((nq, 0), -np.inf, dtype=np.float32)
+    best_i = np.zeros((nq, 0), dtype=np.int64)
+    q = np.asarray(queries, dtype=np.float32)
+    for start in range(0, n, block):
+        chunk = np.asarray(embeddings[start:start + block], dtype=np.float32)
+        s = q @ chunk.T
+        ids = np.broadcast_to(np.arange(start, start + len(chunk)), s.shape)
+        all_s = np.concatenate([best_s, s], axis=1)
+        all_i = np.concatenate([best_i, ids], axis=1)
+        part = np.argsort(-all_s, axis=1, kind="stable")[:, :k]
+        best_s = np.take_along_axis(all_s, part, axis=1)
+        best_i = np.take_along_axis(all_i, part, axis=1)
+    return best_s, best_i
+
+
+def recall_at_k(
+    approx_ids: np.ndarray, queries: np.ndarray, embeddings: np.ndarray, k: int,
+    eps: float = 1e-5,
+) -> np.ndarray:
+    """Per query: share of the approximate top-k that belongs to the exact top-k.
+
+    A result counts when its exact score reaches the k-th exact score (minus ``eps``), so
+    that ties between duplicate sentences are not counted as misses.
+    """
+    exact_s, _ = exact_topk(embeddings, queries, k)
+    out = np.zeros(len(queries), dtype=np.float64)
+    for i in range(len(queries)):
+        ids = approx_ids[i][approx_ids[i] >= 0][:k]
+        if exact_s.shape[1] == 0:
+            continue
+        kth = exact_s[i, -1]
+        scores = np.asarray(embeddings[np.sort(ids)], dtype=np.float32) @ queries[i]
+        out[i] = float(np.sum(scores >= kth - eps)) / exact_s.shape[1]
+    return out
