@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib.abc
 import importlib.machinery
 import importlib.metadata
+import os
 import sys
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -79,9 +80,21 @@ def fix_set_for(version: Optional[str]) -> Optional[FixSet]:
     return None
 
 
+DISABLE_VARIABLE = "MMF_UVLP_DISABLE_FIXES"
+
+
+def disabled_fixes() -> List[str]:
+    """Fix names listed in ``$MMF_UVLP_DISABLE_FIXES`` (comma-separated), for diagnosis."""
+    return [name.strip() for name in os.environ.get(DISABLE_VARIABLE, "").split(",") if name.strip()]
+
+
 def _run(fixes: Sequence[Fix], trigger: str, stage: str) -> None:
+    disabled = disabled_fixes()
     for fix in fixes:
         if fix.trigger != trigger or fix.stage != stage or fix.applied:
+            continue
+        if fix.name in disabled:
+            fix.failure = f"disabled by ${DISABLE_VARIABLE}"
             continue
         try:
             fix.apply()

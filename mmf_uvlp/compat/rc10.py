@@ -125,8 +125,9 @@ class _Unavailable(types.ModuleType):
 
 @FIXES.fix(
     "torchtext_stub",
-    "OSError: undefined symbol ... libtorchtext.so (torchtext's binary no longer loads "
-    "on torch 2.x; rc10 imports it at import time for GloVe aliases only)",
+    "ModuleNotFoundError: No module named 'torchtext' (mmf/utils/vocab.py imports it; "
+    "its binary no longer loads on torch 2.x, so setup does not install it; rc10 "
+    "needs it only for torchtext's GloVe downloads)",
 )
 def _torchtext_stub() -> None:
     try:
@@ -152,8 +153,8 @@ def _legacy_env_resolver(key: str, default: Any = None) -> Any:
 
 @FIXES.fix(
     "omegaconf_2_0_semantics",
-    "ConfigAttributeError: Missing key learning_rate / AttributeError: 'DictConfig' "
-    "object has no attribute 'pretty' / UnsupportedInterpolationType: Unsupported "
+    "ConfigAttributeError: Missing key learning_rate / ConfigAttributeError: Missing "
+    "key pretty (checkpoint's config.yaml) / UnsupportedInterpolationType: Unsupported "
     "interpolation type env (rc10 was written for omegaconf 2.0)",
 )
 def _omegaconf_2_0_semantics() -> None:

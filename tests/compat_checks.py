@@ -1,0 +1,345 @@
+"""One behavioural check per compatibility fix, runnable in a fresh process.
+
+``python tests/compat_checks.py NAME`` exits 0 when the behaviour that fix
+``NAME`` repairs works, non-zero otherwise. tests/test_compat.py runs every
+check in-process (all fixes on) and in a subprocess with ``NAME`` disabled via
+``$MMF_UVLP_DISABLE_FIXES`` (the check must then fail).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import signal
+import sys
+import types
+import warnings
+from typing import Any, Callable, Dict, List
+
+CHECKS: Dict[str, Callable[[], None]] = {}
+
+
+def check(name: str) -> Callable:
+    def decorator(fn: Callable[[], None]) -> Callable[[], None]:
+        CHECKS[name] = fn
+        return fn
+
+    return decorator
+
+
+def _configuration(opts: List[str]) -> Any:
+    from mmf.utils.configuration import Configuration
+    from mmf.utils.env import setup_imports
+
+    setup_imports()
+    return Configuration(argparse.Namespace(config_override=None, opts=opts))
+
+
+@check("collections_abc_aliases")
+def _collections() -> None:
+    from mmf.utils.logger import Logger
+
+    fake = types.SimpleNamespace(_is_master=False, write=lambda info: None)
+    Logger.log_progress(fake, {"progress": "1/1"})
+    assert collections.Mapping is collections.abc.Mapping
+
+
+@check("demjson_alias")
+def _demjson() -> None:
+    from mmf.utils.configuration import Configuration
+
+    config = Configuration._build_demjson_config(None, "{a: 1, b: [2, 3]}")
+    assert config.a == 1 and list(config.b) == [2, 3]
+
+
+@check("transformers_2x_module_paths")
+def _transformers() -> None:
+    import mmf.models.visual_bert  # noqa: F401  (the first ``import mmf`` adds the aliases)
+    from transformers.modeling_bert import BertLayerNorm
+    from transformers.optimization import AdamW
+
+    import torch
+
+    assert BertLayerNorm is torch.nn.LayerNorm
+    parameter = torch.nn.Parameter(torch.ones(2))
+    optimizer = AdamW([parameter], lr=0.1)
+    assert optimizer.defaults["weight_decay"] == 0.0 and optimizer.defaults["eps"] == 1e-6
+
+
+@check("torchvision_without_compiled_ops")
+def _torchvision() -> None:
+    from torchvision import transforms
+
+    import mmf.datasets.processors.image_processors  # noqa: F401
+    import torch
+
+    assert transforms.Normalize([0.5], [0.5])(torch.ones(1, 2, 2)).sum() == 4
+
+
+@check("torchtext_stub")
+def _torchtext() -> None:
+    import mmf.utils.vocab as vocab
+
+    try:
+        vocab.vocab.GloVe
+    except ImportError as error:
+        assert "torchtext" in str(error)
+    else:
+        raise AssertionError("torchtext's GloVe should be reported as unavailable")
+
+
+@check("omegaconf_2_0_semantics")
+def _omegaconf() -> None:
+    import os
+
+    from omegaconf import OmegaConf
+
+    _configuration(["model=visual_bert", "dataset=vqa2"])
+    config = OmegaConf.create({"present": 1})
+    assert config.missing is None and config["missing"] is None
+    assert "present: 1" in config.pretty()
+    os.environ["MMF_UVLP_CHECK_VAR"] = "from-env"
+    env = OmegaConf.create({"a": "${env:MMF_UVLP_CHECK_VAR,x}", "b": "${env:MMF_UVLP_UNSET, d}"})
+    assert env.a == "from-env" and env.b == "d"
+
+
+@check("rc10_default_config_keys")
+def _default_keys() -> None:
+    config = _configuration(["model=visual_bert", "dataset=vqa2"]).get_config()
+    assert config.training.stdout_capture is False
+    assert config.training.detect_anomaly is False
+
+
+def _tiny_visual_bert() -> Any:
+    from omegaconf import OmegaConf
+
+    from mmf.models.visual_bert import VisualBERT
+
+    _configuration(["model=visual_bert", "dataset=vqa2"])
+    config = OmegaConf.create(
+        {
+            "model": "visual_bert",
+            "bert_model_name": None,
+            "training_head_type": "classification",
+            "num_labels": 3,
+            "visual_embedding_dim": 8,
+            "hidden_size": 16,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "intermediate_size": 32,
+            "vocab_size": 50,
+            "special_visual_initialize": True,
+            "embedding_strategy": "plain",
+            "bypass_transformer": False,
+            "output_attentions": False,
+            "output_hidden_states": False,
+            "random_initialize": True,
+            "freeze_base": False,
+            "finetune_lr_multiplier": 1,
+            "hidden_dropout_prob": 0.1,
+            "losses": [],
+        }
+    )
+    model = VisualBERT(config)
+    model.build()
+    model.init_losses()
+    return model
+
+
+@check("hard_coded_cuda")
+def _cuda() -> None:
+    import torch
+
+    from mmf.common.sample import Sample, SampleList
+
+    samples = []
+    for _ in range(2):
+        sample = Sample()
+        sample.input_ids = torch.tensor([1, 2, 3, 0])
+        sample.input_mask = torch.tensor([1, 1, 1, 0])
+        sample.segment_ids = torch.zeros(4, dtype=torch.long)
+        sample.image_feature_0 = torch.randn(5, 8)
+        sample.image_info_0 = {"max_features": torch.tensor(5)}
+        sample.targets = torch.zeros(3)
+        samples.append(sample)
+    batch = SampleList(samples)
+    batch.dataset_name, batch.dataset_type = "vqa2", "train"
+    output = _tiny_visual_bert()(batch)
+    assert output["scores"].shape == (2, 3)
+
+
+@check("dataset_imdb_attribute")
+def _imdb() -> None:
+    from mmf.datasets.builders.nlvr2.dataset import NLVR2Dataset
+
+    fake = types.SimpleNamespace(annotation_db=["record"])
+    assert NLVR2Dataset.imdb.fget(fake) == ["record"]
+
+
+def _alarm(seconds: int) -> None:
+    def on_alarm(signum: int, frame: Any) -> None:
+        raise TimeoutError(f"still iterating after {seconds}s")
+
+    signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(seconds)
+
+
+@check("multi_dataset_loader_epoch_reset")
+def _multi_loader() -> None:
+    from mmf.datasets.multi_dataset_loader import MultiDatasetLoader
+
+    loader = MultiDatasetLoader.__new__(MultiDatasetLoader)
+    loader.__init__("train")
+    loader._num_datasets = 2
+    loader._datasets = ["a", "b"]
+    loader._loaders = [[("a", 0), ("a", 1)], [("b", 0)]]
+    loader._dataset_probabilities = [0.5, 0.5]
+    loader._proportional_sampling = True
+    loader._is_master = True
+    loader.current_index = 0
+    _alarm(10)
+    try:
+        epochs = [sorted(loader) for _ in range(3)]
+    finally:
+        signal.alarm(0)
+    assert all(epoch == [("a", 0), ("a", 1), ("b", 0)] for epoch in epochs), epochs
+
+
+@check("anomaly_detection_switch")
+def _anomaly() -> None:
+    import torch
+    from omegaconf import OmegaConf
+
+    from mmf.common.registry import registry
+    from mmf.trainers.base_trainer import BaseTrainer
+
+    seen = []
+    silent = types.SimpleNamespace(write=lambda *a, **k: None)
+    registry.register("writer", silent)
+
+    class Stop(Exception):
+        pass
+
+    def stop_at_first_batch(*args: Any) -> None:
+        seen.append(torch.is_anomaly_enabled())
+        raise Stop
+
+    for wanted in (False, True):
+        trainer = types.SimpleNamespace(
+            config=OmegaConf.create({"training": {"detect_anomaly": wanted}}),
+            writer=silent,
+            model=torch.nn.Linear(1, 1),
+            run_type="train",
+            max_epochs=None,
+            max_updates=1,
+            num_updates=0,
+            current_epoch=0,
+            profile=lambda *a: None,
+            dataset_loader=types.SimpleNamespace(seed_sampler=lambda *a: None),
+            train_loader=[None],
+            current_iteration=0,
+            _forward_pass=stop_at_first_batch,
+        )
+        try:
+            BaseTrainer.train(trainer)
+        except Stop:
+            pass
+    torch.autograd.set_detect_anomaly(False)
+    assert seen == [False, True], seen
+
+
+@check("per_dataset_evaluation")
+def _evaluation() -> None:
+    import torch
+
+    from mmf.common.report import Report
+    from mmf.common.sample import Sample, SampleList
+    from mmf.modules.metrics import Metrics
+    from mmf.trainers.base_trainer import BaseTrainer
+
+    def batch(name: str, width: int, hit: bool) -> tuple:
+        sample_list = SampleList([Sample({"targets": torch.tensor(1)}), Sample({"targets": torch.tensor(0)})])
+        sample_list.dataset_name, sample_list.dataset_type = name, "val"
+        scores = torch.zeros(2, width)
+        scores[0, 1 if hit else 0] = 5.0
+        return sample_list, {"scores": scores, "losses": {f"val/{name}/loss": torch.tensor(1.0)}}
+
+    batches = [batch("wide", 5, True), batch("narrow", 2, False), batch("wide", 5, True)]
+    trainer = types.SimpleNamespace(
+        model=torch.nn.Linear(1, 1),
+        metrics=Metrics(["accuracy"]),
+        _forward_pass=lambda item: Report(*item),
+    )
+    trainer._update_meter = lambda *a, **k: BaseTrainer._update_meter(trainer, *a, **k)
+    trainer.meter = None
+    _, meter = BaseTrainer.evaluate(trainer, batches)
+    values = {key: meter.meters[key].global_avg for key in meter.meters}
+    assert values["val/wide/accuracy"] == 1.0, values
+    # narrow: row 0 predicts 0 for target 1, row 1 predicts 0 for target 0
+    assert values["val/narrow/accuracy"] == 0.5, values
+
+
+def _gloo_worker(rank: int, port: int, result_file: str) -> None:
+    import torch
+
+    import mmf.utils.distributed as distributed
+
+    torch.distributed.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", world_size=2, rank=rank
+    )
+    value = distributed.reduce_tensor(torch.tensor([float(rank + 1)]))
+    if rank == 0:
+        with open(result_file, "w") as handle:
+            handle.write(f"{distributed.get_world_size()} {value.item()}")
+    torch.distributed.destroy_process_group()
+
+
+@check("cpu_distributed_gloo")
+def _gloo() -> None:
+    import random
+    import tempfile
+
+    import torch.multiprocessing
+
+    with tempfile.NamedTemporaryFile("r", suffix=".txt") as result:
+        port = random.randint(20000, 30000)
+        torch.multiprocessing.spawn(_gloo_worker, args=(port, result.name), nprocs=2)
+        world_size, mean = result.read().split()
+    assert int(world_size) == 2 and float(mean) == 1.5, (world_size, mean)
+
+
+@check("cpu_distributed_spawn")
+def _spawn() -> None:
+    import torch.multiprocessing
+
+    import mmf_cli.run
+
+    calls = []
+    spawn = torch.multiprocessing.spawn
+    torch.multiprocessing.spawn = lambda fn, args, nprocs: calls.append(nprocs)
+    try:
+        mmf_cli.run.run(opts=["model=visual_bert", "dataset=vqa2", "distributed.world_size=2"])
+    finally:
+        torch.multiprocessing.spawn = spawn
+    assert calls == [2], calls
+
+
+@check("quiet_known_warnings")
+def _quiet() -> None:
+    with warnings.catch_warnings(record=True) as caught:
+        _configuration(["model=visual_bert", "dataset=vqa2"])
+        config = _configuration(["model=visual_bert", "dataset=vqa2"]).get_config()
+        assert config.env.user_dir is not None
+    noisy = [str(w.message) for w in caught if "deprecated" in str(w.message) or "elements are missing" in str(w.message)]
+    assert not noisy, noisy
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("name", choices=sorted(CHECKS))
+    CHECKS[parser.parse_args().name]()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
