@@ -248,6 +248,53 @@ def _anomaly() -> None:
     assert seen == [False, True], seen
 
 
+@check("max_updates_stop")
+def _max_updates() -> None:
+    import torch
+    from omegaconf import OmegaConf
+
+    from mmf.common.registry import registry
+    from mmf.trainers.base_trainer import BaseTrainer
+
+    silent = types.SimpleNamespace(write=lambda *a, **k: None)
+    registry.register("writer", silent)
+
+    class CountingTrainer(BaseTrainer):
+        def __init__(self) -> None:
+            self.config = OmegaConf.create({"training": {}})
+            self.writer, self.model, self.run_type = silent, torch.nn.Linear(1, 1), "train"
+            self.max_epochs, self.max_updates, self.num_updates = None, 3, 0
+            self.current_epoch = self.current_iteration = 0
+            self.log_interval = 1000
+            self.dataset_loader = types.SimpleNamespace(seed_sampler=lambda *a: None)
+            self.train_loader = list(range(10))
+
+        def profile(self, *args: Any) -> None:
+            pass
+
+        def _forward_pass(self, batch: Any) -> None:
+            return None
+
+        def _extract_loss(self, report: Any) -> None:
+            return None
+
+        def _backward(self, loss: Any) -> None:
+            self.num_updates += 1
+
+        def _try_snapshot(self) -> None:
+            pass
+
+        def _try_full_validation(self, force: bool = False) -> bool:
+            return False
+
+        def finalize(self) -> None:
+            pass
+
+    trainer = CountingTrainer()
+    trainer.train()
+    assert trainer.num_updates == 3, trainer.num_updates
+
+
 @check("per_dataset_evaluation")
 def _evaluation() -> None:
     import torch

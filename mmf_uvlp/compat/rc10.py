@@ -507,3 +507,23 @@ def _quiet_known_warnings() -> None:
         r"The epoch parameter in `scheduler.step\(\)` was not necessary",
     ):
         warnings.filterwarnings("ignore", message=message)
+
+
+@FIXES.fix(
+    "max_updates_stop",
+    "a run with training.max_updates=N makes N+1 updates (BaseTrainer.train stops "
+    "only once num_updates > max_updates inside an epoch), so the scheduler, the "
+    "last checkpoint and resumed schedules are off by one",
+    stage="post",
+)
+def _max_updates_stop() -> None:
+    from mmf.trainers.base_trainer import BaseTrainer
+
+    logistics = BaseTrainer._logistics
+
+    @functools.wraps(logistics)
+    def _logistics(self: BaseTrainer, report: Any) -> bool:
+        should_break = logistics(self, report)
+        return should_break or self.num_updates >= self.max_updates
+
+    BaseTrainer._logistics = _logistics

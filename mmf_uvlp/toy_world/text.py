@@ -22,7 +22,7 @@ _DISTRACTORS = (
 )
 _PREFIXES = ("", "", "", "photo of ", "a view of ", "stock image of ", "picture of ",
              "an image of ")
-_SUFFIXES = ("", "", "", " - stock photo", " in this picture", " , vintage style",
+_SUFFIXES = ("", "", "", " - stock photo", " in this picture", ", vintage style",
              " for sale", " near my home")
 _NAMES = (
     "Anna", "Ben", "Clara", "David", "Emma", "Frank", "Grace", "Henry", "Isla", "Jack",

@@ -63,13 +63,13 @@ CLASSES: tuple[ObjectClass, ...] = tuple(
         surface="table,bed,bench,desk,shelf,counter,nightstand,dresser,couch,sofa",
     )
     + _group(
-        "food", 0.13,
+        "food", 0.15,
         "pizza,sandwich,banana,apple,orange,cake,donut,broccoli,carrot,hot dog,"
         "hamburger,bread,cheese,egg,tomato,strawberry,lemon,cookie,salad,soup",
         handheld="sandwich,banana,apple,orange,donut,carrot,hot dog,hamburger,cookie",
     )
     + _group(
-        "kitchenware", 0.11,
+        "kitchenware", 0.14,
         "cup,bowl,plate,fork,knife,spoon,bottle,wine glass,mug,pot,pan,teapot,jar,"
         "cutting board",
         handheld="cup,fork,knife,spoon,bottle,wine glass,mug,jar",
@@ -81,12 +81,12 @@ CLASSES: tuple[ObjectClass, ...] = tuple(
         handheld="cell phone,remote,camera,computer mouse",
     )
     + _group(
-        "clothing", 0.15,
+        "clothing", 0.17,
         "shirt,hat,jacket,shoe,dress,tie,coat,helmet,glove,scarf,backpack,handbag",
         handheld="hat,glove,backpack,handbag,scarf",
     )
     + _group(
-        "sports", 0.14,
+        "sports", 0.15,
         "ball,tennis racket,skateboard,surfboard,kite,frisbee,skis,snowboard,"
         "baseball bat,baseball glove,golf club,basketball",
         handheld="ball,tennis racket,kite,frisbee,baseball bat,baseball glove,golf club,"
@@ -94,7 +94,7 @@ CLASSES: tuple[ObjectClass, ...] = tuple(
         rideable="skateboard,surfboard,snowboard,skis",
     )
     + _group(
-        "household", 0.13,
+        "household", 0.15,
         "book,lamp,pillow,blanket,vase,clock,mirror,towel,umbrella,suitcase,toothbrush,"
         "scissors,teddy bear,candle,basket",
         handheld="book,umbrella,toothbrush,scissors,teddy bear,candle,basket,towel",

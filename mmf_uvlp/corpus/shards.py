@@ -1,0 +1,102 @@
+"""Stage 7: the annotation shards — schema, deterministic writing, reading and merging.
+
+An output directory holds ``annotations/part-CCCCCC.jsonl[.gz]``, one part per chunk ``C`` of
+``output.chunk_images`` images (by position in the detections file), and
+``annotations/index.json`` listing the parts in order. One JSON record per line and image:
+
+    {"image_id": str, "feature_key": str, "position": int, "image_w": num, "image_h": num,
+     "tag_query": str,
+     "regions": [{"box": [x1, y1, x2, y2], "label": str, "conf": num}, ...],
+     "sentences": [{"rank": int, "sentence_id": int, "text": str, "score": num,
+                    "noun_phrases": [{"text": str, "char_span": [s, e], "token_span": [s, e],
+                                      "region": int | null, "similarity": num | null,
+                                      "link_score": num, "linked": bool}, ...]}, ...]}
+
+``regions`` are all detections of the image, in the detector's order (region ``i`` is row ``i``
+of its features). Parts are gzip members written with ``mtime=0`` and no file name, with floats
+rounded to ``output.float_digits``: the same inputs give the same bytes.
+"""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import io
+import json
+import os
+import shutil
+from typing import Dict, Iterator, List, Sequence
+
+SCHEMA_VERSION = 1
+INDEX_NAME = "index.json"
+
+
+def part_name(chunk: int, fmt: str = "jsonl.gz") -> str:
+    return f"part-{chunk:06d}.{fmt}"
+
+
+def encode_records(records: Sequence[Dict[str, object]], fmt: str = "jsonl.gz") -> bytes:
+    text = "".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n"
+                   for r in records).encode("utf-8")
+    if fmt == "jsonl":
+        return text
+    buffer = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, mtime=0, compresslevel=6) as gz:
+        gz.write(text)
+    return buffer.getvalue()
+
+
+def write_part(directory: str, chunk: int, records: Sequence[Dict[str, object]],
+               fmt: str = "jsonl.gz") -> str:
+    from mmf_uvlp.corpus.sentences import atomic_write_bytes
+
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, part_name(chunk, fmt))
+    atomic_write_bytes(path, encode_records(records, fmt))
+    return path
+
+
+def read_part(path: str) -> Iterator[Dict[str, object]]:
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                yield json.loads(line)
+
+
+def part_paths(path: str) -> List[str]:
+    """The part files of an output (``DIR``, ``DIR/annotations`` or one part file)."""
+    if os.path.isfile(path):
+        return [path]
+    directory = path
+    if os.path.isdir(os.path.join(path, "annotations")):
+        directory = os.path.join(path, "annotations")
+    index_path = os.path.join(directory, INDEX_NAME)
+    if os.path.exists(index_path):
+        with open(index_path) as handle:
+            index = json.load(handle)
+        return [os.path.join(directory, p["file"]) for p in index["parts"]]
+    return sorted(glob.glob(os.path.join(directory, "part-*.jsonl*")))
+
+
+def iter_records(path: str) -> Iterator[Dict[str, object]]:
+    """Every image record of an output directory, in position order."""
+    for part in part_paths(path):
+        yield from read_part(part)
+
+
+def write_index(directory: str, parts: List[Dict[str, object]], meta: Dict[str, object]) -> None:
+    from mmf_uvlp.corpus.sentences import atomic_write_json
+
+    data = dict(meta)
+    data["schema_version"] = SCHEMA_VERSION
+    data["parts"] = parts
+    data["images"] = sum(int(p["images"]) for p in parts)
+    atomic_write_json(os.path.join(directory, INDEX_NAME), data)
+
+
+def copy_file(src: str, dst: str) -> None:
+    """Copy atomically (a merged output is never half-written)."""
+    tmp = f"{dst}.tmp.{os.getpid()}"
+    shutil.copyfile(src, tmp)
+    os.replace(tmp, dst)

@@ -1,0 +1,9 @@
+"""Readers of the on-disk formats the project consumes (VinVL, MMF features, refer, ...).
+
+Every reader streams and raises :class:`FormatError` (a ``ValueError``) naming the
+file, the line or key, the field and what was expected.
+"""
+
+from mmf_uvlp.data_formats.errors import FormatError
+
+__all__ = ["FormatError"]

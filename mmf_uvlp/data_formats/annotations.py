@@ -1,0 +1,83 @@
+"""MMF annotation files of the downstream sets: VQA2 imdb ``.npy`` and jsonl files.
+
+- VQA2 imdb: ``np.save`` of an object array of dicts; the first element may be a header
+  without ``image_id`` (skipped, as MMF's ``AnnotationDatabase`` does).
+- NLVR2 (``identifier``, ``sentence``, ``label`` "True"/"False") and SNLI-VE
+  (``Flikr30kID``, ``sentence1``, ``sentence2``, ``gold_label``) jsonl, one object a line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Iterator
+
+import numpy as np
+
+from mmf_uvlp.data_formats.errors import FormatError
+
+VQA2_FIELDS = ("image_id", "image_name", "feature_path", "question_id", "question_str",
+               "question_tokens", "answers", "all_answers")
+NLVR2_FIELDS = ("identifier", "sentence", "label")
+VE_FIELDS = ("Flikr30kID", "sentence1", "sentence2", "gold_label")
+VE_LABELS = ("entailment", "neutral", "contradiction")
+
+
+def _check_fields(path, record, fields, line: int | None = None, key: str | None = None):
+    if not isinstance(record, dict):
+        raise FormatError(path, "record", "a dict", type(record).__name__, line=line, key=key)
+    missing = [f for f in fields if f not in record]
+    if missing:
+        raise FormatError(path, missing[0], f"fields {list(fields)}", sorted(record),
+                          line=line, key=key)
+
+
+def read_vqa2_imdb(path: str | os.PathLike) -> Iterator[dict]:
+    """Stream the question records of a VQA2 imdb (header skipped)."""
+    try:
+        data = np.load(path, allow_pickle=True)
+    except (ValueError, OSError) as e:
+        raise FormatError(path, "imdb", "an .npy object array of dicts", str(e)) from None
+    for index, record in enumerate(data):
+        if index == 0 and isinstance(record, dict) and "image_id" not in record:
+            continue
+        _check_fields(path, record, VQA2_FIELDS, key=f"[{index}]")
+        if len(record["answers"]) != 10:
+            raise FormatError(path, "answers", "10 answers", len(record["answers"]),
+                              key=f"[{index}]")
+        yield record
+
+
+def read_jsonl(path: str | os.PathLike, fields: tuple[str, ...] = ()) -> Iterator[dict]:
+    """Stream a jsonl file whose records must have ``fields``."""
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise FormatError(path, "json", f"valid json ({e.msg})", line.strip(),
+                                  line=number) from None
+            _check_fields(path, record, fields, line=number)
+            yield record
+
+
+def read_nlvr2(path: str | os.PathLike) -> Iterator[dict]:
+    """Stream NLVR2 records; ``label`` must be "True" or "False"."""
+    for number, record in enumerate(read_jsonl(path, NLVR2_FIELDS), start=1):
+        if record["label"] not in ("True", "False"):
+            raise FormatError(path, "label", '"True" or "False"', record["label"], line=number)
+        if len(record["identifier"].split("-")) != 4:
+            raise FormatError(path, "identifier", "<split>-<set>-<pair>-<sentence>",
+                              record["identifier"], line=number)
+        yield record
+
+
+def read_visual_entailment(path: str | os.PathLike) -> Iterator[dict]:
+    """Stream SNLI-VE records; ``gold_label`` must be one of the three labels."""
+    for number, record in enumerate(read_jsonl(path, VE_FIELDS), start=1):
+        if record["gold_label"] not in VE_LABELS:
+            raise FormatError(path, "gold_label", f"one of {list(VE_LABELS)}",
+                              record["gold_label"], line=number)
+        yield record

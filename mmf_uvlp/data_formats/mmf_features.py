@@ -1,0 +1,214 @@
+"""MMF region-feature files, as MMF 1.0.0rc10's feature readers read them.
+
+- LMDB (``LMDBFeatureReader``): one pickled dict per image under its key (the feature
+  file name without ``.npy``), plus ``b"keys"``: the pickled list of all image keys
+  (bytes). Each dict holds ``features`` (N, D) float32, ``bbox`` (N, 4) float32
+  [x1, y1, x2, y2] pixels, ``num_boxes``, ``image_width``, ``image_height``,
+  ``objects`` (N,) class ids, ``cls_prob`` (N, C + 1) float32 and ``image_id``.
+- npy folder (``PaddedFasterRCNNFeatureReader``): ``<name>.npy`` (N, D) float32 and
+  ``<name>_info.npy``, a pickled dict with the same fields except ``features``.
+
+Readers stream one image at a time and raise :class:`FormatError` on bad records.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+from pathlib import Path
+from typing import Iterator
+
+import lmdb
+import numpy as np
+
+from mmf_uvlp.data_formats.errors import FormatError
+
+KEYS_ENTRY = b"keys"
+INFO_FIELDS = ("bbox", "num_boxes", "image_width", "image_height", "objects", "cls_prob")
+BOX_TOLERANCE = 1.0
+
+# py-lmdb refuses to open one environment twice in a process, so readers share it.
+_OPEN_ENVS: dict[str, list] = {}  # real path -> [environment, number of users]
+
+
+def _acquire_env(path: str) -> lmdb.Environment:
+    real = os.path.realpath(path)
+    if real not in _OPEN_ENVS:
+        env = lmdb.open(path, subdir=os.path.isdir(path), readonly=True, lock=False,
+                        readahead=False, meminit=False)
+        _OPEN_ENVS[real] = [env, 0]
+    _OPEN_ENVS[real][1] += 1
+    return _OPEN_ENVS[real][0]
+
+
+def _release_env(path: str) -> None:
+    real = os.path.realpath(path)
+    entry = _OPEN_ENVS.get(real)
+    if entry is None:
+        return
+    entry[1] -= 1
+    if entry[1] == 0:
+        entry[0].close()
+        del _OPEN_ENVS[real]
+
+
+def validate_record(
+    record: dict, path: str | os.PathLike, key: str, feature_dim: int | None = None,
+    num_classes: int | None = None, require_features: bool = True,
+) -> dict:
+    """Check one per-image feature dict; returns it unchanged.
+
+    ``num_classes`` counts the background column of ``cls_prob``.
+    """
+    if not isinstance(record, dict):
+        raise FormatError(path, "record", "a dict", type(record).__name__, key=key)
+    fields = INFO_FIELDS + (("features",) if require_features else ())
+    missing = [f for f in fields if f not in record]
+    if missing:
+        raise FormatError(path, missing[0], f"fields {list(fields)}", sorted(record), key=key)
+    n = record["num_boxes"]
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+        raise FormatError(path, "num_boxes", "an integer >= 0", n, key=key)
+    w, h = record["image_width"], record["image_height"]
+    for name, value in (("image_width", w), ("image_height", h)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise FormatError(path, name, "an integer >= 1", value, key=key)
+    if require_features:
+        features = record["features"]
+        if not isinstance(features, np.ndarray) or features.dtype != np.float32 \
+                or features.ndim != 2 or features.shape[0] != n:
+            raise FormatError(path, "features", f"a float32 array of shape ({n}, D)",
+                              _shape(features), key=key)
+        if feature_dim is not None and features.shape[1] != feature_dim:
+            raise FormatError(path, "features", f"D = {feature_dim}", features.shape[1], key=key)
+        if not np.isfinite(features).all():
+            raise FormatError(path, "features", "finite values", "NaN or inf", key=key)
+    bbox = np.asarray(record["bbox"])
+    if bbox.shape != (n, 4) or not np.isfinite(bbox).all():
+        raise FormatError(path, "bbox", f"a finite array of shape ({n}, 4)", _shape(bbox),
+                          key=key)
+    limits = np.array([w, h, w, h], dtype=np.float64) + BOX_TOLERANCE
+    if (bbox < -BOX_TOLERANCE).any() or (bbox > limits).any() \
+            or (bbox[:, 2] < bbox[:, 0]).any() or (bbox[:, 3] < bbox[:, 1]).any():
+        raise FormatError(path, "bbox", f"boxes x1<=x2, y1<=y2 inside the {w}x{h} image",
+                          bbox.tolist()[:2], key=key)
+    objects = np.asarray(record["objects"])
+    if objects.shape != (n,) or not np.issubdtype(objects.dtype, np.integer):
+        raise FormatError(path, "objects", f"{n} integer class ids", _shape(objects), key=key)
+    cls_prob = np.asarray(record["cls_prob"])
+    if cls_prob.ndim != 2 or cls_prob.shape[0] != n or not np.isfinite(cls_prob).all():
+        raise FormatError(path, "cls_prob", f"a finite array of shape ({n}, C)",
+                          _shape(cls_prob), key=key)
+    if num_classes is not None and cls_prob.shape[1] != num_classes:
+        raise FormatError(path, "cls_prob", f"C = {num_classes}", cls_prob.shape[1], key=key)
+    if n and ((objects < 0).any() or (objects >= cls_prob.shape[1]).any()):
+        raise FormatError(path, "objects", f"class ids in [0, {cls_prob.shape[1] - 1})",
+                          objects.tolist()[:5], key=key)
+    return record
+
+
+def _shape(value) -> str:
+    return str(getattr(value, "shape", type(value).__name__))
+
+
+class LmdbFeatures:
+    """Read an MMF feature LMDB: iterate in key order or look up one image."""
+
+    def __init__(self, path: str | os.PathLike, feature_dim: int | None = None,
+                 num_classes: int | None = None):
+        self.path = str(path)
+        if not os.path.exists(self.path):
+            raise FileNotFoundError(f"LMDB features not found: {self.path}")
+        self.feature_dim, self.num_classes = feature_dim, num_classes
+        self.env = _acquire_env(self.path)
+        self._closed = False
+        try:
+            self._keys = self._read_keys()
+        except FormatError:
+            self.close()
+            raise
+
+    def _read_keys(self) -> list[str]:
+        with self.env.begin(write=False) as txn:
+            raw = txn.get(KEYS_ENTRY)
+        if raw is None:
+            raise FormatError(self.path, "keys", "a b'keys' entry listing the image keys")
+        keys = self._unpickle(raw, "keys")
+        if not isinstance(keys, list) or not all(isinstance(k, bytes) for k in keys):
+            raise FormatError(self.path, "keys", "a pickled list of bytes", type(keys).__name__)
+        return [k.decode("utf-8") for k in keys]
+
+    def _unpickle(self, raw: bytes, key: str):
+        try:
+            return pickle.loads(raw)
+        except Exception as e:  # any unpickling failure is a format error here
+            raise FormatError(self.path, "value", "a pickled object", str(e), key=key) from None
+
+    def keys(self) -> list[str]:
+        return list(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __contains__(self, key: str) -> bool:
+        with self.env.begin(write=False) as txn:
+            return txn.get(key.encode("utf-8")) is not None
+
+    def __getitem__(self, key: str) -> dict:
+        with self.env.begin(write=False) as txn:
+            raw = txn.get(key.encode("utf-8"))
+        if raw is None:
+            raise KeyError(f"{key!r} not in {self.path}")
+        record = self._unpickle(raw, key)
+        return validate_record(record, self.path, key, self.feature_dim, self.num_classes)
+
+    def __iter__(self) -> Iterator[tuple[str, dict]]:
+        for key in self._keys:
+            yield key, self[key]
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            _release_env(self.path)
+
+    def __enter__(self) -> "LmdbFeatures":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def read_lmdb(path: str | os.PathLike, feature_dim: int | None = None,
+              num_classes: int | None = None) -> Iterator[tuple[str, dict]]:
+    """Stream (key, record) pairs of an MMF feature LMDB in the order of ``b"keys"``."""
+    with LmdbFeatures(path, feature_dim, num_classes) as db:
+        yield from db
+
+
+def load_npy(folder: str | os.PathLike, name: str, feature_dim: int | None = None,
+             num_classes: int | None = None) -> dict:
+    """One image of an npy feature folder: its info dict plus ``features``."""
+    feature_path = Path(folder) / f"{name}.npy"
+    info_path = Path(folder) / f"{name}_info.npy"
+    try:
+        features = np.load(feature_path, allow_pickle=False)
+    except ValueError as e:
+        raise FormatError(feature_path, "features", "a plain float32 .npy array", str(e)) from None
+    try:
+        info = np.load(info_path, allow_pickle=True).item()
+    except (ValueError, OSError) as e:
+        raise FormatError(info_path, "info", "a pickled dict saved with np.save", str(e)) from None
+    if not isinstance(info, dict):
+        raise FormatError(info_path, "info", "a dict", type(info).__name__)
+    validate_record(info, info_path, name, require_features=False, num_classes=num_classes)
+    record = dict(info, features=features)
+    return validate_record(record, feature_path, name, feature_dim, num_classes)
+
+
+def read_npy_folder(folder: str | os.PathLike, feature_dim: int | None = None,
+                    num_classes: int | None = None) -> Iterator[tuple[str, dict]]:
+    """Stream (name, record) pairs of an npy feature folder in sorted name order."""
+    names = sorted(p.name[: -len(".npy")] for p in Path(folder).glob("*.npy")
+                   if not p.name.endswith("_info.npy"))
+    for name in names:
+        yield name, load_npy(folder, name, feature_dim, num_classes)

@@ -1,0 +1,1 @@
+"""μ-VLA pre-training losses, one registered MMF loss per module (``uvla_*``)."""

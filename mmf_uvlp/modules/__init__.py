@@ -1,0 +1,1 @@
+"""Building blocks of the μ-VLA model: embeddings, boxes and heads."""

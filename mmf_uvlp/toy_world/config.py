@@ -1,0 +1,75 @@
+"""Sizes and switches of a generated world, and the named presets.
+
+- ``tiny``: ~200 images, feature_dim 64, every format; generates in about a second (tests).
+- ``demo``: 3,000 pre-training images and a few thousand examples per downstream task,
+  feature_dim 128 (2048-d features with ~12 regions would be ~100 KB an image and make
+  the 2-core demo chain of pre-training plus four fine-tunings far too slow); MMF LMDBs
+  and npy folders for every pool, VinVL ``features.tsv`` for the pre-training pool only.
+- ``bench``: 100,000 pre-training images and 1,000,000 sentences for corpus-build
+  throughput; detections and text only (no features, no downstream sets).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+
+
+@dataclass(frozen=True)
+class WorldConfig:
+    """Everything that determines a world's bytes (together with the code)."""
+
+    preset: str
+    seed: int = 0
+    feature_dim: int = 64
+    num_images: int = 48  # pre-training pool
+    extra_captions: int = 24  # captions of images outside the pool (caption corpus only)
+    narrative_sentences: int = 120
+    max_regions: int = 24
+    features: bool = True  # region features: LMDB per pool, VinVL features.tsv for cc
+    vinvl_features_all_pools: bool = True  # features.tsv for the downstream pools too
+    npy: bool = True  # MMF npy feature folders as well
+    downstream: bool = True
+    vqa2_questions: tuple[int, int, int] = (36, 12, 12)  # train, val, test
+    nlvr2_pairs: tuple[int, int, int] = (16, 8, 8)
+    ve_hypotheses: tuple[int, int, int] = (36, 12, 12)
+    refcoco_images: tuple[int, int, int, int] = (12, 4, 4, 4)  # train, val, testA, testB
+
+    def __post_init__(self):
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "preset" or isinstance(value, bool):
+                continue
+            values = value if isinstance(value, tuple) else (value,)
+            if any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in values):
+                raise ValueError(f"WorldConfig.{f.name} must be non-negative integers, "
+                                 f"got {value!r}")
+        for name in ("feature_dim", "max_regions"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"WorldConfig.{name} must be >= 1, got {getattr(self, name)}")
+
+    def scaled_downstream(self, factor: float) -> "WorldConfig":
+        """The same world with every downstream split size multiplied by ``factor``."""
+        def scale(sizes):
+            return tuple(max(1, round(s * factor)) for s in sizes)
+        return replace(self, vqa2_questions=scale(self.vqa2_questions),
+                       nlvr2_pairs=scale(self.nlvr2_pairs),
+                       ve_hypotheses=scale(self.ve_hypotheses),
+                       refcoco_images=scale(self.refcoco_images))
+
+    def to_json(self) -> dict:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+
+
+PRESETS: dict[str, WorldConfig] = {
+    "tiny": WorldConfig(preset="tiny"),
+    "demo": WorldConfig(
+        preset="demo", feature_dim=128, num_images=3000, extra_captions=1500,
+        narrative_sentences=6000, vinvl_features_all_pools=False,
+        vqa2_questions=(3000, 600, 600), nlvr2_pairs=(1000, 250, 250),
+        ve_hypotheses=(3000, 600, 600), refcoco_images=(800, 150, 150, 150),
+    ),
+    "bench": WorldConfig(
+        preset="bench", num_images=100_000, extra_captions=100_000,
+        narrative_sentences=800_000, features=False, npy=False, downstream=False,
+    ),
+}

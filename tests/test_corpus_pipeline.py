@@ -1,0 +1,220 @@
+"""The whole corpus build: answers, resumption, shards, bad input, CLI, toy world."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from mmf_uvlp.corpus.errors import FormatError
+from mmf_uvlp.corpus.pipeline import build, merge
+from mmf_uvlp.corpus.shards import iter_records
+from test_corpus_support import (
+    IMAGES, SENTENCES, TAG_QUERIES, features_row, output_files, predictions_row,
+    shared_resources, tiny_config, write_tiny_world,
+)
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    return write_tiny_world(tmp_path_factory.mktemp("world"))
+
+
+@pytest.fixture(scope="module")
+def reference(world, tmp_path_factory):
+    """An uninterrupted single run: the bytes every other run must reproduce."""
+    out = str(tmp_path_factory.mktemp("reference"))
+    report = build(tiny_config(world), out, resources=shared_resources())
+    return out, report
+
+
+def test_single_run_answers(reference):
+    out, report = reference
+    records = list(iter_records(out))
+    assert [r["image_id"] for r in records] == ["img0", "img1", "img2", "img3", "img5"]
+    assert {r["image_id"]: r["tag_query"] for r in records} == TAG_QUERIES
+    by_id = {r["image_id"]: r for r in records}
+    img0 = by_id["img0"]
+    assert [len(r["sentences"]) for r in records] == [3] * 5
+    top = [s["text"] for s in img0["sentences"][:2]]
+    assert all("frisbee" in t for t in top)  # both dog-and-frisbee sentences, ...
+    assert sum("park" in t for t in top) == 1  # ... the duplicated one only once
+    assert by_id["img2"]["sentences"][0]["text"] == SENTENCES[2]
+    for rec in records:  # schema: regions aligned with detector order, spans index the text
+        objects = dict(IMAGES)[rec["image_id"]]
+        assert [r["label"] for r in rec["regions"]] == [o["class"] for o in objects]
+        scores = [s["score"] for s in rec["sentences"]]
+        assert scores == sorted(scores, reverse=True)
+        for s in rec["sentences"]:
+            for p in s["noun_phrases"]:
+                assert s["text"][p["char_span"][0]:p["char_span"][1]] == p["text"]
+                assert p["linked"] == (p["link_score"] > 0)
+    pizza = by_id["img2"]["sentences"][0]["noun_phrases"]
+    assert [(p["text"], p["region"], p["linked"]) for p in pizza] == [
+        ("A pizza", 0, True), ("a plate", 2, True), ("a wooden table", 1, True)]
+    assert report["detections"]["rows"] == 6 and report["detections"]["dropped_no_tags"] == 1
+    assert report["inputs"]["feature_dim"] == 8
+    assert report["inputs"]["corpus_distinct_texts"] == 11
+    assert report["skipped"]["counts"] == {}
+    assert report["quality"]["caption_recall"]["caption_in_pool"] == 5
+    assert report["quality"]["caption_recall"]["recall@3"] == 1.0
+    assert report["quality"]["link_precision"]["precision"] > 0.5
+    for name in ("report.md", "scores_hist.png", "examples.html", "examples.md"):
+        assert os.path.getsize(os.path.join(out, "report", name)) > 0
+    assert "linked" in open(os.path.join(out, "report", "examples.html")).read()
+
+
+def test_same_inputs_same_bytes_and_own_caption_exclusion(world, reference, tmp_path):
+    out = str(tmp_path / "again")
+    build(tiny_config(world), out, resources=shared_resources())
+    assert output_files(out) == output_files(reference[0])
+    excl = str(tmp_path / "excl")
+    report = build(tiny_config(world, "retrieve.exclude_own_caption=true"), excl,
+                   resources=shared_resources())
+    for rec in iter_records(excl):
+        own = SENTENCES[{"img0": 0, "img1": 1, "img2": 2, "img3": 3, "img5": 4}[rec["image_id"]]]
+        norm = own.lower().strip(".")
+        assert all(s["text"].lower().strip(".") != norm for s in rec["sentences"])
+    assert report["retrieval"]["own_caption_dropped"] >= 5
+    assert isinstance(report["quality"]["caption_recall"], str)
+
+
+class _Killed(Exception):
+    pass
+
+
+@pytest.mark.parametrize("stage,after", [("embed_corpus", 1), ("detections", 1),
+                                         ("queries", 2), ("retrieve", 1), ("phrases", 2),
+                                         ("link", 1)])
+def test_resume_after_kill_gives_identical_bytes(world, reference, tmp_path, stage, after):
+    out = str(tmp_path / "resumed")
+    config = tiny_config(world)
+
+    def hook(name, chunk, seen=[]):
+        if name == stage:
+            seen.append(chunk)
+            if len(seen) == after:
+                raise _Killed(f"{name} {chunk}")
+
+    with pytest.raises(_Killed):
+        build(config, out, resources=shared_resources(), hook=hook)
+    os.makedirs(os.path.join(out, "annotations"), exist_ok=True)
+    with open(os.path.join(out, "annotations", "part-000002.jsonl.gz.tmp.123"), "w") as f:
+        f.write("half-written")  # leftovers of the kill must not matter
+    build(config, out, resources=shared_resources())
+    assert output_files(out) == output_files(reference[0])  # the stray file was removed
+
+
+def test_shards_merged_equal_single_run(world, reference, tmp_path):
+    cache = str(tmp_path / "sentences")
+    shard_dirs = []
+    for i in range(2):
+        d = str(tmp_path / f"shard{i}")
+        summary = build(tiny_config(world), d, shard=(i, 2), sentence_cache=cache,
+                        resources=shared_resources())
+        assert summary["shard"] == f"{i}/2"
+        shard_dirs.append(d)
+    assert sorted(os.listdir(os.path.join(shard_dirs[1], "annotations"))) == \
+        ["index.json", "part-000001.jsonl.gz"]
+    merged = str(tmp_path / "merged")
+    merge(shard_dirs[::-1], merged)
+    assert output_files(merged) == output_files(reference[0])
+    with pytest.raises(RuntimeError, match="exactly once"):
+        merge(shard_dirs[:1], str(tmp_path / "bad"))
+
+
+def test_config_change_needs_restart(world, tmp_path):
+    out = str(tmp_path / "o")
+    build(tiny_config(world, gt=False), out, resources=shared_resources())
+    with pytest.raises(RuntimeError, match="restart"):
+        build(tiny_config(world, "retrieve.k=2", gt=False), out, resources=shared_resources())
+    report = build(tiny_config(world, "retrieve.k=2", gt=False), out,
+                   resources=shared_resources(), restart=True)
+    assert report["retrieval"]["retrieved"] == 10 and report["quality"] == {}
+
+
+def _bad_world(root):
+    preds = [predictions_row(i, o) for i, o in IMAGES]
+    feats = [features_row(i, len(o), s) for s, (i, o) in enumerate(IMAGES)]
+    preds[1] = "img1\t{broken json"
+    preds[3] = predictions_row("img3", [{"rect": [0, 0, 400, 40], "class": "cat",
+                                         "conf": .9}])
+    feats[5] = "img5\t3\t!!!!"
+    corpus = ("\n".join(SENTENCES[:4]) + "\n\n").encode() + b"caf\xe9\n" + \
+        ("\n".join(SENTENCES[4:]) + "\n").encode()
+    return write_tiny_world(root, preds, feats, corpus)
+
+
+def test_bad_input_errors_name_file_and_line(tmp_path):
+    paths = _bad_world(tmp_path / "w")
+    with pytest.raises(FormatError, match=r"corpus\.txt:5"):
+        build(tiny_config(paths, gt=False), str(tmp_path / "o"), resources=shared_resources())
+    paths["corpus"] = write_tiny_world(tmp_path / "good")["corpus"]
+    with pytest.raises(FormatError, match=r"predictions\.tsv:2: field 'json'"):
+        build(tiny_config(paths, gt=False), str(tmp_path / "o2"), resources=shared_resources())
+
+
+def test_bad_input_skipped_and_counted(tmp_path):
+    paths = _bad_world(tmp_path / "w")
+    report = build(tiny_config(paths, "run.on_error=skip", gt=False), str(tmp_path / "o"),
+                   resources=shared_resources())
+    assert report["skipped"]["counts"] == {
+        "corpus: encoding": 1, "corpus: text": 1, "features: features": 1,
+        "predictions: json": 1, "predictions: objects[].rect": 1}
+    assert any("predictions.tsv:4" in e
+               for e in report["skipped"]["examples"]["predictions: objects[].rect"])
+    assert [r["image_id"] for r in iter_records(str(tmp_path / "o"))] == ["img0", "img2"]
+    assert report["inputs"]["corpus_lines"] == 14 and report["inputs"]["corpus_sentences"] == 12
+    md = open(tmp_path / "o" / "report" / "report.md").read()
+    assert "predictions: json" in md
+
+
+def test_cli_kill_and_resume(world, reference, tmp_path):
+    """A real abrupt exit (os._exit) mid-stage, then the same command again."""
+    out = str(tmp_path / "cli")
+    cmd = [sys.executable, os.path.join(REPO, "tools", "build_corpus.py"), "run",
+           "--predictions", world["predictions"], "--features", world["features"],
+           "--corpus", world["corpus"], "--captions-gt", world["captions_gt"],
+           "--objects-gt", world["objects_gt"], "--k", "3", "--chunk-images", "2",
+           "--no-progress", "--set", "report.num_examples=3", "--set", "embed.chunk_size=5",
+           "--set", "embed.batch_size=4", "--out", out]
+    env = dict(os.environ, MMF_UVLP_CORPUS_ABORT_AFTER="retrieve:2", HF_HUB_OFFLINE="1")
+    first = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    assert first.returncode == 75, first.stderr[-2000:]
+    env.pop("MMF_UVLP_CORPUS_ABORT_AFTER")
+    second = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert "5 images written" in second.stdout
+    assert output_files(out) == output_files(reference[0])
+
+
+def test_toy_world_end_to_end(tmp_path):
+    """The project's toy world: retrieval finds true captions, links mostly name real objects."""
+    script = os.path.join(REPO, "tools", "make_toy_world.py")
+    if not os.path.exists(script):
+        pytest.skip("tools/make_toy_world.py not in this checkout")
+    root = tmp_path / "toy"
+    subprocess.run([sys.executable, script, "--preset", "tiny", "--seed", "0", "--out",
+                    str(root), "--no-downstream", "--no-progress"], check=True,
+                   capture_output=True)
+    manifest = json.loads((root / "world.json").read_text())
+    p = {k: str(root / v) for k, v in manifest["paths"].items() if isinstance(v, str)}
+    from mmf_uvlp.corpus.config import load_config
+
+    config = load_config(data={
+        "inputs": {"predictions": p["predictions_tsv"], "features": p["features_tsv"],
+                   "corpus": [p["caption_corpus"], p["narrative_corpus"]],
+                   "captions_gt": p["captions_gt"], "objects_gt": p["images_gt"]},
+        "output": {"chunk_images": 16}, "run": {"progress": False}})
+    report = build(config, str(tmp_path / "out"), resources=shared_resources())
+    n = manifest["counts"]["pools"]["cc"]["images"]
+    assert report["detections"]["rows"] == n and report["skipped"]["counts"] == {}
+    recall = report["quality"]["caption_recall"]
+    assert recall["caption_in_pool"] == n and recall["recall@5"] >= 0.5
+    assert report["quality"]["link_precision"]["precision"] >= 0.45
+    assert report["quality"]["link_precision"]["grounded_rate"] >= 0.8

@@ -1,0 +1,520 @@
+"""The generated toy world: determinism, formats read back, answers grounded, CLI."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.feature_extraction.text import CountVectorizer
+from sklearn.linear_model import LogisticRegression
+
+from mmf_uvlp.data_formats.annotations import (
+    read_nlvr2, read_visual_entailment, read_vqa2_imdb,
+)
+from mmf_uvlp.data_formats.mmf_features import LmdbFeatures, read_lmdb, read_npy_folder
+from mmf_uvlp.data_formats.refer import Refer
+from mmf_uvlp.data_formats.text import read_captions, read_corpus
+from mmf_uvlp.data_formats.vinvl import read_detections_jsonl, read_vinvl
+from mmf_uvlp.toy_world import PRESETS, generate_world
+from mmf_uvlp.toy_world import downstream as ds
+from mmf_uvlp.toy_world.scene import sample_scene
+from mmf_uvlp.toy_world.vocabulary import CLASS_INDEX, CLASSES, plural
+
+REPO = Path(__file__).resolve().parents[1]
+TOOL = REPO / "tools" / "make_toy_world.py"
+POOLS = ("cc", "coco", "nlvr2", "flickr30k")
+PLURAL_TO_CLASS = {plural(c.name): c.name for c in CLASSES}
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory) -> tuple[Path, dict, float]:
+    out = tmp_path_factory.mktemp("toy") / "tiny"
+    start = time.perf_counter()
+    manifest = generate_world(PRESETS["tiny"], out)
+    return out, manifest, time.perf_counter() - start
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _gt(out: Path, pool: str) -> dict[str, dict]:
+    return {r["image_id"]: r for r in map(json.loads, open(out / "images_gt" / f"{pool}.jsonl"))}
+
+
+def _iou(a, b) -> float:
+    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = ix * iy
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0
+
+
+# ---------------------------------------------------------------- generation
+
+
+def test_tiny_preset_is_fast(world):
+    _, manifest, seconds = world
+    assert seconds < 10, f"tiny world took {seconds:.1f} s"
+    assert manifest["preset"] == "tiny" and manifest["feature_dim"] == 64
+    assert len(CLASSES) >= 150
+
+
+def test_same_seed_same_bytes(world, tmp_path):
+    """Every file, the LMDB data.mdb files included, is byte-identical across runs."""
+    out, _, _ = world
+    generate_world(PRESETS["tiny"], tmp_path / "again")
+    first, second = _files(out), _files(tmp_path / "again")
+    assert sorted(first) == sorted(second)
+    assert any(name.endswith("data.mdb") for name in first)
+    different = [name for name in first if first[name] != second[name]]
+    assert different == []
+
+
+def test_other_seed_other_world(world, tmp_path):
+    from dataclasses import replace
+
+    out, _, _ = world
+    generate_world(replace(PRESETS["tiny"], seed=1, downstream=False), tmp_path / "s1")
+    name = "detections/cc/predictions.tsv"
+    assert (out / name).read_bytes() != (tmp_path / "s1" / name).read_bytes()
+
+
+def test_manifest_paths_exist(world):
+    out, manifest, _ = world
+
+    def walk(value):
+        for key, v in value.items():
+            if isinstance(v, dict):
+                yield from walk(v)
+            elif key != "pool":
+                yield v
+
+    paths = list(walk(manifest["paths"]))
+    assert len(paths) > 30
+    for rel in paths:
+        assert (out / rel).exists(), rel
+    assert json.loads((out / "world.json").read_text()) == manifest
+    for key in ("predictions_tsv", "features_tsv", "pretrain_lmdb", "captions_gt",
+                "caption_corpus", "narrative_corpus"):
+        assert key in manifest["paths"]
+    for task in ("vqa2", "nlvr2", "visual_entailment"):
+        assert {"train", "val", "test", "features_lmdb", "features_npy"} <= set(
+            manifest["paths"][task])
+
+
+# ---------------------------------------------------------------- formats read back
+
+
+@pytest.mark.parametrize("pool", POOLS)
+def test_vinvl_files_read_back(world, pool):
+    out, manifest, _ = world
+    paths = manifest["paths"]["pools"][pool]
+    rows = list(read_vinvl(out / paths["predictions_tsv"], out / paths["features_tsv"],
+                           feature_dim=manifest["feature_dim"]))
+    assert len(rows) == manifest["counts"]["pools"][pool]["images"]
+    ids = [p.image_id for p, _ in rows]
+    assert ids == sorted(ids)
+    simple = list(read_detections_jsonl(out / paths["detections_jsonl"]))
+    for (pred, feats), det in zip(rows, simple):
+        assert det.image_id == pred.image_id
+        assert [o.rect for o in det.objects] == [o.rect for o in pred.objects]
+        geometry = np.array([[o.rect[0] / pred.image_w, o.rect[1] / pred.image_h,
+                              o.rect[2] / pred.image_w, o.rect[3] / pred.image_h]
+                             for o in pred.objects])
+        np.testing.assert_allclose(feats.geometry[:, :4], geometry, atol=1e-5)
+    gt = _gt(out, pool)
+    assert sorted(gt) == ids
+
+
+@pytest.mark.parametrize("pool", POOLS)
+def test_mmf_features_read_back(world, pool):
+    out, manifest, _ = world
+    paths = manifest["paths"]["pools"][pool]
+    dim, ncls = manifest["feature_dim"], manifest["cls_prob_columns"]
+    vinvl = {p.image_id: (p, f) for p, f in read_vinvl(out / paths["predictions_tsv"],
+                                                        out / paths["features_tsv"])}
+    lmdb_records = list(read_lmdb(out / paths["lmdb"], dim, ncls))
+    npy_records = list(read_npy_folder(out / paths["npy_dir"], dim, ncls))
+    assert [k for k, _ in lmdb_records] == [k for k, _ in npy_records] == sorted(vinvl)
+    for (key, rec), (_, npy) in zip(lmdb_records, npy_records):
+        pred, feats = vinvl[key]
+        assert rec["image_id"] == key and rec["num_boxes"] == pred.num_boxes
+        assert (rec["image_width"], rec["image_height"]) == (pred.image_w, pred.image_h)
+        np.testing.assert_array_equal(rec["features"], feats.appearance)
+        np.testing.assert_array_equal(npy["features"], rec["features"])
+        np.testing.assert_array_equal(npy["cls_prob"], rec["cls_prob"])
+        np.testing.assert_allclose(rec["bbox"], [o.rect for o in pred.objects] or
+                                   np.zeros((0, 4)), atol=1e-3)
+        assert [CLASSES[c].name for c in rec["objects"]] == [o.cls for o in pred.objects]
+        np.testing.assert_allclose(rec["cls_prob"].sum(axis=1), 1.0, atol=1e-5)
+        np.testing.assert_allclose(rec["cls_prob"][np.arange(len(pred.objects)),
+                                                   rec["objects"] + 1],
+                                   [o.conf for o in pred.objects], atol=1e-3)
+
+
+def _mmf_lmdb_key(feature_path: str, keys: set[str]) -> str:
+    """The key MMF rc10's LMDBFeatureReader._load looks up for ``feature_path``."""
+    split = feature_path.split(".npy")[0]
+    try:
+        key = str(int(split.split("_")[-1]))
+        if key in keys:
+            return key
+    except ValueError:
+        pass
+    return split
+
+
+def test_downstream_files_read_back_and_find_their_features(world):
+    out, manifest, _ = world
+    paths = manifest["paths"]
+    counts = manifest["counts"]
+    coco = LmdbFeatures(out / paths["vqa2"]["features_lmdb"])
+    nlvr = LmdbFeatures(out / paths["nlvr2"]["features_lmdb"])
+    flickr = LmdbFeatures(out / paths["visual_entailment"]["features_lmdb"])
+    try:
+        for split in ("train", "val", "test"):
+            vqa = list(read_vqa2_imdb(out / paths["vqa2"][split]))
+            assert len(vqa) == counts["vqa2"][split]
+            for r in vqa:
+                key = _mmf_lmdb_key(r["feature_path"], set(coco.keys()))
+                assert key == r["image_name"] and coco[key]["num_boxes"] > 0
+                assert (out / paths["vqa2"]["features_npy"] / r["feature_path"]).exists()
+                assert isinstance(r["image_id"], int) and isinstance(r["question_id"], int)
+            records = list(read_nlvr2(out / paths["nlvr2"][split]))
+            assert len(records) == counts["nlvr2"][split]
+            for r in records:  # as MMF's NLVR2Dataset derives the two feature paths
+                stem = "-".join(r["identifier"].split("-")[:-1])
+                for side in ("img0", "img1"):
+                    assert _mmf_lmdb_key(f"{stem}-{side}.npy", set(nlvr.keys())) in nlvr
+            records = list(read_visual_entailment(out / paths["visual_entailment"][split]))
+            assert len(records) == counts["visual_entailment"][split]
+            for r in records:  # as MMF's VisualEntailmentDataset derives it
+                feature_path = "{}.npy".format(r["Flikr30kID"].split(".")[0])
+                assert _mmf_lmdb_key(feature_path, set(flickr.keys())) in flickr
+        refer = Refer(out / paths["refcoco+"]["root"])
+        expressions = list(refer.expressions())
+        assert len(expressions) == sum(counts["refcoco+"]["sentences"].values())
+        for e in expressions:
+            assert e.image_file[: -len(".jpg")] in coco
+        answers = (out / paths["vqa2"]["answers"]).read_text().split("\n")
+        assert "yes" in answers and "red" in answers and "dog" in answers
+    finally:
+        for db in (coco, nlvr, flickr):
+            db.close()
+
+
+def test_text_files_read_back(world):
+    out, manifest, _ = world
+    paths, counts = manifest["paths"], manifest["counts"]
+    captions = list(read_captions(out / paths["captions_gt"]))
+    assert [i for i, _ in captions] == sorted(_gt(out, "cc"))
+    corpus = list(read_corpus(out / paths["caption_corpus"]))
+    assert len(corpus) == counts["caption_corpus"] > len(captions)
+    assert not Counter(c for _, c in captions) - Counter(corpus)  # all captions, unpaired
+    assert corpus[: len(captions)] != [c for _, c in captions]
+    narrative = list(read_corpus(out / paths["narrative_corpus"]))
+    assert len(narrative) == counts["narrative_corpus"]
+    names = [c.name for c in CLASSES if not c.background]
+    visual = [s for s in narrative if any(f" {n}" in s for n in names)]
+    assert 0.3 * len(narrative) < len(visual) < len(narrative)
+
+
+# ---------------------------------------------------------------- the world's content
+
+
+def test_detector_makes_realistic_errors(world):
+    out, manifest, _ = world
+    gt = _gt(out, "cc")
+    preds = read_vinvl(out / manifest["paths"]["predictions_tsv"],
+                       out / manifest["paths"]["features_tsv"])
+    kinds, wrong, objects, low_conf, tiny = Counter(), 0, 0, 0, 0
+    for pred, _ in preds:
+        g = gt[pred.image_id]
+        for region, o in zip(g["regions"], pred.objects):
+            kinds[region["kind"]] += 1
+            if region["kind"] == "object":
+                objects += 1
+                wrong += o.cls != g["objects"][region["source"]]["class"]
+            low_conf += o.conf < 0.3
+            tiny += o.area < 0.01 * pred.image_w * pred.image_h
+    assert 0.03 < wrong / objects < 0.2
+    assert kinds["duplicate"] > 0 and kinds["spurious"] > 0
+    total = sum(kinds.values())
+    assert low_conf > 0.03 * total and tiny > 0.03 * total
+
+
+def test_vqa_answers_match_ground_truth(world):
+    out, manifest, _ = world
+    gt = _gt(out, "coco")
+    for split in ("train", "val", "test"):
+        for r in read_vqa2_imdb(out / manifest["paths"]["vqa2"][split]):
+            scene = gt[r["image_name"]]
+            classes = [o["class"] for o in scene["objects"]]
+            majority = Counter(r["answers"]).most_common(1)[0][0]
+            q = r["question_str"]
+            if r["question_type"] == "counting":
+                many = re.match(r"How many (.+?) (are|can) ", q).group(1)
+                assert classes.count(PLURAL_TO_CLASS[many]) == int(majority), q
+            elif r["question_type"] == "presence":
+                match = re.match(r"(Is there an? (.+?)( in the picture)?|Are there any (.+))\?$", q)
+                name = match.group(2) or PLURAL_TO_CLASS[match.group(4)]
+                assert (name in classes) == (majority == "yes"), q
+            elif r["question_type"] == "colour":
+                name = q.rstrip("?").split(" the ")[-1]
+                (obj,) = [o for o in scene["objects"] if o["class"] == name]
+                assert obj["attributes"]["colour"] == majority, q
+
+
+def test_refcoco_splits_and_proposals(world):
+    out, manifest, _ = world
+    refer = Refer(out / manifest["paths"]["refcoco+"]["root"])
+    person = {CLASS_INDEX[c.name] + 1 for c in CLASSES if c.is_person}
+    hits = total = 0
+    with LmdbFeatures(out / manifest["paths"]["refcoco+"]["features_lmdb"]) as coco:
+        for e in refer.expressions():
+            if e.split == "testA":
+                assert e.category_id in person
+            if e.split == "testB":
+                assert e.category_id not in person
+            boxes = coco[e.image_file[: -len(".jpg")]]["bbox"]
+            total += 1
+            hits += max(_iou(b, e.box) for b in boxes) >= 0.5
+    assert {r["split"] for r in refer.refs} == {"train", "val", "testA", "testB"}
+    assert hits / total > 0.85
+
+
+# ---------------------------------------------------------------- text alone is not enough
+
+
+def _bow_accuracy(train_x, train_y, test_x, test_y) -> float:
+    vectorizer = CountVectorizer(token_pattern=r"\w+")
+    clf = LogisticRegression(max_iter=500)
+    clf.fit(vectorizer.fit_transform(train_x), train_y)
+    return float(clf.score(vectorizer.transform(test_x), test_y))
+
+
+def _majority_bound(test_y) -> tuple[float, float]:
+    """The majority-class rate of ``test_y`` (the best any text-blind guess can do)
+    plus three binomial standard deviations of an accuracy measured on it."""
+    rate = Counter(test_y).most_common(1)[0][1] / len(test_y)
+    return rate, rate + 3 * float(np.sqrt(rate * (1 - rate) / len(test_y)))
+
+
+@pytest.fixture(scope="module")
+def large_downstream():
+    rng = np.random.default_rng(123)
+
+    def make_scene(image_id, spec):
+        return sample_scene(rng, image_id, spec)
+
+    coco_ids = ds.IdAllocator(rng, 1, 10**7)
+    flickr_ids = ds.IdAllocator(rng, 10**9, 10**10)
+    _, vqa = ds.build_vqa2(rng, {"train": 6000, "val": 0, "test": 3000}, make_scene, coco_ids)
+    _, nlvr = ds.build_nlvr2(rng, {"train": 2000, "val": 0, "test": 1000}, make_scene)
+    _, ve = ds.build_visual_entailment(rng, {"train": 3000, "val": 0, "test": 1500},
+                                       make_scene, flickr_ids)
+    ref_scenes, refer = ds.build_refcoco(rng, {"train": 1500, "val": 600, "testA": 0,
+                                               "testB": 0}, make_scene, coco_ids)
+    return vqa, nlvr, ve, (ref_scenes, refer)
+
+
+def test_vqa_text_only_stays_at_the_per_type_majority(large_downstream):
+    """Within each question type, the question text does not predict the answer."""
+    vqa = large_downstream[0]
+
+    def answers(records):
+        return [Counter(r["answers"]).most_common(1)[0][0] for r in records]
+
+    for qtype in ds.QUESTION_TYPES:
+        train = [r for r in vqa["train"] if r["question_type"] == qtype]
+        test = [r for r in vqa["test"] if r["question_type"] == qtype]
+        bow = _bow_accuracy([r["question_str"] for r in train], answers(train),
+                            [r["question_str"] for r in test], answers(test))
+        rate, bound = _majority_bound(answers(test))
+        assert bow <= bound, (qtype, bow, rate)
+
+
+def test_nlvr2_text_only_stays_at_majority(large_downstream):
+    nlvr = large_downstream[1]
+    train, test = nlvr["train"], nlvr["test"]
+    bow = _bow_accuracy([r["sentence"] for r in train], [r["label"] for r in train],
+                        [r["sentence"] for r in test], [r["label"] for r in test])
+    rate, bound = _majority_bound([r["label"] for r in test])
+    assert bow <= bound, (bow, rate)
+
+
+def test_visual_entailment_hypothesis_only_stays_at_majority(large_downstream):
+    ve = large_downstream[2]
+    train, test = ve["train"], ve["test"]
+    labels_tr, labels_te = [r["gold_label"] for r in train], [r["gold_label"] for r in test]
+    bow = _bow_accuracy([r["sentence2"] for r in train], labels_tr,
+                        [r["sentence2"] for r in test], labels_te)
+    rate, bound = _majority_bound(labels_te)
+    assert bow <= bound, (bow, rate)
+    # the premise caption never names what the hypothesis is about
+    both = _bow_accuracy([r["sentence1"] + " | " + r["sentence2"] for r in train], labels_tr,
+                         [r["sentence1"] + " | " + r["sentence2"] for r in test], labels_te)
+    assert both <= bound, (both, rate)
+
+
+def test_refcoco_text_does_not_tell_where_the_target_is(large_downstream):
+    scenes, refer = large_downstream[3]
+    by_image = {s.image_id: s for s in scenes}
+    images = {img["id"]: img["file_name"][: -len(".jpg")] for img in refer.images}
+    boxes = {a["id"]: a["bbox"] for a in refer.annotations}
+    data = {"train": ([], []), "val": ([], [])}
+    for ref in refer.refs:
+        x, _, w, _ = boxes[ref["ann_id"]]
+        width = by_image[images[ref["image_id"]]].width
+        for s in ref["sentences"]:
+            data[ref["split"]][0].append(s["sent"])
+            data[ref["split"]][1].append(x + w / 2 < width / 2)
+    bow = _bow_accuracy(*data["train"], *data["val"])
+    rate, bound = _majority_bound(data["val"][1])
+    assert bow <= bound, (bow, rate)
+
+
+# ---------------------------------------------------------------- command line
+
+
+def _run_tool(capsys, *argv: str) -> tuple[int, str, str]:
+    sys.path.insert(0, str(TOOL.parent))
+    try:
+        import make_toy_world
+    finally:
+        sys.path.remove(str(TOOL.parent))
+    try:
+        code = make_toy_world.main(list(argv))
+    except SystemExit as e:
+        code = e.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--preset", "huge", "--out", "x"], "argument --preset: invalid choice: 'huge'"),
+    (["--preset", "tiny"], "the following arguments are required: --out"),
+    (["--preset", "tiny", "--out", "x", "--feature-dim", "0"],
+     "argument --feature-dim: expected a positive integer, got '0'"),
+    (["--preset", "tiny", "--out", "x", "--num-images", "many"],
+     "argument --num-images: expected a positive integer, got 'many'"),
+    (["--preset", "tiny", "--out", "x", "--seed", "-3"],
+     "argument --seed: expected a non-negative integer, got '-3'"),
+    (["--preset", "tiny", "--out", "x", "--downstream-scale", "nan"],
+     "argument --downstream-scale: expected a positive number, got 'nan'"),
+    (["--preset", "tiny", "--out", "x", "--npy", "--no-npy"], "not allowed with argument"),
+])
+def test_cli_rejects_malformed_options(capsys, argv, message):
+    code, _, err = _run_tool(capsys, *argv)
+    assert code == 2 and message in err and "usage: make_toy_world.py" in err
+
+
+def test_cli_refuses_a_foreign_non_empty_directory(capsys, tmp_path):
+    (tmp_path / "keep.txt").write_text("mine")
+    code, _, err = _run_tool(capsys, "--preset", "tiny", "--out", str(tmp_path))
+    assert code == 2 and "argument --out" in err and "not empty" in err
+    code, _, err = _run_tool(capsys, "--preset", "tiny", "--out", str(tmp_path), "--overwrite")
+    assert code == 2 and "no world.json" in err and (tmp_path / "keep.txt").exists()
+
+
+def test_cli_writes_a_world_and_summarises_it(capsys, tmp_path):
+    out = tmp_path / "w"
+    code, stdout, _ = _run_tool(capsys, "--preset", "tiny", "--out", str(out), "--seed", "7",
+                                "--feature-dim", "16", "--no-downstream", "--no-progress")
+    assert code == 0
+    assert "toy world 'tiny' (seed 7)" in stdout and "MiB" in stdout and " s, " in stdout
+    manifest = json.loads((out / "world.json").read_text())
+    assert manifest["feature_dim"] == 16 and manifest["seed"] == 7
+    assert "vqa2" not in manifest["paths"]
+    code, _, _ = _run_tool(capsys, "--preset", "tiny", "--out", str(out), "--overwrite",
+                           "--no-downstream", "--no-progress")
+    assert code == 0
+
+
+# ---------------------------------------------------------------- MMF's own datasets
+
+_MMF_SCRIPT = textwrap.dedent("""
+    import json, sys
+    import numpy as np, torch
+    from omegaconf import OmegaConf
+    try:
+        import mmf  # noqa: F401
+    except Exception as e:  # MMF's import can fail with any error type
+        print(json.dumps({"import_error": repr(e)}))
+        sys.exit(0)
+    from mmf.common.batch_collator import BatchCollator
+    from mmf.datasets.builders.nlvr2.dataset import NLVR2Dataset
+    from mmf.datasets.builders.visual_entailment.dataset import VisualEntailmentDataset
+    from mmf.datasets.builders.vqa2.dataset import VQA2Dataset
+    from mmf_uvlp.data_formats.mmf_features import LmdbFeatures
+
+    world = sys.argv[1]
+    paths = json.load(open(world + "/world.json"))["paths"]
+    text = {"type": "vocab", "params": {"max_length": 14, "vocab": {
+        "type": "random", "embedding_dim": 8,
+        "vocab_file": world + "/" + paths["mmf_vocabulary"]},
+        "preprocessor": {"type": "simple_sentence", "params": {}}}}
+    answer = {"type": "vqa_answer", "params": {
+        "num_answers": 10, "vocab_file": world + "/" + paths["vqa2"]["answers"],
+        "preprocessor": {"type": "simple_word", "params": {}}}}
+    out = {}
+    for kind, cls, task, procs in [
+            (kind, *spec) for kind in ("lmdb", "npy") for spec in (
+                (VQA2Dataset, "vqa2", {"text_processor": text, "answer_processor": answer}),
+                (NLVR2Dataset, "nlvr2", {"text_processor": text}),
+                (VisualEntailmentDataset, "visual_entailment", {"text_processor": text}))]:
+        feature = paths[task]["features_lmdb" if kind == "lmdb" else "features_npy"]
+        config = OmegaConf.create({
+            "data_dir": world, "depth_first": False, "fast_read": False,
+            "use_images": False, "use_features": True, "max_features": 30,
+            "return_features_info": True, "use_ocr": False, "use_ocr_info": False,
+            "features": {"train": [feature]}, "annotations": {"train": [paths[task]["train"]]},
+            "processors": procs})
+        dataset = cls(config, "train", 0)
+        dataset.init_processors()
+        loader = torch.utils.data.DataLoader(
+            dataset, batch_size=4, collate_fn=BatchCollator(task, "train"))
+        batch = next(iter(loader))
+        first = dataset.annotation_db[0]
+        features = batch["img0"]["image_feature_0"] if task == "nlvr2" \\
+            else batch["image_feature_0"]
+        key = first["feature_path"][: -len(".npy")]
+        if task == "nlvr2":
+            key = key.replace("-img1", "-img0")
+        del dataset, loader
+        with LmdbFeatures(world + "/" + paths[task]["features_lmdb"]) as db:
+            expected = db[key]["features"]
+        got = features[0, : len(expected)].numpy()
+        out[kind + ":" + task] = {"batch": int(batch["targets"].shape[0]),
+                     "features": list(features.shape),
+                     "match": bool(np.array_equal(got, expected))}
+    print(json.dumps(out))
+""")
+
+
+def test_mmf_datasets_load_a_batch(world):
+    """MMF rc10's own vqa2 / nlvr2 / visual_entailment datasets read the tiny world,
+    from the LMDBs and from the npy folders, and see the features we wrote."""
+    out, manifest, _ = world
+    result = subprocess.run([sys.executable, "-c", _MMF_SCRIPT, str(out)],
+                            capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    if "import_error" in report:
+        pytest.skip(f"`import mmf` fails here: {report['import_error']}")
+    dim = manifest["feature_dim"]
+    for kind in ("lmdb", "npy"):
+        for task in ("vqa2", "nlvr2", "visual_entailment"):
+            entry = report[f"{kind}:{task}"]
+            assert entry["batch"] == 4 and entry["features"] == [4, 30, dim], (kind, task)
+            assert entry["match"], (kind, task)

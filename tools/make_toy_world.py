@@ -1,0 +1,146 @@
+#!/usr/bin/env python
+"""Generate the toy world (images, detections, features, text, downstream sets).
+
+Examples:
+    python tools/make_toy_world.py --preset tiny --seed 0 --out data/toy_tiny
+    python tools/make_toy_world.py --preset demo --out data/toy_demo
+    python tools/make_toy_world.py --preset bench --out data/toy_bench --num-images 20000
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from mmf_uvlp.toy_world import PRESETS, generate_world  # noqa: E402
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a non-negative integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="make_toy_world.py",
+        description="Generate a toy world in the real VinVL/MMF/refer on-disk formats.",
+    )
+    p.add_argument("--preset", required=True, choices=sorted(PRESETS),
+                   help="sizes: tiny (tests), demo (demo chain), bench (throughput)")
+    p.add_argument("--seed", type=_non_negative_int, default=0, help="random seed (default 0)")
+    p.add_argument("--out", required=True, type=Path, help="output directory (new or empty)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace OUT if it holds a previously generated world")
+    p.add_argument("--feature-dim", type=_positive_int, help="region feature size D")
+    p.add_argument("--num-images", type=_positive_int, help="pre-training pool size")
+    p.add_argument("--extra-captions", type=_non_negative_int,
+                   help="captions of images outside the pool, added to the caption corpus")
+    p.add_argument("--narrative-sentences", type=_non_negative_int,
+                   help="sentences in the narrative corpus")
+    p.add_argument("--max-regions", type=_positive_int, help="regions kept per image")
+    p.add_argument("--downstream-scale", type=_positive_float,
+                   help="multiply every downstream split size by this factor")
+    p.add_argument("--no-downstream", action="store_true", help="skip the downstream sets")
+    p.add_argument("--no-features", action="store_true",
+                   help="write detections and text only (no features.tsv, LMDB or npy)")
+    npy = p.add_mutually_exclusive_group()
+    npy.add_argument("--npy", dest="npy", action="store_true", default=None,
+                     help="also write MMF npy feature folders")
+    npy.add_argument("--no-npy", dest="npy", action="store_false",
+                     help="do not write MMF npy feature folders")
+    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    return p
+
+
+def _prepare_out(parser: argparse.ArgumentParser, out: Path, overwrite: bool) -> None:
+    if out.exists() and not out.is_dir():
+        parser.error(f"argument --out: {out} exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()):
+        if not overwrite:
+            parser.error(f"argument --out: {out} is not empty (pass --overwrite to replace "
+                         "a previously generated world)")
+        if not (out / "world.json").is_file():
+            parser.error(f"argument --out: {out} has no world.json; refusing to delete a "
+                         "directory that is not a generated world")
+        shutil.rmtree(out)
+
+
+def _size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    config = replace(PRESETS[args.preset], seed=args.seed)
+    overrides = {
+        "feature_dim": args.feature_dim, "num_images": args.num_images,
+        "extra_captions": args.extra_captions,
+        "narrative_sentences": args.narrative_sentences, "max_regions": args.max_regions,
+        "npy": args.npy,
+    }
+    config = replace(config, **{k: v for k, v in overrides.items() if v is not None})
+    if args.no_downstream:
+        config = replace(config, downstream=False)
+    if args.no_features:
+        config = replace(config, features=False, npy=False)
+    if args.downstream_scale is not None:
+        config = config.scaled_downstream(args.downstream_scale)
+    _prepare_out(parser, args.out, args.overwrite)
+
+    start = time.perf_counter()
+    manifest = generate_world(config, args.out, progress=not args.no_progress)
+    seconds = time.perf_counter() - start
+
+    counts = manifest["counts"]
+    print(f"toy world '{config.preset}' (seed {config.seed}) written to {args.out} "
+          f"in {seconds:.1f} s, {_size(args.out) / 2**20:.1f} MiB")
+    print(f"  feature_dim: {manifest['feature_dim']}, classes: {manifest['num_classes']}")
+    for pool, c in counts["pools"].items():
+        print(f"  pool {pool}: {c['images']} images, {c['regions']} regions")
+    print(f"  text: {counts['captions_gt']} captions, caption corpus "
+          f"{counts['caption_corpus']} lines, narrative corpus {counts['narrative_corpus']} lines")
+    for task in ("vqa2", "nlvr2", "visual_entailment"):
+        if task in counts:
+            print(f"  {task}: " + ", ".join(f"{s} {n}" for s, n in counts[task].items()))
+    if "refcoco+" in counts:
+        refs = counts["refcoco+"]["refs"]
+        print("  refcoco+ refs: " + ", ".join(f"{s} {n}" for s, n in refs.items()))
+    print(f"  manifest: {args.out / 'world.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
