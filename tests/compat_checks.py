@@ -205,6 +205,29 @@ def _multi_loader() -> None:
     assert all(epoch == [("a", 0), ("a", 1), ("b", 0)] for epoch in epochs), epochs
 
 
+@check("shared_lmdb_environments")
+def _shared_lmdb() -> None:
+    import pickle
+    import tempfile
+
+    import lmdb
+    import numpy as np
+
+    from mmf.datasets.databases.readers.feature_readers import LMDBFeatureReader
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = f"{folder}/features.lmdb"
+        record = {"features": np.ones((2, 4), np.float32), "image_id": "img_1"}
+        writer = lmdb.open(path, map_size=1 << 24)
+        with writer.begin(write=True) as txn:
+            txn.put(b"img_1", pickle.dumps(record))
+            txn.put(b"keys", pickle.dumps([b"img_1"]))
+        writer.close()
+        readers = [LMDBFeatureReader(10, path) for _ in ("train", "val")]
+        loaded = [reader._load(f"{path}/img_1.npy") for reader in readers]
+    assert all(info["features"].shape == (2, 4) for info in loaded)
+
+
 @check("anomaly_detection_switch")
 def _anomaly() -> None:
     import torch

@@ -527,3 +527,37 @@ def _max_updates_stop() -> None:
         return should_break or self.num_updates >= self.max_updates
 
     BaseTrainer._logistics = _logistics
+
+
+class _SharedLmdb(types.ModuleType):
+    """The ``lmdb`` module as seen by MMF's feature readers: one environment per file and process."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self._environments: Dict[tuple, Any] = {}
+
+    def open(self, path: str, **kwargs: Any) -> Any:  # noqa: A003  (mirrors lmdb.open)
+        import lmdb
+
+        key = (os.getpid(), os.path.realpath(path))
+        if key not in self._environments:
+            self._environments[key] = lmdb.open(path, **kwargs)
+        return self._environments[key]
+
+    def __getattr__(self, item: str) -> Any:
+        import lmdb
+
+        return getattr(lmdb, item)
+
+
+@FIXES.fix(
+    "shared_lmdb_environments",
+    "lmdb.Error: ...: environment is already open in this process (py-lmdb >= 1.0 "
+    "refuses a second open of one file, and rc10 opens one per dataset split, e.g. "
+    "VQA2 train and val reading the same COCO features LMDB)",
+    stage="post",
+)
+def _shared_lmdb_environments() -> None:
+    import mmf.datasets.databases.readers.feature_readers as feature_readers
+
+    feature_readers.lmdb = _SharedLmdb("lmdb")

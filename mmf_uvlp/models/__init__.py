@@ -1,0 +1,1 @@
+"""MMF models of the plugin (registered by name: ``uvla``)."""

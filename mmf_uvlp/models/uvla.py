@@ -1,0 +1,299 @@
+"""μ-VLA: a single-stream BERT over [text or tag tokens; region tokens] (MMF model ``uvla``).
+
+Reads top to bottom: inputs -> embeddings -> BERT encoder -> heads -> curriculum weights.
+
+- The BERT (embedding tables, encoder, pooler and, when the checkpoint has one, the MLM
+  head) comes from ``bert_model_name``, a local folder (e.g. the packaged MiniLM), or is
+  randomly initialised from ``bert_config`` when ``bert_model_name`` is null.
+- Attention runs through PyTorch's fused ``scaled_dot_product_attention`` (``attention:
+  sdpa``); when attention maps are requested (``output_attentions: true`` or
+  ``forward(sample_list, output_attentions=True)``) the layers fall back to the eager
+  implementation, which computes the same thing and returns the maps.
+- Heads are chosen by name (``heads``, see :mod:`mmf_uvlp.modules.heads`); each computes
+  its outputs only when the batch carries its targets. Losses are MMF loss modules
+  (``uvla_mlm`` ...) listed in ``losses``.
+- The curriculum (``curriculum``) adds ``curriculum_weights`` (B,) to the output for
+  batches with a ``curriculum_weighted`` field; the losses weight each sample with it.
+
+Batch fields read (B batch, L text length, R regions, D feature dim): ``input_ids``,
+``input_mask``, ``segment_ids`` (B, L); optional ``text_boxes`` (B, L, 5) and
+``text_is_tag`` (B, L) for tag tokens; ``region_features`` (B, R, D), ``region_boxes``
+(B, R, 5), ``region_mask`` (B, R) — or MMF's ``image_feature_0`` with ``image_info_0``
+(``max_features``, ``bbox`` pixels, ``image_width``, ``image_height``), and for pairs
+(NLVR2) ``img0`` / ``img1`` each holding those.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional
+
+import torch
+from omegaconf import OmegaConf
+from torch import nn
+from transformers import BertConfig, BertForPreTraining
+
+import mmf_uvlp
+from mmf.common.registry import registry
+from mmf.models.base_model import BaseModel
+from mmf_uvlp.losses.curriculum import CurriculumWeighting
+from mmf_uvlp.modules.boxes import normalized_boxes
+from mmf_uvlp.modules.embeddings import BOX_DIM, UVLAEmbeddings
+from mmf_uvlp.modules.heads import (
+    Encoded,
+    FeatureRegressionHead,
+    MaskedTokenHead,
+    MatchingHead,
+    PairClassifierHead,
+    PhraseTokenHead,
+    PooledClassifierHead,
+    RegionClassHead,
+    RegionScorerHead,
+)
+
+ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")
+PRETRAINING_HEADS = ("mlm", "mrc", "mrfr", "pmrtc", "itm")
+TASK_HEADS = ("pooled_classifier", "pair_classifier", "region_scorer")
+VOCAB_HEADS = ("mlm", "pmrtc")
+
+
+@dataclass
+class ModelInputs:
+    """The tensors the encoder consumes (pairs already flattened to 2B)."""
+
+    input_ids: torch.Tensor  # (B, L)
+    input_mask: torch.Tensor  # (B, L)
+    segment_ids: torch.Tensor  # (B, L)
+    text_boxes: Optional[torch.Tensor]  # (B, L, 5)
+    text_is_tag: Optional[torch.Tensor]  # (B, L)
+    region_features: torch.Tensor  # (B, R, D)
+    region_boxes: torch.Tensor  # (B, R, 5)
+    region_mask: torch.Tensor  # (B, R)
+
+
+@registry.register_model("uvla")
+class UVLA(BaseModel):
+    """μ-VLA pre-training (and fine-tuning) model; ``config`` is ``model_config.uvla``."""
+
+    def __init__(self, config: Any):
+        super().__init__(config)
+        self.config = config
+
+    @classmethod
+    def config_path(cls) -> str:
+        # Absolute, so MMF's loader finds it whatever the working directory (editable install).
+        package_root = os.path.dirname(os.path.abspath(mmf_uvlp.__file__))
+        return os.path.normpath(os.path.join(package_root, "..", "configs", "models", "uvla", "defaults.yaml"))
+
+    # ----------------------------------------------------------------- build
+    def build(self) -> None:
+        attention = self.config.get("attention", "sdpa")
+        if attention not in ATTENTION_IMPLEMENTATIONS:
+            raise ValueError(
+                f"model_config.uvla.attention must be one of {ATTENTION_IMPLEMENTATIONS}, got {attention!r}"
+            )
+        bert = self._load_bert(attention)
+        self.bert_config = bert.config
+        self.output_attentions = bool(self.config.get("output_attentions", False))
+        self.feature_dim = int(self._required("feature_dim"))
+
+        self.embeddings = UVLAEmbeddings(
+            bert.bert.embeddings,
+            feature_dim=self.feature_dim,
+            visual_token_type=int(self.config.get("visual_token_type", 1)),
+            layer_norm_eps=bert.config.layer_norm_eps,
+            dropout=bert.config.hidden_dropout_prob,
+        )
+        self.encoder = bert.bert.encoder
+        self.pooler = bert.bert.pooler
+        self.heads = nn.ModuleDict({name: self._build_head(name, bert) for name in self._head_names()})
+
+        new_modules = [self.embeddings.feature_projection, self.embeddings.feature_norm,
+                       self.embeddings.box_projection, self.embeddings.box_norm,
+                       self.embeddings.visual_norm]
+        new_modules += [head for name, head in self.heads.items() if name not in VOCAB_HEADS]
+        for module in new_modules:
+            module.apply(bert._init_weights)
+
+        curriculum = self.config.get("curriculum", {}) or {}
+        self.curriculum: Optional[CurriculumWeighting] = None
+        if curriculum.get("enabled", False):
+            if "itm" not in self.heads:
+                raise ValueError("model_config.uvla.curriculum.enabled needs the 'itm' head in heads")
+            self.curriculum = CurriculumWeighting(float(curriculum.get("start_epoch", 1)))
+
+    def _required(self, key: str) -> Any:
+        value = self.config.get(key, None)
+        if value is None:
+            raise ValueError(f"model_config.uvla.{key} must be set")
+        return value
+
+    def _load_bert(self, attention: str) -> BertForPreTraining:
+        """BERT + its MLM head: from a local folder, or random from ``bert_config``."""
+        name = self.config.get("bert_model_name", None)
+        if name is None:
+            sizes = self.config.get("bert_config", None)
+            if sizes is None:
+                raise ValueError(
+                    "model_config.uvla: bert_model_name is null, so bert_config (vocab_size, "
+                    "hidden_size, num_hidden_layers, num_attention_heads, intermediate_size) must be set"
+                )
+            sizes = OmegaConf.to_container(sizes, resolve=True) if OmegaConf.is_config(sizes) else dict(sizes)
+            return BertForPreTraining(BertConfig(**sizes, attn_implementation=attention))
+        try:
+            return BertForPreTraining.from_pretrained(str(name), attn_implementation=attention)
+        except OSError as error:
+            raise OSError(
+                f"model_config.uvla.bert_model_name={name!r}: expected a local folder with a BERT "
+                f"config.json and weights (or null for random init): {error}"
+            ) from error
+
+    def _head_names(self) -> List[str]:
+        names = list(self._required("heads"))
+        unknown = [n for n in names if n not in PRETRAINING_HEADS + TASK_HEADS]
+        if unknown:
+            raise ValueError(
+                f"model_config.uvla.heads: unknown {unknown}; expected names from "
+                f"{PRETRAINING_HEADS + TASK_HEADS}"
+            )
+        if sum(n in TASK_HEADS for n in names) > 1:
+            raise ValueError(f"model_config.uvla.heads: at most one of {TASK_HEADS} (each writes 'scores')")
+        return names
+
+    def _build_head(self, name: str, bert: BertForPreTraining) -> nn.Module:
+        hidden = bert.config.hidden_size
+        eps = bert.config.layer_norm_eps
+        dropout = bert.config.hidden_dropout_prob
+        if name == "mlm":
+            return MaskedTokenHead(bert.cls.predictions)
+        if name == "pmrtc":
+            return PhraseTokenHead(bert.cls.predictions)
+        if name == "mrc":
+            return RegionClassHead(hidden, int(self._required("num_region_classes")), eps)
+        if name == "mrfr":
+            return FeatureRegressionHead(hidden, self.feature_dim, eps)
+        if name == "itm":
+            return MatchingHead(hidden)
+        if name == "pooled_classifier":
+            return PooledClassifierHead(hidden, int(self._required("num_labels")), dropout, eps)
+        if name == "pair_classifier":
+            return PairClassifierHead(hidden, int(self._required("num_labels")), dropout, eps)
+        return RegionScorerHead(hidden, dropout, eps)
+
+    # ---------------------------------------------------------------- inputs
+    def _inputs(self, sample_list: Mapping[str, Any]) -> ModelInputs:
+        """Text and visual tensors of the batch; an img0/img1 batch becomes 2B pairs."""
+        input_ids = sample_list.get("input_ids")
+        if input_ids is None:
+            raise ValueError("uvla: the batch has no 'input_ids' (B, L)")
+        input_mask = sample_list.get("input_mask")
+        if input_mask is None:
+            input_mask = (input_ids != 0).long()
+        segment_ids = sample_list.get("segment_ids")
+        if segment_ids is None:
+            segment_ids = torch.zeros_like(input_ids)
+        text_boxes = sample_list.get("text_boxes")
+        text_is_tag = sample_list.get("text_is_tag")
+        if (text_boxes is None) != (text_is_tag is None):
+            raise ValueError("uvla: 'text_boxes' (B, L, 5) and 'text_is_tag' (B, L) come together")
+
+        if sample_list.get("img0") is not None and sample_list.get("img1") is not None:
+            first = self._visual_inputs(sample_list["img0"], "img0.")
+            second = self._visual_inputs(sample_list["img1"], "img1.")
+            visual = [torch.cat([a, b]) for a, b in zip(first, second)]
+            twice = lambda t: None if t is None else torch.cat([t, t])  # noqa: E731
+            input_ids, input_mask, segment_ids = twice(input_ids), twice(input_mask), twice(segment_ids)
+            text_boxes, text_is_tag = twice(text_boxes), twice(text_is_tag)
+        else:
+            visual = self._visual_inputs(sample_list, "")
+        features, boxes, region_mask = visual
+        return ModelInputs(input_ids, input_mask, segment_ids, text_boxes, text_is_tag,
+                           features, boxes, region_mask)
+
+    def _visual_inputs(self, source: Mapping[str, Any], prefix: str):
+        """(features (B, R, D), boxes (B, R, 5), mask (B, R)) from our fields or MMF's."""
+        features = source.get("region_features")
+        if features is not None:
+            boxes = source.get("region_boxes")
+            if boxes is None:
+                raise ValueError(f"uvla: the batch has '{prefix}region_features' but no "
+                                 f"'{prefix}region_boxes' (B, R, 5)")
+            mask = source.get("region_mask")
+            if mask is None:
+                mask = torch.ones(features.shape[:2], dtype=torch.long, device=features.device)
+        else:
+            features = source.get("image_feature_0")
+            if features is None:
+                raise ValueError(
+                    f"uvla: the batch has no region features: expected '{prefix}region_features' "
+                    f"(B, R, D) or MMF's '{prefix}image_feature_0'"
+                )
+            boxes, mask = self._boxes_from_image_info(source.get("image_info_0"), features, prefix)
+        if features.size(-1) != self.feature_dim:
+            raise ValueError(f"uvla: region features have dimension {features.size(-1)}, "
+                             f"model_config.uvla.feature_dim is {self.feature_dim}")
+        if boxes.shape != (*features.shape[:2], BOX_DIM):
+            raise ValueError(f"uvla: '{prefix}region_boxes' must be (B, R, 5), got {tuple(boxes.shape)}")
+        return features.float(), boxes.float(), mask
+
+    @staticmethod
+    def _boxes_from_image_info(info: Optional[Mapping[str, Any]], features: torch.Tensor, prefix: str):
+        """5-d boxes and the region mask from MMF's ``image_info_0`` (bbox in pixels)."""
+        batch, regions = features.shape[:2]
+        device = features.device
+        if info is None or info.get("bbox") is None or info.get("image_width") is None:
+            raise ValueError(
+                f"uvla: '{prefix}image_info_0' needs 'bbox', 'image_width' and 'image_height' "
+                "(the feature files' info; set return_features_info: true in the dataset config)"
+            )
+        boxes = torch.zeros(batch, regions, BOX_DIM, device=device)
+        widths, heights = info["image_width"], info["image_height"]
+        for i in range(batch):
+            pixel = torch.as_tensor(info["bbox"][i], dtype=torch.float32, device=device)[:regions]
+            boxes[i, : pixel.size(0)] = normalized_boxes(pixel, float(widths[i]), float(heights[i]))
+        counts = info.get("max_features")
+        if counts is None:
+            mask = torch.ones(batch, regions, dtype=torch.long, device=device)
+        else:
+            counts = torch.as_tensor(counts, device=device).view(-1, 1).clamp(max=regions)
+            mask = (torch.arange(regions, device=device).unsqueeze(0) < counts).long()
+        return boxes, mask
+
+    # ---------------------------------------------------------------- encode
+    def encode(self, sample_list: Mapping[str, Any], output_attentions: Optional[bool] = None) -> Encoded:
+        """Run the transformer over [text; regions] and split its output back."""
+        if output_attentions is None:
+            output_attentions = self.output_attentions
+        inputs = self._inputs(sample_list)
+        text = self.embeddings.embed_text(inputs.input_ids, inputs.segment_ids,
+                                          inputs.text_boxes, inputs.text_is_tag)  # (B, L, H)
+        regions = self.embeddings.embed_regions(inputs.region_features, inputs.region_boxes)  # (B, R, H)
+        hidden = torch.cat([text, regions], dim=1)  # (B, L+R, H)
+        mask = torch.cat([inputs.input_mask, inputs.region_mask], dim=1).to(hidden.dtype)  # (B, L+R)
+        additive = (1.0 - mask[:, None, None, :]) * torch.finfo(hidden.dtype).min  # (B, 1, 1, L+R)
+        out = self.encoder(hidden, attention_mask=additive,
+                           output_attentions=output_attentions, return_dict=True)
+        sequence = out.last_hidden_state  # (B, L+R, H)
+        length = text.size(1)
+        return Encoded(
+            text=sequence[:, :length],
+            regions=sequence[:, length:],
+            pooled=self.pooler(sequence),  # (B, H), from [CLS]
+            region_mask=inputs.region_mask,
+            attentions=out.attentions if output_attentions else None,
+        )
+
+    def forward(self, sample_list: Mapping[str, Any], output_attentions: Optional[bool] = None) -> Dict[str, Any]:
+        encoded = self.encode(sample_list, output_attentions)
+        output: Dict[str, Any] = {}
+        for head in self.heads.values():
+            result = head(encoded, sample_list)
+            if result is not None:
+                output.update(result)
+        weighted = sample_list.get("curriculum_weighted")
+        if self.curriculum is not None and weighted is not None:
+            output["curriculum_weights"] = self.curriculum.weights(output["itm_logits"], weighted)
+        if encoded.attentions is not None:
+            output["attentions"] = encoded.attentions
+        return output

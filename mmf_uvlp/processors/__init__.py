@@ -1,0 +1,1 @@
+"""MMF processors of the plugin: the μ-VLA masking processors (``uvla_*_masking``)."""

@@ -1,0 +1,43 @@
+"""``uvla_image_sentence_masking``: I-S samples, input [sentence; regions].
+
+Raw input: the common image keys (see ``masking.py``) plus ``sentence`` (str) and
+``itm_label`` (1: a retrieved pair, 0: a random negative; the dataset draws negatives,
+this processor only carries the label).
+
+Standard MLM: each word-piece of the sentence (not [CLS], [SEP] or padding) is selected
+with probability ``mask_prob`` and corrupted 80/10/10. Regions are not masked.
+``curriculum_weighted`` defaults to true (the sample's losses get w_ITM after epoch m).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Mapping, Optional
+
+import torch
+
+from mmf.common.registry import registry
+from mmf_uvlp.processors.masking import UVLAMaskingProcessor, select_bernoulli
+
+
+@registry.register_processor("uvla_image_sentence_masking")
+class ImageSentenceMaskingProcessor(UVLAMaskingProcessor):
+    """I-S: sentence MLM + the ITM label."""
+
+    default_curriculum_weighted = True
+
+    def __call__(self, item: Mapping[str, Any], generator: Optional[torch.Generator] = None) -> Dict[str, torch.Tensor]:
+        generator = self.generator(generator)
+        regions = self.pack_regions(item)
+        sentence, label = item.get("sentence"), item.get("itm_label")
+        if not isinstance(sentence, str):
+            raise ValueError("uvla_image_sentence_masking: raw input needs 'sentence' (str)")
+        if label is None or int(label) not in (0, 1):
+            raise ValueError(f"uvla_image_sentence_masking: raw input needs 'itm_label' 0 or 1, got {label!r}")
+        encoding = self.tokenizer(sentence, truncation=True, max_length=self.max_seq_length,
+                                  return_special_tokens_mask=True)
+        ids = encoding["input_ids"]
+        candidates = torch.zeros(self.max_seq_length, dtype=torch.bool)
+        candidates[: len(ids)] = torch.tensor(encoding["special_tokens_mask"]) == 0
+        input_ids, lm_label_ids = self.corrupt(
+            self.pad_text(ids), select_bernoulli(candidates, self.mask_prob, generator), generator)
+        return self.assemble(input_ids, lm_label_ids, len(ids), regions, itm_label=int(label))

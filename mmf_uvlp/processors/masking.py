@@ -1,0 +1,202 @@
+"""Masking primitives and the shared base of the μ-VLA masking processors.
+
+The three processors (``uvla_region_tag_masking``, ``uvla_region_phrase_masking``,
+``uvla_image_sentence_masking``) turn one raw sample into the fixed-size tensors of the
+μ-VLA batch contract (padded, so MMF's default collation stacks them):
+
+text part (L = ``max_seq_length``):
+  ``input_ids``, ``input_mask``, ``segment_ids`` (L,) long; ``lm_label_ids`` (L,) target
+  id at masked positions, -1 elsewhere; ``text_boxes`` (L, 5) float (the region box of a
+  tag token, 0 elsewhere); ``text_is_tag`` (L,) long.
+visual part (R = ``max_regions``, D feature dim, P = ``max_phrase_tokens``):
+  ``region_features`` (R, D) float after masking; ``region_boxes`` (R, 5) float
+  ``[x1/W, y1/H, x2/W, y2/H, area/(W*H)]``; ``region_mask`` (R,) long 1 = real;
+  ``region_masked`` (R,) long; ``region_class_targets`` (R,) long, -1 = ignore;
+  ``region_phrase_targets`` (R, P) long, -1 padding; R-T only: ``region_features_target``
+  (R, D) float, the ORIGINAL features (MRFR target).
+sample: ``itm_label`` () long (1 match, 0 negative, -1 n.a.); ``curriculum_weighted`` ()
+  bool; ``targets`` () long = ``itm_label`` (MMF computes losses only for batches that
+  have a ``targets`` field).
+
+Common raw input keys (one image): ``features`` (N, D) float array / tensor,
+``boxes`` (N, 4) pixel ``[x1, y1, x2, y2]``, ``image_width``, ``image_height``. The
+first ``max_regions`` regions are kept.
+
+Randomness: a ``torch.Generator`` passed to ``__call__`` (tests), else the processor's
+own generator when ``seed`` is set (seeded ``seed + worker id`` in each DataLoader
+worker, so workers never repeat each other's masks), else torch's global RNG (which
+PyTorch seeds per worker and MMF seeds from ``training.seed``).
+
+BERT-style token corruption (MLM): each selected token becomes ``[MASK]`` with
+probability ``mask_token_prob`` (0.8), a random non-special word-piece with
+``random_token_prob`` (0.1), and stays as is otherwise. Region corruption: a selected
+region's features are zeroed with probability ``zero_prob`` (0.9), else kept.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Mapping, Optional
+
+import torch
+from transformers import BertTokenizerFast
+
+from mmf.datasets.processors.processors import BaseProcessor
+from mmf_uvlp.modules.boxes import normalized_boxes
+
+IGNORE = -1
+
+
+def select_bernoulli(candidates: torch.Tensor, prob: torch.Tensor | float,
+                     generator: Optional[torch.Generator]) -> torch.Tensor:
+    """Each candidate (bool (N,)) selected independently with ``prob`` (scalar or (N,))."""
+    draws = torch.rand(candidates.shape, generator=generator)
+    return candidates & (draws < prob)
+
+
+def corrupt_tokens(input_ids: torch.Tensor, selected: torch.Tensor, mask_id: int,
+                   random_ids: torch.Tensor, generator: Optional[torch.Generator],
+                   mask_token_prob: float, random_token_prob: float):
+    """BERT's 80/10/10 on the ``selected`` (L,) positions; returns (input_ids, lm_label_ids)."""
+    labels = torch.where(selected, input_ids, torch.full_like(input_ids, IGNORE))
+    draws = torch.rand(input_ids.shape, generator=generator)
+    to_mask = selected & (draws < mask_token_prob)
+    to_random = selected & (draws >= mask_token_prob) & (draws < mask_token_prob + random_token_prob)
+    picks = random_ids[torch.randint(len(random_ids), input_ids.shape, generator=generator)]
+    corrupted = torch.where(to_mask, torch.full_like(input_ids, mask_id), input_ids)
+    corrupted = torch.where(to_random, picks, corrupted)
+    return corrupted, labels
+
+
+def corrupt_regions(features: torch.Tensor, selected: torch.Tensor, zero_prob: float,
+                    generator: Optional[torch.Generator]) -> torch.Tensor:
+    """Zero the features (R, D) of each selected region (R,) with probability ``zero_prob``."""
+    zeroed = selected & (torch.rand(selected.shape, generator=generator) < zero_prob)
+    return features.masked_fill(zeroed.unsqueeze(-1), 0.0)
+
+
+def probability_param(name: str, value: float) -> float:
+    """A processor param that must be a probability."""
+    value = float(value)
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"processor param {name} must be in [0, 1], got {value}")
+    return value
+
+
+class UVLAMaskingProcessor(BaseProcessor):
+    """Shared params and packing of the μ-VLA masking processors.
+
+    Params: ``tokenizer_path`` (a local BERT tokenizer folder), ``max_seq_length`` (60),
+    ``max_regions`` (100), ``max_phrase_tokens`` (8), ``mask_prob`` (0.15),
+    ``mask_token_prob`` (0.8), ``random_token_prob`` (0.1), ``zero_prob`` (0.9),
+    ``seed`` (null), ``curriculum_weighted`` (per processor).
+    """
+
+    default_curriculum_weighted = False
+
+    # BaseProcessor.__init__ is a no-op whose signature differs between MMF rc10 and main,
+    # so it is not called.
+    def __init__(self, config: Mapping[str, Any], *args: Any, **kwargs: Any):
+        config = config or {}
+        path = config.get("tokenizer_path", None)
+        if path is None:
+            raise ValueError(f"processor {type(self).__name__}: params.tokenizer_path (a local "
+                             "BERT tokenizer folder) must be set")
+        self.tokenizer = BertTokenizerFast.from_pretrained(str(path))
+        self.max_seq_length = int(config.get("max_seq_length", 60))
+        self.max_regions = int(config.get("max_regions", 100))
+        self.max_phrase_tokens = int(config.get("max_phrase_tokens", 8))
+        if self.max_seq_length < 3 or self.max_regions < 1 or self.max_phrase_tokens < 1:
+            raise ValueError("processor params: max_seq_length >= 3, max_regions >= 1 and "
+                             "max_phrase_tokens >= 1 are required")
+        self.mask_prob = probability_param("mask_prob", config.get("mask_prob", 0.15))
+        self.mask_token_prob = probability_param("mask_token_prob", config.get("mask_token_prob", 0.8))
+        self.random_token_prob = probability_param("random_token_prob", config.get("random_token_prob", 0.1))
+        if self.mask_token_prob + self.random_token_prob > 1:
+            raise ValueError("processor params: mask_token_prob + random_token_prob must be <= 1")
+        self.zero_prob = probability_param("zero_prob", config.get("zero_prob", 0.9))
+        self.curriculum_weighted = bool(config.get("curriculum_weighted", self.default_curriculum_weighted))
+        self.seed = config.get("seed", None)
+        self._generator: Optional[torch.Generator] = None
+        self._generator_worker: Optional[int] = None
+        special = set(self.tokenizer.all_special_ids)
+        self.random_ids = torch.tensor([i for i in range(len(self.tokenizer)) if i not in special])
+
+    # ------------------------------------------------------------ randomness
+    def generator(self, override: Optional[torch.Generator] = None) -> Optional[torch.Generator]:
+        """The generator to draw from (see the module docstring)."""
+        if override is not None or self.seed is None:
+            return override
+        info = torch.utils.data.get_worker_info()
+        worker = info.id if info is not None else 0
+        if self._generator is None or self._generator_worker != worker:
+            self._generator = torch.Generator().manual_seed(int(self.seed) + worker)
+            self._generator_worker = worker
+        return self._generator
+
+    # --------------------------------------------------------------- packing
+    def corrupt(self, input_ids: torch.Tensor, selected: torch.Tensor,
+                generator: Optional[torch.Generator]):
+        """80/10/10 corruption of ``selected`` tokens; returns (input_ids, lm_label_ids)."""
+        return corrupt_tokens(input_ids, selected, self.tokenizer.mask_token_id, self.random_ids,
+                              generator, self.mask_token_prob, self.random_token_prob)
+
+    def pack_regions(self, item: Mapping[str, Any]) -> Dict[str, torch.Tensor]:
+        """The first ``max_regions`` regions, padded: features, 5-d boxes, mask (+ count n)."""
+        for key in ("features", "boxes", "image_width", "image_height"):
+            if item.get(key) is None:
+                raise ValueError(f"processor {type(self).__name__}: raw input needs '{key}'")
+        features = torch.as_tensor(item["features"], dtype=torch.float32)
+        boxes = torch.as_tensor(item["boxes"], dtype=torch.float32)
+        if features.dim() != 2 or boxes.shape != (features.size(0), 4):
+            raise ValueError(
+                f"processor {type(self).__name__}: 'features' must be (N, D) and 'boxes' (N, 4), "
+                f"got {tuple(features.shape)} and {tuple(boxes.shape)}"
+            )
+        n = min(features.size(0), self.max_regions)
+        padded = torch.zeros(self.max_regions, features.size(1))
+        padded[:n] = features[:n]
+        box5 = torch.zeros(self.max_regions, 5)
+        box5[:n] = normalized_boxes(boxes[:n], float(item["image_width"]), float(item["image_height"]))
+        mask = torch.zeros(self.max_regions, dtype=torch.long)
+        mask[:n] = 1
+        return {"region_features": padded, "region_boxes": box5, "region_mask": mask,
+                "num_regions": torch.tensor(n)}
+
+    def pad_text(self, ids: list) -> torch.Tensor:
+        """Word-piece ids padded with [PAD] to ``max_seq_length``."""
+        padded = torch.full((self.max_seq_length,), self.tokenizer.pad_token_id, dtype=torch.long)
+        padded[: len(ids)] = torch.tensor(ids, dtype=torch.long)
+        return padded
+
+    def assemble(self, input_ids: torch.Tensor, lm_label_ids: torch.Tensor, length: int,
+                 regions: Dict[str, torch.Tensor], itm_label: int = IGNORE,
+                 text_boxes: Optional[torch.Tensor] = None,
+                 text_is_tag: Optional[torch.Tensor] = None,
+                 region_masked: Optional[torch.Tensor] = None,
+                 region_class_targets: Optional[torch.Tensor] = None,
+                 region_phrase_targets: Optional[torch.Tensor] = None) -> Dict[str, torch.Tensor]:
+        """The batch-contract dict of one sample (defaults: nothing masked / no tags)."""
+        L, R, P = self.max_seq_length, self.max_regions, self.max_phrase_tokens
+        input_mask = torch.zeros(L, dtype=torch.long)
+        input_mask[:length] = 1
+        label = torch.tensor(itm_label, dtype=torch.long)
+        return {
+            "input_ids": input_ids,
+            "input_mask": input_mask,
+            "segment_ids": torch.zeros(L, dtype=torch.long),
+            "lm_label_ids": lm_label_ids,
+            "text_boxes": text_boxes if text_boxes is not None else torch.zeros(L, 5),
+            "text_is_tag": text_is_tag if text_is_tag is not None else torch.zeros(L, dtype=torch.long),
+            "region_features": regions["region_features"],
+            "region_boxes": regions["region_boxes"],
+            "region_mask": regions["region_mask"],
+            "region_masked": (region_masked if region_masked is not None
+                              else torch.zeros(R, dtype=torch.long)),
+            "region_class_targets": (region_class_targets if region_class_targets is not None
+                                     else torch.full((R,), IGNORE, dtype=torch.long)),
+            "region_phrase_targets": (region_phrase_targets if region_phrase_targets is not None
+                                      else torch.full((R, P), IGNORE, dtype=torch.long)),
+            "itm_label": label,
+            "curriculum_weighted": torch.tensor(self.curriculum_weighted),
+            "targets": label.clone(),
+        }

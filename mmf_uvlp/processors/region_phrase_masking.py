@@ -1,0 +1,152 @@
+"""``uvla_region_phrase_masking``: R-N samples, input [retrieved sentence; regions].
+
+Raw input: the common image keys (see ``masking.py``) plus ``sentence`` (str) and
+``noun_phrases``: the sentence's phrases as the corpus writes them, each a dict with
+``char_span`` [start, end) into ``sentence``, ``region`` (index into ``features``, or
+null), ``link_score`` (>= 0) and optionally ``linked`` (bool).
+
+Linked items. A phrase is linked when ``linked`` is not false, ``region`` is a kept
+region (< ``max_regions``), ``link_score`` > 0, and at least one of its word-pieces
+(those overlapping ``char_span`` in the truncated sentence, minus ``phrase_stop_tokens``,
+default "a", "an", "the") remains. A linked region's score is the largest score of its
+phrases and its p-MRTC target the word-pieces of all its phrases (first
+``max_phrase_tokens``).
+
+Masking, one modality per sample: with probability ``text_modality_prob`` (0.5) the
+linked phrases are the items, else the linked regions. With K items of scores s_k,
+item k is masked independently with probability
+
+    p_k = min(1, linked_mask_ratio * K * s_k / sum_j s_j)
+
+(``linked_mask_ratio`` 0.5: the mean rate over items when nothing is clipped). With
+``ensure_one`` (true) and nothing drawn, one item is drawn with probability
+s_k / sum_j s_j; this keeps every item's overall masking probability proportional to its
+score. A masked phrase's word-pieces are corrupted 80/10/10 (MLM targets); a masked
+region's features are zeroed with ``zero_prob`` and it gets the p-MRTC target. A sample
+without linked items is left unmasked. Nothing outside the linked items (other words,
+unlinked regions, [CLS], [SEP], padding) is ever masked. ``curriculum_weighted``
+defaults to true.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+import torch
+
+from mmf.common.registry import registry
+from mmf_uvlp.processors.masking import (
+    IGNORE,
+    UVLAMaskingProcessor,
+    corrupt_regions,
+    probability_param,
+    select_bernoulli,
+)
+
+DEFAULT_STOP_TOKENS = ("a", "an", "the")
+
+
+def linked_mask_probabilities(scores: torch.Tensor, ratio: float) -> torch.Tensor:
+    """``min(1, ratio * K * s_k / sum(s))`` for K scores (K,)."""
+    return (ratio * scores.numel() * scores / scores.sum()).clamp(max=1.0)
+
+
+def draw_linked(scores: torch.Tensor, ratio: float, ensure_one: bool,
+                generator: Optional[torch.Generator]) -> torch.Tensor:
+    """Bool (K,): the masked items (see the module docstring)."""
+    chosen = select_bernoulli(torch.ones_like(scores, dtype=torch.bool),
+                              linked_mask_probabilities(scores, ratio), generator)
+    if ensure_one and not bool(chosen.any()):
+        chosen[torch.multinomial(scores, 1, generator=generator)] = True
+    return chosen
+
+
+@registry.register_processor("uvla_region_phrase_masking")
+class RegionPhraseMaskingProcessor(UVLAMaskingProcessor):
+    """R-N: mask linked phrase tokens (MLM) or linked regions (p-MRTC), one modality per sample.
+
+    Extra params: ``text_modality_prob`` (0.5), ``linked_mask_ratio`` (0.5),
+    ``ensure_one`` (true), ``phrase_stop_tokens`` (["a", "an", "the"]).
+    """
+
+    default_curriculum_weighted = True
+
+    def __init__(self, config: Mapping[str, Any], *args: Any, **kwargs: Any):
+        super().__init__(config, *args, **kwargs)
+        config = config or {}
+        self.text_modality_prob = probability_param("text_modality_prob", config.get("text_modality_prob", 0.5))
+        self.linked_mask_ratio = float(config.get("linked_mask_ratio", 0.5))
+        if self.linked_mask_ratio <= 0:
+            raise ValueError(f"processor param linked_mask_ratio must be > 0, got {self.linked_mask_ratio}")
+        self.ensure_one = bool(config.get("ensure_one", True))
+        stop = config.get("phrase_stop_tokens", DEFAULT_STOP_TOKENS)
+        self.stop_ids = set(self.tokenizer.convert_tokens_to_ids(list(stop)))
+
+    def _linked_phrases(self, phrases: Sequence[Mapping[str, Any]], offsets: List[List[int]],
+                        special: List[int], ids: List[int], num_regions: int):
+        """[(token positions, region, score)] of the linked phrases that survive truncation."""
+        linked = []
+        for k, phrase in enumerate(phrases):
+            region, score = phrase.get("region"), float(phrase.get("link_score", 0.0) or 0.0)
+            if score < 0 or score != score:
+                raise ValueError(f"uvla_region_phrase_masking: noun_phrases[{k}].link_score must be "
+                                 f">= 0, got {phrase.get('link_score')!r}")
+            if phrase.get("linked", True) is False or region is None or score <= 0:
+                continue
+            if not 0 <= int(region) < num_regions:
+                continue
+            span = phrase.get("char_span")
+            if span is None or len(span) != 2:
+                raise ValueError(f"uvla_region_phrase_masking: noun_phrases[{k}].char_span must be [start, end)")
+            start, end = int(span[0]), int(span[1])
+            positions = [t for t, (a, b) in enumerate(offsets)
+                         if not special[t] and b > a and a < end and b > start and ids[t] not in self.stop_ids]
+            if positions:
+                linked.append((positions, int(region), score))
+        return linked
+
+    def __call__(self, item: Mapping[str, Any], generator: Optional[torch.Generator] = None) -> Dict[str, torch.Tensor]:
+        generator = self.generator(generator)
+        regions = self.pack_regions(item)
+        sentence, phrases = item.get("sentence"), item.get("noun_phrases")
+        if not isinstance(sentence, str) or phrases is None:
+            raise ValueError("uvla_region_phrase_masking: raw input needs 'sentence' (str) and "
+                             "'noun_phrases' (list of {char_span, region, link_score})")
+        encoding = self.tokenizer(sentence, truncation=True, max_length=self.max_seq_length,
+                                  return_offsets_mapping=True, return_special_tokens_mask=True)
+        ids = encoding["input_ids"]
+        linked = self._linked_phrases(phrases, encoding["offset_mapping"], encoding["special_tokens_mask"],
+                                      ids, int(regions["num_regions"]))
+        input_ids = self.pad_text(ids)
+        lm_label_ids = torch.full((self.max_seq_length,), IGNORE, dtype=torch.long)
+        region_masked = torch.zeros(self.max_regions, dtype=torch.bool)
+        phrase_targets = torch.full((self.max_regions, self.max_phrase_tokens), IGNORE, dtype=torch.long)
+
+        if linked:
+            mask_text = bool(torch.rand((), generator=generator) < self.text_modality_prob)
+            if mask_text:
+                scores = torch.tensor([score for _, _, score in linked])
+                chosen = draw_linked(scores, self.linked_mask_ratio, self.ensure_one, generator)
+                selected = torch.zeros(self.max_seq_length, dtype=torch.bool)
+                for (positions, _, _), take in zip(linked, chosen.tolist()):
+                    if take:
+                        selected[positions] = True
+                input_ids, lm_label_ids = self.corrupt(input_ids, selected, generator)
+            else:
+                by_region: Dict[int, List] = {}
+                for positions, region, score in linked:
+                    pieces, best = by_region.get(region, ([], 0.0))
+                    by_region[region] = (pieces + [ids[t] for t in positions], max(best, score))
+                order = sorted(by_region)
+                scores = torch.tensor([by_region[r][1] for r in order])
+                chosen = draw_linked(scores, self.linked_mask_ratio, self.ensure_one, generator)
+                for region, take in zip(order, chosen.tolist()):
+                    if take:
+                        pieces = by_region[region][0][: self.max_phrase_tokens]
+                        phrase_targets[region, : len(pieces)] = torch.tensor(pieces)
+                        region_masked[region] = True
+                regions["region_features"] = corrupt_regions(
+                    regions["region_features"], region_masked, self.zero_prob, generator)
+
+        return self.assemble(input_ids, lm_label_ids, len(ids), regions,
+                             region_masked=region_masked.long(), region_phrase_targets=phrase_targets)
