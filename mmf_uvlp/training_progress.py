@@ -3,11 +3,12 @@
 MMF counts updates, not epochs (its multi-dataset loader has no common epoch), so the
 μ-VLA curriculum derives the epoch as
 
-    epoch = num_updates * training.batch_size / total training samples
+    epoch = num_updates * training.batch_size * training.update_frequency / total samples
 
 where ``num_updates`` is what MMF's trainer registers after every update (and restores
 from a checkpoint on resume), ``training.batch_size`` is MMF's *global* batch size
-(each rank of a distributed run sees 1/world of it) and the total is the sum of the
+(each rank of a distributed run sees 1/world of it), ``update_frequency`` the batches
+per update of MMF main's gradient accumulation (absent in rc10: 1) and the total is the sum of the
 train-split sizes that the pre-training datasets register here. Under MMF's
 multi-dataset loader every dataset is iterated fully once per epoch (sampled in
 proportion to its size), so this is the number of passes over all of them.
@@ -57,8 +58,9 @@ def clear_train_samples() -> None:
 def current_epoch(batch_size: Optional[int] = None) -> float:
     """Epochs completed so far (fractional), from ``num_updates`` and the registered sizes.
 
-    ``batch_size`` defaults to ``training.batch_size`` of the config in MMF's registry.
-    Raises ``RuntimeError`` when no dataset registered its size.
+    ``batch_size`` (samples per update) defaults to ``training.batch_size *
+    training.update_frequency`` of the config in MMF's registry. Raises ``RuntimeError``
+    when no dataset registered its size.
     """
     sizes = registered_train_samples()
     if not sizes:
@@ -69,10 +71,11 @@ def current_epoch(batch_size: Optional[int] = None) -> float:
         )
     if batch_size is None:
         config = registry.get("config", None, no_warning=True)
-        batch_size = config.training.get("batch_size", None) if config is not None else None
-        if batch_size is None:
+        training = config.get("training", {}) if config is not None else {}
+        if training.get("batch_size", None) is None:
             raise RuntimeError(
                 "the epoch cannot be derived: no training.batch_size in the registered MMF config"
             )
+        batch_size = int(training.batch_size) * int(training.get("update_frequency", 1) or 1)
     num_updates = registry.get("num_updates", 0, no_warning=True)
     return num_updates * int(batch_size) / sum(sizes.values())

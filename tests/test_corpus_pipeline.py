@@ -133,9 +133,11 @@ def test_config_change_needs_restart(world, tmp_path):
     build(tiny_config(world, gt=False), out, resources=shared_resources())
     with pytest.raises(RuntimeError, match="restart"):
         build(tiny_config(world, "retrieve.k=2", gt=False), out, resources=shared_resources())
-    report = build(tiny_config(world, "retrieve.k=2", gt=False), out,
+    report = build(tiny_config(world, "retrieve.k=2", "tags.on_empty=keep", gt=False), out,
                    resources=shared_resources(), restart=True)
     assert report["retrieval"]["retrieved"] == 10 and report["quality"] == {}
+    img4 = [r for r in iter_records(out) if r["image_id"] == "img4"]
+    assert img4[0]["tag_query"] == "" and img4[0]["sentences"] == []  # kept, nothing retrieved
 
 
 def _bad_world(root):

@@ -137,5 +137,15 @@ def _print_summary(summary, out: str) -> None:
         print(json.dumps(summary))
 
 
+def _cli() -> int:
+    """``main`` with user errors (bad input, bad settings) as one line, exit status 2."""
+    try:
+        return main()
+    except (ValueError, KeyError, RuntimeError, FileNotFoundError) as exc:
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        print(f"build_corpus.py: error: {message}", file=sys.stderr)
+        return 2
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_cli())

@@ -215,7 +215,7 @@ def _merge_into(obj: Any, data: Dict[str, Any], prefix: str = "") -> None:
     names = {f.name: f for f in dataclasses.fields(obj)}
     for key, value in data.items():
         if key not in names:
-            raise KeyError(f"unknown config key {prefix}{key!r} (known: {sorted(names)})")
+            raise KeyError(f"unknown config key '{prefix}{key}' (known: {sorted(names)})")
         current = getattr(obj, key)
         if dataclasses.is_dataclass(current):
             if not isinstance(value, dict):

@@ -265,6 +265,9 @@ class CorpusBuilder:
         if state is not None and restart:
             for name in ("work", "annotations", "stats", "report"):
                 shutil.rmtree(os.path.join(self.out, name), ignore_errors=True)
+            for name in ("timings.json", "shared.json"):
+                if os.path.exists(os.path.join(self.out, name)):
+                    os.remove(os.path.join(self.out, name))
             state = None
         if state is not None:
             if state.get("fingerprint") != fingerprint or state.get("shard") != list(self.shard):
@@ -341,7 +344,8 @@ class CorpusBuilder:
             if chunk != current:
                 flush()
                 current, images, policy = chunk, [], ErrorPolicy(cfg.run.on_error)
-                stats = {"rows": 0, "images": 0, "dropped_no_tags": 0, "regions": 0, "tags": 0}
+                stats = {"rows": 0, "images": 0, "dropped_no_tags": 0, "regions": 0, "tags": 0,
+                         "feature_dim": None}
             stats["rows"] += 1
             rows += 1
             bar.update(1)
@@ -352,6 +356,8 @@ class CorpusBuilder:
             if not tags and cfg.tags.on_empty == "drop":
                 stats["dropped_no_tags"] += 1
                 continue
+            if item.feature_dim:
+                stats["feature_dim"] = item.feature_dim
             stats["regions"] += item.num_boxes
             stats["tags"] += len(tags)
             images.append({
@@ -368,15 +374,17 @@ class CorpusBuilder:
         bar.close()
         total_chunks = math.ceil(reader.positions / size)
         owned = [c for c in range(total_chunks) if c % count == index]
-        images_per_chunk = {}
+        images_per_chunk, feature_dim = {}, None
         for c in owned:
             path = _chunk_file(directory, c, "json")
             if not os.path.exists(path):
                 raise RuntimeError(f"{path} missing after reading detections (file changed?)")
             with open(path) as handle:
-                images_per_chunk[str(c)] = len(json.load(handle)["images"])
+                data = json.load(handle)
+            images_per_chunk[str(c)] = len(data["images"])
+            feature_dim = feature_dim or data["stats"].get("feature_dim")
         done = {"positions": reader.positions, "total_chunks": total_chunks, "owned": owned,
-                "images": images_per_chunk, "feature_dim": reader.feature_dim}
+                "images": images_per_chunk, "feature_dim": feature_dim}
         atomic_write_json(success, done)
         _add_timing(self.timings, "detections", time.time() - t0, rows, "images")
         return done
@@ -464,6 +472,8 @@ class CorpusBuilder:
             ids, scores, dropped = retrieve(index, queries, embeddings, hashes, cfg.k,
                                             cfg.overfetch, own, cfg.unique_texts,
                                             cfg.query_batch_size)
+            empty = np.array([not im["tag_query"] for im in images], dtype=bool)
+            ids[empty], scores[empty] = -1, np.nan  # tags.on_empty=keep: no query, no sentences
             valid = scores[~np.isnan(scores)]
             stats = {
                 "queries": len(images),
@@ -679,8 +689,18 @@ class CorpusBuilder:
                 "k": cfg.retrieve.k, "complete": True}
 
     def _write_timings(self) -> None:
-        atomic_write_json(os.path.join(self.out, "timings.json"),
-                          {"stages": self.timings, "peak_rss_mb": round(peak_rss_mb(), 1)})
+        """Add this process's timings to those of earlier (interrupted) runs of this OUT."""
+        path = os.path.join(self.out, "timings.json")
+        old = read_json(path, {"stages": {}, "peak_rss_mb": 0.0})
+        stages = old["stages"]
+        for name, t in self.timings.items():
+            entry = stages.setdefault(name, {"seconds": 0.0, "items": 0, "unit": t["unit"]})
+            entry["seconds"] += t["seconds"]
+            entry["items"] += t["items"]
+            entry["rate"] = entry["items"] / entry["seconds"] if entry["seconds"] > 0 else None
+            entry["peak_rss_mb"] = max(entry.get("peak_rss_mb", 0.0), t["peak_rss_mb"])
+        atomic_write_json(path, {"stages": stages,
+                                 "peak_rss_mb": max(old["peak_rss_mb"], round(peak_rss_mb(), 1))})
 
 
 def build(config: CorpusConfig, out_dir: str, shard: Tuple[int, int] = (0, 1),

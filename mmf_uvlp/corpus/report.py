@@ -40,6 +40,7 @@ def aggregate(out_dir: str, meta: Dict[str, object], shared: Dict[str, object], 
     recall_n, recall_sum = 0, 0.0
     gt = {"images_with_caption": 0, "caption_in_pool": 0, "hits": None}
     link: Dict[str, int] = {}
+    feature_dim = None
     for c in range(total):
         stats = read_json(os.path.join(out_dir, "stats", f"chunk-{c:06d}.json"))
         if stats is None:
@@ -47,6 +48,7 @@ def aggregate(out_dir: str, meta: Dict[str, object], shared: Dict[str, object], 
         d = stats["detections"]
         for key in det:
             det[key] += d.get(key, 0)
+        feature_dim = feature_dim or d.get("feature_dim")
         skipped.merge(ErrorPolicy.from_dict(d["skipped"]))
         r = stats["retrieval"]
         for key in ret:
@@ -107,7 +109,7 @@ def aggregate(out_dir: str, meta: Dict[str, object], shared: Dict[str, object], 
         "fingerprint": meta["fingerprint"],
         "inputs": {
             "detection_rows": shared["detections"]["positions"],
-            "feature_dim": shared["detections"]["feature_dim"],
+            "feature_dim": feature_dim,
             "corpus_lines": sentences.get("counts", {}).get("lines"),
             "corpus_sentences": sentences.get("counts", {}).get("sentences"),
             "corpus_distinct_texts": sentences.get("counts", {}).get("distinct_texts"),

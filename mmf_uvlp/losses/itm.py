@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from mmf.common.registry import registry
-from mmf_uvlp.losses.reduction import require_field, weighted_sample_mean, zero_loss
+from mmf_uvlp.losses.reduction import Fields, require_field, weighted_sample_mean, zero_loss
 
 
 @registry.register_loss("uvla_itm")
@@ -24,11 +22,13 @@ class ImageTextMatchingLoss(nn.Module):
         super().__init__()
         self.weight = weight
 
-    def forward(self, sample_list: Mapping[str, Any], model_output: Mapping[str, Any]) -> torch.Tensor:
+    def forward(self, sample_list: Fields, model_output: Fields) -> torch.Tensor:
         logits = model_output.get("itm_logits")
         if logits is None:
             return zero_loss(model_output)
         labels = require_field(sample_list, "itm_label", "uvla_itm").view(-1)  # (B,)
         sample_index = (labels != -1).nonzero(as_tuple=True)[0]  # (M,)
-        per_pair = F.cross_entropy(logits[sample_index].float(), labels[sample_index], reduction="none")
-        return self.weight * weighted_sample_mean(per_pair, sample_index, labels.size(0), model_output)
+        per_pair = F.cross_entropy(logits[sample_index].float(), labels[sample_index],
+                                   reduction="none")  # (M,)
+        loss = weighted_sample_mean(per_pair, sample_index, labels.size(0), model_output)
+        return self.weight * loss

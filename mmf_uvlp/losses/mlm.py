@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from mmf.common.registry import registry
-from mmf_uvlp.losses.reduction import require_field, weighted_sample_mean, zero_loss
+from mmf_uvlp.losses.reduction import Fields, require_field, weighted_sample_mean, zero_loss
 
 
 @registry.register_loss("uvla_mlm")
@@ -24,7 +22,7 @@ class MaskedLanguageModelingLoss(nn.Module):
         super().__init__()
         self.weight = weight
 
-    def forward(self, sample_list: Mapping[str, Any], model_output: Mapping[str, Any]) -> torch.Tensor:
+    def forward(self, sample_list: Fields, model_output: Fields) -> torch.Tensor:
         logits = model_output.get("mlm_logits")
         if logits is None:
             return zero_loss(model_output)
@@ -32,4 +30,5 @@ class MaskedLanguageModelingLoss(nn.Module):
         index = model_output["mlm_index"]  # (M, 2)
         targets = labels[index[:, 0], index[:, 1]]  # (M,)
         per_token = F.cross_entropy(logits.float(), targets, reduction="none")  # (M,)
-        return self.weight * weighted_sample_mean(per_token, index[:, 0], labels.size(0), model_output)
+        loss = weighted_sample_mean(per_token, index[:, 0], labels.size(0), model_output)
+        return self.weight * loss

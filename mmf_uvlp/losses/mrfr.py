@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
 import torch
 from torch import nn
 
 from mmf.common.registry import registry
-from mmf_uvlp.losses.reduction import require_field, weighted_sample_mean, zero_loss
+from mmf_uvlp.losses.reduction import Fields, require_field, weighted_sample_mean, zero_loss
 
 FEATURE_REDUCTIONS = ("mean", "sum")
 
@@ -34,7 +32,7 @@ class MaskedRegionFeatureRegressionLoss(nn.Module):
         self.weight = weight
         self.feature_reduction = feature_reduction
 
-    def forward(self, sample_list: Mapping[str, Any], model_output: Mapping[str, Any]) -> torch.Tensor:
+    def forward(self, sample_list: Fields, model_output: Fields) -> torch.Tensor:
         predicted = model_output.get("mrfr_features")
         if predicted is None:
             return zero_loss(model_output)
@@ -42,5 +40,9 @@ class MaskedRegionFeatureRegressionLoss(nn.Module):
         index = model_output["mrfr_index"]  # (M, 2)
         target = original[index[:, 0], index[:, 1]].to(predicted.dtype)  # (M, D)
         squared = (predicted.float() - target.float()) ** 2  # (M, D)
-        per_region = squared.mean(-1) if self.feature_reduction == "mean" else squared.sum(-1)  # (M,)
-        return self.weight * weighted_sample_mean(per_region, index[:, 0], original.size(0), model_output)
+        if self.feature_reduction == "mean":
+            per_region = squared.mean(-1)  # (M,)
+        else:
+            per_region = squared.sum(-1)  # (M,)
+        loss = weighted_sample_mean(per_region, index[:, 0], original.size(0), model_output)
+        return self.weight * loss

@@ -12,13 +12,11 @@ equally correct answer and the head is not pushed to pick one of them.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
 import torch
 from torch import nn
 
 from mmf.common.registry import registry
-from mmf_uvlp.losses.reduction import require_field, weighted_sample_mean, zero_loss
+from mmf_uvlp.losses.reduction import Fields, require_field, weighted_sample_mean, zero_loss
 
 
 @registry.register_loss("uvla_pmrtc")
@@ -33,7 +31,7 @@ class PhraseRegionTokenLoss(nn.Module):
         super().__init__()
         self.weight = weight
 
-    def forward(self, sample_list: Mapping[str, Any], model_output: Mapping[str, Any]) -> torch.Tensor:
+    def forward(self, sample_list: Fields, model_output: Fields) -> torch.Tensor:
         logits = model_output.get("pmrtc_logits")
         if logits is None:
             return zero_loss(model_output)
@@ -44,4 +42,5 @@ class PhraseRegionTokenLoss(nn.Module):
         log_probs = torch.log_softmax(logits.float(), dim=-1)  # (M, V)
         picked = log_probs.gather(1, tokens.clamp(min=0))  # (M, P)
         per_region = -(picked * valid).sum(-1) / valid.sum(-1).clamp(min=1)  # (M,)
-        return self.weight * weighted_sample_mean(per_region, index[:, 0], phrases.size(0), model_output)
+        loss = weighted_sample_mean(per_region, index[:, 0], phrases.size(0), model_output)
+        return self.weight * loss

@@ -13,12 +13,14 @@ backward pass over the summed losses never fails).
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Tuple
 
 import torch
 
+Fields = Mapping[str, Any]  # a SampleList or a model output
 
-def sample_weights(model_output: Mapping[str, Any], batch_size: int, like: torch.Tensor) -> torch.Tensor:
+
+def sample_weights(model_output: Fields, batch_size: int, like: torch.Tensor) -> torch.Tensor:
     """The curriculum weights (B,) from the model output, or ones."""
     weights = model_output.get("curriculum_weights")
     if weights is None:
@@ -31,7 +33,8 @@ def sample_weights(model_output: Mapping[str, Any], batch_size: int, like: torch
     return weights.to(like.dtype)
 
 
-def per_sample_mean(values: torch.Tensor, sample_index: torch.Tensor, batch_size: int):
+def per_sample_mean(values: torch.Tensor, sample_index: torch.Tensor,
+                    batch_size: int) -> Tuple[torch.Tensor, torch.Tensor]:
     """Mean of ``values`` (M,) per sample; returns (means (B,), has_target (B,) bool)."""
     sums = values.new_zeros(batch_size).index_add(0, sample_index, values)
     counts = values.new_zeros(batch_size).index_add(0, sample_index, torch.ones_like(values))
@@ -43,7 +46,7 @@ def weighted_sample_mean(
     values: torch.Tensor,
     sample_index: torch.Tensor,
     batch_size: int,
-    model_output: Mapping[str, Any],
+    model_output: Fields,
 ) -> torch.Tensor:
     """``sum_i w_i * l_i / #samples with targets`` for per-target ``values`` (M,)."""
     means, has_target = per_sample_mean(values, sample_index, batch_size)  # (B,), (B,)
@@ -51,7 +54,7 @@ def weighted_sample_mean(
     return (weights * means).sum() / has_target.sum().clamp(min=1)
 
 
-def zero_loss(model_output: Mapping[str, Any]) -> torch.Tensor:
+def zero_loss(model_output: Fields) -> torch.Tensor:
     """A zero loss on the device of the model output (its head was not computed)."""
     for value in model_output.values():
         if isinstance(value, torch.Tensor):
@@ -59,7 +62,7 @@ def zero_loss(model_output: Mapping[str, Any]) -> torch.Tensor:
     return torch.zeros(())
 
 
-def require_field(sample_list: Mapping[str, Any], field: str, loss_name: str) -> torch.Tensor:
+def require_field(sample_list: Fields, field: str, loss_name: str) -> torch.Tensor:
     """``sample_list[field]``, or a ValueError naming the loss and the field."""
     value = sample_list.get(field)
     if value is None:

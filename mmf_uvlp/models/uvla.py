@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import torch
 from omegaconf import OmegaConf
@@ -51,11 +51,17 @@ from mmf_uvlp.modules.heads import (
     RegionClassHead,
     RegionScorerHead,
 )
+from mmf_uvlp.training_progress import registered_train_samples
 
 ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")
 PRETRAINING_HEADS = ("mlm", "mrc", "mrfr", "pmrtc", "itm")
 TASK_HEADS = ("pooled_classifier", "pair_classifier", "region_scorer")
 VOCAB_HEADS = ("mlm", "pmrtc")
+
+
+def _twice(tensor: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+    """``[tensor; tensor]`` along the batch (the sentence of an image pair)."""
+    return None if tensor is None else torch.cat([tensor, tensor])
 
 
 @dataclass
@@ -84,14 +90,16 @@ class UVLA(BaseModel):
     def config_path(cls) -> str:
         # Absolute, so MMF's loader finds it whatever the working directory (editable install).
         package_root = os.path.dirname(os.path.abspath(mmf_uvlp.__file__))
-        return os.path.normpath(os.path.join(package_root, "..", "configs", "models", "uvla", "defaults.yaml"))
+        path = os.path.join(package_root, "..", "configs", "models", "uvla", "defaults.yaml")
+        return os.path.normpath(path)
 
     # ----------------------------------------------------------------- build
     def build(self) -> None:
         attention = self.config.get("attention", "sdpa")
         if attention not in ATTENTION_IMPLEMENTATIONS:
             raise ValueError(
-                f"model_config.uvla.attention must be one of {ATTENTION_IMPLEMENTATIONS}, got {attention!r}"
+                f"model_config.uvla.attention must be one of {ATTENTION_IMPLEMENTATIONS}, "
+                f"got {attention!r}"
             )
         bert = self._load_bert(attention)
         self.bert_config = bert.config
@@ -107,7 +115,9 @@ class UVLA(BaseModel):
         )
         self.encoder = bert.bert.encoder
         self.pooler = bert.bert.pooler
-        self.heads = nn.ModuleDict({name: self._build_head(name, bert) for name in self._head_names()})
+        self.heads = nn.ModuleDict(
+            {name: self._build_head(name, bert) for name in self._head_names()}
+        )
 
         new_modules = [self.embeddings.feature_projection, self.embeddings.feature_norm,
                        self.embeddings.box_projection, self.embeddings.box_norm,
@@ -120,7 +130,9 @@ class UVLA(BaseModel):
         self.curriculum: Optional[CurriculumWeighting] = None
         if curriculum.get("enabled", False):
             if "itm" not in self.heads:
-                raise ValueError("model_config.uvla.curriculum.enabled needs the 'itm' head in heads")
+                raise ValueError(
+                    "model_config.uvla.curriculum.enabled needs the 'itm' head in heads"
+                )
             self.curriculum = CurriculumWeighting(float(curriculum.get("start_epoch", 1)))
 
     def _required(self, key: str) -> Any:
@@ -137,9 +149,11 @@ class UVLA(BaseModel):
             if sizes is None:
                 raise ValueError(
                     "model_config.uvla: bert_model_name is null, so bert_config (vocab_size, "
-                    "hidden_size, num_hidden_layers, num_attention_heads, intermediate_size) must be set"
+                    "hidden_size, num_hidden_layers, num_attention_heads, intermediate_size) "
+                    "must be set"
                 )
-            sizes = OmegaConf.to_container(sizes, resolve=True) if OmegaConf.is_config(sizes) else dict(sizes)
+            if OmegaConf.is_config(sizes):
+                sizes = OmegaConf.to_container(sizes, resolve=True)
             return BertForPreTraining(BertConfig(**sizes, attn_implementation=attention))
         try:
             return BertForPreTraining.from_pretrained(str(name), attn_implementation=attention)
@@ -158,7 +172,9 @@ class UVLA(BaseModel):
                 f"{PRETRAINING_HEADS + TASK_HEADS}"
             )
         if sum(n in TASK_HEADS for n in names) > 1:
-            raise ValueError(f"model_config.uvla.heads: at most one of {TASK_HEADS} (each writes 'scores')")
+            raise ValueError(
+                f"model_config.uvla.heads: at most one of {TASK_HEADS} (each writes 'scores')"
+            )
         return names
 
     def _build_head(self, name: str, bert: BertForPreTraining) -> nn.Module:
@@ -198,20 +214,19 @@ class UVLA(BaseModel):
         if (text_boxes is None) != (text_is_tag is None):
             raise ValueError("uvla: 'text_boxes' (B, L, 5) and 'text_is_tag' (B, L) come together")
 
-        if sample_list.get("img0") is not None and sample_list.get("img1") is not None:
-            first = self._visual_inputs(sample_list["img0"], "img0.")
-            second = self._visual_inputs(sample_list["img1"], "img1.")
-            visual = [torch.cat([a, b]) for a, b in zip(first, second)]
-            twice = lambda t: None if t is None else torch.cat([t, t])  # noqa: E731
-            input_ids, input_mask, segment_ids = twice(input_ids), twice(input_mask), twice(segment_ids)
-            text_boxes, text_is_tag = twice(text_boxes), twice(text_is_tag)
-        else:
-            visual = self._visual_inputs(sample_list, "")
-        features, boxes, region_mask = visual
-        return ModelInputs(input_ids, input_mask, segment_ids, text_boxes, text_is_tag,
-                           features, boxes, region_mask)
+        if sample_list.get("img0") is None or sample_list.get("img1") is None:
+            features, boxes, region_mask = self._visual_inputs(sample_list, "")
+            return ModelInputs(input_ids, input_mask, segment_ids, text_boxes, text_is_tag,
+                               features, boxes, region_mask)
+        # Pairs (NLVR2): [sentence with img0; sentence with img1] -> 2B sequences.
+        first = self._visual_inputs(sample_list["img0"], "img0.")
+        second = self._visual_inputs(sample_list["img1"], "img1.")
+        features, boxes, region_mask = (torch.cat([a, b]) for a, b in zip(first, second))
+        return ModelInputs(_twice(input_ids), _twice(input_mask), _twice(segment_ids),
+                           _twice(text_boxes), _twice(text_is_tag), features, boxes, region_mask)
 
-    def _visual_inputs(self, source: Mapping[str, Any], prefix: str):
+    def _visual_inputs(self, source: Mapping[str, Any],
+                       prefix: str) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(features (B, R, D), boxes (B, R, 5), mask (B, R)) from our fields or MMF's."""
         features = source.get("region_features")
         if features is not None:
@@ -234,11 +249,14 @@ class UVLA(BaseModel):
             raise ValueError(f"uvla: region features have dimension {features.size(-1)}, "
                              f"model_config.uvla.feature_dim is {self.feature_dim}")
         if boxes.shape != (*features.shape[:2], BOX_DIM):
-            raise ValueError(f"uvla: '{prefix}region_boxes' must be (B, R, 5), got {tuple(boxes.shape)}")
+            raise ValueError(
+                f"uvla: '{prefix}region_boxes' must be (B, R, 5), got {tuple(boxes.shape)}"
+            )
         return features.float(), boxes.float(), mask
 
     @staticmethod
-    def _boxes_from_image_info(info: Optional[Mapping[str, Any]], features: torch.Tensor, prefix: str):
+    def _boxes_from_image_info(info: Optional[Mapping[str, Any]], features: torch.Tensor,
+                               prefix: str) -> Tuple[torch.Tensor, torch.Tensor]:
         """5-d boxes and the region mask from MMF's ``image_info_0`` (bbox in pixels)."""
         batch, regions = features.shape[:2]
         device = features.device
@@ -261,16 +279,19 @@ class UVLA(BaseModel):
         return boxes, mask
 
     # ---------------------------------------------------------------- encode
-    def encode(self, sample_list: Mapping[str, Any], output_attentions: Optional[bool] = None) -> Encoded:
+    def encode(self, sample_list: Mapping[str, Any],
+               output_attentions: Optional[bool] = None) -> Encoded:
         """Run the transformer over [text; regions] and split its output back."""
         if output_attentions is None:
             output_attentions = self.output_attentions
         inputs = self._inputs(sample_list)
         text = self.embeddings.embed_text(inputs.input_ids, inputs.segment_ids,
                                           inputs.text_boxes, inputs.text_is_tag)  # (B, L, H)
-        regions = self.embeddings.embed_regions(inputs.region_features, inputs.region_boxes)  # (B, R, H)
+        regions = self.embeddings.embed_regions(
+            inputs.region_features, inputs.region_boxes)  # (B, R, H)
         hidden = torch.cat([text, regions], dim=1)  # (B, L+R, H)
-        mask = torch.cat([inputs.input_mask, inputs.region_mask], dim=1).to(hidden.dtype)  # (B, L+R)
+        mask = torch.cat([inputs.input_mask, inputs.region_mask], dim=1)  # (B, L+R)
+        mask = mask.to(hidden.dtype)
         additive = (1.0 - mask[:, None, None, :]) * torch.finfo(hidden.dtype).min  # (B, 1, 1, L+R)
         out = self.encoder(hidden, attention_mask=additive,
                            output_attentions=output_attentions, return_dict=True)
@@ -284,7 +305,8 @@ class UVLA(BaseModel):
             attentions=out.attentions if output_attentions else None,
         )
 
-    def forward(self, sample_list: Mapping[str, Any], output_attentions: Optional[bool] = None) -> Dict[str, Any]:
+    def forward(self, sample_list: Mapping[str, Any],
+                output_attentions: Optional[bool] = None) -> Dict[str, Any]:
         encoded = self.encode(sample_list, output_attentions)
         output: Dict[str, Any] = {}
         for head in self.heads.values():
@@ -292,7 +314,9 @@ class UVLA(BaseModel):
             if result is not None:
                 output.update(result)
         weighted = sample_list.get("curriculum_weighted")
-        if self.curriculum is not None and weighted is not None:
+        # An evaluation-only run (no train split loaded, so no sizes) reports unweighted losses.
+        schedulable = self.training or bool(registered_train_samples())
+        if self.curriculum is not None and weighted is not None and schedulable:
             output["curriculum_weights"] = self.curriculum.weights(output["itm_logits"], weighted)
         if encoded.attentions is not None:
             output["attentions"] = encoded.attentions

@@ -16,12 +16,16 @@ def normalized_boxes(boxes: torch.Tensor, width: Size, height: Size) -> torch.Te
     ``width`` / ``height``: numbers, or tensors broadcastable to ``boxes[..., 0]``.
     """
     if boxes.size(-1) != 4:
-        raise ValueError(f"boxes must be (..., 4) [x1, y1, x2, y2] pixels, got {tuple(boxes.shape)}")
+        raise ValueError(
+            f"boxes must be (..., 4) [x1, y1, x2, y2] pixels, got {tuple(boxes.shape)}"
+        )
     boxes = boxes.float()
     width = torch.as_tensor(width, dtype=torch.float32, device=boxes.device)
     height = torch.as_tensor(height, dtype=torch.float32, device=boxes.device)
     if bool((width <= 0).any()) or bool((height <= 0).any()):
-        raise ValueError(f"image width and height must be positive, got {width.tolist()}, {height.tolist()}")
+        raise ValueError(
+            f"image width and height must be positive, got {width.tolist()}, {height.tolist()}"
+        )
     x1 = (boxes[..., 0] / width).clamp(0, 1)
     y1 = (boxes[..., 1] / height).clamp(0, 1)
     x2 = (boxes[..., 2] / width).clamp(0, 1)

@@ -57,7 +57,8 @@ class PredictionMLP(nn.Sequential):
         )
 
 
-def _selected(targets: Optional[torch.Tensor], hidden: torch.Tensor, field: str) -> Optional[torch.Tensor]:
+def _selected(targets: Optional[torch.Tensor], hidden: torch.Tensor,
+              field: str) -> Optional[torch.Tensor]:
     """Check that ``targets`` (B, N, ...) lines up with ``hidden`` (B, N, H)."""
     if targets is not None and targets.shape[:2] != hidden.shape[:2]:
         raise ValueError(
@@ -88,7 +89,8 @@ class RegionClassHead(nn.Module):
 
     def __init__(self, hidden_size: int, num_region_classes: int, layer_norm_eps: float):
         super().__init__()
-        self.classifier = PredictionMLP(hidden_size, hidden_size, num_region_classes, layer_norm_eps)
+        self.classifier = PredictionMLP(hidden_size, hidden_size, num_region_classes,
+                                        layer_norm_eps)
 
     def forward(self, encoded: Encoded, batch: Mapping[str, Any]) -> Outputs:
         targets = _selected(batch.get("region_class_targets"), encoded.regions,
@@ -147,7 +149,10 @@ class MatchingHead(nn.Module):
 
 
 class PooledClassifierHead(nn.Module):
-    """``pooled_classifier``: ``scores`` (B, num_labels) from [CLS] (VQA: soft-score BCE; VE: 3-way)."""
+    """``pooled_classifier``: ``scores`` (B, num_labels) from [CLS].
+
+    VQA: num_labels 3129 with MMF's soft-score ``logit_bce``; VE: 3 with ``cross_entropy``.
+    """
 
     def __init__(self, hidden_size: int, num_labels: int, dropout: float, layer_norm_eps: float):
         super().__init__()
@@ -166,12 +171,15 @@ class PairClassifierHead(nn.Module):
     def __init__(self, hidden_size: int, num_labels: int, dropout: float, layer_norm_eps: float):
         super().__init__()
         self.dropout = nn.Dropout(dropout)
-        self.classifier = PredictionMLP(2 * hidden_size, 2 * hidden_size, num_labels, layer_norm_eps)
+        self.classifier = PredictionMLP(2 * hidden_size, 2 * hidden_size, num_labels,
+                                        layer_norm_eps)
 
     def forward(self, encoded: Encoded, batch: Mapping[str, Any]) -> Outputs:
         pooled = encoded.pooled  # (2B, H)
         if pooled.size(0) % 2:
-            raise ValueError("pair_classifier needs two images per example (img0 / img1 in the batch)")
+            raise ValueError(
+                "pair_classifier needs two images per example (img0 / img1 in the batch)"
+            )
         half = pooled.size(0) // 2
         pair = torch.cat([pooled[:half], pooled[half:]], dim=-1)  # (B, 2H)
         return {"scores": self.classifier(self.dropout(pair))}

@@ -11,12 +11,12 @@ with probability ``mask_prob`` and corrupted 80/10/10. Regions are not masked.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional
+from typing import Optional
 
 import torch
 
 from mmf.common.registry import registry
-from mmf_uvlp.processors.masking import UVLAMaskingProcessor, select_bernoulli
+from mmf_uvlp.processors.masking import RawItem, Sample, UVLAMaskingProcessor, select_bernoulli
 
 
 @registry.register_processor("uvla_image_sentence_masking")
@@ -25,14 +25,16 @@ class ImageSentenceMaskingProcessor(UVLAMaskingProcessor):
 
     default_curriculum_weighted = True
 
-    def __call__(self, item: Mapping[str, Any], generator: Optional[torch.Generator] = None) -> Dict[str, torch.Tensor]:
+    def __call__(self, item: RawItem, generator: Optional[torch.Generator] = None) -> Sample:
         generator = self.generator(generator)
         regions = self.pack_regions(item)
         sentence, label = item.get("sentence"), item.get("itm_label")
         if not isinstance(sentence, str):
             raise ValueError("uvla_image_sentence_masking: raw input needs 'sentence' (str)")
         if label is None or int(label) not in (0, 1):
-            raise ValueError(f"uvla_image_sentence_masking: raw input needs 'itm_label' 0 or 1, got {label!r}")
+            raise ValueError(
+                f"uvla_image_sentence_masking: raw input needs 'itm_label' 0 or 1, got {label!r}"
+            )
         encoding = self.tokenizer(sentence, truncation=True, max_length=self.max_seq_length,
                                   return_special_tokens_mask=True)
         ids = encoding["input_ids"]

@@ -22,10 +22,11 @@ Common raw input keys (one image): ``features`` (N, D) float array / tensor,
 ``boxes`` (N, 4) pixel ``[x1, y1, x2, y2]``, ``image_width``, ``image_height``. The
 first ``max_regions`` regions are kept.
 
-Randomness: a ``torch.Generator`` passed to ``__call__`` (tests), else the processor's
-own generator when ``seed`` is set (seeded ``seed + worker id`` in each DataLoader
-worker, so workers never repeat each other's masks), else torch's global RNG (which
-PyTorch seeds per worker and MMF seeds from ``training.seed``).
+Randomness: a ``torch.Generator`` passed to ``__call__`` (tests); else, inside a
+DataLoader worker, torch's global RNG, which PyTorch reseeds for every worker and epoch
+from the main process's RNG (seeded by MMF from ``training.seed``), so workers and epochs
+never repeat each other's masks; else (no workers) the processor's own generator seeded
+once with ``seed`` when set, or torch's global RNG.
 
 BERT-style token corruption (MLM): each selected token becomes ``[MASK]`` with
 probability ``mask_token_prob`` (0.8), a random non-special word-piece with
@@ -35,7 +36,7 @@ region's features are zeroed with probability ``zero_prob`` (0.9), else kept.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 import torch
 from transformers import BertTokenizerFast
@@ -44,6 +45,8 @@ from mmf.datasets.processors.processors import BaseProcessor
 from mmf_uvlp.modules.boxes import normalized_boxes
 
 IGNORE = -1
+RawItem = Mapping[str, Any]  # one raw sample, as the dataset hands it over
+Sample = Dict[str, torch.Tensor]  # the batch-contract fields of one sample
 
 
 def select_bernoulli(candidates: torch.Tensor, prob: torch.Tensor | float,
@@ -55,12 +58,14 @@ def select_bernoulli(candidates: torch.Tensor, prob: torch.Tensor | float,
 
 def corrupt_tokens(input_ids: torch.Tensor, selected: torch.Tensor, mask_id: int,
                    random_ids: torch.Tensor, generator: Optional[torch.Generator],
-                   mask_token_prob: float, random_token_prob: float):
+                   mask_token_prob: float,
+                   random_token_prob: float) -> Tuple[torch.Tensor, torch.Tensor]:
     """BERT's 80/10/10 on the ``selected`` (L,) positions; returns (input_ids, lm_label_ids)."""
     labels = torch.where(selected, input_ids, torch.full_like(input_ids, IGNORE))
     draws = torch.rand(input_ids.shape, generator=generator)
     to_mask = selected & (draws < mask_token_prob)
-    to_random = selected & (draws >= mask_token_prob) & (draws < mask_token_prob + random_token_prob)
+    random_end = mask_token_prob + random_token_prob
+    to_random = selected & (draws >= mask_token_prob) & (draws < random_end)
     picks = random_ids[torch.randint(len(random_ids), input_ids.shape, generator=generator)]
     corrupted = torch.where(to_mask, torch.full_like(input_ids, mask_id), input_ids)
     corrupted = torch.where(to_random, picks, corrupted)
@@ -109,38 +114,37 @@ class UVLAMaskingProcessor(BaseProcessor):
             raise ValueError("processor params: max_seq_length >= 3, max_regions >= 1 and "
                              "max_phrase_tokens >= 1 are required")
         self.mask_prob = probability_param("mask_prob", config.get("mask_prob", 0.15))
-        self.mask_token_prob = probability_param("mask_token_prob", config.get("mask_token_prob", 0.8))
-        self.random_token_prob = probability_param("random_token_prob", config.get("random_token_prob", 0.1))
+        self.mask_token_prob = probability_param(
+            "mask_token_prob", config.get("mask_token_prob", 0.8))
+        self.random_token_prob = probability_param(
+            "random_token_prob", config.get("random_token_prob", 0.1))
         if self.mask_token_prob + self.random_token_prob > 1:
             raise ValueError("processor params: mask_token_prob + random_token_prob must be <= 1")
         self.zero_prob = probability_param("zero_prob", config.get("zero_prob", 0.9))
-        self.curriculum_weighted = bool(config.get("curriculum_weighted", self.default_curriculum_weighted))
-        self.seed = config.get("seed", None)
-        self._generator: Optional[torch.Generator] = None
-        self._generator_worker: Optional[int] = None
+        self.curriculum_weighted = bool(
+            config.get("curriculum_weighted", self.default_curriculum_weighted))
+        seed = config.get("seed", None)
+        self._generator = None if seed is None else torch.Generator().manual_seed(int(seed))
         special = set(self.tokenizer.all_special_ids)
         self.random_ids = torch.tensor([i for i in range(len(self.tokenizer)) if i not in special])
 
     # ------------------------------------------------------------ randomness
     def generator(self, override: Optional[torch.Generator] = None) -> Optional[torch.Generator]:
         """The generator to draw from (see the module docstring)."""
-        if override is not None or self.seed is None:
+        if override is not None:
             return override
-        info = torch.utils.data.get_worker_info()
-        worker = info.id if info is not None else 0
-        if self._generator is None or self._generator_worker != worker:
-            self._generator = torch.Generator().manual_seed(int(self.seed) + worker)
-            self._generator_worker = worker
+        if torch.utils.data.get_worker_info() is not None:
+            return None
         return self._generator
 
     # --------------------------------------------------------------- packing
     def corrupt(self, input_ids: torch.Tensor, selected: torch.Tensor,
-                generator: Optional[torch.Generator]):
+                generator: Optional[torch.Generator]) -> Tuple[torch.Tensor, torch.Tensor]:
         """80/10/10 corruption of ``selected`` tokens; returns (input_ids, lm_label_ids)."""
         return corrupt_tokens(input_ids, selected, self.tokenizer.mask_token_id, self.random_ids,
                               generator, self.mask_token_prob, self.random_token_prob)
 
-    def pack_regions(self, item: Mapping[str, Any]) -> Dict[str, torch.Tensor]:
+    def pack_regions(self, item: RawItem) -> Dict[str, torch.Tensor]:
         """The first ``max_regions`` regions, padded: features, 5-d boxes, mask (+ count n)."""
         for key in ("features", "boxes", "image_width", "image_height"):
             if item.get(key) is None:
@@ -156,7 +160,8 @@ class UVLAMaskingProcessor(BaseProcessor):
         padded = torch.zeros(self.max_regions, features.size(1))
         padded[:n] = features[:n]
         box5 = torch.zeros(self.max_regions, 5)
-        box5[:n] = normalized_boxes(boxes[:n], float(item["image_width"]), float(item["image_height"]))
+        width, height = float(item["image_width"]), float(item["image_height"])
+        box5[:n] = normalized_boxes(boxes[:n], width, height)
         mask = torch.zeros(self.max_regions, dtype=torch.long)
         mask[:n] = 1
         return {"region_features": padded, "region_boxes": box5, "region_mask": mask,
@@ -174,7 +179,7 @@ class UVLAMaskingProcessor(BaseProcessor):
                  text_is_tag: Optional[torch.Tensor] = None,
                  region_masked: Optional[torch.Tensor] = None,
                  region_class_targets: Optional[torch.Tensor] = None,
-                 region_phrase_targets: Optional[torch.Tensor] = None) -> Dict[str, torch.Tensor]:
+                 region_phrase_targets: Optional[torch.Tensor] = None) -> Sample:
         """The batch-contract dict of one sample (defaults: nothing masked / no tags)."""
         L, R, P = self.max_seq_length, self.max_regions, self.max_phrase_tokens
         input_mask = torch.zeros(L, dtype=torch.long)
@@ -186,7 +191,8 @@ class UVLAMaskingProcessor(BaseProcessor):
             "segment_ids": torch.zeros(L, dtype=torch.long),
             "lm_label_ids": lm_label_ids,
             "text_boxes": text_boxes if text_boxes is not None else torch.zeros(L, 5),
-            "text_is_tag": text_is_tag if text_is_tag is not None else torch.zeros(L, dtype=torch.long),
+            "text_is_tag": (text_is_tag if text_is_tag is not None
+                            else torch.zeros(L, dtype=torch.long)),
             "region_features": regions["region_features"],
             "region_boxes": regions["region_boxes"],
             "region_mask": regions["region_mask"],

@@ -30,13 +30,15 @@ defaults to true.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 
 from mmf.common.registry import registry
 from mmf_uvlp.processors.masking import (
     IGNORE,
+    RawItem,
+    Sample,
     UVLAMaskingProcessor,
     corrupt_regions,
     probability_param,
@@ -44,6 +46,7 @@ from mmf_uvlp.processors.masking import (
 )
 
 DEFAULT_STOP_TOKENS = ("a", "an", "the")
+LinkedPhrase = Tuple[List[int], int, float]  # (token positions, region, link score)
 
 
 def linked_mask_probabilities(scores: torch.Tensor, ratio: float) -> torch.Tensor:
@@ -74,38 +77,44 @@ class RegionPhraseMaskingProcessor(UVLAMaskingProcessor):
     def __init__(self, config: Mapping[str, Any], *args: Any, **kwargs: Any):
         super().__init__(config, *args, **kwargs)
         config = config or {}
-        self.text_modality_prob = probability_param("text_modality_prob", config.get("text_modality_prob", 0.5))
+        self.text_modality_prob = probability_param(
+            "text_modality_prob", config.get("text_modality_prob", 0.5))
         self.linked_mask_ratio = float(config.get("linked_mask_ratio", 0.5))
         if self.linked_mask_ratio <= 0:
-            raise ValueError(f"processor param linked_mask_ratio must be > 0, got {self.linked_mask_ratio}")
+            raise ValueError(
+                f"processor param linked_mask_ratio must be > 0, got {self.linked_mask_ratio}"
+            )
         self.ensure_one = bool(config.get("ensure_one", True))
         stop = config.get("phrase_stop_tokens", DEFAULT_STOP_TOKENS)
         self.stop_ids = set(self.tokenizer.convert_tokens_to_ids(list(stop)))
 
     def _linked_phrases(self, phrases: Sequence[Mapping[str, Any]], offsets: List[List[int]],
-                        special: List[int], ids: List[int], num_regions: int):
+                        special: List[int], ids: List[int],
+                        num_regions: int) -> List[LinkedPhrase]:
         """[(token positions, region, score)] of the linked phrases that survive truncation."""
         linked = []
         for k, phrase in enumerate(phrases):
             region, score = phrase.get("region"), float(phrase.get("link_score", 0.0) or 0.0)
             if score < 0 or score != score:
-                raise ValueError(f"uvla_region_phrase_masking: noun_phrases[{k}].link_score must be "
-                                 f">= 0, got {phrase.get('link_score')!r}")
+                raise ValueError(f"uvla_region_phrase_masking: noun_phrases[{k}].link_score "
+                                 f"must be >= 0, got {phrase.get('link_score')!r}")
             if phrase.get("linked", True) is False or region is None or score <= 0:
                 continue
             if not 0 <= int(region) < num_regions:
                 continue
             span = phrase.get("char_span")
             if span is None or len(span) != 2:
-                raise ValueError(f"uvla_region_phrase_masking: noun_phrases[{k}].char_span must be [start, end)")
+                raise ValueError(f"uvla_region_phrase_masking: noun_phrases[{k}].char_span "
+                                 "must be [start, end)")
             start, end = int(span[0]), int(span[1])
             positions = [t for t, (a, b) in enumerate(offsets)
-                         if not special[t] and b > a and a < end and b > start and ids[t] not in self.stop_ids]
+                         if not special[t] and b > a and a < end and b > start
+                         and ids[t] not in self.stop_ids]
             if positions:
                 linked.append((positions, int(region), score))
         return linked
 
-    def __call__(self, item: Mapping[str, Any], generator: Optional[torch.Generator] = None) -> Dict[str, torch.Tensor]:
+    def __call__(self, item: RawItem, generator: Optional[torch.Generator] = None) -> Sample:
         generator = self.generator(generator)
         regions = self.pack_regions(item)
         sentence, phrases = item.get("sentence"), item.get("noun_phrases")
@@ -115,12 +124,14 @@ class RegionPhraseMaskingProcessor(UVLAMaskingProcessor):
         encoding = self.tokenizer(sentence, truncation=True, max_length=self.max_seq_length,
                                   return_offsets_mapping=True, return_special_tokens_mask=True)
         ids = encoding["input_ids"]
-        linked = self._linked_phrases(phrases, encoding["offset_mapping"], encoding["special_tokens_mask"],
-                                      ids, int(regions["num_regions"]))
+        linked = self._linked_phrases(phrases, encoding["offset_mapping"],
+                                      encoding["special_tokens_mask"], ids,
+                                      int(regions["num_regions"]))
         input_ids = self.pad_text(ids)
         lm_label_ids = torch.full((self.max_seq_length,), IGNORE, dtype=torch.long)
         region_masked = torch.zeros(self.max_regions, dtype=torch.bool)
-        phrase_targets = torch.full((self.max_regions, self.max_phrase_tokens), IGNORE, dtype=torch.long)
+        phrase_targets = torch.full((self.max_regions, self.max_phrase_tokens), IGNORE,
+                                    dtype=torch.long)
 
         if linked:
             mask_text = bool(torch.rand((), generator=generator) < self.text_modality_prob)
@@ -133,7 +144,7 @@ class RegionPhraseMaskingProcessor(UVLAMaskingProcessor):
                         selected[positions] = True
                 input_ids, lm_label_ids = self.corrupt(input_ids, selected, generator)
             else:
-                by_region: Dict[int, List] = {}
+                by_region: Dict[int, Tuple[List[int], float]] = {}  # word-pieces, score
                 for positions, region, score in linked:
                     pieces, best = by_region.get(region, ([], 0.0))
                     by_region[region] = (pieces + [ids[t] for t in positions], max(best, score))
@@ -149,4 +160,5 @@ class RegionPhraseMaskingProcessor(UVLAMaskingProcessor):
                     regions["region_features"], region_masked, self.zero_prob, generator)
 
         return self.assemble(input_ids, lm_label_ids, len(ids), regions,
-                             region_masked=region_masked.long(), region_phrase_targets=phrase_targets)
+                             region_masked=region_masked.long(),
+                             region_phrase_targets=phrase_targets)

@@ -15,12 +15,19 @@ Padding, [CLS] and [SEP] are never selected. ``curriculum_weighted`` defaults to
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional
+from typing import Optional
 
 import torch
 
 from mmf.common.registry import registry
-from mmf_uvlp.processors.masking import IGNORE, UVLAMaskingProcessor, corrupt_regions, select_bernoulli
+from mmf_uvlp.processors.masking import (
+    IGNORE,
+    RawItem,
+    Sample,
+    UVLAMaskingProcessor,
+    corrupt_regions,
+    select_bernoulli,
+)
 
 
 @registry.register_processor("uvla_region_tag_masking")
@@ -29,7 +36,7 @@ class RegionTagMaskingProcessor(UVLAMaskingProcessor):
 
     default_curriculum_weighted = False
 
-    def __call__(self, item: Mapping[str, Any], generator: Optional[torch.Generator] = None) -> Dict[str, torch.Tensor]:
+    def __call__(self, item: RawItem, generator: Optional[torch.Generator] = None) -> Sample:
         generator = self.generator(generator)
         regions = self.pack_regions(item)
         n = int(regions["num_regions"])
@@ -43,7 +50,8 @@ class RegionTagMaskingProcessor(UVLAMaskingProcessor):
                              "one entry per region of 'features'")
 
         # Text part: [CLS] tag word-pieces [SEP], each piece carrying its region's box.
-        pieces = self.tokenizer([str(label) for label in labels[:n]], add_special_tokens=False)["input_ids"]
+        tags = [str(label) for label in labels[:n]]
+        pieces = self.tokenizer(tags, add_special_tokens=False)["input_ids"]
         ids = [self.tokenizer.cls_token_id]
         owner = [-1]  # region of each text position, -1 = not a tag
         for region, tag in enumerate(pieces):
