@@ -85,7 +85,7 @@ def test_train_validate_checkpoint_resume_and_test(task, tiny_world, tmp_path):
         TRAINING,
     )
     save = tmp_path / "save"
-    base = [f"model=visual_bert", f"dataset={task}", *_task_opts(task, tiny_world)]
+    base = ["model=visual_bert", f"dataset={task}", *_task_opts(task, tiny_world)]
 
     first = mmf_run(config, tiny_world, save, *base, "run_type=train")
     assert [row["num_updates"] for row in _progress(first, "train")] == ["2", "4"]

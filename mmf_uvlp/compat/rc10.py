@@ -532,17 +532,10 @@ def _max_updates_stop() -> None:
 class _SharedLmdb(types.ModuleType):
     """The ``lmdb`` module as seen by MMF's feature readers: one environment per file and process."""
 
-    def __init__(self, name: str) -> None:
-        super().__init__(name)
-        self._environments: Dict[tuple, Any] = {}
-
     def open(self, path: str, **kwargs: Any) -> Any:  # noqa: A003  (mirrors lmdb.open)
-        import lmdb
+        from mmf_uvlp.utils import lmdb_envs
 
-        key = (os.getpid(), os.path.realpath(path))
-        if key not in self._environments:
-            self._environments[key] = lmdb.open(path, **kwargs)
-        return self._environments[key]
+        return lmdb_envs.acquire(path, **kwargs)
 
     def __getattr__(self, item: str) -> Any:
         import lmdb

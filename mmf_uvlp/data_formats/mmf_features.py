@@ -18,39 +18,14 @@ import pickle
 from pathlib import Path
 from typing import Iterator
 
-import lmdb
 import numpy as np
 
 from mmf_uvlp.data_formats.errors import FormatError
+from mmf_uvlp.utils import lmdb_envs
 
 KEYS_ENTRY = b"keys"
 INFO_FIELDS = ("bbox", "num_boxes", "image_width", "image_height", "objects", "cls_prob")
 BOX_TOLERANCE = 1.0
-
-# py-lmdb refuses to open one environment twice in a process, so readers share it.
-_OPEN_ENVS: dict[str, list] = {}  # real path -> [environment, number of users]
-
-
-def _acquire_env(path: str) -> lmdb.Environment:
-    real = os.path.realpath(path)
-    if real not in _OPEN_ENVS:
-        env = lmdb.open(path, subdir=os.path.isdir(path), readonly=True, lock=False,
-                        readahead=False, meminit=False)
-        _OPEN_ENVS[real] = [env, 0]
-    _OPEN_ENVS[real][1] += 1
-    return _OPEN_ENVS[real][0]
-
-
-def _release_env(path: str) -> None:
-    real = os.path.realpath(path)
-    entry = _OPEN_ENVS.get(real)
-    if entry is None:
-        return
-    entry[1] -= 1
-    if entry[1] == 0:
-        entry[0].close()
-        del _OPEN_ENVS[real]
-
 
 def validate_record(
     record: dict, path: str | os.PathLike, key: str, feature_dim: int | None = None,
@@ -120,7 +95,7 @@ class LmdbFeatures:
         if not os.path.exists(self.path):
             raise FileNotFoundError(f"LMDB features not found: {self.path}")
         self.feature_dim, self.num_classes = feature_dim, num_classes
-        self.env = _acquire_env(self.path)
+        self.env = lmdb_envs.acquire(self.path)
         self._closed = False
         try:
             self._keys = self._read_keys()
@@ -169,7 +144,7 @@ class LmdbFeatures:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            _release_env(self.path)
+            lmdb_envs.release(self.path)
 
     def __enter__(self) -> "LmdbFeatures":
         return self

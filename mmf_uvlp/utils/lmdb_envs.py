@@ -1,0 +1,39 @@
+"""One LMDB environment per file and process, shared by every reader.
+
+py-lmdb refuses to open an environment twice in one process, yet several readers
+(two dataset splits, MMF's own feature reader beside ours) often read one file.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, List, Tuple
+
+import lmdb
+
+_OPEN: Dict[Tuple[int, str], List[Any]] = {}  # (pid, real path) -> [environment, users]
+
+READ_ONLY = dict(readonly=True, lock=False, readahead=False, meminit=False)
+
+
+def acquire(path: str, **kwargs: Any) -> lmdb.Environment:
+    """The process's environment for ``path`` (opened read-only on first use)."""
+    key = (os.getpid(), os.path.realpath(path))
+    if key not in _OPEN:
+        options = dict(READ_ONLY, subdir=os.path.isdir(path))
+        options.update(kwargs)
+        _OPEN[key] = [lmdb.open(path, **options), 0]
+    _OPEN[key][1] += 1
+    return _OPEN[key][0]
+
+
+def release(path: str) -> None:
+    """Drop one user of ``path``'s environment; the last one closes it."""
+    key = (os.getpid(), os.path.realpath(path))
+    entry = _OPEN.get(key)
+    if entry is None:
+        return
+    entry[1] -= 1
+    if entry[1] == 0:
+        entry[0].close()
+        del _OPEN[key]
