@@ -103,6 +103,20 @@ def _omegaconf() -> None:
     assert env.a == "from-env" and env.b == "d"
 
 
+@check("model_and_datasets_from_config_file")
+def _model_from_file() -> None:
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as handle:
+        handle.write("model: visual_bert\ndatasets: vqa2,nlvr2\n")
+        handle.flush()
+        config = _configuration([f"config={handle.name}"]).get_config()
+        assert config.model == "visual_bert" and config.datasets == "vqa2,nlvr2"
+        assert "visual_bert" in config.model_config and "nlvr2" in config.dataset_config
+        overridden = _configuration([f"config={handle.name}", "model=vilbert"]).get_config()
+        assert overridden.model == "vilbert" and "vilbert" in overridden.model_config
+
+
 @check("rc10_default_config_keys")
 def _default_keys() -> None:
     config = _configuration(["model=visual_bert", "dataset=vqa2"]).get_config()

@@ -554,3 +554,35 @@ def _shared_lmdb_environments() -> None:
     import mmf.datasets.databases.readers.feature_readers as feature_readers
 
     feature_readers.lmdb = _SharedLmdb("lmdb")
+
+
+@FIXES.fix(
+    "model_and_datasets_from_config_file",
+    "KeyError: Required argument 'model' not passed / 'dataset|datasets' not passed "
+    "(rc10 reads model and datasets only from the command line, so "
+    "`mmf_run config=projects/uvla/pretrain.yaml` fails although the file names both); "
+    "the command line still wins",
+    stage="post",
+)
+def _model_and_datasets_from_config_file() -> None:
+    from mmf.utils.configuration import Configuration
+
+    build_model_config = Configuration._build_model_config
+    build_dataset_config = Configuration._build_dataset_config
+
+    def _from_file(self: Configuration, opts_config: Any, keys: tuple) -> None:
+        if all(opts_config.get(key) is None for key in keys):
+            for key in keys:
+                if self._user_config.get(key) is not None:
+                    opts_config[key] = self._user_config.get(key)
+
+    def _build_model_config(self: Configuration, opts_config: Any) -> Any:
+        _from_file(self, opts_config, ("model",))
+        return build_model_config(self, opts_config)
+
+    def _build_dataset_config(self: Configuration, opts_config: Any) -> Any:
+        _from_file(self, opts_config, ("dataset", "datasets"))
+        return build_dataset_config(self, opts_config)
+
+    Configuration._build_model_config = _build_model_config
+    Configuration._build_dataset_config = _build_dataset_config

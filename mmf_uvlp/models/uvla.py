@@ -155,8 +155,14 @@ class UVLA(BaseModel):
             if OmegaConf.is_config(sizes):
                 sizes = OmegaConf.to_container(sizes, resolve=True)
             return BertForPreTraining(BertConfig(**sizes, attn_implementation=attention))
+        overrides = {}
+        layers = self.config.get("bert_layers", None)
+        if layers is not None:
+            overrides["num_hidden_layers"] = int(layers)  # keeps the first `layers` layers
         try:
-            return BertForPreTraining.from_pretrained(str(name), attn_implementation=attention)
+            return BertForPreTraining.from_pretrained(
+                str(name), attn_implementation=attention, **overrides
+            )
         except OSError as error:
             raise OSError(
                 f"model_config.uvla.bert_model_name={name!r}: expected a local folder with a BERT "

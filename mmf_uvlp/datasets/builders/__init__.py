@@ -1,0 +1,1 @@
+"""Dataset builders, one folder per registered dataset (MMF's layout)."""

@@ -1,0 +1,1 @@
+"""Annotation databases of the plugin's datasets."""

@@ -1,0 +1,1 @@
+"""MMF metrics of the plugin (registered by name: ``refcoco_accuracy``)."""

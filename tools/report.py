@@ -1,0 +1,53 @@
+#!/usr/bin/env python
+"""Gather the downstream results of runs into the paper's Table 1 (markdown + bar chart).
+
+Each ``--run`` is a folder searched for MMF ``train.log`` files and ``results.json`` files
+(schema in ``mmf_uvlp/report/results.py``); one row per run, in the given order.
+
+Examples:
+    python tools/report.py --run Base=runs/base --run "μ-VLA"=runs/uvla --out report/
+    python tools/report.py --run runs/uvla      # row named by its results.json "system"
+
+Writes ``<out>/table.md`` (also printed) and ``<out>/table.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Optional, Tuple
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from mmf_uvlp.report import Table  # noqa: E402
+
+
+def _run(text: str) -> Tuple[Optional[str], str]:
+    """``NAME=PATH`` or ``PATH``."""
+    name, sep, path = text.partition("=")
+    if not sep:
+        return None, text
+    if not name or not path:
+        raise argparse.ArgumentTypeError(f"expected NAME=PATH or PATH, got {text!r}")
+    return name, path
+
+
+def main(argv: Optional[list] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--run", dest="runs", action="append", type=_run, required=True,
+                        metavar="[NAME=]PATH", help="a run folder, optionally with its row name")
+    parser.add_argument("--out", default="report", help="output folder (default: report)")
+    args = parser.parse_args(argv)
+    try:
+        table = Table.from_runs(args.runs)
+    except (FileNotFoundError, ValueError) as e:
+        parser.exit(2, f"report: error: {e}\n")
+    markdown, chart = table.write(args.out)
+    print(markdown.read_text(encoding="utf-8"), end="")
+    print(f"written: {markdown}, {chart}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
