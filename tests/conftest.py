@@ -29,3 +29,20 @@ def tiny_world(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("world") / "tiny"
     generate_world(PRESETS["tiny"], out)
     return out
+
+
+@pytest.fixture(scope="session")
+def tiny_corpus(tiny_world) -> Path:
+    """The weakly aligned corpus of the tiny world, built by tools/build_corpus.py."""
+    import subprocess
+
+    out = tiny_world / "corpus"
+    command = [
+        sys.executable, str(Path(__file__).parents[1] / "tools" / "build_corpus.py"), "run",
+        "--predictions", str(tiny_world / "detections/cc/predictions.tsv"),
+        "--corpus", str(tiny_world / "text/caption_corpus.txt"), str(tiny_world / "text/narrative_corpus.txt"),
+        "--captions-gt", str(tiny_world / "text/captions_gt.tsv"), "--exclude-own-caption",
+        "--out", str(out),
+    ]
+    subprocess.run(command, check=True, capture_output=True)
+    return out

@@ -14,12 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from omegaconf import OmegaConf
-
-import mmf_uvlp  # noqa: F401  (installs the compatibility layer before MMF)
 from mmf.common.registry import registry
 from mmf.common.sample import SampleList
 from mmf.utils.build import build_dataloader_and_sampler, build_dataset
+from omegaconf import OmegaConf
+
+import mmf_uvlp  # noqa: F401  (installs the compatibility layer before MMF)
 from mmf_uvlp.data_formats import FormatError
 from mmf_uvlp.datasets.builders.refcoco_plus import RefCOCOPlusBuilder
 from mmf_uvlp.metrics.refcoco import RefCOCOAccuracy

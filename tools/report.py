@@ -16,14 +16,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Optional, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mmf_uvlp.report import Table  # noqa: E402
+from mmf_uvlp.report import Table
 
 
-def _run(text: str) -> Tuple[Optional[str], str]:
+def _run(text: str) -> tuple[str | None, str]:
     """``NAME=PATH`` or ``PATH``."""
     name, sep, path = text.partition("=")
     if not sep:
@@ -33,7 +32,7 @@ def _run(text: str) -> Tuple[Optional[str], str]:
     return name, path
 
 
-def main(argv: Optional[list] = None) -> int:
+def main(argv: list | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--run", dest="runs", action="append", type=_run, required=True,
                         metavar="[NAME=]PATH", help="a run folder, optionally with its row name")

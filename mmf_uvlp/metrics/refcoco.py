@@ -9,12 +9,13 @@ so it is not an in-run metric: :mod:`mmf_uvlp.report` computes it from the runs'
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import torch
-
 from mmf.common.registry import registry
 from mmf.modules.metrics import BaseMetric
+
 from mmf_uvlp.utils.boxes import MATCH_IOU, iou
 
 

@@ -1,6 +1,11 @@
 """Downstream results of runs in the layout of the paper's Table 1 (``tools/report.py``)."""
 
-from mmf_uvlp.report.results import RunResults, collect_run, parse_log, read_results_file
+from mmf_uvlp.report.results import (
+    RunResults,
+    collect_run,
+    parse_log,
+    read_results_file,
+)
 from mmf_uvlp.report.table import MetaAverage, Row, Table, meta_average
 
 __all__ = [

@@ -28,17 +28,16 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Tuple
 
 TASKS = ("vqa2", "nlvr2", "visual_entailment", "refcoco_plus")
 SPLITS = ("val", "test", "testA", "testB")
 RESULTS_FILE = "results.json"
 LOG_FILE = "train.log"
 
-Cell = Tuple[str, str]  # (task, split)
+Cell = tuple[str, str]  # (task, split)
 
 # MMF log key -> cell; a key listed earlier wins over a later key for the same cell.
-LOG_KEYS: Dict[str, Cell] = {
+LOG_KEYS: dict[str, Cell] = {
     "test/vqa2/vqa_accuracy": ("vqa2", "test"),
     "test/nlvr2/accuracy": ("nlvr2", "test"),
     "test/visual_entailment/accuracy": ("visual_entailment", "test"),
@@ -49,7 +48,9 @@ LOG_KEYS: Dict[str, Cell] = {
 }
 
 # `key: value` (simple format) or `"key": "value"` (json format) of a metric.
-_METRIC = re.compile(r'"?((?:val|test)/[^\s,:"]+)"?:\s*"?(-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)"?')
+_METRIC = re.compile(
+    r'"?(?<![\w/])((?:val|test)/[^\s,:"]+)"?:\s*"?(-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)"?'
+)
 
 
 @dataclass
@@ -57,14 +58,14 @@ class RunResults:
     """The cells of one run, where each came from, and the systems its result files name."""
 
     path: Path
-    cells: Dict[Cell, float] = field(default_factory=dict)
-    sources: Dict[Cell, str] = field(default_factory=dict)
-    systems: List[str] = field(default_factory=list)
+    cells: dict[Cell, float] = field(default_factory=dict)
+    sources: dict[Cell, str] = field(default_factory=dict)
+    systems: list[str] = field(default_factory=list)
 
 
-def parse_log(path: str | os.PathLike) -> Dict[str, float]:
+def parse_log(path: str | os.PathLike) -> dict[str, float]:
     """The last logged value of every ``val/...`` and ``test/...`` key of an MMF log."""
-    values: Dict[str, float] = {}
+    values: dict[str, float] = {}
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
             if "progress" not in line:
@@ -74,7 +75,7 @@ def parse_log(path: str | os.PathLike) -> Dict[str, float]:
     return values
 
 
-def read_results_file(path: str | os.PathLike) -> List[dict]:
+def read_results_file(path: str | os.PathLike) -> list[dict]:
     """The checked entries of a ``results.json`` (see the module docstring)."""
     try:
         with open(path, encoding="utf-8") as f:
@@ -92,7 +93,8 @@ def read_results_file(path: str | os.PathLike) -> List[dict]:
                              f"got {entry.get('task')!r}")
         system = entry.get("system")
         if system is not None and (not isinstance(system, str) or not system):
-            raise ValueError(f"{where}: field 'system': expected a non-empty string, got {system!r}")
+            raise ValueError(f"{where}: field 'system': expected a non-empty string, "
+                             f"got {system!r}")
         metrics = entry.get("metrics")
         if not isinstance(metrics, dict) or not metrics:
             raise ValueError(f"{where}: field 'metrics': expected an object of split -> value, "
@@ -107,7 +109,7 @@ def read_results_file(path: str | os.PathLike) -> List[dict]:
     return entries
 
 
-def _set(cells: Dict[Cell, float], sources: Dict[Cell, str], cell: Cell, value: float,
+def _set(cells: dict[Cell, float], sources: dict[Cell, str], cell: Cell, value: float,
          source: str) -> None:
     """Record a value; a second, different value for the same cell is an error."""
     if cell in cells and cells[cell] != value:
@@ -127,7 +129,7 @@ def collect_run(path: str | os.PathLike) -> RunResults:
         raise FileNotFoundError(f"no {LOG_FILE} or {RESULTS_FILE} under {root}")
 
     # For each cell, the values of its most preferred log key found in any log.
-    best: Dict[Cell, Tuple[int, List[Tuple[float, str]]]] = {}
+    best: dict[Cell, tuple[int, list[tuple[float, str]]]] = {}
     for log in logs:
         values = parse_log(log)
         for rank, (key, cell) in enumerate(LOG_KEYS.items()):
@@ -136,14 +138,14 @@ def collect_run(path: str | os.PathLike) -> RunResults:
             if cell not in best or best[cell][0] > rank:
                 best[cell] = (rank, [])
             best[cell][1].append((values[key], f"{log}: {key}"))
-    log_cells: Dict[Cell, float] = {}
-    log_sources: Dict[Cell, str] = {}
+    log_cells: dict[Cell, float] = {}
+    log_sources: dict[Cell, str] = {}
     for cell, (_, found) in best.items():
         for value, source in found:
             _set(log_cells, log_sources, cell, value, source)
 
-    file_cells: Dict[Cell, float] = {}
-    file_sources: Dict[Cell, str] = {}
+    file_cells: dict[Cell, float] = {}
+    file_sources: dict[Cell, str] = {}
     for results in result_files:
         for entry in read_results_file(results):
             if entry.get("system") and entry["system"] not in run.systems:

@@ -10,14 +10,14 @@ averages, never silently.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
 
 from mmf_uvlp.report.results import Cell, RunResults, collect_run
 
 MISSING = "—"
-COLUMNS: Tuple[Tuple[str, Cell], ...] = (
+COLUMNS: tuple[tuple[str, Cell], ...] = (
     ("VQA", ("vqa2", "test")),
     ("NLVR2", ("nlvr2", "test")),
     ("VE", ("visual_entailment", "test")),
@@ -26,7 +26,7 @@ COLUMNS: Tuple[Tuple[str, Cell], ...] = (
     ("testB", ("refcoco_plus", "testB")),
 )
 # The four parts of Meta-Ave, each the mean of its cells.
-META_PARTS: Tuple[Tuple[str, Tuple[Cell, ...]], ...] = (
+META_PARTS: tuple[tuple[str, tuple[Cell, ...]], ...] = (
     ("VQA", (("vqa2", "test"),)),
     ("NLVR2", (("nlvr2", "test"),)),
     ("VE", (("visual_entailment", "test"),)),
@@ -39,15 +39,15 @@ class MetaAverage:
     """Meta-Ave of one row: ``value`` (fraction, None when nothing to average) and, when
     it is not over all four complete parts, a ``note`` saying what it averages."""
 
-    value: Optional[float]
-    note: Optional[str]
+    value: float | None
+    note: str | None
 
 
-def meta_average(cells: Dict[Cell, float]) -> MetaAverage:
+def meta_average(cells: dict[Cell, float]) -> MetaAverage:
     """Mean of the available Meta-Ave parts (see the module docstring)."""
-    parts: List[float] = []
-    used: List[str] = []
-    missing: List[str] = []
+    parts: list[float] = []
+    used: list[str] = []
+    missing: list[str] = []
     for name, part_cells in META_PARTS:
         present = [c for c in part_cells if c in cells]
         if not present:
@@ -71,14 +71,14 @@ def meta_average(cells: Dict[Cell, float]) -> MetaAverage:
 @dataclass(frozen=True)
 class Row:
     system: str
-    cells: Dict[Cell, float]
+    cells: dict[Cell, float]
 
     @property
     def meta(self) -> MetaAverage:
         return meta_average(self.cells)
 
 
-def _percent(value: Optional[float]) -> str:
+def _percent(value: float | None) -> str:
     return MISSING if value is None else f"{100 * value:.1f}"
 
 
@@ -93,7 +93,7 @@ class Table:
         self.rows = list(rows)
 
     @classmethod
-    def from_runs(cls, runs: Sequence[Tuple[Optional[str], str | os.PathLike]]) -> "Table":
+    def from_runs(cls, runs: Sequence[tuple[str | None, str | os.PathLike]]) -> Table:
         """One row per ``(system, run folder)``; a system of None is named by the run's
         ``results.json`` files (their ``system``), else by the folder's name."""
         return cls([Row(_system_name(name, run), run.cells)
@@ -133,7 +133,7 @@ class Table:
         for index, row in enumerate(self.rows):
             meta = row.meta
             values = [row.cells.get(cell) for _, cell in COLUMNS] + [meta.value]
-            label: Optional[str] = row.system  # on the row's first bar only
+            label: str | None = row.system  # on the row's first bar only
             for group, value in enumerate(values):
                 x = group - 0.4 + width * (index + 0.5)
                 if value is None:
@@ -155,7 +155,7 @@ class Table:
         fig.savefig(path, dpi=120)
         plt.close(fig)
 
-    def write(self, out: str | os.PathLike) -> Tuple[Path, Path]:
+    def write(self, out: str | os.PathLike) -> tuple[Path, Path]:
         """``table.md`` and ``table.png`` in ``out`` (created)."""
         folder = Path(out)
         folder.mkdir(parents=True, exist_ok=True)
@@ -165,7 +165,7 @@ class Table:
         return markdown, chart
 
 
-def _system_name(name: Optional[str], run: RunResults) -> str:
+def _system_name(name: str | None, run: RunResults) -> str:
     if name is not None:
         return name
     if len(run.systems) > 1:

@@ -18,11 +18,11 @@ def iou(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         raise ValueError(f"iou: boxes must be (..., 4) [x1, y1, x2, y2], got "
                          f"{tuple(a.shape)} and {tuple(b.shape)}")
     a, b = a.float().unsqueeze(-2), b.float().unsqueeze(-3)  # (..., N, 1, 4), (..., 1, M, 4)
-    width = (torch.minimum(a[..., 2], b[..., 2]) - torch.maximum(a[..., 0], b[..., 0])).clamp(min=0)
-    height = (torch.minimum(a[..., 3], b[..., 3]) - torch.maximum(a[..., 1], b[..., 1])).clamp(min=0)
-    intersection = width * height  # (..., N, M)
-    area_a = (a[..., 2] - a[..., 0]).clamp(min=0) * (a[..., 3] - a[..., 1]).clamp(min=0)
-    area_b = (b[..., 2] - b[..., 0]).clamp(min=0) * (b[..., 3] - b[..., 1]).clamp(min=0)
+    top_left = torch.maximum(a[..., :2], b[..., :2])  # (..., N, M, 2)
+    bottom_right = torch.minimum(a[..., 2:], b[..., 2:])
+    intersection = (bottom_right - top_left).clamp(min=0).prod(-1)  # (..., N, M)
+    area_a = (a[..., 2:] - a[..., :2]).clamp(min=0).prod(-1)  # (..., N, 1)
+    area_b = (b[..., 2:] - b[..., :2]).clamp(min=0).prod(-1)  # (..., 1, M)
     union = area_a + area_b - intersection
     return torch.where(union > 0, intersection / union.clamp(min=1e-12),
                        torch.zeros_like(intersection))

@@ -21,9 +21,10 @@ import functools
 import os
 from typing import Any
 
-import mmf_uvlp
 from mmf.common.registry import registry
 from mmf.datasets.mmf_dataset_builder import MMFDatasetBuilder
+
+import mmf_uvlp
 from mmf_uvlp.datasets.builders.refcoco_plus.dataset import RefCOCOPlusDataset
 
 

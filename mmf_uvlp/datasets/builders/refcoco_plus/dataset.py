@@ -24,15 +24,16 @@ Sample fields (R = ``max_features``, L = ``max_seq_length``):
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset
-
 from mmf.common.sample import Sample
 from mmf.datasets.mmf_dataset import MMFDataset
 from mmf.utils.general import get_absolute_path
+from torch.utils.data import Dataset
+
 from mmf_uvlp.data_formats.refer import REFER_SPLITS, Refer
 from mmf_uvlp.modules.boxes import normalized_boxes
 from mmf_uvlp.utils.boxes import MATCH_IOU, iou
@@ -46,7 +47,7 @@ class ReferAnnotationDatabase(Dataset):
     def __init__(self, folder: str, split_by: str, splits: Sequence[str]):
         refer = Refer(os.path.dirname(folder), os.path.basename(folder), split_by)
         self.path = str(refer.refs_path)
-        self.data: List[Dict[str, Any]] = []
+        self.data: list[dict[str, Any]] = []
         for split in splits:
             expressions = list(refer.expressions(split))
             if not expressions:
@@ -69,7 +70,7 @@ class ReferAnnotationDatabase(Dataset):
     def __len__(self) -> int:
         return len(self.data)
 
-    def __getitem__(self, idx: int) -> Dict[str, Any]:
+    def __getitem__(self, idx: int) -> dict[str, Any]:
         return self.data[idx]
 
 
