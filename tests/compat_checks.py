@@ -115,6 +115,11 @@ def _model_from_file() -> None:
         assert "visual_bert" in config.model_config and "nlvr2" in config.dataset_config
         overridden = _configuration([f"config={handle.name}", "model=vilbert"]).get_config()
         assert overridden.model == "vilbert" and "vilbert" in overridden.model_config
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as handle:
+        handle.write("model: visual_bert\ndataset: nlvr2\n")
+        handle.flush()
+        config = _configuration([f"config={handle.name}"]).get_config()
+        assert config.datasets == "nlvr2" and "nlvr2" in config.dataset_config
 
 
 @check("rc10_default_config_keys")
@@ -200,23 +205,41 @@ def _alarm(seconds: int) -> None:
 
 @check("multi_dataset_loader_epoch_reset")
 def _multi_loader() -> None:
+    import numpy as np
+
     from mmf.datasets.multi_dataset_loader import MultiDatasetLoader
 
-    loader = MultiDatasetLoader.__new__(MultiDatasetLoader)
-    loader.__init__("train")
-    loader._num_datasets = 2
-    loader._datasets = ["a", "b"]
-    loader._loaders = [[("a", 0), ("a", 1)], [("b", 0)]]
-    loader._dataset_probabilities = [0.5, 0.5]
-    loader._proportional_sampling = True
-    loader._is_master = True
-    loader.current_index = 0
+    def loader(batches: List[list], probabilities: List[float]) -> MultiDatasetLoader:
+        instance = MultiDatasetLoader.__new__(MultiDatasetLoader)
+        instance.__init__("train")
+        instance._num_datasets = len(batches)
+        instance._datasets = [name for name, *_ in batches]
+        instance._loaders = [rest for _, *rest in batches]
+        instance._dataset_probabilities = probabilities
+        instance._proportional_sampling = True
+        instance._is_master = True
+        instance.current_index = 0
+        return instance
+
     _alarm(10)
     try:
-        epochs = [sorted(loader) for _ in range(3)]
+        two = loader([["a", ("a", 0), ("a", 1)], ["b", ("b", 0)]], [0.5, 0.5])
+        epochs = [sorted(two) for _ in range(3)]
+        # evaluation: MMF switches datasets after every batch (prepare_batch), so a
+        # switch can land on an exhausted dataset, then on another exhausted one
+        evaluations = []
+        for seed in range(20):
+            np.random.seed(seed)
+            three = loader([["a", ("a", 0)], ["b", ("b", 0)], ["c", ("c", 0)]], [0.45, 0.45, 0.1])
+            seen = []
+            for batch in three:
+                seen.append(batch)
+                three.change_dataloader()
+            evaluations.append(sorted(seen))
     finally:
         signal.alarm(0)
     assert all(epoch == [("a", 0), ("a", 1), ("b", 0)] for epoch in epochs), epochs
+    assert all(seen == [("a", 0), ("b", 0), ("c", 0)] for seen in evaluations), evaluations
 
 
 @check("shared_lmdb_environments")

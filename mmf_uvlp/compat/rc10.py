@@ -287,7 +287,9 @@ def _dataset_imdb_attribute() -> None:
     "multi_dataset_loader_epoch_reset",
     "a multi-dataset run never leaves epoch 2 and its memory grows without bound "
     "(MultiDatasetLoader.__iter__ appends new iterators but never resets its "
-    "finished/used-once bookkeeping, so change_dataloader spins forever)",
+    "finished/used-once bookkeeping, so change_dataloader spins forever); and "
+    "evaluation over several datasets silently skips some of them (__next__ switches "
+    "once after a StopIteration, possibly to another exhausted dataset, and ends)",
     stage="post",
 )
 def _multi_dataset_loader_epoch_reset() -> None:
@@ -302,7 +304,23 @@ def _multi_dataset_loader_epoch_reset() -> None:
         self._used_once = {}
         return iter_(self)
 
+    def __next__(self: MultiDatasetLoader) -> Any:
+        while True:
+            try:
+                batch = next(self._chosen_iterator)
+                break
+            except StopIteration:
+                if not self._proportional_sampling and len(self._used_once) == self.num_datasets:
+                    raise
+                self._finished_iterators[self.current_index] = 1
+                if len(self._finished_iterators) == self.num_datasets:
+                    raise
+                self.change_dataloader()
+        self._used_once[self.current_index] = 1
+        return batch
+
     MultiDatasetLoader.__iter__ = __iter__
+    MultiDatasetLoader.__next__ = __next__
 
 
 @FIXES.fix(
@@ -582,7 +600,11 @@ def _model_and_datasets_from_config_file() -> None:
 
     def _build_dataset_config(self: Configuration, opts_config: Any) -> Any:
         _from_file(self, opts_config, ("dataset", "datasets"))
-        return build_dataset_config(self, opts_config)
+        dataset_config = build_dataset_config(self, opts_config)
+        if self._user_config.get("dataset") is not None and not self._user_config.get("datasets"):
+            # the final config reads `datasets`; a file naming one `dataset` must set it too
+            self._user_config["datasets"] = self._user_config.get("dataset")
+        return dataset_config
 
     Configuration._build_model_config = _build_model_config
     Configuration._build_dataset_config = _build_dataset_config

@@ -57,6 +57,7 @@ ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")
 PRETRAINING_HEADS = ("mlm", "mrc", "mrfr", "pmrtc", "itm")
 TASK_HEADS = ("pooled_classifier", "pair_classifier", "region_scorer")
 VOCAB_HEADS = ("mlm", "pmrtc")
+PRETRAINED_PARTS = ("embeddings.", "encoder.", "pooler.")
 
 
 def _twice(tensor: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
@@ -135,6 +136,11 @@ class UVLA(BaseModel):
                 )
             self.curriculum = CurriculumWeighting(float(curriculum.get("start_epoch", 1)))
 
+        self.pretrained_report: Optional[Dict[str, Any]] = None
+        pretrained = self.config.get("pretrained_checkpoint", None)
+        if pretrained:
+            self._load_pretrained(str(pretrained))
+
     def _required(self, key: str) -> Any:
         value = self.config.get(key, None)
         if value is None:
@@ -183,6 +189,69 @@ class UVLA(BaseModel):
             )
         return names
 
+    def _num_labels(self) -> int:
+        """``num_labels``, or the registry value named by ``num_labels_from``.
+
+        MMF's builders register their answer-space size (e.g. vqa2 registers
+        ``vqa2_num_final_outputs`` from its answer vocabulary) before the model is built.
+        """
+        if self.config.get("num_labels", None) is not None:
+            return int(self.config.num_labels)
+        key = self.config.get("num_labels_from", None)
+        value = registry.get(key, no_warning=True) if key else None
+        if value is None:
+            raise ValueError(
+                "model_config.uvla: set num_labels, or num_labels_from to a registry key "
+                f"a dataset builder registers (got num_labels_from={key!r}, not registered)"
+            )
+        return int(value)
+
+    # ------------------------------------------------------ pre-trained weights
+    def _load_pretrained(self, path: str) -> None:
+        """Copy a pre-trained uvla's embeddings, encoder and pooler into this model.
+
+        ``path``: an MMF checkpoint (``*.ckpt``, weights under ``model``) or a state dict
+        (``uvla_final.pth``). Heads are never copied (fine-tuning has its own). Any
+        missing or unexpected key inside those parts is an error: a silently partial
+        initialisation would make Base-vs-pre-trained comparisons meaningless.
+        The outcome is kept in ``self.pretrained_report``.
+        """
+        if not os.path.isfile(path):
+            raise FileNotFoundError(
+                f"model_config.uvla.pretrained_checkpoint={path!r} does not exist: run "
+                "pre-training first (make pretrain) or set it to null for the BERT init"
+            )
+        state = torch.load(path, map_location="cpu", weights_only=False)
+        state = state.get("model", state)
+        state = {key.removeprefix("module."): value for key, value in state.items()}
+        wanted = {key: value for key, value in state.items() if key.startswith(PRETRAINED_PARTS)}
+        if not wanted:
+            raise ValueError(
+                f"{path}: no {PRETRAINED_PARTS} weights; expected a checkpoint of the uvla model"
+            )
+        try:
+            result = nn.Module.load_state_dict(self, wanted, strict=False)
+        except RuntimeError as error:
+            raise ValueError(f"{path}: does not fit model_config.uvla: {error}") from error
+        missing = [key for key in result.missing_keys if key.startswith(PRETRAINED_PARTS)]
+        self.pretrained_report = {
+            "path": path,
+            "loaded": sorted(wanted),
+            "missing": missing,
+            "unexpected": list(result.unexpected_keys),
+            "not_copied": sorted(set(state) - set(wanted)),
+        }
+        if missing or result.unexpected_keys:
+            raise ValueError(
+                f"{path}: missing {missing} / unexpected {list(result.unexpected_keys)} "
+                "keys in the embeddings, encoder or pooler (different bert_layers or sizes?)"
+            )
+        writer = registry.get("writer", no_warning=True)
+        message = (f"uvla: loaded {len(wanted)} pre-trained tensors from {path}; "
+                   f"not copied: {len(self.pretrained_report['not_copied'])} head tensors")
+        if writer is not None:
+            writer.write(message)
+
     def _build_head(self, name: str, bert: BertForPreTraining) -> nn.Module:
         hidden = bert.config.hidden_size
         eps = bert.config.layer_norm_eps
@@ -198,9 +267,9 @@ class UVLA(BaseModel):
         if name == "itm":
             return MatchingHead(hidden)
         if name == "pooled_classifier":
-            return PooledClassifierHead(hidden, int(self._required("num_labels")), dropout, eps)
+            return PooledClassifierHead(hidden, self._num_labels(), dropout, eps)
         if name == "pair_classifier":
-            return PairClassifierHead(hidden, int(self._required("num_labels")), dropout, eps)
+            return PairClassifierHead(hidden, self._num_labels(), dropout, eps)
         return RegionScorerHead(hidden, dropout, eps)
 
     # ---------------------------------------------------------------- inputs

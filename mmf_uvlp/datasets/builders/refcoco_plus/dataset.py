@@ -86,7 +86,6 @@ class RefCOCOPlusDataset(MMFDataset):
                 f"use_features: true and return_features_info: true (got "
                 f"{self._use_features}, {config.get('return_features_info', False)})"
             )
-        self.max_features = int(config.get("max_features", 100))
 
     def _build_annotation_db(self) -> ReferAnnotationDatabase:
         folder = self._get_path_based_on_index(self.config, "annotations", self._index)
