@@ -12,7 +12,7 @@ SEED ?= 0
 DATA ?= data
 WORLD ?= $(DATA)/toy_world_$(PRESET)
 
-.PHONY: setup test demo doctor toy-world clean
+.PHONY: setup test demo doctor toy-world corpus pretrain finetune report clean
 
 setup:
 	@VENV=$(VENV) bash tools/setup_env.sh
@@ -26,9 +26,21 @@ test: setup
 toy-world: setup
 	$(PY) tools/make_toy_world.py --preset $(PRESET) --seed $(SEED) --out $(WORLD)
 
+# The demo chain (tools/demo.py): each step is skipped when its output exists.
 demo: setup
-	@echo "demo: MMF's own visual_bert on the generated toy world (grows into the full mu-VLA chain)"
 	$(PY) tools/demo.py --data $(DATA) --seed $(SEED)
+
+corpus: setup
+	$(PY) tools/demo.py --data $(DATA) --seed $(SEED) --steps toy-world,corpus
+
+pretrain: setup
+	$(PY) tools/demo.py --data $(DATA) --seed $(SEED) --steps toy-world,corpus,pretrain
+
+finetune: setup
+	$(PY) tools/demo.py --data $(DATA) --seed $(SEED) --steps toy-world,corpus,pretrain,finetune
+
+report: setup
+	$(PY) tools/demo.py --data $(DATA) --seed $(SEED) --steps report
 
 clean:
 	rm -rf $(DATA) save runs

