@@ -138,8 +138,8 @@ def main(argv: List[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=REPO / "data", help="folder for the world and runs")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--steps", default=",".join(STEPS), help=f"comma-separated subset of {STEPS}")
-    parser.add_argument("--pretrain-updates", type=int, default=600)
-    parser.add_argument("--finetune-updates", type=int, default=150)
+    parser.add_argument("--pretrain-updates", type=int, default=400)
+    parser.add_argument("--finetune-updates", type=int, default=120)
     args = parser.parse_args(argv)
     steps = [step.strip() for step in args.steps.split(",") if step.strip()]
     unknown = sorted(set(steps) - set(STEPS))

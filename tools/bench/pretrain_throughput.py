@@ -60,6 +60,7 @@ from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop, sdpa_f
 import mmf  # noqa: E402,F401  (registers the plugin's components)
 from mmf.common.registry import registry  # noqa: E402
 from mmf.common.sample import SampleList  # noqa: E402
+from mmf.utils.configuration import get_global_config  # noqa: E402
 from mmf_uvlp.processors.image_sentence_masking import ImageSentenceMaskingProcessor  # noqa: E402
 from mmf_uvlp.processors.region_phrase_masking import RegionPhraseMaskingProcessor  # noqa: E402
 from mmf_uvlp.processors.region_tag_masking import RegionTagMaskingProcessor  # noqa: E402
@@ -156,8 +157,8 @@ def register_training_state(batch_size: int) -> None:
     The update count puts the run past the curriculum's start epoch, so the ITM weights
     are computed as in most of pre-training.
     """
-    registry.register("config", OmegaConf.create({"evaluation": {"predict": False},
-                                                  "training": {"batch_size": batch_size}}))
+    config = get_global_config()  # MMF's default config, registered
+    config.training.batch_size = batch_size
     clear_train_samples()
     register_train_samples("bench", 10 * batch_size)
     registry.register("num_updates", 100)

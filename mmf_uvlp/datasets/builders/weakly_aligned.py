@@ -35,7 +35,10 @@ class WeaklyAlignedDataset(MMFDataset):
     def _build_annotation_db(self) -> AlignedCorpusDatabase:
         path = self._get_path_based_on_index(self.config, "annotations", self._index)
         holdout = int(self.config.get("holdout_every", 0))
-        return AlignedCorpusDatabase(path, self.unit, self.dataset_type, holdout)
+        top_k = self.config.get("top_k", None)
+        return AlignedCorpusDatabase(
+            path, self.unit, self.dataset_type, holdout, None if top_k is None else int(top_k)
+        )
 
     def image_input(self, item: Dict[str, Any]) -> Dict[str, Any]:
         """The raw image keys of the masking processors, read by MMF's FeaturesDatabase."""
