@@ -8,13 +8,19 @@
 - ``detections.jsonl``: ``{"image_id", "image_h", "image_w", "objects": [{"rect",
   "class", "conf"}]}`` per line.
 
-All readers stream line by line and raise :class:`FormatError` on malformed rows.
+The project's one implementation of these rows: ``parse_predictions_row``,
+``parse_detections_jsonl_row`` and ``parse_features_row`` take one line as read from the
+file in binary mode and return the record or raise :class:`FormatError` naming file, line,
+field and what was expected. A blank line, a non-UTF-8 line or a missing row is an error
+too. The ``read_*`` readers stream files through them; ``mmf_uvlp.corpus.detections``
+uses them with its skip-and-count policy.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import json
 import math
 import os
@@ -27,6 +33,8 @@ from mmf_uvlp.data_formats.errors import FormatError
 
 GEOMETRY_DIMS = 6
 BOX_TOLERANCE = 1.0  # pixels a box may stick out of the image (detector rounding)
+
+Path = str | os.PathLike
 
 
 @dataclass(frozen=True)
@@ -74,134 +82,180 @@ class VinvlFeatures:
     def geometry(self) -> np.ndarray:
         return self.features[:, -GEOMETRY_DIMS:]
 
-
-def _lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, start=1):
-            line = line.rstrip("\n")
-            if line:
-                yield number, line
+    @property
+    def feature_dim(self) -> int:
+        """D; 0 for a row without boxes read while D was unknown."""
+        return self.features.shape[1] - GEOMETRY_DIMS
 
 
-def _columns(path, number: int, line: str, count: int, names: str) -> list[str]:
-    columns = line.split("\t")
-    if len(columns) != count:
-        raise FormatError(path, "columns", f"{count} tab-separated columns ({names})",
-                          len(columns), line=number)
+# ---------------------------------------------------------------- lines and fields
+def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    with open(path, "rb") as f:
+        yield from enumerate(f, start=1)
+
+
+def paired_rows(
+    path: Path, features_path: Path | None = None,
+) -> Iterator[tuple[int, bytes, bytes | None]]:
+    """Stream ``(line, row, features row)``: the same-numbered lines of two files.
+
+    The features row is ``b""`` past the end of ``features_path`` (the row parsers report it)
+    and None without a ``features_path``; a ``features_path`` with more rows is an error.
+    """
+    line = 0
+    with open(features_path, "rb") if features_path else contextlib.nullcontext() as feats:
+        for line, raw in _lines(path):
+            yield line, raw, feats.readline() if feats else None
+        if feats and feats.readline():
+            raise FormatError(features_path, "row", f"{line} rows (as many as {path})",
+                              "more rows", line=line + 1)
+
+
+def _text(raw: bytes, path: Path, line: int) -> str:
+    """One line's text without its line ending; end of file, bad UTF-8 or blank: an error."""
+    if not raw:
+        raise FormatError(path, "row", "a row", "end of file", line=line)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise FormatError(path, "encoding", "UTF-8", str(e), line=line) from None
+    text = text.rstrip("\r\n")
+    if not text.strip():
+        raise FormatError(path, "row", "a non-empty row", "an empty line", line=line)
+    return text
+
+
+def _columns(raw: bytes, path: Path, line: int, names: tuple[str, ...]) -> list[str]:
+    columns = _text(raw, path, line).split("\t")
+    if len(columns) != len(names):
+        raise FormatError(path, "columns",
+                          f"{len(names)} tab-separated columns ({', '.join(names)})",
+                          len(columns), line=line)
     if not columns[0]:
-        raise FormatError(path, "image_id", "a non-empty image id", columns[0], line=number)
+        raise FormatError(path, "image_id", "a non-empty image id", columns[0], line=line)
     return columns
 
 
-def _int(path, number, record: dict, field: str, minimum: int) -> int:
+def _json(text: str, path: Path, line: int):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise FormatError(path, "json", f"valid json ({e.msg} at char {e.pos})",
+                          text, line=line) from None
+
+
+def _int(path: Path, line: int, record: dict, field: str, minimum: int) -> int:
     value = record.get(field)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise FormatError(path, field, f"an integer >= {minimum}", value, line=number)
+        raise FormatError(path, field, f"an integer >= {minimum}", value, line=line)
     return value
 
 
-def _number(path, number, value, field: str, low: float, high: float) -> float:
+def _number(path: Path, line: int, value, field: str, low: float | None = None,
+            high: float | None = None) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise FormatError(path, field, "a finite number", value, line=number)
-    if not low <= value <= high:
-        raise FormatError(path, field, f"a number in [{low}, {high}]", value, line=number)
+        raise FormatError(path, field, "a finite number", value, line=line)
+    if low is not None and not low <= value <= high:
+        raise FormatError(path, field, f"a number in [{low:g}, {high:g}]", value, line=line)
     return float(value)
 
 
-def _object(path, number: int, k: int, raw, w: int, h: int, with_attributes: bool):
+# ---------------------------------------------------------------- detection rows
+def _object(path: Path, line: int, k: int, raw, w: int, h: int, with_attributes: bool,
+            box_tolerance: float) -> VinvlObject:
     prefix = f"objects[{k}]"
     if not isinstance(raw, dict):
-        raise FormatError(path, prefix, "a json object", raw, line=number)
+        raise FormatError(path, prefix, "a json object", raw, line=line)
     rect = raw.get("rect")
     if not isinstance(rect, list) or len(rect) != 4:
-        raise FormatError(path, f"{prefix}.rect", "a list [x1, y1, x2, y2]", rect, line=number)
-    x1, x2 = (_number(path, number, v, f"{prefix}.rect", -BOX_TOLERANCE, w + BOX_TOLERANCE)
-              for v in (rect[0], rect[2]))
-    y1, y2 = (_number(path, number, v, f"{prefix}.rect", -BOX_TOLERANCE, h + BOX_TOLERANCE)
-              for v in (rect[1], rect[3]))
+        raise FormatError(path, f"{prefix}.rect", "a list [x1, y1, x2, y2]", rect, line=line)
+    x1, y1, x2, y2 = (_number(path, line, v, f"{prefix}.rect") for v in rect)
     if x2 < x1 or y2 < y1:
-        raise FormatError(path, f"{prefix}.rect", "x1 <= x2 and y1 <= y2", rect, line=number)
+        raise FormatError(path, f"{prefix}.rect", "x1 <= x2 and y1 <= y2", rect, line=line)
+    tol = box_tolerance
+    if x1 < -tol or y1 < -tol or x2 > w + tol or y2 > h + tol:
+        raise FormatError(path, f"{prefix}.rect", f"a box inside the {w}x{h} image", rect,
+                          line=line)
     cls = raw.get("class")
-    if not isinstance(cls, str) or not cls:
-        raise FormatError(path, f"{prefix}.class", "a non-empty string", cls, line=number)
-    conf = _number(path, number, raw.get("conf"), f"{prefix}.conf", 0.0, 1.0)
+    if not isinstance(cls, str) or not cls.strip():
+        raise FormatError(path, f"{prefix}.class", "a non-empty string", cls, line=line)
+    conf = _number(path, line, raw.get("conf"), f"{prefix}.conf", 0.0, 1.0)
     attributes: tuple[str, ...] = ()
     scores: tuple[float, ...] = ()
     if with_attributes:
-        attributes = tuple(raw.get("attributes", []))
-        if not all(isinstance(a, str) for a in attributes):
+        raw_attributes = raw.get("attributes", [])
+        if not isinstance(raw_attributes, list) or not all(
+                isinstance(a, str) for a in raw_attributes):
             raise FormatError(path, f"{prefix}.attributes", "a list of strings",
-                              raw.get("attributes"), line=number)
+                              raw_attributes, line=line)
+        attributes = tuple(raw_attributes)
         raw_scores = raw.get("attr_scores", [])
         if not isinstance(raw_scores, list) or len(raw_scores) != len(attributes):
             raise FormatError(path, f"{prefix}.attr_scores",
-                              f"a list of {len(attributes)} scores", raw_scores, line=number)
-        scores = tuple(_number(path, number, s, f"{prefix}.attr_scores", 0.0, 1.0)
+                              f"a list of {len(attributes)} scores", raw_scores, line=line)
+        scores = tuple(_number(path, line, s, f"{prefix}.attr_scores", 0.0, 1.0)
                        for s in raw_scores)
-    return VinvlObject((x1, y1, x2, y2), cls, conf, attributes, scores)
+    return VinvlObject((x1, y1, x2, y2), cls.strip(), conf, attributes, scores)
 
 
-def _prediction(path, number: int, image_id: str, record, with_attributes: bool):
+def _prediction(path: Path, line: int, record, image_id: str | None, with_attributes: bool,
+                box_tolerance: float) -> VinvlPrediction:
+    """Check one image's json; ``image_id`` None: the record's own (an int id becomes str)."""
     if not isinstance(record, dict):
-        raise FormatError(path, "json", "a json object", record, line=number)
-    h = _int(path, number, record, "image_h", 1)
-    w = _int(path, number, record, "image_w", 1)
+        raise FormatError(path, "json", "a json object", type(record).__name__, line=line)
+    if image_id is None:
+        image_id = record.get("image_id")
+        if isinstance(image_id, int) and not isinstance(image_id, bool):
+            image_id = str(image_id)
+        if not isinstance(image_id, str) or not image_id:
+            raise FormatError(path, "image_id", "a non-empty string", image_id, line=line)
+    h = _int(path, line, record, "image_h", 1)
+    w = _int(path, line, record, "image_w", 1)
     objects = record.get("objects")
     if not isinstance(objects, list):
-        raise FormatError(path, "objects", "a list", objects, line=number)
-    if "num_boxes" in record or with_attributes:
-        num_boxes = _int(path, number, record, "num_boxes", 0)
-        if num_boxes != len(objects):
-            raise FormatError(path, "num_boxes", f"len(objects) = {len(objects)}", num_boxes,
-                              line=number)
-    parsed = tuple(_object(path, number, k, o, w, h, with_attributes)
+        raise FormatError(path, "objects", "a list", type(objects).__name__, line=line)
+    if "num_boxes" in record and _int(path, line, record, "num_boxes", 0) != len(objects):
+        raise FormatError(path, "num_boxes", f"len(objects) = {len(objects)}",
+                          record["num_boxes"], line=line)
+    parsed = tuple(_object(path, line, k, o, w, h, with_attributes, box_tolerance)
                    for k, o in enumerate(objects))
     return VinvlPrediction(image_id, h, w, parsed)
 
 
-def _json(path, number: int, text: str, field: str):
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise FormatError(path, field, f"valid json ({e.msg} at char {e.pos})",
-                          text, line=number) from None
+def parse_predictions_row(
+    raw: bytes, path: Path, line: int, box_tolerance: float = BOX_TOLERANCE,
+) -> VinvlPrediction:
+    """Parse and check one ``predictions.tsv`` line (attributes included)."""
+    image_id, text = _columns(raw, path, line, ("image_id", "json"))
+    return _prediction(path, line, _json(text, path, line), image_id, True, box_tolerance)
 
 
-def read_predictions(path: str | os.PathLike) -> Iterator[VinvlPrediction]:
-    """Stream a VinVL ``predictions.tsv``."""
-    for number, line in _lines(path):
-        image_id, text = _columns(path, number, line, 2, "image_id, json")
-        yield _prediction(path, number, image_id, _json(path, number, text, "json"), True)
+def parse_detections_jsonl_row(
+    raw: bytes, path: Path, line: int, box_tolerance: float = BOX_TOLERANCE,
+) -> VinvlPrediction:
+    """Parse and check one ``detections.jsonl`` line (no attributes)."""
+    record = _json(_text(raw, path, line), path, line)
+    return _prediction(path, line, record, None, False, box_tolerance)
 
 
-def read_detections_jsonl(path: str | os.PathLike) -> Iterator[VinvlPrediction]:
-    """Stream the simple ``detections.jsonl`` (no attributes)."""
-    for number, line in _lines(path):
-        record = _json(path, number, line, "json")
-        image_id = record.get("image_id") if isinstance(record, dict) else None
-        if not isinstance(image_id, str) or not image_id:
-            raise FormatError(path, "image_id", "a non-empty string", image_id, line=number)
-        yield _prediction(path, number, image_id, record, False)
-
-
+# ---------------------------------------------------------------- feature rows
 def decode_features(
-    path, number: int, num_boxes_text: str, blob: str, feature_dim: int | None,
+    path: Path, line: int, num_boxes: int, blob: str, feature_dim: int | None,
 ) -> np.ndarray:
-    """Decode and check one ``features.tsv`` row into (num_boxes, D + 6) float32."""
-    try:
-        num_boxes = int(num_boxes_text)
-    except ValueError:
-        num_boxes = -1
-    if num_boxes < 0:
-        raise FormatError(path, "num_boxes", "an integer >= 0", num_boxes_text, line=number)
+    """Decode and check one ``features.tsv`` payload into (num_boxes, D + 6) float32.
+
+    D is ``feature_dim``, or inferred from the size when None (0 for a row without boxes).
+    """
     try:
         raw = base64.b64decode(blob, validate=True)
     except (binascii.Error, ValueError):
         raise FormatError(path, "features", "base64 of a float32 array", blob,
-                          line=number) from None
+                          line=line) from None
     if len(raw) % 4:
         raise FormatError(path, "features", "a whole number of float32 values",
-                          f"{len(raw)} bytes", line=number)
+                          f"{len(raw)} bytes", line=line)
     values = np.frombuffer(raw, dtype="<f4")
     if feature_dim is not None:
         width = feature_dim + GEOMETRY_DIMS
@@ -209,81 +263,97 @@ def decode_features(
         width = values.size // num_boxes
     else:
         width = GEOMETRY_DIMS
-    if values.size != num_boxes * width or width <= GEOMETRY_DIMS:
+    if values.size != num_boxes * width or (num_boxes and width <= GEOMETRY_DIMS):
         dim = "D" if feature_dim is None else str(feature_dim)
         raise FormatError(path, "features",
                           f"{num_boxes} x ({dim} + {GEOMETRY_DIMS}) float32 values",
-                          f"{values.size} values", line=number)
+                          f"{values.size} values", line=line)
     features = values.reshape(num_boxes, width).astype(np.float32)
     if not np.isfinite(features).all():
-        raise FormatError(path, "features", "finite values", "NaN or inf", line=number)
+        raise FormatError(path, "features", "finite values", "NaN or inf", line=line)
     geometry = features[:, -GEOMETRY_DIMS:]
     if (geometry < -1e-3).any() or (geometry > 1 + 1e-3).any():
         raise FormatError(path, "features", "geometry dims in [0, 1] (box inside the image)",
                           geometry.min(initial=0.0) if (geometry < 0).any()
-                          else geometry.max(initial=0.0), line=number)
+                          else geometry.max(initial=0.0), line=line)
     return features
 
 
-def read_features(
-    path: str | os.PathLike, feature_dim: int | None = None,
-) -> Iterator[VinvlFeatures]:
+def parse_features_row(
+    raw: bytes, path: Path, line: int, feature_dim: int | None = None,
+    match: VinvlPrediction | None = None,
+) -> VinvlFeatures:
+    """Parse and check one ``features.tsv`` line; D is inferred when ``feature_dim`` is None.
+
+    With ``match`` the row must belong to that detections row: same image id (field
+    ``image_id``: the files are out of step) and box count (field ``num_boxes``).
+    """
+    image_id, num_boxes_text, blob = _columns(raw, path, line,
+                                              ("image_id", "num_boxes", "base64"))
+    if match is not None and image_id != match.image_id:
+        raise FormatError(path, "image_id",
+                          f"{match.image_id!r} (the same row order as the detections)",
+                          image_id, line=line)
+    try:
+        num_boxes = int(num_boxes_text)
+    except ValueError:
+        num_boxes = -1
+    if num_boxes < 0:
+        raise FormatError(path, "num_boxes", "an integer >= 0", num_boxes_text, line=line)
+    if match is not None and num_boxes != match.num_boxes:
+        raise FormatError(path, "num_boxes", f"{match.num_boxes} (boxes in the detections)",
+                          num_boxes, line=line)
+    return VinvlFeatures(image_id, decode_features(path, line, num_boxes, blob, feature_dim))
+
+
+# ---------------------------------------------------------------- streaming readers
+def read_predictions(path: Path) -> Iterator[VinvlPrediction]:
+    """Stream a VinVL ``predictions.tsv``."""
+    for line, raw in _lines(path):
+        yield parse_predictions_row(raw, path, line)
+
+
+def read_detections_jsonl(path: Path) -> Iterator[VinvlPrediction]:
+    """Stream the simple ``detections.jsonl`` (no attributes)."""
+    for line, raw in _lines(path):
+        yield parse_detections_jsonl_row(raw, path, line)
+
+
+def read_features(path: Path, feature_dim: int | None = None) -> Iterator[VinvlFeatures]:
     """Stream a VinVL ``features.tsv``; ``feature_dim`` (D) is inferred when None.
 
-    Every row must have the same D as the first one.
+    Every row must have the same D as the first one with boxes.
     """
-    for number, line in _lines(path):
-        image_id, num_boxes, blob = _columns(path, number, line, 3,
-                                             "image_id, num_boxes, base64")
-        features = decode_features(path, number, num_boxes, blob, feature_dim)
-        if feature_dim is None and len(features):
-            feature_dim = features.shape[1] - GEOMETRY_DIMS
-        yield VinvlFeatures(image_id, features)
+    for line, raw in _lines(path):
+        row = parse_features_row(raw, path, line, feature_dim)
+        feature_dim = feature_dim or row.feature_dim or None
+        yield row
 
 
 def read_vinvl(
-    predictions_path: str | os.PathLike, features_path: str | os.PathLike,
-    feature_dim: int | None = None,
+    predictions_path: Path, features_path: Path, feature_dim: int | None = None,
 ) -> Iterator[tuple[VinvlPrediction, VinvlFeatures]]:
     """Stream the two files together; rows must list the same images in the same order."""
-    features = read_features(features_path, feature_dim)
-    for number, prediction in enumerate(read_predictions(predictions_path), start=1):
-        row = next(features, None)
-        if row is None or row.image_id != prediction.image_id:
-            raise FormatError(features_path, "image_id",
-                              f"{prediction.image_id!r} as in {predictions_path}",
-                              None if row is None else row.image_id, line=number)
-        if len(row.features) != prediction.num_boxes:
-            raise FormatError(features_path, "num_boxes",
-                              f"{prediction.num_boxes} as in {predictions_path}",
-                              len(row.features), line=number)
+    for line, raw, features_raw in paired_rows(predictions_path, features_path):
+        prediction = parse_predictions_row(raw, predictions_path, line)
+        row = parse_features_row(features_raw, features_path, line, feature_dim, prediction)
+        feature_dim = feature_dim or row.feature_dim or None
         yield prediction, row
-    extra = next(features, None)
-    if extra is not None:
-        raise FormatError(features_path, "image_id", f"no more rows than {predictions_path}",
-                          extra.image_id)
 
 
 class FeatureTsvIndex:
     """Random access to ``features.tsv`` rows by image id (one streaming pass to index)."""
 
-    def __init__(self, path: str | os.PathLike, feature_dim: int | None = None):
+    def __init__(self, path: Path, feature_dim: int | None = None):
         self.path, self.feature_dim = str(path), feature_dim
         self._offsets: dict[str, tuple[int, int]] = {}
         with open(self.path, "rb") as f:
-            number = 0
-            while True:
-                offset = f.tell()
-                line = f.readline()
-                if not line:
-                    break
-                number += 1
-                image_id = line.split(b"\t", 1)[0].decode("utf-8")
-                if image_id in self._offsets:
-                    raise FormatError(self.path, "image_id", "unique image ids", image_id,
-                                      line=number)
-                if image_id:
-                    self._offsets[image_id] = (offset, number)
+            for line, raw in enumerate(iter(f.readline, b""), start=1):
+                image_id = _text(raw, self.path, line).split("\t", 1)[0]
+                if not image_id or image_id in self._offsets:
+                    raise FormatError(self.path, "image_id", "unique non-empty image ids",
+                                      image_id, line=line)
+                self._offsets[image_id] = (f.tell() - len(raw), line)
 
     def __len__(self) -> int:
         return len(self._offsets)
@@ -297,10 +367,7 @@ class FeatureTsvIndex:
     def __getitem__(self, image_id: str) -> VinvlFeatures:
         if image_id not in self._offsets:
             raise KeyError(f"{image_id!r} not in {self.path}")
-        offset, number = self._offsets[image_id]
-        with open(self.path, encoding="utf-8") as f:
+        offset, line = self._offsets[image_id]
+        with open(self.path, "rb") as f:
             f.seek(offset)
-            line = f.readline().rstrip("\n")
-        _, num_boxes, blob = _columns(self.path, number, line, 3, "image_id, num_boxes, base64")
-        return VinvlFeatures(image_id, decode_features(self.path, number, num_boxes, blob,
-                                                       self.feature_dim))
+            return parse_features_row(f.readline(), self.path, line, self.feature_dim)
