@@ -147,6 +147,7 @@ def _bad_world(root):
     preds[3] = predictions_row("img3", [{"rect": [0, 0, 400, 40], "class": "cat",
                                          "conf": .9}])
     feats[5] = "img5\t3\t!!!!"
+    preds.append("")  # a blank line: an error, or counted when skipping
     corpus = ("\n".join(SENTENCES[:4]) + "\n\n").encode() + b"caf\xe9\n" + \
         ("\n".join(SENTENCES[4:]) + "\n").encode()
     return write_tiny_world(root, preds, feats, corpus)
@@ -167,9 +168,11 @@ def test_bad_input_skipped_and_counted(tmp_path):
                    resources=shared_resources())
     assert report["skipped"]["counts"] == {
         "corpus: encoding": 1, "corpus: text": 1, "features: features": 1,
-        "predictions: json": 1, "predictions: objects[].rect": 1}
+        "predictions: json": 1, "predictions: objects[].rect": 1, "predictions: row": 1}
     assert any("predictions.tsv:4" in e
                for e in report["skipped"]["examples"]["predictions: objects[].rect"])
+    assert report["skipped"]["examples"]["predictions: row"] == [
+        f"{paths['predictions']}:7: field 'row': expected a non-empty row, got 'an empty line'"]
     assert [r["image_id"] for r in iter_records(str(tmp_path / "o"))] == ["img0", "img2"]
     assert report["inputs"]["corpus_lines"] == 14 and report["inputs"]["corpus_sentences"] == 12
     md = open(tmp_path / "o" / "report" / "report.md").read()

@@ -47,13 +47,14 @@ def test_tag_rule_is_configurable():
 
 
 BAD_PREDICTIONS = {
-    "malformed row": ("img9 no tab here", "row"),
+    "malformed row": ("img9 no tab here", "columns"),
     "bad json": ("img9\t{not json", "json"),
     "box outside image": (predictions_row("img9", [obj([0, 0, 150, 50], "dog", .9)]),
                           "objects[0].rect"),
     "NaN box": ("img9\t" + json.dumps({"image_h": 100, "image_w": 100, "objects": [
         {"rect": [0, 0, float("nan"), 5], "class": "dog", "conf": .9}]}), "objects[0].rect"),
     "empty line": ("", "row"),
+    "blank line": (" \t ", "row"),
 }
 
 
@@ -71,6 +72,46 @@ def test_bad_predictions_row_names_file_line_field(tmp_path, case):
     assert "predictions.tsv:3" in str(err)
     with pytest.raises(FormatError, match=r"predictions\.tsv:3"):
         ErrorPolicy("raise").handle("predictions", err)
+
+
+def test_blank_and_non_utf8_rows_are_skipped_and_counted(tmp_path):
+    lines = [predictions_row(i, o) for i, o in IMAGES]
+    lines[1], lines[4] = "", "   "
+    paths = write_tiny_world(tmp_path, predictions_lines=lines)
+    with open(paths["predictions"], "ab") as f:
+        f.write(b"img6\t\xff{}\n")
+    items, reader = _read_all(paths, validate_features=False)
+    assert reader.positions == 7
+    policy = ErrorPolicy("skip")
+    for _, source, item in items:
+        if isinstance(item, Exception):
+            policy.handle(source, item)
+    assert policy.counts == {"predictions: row": 2, "predictions: encoding": 1}
+    assert any("predictions.tsv:2" in e for e in policy.examples["predictions: row"])
+    assert [d.image_id for _, _, d in items if isinstance(d, Detection)] == \
+        ["img0", "img2", "img3", "img5"]
+
+
+def test_blank_features_row_is_counted(tmp_path):
+    lines = [features_row(i, len(o), s) for s, (i, o) in enumerate(IMAGES)]
+    lines[3] = ""
+    paths = write_tiny_world(tmp_path, features_lines=lines)
+    items, _ = _read_all(paths)
+    errors = [(p, s, e) for p, s, e in items if isinstance(e, Exception)]
+    assert [(p, s, e.field, e.line) for p, s, e in errors] == [(3, "features", "row", 4)]
+    assert "features.tsv:4" in str(errors[0][2])
+
+
+def test_missing_and_extra_features_rows(tmp_path):
+    lines = [features_row(i, len(o), s) for s, (i, o) in enumerate(IMAGES)]
+    paths = write_tiny_world(tmp_path, features_lines=lines[:5])
+    items, _ = _read_all(paths)
+    errors = [(p, s, e) for p, s, e in items if isinstance(e, Exception)]
+    assert [(p, s, e.field) for p, s, e in errors] == [(5, "features", "row")]
+    assert "end of file" in str(errors[0][2])
+    paths = write_tiny_world(tmp_path, features_lines=lines + [lines[0]])
+    with pytest.raises(FormatError, match=r"features\.tsv:7: field 'row'"):
+        _read_all(paths)
 
 
 def _nan_features():

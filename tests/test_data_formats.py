@@ -16,7 +16,8 @@ from mmf_uvlp.data_formats.mmf_features import LmdbFeatures, load_npy, read_lmdb
 from mmf_uvlp.data_formats.refer import Refer
 from mmf_uvlp.data_formats.text import read_captions
 from mmf_uvlp.data_formats.vinvl import (
-    FeatureTsvIndex, read_detections_jsonl, read_features, read_predictions, read_vinvl,
+    FeatureTsvIndex, parse_detections_jsonl_row, parse_features_row, parse_predictions_row,
+    read_detections_jsonl, read_features, read_predictions, read_vinvl,
 )
 
 GOOD_JSON = {
@@ -151,6 +152,74 @@ def test_detections_jsonl(tmp_path):
     with pytest.raises(FormatError) as info:
         next(reader)
     assert (info.value.line, info.value.field) == (2, "image_id")
+
+
+JSONL_RECORD = {"image_id": "a", "image_h": 10, "image_w": 10,
+                "objects": [{"rect": [0, 0, 5, 5], "class": "cat", "conf": 0.5}]}
+
+
+@pytest.mark.parametrize("name, good, read", [
+    ("predictions.tsv", "img1\t" + json.dumps(GOOD_JSON), read_predictions),
+    ("detections.jsonl", json.dumps(JSONL_RECORD), read_detections_jsonl),
+    ("features.tsv", _feature_row("a", _good_features(1)), read_features),
+    ("features.tsv", _feature_row("a", _good_features(1)), FeatureTsvIndex),
+])
+@pytest.mark.parametrize("bad, field", [("", "row"), (" \t ", "row"), ("\udcff", "encoding")])
+def test_blank_or_undecodable_line_is_an_error(tmp_path, name, good, read, bad, field):
+    path = tmp_path / name
+    path.write_bytes((good + "\n" + bad + "\n" + good + "\n").encode("utf-8", "surrogateescape"))
+    with pytest.raises(FormatError) as info:
+        list(read(path))
+    assert (info.value.line, info.value.field) == (2, field)
+    assert f"{path}:2" in str(info.value) and "expected" in str(info.value)
+
+
+def test_row_parsers_name_file_and_line():
+    pred = parse_predictions_row(b"img1\t" + json.dumps(GOOD_JSON).encode() + b"\r\n", "p.tsv", 7)
+    assert pred.image_id == "img1" and pred.objects[0].attr_scores == (0.8,)
+    with pytest.raises(FormatError, match=r"p\.tsv:7: field 'row'.*end of file"):
+        parse_predictions_row(b"", "p.tsv", 7)
+    record = dict(JSONL_RECORD, image_id=17, image_w=10.0)
+    det = parse_detections_jsonl_row(json.dumps(record).encode(), "d.jsonl", 1)
+    assert (det.image_id, det.image_w) == ("17", 10)
+    with pytest.raises(FormatError, match=r"d\.jsonl:3: field 'image_w'"):
+        parse_detections_jsonl_row(json.dumps(dict(record, image_w=10.5)).encode(), "d.jsonl", 3)
+    with pytest.raises(FormatError, match=r"d\.jsonl:2: field 'json'"):
+        parse_detections_jsonl_row(b"[1, 2]", "d.jsonl", 2)
+    feats = parse_features_row(_feature_row("img1", _good_features(1)).encode(), "f.tsv", 4,
+                               match=pred)
+    with pytest.raises(FormatError) as info:
+        parse_features_row(_feature_row("a", _good_features(1)).encode(), "f.tsv", 4,
+                           match=pred)
+    assert (info.value.field, info.value.line) == ("image_id", 4)
+    assert feats.feature_dim == 4
+
+
+def test_features_without_boxes_before_d_is_known(tmp_path):
+    path = _write(tmp_path, "features.tsv", [_feature_row("a", _good_features(0)),
+                                            _feature_row("b", _good_features(2)),
+                                            _feature_row("c", _good_features(1, d=8))])
+    reader = read_features(path)
+    assert next(reader).features.shape == (0, 6)
+    assert next(reader).feature_dim == 4
+    with pytest.raises(FormatError, match=":3"):
+        next(reader)
+    with pytest.raises(FormatError, match=r":1: field 'features'"):
+        list(read_features(_write(tmp_path, "f2.tsv", ["a\t0\tAAAA"])))
+
+
+def test_read_vinvl_missing_extra_and_miscounted_rows(tmp_path):
+    preds = _write(tmp_path, "p.tsv", ["a\t" + json.dumps(GOOD_JSON),
+                                       "b\t" + json.dumps(GOOD_JSON)])
+    one = _feature_row("a", _good_features(1))
+    for rows, line, field in [([one], 2, "row"), ([one, _feature_row("b", _good_features(1)),
+                                                   _feature_row("c", _good_features(1))], 3, "row"),
+                              ([one, _feature_row("b", _good_features(2))], 2, "num_boxes")]:
+        feats = _write(tmp_path, "f.tsv", rows)
+        with pytest.raises(FormatError) as info:
+            list(read_vinvl(preds, feats))
+        assert (info.value.line, info.value.field) == (line, field)
+        assert f"{feats}:{line}" in str(info.value)
 
 
 def _mmf_record(n: int = 2, d: int = 4) -> dict:

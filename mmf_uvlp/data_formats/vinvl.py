@@ -34,7 +34,7 @@ from mmf_uvlp.data_formats.errors import FormatError
 GEOMETRY_DIMS = 6
 BOX_TOLERANCE = 1.0  # pixels a box may stick out of the image (detector rounding)
 
-Path = str | os.PathLike
+StrPath = str | os.PathLike
 
 
 @dataclass(frozen=True)
@@ -89,13 +89,13 @@ class VinvlFeatures:
 
 
 # ---------------------------------------------------------------- lines and fields
-def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
+def _lines(path: StrPath) -> Iterator[tuple[int, bytes]]:
     with open(path, "rb") as f:
         yield from enumerate(f, start=1)
 
 
 def paired_rows(
-    path: Path, features_path: Path | None = None,
+    path: StrPath, features_path: StrPath | None = None,
 ) -> Iterator[tuple[int, bytes, bytes | None]]:
     """Stream ``(line, row, features row)``: the same-numbered lines of two files.
 
@@ -111,7 +111,7 @@ def paired_rows(
                               "more rows", line=line + 1)
 
 
-def _text(raw: bytes, path: Path, line: int) -> str:
+def _text(raw: bytes, path: StrPath, line: int) -> str:
     """One line's text without its line ending; end of file, bad UTF-8 or blank: an error."""
     if not raw:
         raise FormatError(path, "row", "a row", "end of file", line=line)
@@ -125,7 +125,7 @@ def _text(raw: bytes, path: Path, line: int) -> str:
     return text
 
 
-def _columns(raw: bytes, path: Path, line: int, names: tuple[str, ...]) -> list[str]:
+def _columns(raw: bytes, path: StrPath, line: int, names: tuple[str, ...]) -> list[str]:
     columns = _text(raw, path, line).split("\t")
     if len(columns) != len(names):
         raise FormatError(path, "columns",
@@ -136,7 +136,7 @@ def _columns(raw: bytes, path: Path, line: int, names: tuple[str, ...]) -> list[
     return columns
 
 
-def _json(text: str, path: Path, line: int):
+def _json(text: str, path: StrPath, line: int):
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
@@ -144,7 +144,7 @@ def _json(text: str, path: Path, line: int):
                           text, line=line) from None
 
 
-def _int(path: Path, line: int, record: dict, field: str, minimum: int) -> int:
+def _int(path: StrPath, line: int, record: dict, field: str, minimum: int) -> int:
     value = record.get(field)
     if isinstance(value, float) and value.is_integer():
         value = int(value)
@@ -153,7 +153,7 @@ def _int(path: Path, line: int, record: dict, field: str, minimum: int) -> int:
     return value
 
 
-def _number(path: Path, line: int, value, field: str, low: float | None = None,
+def _number(path: StrPath, line: int, value, field: str, low: float | None = None,
             high: float | None = None) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise FormatError(path, field, "a finite number", value, line=line)
@@ -163,7 +163,7 @@ def _number(path: Path, line: int, value, field: str, low: float | None = None,
 
 
 # ---------------------------------------------------------------- detection rows
-def _object(path: Path, line: int, k: int, raw, w: int, h: int, with_attributes: bool,
+def _object(path: StrPath, line: int, k: int, raw, w: int, h: int, with_attributes: bool,
             box_tolerance: float) -> VinvlObject:
     prefix = f"objects[{k}]"
     if not isinstance(raw, dict):
@@ -200,7 +200,7 @@ def _object(path: Path, line: int, k: int, raw, w: int, h: int, with_attributes:
     return VinvlObject((x1, y1, x2, y2), cls.strip(), conf, attributes, scores)
 
 
-def _prediction(path: Path, line: int, record, image_id: str | None, with_attributes: bool,
+def _prediction(path: StrPath, line: int, record, image_id: str | None, with_attributes: bool,
                 box_tolerance: float) -> VinvlPrediction:
     """Check one image's json; ``image_id`` None: the record's own (an int id becomes str)."""
     if not isinstance(record, dict):
@@ -225,7 +225,7 @@ def _prediction(path: Path, line: int, record, image_id: str | None, with_attrib
 
 
 def parse_predictions_row(
-    raw: bytes, path: Path, line: int, box_tolerance: float = BOX_TOLERANCE,
+    raw: bytes, path: StrPath, line: int, box_tolerance: float = BOX_TOLERANCE,
 ) -> VinvlPrediction:
     """Parse and check one ``predictions.tsv`` line (attributes included)."""
     image_id, text = _columns(raw, path, line, ("image_id", "json"))
@@ -233,7 +233,7 @@ def parse_predictions_row(
 
 
 def parse_detections_jsonl_row(
-    raw: bytes, path: Path, line: int, box_tolerance: float = BOX_TOLERANCE,
+    raw: bytes, path: StrPath, line: int, box_tolerance: float = BOX_TOLERANCE,
 ) -> VinvlPrediction:
     """Parse and check one ``detections.jsonl`` line (no attributes)."""
     record = _json(_text(raw, path, line), path, line)
@@ -242,7 +242,7 @@ def parse_detections_jsonl_row(
 
 # ---------------------------------------------------------------- feature rows
 def decode_features(
-    path: Path, line: int, num_boxes: int, blob: str, feature_dim: int | None,
+    path: StrPath, line: int, num_boxes: int, blob: str, feature_dim: int | None,
 ) -> np.ndarray:
     """Decode and check one ``features.tsv`` payload into (num_boxes, D + 6) float32.
 
@@ -280,7 +280,7 @@ def decode_features(
 
 
 def parse_features_row(
-    raw: bytes, path: Path, line: int, feature_dim: int | None = None,
+    raw: bytes, path: StrPath, line: int, feature_dim: int | None = None,
     match: VinvlPrediction | None = None,
 ) -> VinvlFeatures:
     """Parse and check one ``features.tsv`` line; D is inferred when ``feature_dim`` is None.
@@ -307,19 +307,19 @@ def parse_features_row(
 
 
 # ---------------------------------------------------------------- streaming readers
-def read_predictions(path: Path) -> Iterator[VinvlPrediction]:
+def read_predictions(path: StrPath) -> Iterator[VinvlPrediction]:
     """Stream a VinVL ``predictions.tsv``."""
     for line, raw in _lines(path):
         yield parse_predictions_row(raw, path, line)
 
 
-def read_detections_jsonl(path: Path) -> Iterator[VinvlPrediction]:
+def read_detections_jsonl(path: StrPath) -> Iterator[VinvlPrediction]:
     """Stream the simple ``detections.jsonl`` (no attributes)."""
     for line, raw in _lines(path):
         yield parse_detections_jsonl_row(raw, path, line)
 
 
-def read_features(path: Path, feature_dim: int | None = None) -> Iterator[VinvlFeatures]:
+def read_features(path: StrPath, feature_dim: int | None = None) -> Iterator[VinvlFeatures]:
     """Stream a VinVL ``features.tsv``; ``feature_dim`` (D) is inferred when None.
 
     Every row must have the same D as the first one with boxes.
@@ -331,7 +331,7 @@ def read_features(path: Path, feature_dim: int | None = None) -> Iterator[VinvlF
 
 
 def read_vinvl(
-    predictions_path: Path, features_path: Path, feature_dim: int | None = None,
+    predictions_path: StrPath, features_path: StrPath, feature_dim: int | None = None,
 ) -> Iterator[tuple[VinvlPrediction, VinvlFeatures]]:
     """Stream the two files together; rows must list the same images in the same order."""
     for line, raw, features_raw in paired_rows(predictions_path, features_path):
@@ -344,7 +344,7 @@ def read_vinvl(
 class FeatureTsvIndex:
     """Random access to ``features.tsv`` rows by image id (one streaming pass to index)."""
 
-    def __init__(self, path: Path, feature_dim: int | None = None):
+    def __init__(self, path: StrPath, feature_dim: int | None = None):
         self.path, self.feature_dim = str(path), feature_dim
         self._offsets: dict[str, tuple[int, int]] = {}
         with open(self.path, "rb") as f:

@@ -41,7 +41,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable, Dict, List, Sequence
+from typing import Any, Dict, List, Sequence
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, REPO)
@@ -204,30 +204,175 @@ class System:
     model: torch.nn.Module
     batches: Dict[str, Batch]
     optimizer: torch.optim.Optimizer = field(init=False)
-    flops: Dict[str, int] = field(default_factory=dict)
-    seconds: Dict[str, List[float]] = field(default_factory=dict)  # per round: mean s/step
+    flops: Dict[str, int] = field(default_factory=dict)  # forward + backward, per kind
+    rounds: List[Dict[str, List[float]]] = field(default_factory=list)  # s/step per kind
 
     def __post_init__(self) -> None:
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-5)
 
-    def loss(self, kind: str) -> torch.Tensor:
-        """Forward + MMF's loss reduction (the trainer sums the mean of each loss)."""
-        output = self.model(sample_list(self.batches[kind]))
-        return sum(value.mean() for value in output["losses"].values())
-
     def step(self, kind: str) -> float:
-        """One training step; returns its wall time in seconds."""
+        """One training step (MMF's trainer: sum of the mean of each loss); wall seconds."""
+        batch = sample_list(self.batches[kind])
         start = time.perf_counter()
         self.optimizer.zero_grad(set_to_none=True)
-        self.loss(kind).backward()
+        output = self.model(batch)
+        sum(value.mean() for value in output["losses"].values()).backward()
         self.optimizer.step()
         return time.perf_counter() - start
 
-    def count_flops(self) -> None:
-        """FLOPs of forward + backward of each batch (an untimed step without update)."""
-        for kind in KINDS:
-            self.optimizer.zero_grad(set_to_none=True)
+    def warm_up(self, steps: int) -> None:
+        """``steps`` untimed steps; the first of each kind also counts its FLOPs."""
+        for index in range(steps):
+            kind = KINDS[index % len(KINDS)]
+            if kind in self.flops:
+                self.step(kind)
+                continue
             with FlopCounterMode(display=False, custom_mapping=CPU_ATTENTION_FLOPS) as counter:
-                self.loss(kind).backward()
+                self.step(kind)
             self.flops[kind] = counter.get_total_flops()
-        self.optimizer.zero_grad(set_to_none=True)
+
+    def run_round(self, steps: int) -> None:
+        """``steps`` timed steps cycling R-T, R-N, I-S."""
+        times: Dict[str, List[float]] = {kind: [] for kind in KINDS}
+        for index in range(steps):
+            kind = KINDS[index % len(KINDS)]
+            times[kind].append(self.step(kind))
+        self.rounds.append(times)
+
+    def seconds(self, kind: str) -> float:
+        """Median over rounds of the mean s/step of ``kind`` (or of all steps: "mixed")."""
+        means = []
+        for times in self.rounds:
+            values = sum(times.values(), []) if kind == "mixed" else times[kind]
+            means.append(statistics.fmean(values))
+        return statistics.median(means)
+
+    def step_flops(self, kind: str) -> float:
+        """FLOPs of one step of ``kind``; "mixed": the mean over the cycle."""
+        if kind == "mixed":
+            return statistics.fmean(self.flops[k] for k in KINDS)
+        return float(self.flops[kind])
+
+
+# ------------------------------------------------------------------ machine
+def matmul_gflops(size: int, reps: int) -> float:
+    """Best GFLOP/s of ``reps`` float32 ``size``×``size`` matmuls (2·size³ FLOPs each)."""
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    torch.matmul(a, b)
+    best = float("inf")
+    for _ in range(reps):
+        start = time.perf_counter()
+        torch.matmul(a, b)
+        best = min(best, time.perf_counter() - start)
+    return 2 * size ** 3 / best / 1e9
+
+
+def load_average() -> str:
+    return " / ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
+
+
+# ---------------------------------------------------------------- benchmark
+def bench_shape(args: argparse.Namespace, dim: int) -> List[str]:
+    """Measure the three systems at feature dim ``dim``; markdown lines of its table."""
+    batches = uvla_batches(args, dim)
+    visual_bert = System("visual_bert", build_visual_bert(dim),
+                         {kind: visual_bert_batch(batch) for kind, batch in batches.items()})
+    sdpa = System("uvla (sdpa)", build_uvla(dim, "sdpa"), batches)
+    eager = System("uvla (eager)", build_uvla(dim, "eager"), batches)
+    eager.model.load_state_dict(sdpa.model.state_dict())
+    systems = [visual_bert, sdpa, eager]
+    for system in systems:
+        system.warm_up(args.warmup)
+    peaks, loads = [], [load_average()]
+    for index in range(args.rounds):
+        peaks.append(matmul_gflops(args.matmul_size, args.matmul_reps))
+        for system in systems if index % 2 == 0 else systems[::-1]:
+            system.run_round(args.steps)
+        loads.append(load_average())
+    peak = statistics.median(peaks)
+
+    lines = [f"### B={args.batch}, L={args.text_length}, R={args.regions}, D={dim}", "",
+             "| system | batch kind | samples/s | ms/step | GFLOP/s | % of matmul peak |",
+             "|---|---|---|---|---|---|"]
+    for system in systems:
+        kinds = ("mixed",) if system is eager else ("mixed", *KINDS)
+        for kind in kinds:
+            seconds = system.seconds(kind)
+            gflops = system.step_flops(kind) / seconds / 1e9
+            lines.append(f"| {system.name} | {KIND_NAMES[kind]} | {args.batch / seconds:.2f} | "
+                         f"{1e3 * seconds:.0f} | {gflops:.1f} | {100 * gflops / peak:.0f}% |")
+    per_kind = ", ".join(f"{KIND_NAMES[k]} {visual_bert.seconds(k) / sdpa.seconds(k):.2f}"
+                         for k in KINDS)
+    lines += [
+        "",
+        f"- uvla / visual_bert samples/s (mixed): "
+        f"**{visual_bert.seconds('mixed') / sdpa.seconds('mixed'):.2f}** ({per_kind})",
+        f"- uvla sdpa / eager samples/s (mixed, same weights): "
+        f"**{eager.seconds('mixed') / sdpa.seconds('mixed'):.2f}**",
+        f"- GFLOP per step (forward + backward, counted): visual_bert "
+        f"{visual_bert.step_flops('mixed') / 1e9:.1f}, uvla "
+        + ", ".join(f"{KIND_NAMES[k]} {sdpa.flops[k] / 1e9:.1f}" for k in KINDS),
+        f"- matmul peak ({args.matmul_size}×{args.matmul_size} float32, median of rounds): "
+        f"{peak:.1f} GFLOP/s; load average (1/5/15 min) before and after each round: "
+        + "; ".join(loads),
+        "",
+    ]
+    return lines
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--batch", type=int, default=16, help="B, samples per step")
+    parser.add_argument("--text-length", type=int, default=40, help="L, word-pieces")
+    parser.add_argument("--regions", type=int, default=36, help="R, regions per image")
+    parser.add_argument("--dims", type=int, nargs="+", default=[2048, 128],
+                        help="D, region feature dims (one table each)")
+    parser.add_argument("--steps", type=int, default=3,
+                        help="timed steps per system and round, cycling R-T, R-N, I-S (>= 3)")
+    parser.add_argument("--warmup", type=int, default=3,
+                        help="untimed steps per system (>= 3: the first cycle counts FLOPs)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds; figures are medians")
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads(),
+                        help="torch threads (default: torch's)")
+    parser.add_argument("--matmul-size", type=int, default=2048)
+    parser.add_argument("--matmul-reps", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", help="also write the markdown here")
+    args = parser.parse_args()
+    if args.steps < len(KINDS) or args.warmup < len(KINDS) or args.rounds < 1:
+        parser.error("--steps and --warmup must be >= 3 (one step of each kind), --rounds >= 1")
+    return args
+
+
+def main() -> None:
+    args = parse_args()
+    torch.set_num_threads(args.threads)
+    register_training_state(args.batch)
+    started = datetime.now(timezone.utc)
+    lines = [f"Measured {started:%Y-%m-%d %H:%M} UTC on {cpu_name()} ({os.cpu_count()} CPUs), "
+             f"torch {torch.__version__} with {torch.get_num_threads()} threads; BERT "
+             f"{os.environ['UVLP_BERT']}; load average at start {load_average()}.", ""]
+    for dim in args.dims:
+        lines += bench_shape(args, dim)
+    elapsed = (datetime.now(timezone.utc) - started).total_seconds()
+    lines.append(f"Wall time {elapsed:.0f} s; load average at the end {load_average()}.")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        with open(args.out, "w") as out:
+            out.write(text)
+
+
+if __name__ == "__main__":
+    main()
