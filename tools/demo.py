@@ -34,6 +34,7 @@ class Demo:
     """Paths and settings of one demo; each step is a method."""
 
     def __init__(self, data: Path, seed: int, pretrain_updates: int, finetune_updates: int):
+        data = data.resolve()
         self.world = data / "toy_world_demo"
         self.corpus = self.world / "corpus"
         self.runs = data / "runs"

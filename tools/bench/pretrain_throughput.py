@@ -14,11 +14,13 @@ L word-pieces); visual_bert gets the SAME batches in MMF's fields (``input_ids``
 real multi-dataset pre-training. Rounds alternate the order of the systems (so load drifts
 hit all of them); every figure is the median over rounds.
 
-FLOPs per step are counted with ``torch.utils.flop_counter.FlopCounterMode`` over one
-forward + backward of each batch (matmuls, bmm and attention; the optimizer step and
-element-wise ops are not counted). PyTorch has no formula for the CPU fused attention
-kernel, so it is added here with PyTorch's own SDPA formulas: forward 4·B·H·T²·d_head,
-backward 8·B·H·T²·d_head (T = L + R). For reference, the analytic estimate is
+FLOPs per step are counted with ``torch.utils.flop_counter.FlopCounterMode`` over the
+first step of each kind (matmuls, bmm and attention; the optimizer step and element-wise
+ops are not counted). With dropout (training) PyTorch's CPU SDPA runs its math kernel
+(bmm, counted); for the fused CPU kernel (attention dropout 0), which the counter has no
+formula for, PyTorch's own SDPA formulas are registered: forward 4·B·heads·T²·d_head,
+backward 2.5 times that (it recomputes the scores), T = L + R. For reference, the analytic
+estimate is
 
     FLOPs/step ≈ 6 · P_matmul · B·T + 12 · layers · B · T² · hidden
                  + 6 · P_head · (rows the head is applied to)
@@ -41,6 +43,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from itertools import chain
 from typing import Any, Dict, List, Sequence
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -55,7 +58,11 @@ os.environ.setdefault(
 import torch  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 from torch.utils.data.dataloader import default_collate  # noqa: E402
-from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop, sdpa_flop  # noqa: E402
+from torch.utils.flop_counter import (  # noqa: E402
+    FlopCounterMode,
+    sdpa_backward_flop_count,
+    sdpa_flop_count,
+)
 
 import mmf  # noqa: E402,F401  (registers the plugin's components)
 from mmf.common.registry import registry  # noqa: E402
@@ -74,12 +81,28 @@ WORDS = ("man", "woman", "dog", "cat", "red", "blue", "white", "small", "large",
 TAGS = ("dog", "tennis racket", "man", "wall", "white plate", "tree", "sky", "car",
         "wooden table", "window", "person", "red shirt")
 NUM_REGION_CLASSES = 1600
-CPU_ATTENTION_FLOPS = {
-    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default: sdpa_flop,
-    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default:
-        sdpa_backward_flop,
-}
 Batch = Dict[str, Any]
+
+
+def cpu_attention_flops(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                        *args: Any, **kwargs: Any) -> int:
+    """FLOPs of the fused CPU attention forward (PyTorch's SDPA formula)."""
+    return sdpa_flop_count(query.shape, key.shape, value.shape)
+
+
+def cpu_attention_backward_flops(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tensor,
+                                 value: torch.Tensor, *args: Any, **kwargs: Any) -> int:
+    """FLOPs of the fused CPU attention backward (PyTorch's SDPA formula)."""
+    return sdpa_backward_flop_count(grad_out.shape, query.shape, key.shape, value.shape)
+
+
+cpu_attention_flops._get_raw = True  # type: ignore[attr-defined]  (called with the tensors)
+cpu_attention_backward_flops._get_raw = True  # type: ignore[attr-defined]
+CPU_ATTENTION_FLOPS = {  # FlopCounterMode looks operators up by overload packet
+    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: cpu_attention_flops,
+    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward:
+        cpu_attention_backward_flops,
+}
 
 
 # ------------------------------------------------------------------ batches
@@ -243,7 +266,7 @@ class System:
         """Median over rounds of the mean s/step of ``kind`` (or of all steps: "mixed")."""
         means = []
         for times in self.rounds:
-            values = sum(times.values(), []) if kind == "mixed" else times[kind]
+            values = list(chain(*times.values())) if kind == "mixed" else times[kind]
             means.append(statistics.fmean(values))
         return statistics.median(means)
 
@@ -316,16 +339,16 @@ def bench_shape(args: argparse.Namespace, dim: int) -> List[str]:
                          for k in KINDS)
     lines += [
         "",
-        f"- uvla / visual_bert samples/s (mixed): "
-        f"**{visual_bert.seconds('mixed') / sdpa.seconds('mixed'):.2f}** ({per_kind})",
-        f"- uvla sdpa / eager samples/s (mixed, same weights): "
-        f"**{eager.seconds('mixed') / sdpa.seconds('mixed'):.2f}**",
-        f"- GFLOP per step (forward + backward, counted): visual_bert "
-        f"{visual_bert.step_flops('mixed') / 1e9:.1f}, uvla "
-        + ", ".join(f"{KIND_NAMES[k]} {sdpa.flops[k] / 1e9:.1f}" for k in KINDS),
-        f"- matmul peak ({args.matmul_size}×{args.matmul_size} float32, median of rounds): "
-        f"{peak:.1f} GFLOP/s; load average (1/5/15 min) before and after each round: "
-        + "; ".join(loads),
+        (f"- uvla / visual_bert samples/s (mixed): "
+         f"**{visual_bert.seconds('mixed') / sdpa.seconds('mixed'):.2f}** ({per_kind})"),
+        (f"- uvla sdpa / eager samples/s (mixed, same weights): "
+         f"**{eager.seconds('mixed') / sdpa.seconds('mixed'):.2f}**"),
+        (f"- GFLOP per step (forward + backward, counted): visual_bert "
+         f"{visual_bert.step_flops('mixed') / 1e9:.1f}, uvla "
+         + ", ".join(f"{KIND_NAMES[k]} {sdpa.flops[k] / 1e9:.1f}" for k in KINDS)),
+        (f"- matmul peak ({args.matmul_size}×{args.matmul_size} float32, median of rounds): "
+         f"{peak:.1f} GFLOP/s; load average (1/5/15 min) before and after each round: "
+         + "; ".join(loads)),
         "",
     ]
     return lines
@@ -360,9 +383,13 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     register_training_state(args.batch)
     started = datetime.now(timezone.utc)
-    lines = [f"Measured {started:%Y-%m-%d %H:%M} UTC on {cpu_name()} ({os.cpu_count()} CPUs), "
-             f"torch {torch.__version__} with {torch.get_num_threads()} threads; BERT "
-             f"{os.environ['UVLP_BERT']}; load average at start {load_average()}.", ""]
+    lines = [(f"Measured {started:%Y-%m-%d %H:%M} UTC on {cpu_name()} ({os.cpu_count()} CPUs), "
+              f"torch {torch.__version__} with {torch.get_num_threads()} threads; BERT "
+              f"{os.environ['UVLP_BERT']}; load average at start {load_average()}."), ""]
+    if os.getloadavg()[0] + args.threads > (os.cpu_count() or 1) + 1:
+        lines += [("**Loaded machine** (load average + threads > CPUs + 1): timings are slow and "
+                   "noisy; with several threads every operator waits for its slowest thread, so "
+                   "step times mostly count operator launches. Compare with --threads 1."), ""]
     for dim in args.dims:
         lines += bench_shape(args, dim)
     elapsed = (datetime.now(timezone.utc) - started).total_seconds()
