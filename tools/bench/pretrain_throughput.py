@@ -387,9 +387,12 @@ def main() -> None:
               f"torch {torch.__version__} with {torch.get_num_threads()} threads; BERT "
               f"{os.environ['UVLP_BERT']}; load average at start {load_average()}."), ""]
     if os.getloadavg()[0] + args.threads > (os.cpu_count() or 1) + 1:
-        lines += [("**Loaded machine** (load average + threads > CPUs + 1): timings are slow and "
-                   "noisy; with several threads every operator waits for its slowest thread, so "
-                   "step times mostly count operator launches. Compare with --threads 1."), ""]
+        note = ("**Loaded machine** (load average + threads > CPUs + 1): timings are slow and "
+                "noisy.")
+        if args.threads > 1:
+            note += (" With several threads every operator waits for its slowest thread, so step "
+                     "times mostly count operator launches; compare with --threads 1.")
+        lines += [note, ""]
     for dim in args.dims:
         lines += bench_shape(args, dim)
     elapsed = (datetime.now(timezone.utc) - started).total_seconds()
