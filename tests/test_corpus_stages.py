@@ -9,7 +9,8 @@ import pytest
 
 from mmf_uvlp.corpus.detections import Detection, DetectionReader
 from mmf_uvlp.corpus.errors import ErrorPolicy, FormatError
-from mmf_uvlp.corpus.tag_query import TagRule, kept_regions, ranked_tags, tag_query
+from mmf_uvlp.corpus.config import TagsConfig
+from mmf_uvlp.corpus.tag_query import kept_regions, ranked_tags, tag_query
 from test_corpus_support import (
     IMAGES, SENTENCES, TAG_QUERIES, features_row, obj, predictions_row, shared_resources,
     write_tiny_world,
@@ -26,7 +27,7 @@ def test_reader_and_tag_queries(tmp_path):
     paths = write_tiny_world(tmp_path)
     items, reader = _read_all(paths)
     assert reader.positions == 6 and reader.feature_dim == 8
-    rule = TagRule()
+    rule = TagsConfig()
     queries = {d.image_id: tag_query(d, rule) for _, _, d in items}
     assert queries.pop("img4") == ""  # only a 0.1-confidence box
     assert queries == TAG_QUERIES
@@ -38,12 +39,12 @@ def test_tag_rule_is_configurable():
     det = Detection("x", 100, 100,
                     [[0, 0, 10, 10], [0, 0, 10, 10], [0, 0, 90, 90], [0, 0, 20, 20]],
                     ["Cup", "cup", "table", "dog"], [.9, .9, .9, .29])
-    assert ranked_tags(det, TagRule()) == ["table", "cup"]  # cup: 6.67+.1, table: 3.33+8.1
-    assert ranked_tags(det, TagRule(area_weight=0)) == ["cup", "table"]
-    assert ranked_tags(det, TagRule(min_conf=0.2)) == ["table", "cup", "dog"]
-    assert ranked_tags(det, TagRule(min_area_ratio=0.05)) == ["table"]
-    assert ranked_tags(det, TagRule(max_tags=1)) == ["table"]
-    assert ranked_tags(det, TagRule(lowercase=False)) == ["table", "Cup", "cup"]
+    assert ranked_tags(det, TagsConfig()) == ["table", "cup"]  # cup: 6.67+.1, table: 3.33+8.1
+    assert ranked_tags(det, TagsConfig(area_weight=0)) == ["cup", "table"]
+    assert ranked_tags(det, TagsConfig(min_conf=0.2)) == ["table", "cup", "dog"]
+    assert ranked_tags(det, TagsConfig(min_area_ratio=0.05)) == ["table"]
+    assert ranked_tags(det, TagsConfig(max_tags=1)) == ["table"]
+    assert ranked_tags(det, TagsConfig(lowercase=False)) == ["table", "Cup", "cup"]
 
 
 BAD_PREDICTIONS = {

@@ -45,7 +45,7 @@ from mmf_uvlp.corpus.sentences import (
     build_sentence_index,
     read_json,
 )
-from mmf_uvlp.corpus.tag_query import TagRule, ranked_tags
+from mmf_uvlp.corpus.tag_query import ranked_tags
 
 STAGES = ("detections", "queries", "retrieve", "phrases", "link")
 ABORT_ENV = "MMF_UVLP_CORPUS_ABORT_AFTER"  # "<stage>:<n>": exit abruptly after n chunks
@@ -320,7 +320,7 @@ class CorpusBuilder:
             validate_features=cfg.inputs.validate_features,
             box_tolerance=cfg.inputs.box_tolerance,
         ).select(lambda p: (p // size) % count == index and (p // size) not in finished)
-        rule = TagRule.from_config(cfg.tags)
+        rule = cfg.tags
         t0 = time.time()
         bar = self._progress("detections", None)
         current: Optional[int] = None

@@ -13,33 +13,17 @@ occurrence). Labels are joined with ``separator`` ("wall couch sofa woman").
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import List, Optional, Sequence
+from typing import List, Sequence
 
+from mmf_uvlp.corpus.config import TagsConfig
 from mmf_uvlp.corpus.detections import Detection
-
-
-@dataclass
-class TagRule:
-    min_conf: float = 0.3
-    min_area_ratio: float = 0.01
-    count_weight: float = 10.0
-    area_weight: float = 10.0
-    max_tags: Optional[int] = None
-    lowercase: bool = True
-    separator: str = " "
-
-    @classmethod
-    def from_config(cls, cfg) -> "TagRule":
-        return cls(cfg.min_conf, cfg.min_area_ratio, cfg.count_weight, cfg.area_weight,
-                   cfg.max_tags, cfg.lowercase, cfg.separator)
 
 
 def box_area(box: Sequence[float]) -> float:
     return max(0.0, box[2] - box[0]) * max(0.0, box[3] - box[1])
 
 
-def kept_regions(detection: Detection, rule: TagRule) -> List[int]:
+def kept_regions(detection: Detection, rule: TagsConfig) -> List[int]:
     """Indices of the detections that pass the confidence and area filters."""
     image_area = detection.image_w * detection.image_h
     return [
@@ -48,7 +32,7 @@ def kept_regions(detection: Detection, rule: TagRule) -> List[int]:
     ]
 
 
-def ranked_tags(detection: Detection, rule: TagRule) -> List[str]:
+def ranked_tags(detection: Detection, rule: TagsConfig) -> List[str]:
     """De-duplicated labels of the kept detections, most salient first."""
     kept = kept_regions(detection, rule)
     if not kept:
@@ -72,5 +56,5 @@ def ranked_tags(detection: Detection, rule: TagRule) -> List[str]:
     return labels
 
 
-def tag_query(detection: Detection, rule: TagRule) -> str:
+def tag_query(detection: Detection, rule: TagsConfig) -> str:
     return rule.separator.join(ranked_tags(detection, rule))
