@@ -2,7 +2,22 @@
 
 import importlib
 
-COMPONENT_MODULES = ("mmf_uvlp.models.uvla", "mmf_uvlp.losses.mlm", "mmf_uvlp.losses.mrc", "mmf_uvlp.losses.mrfr", "mmf_uvlp.losses.pmrtc", "mmf_uvlp.losses.itm", "mmf_uvlp.processors.region_tag_masking", "mmf_uvlp.processors.region_phrase_masking", "mmf_uvlp.processors.image_sentence_masking", "mmf_uvlp.datasets.builders.region_tag.builder", "mmf_uvlp.datasets.builders.region_phrase.builder", "mmf_uvlp.datasets.builders.image_sentence.builder", "mmf_uvlp.datasets.builders.refcoco_plus.builder", "mmf_uvlp.metrics.refcoco")
+COMPONENT_MODULES = (
+    "mmf_uvlp.models.uvla",
+    "mmf_uvlp.losses.mlm",
+    "mmf_uvlp.losses.mrc",
+    "mmf_uvlp.losses.mrfr",
+    "mmf_uvlp.losses.pmrtc",
+    "mmf_uvlp.losses.itm",
+    "mmf_uvlp.processors.region_tag_masking",
+    "mmf_uvlp.processors.region_phrase_masking",
+    "mmf_uvlp.processors.image_sentence_masking",
+    "mmf_uvlp.datasets.builders.region_tag.builder",
+    "mmf_uvlp.datasets.builders.region_phrase.builder",
+    "mmf_uvlp.datasets.builders.image_sentence.builder",
+    "mmf_uvlp.datasets.builders.refcoco_plus.builder",
+    "mmf_uvlp.metrics.refcoco",
+)
 
 _registered = False
 
