@@ -303,3 +303,23 @@ scheduler: {{params: {{num_warmup_steps: 1, num_training_steps: 2}}}}
 
     cells = collect_run(tmp_path).cells
     assert set(cells) == {("refcoco_plus", "val"), ("refcoco_plus", "testB")}
+
+
+def test_predictions_name_the_top_scored_box():
+    from types import SimpleNamespace
+
+    from mmf_uvlp.datasets.builders.refcoco_plus.dataset import RefCOCOPlusDataset
+
+    report = SimpleNamespace(
+        scores=torch.tensor([[0.1, 0.9, 5.0], [2.0, 0.5, 0.0]]),
+        region_mask=torch.tensor([[1, 1, 0], [1, 1, 1]]),  # row 0's best real region is 1
+        proposal_boxes=torch.tensor([[[0., 0, 10, 10], [20, 20, 40, 40], [0, 0, 1, 1]],
+                                     [[0., 0, 10, 10], [50, 50, 60, 60], [0, 0, 5, 5]]]),
+        gold_box=torch.tensor([[20., 20, 40, 40], [50, 50, 60, 60]]),
+        ref_id=torch.tensor([7, 8]), sentence_id=torch.tensor([70, 80]),
+    )
+    predictions = RefCOCOPlusDataset.format_for_prediction(None, report)
+    assert predictions == [
+        {"ref_id": 7, "sentence_id": 70, "box": [20.0, 20.0, 40.0, 40.0], "correct": True},
+        {"ref_id": 8, "sentence_id": 80, "box": [0.0, 0.0, 10.0, 10.0], "correct": False},
+    ]

@@ -145,3 +145,17 @@ class RefCOCOPlusDataset(MMFDataset):
         sample.ref_id = torch.tensor(item["ref_id"], dtype=torch.long)
         sample.sentence_id = torch.tensor(item["sent_id"], dtype=torch.long)
         return sample
+
+    def format_for_prediction(self, report: Any) -> list[dict[str, Any]]:
+        """One prediction per expression (``evaluation.predict=true``): the top-scored
+        proposal's pixel box and whether it hits the gold box (IoU >= 0.5)."""
+        scores = report.scores.masked_fill(report.region_mask == 0, float("-inf"))  # (B, R)
+        best = scores.argmax(dim=1)
+        rows = torch.arange(best.numel())
+        boxes = report.proposal_boxes[rows, best]  # (B, 4)
+        overlaps = iou(boxes.unsqueeze(1), report.gold_box.unsqueeze(1)).view(-1)  # (B,)
+        return [
+            {"ref_id": int(ref), "sentence_id": int(sentence), "box": box.tolist(),
+             "correct": bool(overlap >= MATCH_IOU)}
+            for ref, sentence, box, overlap in zip(report.ref_id, report.sentence_id, boxes, overlaps)
+        ]
