@@ -13,6 +13,7 @@ import argparse
 import shutil
 import sys
 import time
+from typing import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,25 +22,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mmf_uvlp.toy_world import PRESETS, generate_world  # noqa: E402
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
+def _int_at_least(minimum: int, name: str) -> Callable[[str], int]:
+    """An argparse type: an integer >= ``minimum`` (``name`` words the error)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = minimum - 1
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected a {name} integer, got {text!r}")
+        return value
+
+    return parse
 
 
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a non-negative integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
-    return value
+_positive_int = _int_at_least(1, "positive")
+_non_negative_int = _int_at_least(0, "non-negative")
 
 
 def _positive_float(text: str) -> float:
