@@ -298,8 +298,11 @@ class CorpusBuilder:
     def _owned_images(self, det: Dict[str, object], chunks: Sequence[int]) -> int:
         return sum(det["images"][str(c)] for c in chunks)
 
-    def _todo(self, stage_dir: str, chunks: Sequence[int], ext: str) -> List[int]:
-        return [c for c in chunks if not os.path.exists(_chunk_file(stage_dir, c, ext))]
+    def _todo(self, stage: str, chunks: Sequence[int], ext: str) -> Tuple[str, List[int]]:
+        """The stage's work folder (created) and the chunks it has not finished yet."""
+        directory = os.path.join(self.work, stage)
+        os.makedirs(directory, exist_ok=True)
+        return directory, [c for c in chunks if not os.path.exists(_chunk_file(directory, c, ext))]
 
     # ------------------------------------------------------------------ stage 1
     def stage_detections(self) -> Dict[str, object]:
@@ -397,9 +400,7 @@ class CorpusBuilder:
     def stage_queries(self, chunks: Sequence[int], det: Dict[str, object]) -> None:
         from mmf_uvlp.corpus.embed import encode
 
-        directory = os.path.join(self.work, "queries")
-        os.makedirs(directory, exist_ok=True)
-        todo = self._todo(directory, chunks, "npy")
+        directory, todo = self._todo("queries", chunks, "npy")
         if not todo:
             return
         model = self.resources.sentence_model(self.config.embed)
@@ -445,9 +446,7 @@ class CorpusBuilder:
         from mmf_uvlp.corpus.retrieve import build_index, recall_at_k, retrieve, search
 
         cfg = self.config.retrieve
-        directory = os.path.join(self.work, "retrieval")
-        os.makedirs(directory, exist_ok=True)
-        todo = self._todo(directory, chunks, "npz")
+        directory, todo = self._todo("retrieval", chunks, "npz")
         if not todo:
             return
         store = self._store
@@ -534,9 +533,7 @@ class CorpusBuilder:
         from mmf_uvlp.corpus.noun_phrases import PhraseExtractor
 
         cfg = self.config.phrases
-        directory = os.path.join(self.work, "phrases")
-        os.makedirs(directory, exist_ok=True)
-        todo = self._todo(directory, chunks, "jsonl")
+        directory, todo = self._todo("phrases", chunks, "jsonl")
         if not todo:
             return
         extractor = PhraseExtractor(self.resources.nlp(cfg), cfg.batch_size, cfg.cache_size)
