@@ -20,7 +20,8 @@ Batch fields read (B batch, L text length, R regions, D feature dim): ``input_id
 ``text_is_tag`` (B, L) for tag tokens; ``region_features`` (B, R, D), ``region_boxes``
 (B, R, 5), ``region_mask`` (B, R) — or MMF's ``image_feature_0`` with ``image_info_0``
 (``max_features``, ``bbox`` pixels, ``image_width``, ``image_height``), and for pairs
-(NLVR2) ``img0`` / ``img1`` each holding those.
+(NLVR2) ``img0`` / ``img1`` each holding those. With ``text_only_batches: true`` a batch
+without any region field (U-VisualBERT's text batches) encodes its text alone (R = 0).
 """
 
 from __future__ import annotations
@@ -106,6 +107,7 @@ class UVLA(BaseModel):
         self.bert_config = bert.config
         self.output_attentions = bool(self.config.get("output_attentions", False))
         self.feature_dim = int(self._required("feature_dim"))
+        self.text_only_batches = bool(self.config.get("text_only_batches", False))
 
         self.embeddings = UVLAEmbeddings(
             bert.bert.embeddings,
@@ -290,18 +292,18 @@ class UVLA(BaseModel):
             raise ValueError("uvla: 'text_boxes' (B, L, 5) and 'text_is_tag' (B, L) come together")
 
         if sample_list.get("img0") is None or sample_list.get("img1") is None:
-            features, boxes, region_mask = self._visual_inputs(sample_list, "")
+            features, boxes, region_mask = self._visual_inputs(sample_list, "", input_ids)
             return ModelInputs(input_ids, input_mask, segment_ids, text_boxes, text_is_tag,
                                features, boxes, region_mask)
         # Pairs (NLVR2): [sentence with img0; sentence with img1] -> 2B sequences.
-        first = self._visual_inputs(sample_list["img0"], "img0.")
-        second = self._visual_inputs(sample_list["img1"], "img1.")
+        first = self._visual_inputs(sample_list["img0"], "img0.", input_ids)
+        second = self._visual_inputs(sample_list["img1"], "img1.", input_ids)
         features, boxes, region_mask = (torch.cat([a, b]) for a, b in zip(first, second))
         return ModelInputs(_twice(input_ids), _twice(input_mask), _twice(segment_ids),
                            _twice(text_boxes), _twice(text_is_tag), features, boxes, region_mask)
 
-    def _visual_inputs(self, source: Mapping[str, Any],
-                       prefix: str) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _visual_inputs(self, source: Mapping[str, Any], prefix: str,
+                       input_ids: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(features (B, R, D), boxes (B, R, 5), mask (B, R)) from our fields or MMF's."""
         features = source.get("region_features")
         if features is not None:
@@ -312,14 +314,20 @@ class UVLA(BaseModel):
             mask = source.get("region_mask")
             if mask is None:
                 mask = torch.ones(features.shape[:2], dtype=torch.long, device=features.device)
-        else:
-            features = source.get("image_feature_0")
-            if features is None:
-                raise ValueError(
-                    f"uvla: the batch has no region features: expected '{prefix}region_features' "
-                    f"(B, R, D) or MMF's '{prefix}image_feature_0'"
-                )
+        elif source.get("image_feature_0") is not None:
+            features = source["image_feature_0"]
             boxes, mask = self._boxes_from_image_info(source.get("image_info_0"), features, prefix)
+        elif self.text_only_batches:
+            batch = input_ids.size(0)
+            features = input_ids.new_zeros((batch, 0, self.feature_dim), dtype=torch.float)
+            boxes = input_ids.new_zeros((batch, 0, BOX_DIM), dtype=torch.float)
+            mask = input_ids.new_zeros((batch, 0))
+        else:
+            raise ValueError(
+                f"uvla: the batch has no region features: expected '{prefix}region_features' "
+                f"(B, R, D) or MMF's '{prefix}image_feature_0' (text-only pre-training batches "
+                "need model_config.uvla.text_only_batches: true)"
+            )
         if features.size(-1) != self.feature_dim:
             raise ValueError(f"uvla: region features have dimension {features.size(-1)}, "
                              f"model_config.uvla.feature_dim is {self.feature_dim}")

@@ -16,7 +16,7 @@ from typing import Optional
 import torch
 
 from mmf.common.registry import registry
-from mmf_uvlp.processors.masking import RawItem, Sample, UVLAMaskingProcessor, select_bernoulli
+from mmf_uvlp.processors.masking import RawItem, Sample, UVLAMaskingProcessor
 
 
 @registry.register_processor("uvla_image_sentence_masking")
@@ -35,11 +35,5 @@ class ImageSentenceMaskingProcessor(UVLAMaskingProcessor):
             raise ValueError(
                 f"uvla_image_sentence_masking: raw input needs 'itm_label' 0 or 1, got {label!r}"
             )
-        encoding = self.tokenizer(sentence, truncation=True, max_length=self.max_seq_length,
-                                  return_special_tokens_mask=True)
-        ids = encoding["input_ids"]
-        candidates = torch.zeros(self.max_seq_length, dtype=torch.bool)
-        candidates[: len(ids)] = torch.tensor(encoding["special_tokens_mask"]) == 0
-        input_ids, lm_label_ids = self.corrupt(
-            self.pad_text(ids), select_bernoulli(candidates, self.mask_prob, generator), generator)
-        return self.assemble(input_ids, lm_label_ids, len(ids), regions, itm_label=int(label))
+        input_ids, lm_label_ids, length = self.mask_sentence(sentence, self.mask_prob, generator)
+        return self.assemble(input_ids, lm_label_ids, length, regions, itm_label=int(label))

@@ -12,8 +12,9 @@ visual part (R = ``max_regions``, D feature dim, P = ``max_phrase_tokens``):
   ``region_features`` (R, D) float after masking; ``region_boxes`` (R, 5) float
   ``[x1/W, y1/H, x2/W, y2/H, area/(W*H)]``; ``region_mask`` (R,) long 1 = real;
   ``region_masked`` (R,) long; ``region_class_targets`` (R,) long, -1 = ignore;
-  ``region_phrase_targets`` (R, P) long, -1 padding; R-T only: ``region_features_target``
-  (R, D) float, the ORIGINAL features (MRFR target).
+  ``region_phrase_targets`` (R, P) long, -1 padding; with region masking (MRM: R-T and the
+  baselines' processors) ``region_features_target`` (R, D) float, the ORIGINAL features
+  (MRFR target).
 sample: ``itm_label`` () long (1 match, 0 negative, -1 n.a.); ``curriculum_weighted`` ()
   bool; ``targets`` () long = ``itm_label`` (MMF computes losses only for batches that
   have a ``targets`` field).
@@ -167,6 +168,48 @@ class UVLAMaskingProcessor(BaseProcessor):
         return {"region_features": padded, "region_boxes": box5, "region_mask": mask,
                 "num_regions": torch.tensor(n)}
 
+    def mask_sentence(self, sentence: str, prob: float,
+                      generator: Optional[torch.Generator]) -> Tuple[torch.Tensor, torch.Tensor, int]:
+        """Standard MLM on one sentence: each word-piece (not [CLS], [SEP] or padding) is
+        selected with ``prob`` and corrupted 80/10/10; returns (input_ids, lm_label_ids, length)."""
+        encoding = self.tokenizer(sentence, truncation=True, max_length=self.max_seq_length,
+                                  return_special_tokens_mask=True)
+        ids = encoding["input_ids"]
+        candidates = torch.zeros(self.max_seq_length, dtype=torch.bool)
+        candidates[: len(ids)] = torch.tensor(encoding["special_tokens_mask"]) == 0
+        input_ids, lm_label_ids = self.corrupt(
+            self.pad_text(ids), select_bernoulli(candidates, prob, generator), generator)
+        return input_ids, lm_label_ids, len(ids)
+
+    def region_classes(self, item: RawItem, num_regions: int) -> torch.Tensor:
+        """The detector class ids (MRC targets) of the first ``num_regions`` regions."""
+        classes = item.get("region_classes")
+        if classes is None:
+            raise ValueError(f"processor {type(self).__name__}: raw input needs 'region_classes' "
+                             "(N,) detector class ids")
+        classes = torch.as_tensor(classes, dtype=torch.long).view(-1)
+        if classes.numel() < num_regions:
+            raise ValueError(f"processor {type(self).__name__}: 'region_classes' needs one entry "
+                             f"per region of 'features' ({num_regions}), got {classes.numel()}")
+        return classes[:num_regions]
+
+    def mask_regions(self, regions: Dict[str, torch.Tensor], classes: torch.Tensor,
+                     selected: torch.Tensor,
+                     generator: Optional[torch.Generator]) -> Dict[str, torch.Tensor]:
+        """MRM on the ``selected`` real regions (R,) of ``pack_regions``' output: replaces
+        ``regions["region_features"]`` by the corrupted features and returns the targets
+        (``assemble`` keyword arguments): ``region_masked``, ``region_class_targets`` (their
+        detector class, MRC) and ``region_features_target`` (the original features, MRFR)."""
+        n = int(regions["num_regions"])
+        if bool(selected[n:].any()):
+            raise ValueError("mask_regions: only real regions can be selected")
+        original = regions["region_features"]
+        regions["region_features"] = corrupt_regions(original, selected, self.zero_prob, generator)
+        class_targets = torch.full((self.max_regions,), IGNORE, dtype=torch.long)
+        class_targets[:n][selected[:n]] = classes[:n][selected[:n]]
+        return {"region_masked": selected.long(), "region_class_targets": class_targets,
+                "region_features_target": original}
+
     def pad_text(self, ids: list) -> torch.Tensor:
         """Word-piece ids padded with [PAD] to ``max_seq_length``."""
         padded = torch.full((self.max_seq_length,), self.tokenizer.pad_token_id, dtype=torch.long)
@@ -179,13 +222,15 @@ class UVLAMaskingProcessor(BaseProcessor):
                  text_is_tag: Optional[torch.Tensor] = None,
                  region_masked: Optional[torch.Tensor] = None,
                  region_class_targets: Optional[torch.Tensor] = None,
-                 region_phrase_targets: Optional[torch.Tensor] = None) -> Sample:
-        """The batch-contract dict of one sample (defaults: nothing masked / no tags)."""
+                 region_phrase_targets: Optional[torch.Tensor] = None,
+                 region_features_target: Optional[torch.Tensor] = None) -> Sample:
+        """The batch-contract dict of one sample (defaults: nothing masked / no tags; the
+        MRFR target only when given)."""
         L, R, P = self.max_seq_length, self.max_regions, self.max_phrase_tokens
         input_mask = torch.zeros(L, dtype=torch.long)
         input_mask[:length] = 1
         label = torch.tensor(itm_label, dtype=torch.long)
-        return {
+        sample = {
             "input_ids": input_ids,
             "input_mask": input_mask,
             "segment_ids": torch.zeros(L, dtype=torch.long),
@@ -206,3 +251,6 @@ class UVLAMaskingProcessor(BaseProcessor):
             "curriculum_weighted": torch.tensor(self.curriculum_weighted),
             "targets": label.clone(),
         }
+        if region_features_target is not None:
+            sample["region_features_target"] = region_features_target
+        return sample

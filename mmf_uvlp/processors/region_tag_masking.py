@@ -11,23 +11,18 @@ fit in ``max_seq_length`` are dropped whole. Masking, independently:
 - each real region with probability ``mask_prob`` (features zeroed with ``zero_prob``)
   -> MRC target = its class id, MRFR target = its original features.
 Padding, [CLS] and [SEP] are never selected. ``curriculum_weighted`` defaults to false.
+Subclasses change which tags and regions are selected by overriding ``select``
+(U-VisualBERT's joint masking: ``uvla_image_tag_masking``).
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 
 from mmf.common.registry import registry
-from mmf_uvlp.processors.masking import (
-    IGNORE,
-    RawItem,
-    Sample,
-    UVLAMaskingProcessor,
-    corrupt_regions,
-    select_bernoulli,
-)
+from mmf_uvlp.processors.masking import RawItem, Sample, UVLAMaskingProcessor, select_bernoulli
 
 
 @registry.register_processor("uvla_region_tag_masking")
@@ -36,18 +31,26 @@ class RegionTagMaskingProcessor(UVLAMaskingProcessor):
 
     default_curriculum_weighted = False
 
+    def select(self, is_tag: torch.Tensor, owner: torch.Tensor, region_mask: torch.Tensor,
+               generator: Optional[torch.Generator]) -> Tuple[torch.Tensor, torch.Tensor]:
+        """(tag positions (L,), regions (R,)) to mask: each independently with ``mask_prob``.
+
+        ``is_tag`` (L,) bool, ``owner`` (L,) the region of each tag position (-1 elsewhere),
+        ``region_mask`` (R,) 1 = real region.
+        """
+        tags = select_bernoulli(is_tag, self.mask_prob, generator)
+        regions = select_bernoulli(region_mask.bool(), self.mask_prob, generator)
+        return tags, regions
+
     def __call__(self, item: RawItem, generator: Optional[torch.Generator] = None) -> Sample:
         generator = self.generator(generator)
         regions = self.pack_regions(item)
         n = int(regions["num_regions"])
-        labels, classes = item.get("region_labels"), item.get("region_classes")
-        if labels is None or classes is None:
-            raise ValueError("uvla_region_tag_masking: raw input needs 'region_labels' (N,) tag "
-                             "strings and 'region_classes' (N,) detector class ids")
-        classes = torch.as_tensor(classes, dtype=torch.long).view(-1)
-        if len(labels) < n or classes.numel() < n:
-            raise ValueError("uvla_region_tag_masking: 'region_labels' and 'region_classes' need "
-                             "one entry per region of 'features'")
+        labels = item.get("region_labels")
+        if labels is None or len(labels) < n:
+            raise ValueError(f"processor {type(self).__name__}: raw input needs 'region_labels', "
+                             f"one detector tag string per region of 'features' ({n})")
+        classes = self.region_classes(item, n)
 
         # Text part: [CLS] tag word-pieces [SEP], each piece carrying its region's box.
         tags = [str(label) for label in labels[:n]]
@@ -68,20 +71,9 @@ class RegionTagMaskingProcessor(UVLAMaskingProcessor):
         text_boxes = torch.zeros(self.max_seq_length, 5)
         text_boxes[is_tag] = regions["region_boxes"][owner_t[is_tag]]
 
-        input_ids, lm_label_ids = self.corrupt(
-            self.pad_text(ids), select_bernoulli(is_tag, self.mask_prob, generator), generator)
-
-        # Visual part: MRM on real regions.
-        masked = select_bernoulli(regions["region_mask"].bool(), self.mask_prob, generator)  # (R,)
-        original = regions["region_features"]
-        regions["region_features"] = corrupt_regions(original, masked, self.zero_prob, generator)
-        class_targets = torch.full((self.max_regions,), IGNORE, dtype=torch.long)
-        class_targets[masked] = classes[:n][masked[:n]]
-
-        sample = self.assemble(
-            input_ids, lm_label_ids, length, regions,
-            text_boxes=text_boxes, text_is_tag=is_tag.long(),
-            region_masked=masked.long(), region_class_targets=class_targets,
-        )
-        sample["region_features_target"] = original
-        return sample
+        tag_selected, region_selected = self.select(is_tag, owner_t, regions["region_mask"],
+                                                    generator)
+        input_ids, lm_label_ids = self.corrupt(self.pad_text(ids), tag_selected, generator)
+        region_targets = self.mask_regions(regions, classes, region_selected, generator)
+        return self.assemble(input_ids, lm_label_ids, length, regions,
+                             text_boxes=text_boxes, text_is_tag=is_tag.long(), **region_targets)

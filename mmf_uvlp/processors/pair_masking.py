@@ -1,0 +1,54 @@
+"""``uvla_pair_masking``: one (image, sentence) pair, input [sentence; regions], joint MLM + MRM.
+
+The processor of the baselines pre-trained on pairs: Aligned VLP (each image with its own
+caption, plus ITM negatives) and random / partly true pairs (the paper's Tables 5-6).
+
+Raw input: the common image keys (see ``masking.py``) plus ``region_classes`` (N,)
+detector class ids, ``sentence`` (str) and optionally ``itm_label`` (1: a true pair, 0: an
+ITM negative, the caption of another image; absent: not an ITM sample, label -1).
+
+A pair that is not an ITM negative is masked jointly: standard MLM on the sentence (each
+word-piece with ``mask_prob``, 80/10/10) and MRM on the regions (each real region with
+``mask_prob``, features zeroed with ``zero_prob``; MRC target = its detector class, MRFR
+target = its original features). An ITM negative is left unmasked, so its only loss is
+ITM (UNITER and LXMERT condition masked modelling on matched pairs).
+``curriculum_weighted`` defaults to false.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from mmf.common.registry import registry
+from mmf_uvlp.processors.masking import (
+    IGNORE,
+    RawItem,
+    Sample,
+    UVLAMaskingProcessor,
+    select_bernoulli,
+)
+
+
+@registry.register_processor("uvla_pair_masking")
+class PairMaskingProcessor(UVLAMaskingProcessor):
+    """Sentence MLM + region MRM (MRC, MRFR) on one pair, and its ITM label when given."""
+
+    default_curriculum_weighted = False
+
+    def __call__(self, item: RawItem, generator: Optional[torch.Generator] = None) -> Sample:
+        generator = self.generator(generator)
+        regions = self.pack_regions(item)
+        sentence, label = item.get("sentence"), item.get("itm_label", IGNORE)
+        if not isinstance(sentence, str):
+            raise ValueError("uvla_pair_masking: raw input needs 'sentence' (str)")
+        if label is None or int(label) not in (IGNORE, 0, 1):
+            raise ValueError(f"uvla_pair_masking: 'itm_label' must be 1, 0 or absent, got {label!r}")
+        classes = self.region_classes(item, int(regions["num_regions"]))
+        prob = 0.0 if int(label) == 0 else self.mask_prob
+        input_ids, lm_label_ids, length = self.mask_sentence(sentence, prob, generator)
+        selected = select_bernoulli(regions["region_mask"].bool(), prob, generator)  # (R,)
+        region_targets = self.mask_regions(regions, classes, selected, generator)
+        return self.assemble(input_ids, lm_label_ids, length, regions, itm_label=int(label),
+                             **region_targets)

@@ -1,0 +1,46 @@
+"""``uvla_text_masking``: a text-only sample (U-VisualBERT's text batches), standard MLM.
+
+Raw input: ``sentence`` (str). Each word-piece (not [CLS], [SEP] or padding) is selected
+with ``mask_prob`` and corrupted 80/10/10.
+
+Output (L = ``max_seq_length``): ``input_ids``, ``input_mask``, ``segment_ids``,
+``lm_label_ids`` (L,) long; ``itm_label`` () = -1, ``targets`` () = -1,
+``curriculum_weighted`` () false. No region field: the ``uvla`` model encodes such a batch's
+text alone when ``model_config.uvla.text_only_batches`` is true. The region params
+(``max_regions`` ...) are accepted and unused.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from mmf.common.registry import registry
+from mmf_uvlp.processors.masking import IGNORE, RawItem, Sample, UVLAMaskingProcessor
+
+
+@registry.register_processor("uvla_text_masking")
+class TextMaskingProcessor(UVLAMaskingProcessor):
+    """Text-only MLM."""
+
+    default_curriculum_weighted = False
+
+    def __call__(self, item: RawItem, generator: Optional[torch.Generator] = None) -> Sample:
+        generator = self.generator(generator)
+        sentence = item.get("sentence")
+        if not isinstance(sentence, str):
+            raise ValueError("uvla_text_masking: raw input needs 'sentence' (str)")
+        input_ids, lm_label_ids, length = self.mask_sentence(sentence, self.mask_prob, generator)
+        input_mask = torch.zeros(self.max_seq_length, dtype=torch.long)
+        input_mask[:length] = 1
+        label = torch.tensor(IGNORE, dtype=torch.long)
+        return {
+            "input_ids": input_ids,
+            "input_mask": input_mask,
+            "segment_ids": torch.zeros(self.max_seq_length, dtype=torch.long),
+            "lm_label_ids": lm_label_ids,
+            "itm_label": label,
+            "curriculum_weighted": torch.tensor(self.curriculum_weighted),
+            "targets": label.clone(),
+        }
