@@ -19,6 +19,7 @@ from tqdm import tqdm
 from mmf_uvlp.toy_world import downstream as ds
 from mmf_uvlp.toy_world.config import WorldConfig
 from mmf_uvlp.toy_world.detector import DetectorConfig, FeatureModel, detect
+from mmf_uvlp.toy_world.entities import write_flickr30k_entities
 from mmf_uvlp.toy_world.scene import Scene, SceneSpec, sample_scene
 from mmf_uvlp.toy_world.text import caption, narrative_sentence, tokenize
 from mmf_uvlp.toy_world.vocabulary import CLASSES, vocabulary_json
@@ -160,6 +161,8 @@ class WorldGenerator:
             path = mmf / "visual_entailment" / "annotations" / f"snli_ve_{name}.jsonl"
             write_lines(path, (dumps(r) for r in records))
             ve_paths[split] = self._rel(path)
+        self.paths["flickr30k_entities"] = write_flickr30k_entities(
+            self.out, self.rng, pools["flickr30k"], ve)
 
         refer_dir = self.out / "refer" / "refcoco+"
         write_pickle(refer_dir / "refs(unc).p", refer.refs)
