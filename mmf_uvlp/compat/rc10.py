@@ -608,3 +608,288 @@ def _model_and_datasets_from_config_file() -> None:
 
     Configuration._build_model_config = _build_model_config
     Configuration._build_dataset_config = _build_dataset_config
+
+
+@FIXES.fix(
+    "seed_zero_seeds",
+    "training.seed=0 seeds nothing (mmf.utils.env.set_seed seeds only `if seed:`, while "
+    "the log says 'Using seed 0'), so runs with the default seed were not reproducible",
+    stage="post",
+)
+def _seed_zero_seeds() -> None:
+    import mmf.utils.env as env
+    from mmf_uvlp.utils.reproducibility import seed_everything
+
+    set_seed = env.set_seed
+
+    @functools.wraps(set_seed)
+    def set_seed_including_zero(seed: Optional[int]) -> Optional[int]:
+        if seed is None:
+            return None
+        seed = set_seed(seed)  # -1 draws a fresh seed, as in rc10
+        seed_everything(int(seed))
+        return seed
+
+    env.set_seed = set_seed_including_zero
+
+
+def _run_seed() -> int:
+    from mmf.common.registry import registry
+
+    seed = registry.get("seed", None, no_warning=True)
+    return 0 if seed is None else int(seed)
+
+
+@FIXES.fix(
+    "seeded_resumable_data_order",
+    "the same seed gives other batches (the DataLoader shuffles, and seeds its workers, "
+    "from torch's global generator, which dropout and masking also consume), and a resumed "
+    "run restarts the data order (MultiDatasetLoader keeps no position and the trainer "
+    "begins a new epoch after loading); now the order is a function of (seed, epoch) and "
+    "the position in the epoch is counted",
+    stage="post",
+)
+def _seeded_resumable_data_order() -> None:
+    import torch
+
+    import mmf.utils.build as build
+    from mmf.datasets.multi_dataset_loader import MultiDatasetLoader
+    from mmf_uvlp.utils.reproducibility import EpochSampler
+
+    add_extra_args = build._add_extra_args_for_dataloader
+
+    def _add_extra_args_for_dataloader(dataset_instance: Any, other_args: Any = None) -> Any:
+        other_args = add_extra_args(dataset_instance, other_args)
+        sampler = other_args.get("sampler")
+        shuffle = other_args.pop("shuffle", None)
+        if shuffle is None:
+            shuffle = bool(getattr(sampler, "shuffle", True))
+        replicas = getattr(sampler, "num_replicas", 1)
+        rank = getattr(sampler, "rank", 0)
+        generator = torch.Generator()
+        other_args["sampler"] = EpochSampler(
+            len(dataset_instance), _run_seed(), shuffle, replicas, rank, generator
+        )
+        other_args["generator"] = generator
+        return other_args
+
+    build._add_extra_args_for_dataloader = _add_extra_args_for_dataloader
+
+    def seed_sampler(self: MultiDatasetLoader, epoch: int) -> None:
+        for sampler in self.samplers:
+            if hasattr(sampler, "set_epoch"):
+                sampler.set_epoch(epoch)
+
+    iter_ = MultiDatasetLoader.__iter__
+    prepare_batch = MultiDatasetLoader.prepare_batch
+
+    def __iter__(self: MultiDatasetLoader) -> Any:
+        resume = self.__dict__.pop("_uvlp_resume", None)
+        if resume is not None:
+            for sampler, loader, consumed in zip(self.samplers, self.loaders, resume["consumed"]):
+                sampler.skip_next(consumed * loader.batch_size)
+            self.current_index = resume["current_index"]
+            self.current_dataset = self.datasets[self.current_index]
+            self.current_loader = self.loaders[self.current_index]
+        iterator = iter_(self)
+        self._uvlp_consumed = list(resume["consumed"]) if resume else [0] * self.num_datasets
+        if resume is not None and self.num_datasets > 1:
+            self._finished_iterators = dict.fromkeys(resume["finished"], 1)
+            self._used_once = dict.fromkeys(resume["used_once"], 1)
+            self._chosen_iterator = self.iterators[self.current_index]
+        return iterator
+
+    def _prepare_batch(self: MultiDatasetLoader, batch: Any) -> Any:
+        consumed = self.__dict__.setdefault("_uvlp_consumed", [0] * self.num_datasets)
+        consumed[self.current_index] += 1
+        return prepare_batch(self, batch)
+
+    MultiDatasetLoader.seed_sampler = seed_sampler
+    MultiDatasetLoader.__iter__ = __iter__
+    MultiDatasetLoader.prepare_batch = _prepare_batch
+
+
+def _data_position(loader: Any) -> Dict[str, Any]:
+    """Where the train MultiDatasetLoader stands in its epoch (batches consumed per dataset)."""
+    return {
+        "consumed": list(getattr(loader, "_uvlp_consumed", [0] * loader.num_datasets)),
+        "sizes": [len(dataset) for dataset in loader.datasets],
+        "current_index": int(loader.current_index),
+        "finished": sorted(int(i) for i in loader._finished_iterators),
+        "used_once": sorted(int(i) for i in loader._used_once),
+    }
+
+
+class DamagedCheckpoint(RuntimeError):
+    """A checkpoint file that cannot be read (truncated by a crash, or not a checkpoint)."""
+
+    def __init__(self, path: str, reason: str):
+        super().__init__(f"checkpoint {path} cannot be read ({reason}): the file is damaged or truncated")
+        self.path = path
+
+
+_PENDING_RUN_STATE: Dict[str, Any] = {}
+
+
+class _TorchWithAtomicSave(types.ModuleType):
+    """``torch`` as seen by mmf.utils.checkpoint: saves are atomic and carry the run state."""
+
+    def save(self, obj: Any, path: str, *args: Any, **kwargs: Any) -> None:
+        from mmf_uvlp.utils.reproducibility import atomic_torch_save
+
+        if isinstance(obj, dict) and "optimizer" in obj and "run_state" in _PENDING_RUN_STATE:
+            obj = dict(obj, uvlp_run_state=_PENDING_RUN_STATE["run_state"])
+        atomic_torch_save(obj, path)
+
+    def __getattr__(self, item: str) -> Any:
+        import torch
+
+        return getattr(torch, item)
+
+
+@FIXES.fix(
+    "resumable_checkpoints",
+    "a resumed run is not the same run (rc10 saves neither the random-number states nor "
+    "the data position nor the lr scheduler, which it rebuilds after loading, so a resumed "
+    "warm-up restarts); a `kill -9` while current.ckpt is written makes every resume fail "
+    "with 'OSError: [Errno 22] Invalid argument' naming no file, although a complete "
+    "models/model_N.ckpt exists; now checkpoints are written atomically, carry the run "
+    "state, and a damaged current.ckpt falls back to the newest complete one",
+    stage="post",
+)
+def _resumable_checkpoints() -> None:
+    import glob
+    import re
+
+    import mmf.utils.checkpoint as checkpoint_module
+    from mmf.trainers.base_trainer import BaseTrainer
+    from mmf_uvlp.utils.reproducibility import rng_state, set_rng_state
+
+    Checkpoint = checkpoint_module.Checkpoint
+    checkpoint_module.torch = _TorchWithAtomicSave("torch")
+    save, torch_load, load, load_state_dict = (
+        Checkpoint.save, Checkpoint._torch_load, Checkpoint._load, Checkpoint.load_state_dict
+    )
+    load_extras = BaseTrainer.load_extras
+
+    def _save(self: Any, update: int, iteration: Optional[int] = None, update_best: bool = False) -> Any:
+        trainer = self.trainer
+        scheduler = getattr(trainer, "lr_scheduler", None)
+        _PENDING_RUN_STATE["run_state"] = {
+            "rng": rng_state(),
+            "data": _data_position(trainer.train_loader),
+            "epoch": int(trainer.current_epoch),
+            "lr_scheduler": None if scheduler is None else scheduler.state_dict(),
+        }
+        try:
+            return save(self, update, iteration, update_best)
+        finally:
+            _PENDING_RUN_STATE.clear()
+
+    def _torch_load(self: Any, file: str) -> Any:
+        try:
+            checkpoint = torch_load(self, file)
+        except FileNotFoundError:
+            raise
+        except Exception as exc:
+            raise DamagedCheckpoint(str(file), f"{type(exc).__name__}: {exc}") from exc
+        self._uvlp_loaded = checkpoint
+        return checkpoint
+
+    def _load(self: Any, file: str, force: bool = False, load_zoo: bool = False,
+              load_pretrained: bool = False) -> Any:
+        result = load(self, file, force, load_zoo, load_pretrained)
+        checkpoint = self.__dict__.pop("_uvlp_loaded", None)
+        reset = self.config.checkpoint.reset
+        if (checkpoint is None or force or load_pretrained or reset.all or reset.counts
+                or "uvlp_run_state" not in checkpoint):
+            return result
+        _restore_run_state(self.trainer, checkpoint["uvlp_run_state"], str(file))
+        return result
+
+    def _restore_run_state(trainer: Any, state: Dict[str, Any], file: str) -> None:
+        set_rng_state(state["rng"])
+        loader, data = trainer.train_loader, state["data"]
+        if data["sizes"] == [len(dataset) for dataset in loader.datasets]:
+            loader._uvlp_resume = data
+            trainer.current_epoch = state["epoch"] - 1  # train() re-enters the epoch in progress
+        else:
+            warnings.warn(
+                f"{file}: its training data ({data['sizes']} samples per dataset) differ from "
+                f"this run's; the data order restarts with a new epoch"
+            )
+        trainer._uvlp_scheduler_state = state["lr_scheduler"]
+
+    def _newest_complete(self: Any, damaged: str) -> Optional[str]:
+        def update_of(path: str) -> int:
+            return int(re.search(r"model_(\d+)\.ckpt$", path).group(1))
+
+        candidates = glob.glob(os.path.join(self.models_foldername, "model_*.ckpt"))
+        for candidate in sorted(candidates, key=update_of, reverse=True):
+            try:
+                self._load(candidate)
+            except DamagedCheckpoint:
+                continue
+            return candidate
+        return None
+
+    def _load_state_dict(self: Any) -> Any:
+        try:
+            return load_state_dict(self)
+        except DamagedCheckpoint as damaged:
+            current = os.path.join(self.ckpt_foldername, self.ckpt_prefix + "current.ckpt")
+            if not self.config.checkpoint.resume or os.path.abspath(damaged.path) != os.path.abspath(current):
+                raise
+            message = f"{damaged}; resuming from "
+            fallback = _newest_complete(self, damaged.path)
+            if fallback is None:
+                raise DamagedCheckpoint(
+                    damaged.path, f"and no complete checkpoint in {self.models_foldername}"
+                ) from damaged
+            message += f"{fallback}, the newest complete checkpoint"
+            warnings.warn(message)
+            self.trainer.writer.write(message, "warning")
+
+    def _load_extras(self: Any) -> None:
+        load_extras(self)
+        state = self.__dict__.pop("_uvlp_scheduler_state", None)
+        if state is not None and self.lr_scheduler is not None:
+            scheduler = self.lr_scheduler
+            scheduler.load_state_dict(state)
+            # Building the scheduler set the lr of step 0; the next update uses the lr of
+            # the restored step under this run's schedule (a longer max_updates extends it).
+            lambdas = getattr(scheduler, "lr_lambdas", None)
+            if lambdas is None:
+                rates = scheduler.get_last_lr()
+            else:
+                rates = [base * fn(scheduler.last_epoch) for base, fn in zip(scheduler.base_lrs, lambdas)]
+            for group, rate in zip(self.optimizer.param_groups, rates):
+                group["lr"] = rate
+
+    Checkpoint.save = _save
+    Checkpoint._torch_load = _torch_load
+    Checkpoint._load = _load
+    Checkpoint.load_state_dict = _load_state_dict
+    BaseTrainer.load_extras = _load_extras
+
+
+@FIXES.fix(
+    "evaluation_keeps_training_stream",
+    "validation during training draws from the global generators (masking, ITM "
+    "negatives), so the batches after an evaluation depend on when it ran and a resumed "
+    "run diverges; two evaluations also used different masks. Evaluation now runs on "
+    "generators seeded from training.seed and leaves the training stream as it was",
+    stage="post",
+)
+def _evaluation_keeps_training_stream() -> None:
+    from mmf.trainers.base_trainer import BaseTrainer
+    from mmf_uvlp.utils.reproducibility import derived_seed, isolated_rng
+
+    evaluate = BaseTrainer.evaluate
+
+    @functools.wraps(evaluate)
+    def _evaluate(self: BaseTrainer, *args: Any, **kwargs: Any) -> Any:
+        with isolated_rng(derived_seed(_run_seed(), 2)):
+            return evaluate(self, *args, **kwargs)
+
+    BaseTrainer.evaluate = _evaluate

@@ -1,0 +1,143 @@
+"""Reproducible runs: seeding, seeded data order, random-number state, crash-safe files.
+
+What a seed promises (``training.seed``, 0 included; -1 draws a fresh one):
+
+- the same seed, code, data, machine and thread count give the same batches, masks,
+  dropout, weights and metrics;
+- a run stopped at a checkpoint and resumed (``checkpoint.resume=True``) continues with the
+  same batches and random draws as the uninterrupted run: the checkpoint holds the data
+  position of the epoch in progress, the random-number states and the scheduler state.
+  With ``training.num_workers > 0`` the data order is still exact, but the masks of the
+  rest of an interrupted epoch are drawn anew (the worker processes restart);
+- evaluation never changes the training stream: it runs on its own seeded generators.
+
+Not promised: equality across hardware, thread counts or library versions.
+
+This module is version-independent; ``mmf_uvlp/compat`` wires it into MMF's trainer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+from typing import Any, Dict, Iterator, List, Optional
+
+import numpy as np
+import torch
+
+
+def derived_seed(*parts: int) -> int:
+    """A 63-bit seed that depends on every part (e.g. run seed, epoch, dataset index)."""
+    state = np.random.SeedSequence([int(part) & 0xFFFFFFFF for part in parts]).generate_state(2)
+    return int((int(state[0]) << 31) ^ int(state[1])) & 0x7FFFFFFFFFFFFFFF
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python's, NumPy's and torch's global generators (every device)."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+class EpochSampler(torch.utils.data.Sampler):
+    """Indices of one dataset in an order fixed by (seed, epoch); can resume mid-epoch.
+
+    ``num_replicas``/``rank`` split the order between distributed processes as
+    ``torch.utils.data.DistributedSampler`` does (padded to a multiple of the replicas).
+    ``generator``, when given, is the DataLoader's generator: it is reseeded with the
+    epoch too, so the worker seeds PyTorch derives from it follow the run's seed.
+    """
+
+    def __init__(self, size: int, seed: int, shuffle: bool = True, num_replicas: int = 1,
+                 rank: int = 0, generator: Optional[torch.Generator] = None):
+        self.size, self.seed, self.shuffle = int(size), int(seed), bool(shuffle)
+        self.num_replicas, self.rank = int(num_replicas), int(rank)
+        self.generator = generator
+        self.epoch = 0
+        self._skip = 0
+        self.set_epoch(0)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Use the order of ``epoch`` from the next iteration on."""
+        self.epoch = int(epoch)
+        if self.generator is not None:
+            self.generator.manual_seed(derived_seed(self.seed, self.epoch, 1))
+
+    def skip_next(self, samples: int) -> None:
+        """Leave out the first ``samples`` indices of the next iteration (a resumed epoch)."""
+        self._skip = int(samples)
+
+    def _indices(self) -> List[int]:
+        if self.shuffle:
+            generator = torch.Generator().manual_seed(derived_seed(self.seed, self.epoch, 0))
+            order = torch.randperm(self.size, generator=generator).tolist()
+        else:
+            order = list(range(self.size))
+        if self.num_replicas > 1:
+            per_rank = -(-self.size // self.num_replicas)
+            order += order[: per_rank * self.num_replicas - len(order)]
+            order = order[self.rank:: self.num_replicas]
+        return order
+
+    def __iter__(self) -> Iterator[int]:
+        indices, self._skip = self._indices()[self._skip:], 0
+        return iter(indices)
+
+    def __len__(self) -> int:
+        return -(-self.size // self.num_replicas)
+
+
+# ------------------------------------------------------------------ random states
+def rng_state() -> Dict[str, Any]:
+    """The global generators' states, as tensors and numbers (``weights_only`` loadable)."""
+    version, python_state, gauss = random.getstate()
+    kind, keys, position, has_gauss, cached = np.random.get_state()
+    state: Dict[str, Any] = {
+        "python": {"version": version, "state": torch.tensor(python_state, dtype=torch.int64),
+                   "gauss": gauss},
+        "numpy": {"kind": kind, "keys": torch.from_numpy(keys.astype(np.int64)),
+                  "position": int(position), "has_gauss": int(has_gauss), "cached": float(cached)},
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: Dict[str, Any]) -> None:
+    """Restore what :func:`rng_state` returned."""
+    python = state["python"]
+    random.setstate((python["version"], tuple(int(v) for v in python["state"].tolist()),
+                     python["gauss"]))
+    numpy = state["numpy"]
+    np.random.set_state((numpy["kind"], numpy["keys"].numpy().astype(np.uint32),
+                         numpy["position"], numpy["has_gauss"], numpy["cached"]))
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+@contextlib.contextmanager
+def isolated_rng(seed: int) -> Iterator[None]:
+    """Run the block on freshly seeded global generators, then restore the previous states."""
+    saved = rng_state()
+    seed_everything(seed)
+    try:
+        yield
+    finally:
+        set_rng_state(saved)
+
+
+# ------------------------------------------------------------------ files
+def atomic_torch_save(obj: Any, path: str) -> None:
+    """``torch.save`` to a temporary file beside ``path``, then rename: never a partial file."""
+    temporary = f"{path}.tmp-{os.getpid()}"
+    try:
+        torch.save(obj, temporary)
+        with open(temporary, "rb") as handle:
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
