@@ -17,6 +17,12 @@ COMPONENT_MODULES = (
     "mmf_uvlp.datasets.builders.image_sentence.builder",
     "mmf_uvlp.datasets.builders.refcoco_plus.builder",
     "mmf_uvlp.metrics.refcoco",
+    "mmf_uvlp.processors.pair_masking",
+    "mmf_uvlp.processors.text_masking",
+    "mmf_uvlp.processors.image_tag_masking",
+    "mmf_uvlp.datasets.builders.aligned_vlp.builder",
+    "mmf_uvlp.datasets.builders.random_pairs.builder",
+    "mmf_uvlp.datasets.builders.u_visualbert.builder",
 )
 
 _registered = False
@@ -28,5 +34,8 @@ def register_components() -> None:
     if _registered:
         return
     _registered = True
+    from mmf_uvlp.utils.bert_source import register_resolver
+
+    register_resolver()
     for name in COMPONENT_MODULES:
         importlib.import_module(name)

@@ -155,7 +155,8 @@ def _legacy_env_resolver(key: str, default: Any = None) -> Any:
     "omegaconf_2_0_semantics",
     "ConfigAttributeError: Missing key learning_rate / ConfigAttributeError: Missing "
     "key pretty (checkpoint's config.yaml) / UnsupportedInterpolationType: Unsupported "
-    "interpolation type env (rc10 was written for omegaconf 2.0)",
+    "interpolation type env (rc10 was written for omegaconf 2.0, and its "
+    "Configuration clears every resolver, plugins' included, e.g. uvlp_bert)",
 )
 def _omegaconf_2_0_semantics() -> None:
     from omegaconf import DictConfig, OmegaConf
@@ -187,14 +188,19 @@ def _omegaconf_2_0_semantics() -> None:
     DictConfig.__getitem__ = __getitem__
     DictConfig.pretty = lambda self, resolve=False: OmegaConf.to_yaml(self, resolve=resolve)
 
+    from omegaconf.basecontainer import BaseContainer
+
     clear_resolvers = OmegaConf.clear_resolvers
+    mmf_resolvers = {"device_count", "resolve_cache_dir", "resolve_dir"}
 
     def _register_env() -> None:
         if not OmegaConf.has_resolver("env"):
             OmegaConf.register_new_resolver("env", _legacy_env_resolver)
 
     def clear_then_keep_env() -> None:
+        kept = {k: v for k, v in BaseContainer._resolvers.items() if k not in mmf_resolvers}
         clear_resolvers()
+        BaseContainer._resolvers.update(kept)
         _register_env()
 
     OmegaConf.clear_resolvers = staticmethod(clear_then_keep_env)
@@ -893,3 +899,69 @@ def _evaluation_keeps_training_stream() -> None:
             return evaluate(self, *args, **kwargs)
 
     BaseTrainer.evaluate = _evaluate
+
+
+@FIXES.fix(
+    "literal_command_line_values",
+    "training.lr_scheduler=true on the command line stores the string 'true' and the "
+    "schedule silently stays off (Configuration._decode_value uses literal_eval, which "
+    "knows True/False/None only); such values of boolean or null keys are now refused "
+    "with the spelling MMF expects",
+    stage="post",
+)
+def _literal_command_line_values() -> None:
+    from mmf.utils.configuration import Configuration
+    from mmf_uvlp.utils.user_config import check_command_line_literals
+
+    merge_with_dotlist = Configuration._merge_with_dotlist
+
+    @functools.wraps(merge_with_dotlist)
+    def _merge_with_dotlist(self: Configuration, config: Any, opts: Any) -> Any:
+        check_command_line_literals(config, opts)
+        return merge_with_dotlist(self, config, opts)
+
+    Configuration._merge_with_dotlist = _merge_with_dotlist
+
+
+def _user_error_of(exc: BaseException) -> Optional[str]:
+    """The one-line message of a user's config mistake inside ``exc``, if it is one."""
+    from omegaconf.errors import OmegaConfBaseException
+
+    from mmf_uvlp.utils.user_config import UserConfigError
+
+    key, seen = None, exc
+    while seen is not None:
+        if isinstance(seen, OmegaConfBaseException) and getattr(seen, "full_key", None):
+            key = seen.full_key
+        if isinstance(seen, UserConfigError):
+            return f"{seen} (config key {key})" if key else str(seen)
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+@FIXES.fix(
+    "one_line_user_errors",
+    "a config mistake (no BERT folder, `key=true`) ends a 40-frame stack trace, e.g. "
+    "ImportError: ... requires the protobuf library from the tokenizer when "
+    "bert-base-uncased cannot be downloaded; mmf_run now prints `mmf_run: error: ...` "
+    "and exits with status 2",
+    stage="post",
+    trigger="mmf_cli.run",
+)
+def _one_line_user_errors() -> None:
+    import mmf_cli.run as cli
+
+    run = cli.run
+
+    @functools.wraps(run)
+    def run_reporting_user_errors(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return run(*args, **kwargs)
+        except Exception as exc:
+            message = _user_error_of(exc)
+            if message is None:
+                raise
+            print(f"mmf_run: error: {message}", file=sys.stderr)
+            raise SystemExit(2) from None
+
+    cli.run = run_reporting_user_errors
