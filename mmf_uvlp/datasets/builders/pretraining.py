@@ -1,0 +1,95 @@
+"""Shared base of the pre-training datasets (μ-VLA's and the baselines').
+
+A dataset turns one annotation item into the raw input of its masking processor
+(``processors.masking_processor`` in the dataset config), which produces the uvla batch
+fields. :class:`RegionsDataset` adds the image side: an item's region features, boxes and
+detector classes, read by MMF's FeaturesDatabase (LMDB or ``.npy`` folder).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict
+
+import torch
+
+import mmf_uvlp
+from mmf.common.sample import Sample
+from mmf.datasets.mmf_dataset import MMFDataset
+from mmf.datasets.mmf_dataset_builder import MMFDatasetBuilder
+from mmf_uvlp.training_progress import register_train_samples
+
+
+class PretrainingDataset(MMFDataset):
+    """An MMF dataset whose samples are ``masking_processor(raw_input(idx))``."""
+
+    def __init__(self, dataset_name: str, config: Any, dataset_type: str, index: int,
+                 *args: Any, **kwargs: Any):
+        super().__init__(dataset_name, config, dataset_type, index, *args, **kwargs)
+        if dataset_type == "train":
+            register_train_samples(dataset_name, len(self.annotation_db))
+
+    def raw_input(self, idx: int) -> Dict[str, Any]:
+        """The masking processor's raw input of sample ``idx``."""
+        raise NotImplementedError
+
+    def __getitem__(self, idx: int) -> Sample:
+        return Sample(self.masking_processor(self.raw_input(idx)))
+
+
+class RegionsDataset(PretrainingDataset):
+    """A pre-training dataset of images: each annotation item has ``image_id``,
+    ``feature_path`` and ``region_labels`` (the detector's tag of each region)."""
+
+    def __init__(self, dataset_name: str, config: Any, dataset_type: str, index: int,
+                 *args: Any, **kwargs: Any):
+        super().__init__(dataset_name, config, dataset_type, index, *args, **kwargs)
+        if not self._use_features:
+            raise ValueError(f"dataset_config.{dataset_name}.use_features must be true")
+
+    def image_input(self, item: Dict[str, Any]) -> Dict[str, Any]:
+        """The raw image keys of the masking processors, read by MMF's FeaturesDatabase."""
+        features = self.features_db.from_path(item["feature_path"])
+        info = features["image_info_0"]
+        count = min(int(info["max_features"]), features["image_feature_0"].shape[0])
+        boxes = torch.as_tensor(info["bbox"], dtype=torch.float32)[:count]
+        if len(item["region_labels"]) < count or boxes.shape[0] < count:
+            raise ValueError(
+                f"{self.dataset_name}: image {item['image_id']} has {len(item['region_labels'])} "
+                f"regions in the annotations but {count} feature rows in {item['feature_path']}: "
+                "the annotations and the features come from different detector outputs"
+            )
+        return {
+            "features": features["image_feature_0"][:count],
+            "boxes": boxes,
+            "image_width": info["image_width"],
+            "image_height": info["image_height"],
+            "region_classes": torch.as_tensor(info["objects"], dtype=torch.long)[:count],
+            "region_labels": item["region_labels"][:count],
+        }
+
+    def __getitem__(self, idx: int) -> Sample:
+        sample = super().__getitem__(idx)
+        sample.image_id = self.annotation_db[idx]["image_id"]
+        return sample
+
+
+class PretrainingBuilder(MMFDatasetBuilder):
+    """Builder of a pre-training dataset; its defaults are configs/datasets/<NAME>/defaults.yaml."""
+
+    NAME = ""
+    DATASET_CLASS = PretrainingDataset
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(self.NAME, self.DATASET_CLASS, *args, **kwargs)
+
+    @classmethod
+    def config_path(cls) -> str:
+        root = os.path.dirname(os.path.dirname(os.path.abspath(mmf_uvlp.__file__)))
+        return os.path.join(root, "configs", "datasets", cls.NAME, "defaults.yaml")
+
+    def build(self, config: Any, dataset_type: str = "train", *args: Any, **kwargs: Any) -> None:
+        """Nothing to download: the data are local files (see the dataset's defaults)."""
+
+    def update_registry_for_model(self, config: Any) -> None:
+        """Nothing to tell the model: the masking processors fix every size."""

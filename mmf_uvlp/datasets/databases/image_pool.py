@@ -1,0 +1,78 @@
+"""The pre-training image pool as an MMF annotation database, read from the detector's output.
+
+For the baselines that use the images without the weakly aligned corpus (Aligned VLP,
+random pairs, U-VisualBERT's image-only batches). ``path``: a VinVL ``predictions.tsv``
+or a ``detections.jsonl`` (:mod:`mmf_uvlp.data_formats.vinvl`). One item per image:
+
+- ``image_id``, ``position`` (its 0-based line), ``feature_path`` (``feature_key_template``
+  formatted with the image id, plus ``.npy``: the name MMF's FeaturesDatabase resolves in
+  an LMDB or a ``.npy`` folder), ``region_labels`` (the detector's tag of every region,
+  in file order, the order of the feature rows);
+- with ``captions`` (a ``captions_gt.tsv``: image_id<TAB>caption), ``caption``: the
+  image's own caption; every image of the split must have one.
+
+Split: as the aligned corpus's: images whose position is a multiple of ``holdout_every``
+form the val/test split, all others the train split; 0 = no hold-out.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Iterator, List, Optional
+
+from torch.utils.data import Dataset
+
+from mmf_uvlp.data_formats.text import read_captions
+from mmf_uvlp.data_formats.vinvl import VinvlPrediction, read_detections_jsonl, read_predictions
+
+
+def read_detections(path: str) -> Iterator[VinvlPrediction]:
+    """Stream a ``predictions.tsv`` (``.tsv``) or a ``detections.jsonl`` (``.jsonl``)."""
+    if path.endswith(".tsv"):
+        return read_predictions(path)
+    if path.endswith(".jsonl"):
+        return read_detections_jsonl(path)
+    raise ValueError(f"image pool {path!r}: expected a VinVL predictions .tsv or a detections "
+                     ".jsonl file")
+
+
+class ImagePoolDatabase(Dataset):
+    """Images of one detections file (``dataset_type``'s split), optionally with captions."""
+
+    def __init__(self, path: str, dataset_type: str, holdout_every: int = 0,
+                 captions: Optional[str] = None, feature_key_template: str = "{image_id}"):
+        if not os.path.isfile(path):
+            raise FileNotFoundError(
+                f"image pool {path!r} does not exist: point dataset_config.<name>.annotations at "
+                "the detector's predictions.tsv (or detections.jsonl)"
+            )
+        if holdout_every < 0:
+            raise ValueError(f"image pool: holdout_every must be >= 0, got {holdout_every}")
+        self.path = path
+        own = dict(read_captions(captions)) if captions is not None else None
+        self.items: List[Dict[str, Any]] = []
+        for position, prediction in enumerate(read_detections(path)):
+            held_out = holdout_every > 0 and position % holdout_every == 0
+            if holdout_every > 0 and held_out == (dataset_type == "train"):
+                continue
+            item = {
+                "image_id": prediction.image_id,
+                "position": position,
+                "feature_path": feature_key_template.format(image_id=prediction.image_id) + ".npy",
+                "region_labels": [obj.cls for obj in prediction.objects],
+            }
+            if own is not None:
+                if prediction.image_id not in own:
+                    raise ValueError(f"{captions}: no caption of image {prediction.image_id!r} "
+                                     f"(line {position + 1} of {path})")
+                item["caption"] = own[prediction.image_id]
+            self.items.append(item)
+        if not self.items:
+            raise ValueError(f"image pool {path!r}: no images for the {dataset_type} split "
+                             f"(holdout_every={holdout_every})")
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, idx: int) -> Dict[str, Any]:
+        return self.items[idx]
