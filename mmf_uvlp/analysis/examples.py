@@ -36,6 +36,7 @@ class Source:
     text: str  # the source words
     entity_id: str  # the target entity
     gold: tuple[Box, ...]
+    target_root: int  # the root word of the target entity's phrase
 
 
 @dataclass(frozen=True)
@@ -111,8 +112,9 @@ class ExampleBuilder:
                 self.skipped["phrase cut off by max_length"] += 1
                 continue
             tokens = tuple(t for w in span for t in word_tokens[w])
-            entities.append(Source(ENTITY, tokens, phrase.text, phrase.entity_id, gold))
-            roots.setdefault(phrase_root(phrase, heads), (phrase, gold))
+            root = phrase_root(phrase, heads)
+            entities.append(Source(ENTITY, tokens, phrase.text, phrase.entity_id, gold, root))
+            roots.setdefault(root, (phrase, gold))
         syntactic: list[Source] = []
         for dependent, head in enumerate(heads):
             if head == dependent:
@@ -125,6 +127,6 @@ class ExampleBuilder:
                     self.skipped["arc cut off by max_length"] += 1
                     continue
                 syntactic.append(Source(relations[dependent], word_tokens[other],
-                                        sentence.words[other], phrase.entity_id, gold))
+                                        sentence.words[other], phrase.entity_id, gold, word))
         return Example(image.image_id, sentence.line, sentence.words, input_ids, word_tokens,
                        tuple(heads), tuple(relations), tuple(entities), tuple(syntactic))

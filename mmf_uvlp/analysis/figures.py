@@ -102,7 +102,7 @@ def attention_map_figure(words: Sequence[str], rows: Mapping[str, np.ndarray],
                 x1, y1, x2, y2 = boxes[k]
                 alpha = float(weights[k] / scale)
                 ax.add_patch(Rectangle((x1, y1), x2 - x1, y2 - y1, facecolor=colours(alpha),
-                                       alpha=0.15 + 0.6 * alpha, edgecolor=colours(alpha),
+                                       alpha=0.05 + 0.75 * alpha, edgecolor=colours(alpha),
                                        linewidth=0.5))
             for x1, y1, x2, y2 in gold[w]:
                 ax.add_patch(Rectangle((x1, y1), x2 - x1, y2 - y1, fill=False,
@@ -141,7 +141,8 @@ def tsne_figure(panels: Mapping[str, tuple[np.ndarray, Sequence[str], Sequence[s
         ax.set_yticks([])
     class_handles = [plt.Line2D([], [], marker="o", linestyle="", color=colours(c % colours.N),
                                 label=cls) for c, cls in enumerate(classes)]
-    modality_handles = [plt.Line2D([], [], marker=m, linestyle="", color="grey", label=k)
+    modality_handles = [plt.Line2D([], [], marker=m, linestyle="", color="black",
+                                   markerfacecolor="none", label=k)
                         for k, m in MODALITY_MARKERS.items()]
     figure.legend(handles=class_handles + modality_handles, loc="outside right center",
                   fontsize=8)
