@@ -103,6 +103,58 @@ def test_blank_features_row_is_counted(tmp_path):
     assert "features.tsv:4" in str(errors[0][2])
 
 
+def _outcome(items):
+    """(errors as (position, source, field, line), ids of the good rows)."""
+    errors = [(p, s, e.field, e.line) for p, s, e in items if isinstance(e, Exception)]
+    return errors, [d.image_id for _, _, d in items if isinstance(d, Detection)]
+
+
+ALL_IDS = [i for i, _ in IMAGES]
+
+
+def test_blank_lines_pair_the_rows_by_image(tmp_path):
+    """A blank line takes the other file's row only when it stands where that row belongs."""
+    preds = [predictions_row(i, o) for i, o in IMAGES]
+    feats = [features_row(i, len(o), s) for s, (i, o) in enumerate(IMAGES)]
+    cases = {  # name: (predictions, features, errors, good ids)
+        "inserted in predictions": (preds[:2] + [""] + preds[2:], feats,
+                                    [(2, "predictions", "row", 3)], ALL_IDS),
+        "inserted in features": (preds, feats[:2] + [""] + feats[2:],
+                                 [(2, "features", "row", 3)], ALL_IDS),
+        "inserted in both": (preds[:2] + [""] + preds[2:], feats[:2] + [""] + feats[2:],
+                             [(2, "predictions", "row", 3), (3, "features", "row", 3)], ALL_IDS),
+        "predictions row blanked": (preds[:2] + [""] + preds[3:], feats,
+                                    [(2, "predictions", "row", 3)],
+                                    ["img0", "img1", "img3", "img4", "img5"]),
+        "features row blanked": (preds, feats[:2] + [""] + feats[3:],
+                                 [(2, "features", "row", 3)],
+                                 ["img0", "img1", "img3", "img4", "img5"]),
+        "blank at the ends": (preds + [""], feats + [""],
+                              [(6, "predictions", "row", 7), (6, "features", "row", 7)],
+                              ALL_IDS),
+    }
+    for name, (p, f, errors, ids) in cases.items():
+        paths = write_tiny_world(tmp_path / name.replace(" ", "_"), p, f)
+        assert _outcome(_read_all(paths)[0]) == (errors, ids), name
+
+
+def test_duplicate_image_id_names_both_lines(tmp_path):
+    preds = [predictions_row(i, o) for i, o in IMAGES]
+    feats = [features_row(i, len(o), s) for s, (i, o) in enumerate(IMAGES)]
+    for name, f in (("without its features row", feats),
+                    ("with its features row", feats[:2] + [feats[1]] + feats[2:])):
+        paths = write_tiny_world(tmp_path / name.replace(" ", "_"),
+                                 preds[:2] + [preds[1]] + preds[2:], f)
+        items, reader = _read_all(paths)
+        assert _outcome(items) == ([(2, "predictions", "image_id", 3)], ALL_IDS), name
+        (err,) = [e for _, _, e in items if isinstance(e, Exception)]
+        assert "predictions.tsv:3: field 'image_id'" in str(err)
+        assert f"{paths['predictions']}:2 has it already), got 'img1'" in str(err)
+    only_mine = DetectionReader(predictions=paths["predictions"], features=paths["features"])
+    items = list(only_mine.select(lambda p: p >= 2))  # a shard sees the earlier rows' ids too
+    assert _outcome(items)[0] == [(2, "predictions", "image_id", 3)]
+
+
 def test_missing_and_extra_features_rows(tmp_path):
     lines = [features_row(i, len(o), s) for s, (i, o) in enumerate(IMAGES)]
     paths = write_tiny_world(tmp_path, features_lines=lines[:5])

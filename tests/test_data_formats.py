@@ -16,8 +16,8 @@ from mmf_uvlp.data_formats.mmf_features import LmdbFeatures, load_npy, read_lmdb
 from mmf_uvlp.data_formats.refer import Refer
 from mmf_uvlp.data_formats.text import read_captions
 from mmf_uvlp.data_formats.vinvl import (
-    FeatureTsvIndex, parse_detections_jsonl_row, parse_features_row, parse_predictions_row,
-    read_detections_jsonl, read_features, read_predictions, read_vinvl,
+    FeatureTsvIndex, infer_feature_dim, parse_detections_jsonl_row, parse_features_row,
+    parse_predictions_row, read_detections_jsonl, read_features, read_predictions, read_vinvl,
 )
 
 GOOD_JSON = {
@@ -132,6 +132,33 @@ def test_feature_dim_must_stay_constant(tmp_path):
         list(read_features(path))
 
 
+def test_a_corrupt_first_row_does_not_set_d(tmp_path):
+    """D is the majority of the rows (or the configured one), not the first row's."""
+    rows = [_feature_row("a", _good_features(2, d=5))] + [
+        _feature_row(name, _good_features(3)) for name in "bcd"]
+    path = _write(tmp_path, "features.tsv", rows)
+    assert infer_feature_dim(path) == 4
+    reader = read_features(path)
+    with pytest.raises(FormatError) as info:
+        next(reader)
+    assert (info.value.line, info.value.field) == (1, "features")
+    assert "2 x (4 + 6) float32 values" in str(info.value)
+    assert next(read_features(path, feature_dim=5)).image_id == "a"  # configured D wins
+    with pytest.raises(FormatError, match=r"features\.tsv:1: "):
+        FeatureTsvIndex(path)["a"]
+    assert FeatureTsvIndex(path)["b"].feature_dim == 4
+    assert infer_feature_dim(_write(tmp_path, "none.tsv", ["x\t0\t", "y\t2\t%%%"])) is None
+
+
+def test_feature_index_names_both_lines_of_a_duplicate(tmp_path):
+    rows = [_feature_row(name, _good_features(1)) for name in ("a", "b", "a")]
+    path = _write(tmp_path, "features.tsv", rows)
+    with pytest.raises(FormatError) as info:
+        FeatureTsvIndex(path)
+    assert (info.value.line, info.value.field) == (3, "image_id")
+    assert f"{path}:3" in str(info.value) and f"{path}:1 has it already" in str(info.value)
+
+
 def test_read_vinvl_checks_alignment(tmp_path):
     preds = _write(tmp_path, "p.tsv", ["a\t" + json.dumps(GOOD_JSON),
                                        "b\t" + json.dumps(GOOD_JSON)])
@@ -195,12 +222,12 @@ def test_row_parsers_name_file_and_line():
     assert feats.feature_dim == 4
 
 
-def test_features_without_boxes_before_d_is_known(tmp_path):
+def test_features_without_boxes_take_the_inferred_d(tmp_path):
     path = _write(tmp_path, "features.tsv", [_feature_row("a", _good_features(0)),
                                             _feature_row("b", _good_features(2)),
                                             _feature_row("c", _good_features(1, d=8))])
     reader = read_features(path)
-    assert next(reader).features.shape == (0, 6)
+    assert next(reader).features.shape == (0, 10)  # D = 4: a tie goes to the D seen first
     assert next(reader).feature_dim == 4
     with pytest.raises(FormatError, match=":3"):
         next(reader)

@@ -8,20 +8,28 @@ features row must also name the same image and box count as its detections row.
 An image's *position* is its 0-based line index in the detections file (blank and bad lines
 count too), so that chunking and sharding never depend on what was skipped. ``DetectionReader``
 yields ``(position, source, Detection)`` for good rows and ``(position, source, FormatError)``
-for bad ones; the caller decides (``ErrorPolicy``) whether to stop or count. A bad row drops
-the whole image (a dropped box would shift the alignment between boxes and feature rows). A
-features row out of step (other image id) or extra features rows are always fatal.
+for bad ones (a position may come with several errors, e.g. a blank features line before
+its row); the caller decides (``ErrorPolicy``) whether to stop or count. A bad row drops
+the whole image (a dropped box would shift the alignment between boxes and feature rows).
+
+Rows are paired by image id in file order. A blank line in either file is a bad line of
+its own file; it takes no row of the other file unless it stands where a row of that image
+should be (the next row of the other file belongs to another image). A second row for an
+image id already seen is a bad row too (the error names both lines); the first row keeps
+the id. A features row of another image (the files out of step) and extra features rows are
+always fatal. D (``feature_dim``) is the configured size or, by default,
+``mmf_uvlp.data_formats.vinvl.infer_feature_dim``'s majority of the first rows.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterator, List, Optional, Tuple, Union
+from typing import BinaryIO, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 from mmf_uvlp.corpus.errors import FormatError
 from mmf_uvlp.data_formats.vinvl import (
-    VinvlPrediction, paired_rows, parse_detections_jsonl_row, parse_features_row,
-    parse_predictions_row,
+    VinvlPrediction, duplicate_id_error, infer_feature_dim, is_blank,
+    parse_detections_jsonl_row, parse_features_row, parse_predictions_row, row_image_id,
 )
 
 
@@ -51,12 +59,53 @@ class Detection:
                    [o.conf for o in objects], position)
 
 
+class _FeatureRows:
+    """``features.tsv`` as a queue: blank lines and the next row, looked at before taken."""
+
+    def __init__(self, handle: BinaryIO) -> None:
+        self.handle = handle
+        self.line = 0  # lines taken so far
+        self._ahead: List[bytes] = []  # lines read but not taken
+
+    def _peek_line(self, k: int) -> bytes:
+        while len(self._ahead) <= k:
+            self._ahead.append(self.handle.readline())
+        return self._ahead[k]
+
+    def blanks(self) -> int:
+        """How many blank lines come before the next row (or the end of the file)."""
+        k = 0
+        while self._peek_line(k) and is_blank(self._peek_line(k)):
+            k += 1
+        return k
+
+    def row_after_blanks(self) -> Tuple[int, bytes]:
+        """(line, raw) of the next row after the blank lines; raw is b"" at the end."""
+        k = self.blanks()
+        return self.line + k + 1, self._peek_line(k)
+
+    def take_row(self) -> None:
+        """Take the blank lines and the row after them."""
+        for _ in range(self.blanks() + 1):
+            self.take()
+
+    def take(self) -> Tuple[int, bytes]:
+        """Take the next line (blank or not): (line, raw), raw b"" at the end of file."""
+        raw = self._peek_line(0)
+        self._ahead.pop(0)
+        if raw:
+            self.line += 1
+        return self.line if raw else self.line + 1, raw
+
+
 class DetectionReader:
     """Stream an image's detections by position; validate features.tsv alongside.
 
-    ``wanted(position)`` selects the rows to parse (the others are only counted), so a shard
-    reads the file but parses only its own images. After iteration ``positions`` holds the
-    number of rows (lines) seen and ``feature_dim`` the appearance dimension D found.
+    ``wanted(position)`` selects the rows to parse (the others are only paired and their
+    ids recorded), so a shard reads the file but parses only its own images. After iteration
+    ``positions`` holds the number of rows (lines) seen and ``feature_dim`` the appearance
+    dimension D the features were checked against. Every image id is kept in memory to find
+    duplicates (about 100 bytes per image).
     """
 
     def __init__(
@@ -72,41 +121,116 @@ class DetectionReader:
             raise ValueError("give exactly one of predictions / detections_jsonl")
         self.path = predictions or detections_jsonl
         self.kind = "predictions" if predictions else "detections_jsonl"
-        self.features = features
+        self.features = features if validate_features else None
         self.feature_dim = feature_dim
-        self.validate_features = validate_features
         self.box_tolerance = box_tolerance
         self.positions = 0
+        self._seen: Dict[str, int] = {}  # image id -> line of its first row
 
     def __iter__(self) -> Iterator[Tuple[int, str, Union[Detection, FormatError]]]:
-        parse = parse_predictions_row if self.kind == "predictions" else \
-            parse_detections_jsonl_row
-        for line, raw, features_raw in paired_rows(self.path, self.features):
-            position, self.positions = line - 1, line
-            if self._wanted is not None and not self._wanted(position):
-                continue
-            try:
-                prediction = parse(raw, self.path, line, self.box_tolerance)
-            except FormatError as err:
-                yield position, self.kind, err
-                continue
-            detection = Detection.from_prediction(prediction, position)
-            if features_raw is not None and self.validate_features:
-                try:
-                    row = parse_features_row(features_raw, self.features, line,
-                                             self.feature_dim, match=prediction)
-                except FormatError as err:
-                    if err.field == "image_id":
-                        raise  # rows out of step: nothing after this can be trusted
-                    yield position, "features", err
+        if self.features and self.feature_dim is None:
+            self.feature_dim = infer_feature_dim(self.features)
+        self._seen = {}
+        if not self.features:
+            for line, raw in _numbered(self.path):
+                yield from self._row(line, raw, self._first_line(line, self._id(raw)), None,
+                                     None)
+            return
+        with open(self.features, "rb") as handle:
+            feats = _FeatureRows(handle)
+            blank_rows = 0  # blank detection lines that may stand for a features row
+            for line, raw in _numbered(self.path):
+                image_id = self._id(raw)
+                first_line = self._first_line(line, image_id)
+                if is_blank(raw):
+                    blank_rows += 1
+                    yield from self._row(line, raw, first_line, None, None)
                     continue
-                detection.feature_dim = row.feature_dim
-                # the first good row with boxes fixes D for the rest of the file
-                self.feature_dim = self.feature_dim or row.feature_dim or None
-            yield position, self.kind, detection
+                while blank_rows and image_id and feats.row_after_blanks()[1] \
+                        and row_image_id(feats.row_after_blanks()[1]) != image_id:
+                    feats.take_row()  # the features row of a blanked detections line
+                    blank_rows -= 1
+                blank_rows = 0
+                blanks = feats.blanks()
+                next_raw = feats.row_after_blanks()[1]
+                other = bool(image_id and next_raw) and row_image_id(next_raw) != image_id
+                errors: List[FormatError] = []
+                if first_line != line and (other or not next_raw):
+                    features_line, features_raw = None, None  # a duplicate without features
+                elif other and blanks:  # the first blank stands where this image's row should be
+                    features_line, features_raw = feats.take()
+                else:
+                    for _ in range(blanks):  # blank lines between rows: bad lines of their own
+                        errors.append(_blank_line_error(self.features, *feats.take()))
+                    features_line, features_raw = feats.take()
+                if self._wanted is None or self._wanted(line - 1):
+                    for err in errors:
+                        yield line - 1, "features", err
+                yield from self._row(line, raw, first_line, features_line, features_raw)
+            while blank_rows and feats.row_after_blanks()[1]:
+                feats.take_row()  # rows of blanked detections lines at the end
+                blank_rows -= 1
+            last = self.positions - 1
+            for _ in range(feats.blanks()):  # blank lines at the end
+                err = _blank_line_error(self.features, *feats.take())
+                if self.positions and (self._wanted is None or self._wanted(last)):
+                    yield last, "features", err
+            extra_line, extra = feats.take()
+            if extra:
+                raise FormatError(self.features, "row",
+                                  f"as many rows as {self.path} ({self.positions})",
+                                  "more rows", line=extra_line)
 
     _wanted: Optional[Callable[[int], bool]] = None
+
+    def _id(self, raw: bytes) -> Optional[str]:
+        """A detections row's image id, None if blank or unreadable."""
+        return None if is_blank(raw) else row_image_id(raw, self.kind == "detections_jsonl")
+
+    def _first_line(self, line: int, image_id: Optional[str]) -> int:
+        """The line of the first row with ``image_id`` (``line`` itself if new)."""
+        return self._seen.setdefault(image_id, line) if image_id else line
+
+    def _row(self, line: int, raw: bytes, first_line: int, features_line: Optional[int],
+             features_raw: Optional[bytes]) -> Iterator[Tuple[int, str, object]]:
+        """The item of one detections line (and its features row, None: not checked)."""
+        position, self.positions = line - 1, line
+        if self._wanted is not None and not self._wanted(position):
+            return
+        if first_line != line:
+            yield position, self.kind, duplicate_id_error(self.path, line, self._id(raw),
+                                                          first_line)
+            return
+        parse = parse_predictions_row if self.kind == "predictions" else \
+            parse_detections_jsonl_row
+        try:
+            prediction = parse(raw, self.path, line, self.box_tolerance)
+        except FormatError as err:
+            yield position, self.kind, err
+            return
+        detection = Detection.from_prediction(prediction, position)
+        if features_raw is not None:
+            try:
+                row = parse_features_row(features_raw, self.features, features_line,
+                                         self.feature_dim, match=prediction)
+            except FormatError as err:
+                if err.field == "image_id":
+                    raise  # rows out of step: nothing after this can be trusted
+                yield position, "features", err
+                return
+            detection.feature_dim = row.feature_dim
+        yield position, self.kind, detection
 
     def select(self, wanted: Optional[Callable[[int], bool]]) -> "DetectionReader":
         self._wanted = wanted
         return self
+
+
+def _numbered(path: str) -> Iterator[Tuple[int, bytes]]:
+    with open(path, "rb") as handle:
+        yield from enumerate(handle, start=1)
+
+
+def _blank_line_error(path: str, line: int, raw: bytes) -> FormatError:
+    """The error of a blank features line that stands for no image's row."""
+    return FormatError(path, "row", "a non-empty row", "an empty line", line=line)

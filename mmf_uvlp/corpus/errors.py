@@ -6,7 +6,8 @@ line, field, what was expected and what was found), shared with the project's fo
 ``ErrorPolicy`` is how every reader of this package reports a bad item: with
 ``on_error="raise"`` (the default) the first bad item stops the build; with ``"skip"`` the item
 is dropped and counted by reason (a few examples of each reason are kept for the report).
-Nothing is dropped without being counted.
+Nothing is dropped without being counted. ``EmptyInputError`` stops a build that has
+nothing left to work on (no image, no sentence), naming the input files.
 """
 
 from __future__ import annotations
@@ -15,6 +16,10 @@ from collections import Counter
 from typing import Dict, List
 
 from mmf_uvlp.data_formats.errors import FormatError  # the project's one format error
+
+
+class EmptyInputError(ValueError):
+    """No usable item is left of an input (every row empty, bad or dropped)."""
 
 
 def make_error(path, line, field, expected, got=None) -> FormatError:

@@ -7,19 +7,22 @@ links) is done per chunk, so a chunk's output is the same whichever shard comput
 merged shards equal a single run byte for byte.
 
 Stages, each resumable per chunk (a chunk's file is written to a temporary name and moved in
-place with ``os.replace``, so a file that exists is complete):
+place with ``os.replace``, so a file that exists is complete), in the order they run:
 
-0. ``sentences`` (shared, ``prepare_sentences``): index the corpus, embed it into a memory-map.
-1. ``detections``: read + validate detections, build tag queries -> ``work/detections``.
-2. ``queries``: embed tag queries -> ``work/queries``.
-3. ``retrieve``: top-K search -> ``work/retrieval``.
-4. ``phrases``: noun phrases of the distinct retrieved sentences -> ``work/phrases``.
-5. ``link``: link phrases to regions, write ``annotations/part-*.jsonl.gz`` + ``stats/``.
-6. ``finalize``: ``annotations/index.json`` and the report.
+1. ``detections``: read + validate detections, build tag queries -> ``work/detections``
+   (first: bad or empty detections stop the build before the costly embedding).
+2. ``sentences`` (shared, ``prepare_sentences``): index the corpus, embed it into a memory-map.
+3. ``queries``: embed tag queries -> ``work/queries``.
+4. ``retrieve``: top-K search -> ``work/retrieval``.
+5. ``phrases``: noun phrases of the distinct retrieved sentences -> ``work/phrases``.
+6. ``link``: link phrases to regions, write ``annotations/part-*.jsonl.gz`` + ``stats/``.
+7. ``finalize``: ``annotations/index.json`` and the report.
 
 ``state.json`` records the config fingerprint; a rerun with another config refuses to mix
-outputs (use ``restart=True``). Killing the process at any point and rerunning gives the same
-bytes as an uninterrupted run.
+outputs (use ``restart=True``, which also rebuilds a sentence cache of other inputs or
+settings). A build with nothing usable left (no image, no sentence) stops with
+``EmptyInputError`` naming the input files. Killing the process at any point and rerunning
+gives the same bytes as an uninterrupted run.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ import numpy as np
 
 from mmf_uvlp.corpus.config import CorpusConfig
 from mmf_uvlp.corpus.detections import DetectionReader
-from mmf_uvlp.corpus.errors import ErrorPolicy
+from mmf_uvlp.corpus.errors import EmptyInputError, ErrorPolicy
 from mmf_uvlp.corpus.sentences import (
     SentenceStore,
     atomic_write_bytes,
@@ -144,8 +147,12 @@ def prepare_sentences(
     hook: Optional[Hook] = None,
     progress: Optional[bool] = None,
     timings: Optional[Dict[str, Dict[str, float]]] = None,
+    rebuild: bool = False,
 ) -> SentenceStore:
-    """Index and embed the text corpus once into ``cache_dir`` (shared by all shards)."""
+    """Index and embed the text corpus once into ``cache_dir`` (shared by all shards).
+
+    A cache of other inputs/settings is an error, or with ``rebuild`` cleared and rebuilt.
+    """
     from mmf_uvlp.corpus.embed import DONE_FILE, embed_corpus
 
     resources = resources or Resources()
@@ -156,15 +163,24 @@ def prepare_sentences(
     with _Lock(os.path.join(cache_dir, ".lock")):
         meta = read_json(meta_path)
         if meta is not None and meta.get("fingerprint") != fingerprint:
-            raise RuntimeError(
-                f"{cache_dir} holds sentences of other inputs/settings (fingerprint "
-                f"{meta.get('fingerprint')} != {fingerprint}); use another sentence cache "
-                "or delete it")
+            if not rebuild:
+                raise RuntimeError(
+                    f"{cache_dir} holds sentences of other inputs/settings (fingerprint "
+                    f"{meta.get('fingerprint')} != {fingerprint}); rerun with --restart to "
+                    "rebuild it, or use another --sentence-cache")
+            clear_sentence_cache(cache_dir)
+            meta = None
         if meta is None:
             t0 = time.time()
             policy = ErrorPolicy(config.run.on_error)
             counts = build_sentence_index(config.inputs.corpus, cache_dir, policy,
                                           progress=progress)
+            if counts["sentences"] == 0:
+                skipped = dict(policy.counts)
+                raise EmptyInputError(
+                    f"no usable sentences in {', '.join(config.inputs.corpus)}: "
+                    f"{counts['lines']} lines" + (f", all skipped ({skipped})" if skipped
+                                                  else "") + "; nothing to retrieve from")
             meta = {"fingerprint": fingerprint, "files": list(config.inputs.corpus),
                     "counts": counts, "skipped": policy.to_dict()}
             atomic_write_json(meta_path, meta)
@@ -177,6 +193,21 @@ def prepare_sentences(
                          config.embed.batch_size, progress=progress, hook=aborter)
             _add_timing(timings, "sentences_embed", time.time() - t0, len(store), "sentences")
     return store
+
+
+def clear_sentence_cache(cache_dir: str) -> None:
+    """Delete what ``prepare_sentences`` wrote (``meta.json`` last: a cache without it is
+    rebuilt, so a clear that is killed half-way is finished by the next one)."""
+    from mmf_uvlp.corpus.embed import DONE_FILE, EMBEDDINGS_FILE, PROGRESS_FILE
+    from mmf_uvlp.corpus.sentences import HASHES_FILE, INDEX_FILE, META_FILE
+
+    names = [DONE_FILE, PROGRESS_FILE, EMBEDDINGS_FILE, HASHES_FILE, INDEX_FILE]
+    paths = [os.path.join(cache_dir, name) for name in names]
+    for pattern in ("faiss-*.index", "*.tmp*"):
+        paths += sorted(glob.glob(os.path.join(cache_dir, pattern)))
+    for path in paths + [os.path.join(cache_dir, META_FILE)]:
+        if os.path.exists(path):
+            os.remove(path)
 
 
 def _add_timing(timings, name, seconds, items, unit) -> None:
@@ -237,9 +268,10 @@ class CorpusBuilder:
         cfg = self.config
         self._set_threads()
         self._check_state(restart)
+        det = self.stage_detections()  # cheap checks of the detections before embedding
         self._store = prepare_sentences(cfg, self.sentence_cache, self.resources,
-                                        self.after_chunk, cfg.run.progress, self.timings)
-        det = self.stage_detections()
+                                        self.after_chunk, cfg.run.progress, self.timings,
+                                        rebuild=restart)
         chunks = det["owned"]
         self.stage_queries(chunks, det)
         self.stage_retrieve(chunks, det)
@@ -342,6 +374,7 @@ class CorpusBuilder:
                                json.dumps(data, separators=(",", ":")).encode())
             self.after_chunk("detections", current)
 
+        last_position = -1
         for position, source, item in reader:
             chunk = position // size
             if chunk != current:
@@ -349,9 +382,11 @@ class CorpusBuilder:
                 current, images, policy = chunk, [], ErrorPolicy(cfg.run.on_error)
                 stats = {"rows": 0, "images": 0, "dropped_no_tags": 0, "regions": 0, "tags": 0,
                          "feature_dim": None}
-            stats["rows"] += 1
-            rows += 1
-            bar.update(1)
+            if position != last_position:  # a row may come with several errors
+                last_position = position
+                stats["rows"] += 1
+                rows += 1
+                bar.update(1)
             if isinstance(item, Exception):
                 policy.handle(source, item)
                 continue
@@ -378,6 +413,7 @@ class CorpusBuilder:
         total_chunks = math.ceil(reader.positions / size)
         owned = [c for c in range(total_chunks) if c % count == index]
         images_per_chunk, feature_dim = {}, None
+        skipped, dropped = ErrorPolicy("skip"), 0
         for c in owned:
             path = _chunk_file(directory, c, "json")
             if not os.path.exists(path):
@@ -386,11 +422,25 @@ class CorpusBuilder:
                 data = json.load(handle)
             images_per_chunk[str(c)] = len(data["images"])
             feature_dim = feature_dim or data["stats"].get("feature_dim")
+            skipped.merge(ErrorPolicy.from_dict(data["stats"]["skipped"]))
+            dropped += data["stats"]["dropped_no_tags"]
+        if reader.positions == 0 or (count == 1 and not sum(images_per_chunk.values())):
+            self._no_images(reader.positions, dict(skipped.counts), dropped)
         done = {"positions": reader.positions, "total_chunks": total_chunks, "owned": owned,
                 "images": images_per_chunk, "feature_dim": feature_dim}
         atomic_write_json(success, done)
         _add_timing(self.timings, "detections", time.time() - t0, rows, "images")
         return done
+
+    def _no_images(self, rows: int, skipped: Dict[str, int], dropped: int) -> None:
+        inputs = self.config.inputs
+        files = " and ".join(p for p in (inputs.predictions or inputs.detections_jsonl,
+                                         inputs.features if inputs.validate_features else None)
+                             if p)
+        why = "no rows" if rows == 0 else ", ".join(
+            [f"{rows} rows"] + ([f"{sum(skipped.values())} skipped {skipped}"] if skipped else [])
+            + ([f"{dropped} without tags (tags.*)"] if dropped else []))
+        raise EmptyInputError(f"no usable images in {files}: {why}; nothing written")
 
     def _load_detections(self, chunk: int) -> Dict[str, object]:
         with open(_chunk_file(os.path.join(self.work, "detections"), chunk, "json")) as handle:
@@ -738,6 +788,9 @@ def merge(shard_dirs: Sequence[str], out_dir: str, config: Optional[CorpusConfig
             chunk_dirs[part["chunk"]] = (d, part)
     if sorted(chunk_dirs) != list(range(total)):
         raise RuntimeError(f"merged shards cover chunks {sorted(chunk_dirs)}, expected 0..{total - 1}")
+    if not sum(int(part["images"]) for _, part in chunk_dirs.values()):
+        raise EmptyInputError(f"no usable images in the shards {', '.join(shard_dirs)}: every "
+                              "row was skipped or dropped (see their stats/); nothing written")
     ann_dir = os.path.join(out_dir, "annotations")
     stats_dir = os.path.join(out_dir, "stats")
     os.makedirs(ann_dir, exist_ok=True)

@@ -14,6 +14,11 @@ file in binary mode and return the record or raise :class:`FormatError` naming f
 field and what was expected. A blank line, a non-UTF-8 line or a missing row is an error
 too. The ``read_*`` readers stream files through them; ``mmf_uvlp.corpus.detections``
 uses them with its skip-and-count policy.
+
+The appearance size D of ``features.tsv`` is the caller's ``feature_dim`` when given, else
+``infer_feature_dim``: the most common D among the first ``FEATURE_DIM_SAMPLE`` rows with
+boxes (read from the base64 lengths; ties go to the D seen first), so one corrupt row,
+the first one included, never sets the size the other rows are checked against.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import numpy as np
 from mmf_uvlp.data_formats.errors import FormatError
 
 GEOMETRY_DIMS = 6
+FEATURE_DIM_SAMPLE = 100  # rows with boxes that vote on D when it is not configured
 BOX_TOLERANCE = 1.0  # pixels a box may stick out of the image (detector rounding)
 
 StrPath = str | os.PathLike
@@ -123,6 +129,68 @@ def _text(raw: bytes, path: StrPath, line: int) -> str:
     if not text.strip():
         raise FormatError(path, "row", "a non-empty row", "an empty line", line=line)
     return text
+
+
+def is_blank(raw: bytes) -> bool:
+    """Whether a line (as read in binary mode) holds nothing but whitespace."""
+    return not raw.strip()
+
+
+def row_image_id(raw: bytes, jsonl: bool = False) -> str | None:
+    """The image id of a row, read without checking the rest; None when it cannot be read.
+
+    A tsv row's first column, or a ``detections.jsonl`` record's ``image_id`` (an int id
+    becomes str, as in the parsers).
+    """
+    try:
+        text = raw.decode("utf-8").rstrip("\r\n")
+    except UnicodeDecodeError:
+        return None
+    if not jsonl:
+        image_id, tab, _ = text.partition("\t")
+        return image_id if tab and image_id else None
+    try:
+        record = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    image_id = record.get("image_id") if isinstance(record, dict) else None
+    if isinstance(image_id, int) and not isinstance(image_id, bool):
+        image_id = str(image_id)
+    return image_id if isinstance(image_id, str) and image_id else None
+
+
+def _row_feature_dim(raw: bytes) -> int | None:
+    """D of a ``features.tsv`` row from its box count and base64 length; None if unclear."""
+    columns = raw.strip().split(b"\t")
+    if len(columns) != 3:
+        return None
+    try:
+        num_boxes = int(columns[1])
+    except ValueError:
+        return None
+    blob = columns[2]
+    if num_boxes <= 0 or len(blob) % 4:
+        return None
+    size = len(blob) // 4 * 3 - (len(blob) - len(blob.rstrip(b"="))) if blob else 0
+    values, rest = divmod(size, 4)
+    width, uneven = divmod(values, num_boxes)
+    if rest or uneven or width <= GEOMETRY_DIMS:
+        return None
+    return width - GEOMETRY_DIMS
+
+
+def infer_feature_dim(path: StrPath, sample: int = FEATURE_DIM_SAMPLE) -> int | None:
+    """The most common D among the first ``sample`` rows with boxes (ties: the D seen
+    first); None when no row with boxes has a readable size."""
+    votes: dict[int, int] = {}
+    with open(path, "rb") as f:
+        for raw in f:
+            dim = _row_feature_dim(raw)
+            if dim is not None:
+                votes[dim] = votes.get(dim, 0) + 1
+                if sum(votes.values()) >= sample:
+                    break
+    return max(votes, key=votes.get) if votes else None  # dicts keep first-seen order
 
 
 def _columns(raw: bytes, path: StrPath, line: int, names: tuple[str, ...]) -> list[str]:
@@ -306,6 +374,14 @@ def parse_features_row(
     return VinvlFeatures(image_id, decode_features(path, line, num_boxes, blob, feature_dim))
 
 
+def duplicate_id_error(path: StrPath, line: int, image_id: str, first_line: int,
+                       first_path: StrPath | None = None) -> FormatError:
+    """The error of a second row for one image: names both lines."""
+    return FormatError(path, "image_id",
+                       f"an image id not used before ({first_path or path}:{first_line} "
+                       "has it already)", image_id, line=line)
+
+
 # ---------------------------------------------------------------- streaming readers
 def read_predictions(path: StrPath) -> Iterator[VinvlPrediction]:
     """Stream a VinVL ``predictions.tsv``."""
@@ -320,39 +396,45 @@ def read_detections_jsonl(path: StrPath) -> Iterator[VinvlPrediction]:
 
 
 def read_features(path: StrPath, feature_dim: int | None = None) -> Iterator[VinvlFeatures]:
-    """Stream a VinVL ``features.tsv``; ``feature_dim`` (D) is inferred when None.
-
-    Every row must have the same D as the first one with boxes.
-    """
+    """Stream a VinVL ``features.tsv``; D is ``feature_dim`` or ``infer_feature_dim``'s."""
+    feature_dim = feature_dim or infer_feature_dim(path)
     for line, raw in _lines(path):
-        row = parse_features_row(raw, path, line, feature_dim)
-        feature_dim = feature_dim or row.feature_dim or None
-        yield row
+        yield parse_features_row(raw, path, line, feature_dim)
 
 
 def read_vinvl(
     predictions_path: StrPath, features_path: StrPath, feature_dim: int | None = None,
 ) -> Iterator[tuple[VinvlPrediction, VinvlFeatures]]:
-    """Stream the two files together; rows must list the same images in the same order."""
+    """Stream the two files together; rows must list the same images in the same order.
+
+    D is ``feature_dim`` or ``infer_feature_dim``'s.
+    """
+    feature_dim = feature_dim or infer_feature_dim(features_path)
     for line, raw, features_raw in paired_rows(predictions_path, features_path):
         prediction = parse_predictions_row(raw, predictions_path, line)
-        row = parse_features_row(features_raw, features_path, line, feature_dim, prediction)
-        feature_dim = feature_dim or row.feature_dim or None
-        yield prediction, row
+        yield prediction, parse_features_row(features_raw, features_path, line, feature_dim,
+                                              prediction)
 
 
 class FeatureTsvIndex:
-    """Random access to ``features.tsv`` rows by image id (one streaming pass to index)."""
+    """Random access to ``features.tsv`` rows by image id (one streaming pass to index).
+
+    D is ``feature_dim`` or ``infer_feature_dim``'s.
+    """
 
     def __init__(self, path: StrPath, feature_dim: int | None = None):
-        self.path, self.feature_dim = str(path), feature_dim
+        self.path = str(path)
+        self.feature_dim = feature_dim or infer_feature_dim(self.path)
         self._offsets: dict[str, tuple[int, int]] = {}
         with open(self.path, "rb") as f:
             for line, raw in enumerate(iter(f.readline, b""), start=1):
                 image_id = _text(raw, self.path, line).split("\t", 1)[0]
-                if not image_id or image_id in self._offsets:
-                    raise FormatError(self.path, "image_id", "unique non-empty image ids",
-                                      image_id, line=line)
+                if not image_id:
+                    raise FormatError(self.path, "image_id", "a non-empty image id", image_id,
+                                      line=line)
+                if image_id in self._offsets:
+                    raise duplicate_id_error(self.path, line, image_id,
+                                             self._offsets[image_id][1])
                 self._offsets[image_id] = (f.tell() - len(raw), line)
 
     def __len__(self) -> int:
