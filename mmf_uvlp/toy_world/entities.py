@@ -2,8 +2,8 @@
 
 Every image gets :data:`CAPTIONS_PER_IMAGE` captions whose noun phrases are marked
 ``[/EN#<entity>/<type> ...]`` and tied to the gold boxes of the objects they name
-("two dogs" is one entity with two boxes; a phrase naming the same objects in another
-caption of the image has the same entity id). The format is documented with its reader,
+("two dogs" or "two animals": one entity with two boxes; a phrase naming the same
+objects in another caption of the image has the same entity id). The format is documented with its reader,
 :mod:`mmf_uvlp.data_formats.flickr30k_entities`; the split lists follow the split of the
 image's SNLI-VE hypotheses. Random choices come from the ``("entities", image_id)``
 stream, so adding this writer changes no other file of the world.
@@ -18,13 +18,15 @@ import numpy as np
 
 from mmf_uvlp.toy_world.scene import Scene
 from mmf_uvlp.toy_world.text import noun_phrase
-from mmf_uvlp.toy_world.vocabulary import CLASSES
+from mmf_uvlp.toy_world.vocabulary import CLASSES, NUMBER_WORDS, plural
 from mmf_uvlp.toy_world.writers import write_lines
 
 FOLDER = "flickr30k_entities"
 CAPTIONS_PER_IMAGE = 5
 ENTITY_TYPES = {"person": "people", "animal": "animals", "vehicle": "vehicles",
                 "clothing": "clothing", "scenery": "scene"}
+GROUP_NOUNS = {"person": "people", "animal": "animals", "vehicle": "vehicles",
+               "plant": "plants", "furniture": "pieces of furniture"}
 _PLACES = ("on", "in front of", "near", "next to")
 _PREFIXES = ((), (), ("a", "photo", "of"), ("a", "view", "of"), ("a", "picture", "of"))
 
@@ -55,26 +57,35 @@ def _place(rng: np.random.Generator, scene: Scene) -> list[tuple[str, Mention | 
     return [(_pick(rng, _PLACES), None), ("", ((index,), words))]
 
 
+def _groups(scene: Scene, foreground: list[int]) -> list[Mention]:
+    """Mentions of several objects: of one class ("two dogs") or supercategory ("two animals")."""
+    by_class: dict[int, list[int]] = {}
+    by_supercategory: dict[str, list[int]] = {}
+    for i in foreground:
+        by_class.setdefault(scene.objects[i].cls, []).append(i)
+        by_supercategory.setdefault(CLASSES[scene.objects[i].cls].supercategory, []).append(i)
+    nouns = [(members, plural(CLASSES[cls].name)) for cls, members in by_class.items()]
+    nouns += [(members, GROUP_NOUNS[supercategory])
+              for supercategory, members in by_supercategory.items()
+              if supercategory in GROUP_NOUNS and len({scene.objects[i].cls for i in members}) > 1]
+    return [(tuple(members), (NUMBER_WORDS[len(members)], *noun.split()))
+            for members, noun in nouns if len(members) > 1]
+
+
 def _caption(rng: np.random.Generator, scene: Scene) -> list[tuple[str, Mention | None]]:
     """One caption as pieces: plain words, or a mention of some objects."""
     foreground = scene.foreground()
     relations = [r for r in scene.relations if r[0] in foreground and r[2] in foreground]
-    groups: dict[int, list[int]] = {}
-    for i in foreground:
-        groups.setdefault(scene.objects[i].cls, []).append(i)
-    counted = [members for members in groups.values() if len(members) > 1]
+    groups = _groups(scene, foreground)
     pieces: list[tuple[str, Mention | None]] = [(" ".join(_pick(rng, _PREFIXES)), None)]
     style = rng.random()
-    if relations and style < 0.4:
+    if relations and style < 0.35:
         subject, predicate, obj = _pick(rng, relations)
         pieces += [("", _single(rng, scene, subject)), (predicate, None),
                    ("", _single(rng, scene, obj))]
-    elif counted and style < 0.6:
-        members = _pick(rng, counted)
-        cls = scene.objects[members[0]].cls
-        words = tuple(noun_phrase(rng, cls, {}, len(members)).split())
-        pieces.append(("", (tuple(members), words)))
-    elif foreground:
+    elif groups and style < 0.6:
+        pieces.append(("", _pick(rng, groups)))
+    else:
         area = {i: (b[2] - b[0]) * (b[3] - b[1])
                 for i, b in ((i, scene.objects[i].box) for i in foreground)}
         ranked = sorted(foreground, key=lambda i: (-area[i], i))[: int(rng.integers(1, 4))]
