@@ -20,6 +20,14 @@ from mmf.datasets.mmf_dataset_builder import MMFDatasetBuilder
 from mmf_uvlp.training_progress import register_train_samples
 
 
+def config_probability(dataset_name: str, config: Any, key: str, default: float) -> float:
+    """``dataset_config.<dataset_name>.<key>``, which must be a probability."""
+    value = float(config.get(key, default))
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"dataset_config.{dataset_name}.{key} must be in [0, 1], got {value}")
+    return value
+
+
 class PretrainingDataset(MMFDataset):
     """An MMF dataset whose samples are ``masking_processor(raw_input(idx))``."""
 

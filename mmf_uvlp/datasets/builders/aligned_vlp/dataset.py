@@ -13,7 +13,7 @@ from typing import Any, Dict
 import torch
 
 from mmf_uvlp.datasets.builders.image_pool import ImagePoolDataset
-from mmf_uvlp.processors.masking import probability_param
+from mmf_uvlp.datasets.builders.pretraining import config_probability
 
 MAX_NEGATIVE_DRAWS = 100
 
@@ -23,10 +23,12 @@ class AlignedVLPDataset(ImagePoolDataset):
 
     def __init__(self, config: Any, dataset_type: str, index: int, *args: Any, **kwargs: Any):
         super().__init__("aligned_vlp", config, dataset_type, index, *args, **kwargs)
-        self.negative_prob = probability_param(
-            "dataset_config.aligned_vlp.negative_prob", self.config.get("negative_prob", 0.5))
+        self.negative_prob = config_probability("aligned_vlp", self.config, "negative_prob", 0.5)
         if len(self.annotation_db) < 2 and self.negative_prob > 0:
-            raise ValueError("aligned_vlp: ITM negatives need a split of at least 2 images")
+            raise ValueError(
+                f"aligned_vlp: the {dataset_type} split has {len(self.annotation_db)} image(s), "
+                "ITM negatives need at least 2 (change dataset_config.aligned_vlp.holdout_every)"
+            )
 
     def needs_captions(self) -> bool:
         return True

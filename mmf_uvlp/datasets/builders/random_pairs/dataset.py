@@ -14,9 +14,9 @@ from __future__ import annotations
 from typing import Any, Dict
 
 from mmf_uvlp.datasets.builders.image_pool import ImagePoolDataset
+from mmf_uvlp.datasets.builders.pretraining import config_probability
 from mmf_uvlp.datasets.builders.random_pairs.pairing import choose_true_pairs, draw_partners
 from mmf_uvlp.datasets.databases.text_corpus import read_sentences
-from mmf_uvlp.processors.masking import probability_param
 
 
 class RandomPairsDataset(ImagePoolDataset):
@@ -40,8 +40,7 @@ class RandomPairsDataset(ImagePoolDataset):
         self.partners = draw_partners(own, self.sentences, self.true_pairs, int(seed))
 
     def _true_pair_ratio(self) -> float:
-        return probability_param("dataset_config.random_pairs.true_pair_ratio",
-                                 self.config.get("true_pair_ratio", 0.0))
+        return config_probability("random_pairs", self.config, "true_pair_ratio", 0.0)
 
     def needs_captions(self) -> bool:
         return self._true_pair_ratio() > 0
