@@ -173,7 +173,7 @@ def test_two_process_gloo_run_keeps_ranks_in_sync(tiny_world, tmp_path):
         "distributed.world_size=2", "training.trainer=rank_dump", f"env.user_dir={REPO / 'tests/plugins/rank_dump'}",
     )
     assert "Distributed Init (Rank 1)" in output or "Initialized Host" in output
-    ranks = [torch.load(save / f"params_rank{r}_of2.pt") for r in (0, 1)]
+    ranks = [torch.load(save / f"params_final_rank{r}_of2.pt") for r in (0, 1)]
     assert ranks[0].keys() == ranks[1].keys()
     for name in ranks[0]:
         assert torch.equal(ranks[0][name], ranks[1][name]), name

@@ -1,4 +1,4 @@
-"""An MMF user_dir plugin for tests: a trainer that saves each rank's final parameters."""
+"""An MMF user_dir plugin for tests: a trainer that saves each rank's first and final parameters."""
 
 import os
 
@@ -11,14 +11,22 @@ from mmf.utils.distributed import get_rank, get_world_size
 
 @registry.register_trainer("rank_dump")
 class RankDumpTrainer(BaseTrainer):
-    """BaseTrainer writing ``params_rank<r>_of<world>.pt`` into env.save_dir after the last update.
+    """BaseTrainer writing ``params_<when>_rank<r>_of<world>.pt`` into env.save_dir.
 
-    Written before ``finalize``, which restores the best checkpoint.
+    ``init``: before the first update; ``final``: after the last update, before
+    ``finalize`` restores the best checkpoint.
     """
 
-    def finalize(self) -> None:
+    def _dump(self, when: str) -> None:
         model = getattr(self.model, "module", self.model)
-        state = {name: tensor.detach().cpu() for name, tensor in model.state_dict().items()}
-        path = os.path.join(get_mmf_env(key="save_dir"), f"params_rank{get_rank()}_of{get_world_size()}.pt")
-        torch.save(state, path)
+        state = {name: tensor.detach().cpu().clone() for name, tensor in model.state_dict().items()}
+        name = f"params_{when}_rank{get_rank()}_of{get_world_size()}.pt"
+        torch.save(state, os.path.join(get_mmf_env(key="save_dir"), name))
+
+    def train(self) -> None:
+        self._dump("init")
+        super().train()
+
+    def finalize(self) -> None:
+        self._dump("final")
         super().finalize()
