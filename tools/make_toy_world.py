@@ -10,7 +10,6 @@ Examples:
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 import time
 from typing import Callable
@@ -20,6 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mmf_uvlp.toy_world import PRESETS, generate_world  # noqa: E402
+from mmf_uvlp.toy_world.generate import check_output  # noqa: E402
 
 
 def _int_at_least(minimum: int, name: str) -> Callable[[str], int]:
@@ -61,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=_non_negative_int, default=0, help="random seed (default 0)")
     p.add_argument("--out", required=True, type=Path, help="output directory (new or empty)")
     p.add_argument("--overwrite", action="store_true",
-                   help="replace OUT if it holds a previously generated world")
+                   help="replace the world in OUT (only the files its world_files.txt lists)")
     p.add_argument("--feature-dim", type=_positive_int, help="region feature size D")
     p.add_argument("--num-images", type=_positive_int, help="pre-training pool size")
     p.add_argument("--extra-captions", type=_non_negative_int,
@@ -81,19 +81,6 @@ def build_parser() -> argparse.ArgumentParser:
                      help="do not write MMF npy feature folders")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     return p
-
-
-def _prepare_out(parser: argparse.ArgumentParser, out: Path, overwrite: bool) -> None:
-    if out.exists() and not out.is_dir():
-        parser.error(f"argument --out: {out} exists and is not a directory")
-    if out.is_dir() and any(out.iterdir()):
-        if not overwrite:
-            parser.error(f"argument --out: {out} is not empty (pass --overwrite to replace "
-                         "a previously generated world)")
-        if not (out / "world.json").is_file():
-            parser.error(f"argument --out: {out} has no world.json; refusing to delete a "
-                         "directory that is not a generated world")
-        shutil.rmtree(out)
 
 
 def _size(path: Path) -> int:
@@ -117,10 +104,14 @@ def main(argv: list[str] | None = None) -> int:
         config = replace(config, features=False, npy=False)
     if args.downstream_scale is not None:
         config = config.scaled_downstream(args.downstream_scale)
-    _prepare_out(parser, args.out, args.overwrite)
+    try:
+        check_output(args.out, args.overwrite)
+    except FileExistsError as e:
+        parser.error(f"argument --out: {e}")
 
     start = time.perf_counter()
-    manifest = generate_world(config, args.out, progress=not args.no_progress)
+    manifest = generate_world(config, args.out, progress=not args.no_progress,
+                              overwrite=args.overwrite)
     seconds = time.perf_counter() - start
 
     counts = manifest["counts"]

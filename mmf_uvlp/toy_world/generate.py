@@ -3,10 +3,18 @@
 Every random choice comes from a ``numpy`` generator seeded by ``(seed, stream name)``
 and, for per-image draws, the image id: the same config gives the same bytes, and
 changing the size of one part does not change the others.
+
+A world is written into a temporary folder next to the output (``.<name>.partial``) and
+moved in place at the end, so a killed run leaves the output as it was (the next run
+removes the leftover folder). ``world_files.txt`` lists every file the generator wrote;
+replacing a world (``overwrite``) removes only those files, and ``world.json`` is moved
+in last, so a folder with ``world.json`` holds a complete world.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import zlib
 from collections import Counter
 from dataclasses import asdict
@@ -28,6 +36,8 @@ from mmf_uvlp.toy_world.writers import (
 )
 
 FORMAT_VERSION = 1
+MANIFEST = "world.json"
+FILE_LIST = "world_files.txt"  # every file of the world but these two, one per line
 PRETRAIN_POOL = "cc"
 TAG_FILTER = {"min_conf": 0.3, "min_area_ratio": 0.01}
 
@@ -229,11 +239,70 @@ class WorldGenerator:
             "config": self.config.to_json(),
             "counts": self.counts,
             "paths": self.paths,
+            "file_list": FILE_LIST,
         }
-        write_json(self.out / "world.json", manifest)
+        write_lines(self.out / FILE_LIST, sorted(
+            p.relative_to(self.out).as_posix() for p in self.out.rglob("*") if p.is_file()))
+        write_json(self.out / MANIFEST, manifest)
         return manifest
 
 
-def generate_world(config: WorldConfig, out: str | Path, progress: bool = False) -> dict:
-    """Generate the world described by ``config`` into ``out``; returns the manifest."""
-    return WorldGenerator(config, Path(out), progress).run()
+def generate_world(config: WorldConfig, out: str | Path, progress: bool = False,
+                   overwrite: bool = False) -> dict:
+    """Generate the world described by ``config`` into ``out``; returns the manifest.
+
+    ``out`` must be missing or empty, or (with ``overwrite``) hold a generated world,
+    whose files are replaced; files the generator did not write are left alone.
+    """
+    out = Path(out).resolve()
+    check_output(out, overwrite)
+    partial = out.parent / f".{out.name}.partial"
+    if partial.exists():
+        shutil.rmtree(partial)  # left by a killed run
+    partial.mkdir(parents=True)
+    manifest = WorldGenerator(config, partial, progress).run()
+    _move_in(partial, out)
+    return manifest
+
+
+def check_output(out: Path, overwrite: bool) -> None:
+    """Refuse an ``out`` that is a file, or a non-empty folder not holding a world."""
+    if out.exists() and not out.is_dir():
+        raise FileExistsError(f"{out} exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()):
+        if not overwrite:
+            raise FileExistsError(f"{out} is not empty (pass --overwrite to replace a "
+                                  "previously generated world)")
+        if not (out / MANIFEST).is_file():
+            raise FileExistsError(f"{out} has no {MANIFEST}; refusing to write into a "
+                                  "directory that is not a generated world")
+
+
+def _listed(root: Path) -> set[str]:
+    """The files a world in ``root`` lists (none for a world older than its file list)."""
+    path = root / FILE_LIST
+    return set(path.read_text(encoding="utf-8").splitlines()) if path.is_file() else set()
+
+
+def _move_in(partial: Path, out: Path) -> None:
+    """Move the finished world in ``partial`` to ``out``, replacing only a world's files."""
+    if not out.is_dir() or not any(out.iterdir()):
+        if out.is_dir():
+            out.rmdir()
+        os.rename(partial, out)  # atomic: the whole world appears at once
+        return
+    old, new = _listed(out), _listed(partial)
+    # while files move, the list in ``out`` covers both worlds: a killed move is redone
+    write_lines(out / f"{FILE_LIST}.tmp", sorted(old | new))
+    os.replace(out / f"{FILE_LIST}.tmp", out / FILE_LIST)
+    for rel in sorted(old - new):
+        (out / rel).unlink(missing_ok=True)
+        for parent in (out / rel).parents:  # folders left empty
+            if parent == out or parent.is_dir() and any(parent.iterdir()):
+                break
+            if parent.is_dir():
+                parent.rmdir()
+    for rel in sorted(new) + [FILE_LIST, MANIFEST]:
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        os.replace(partial / rel, out / rel)
+    shutil.rmtree(partial)
