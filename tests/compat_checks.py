@@ -129,7 +129,7 @@ def _default_keys() -> None:
     assert config.training.detect_anomaly is False
 
 
-def _tiny_visual_bert() -> Any:
+def _tiny_visual_bert(**overrides: Any) -> Any:
     from omegaconf import OmegaConf
 
     from mmf.models.visual_bert import VisualBERT
@@ -159,6 +159,7 @@ def _tiny_visual_bert() -> Any:
             "losses": [],
         }
     )
+    config.merge_with(overrides)
     model = VisualBERT(config)
     model.build()
     model.init_losses()
@@ -185,6 +186,35 @@ def _cuda() -> None:
     batch.dataset_name, batch.dataset_type = "vqa2", "train"
     output = _tiny_visual_bert()(batch)
     assert output["scores"].shape == (2, 3)
+
+
+@check("visual_bert_output_attentions")
+def _visual_bert_attentions() -> None:
+    import torch
+
+    from mmf.common.sample import Sample, SampleList
+
+    for head in ("classification", "pretraining"):
+        samples = []
+        for _ in range(2):
+            sample = Sample()
+            sample.input_ids = torch.tensor([1, 2, 3, 0])
+            sample.input_mask = torch.tensor([1, 1, 1, 0])
+            sample.segment_ids = torch.zeros(4, dtype=torch.long)
+            sample.image_feature_0 = torch.randn(5, 8)
+            sample.image_info_0 = {"max_features": torch.tensor(3)}
+            sample.lm_label_ids = torch.tensor([-1, 5, -1, -1])  # pretraining: one masked word
+            samples.append(sample)
+        batch = SampleList(samples)
+        batch.dataset_name, batch.dataset_type = "vqa2", "val"
+        model = _tiny_visual_bert(training_head_type=head, num_hidden_layers=2,
+                                  output_attentions=True).eval()
+        with torch.no_grad():
+            output = model.forward(batch)
+        (maps,) = output["attention_weights"]
+        assert len(maps) == 2 and maps[0].shape == (2, 2, 9, 9), [m.shape for m in maps]
+        torch.testing.assert_close(maps[1].sum(-1), torch.ones(2, 2, 9))
+        assert float(maps[1][..., [3, 7, 8]].max()) < 1e-6  # padding text and regions
 
 
 @check("dataset_imdb_attribute")

@@ -278,6 +278,43 @@ def _hard_coded_cuda() -> None:
 
 
 @FIXES.fix(
+    "visual_bert_output_attentions",
+    "ValueError: The `output_attentions` attribute is not supported when using the "
+    "`attn_implementation` set to sdpa (VisualBERT with output_attentions: true on "
+    "transformers 4.x); past it, attention_weights came back empty (transformers 4.x's "
+    "BertEncoder returns maps only when the call asks, rc10 relied on the config) and "
+    "VisualBERTBase returned the encoder's whole output as its sequence output, which "
+    "the pretraining heads cannot take",
+    stage="post",
+)
+def _visual_bert_output_attentions() -> None:
+    import torch
+    from mmf.models.visual_bert import VisualBERTBase
+
+    init, forward = VisualBERTBase.__init__, VisualBERTBase.forward
+
+    @functools.wraps(init)
+    def patched_init(self: Any, config: Any, *args: Any, output_attentions: bool = False,
+                     **kwargs: Any) -> None:
+        if output_attentions:
+            config._attn_implementation = "eager"
+        init(self, config, *args, output_attentions=output_attentions, **kwargs)
+        if output_attentions:
+            self.encoder.forward = functools.partial(self.encoder.forward,
+                                                     output_attentions=True)
+
+    @functools.wraps(forward)
+    def patched_forward(self: Any, *args: Any, **kwargs: Any) -> Any:
+        outputs = forward(self, *args, **kwargs)
+        if self.output_attentions and len(outputs) == 3 and not torch.is_tensor(outputs[0]):
+            return (outputs[0][0],) + tuple(outputs[1:])  # the sequence output, as documented
+        return outputs
+
+    VisualBERTBase.__init__ = patched_init
+    VisualBERTBase.forward = patched_forward
+
+
+@FIXES.fix(
     "dataset_imdb_attribute",
     "AttributeError: 'NLVR2Dataset' object has no attribute 'imdb' (also the "
     "conceptual captions and masked datasets: rc10 renamed it annotation_db)",
