@@ -287,6 +287,27 @@ def test_lmdb_round_trip_and_errors(tmp_path):
         list(read_lmdb(tmp_path / "f.lmdb"))
 
 
+def test_a_path_that_is_no_lmdb_is_named(tmp_path):
+    """Ours and MMF's own LMDB reader: one line naming the path and what was expected."""
+    from mmf.datasets.databases.readers.feature_readers import LMDBFeatureReader
+
+    from mmf_uvlp.utils.lmdb_envs import LmdbOpenError
+
+    (tmp_path / "empty.lmdb").mkdir()
+    (tmp_path / "text.lmdb").write_text("not an lmdb")
+    expected = "expected an LMDB environment (a folder holding data.mdb, or an LMDB file)"
+    for name, found in (("empty.lmdb", "a folder without data.mdb"),
+                        ("missing.lmdb", "nothing at that path"),
+                        ("text.lmdb", "a file lmdb cannot open")):
+        path = tmp_path / name
+        with pytest.raises(LmdbOpenError) as info:
+            LmdbFeatures(path)
+        assert str(info.value).startswith(f"{path}: {expected}, found {found}")
+        if path.exists():  # MMF names a missing path itself
+            with pytest.raises(LmdbOpenError, match=f"found {found}"):
+                LMDBFeatureReader(10, str(path)).read("img.npy")
+
+
 def test_lmdb_without_keys_entry(tmp_path):
     env = lmdb.open(str(tmp_path / "k.lmdb"), map_size=1 << 20, subdir=True, lock=False)
     with env.begin(write=True) as txn:

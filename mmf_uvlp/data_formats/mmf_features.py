@@ -87,13 +87,14 @@ def _shape(value) -> str:
 
 
 class LmdbFeatures:
-    """Read an MMF feature LMDB: iterate in key order or look up one image."""
+    """Read an MMF feature LMDB: iterate in key order or look up one image.
+
+    A path that is no LMDB raises ``mmf_uvlp.utils.lmdb_envs.LmdbOpenError``.
+    """
 
     def __init__(self, path: str | os.PathLike, feature_dim: int | None = None,
                  num_classes: int | None = None):
         self.path = str(path)
-        if not os.path.exists(self.path):
-            raise FileNotFoundError(f"LMDB features not found: {self.path}")
         self.feature_dim, self.num_classes = feature_dim, num_classes
         self.env = lmdb_envs.acquire(self.path)
         self._closed = False

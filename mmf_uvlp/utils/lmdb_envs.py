@@ -2,6 +2,8 @@
 
 py-lmdb refuses to open an environment twice in one process, yet several readers
 (two dataset splits, MMF's own feature reader beside ours) often read one file.
+A path that is no LMDB (missing, a folder without ``data.mdb``, another kind of file)
+raises :class:`LmdbOpenError` naming the path and what was expected.
 """
 
 from __future__ import annotations
@@ -14,6 +16,11 @@ import lmdb
 _OPEN: Dict[Tuple[int, str], List[Any]] = {}  # (pid, real path) -> [environment, users]
 
 READ_ONLY = dict(readonly=True, lock=False, readahead=False, meminit=False)
+EXPECTED = "an LMDB environment (a folder holding data.mdb, or an LMDB file)"
+
+
+class LmdbOpenError(OSError):
+    """A features path that is not a readable LMDB environment."""
 
 
 def acquire(path: str, **kwargs: Any) -> lmdb.Environment:
@@ -22,9 +29,21 @@ def acquire(path: str, **kwargs: Any) -> lmdb.Environment:
     if key not in _OPEN:
         options = dict(READ_ONLY, subdir=os.path.isdir(path))
         options.update(kwargs)
-        _OPEN[key] = [lmdb.open(path, **options), 0]
+        try:
+            _OPEN[key] = [lmdb.open(path, **options), 0]
+        except lmdb.Error as e:
+            raise LmdbOpenError(f"{path}: expected {EXPECTED}, found {_found(path, e)}") \
+                from None
     _OPEN[key][1] += 1
     return _OPEN[key][0]
+
+
+def _found(path: str, error: lmdb.Error) -> str:
+    if not os.path.exists(path):
+        return "nothing at that path"
+    if os.path.isdir(path) and not os.path.exists(os.path.join(path, "data.mdb")):
+        return "a folder without data.mdb"
+    return f"a file lmdb cannot open ({error})"
 
 
 def release(path: str) -> None:
