@@ -1,5 +1,7 @@
 """The aligned-corpus annotation database behind the pre-training datasets."""
 
+import os
+
 import pytest
 
 from mmf_uvlp.corpus.shards import write_index, write_part
@@ -50,5 +52,67 @@ def test_bad_settings_are_clear_errors(corpus, tmp_path):
         AlignedCorpusDatabase(corpus, "sentence", "train", top_k=0)
     with pytest.raises(FileNotFoundError, match="build_corpus"):
         AlignedCorpusDatabase(str(tmp_path / "absent"), "image", "train")
-    with pytest.raises(ValueError, match="no image items for the train split"):
+    with pytest.raises(ValueError) as info:
         AlignedCorpusDatabase(corpus, "image", "train", holdout_every=1)
+    assert str(info.value) == (
+        f"aligned corpus: no image items: a split needs at least 1 image(s), but the train "
+        f"split of aligned corpus {corpus!r} holds 0 of its 6 images (aligned corpus."
+        "holdout_every=1 puts the images at positions divisible by 1 in val/test and the "
+        "others in train); set aligned corpus.holdout_every to 5 (the largest value that "
+        "leaves 1 image(s) in each split) or smaller, or to 0 (no hold-out)")
+
+
+def test_a_split_too_small_names_holdout_every_and_a_value_that_fits(corpus):
+    val = AlignedCorpusDatabase(corpus, "sentence", "val", holdout_every=50,
+                                config_key="dataset_config.uvla_image_sentence")
+    val.require_images(1, "anything needs")
+    with pytest.raises(ValueError) as info:
+        val.require_images(2, "negatives (negative_prob > 0) need")
+    key = "dataset_config.uvla_image_sentence.holdout_every"
+    assert str(info.value) == (
+        "dataset_config.uvla_image_sentence: negatives (negative_prob > 0) need at least "
+        f"2 image(s), but the val split of aligned corpus {corpus!r} holds 1 of its 6 images "
+        f"({key}=50 puts the images at positions divisible by 50 in val/test and the others "
+        f"in train); set {key} to 5 (the largest value that leaves 2 image(s) in each split) "
+        "or smaller, or to 0 (no hold-out)")
+    fits = AlignedCorpusDatabase(corpus, "sentence", "val", holdout_every=5)
+    assert [image["image_id"] for image in fits.images] == ["img0", "img5"]
+    everything = AlignedCorpusDatabase(corpus, "sentence", "val", holdout_every=0)
+    with pytest.raises(ValueError, match=r"holds 6 of its 6 images .*; build a corpus of at "
+                                         r"least 7 images$"):
+        everything.require_images(7, "a test needs")
+
+
+def test_image_sentence_dataset_names_holdout_every(corpus, tmp_path):
+    """The I-S dataset of the tiny world's default hold-out: MMF's own build path."""
+    import torch
+    from omegaconf import OmegaConf
+
+    import mmf  # noqa: F401  (registers the plugin's components)
+    from mmf.common.registry import registry
+    from mmf.utils.build import build_dataset
+
+    saved = {key: registry.get(key, None, no_warning=True) for key in ("config", "current_device")}
+    registry.register("config", OmegaConf.create({"training": {"batch_size": 2}}))
+    registry.register("current_device", torch.device("cpu"))
+    (tmp_path / "features").mkdir()
+    splits = ("train", "val", "test")
+    config = OmegaConf.create({
+        "data_dir": os.path.dirname(corpus), "use_features": True, "use_images": False,
+        "return_features_info": True, "max_features": 4, "fast_read": False,
+        "holdout_every": 50, "negative_prob": 0.5,
+        "annotations": {t: [os.path.basename(corpus)] for t in splits},
+        "features": {t: [str(tmp_path / "features")] for t in splits},
+        "processors": {"masking_processor": {"type": "uvla_image_sentence_masking", "params": {
+            "tokenizer_path": os.environ["UVLP_BERT"], "max_seq_length": 16,
+            "max_regions": 4}}}})
+    try:
+        with pytest.raises(ValueError, match=r"^dataset_config\.uvla_image_sentence: negatives "
+                                             r"\(negative_prob > 0\) need at least 2 image.*"
+                                             r"set dataset_config\.uvla_image_sentence\."
+                                             r"holdout_every to 5 "):
+            build_dataset("uvla_image_sentence", config, "val")
+    finally:
+        for key, value in saved.items():
+            registry.register(key, value)
+        registry.unregister("uvla_image_sentence_masking_processor")

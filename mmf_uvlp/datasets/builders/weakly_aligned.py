@@ -21,7 +21,8 @@ class WeaklyAlignedDataset(RegionsDataset):
         holdout = int(self.config.get("holdout_every", 0))
         top_k = self.config.get("top_k", None)
         return AlignedCorpusDatabase(
-            path, self.unit, self.dataset_type, holdout, None if top_k is None else int(top_k)
+            path, self.unit, self.dataset_type, holdout, None if top_k is None else int(top_k),
+            config_key=f"dataset_config.{self.dataset_name}",
         )
 
 

@@ -10,7 +10,8 @@ from one corpus built with K = 10.
 
 Split: images whose ``position`` (their line in the detections file) is a multiple of
 ``holdout_every`` form the val/test split, all others the train split; 0 = no hold-out
-(every split sees every image).
+(every split sees every image). A split too small for its dataset is an error that names
+``<config_key>.holdout_every``, what the split holds and the largest value that fits.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Optional
 
+import numpy as np
 from torch.utils.data import Dataset
 
 from mmf_uvlp.corpus.shards import iter_records
@@ -29,7 +31,7 @@ class AlignedCorpusDatabase(Dataset):
     """Image records (or image-sentence pairs) of the aligned corpus in ``path``."""
 
     def __init__(self, path: str, unit: str, dataset_type: str, holdout_every: int = 0,
-                 top_k: Optional[int] = None):
+                 top_k: Optional[int] = None, config_key: str = "aligned corpus"):
         if unit not in UNITS:
             raise ValueError(f"aligned corpus: unit must be one of {UNITS}, got {unit!r}")
         if top_k is not None and top_k < 1:
@@ -39,10 +41,13 @@ class AlignedCorpusDatabase(Dataset):
                 f"aligned corpus {path!r} does not exist: build it with tools/build_corpus.py "
                 "and point dataset_config.<name>.annotations at its output folder"
             )
-        self.path = path
+        self.path, self.dataset_type, self.config_key = path, dataset_type, config_key
+        self.holdout_every = holdout_every
         self.images: List[Dict[str, Any]] = []
         self.items: List[tuple] = []  # (image index, sentence index or -1)
+        positions = []  # of every image of the corpus, for the split's error messages
         for record in iter_records(path):
+            positions.append(int(record["position"]))
             held_out = holdout_every > 0 and int(record["position"]) % holdout_every == 0
             if holdout_every > 0 and held_out == (dataset_type == "train"):
                 continue
@@ -53,11 +58,33 @@ class AlignedCorpusDatabase(Dataset):
             else:
                 count = len(self.images[image]["sentences"])
                 self.items.extend((image, s) for s in range(count))
+        self._positions = np.asarray(positions, dtype=np.int64)
         if not self.items:
-            raise ValueError(
-                f"aligned corpus {path!r}: no {unit} items for the {dataset_type} split "
-                f"(holdout_every={holdout_every})"
-            )
+            raise ValueError(self._split_error(1, f"no {unit} items: a split needs"))
+
+    def require_images(self, need: int, why: str) -> None:
+        """Raise, naming ``holdout_every`` and a value that fits, unless the split holds
+        at least ``need`` images (``why``: what needs them)."""
+        if len(self.images) < need:
+            raise ValueError(self._split_error(need, why))
+
+    def _split_error(self, need: int, why: str) -> str:
+        key, every = f"{self.config_key}.holdout_every", self.holdout_every
+        total = len(self._positions)
+        rule = (f"{key}={every} puts the images at positions divisible by {every} in "
+                "val/test and the others in train" if every > 0 else
+                f"{key}=0: every split uses every image")
+        fits = _largest_holdout(self._positions, need)
+        if fits:
+            fix = (f"set {key} to {fits} (the largest value that leaves {need} image(s) in "
+                   "each split) or smaller, or to 0 (no hold-out)")
+        elif total >= need:
+            fix = f"set {key} to 0 (no hold-out)"
+        else:
+            fix = f"build a corpus of at least {need} images"
+        return (f"{self.config_key}: {why} at least {need} image(s), but the "
+                f"{self.dataset_type} split of aligned corpus {self.path!r} holds "
+                f"{len(self.images)} of its {total} images ({rule}); {fix}")
 
     def __len__(self) -> int:
         return len(self.items)
@@ -87,3 +114,16 @@ def _compact(record: Dict[str, Any], top_k: Optional[int]) -> Dict[str, Any]:
             for s in sentences
         ],
     }
+
+
+def _largest_holdout(positions: np.ndarray, need: int, tries: int = 1000) -> int:
+    """The largest ``holdout_every`` >= 2 that leaves ``need`` images in both splits
+    (0: none among the ``tries`` largest candidates)."""
+    if positions.size < 2 * need:
+        return 0
+    start = int(positions.max()) // max(need - 1, 1)
+    for every in range(start, max(start - tries, 1), -1):
+        held = int(np.count_nonzero(positions % every == 0))
+        if held >= need and positions.size - held >= need:
+            return every
+    return 0

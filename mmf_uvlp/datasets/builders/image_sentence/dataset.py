@@ -14,8 +14,8 @@ class ImageSentenceDataset(WeaklyAlignedDataset):
     def __init__(self, config: Any, dataset_type: str, index: int, *args, **kwargs):
         super().__init__("uvla_image_sentence", config, dataset_type, index, *args, **kwargs)
         self.negative_prob = float(self.config.get("negative_prob", 0.5))
-        if len(self.annotation_db.images) < 2 and self.negative_prob > 0:
-            raise ValueError("uvla_image_sentence: negatives need a corpus of at least 2 images")
+        if self.negative_prob > 0:
+            self.annotation_db.require_images(2, "negatives (negative_prob > 0) need")
 
     def raw_input(self, idx: int) -> Dict[str, Any]:
         item = self.annotation_db[idx]
