@@ -355,8 +355,6 @@ def test_cli_kill_and_resume(world, reference, tmp_path):
 def test_toy_world_end_to_end(tmp_path):
     """The project's toy world: retrieval finds true captions, links mostly name real objects."""
     script = os.path.join(REPO, "tools", "make_toy_world.py")
-    if not os.path.exists(script):
-        pytest.skip("tools/make_toy_world.py not in this checkout")
     root = tmp_path / "toy"
     subprocess.run([sys.executable, script, "--preset", "tiny", "--seed", "0", "--out",
                     str(root), "--no-downstream", "--no-progress"], check=True,

@@ -84,9 +84,13 @@ def main(argv=None) -> int:
     _add_config_flags(run)
     run.add_argument("--out", required=True, help="output directory of this run / shard")
     run.add_argument("--shard", default="0/1", help="i/N: build shard i of N (chunk c %% N == i)")
-    run.add_argument("--restart", action="store_true", help="discard an existing OUT's work")
+    run.add_argument("--restart", action="store_true",
+                     help="discard an existing OUT's work (and a sentence cache of other "
+                          "inputs/settings)")
     prep = sub.add_parser("prepare", help="index + embed the text corpus once (shared cache)")
     _add_config_flags(prep)
+    prep.add_argument("--restart", action="store_true",
+                      help="rebuild a cache of other inputs/settings")
     mrg = sub.add_parser("merge", help="combine finished shard outputs")
     mrg.add_argument("--out", required=True)
     mrg.add_argument("--sentence-cache", dest="sentence_cache")
@@ -109,7 +113,7 @@ def main(argv=None) -> int:
             parser.error("prepare needs --sentence-cache")
         if not config.inputs.corpus:
             parser.error("prepare needs --corpus (or inputs.corpus in --config)")
-        store = pipeline.prepare_sentences(config, args.sentence_cache)
+        store = pipeline.prepare_sentences(config, args.sentence_cache, rebuild=args.restart)
         print(f"{len(store)} sentences indexed and embedded in {args.sentence_cache}")
     elif args.command == "merge":
         summary = pipeline.merge(args.shards, args.out, sentence_cache=args.sentence_cache)
