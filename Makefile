@@ -44,3 +44,21 @@ report: setup
 
 clean:
 	rm -rf $(DATA) save runs
+
+# Inside the checkpoints (docs/analysis.md): attention-grounding probe, attention maps and
+# representation plot on the demo world's Flickr30K Entities val split, for Base (BERT
+# init) and each pre-trained uvla that exists (data/runs/<name>_pretrain/uvla_final.pth).
+ANALYSIS ?= results/analysis
+ANALYSIS_WORLD := $(DATA)/toy_world_demo
+PRETRAINED := $(wildcard $(DATA)/runs/*_pretrain/uvla_final.pth)
+ANALYSIS_MODELS := --model Base=base $(foreach p,$(PRETRAINED),--model \
+	$(patsubst uvla,μ-VLA,$(patsubst %_pretrain,%,$(notdir $(patsubst %/,%,$(dir $(p))))))=$(p))
+ANALYSIS_ARGS = --world $(ANALYSIS_WORLD) --seed $(SEED) $(ANALYSIS_MODELS)
+
+.PHONY: analyze
+analyze: setup
+	$(PY) tools/demo.py --data $(DATA) --seed $(SEED) --steps toy-world
+	$(PY) tools/probe_grounding.py $(ANALYSIS_ARGS) --out $(ANALYSIS)/probe
+	$(PY) tools/attention_maps.py $(ANALYSIS_ARGS) --layer best \
+		--probe $(ANALYSIS)/probe/probe.json --out $(ANALYSIS)/attention
+	$(PY) tools/plot_alignment.py $(ANALYSIS_ARGS) --out $(ANALYSIS)/alignment

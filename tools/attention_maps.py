@@ -9,9 +9,9 @@ per system (μ-VLA Fig. 5: Base vs a pre-trained checkpoint side by side).
 Examples: ``--examples IMAGE_ID#LINE ...`` (a caption's line in Sentences/<id>.txt), or
 the first ``--num-examples`` captions of the split with at least two grounded phrases.
 Regions are drawn as boxes on the image canvas (or over ``--images DIR/<id>.jpg``),
-shaded by the word's attention relative to its most attended region; the gold boxes of
-the word's entity are outlined in green. Writes ``attention_<id>_<line>.png`` and
-``attention_maps.json`` (the weights).
+shaded by the word's attention relative to its most attended region (outlined in
+black); the gold boxes of the word's entity are outlined in dashed green. Writes
+``attention_<id>_<line>.png`` and ``attention_maps.json`` (the weights).
 """
 
 from __future__ import annotations

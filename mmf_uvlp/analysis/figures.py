@@ -82,8 +82,9 @@ def attention_map_figure(words: Sequence[str], rows: Mapping[str, np.ndarray],
                          image: np.ndarray | None = None) -> Path:
     """Rows = systems, columns = words; each cell the regions shaded by the word's attention.
 
-    ``rows[name]`` (words, R) attention weights; ``gold[w]`` the gold boxes of word ``w``'s
-    entity (outlined), empty for words outside grounded phrases.
+    ``rows[name]`` (words, R) attention weights; the most attended region is outlined in
+    black, the gold boxes of word ``w``'s entity (``gold[w]``, empty for words outside
+    grounded phrases) in dashed green.
     """
     names = list(rows)
     figure, axes = plt.subplots(len(names), len(words), squeeze=False, layout="constrained",
@@ -104,6 +105,10 @@ def attention_map_figure(words: Sequence[str], rows: Mapping[str, np.ndarray],
                 ax.add_patch(Rectangle((x1, y1), x2 - x1, y2 - y1, facecolor=colours(alpha),
                                        alpha=0.05 + 0.75 * alpha, edgecolor=colours(alpha),
                                        linewidth=0.5))
+            if weights.max() > 0:  # the prediction: the most attended region
+                x1, y1, x2, y2 = boxes[int(np.argmax(weights))]
+                ax.add_patch(Rectangle((x1, y1), x2 - x1, y2 - y1, fill=False,
+                                       edgecolor="black", linewidth=1.4))
             for x1, y1, x2, y2 in gold[w]:
                 ax.add_patch(Rectangle((x1, y1), x2 - x1, y2 - y1, fill=False,
                                        edgecolor="#1a9850", linewidth=1.2, linestyle="--"))
