@@ -77,7 +77,8 @@ def test_probe_writes_tables_and_plots(probe):
     assert 0 < base["entity"]["random_baseline"] < base["entity"]["upper_bound"] <= 100
     assert report["data"]["captions"] == 5 * report["data"]["images"]
     table = (probe / "probe.md").read_text()
-    assert "| Type | n | Rule | Random | Upper | Base acc | Base head | Tiny acc | Tiny head |" in table
+    assert ("| Type | n | Rule | Random | Upper | Base acc | Base head | Tiny acc | Tiny head |"
+            in table)
     assert f"| entity | {base['entity']['n']} |" in table
     for name in ("entity_grounding.png", "syntactic_grounding.png"):
         assert (probe / name).read_bytes().startswith(PNG)

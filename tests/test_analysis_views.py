@@ -22,7 +22,8 @@ def _example(**fields):
 
 
 def test_select_heads():
-    assert select_heads("last", 3, 4).layer == 2 and select_heads("last", 3, 4).heads == (0, 1, 2, 3)
+    last = select_heads("last", 3, 4)
+    assert last.layer == 2 and last.heads == (0, 1, 2, 3)
     assert select_heads("layer:1", 3, 4).layer == 0
     probe = {"systems": {"B": {"entity": {"best_head": {"layer": 2, "head": 3}}}}}
     best = select_heads("best", 3, 4, probe, "B")

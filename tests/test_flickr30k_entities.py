@@ -187,14 +187,16 @@ def test_toy_world_annotations_round_trip(tiny_world):
     phrases = multi_box = 0
     for image in dataset.images():
         scene = scenes[image.image_id]
-        assert (image.annotation.width, image.annotation.height) == (scene["width"], scene["height"])
+        size = (image.annotation.width, image.annotation.height)
+        assert size == (scene["width"], scene["height"])
         assert len(image.sentences) == 5
         entity_words = {}
         for sentence in image.sentences:
             for phrase in sentence.phrases:
                 phrases += 1
                 boxes = image.gold_boxes(phrase.entity_id)
-                count = NUMBER_WORDS.index(phrase.words[0]) if phrase.words[0] in NUMBER_WORDS else 1
+                first = phrase.words[0]
+                count = NUMBER_WORDS.index(first) if first in NUMBER_WORDS else 1
                 assert len(boxes) == count, phrase
                 multi_box += count > 1
                 for box in boxes:  # each box is a named object's gold box, rounded to pixels

@@ -108,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
         record.update(regions=image.boxes.round(2).tolist(), gold=[gold[w] for w in words])
         heads = "; ".join(f"{name}: {r['heads']}" for name, r in record["systems"].items())
         written.append(attention_map_figure(
-            record["words"], {name: np.array(r["weights"]) for name, r in record["systems"].items()},
+            record["words"],
+            {name: np.array(r["weights"]) for name, r in record["systems"].items()},
             image.boxes, image.width, image.height, record["gold"],
             args.out / f"attention_{example.image_id}_{example.line}.png",
             f"{' '.join(example.words)}\n{heads}", _image(args.images, example.image_id)))

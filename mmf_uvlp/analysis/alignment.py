@@ -112,8 +112,8 @@ def represent(system: System, instances: list[Instance], store: RegionStore, tok
                             hidden[b, batch.text_length + instance.region]]
                 classes += [instance.cls, instance.cls]
                 modalities += ["word", "region"]
-        with_tags = system.supports_tags and tokenizer is not None and all(r.labels for r in regions)
-        if not with_tags:
+        if not (system.supports_tags and tokenizer is not None
+                and all(r.labels for r in regions)):
             continue
         inputs = [_tag_input(tokenizer, image, max_length) for image in regions]
         tag_batch = make_batch([ids for ids, _ in inputs], regions, [o for _, o in inputs])

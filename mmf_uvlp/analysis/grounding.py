@@ -58,7 +58,8 @@ def argmax_credit(scores: np.ndarray, hits: np.ndarray, valid: np.ndarray) -> np
     return (tied & hits).sum(axis=-1) / tied.sum(axis=-1)
 
 
-def score_source(rows: np.ndarray, valid: np.ndarray, hits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def score_source(rows: np.ndarray, valid: np.ndarray,
+                 hits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(credit, share), each (layers, heads), of one source.
 
     ``rows`` (layers, heads, S, R): attention from the source's S positions to the R

@@ -1,4 +1,4 @@
-"""The models the analysis looks inside: ``uvla`` (BERT init or pre-trained) and MMF's ``visual_bert``.
+"""The models the analysis looks inside: ``uvla`` (BERT init or pre-trained), MMF ``visual_bert``.
 
 A *spec* says what to load:
 

@@ -3,10 +3,10 @@
 Every image gets :data:`CAPTIONS_PER_IMAGE` captions whose noun phrases are marked
 ``[/EN#<entity>/<type> ...]`` and tied to the gold boxes of the objects they name
 ("two dogs" or "two animals": one entity with two boxes; a phrase naming the same
-objects in another caption of the image has the same entity id). The format is documented with its reader,
-:mod:`mmf_uvlp.data_formats.flickr30k_entities`; the split lists follow the split of the
-image's SNLI-VE hypotheses. Random choices come from the ``("entities", image_id)``
-stream, so adding this writer changes no other file of the world.
+objects in another caption of the image has the same entity id). The format is
+documented with its reader, :mod:`mmf_uvlp.data_formats.flickr30k_entities`; the split
+lists follow the split of the image's SNLI-VE hypotheses. Random choices come from the
+``("entities", image_id)`` stream, so adding this writer changes no other file of the world.
 """
 
 from __future__ import annotations
