@@ -161,7 +161,7 @@ class DetectionReader:
                     features_line, features_raw = feats.take()
                 else:
                     for _ in range(blanks):  # blank lines between rows: bad lines of their own
-                        errors.append(_blank_line_error(self.features, *feats.take()))
+                        errors.append(_blank_line_error(self.features, feats.take()[0]))
                     features_line, features_raw = feats.take()
                 if self._wanted is None or self._wanted(line - 1):
                     for err in errors:
@@ -172,7 +172,7 @@ class DetectionReader:
                 blank_rows -= 1
             last = self.positions - 1
             for _ in range(feats.blanks()):  # blank lines at the end
-                err = _blank_line_error(self.features, *feats.take())
+                err = _blank_line_error(self.features, feats.take()[0])
                 if self.positions and (self._wanted is None or self._wanted(last)):
                     yield last, "features", err
             extra_line, extra = feats.take()
@@ -231,6 +231,6 @@ def _numbered(path: str) -> Iterator[Tuple[int, bytes]]:
         yield from enumerate(handle, start=1)
 
 
-def _blank_line_error(path: str, line: int, raw: bytes) -> FormatError:
+def _blank_line_error(path: str, line: int) -> FormatError:
     """The error of a blank features line that stands for no image's row."""
     return FormatError(path, "row", "a non-empty row", "an empty line", line=line)
