@@ -168,8 +168,9 @@ class UVLAMaskingProcessor(BaseProcessor):
         return {"region_features": padded, "region_boxes": box5, "region_mask": mask,
                 "num_regions": torch.tensor(n)}
 
-    def mask_sentence(self, sentence: str, prob: float,
-                      generator: Optional[torch.Generator]) -> Tuple[torch.Tensor, torch.Tensor, int]:
+    def mask_sentence(
+        self, sentence: str, prob: float, generator: Optional[torch.Generator]
+    ) -> Tuple[torch.Tensor, torch.Tensor, int]:
         """Standard MLM on one sentence: each word-piece (not [CLS], [SEP] or padding) is
         selected with ``prob`` and corrupted 80/10/10; returns (input_ids, lm_label_ids, length)."""
         encoding = self.tokenizer(sentence, truncation=True, max_length=self.max_seq_length,

@@ -44,7 +44,8 @@ class PairMaskingProcessor(UVLAMaskingProcessor):
         if not isinstance(sentence, str):
             raise ValueError("uvla_pair_masking: raw input needs 'sentence' (str)")
         if label is None or int(label) not in (IGNORE, 0, 1):
-            raise ValueError(f"uvla_pair_masking: 'itm_label' must be 1, 0 or absent, got {label!r}")
+            raise ValueError(
+                f"uvla_pair_masking: 'itm_label' must be 1, 0 or absent, got {label!r}")
         classes = self.region_classes(item, int(regions["num_regions"]))
         prob = 0.0 if int(label) == 0 else self.mask_prob
         input_ids, lm_label_ids, length = self.mask_sentence(sentence, prob, generator)

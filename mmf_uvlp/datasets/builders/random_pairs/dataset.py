@@ -34,7 +34,8 @@ class RandomPairsDataset(ImagePoolDataset):
                              f"files (one sentence a line) relative to data_dir, got {files!r}")
         self.sentences = read_sentences([self._add_root_dir(str(f)) for f in files])
         if not self.sentences and ratio < 1:
-            raise ValueError(f"dataset_config.random_pairs.sentences: {list(files)} hold no sentence")
+            raise ValueError(
+                f"dataset_config.random_pairs.sentences: {list(files)} hold no sentence")
         self.true_pairs = choose_true_pairs(len(self.annotation_db), ratio, int(seed))
         own = [item.get("caption") for item in self.annotation_db.items]
         self.partners = draw_partners(own, self.sentences, self.true_pairs, int(seed))
