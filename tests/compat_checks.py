@@ -471,6 +471,130 @@ def _quiet() -> None:
     assert not noisy, noisy
 
 
+
+@check("seed_zero_seeds")
+def _seed_zero() -> None:
+    import torch
+
+    from mmf.utils.env import set_seed
+
+    draws = []
+    for _ in range(2):
+        set_seed(0)
+        draws.append(torch.rand(4))
+    assert torch.equal(draws[0], draws[1]), draws
+
+
+class _Indexed(list):
+    """A dataset of 12 MMF samples holding their own index."""
+
+    dataset_name, dataset_type = "numbers", "train"
+
+    def __init__(self) -> None:
+        import torch
+
+        from mmf.common.sample import Sample
+
+        super().__init__(Sample({"index": torch.tensor(i)}) for i in range(12))
+
+
+@check("seeded_resumable_data_order")
+def _data_order() -> None:
+    import torch
+    from omegaconf import OmegaConf
+
+    from mmf.common.registry import registry
+    from mmf.utils.build import build_dataloader_and_sampler
+
+    saved = {key: registry.get(key, None, no_warning=True) for key in ("config", "seed")}
+    registry.register("config", OmegaConf.create({"training": {"batch_size": 4}}))
+    registry.register("seed", 5)
+    training = OmegaConf.create({"num_workers": 0, "pin_memory": False})
+    orders = []
+    try:
+        for global_seed in (1, 2):
+            torch.manual_seed(global_seed)  # dropout and masking move the global stream
+            loader, sampler = build_dataloader_and_sampler(_Indexed(), training)
+            sampler.set_epoch(3)
+            orders.append([i for batch in loader for i in batch.index.tolist()])
+    finally:
+        for key, value in saved.items():
+            registry.register(key, value)
+    assert orders[0] == orders[1] and sorted(orders[0]) == list(range(12)), orders
+    sampler.set_epoch(3)
+    sampler.skip_next(8)  # a run resumed after two batches of epoch 3
+    assert [i for batch in loader for i in batch.index.tolist()] == orders[0][8:]
+
+
+@check("resumable_checkpoints")
+def _damaged_checkpoint() -> None:
+    import tempfile
+
+    from mmf.utils.checkpoint import Checkpoint
+
+    with tempfile.NamedTemporaryFile(suffix=".ckpt") as damaged:
+        damaged.write(b"PK\x03\x04 truncated")
+        damaged.flush()
+        try:
+            Checkpoint._torch_load(types.SimpleNamespace(device="cpu"), damaged.name)
+        except Exception as exc:  # rc10: a zip-reader error that names no file
+            assert damaged.name in str(exc), str(exc)
+        else:
+            raise AssertionError("a damaged checkpoint loaded")
+
+
+@check("evaluation_keeps_training_stream")
+def _evaluation_stream() -> None:
+    import torch
+
+    from mmf.common.report import Report
+    from mmf.common.sample import Sample, SampleList
+    from mmf.modules.metrics import Metrics
+    from mmf.trainers.base_trainer import BaseTrainer
+
+    def forward(_: Any) -> Report:
+        sample_list = SampleList([Sample({"targets": torch.tensor(1)})])
+        sample_list.dataset_name, sample_list.dataset_type = "masked", "val"
+        return Report(sample_list, {"scores": torch.rand(1, 2), "losses": {}})
+
+    trainer = types.SimpleNamespace(model=torch.nn.Linear(1, 1), metrics=Metrics(["accuracy"]),
+                                    _forward_pass=forward, meter=None)
+    trainer._update_meter = lambda *a, **k: BaseTrainer._update_meter(trainer, *a, **k)
+    torch.manual_seed(0)
+    before = torch.get_rng_state()
+    BaseTrainer.evaluate(trainer, [None, None])
+    assert torch.equal(torch.get_rng_state(), before), "evaluation moved the training generator"
+
+
+@check("literal_command_line_values")
+def _literal_values() -> None:
+    from mmf_uvlp.utils.user_config import UserConfigError
+
+    try:
+        _configuration(["model=visual_bert", "dataset=vqa2", "training.lr_scheduler=true"]).get_config()
+    except UserConfigError as error:
+        assert "write training.lr_scheduler=True" in str(error), str(error)
+    else:
+        raise AssertionError("training.lr_scheduler=true was accepted as the string 'true'")
+
+
+@check("one_line_user_errors")
+def _one_line_errors() -> None:
+    import contextlib
+    import io
+
+    import mmf_cli.run
+
+    stderr = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(stderr):
+            mmf_cli.run.run(opts=["model=visual_bert", "dataset=vqa2", "training.lr_scheduler=true"])
+    except SystemExit as exit_:
+        assert exit_.code == 2, exit_.code
+    lines = stderr.getvalue().strip().splitlines()
+    assert lines and lines[-1].startswith("mmf_run: error: command line: training.lr_scheduler=true"), lines
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("name", choices=sorted(CHECKS))
