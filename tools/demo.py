@@ -6,7 +6,9 @@ init) and μ-VLA on VQA2, NLVR2, VE and RefCOCO+ -> the paper's Table 1.
 
 Every step runs the command a user would run (``tools/make_toy_world.py``,
 ``tools/build_corpus.py``, ``mmf_run``, ``tools/report.py``) and is skipped when its
-output exists, so an interrupted demo resumes where it stopped. ``--steps`` runs a
+output exists, so an interrupted demo resumes where it stopped; an interrupted training run
+continues from its last checkpoint as the same run (``checkpoint.resume=True``; runs are
+seeded with ``--seed``, so two demos print the same table). ``--steps`` runs a
 subset (the Makefile's ``corpus``, ``pretrain``, ``finetune`` and ``report`` targets).
 """
 
@@ -88,9 +90,9 @@ class Demo:
             f"env.data_dir={self.world}", f"env.save_dir={self.pretrained.parent}",
             f"model_config.uvla.feature_dim={self.feature_dim()}",
             f"training.max_updates={updates}", f"training.seed={self.seed}",
-            f"training.evaluation_interval={updates}", f"training.checkpoint_interval={updates}",
-            f"scheduler.params.num_warmup_steps={updates // 10}",
-            f"scheduler.params.num_training_steps={updates}",
+            f"training.evaluation_interval={updates}",
+            f"training.checkpoint_interval={max(updates // 4, 1)}",
+            f"scheduler.params.num_warmup_steps={updates // 10}", "checkpoint.resume=True",
         ])
 
     def finetune(self) -> None:
@@ -107,9 +109,9 @@ class Demo:
                     f"model_config.uvla.feature_dim={self.feature_dim()}",
                     f"model_config.uvla.pretrained_checkpoint={pretrained}",
                     f"training.max_updates={updates}", f"training.seed={self.seed}",
-                    f"training.evaluation_interval={updates}", f"training.checkpoint_interval={updates}",
-                    f"scheduler.params.num_warmup_steps={updates // 10}",
-                    f"scheduler.params.num_training_steps={updates}",
+                    f"training.evaluation_interval={updates}",
+                    f"training.checkpoint_interval={max(updates // 2, 1)}",
+                    f"scheduler.params.num_warmup_steps={updates // 10}", "checkpoint.resume=True",
                     "run_type=train_inference",
                 ])
             self.evaluate_refcoco_splits(system, folder)
