@@ -116,3 +116,11 @@ def test_image_sentence_dataset_names_holdout_every(corpus, tmp_path):
         for key, value in saved.items():
             registry.register(key, value)
         registry.unregister("uvla_image_sentence_masking_processor")
+
+
+def test_top_k_above_the_corpus_k_is_refused(corpus):
+    with open(os.path.join(corpus, "config.yaml"), "w") as handle:
+        handle.write("retrieve:\n  k: 3\n")
+    assert len(AlignedCorpusDatabase(corpus, "sentence", "train", top_k=3)) == 18
+    with pytest.raises(ValueError, match=r"top_k=10: the corpus .* holds only the top 3 .*--k 10"):
+        AlignedCorpusDatabase(corpus, "sentence", "train", top_k=10, config_key="dataset_config.x")

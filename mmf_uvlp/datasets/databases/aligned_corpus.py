@@ -41,6 +41,7 @@ class AlignedCorpusDatabase(Dataset):
                 f"aligned corpus {path!r} does not exist: build it with tools/build_corpus.py "
                 "and point dataset_config.<name>.annotations at its output folder"
             )
+        _check_top_k(path, top_k, config_key)
         self.path, self.dataset_type, self.config_key = path, dataset_type, config_key
         self.holdout_every = holdout_every
         self.images: List[Dict[str, Any]] = []
@@ -100,6 +101,22 @@ class AlignedCorpusDatabase(Dataset):
     def sentence_of(self, image: int, sentence: int) -> Dict[str, Any]:
         """Sentence ``sentence`` retrieved for image number ``image``."""
         return self.images[image]["sentences"][sentence]
+
+
+def _check_top_k(path: str, top_k: Optional[int], config_key: str) -> None:
+    """Refuse a ``top_k`` above the K the corpus was built with (it would quietly use fewer)."""
+    config = os.path.join(path, "config.yaml")
+    if top_k is None or not os.path.isfile(config):
+        return
+    from omegaconf import OmegaConf
+
+    built_k = OmegaConf.load(config).get("retrieve", {}).get("k", None)
+    if built_k is not None and top_k > int(built_k):
+        raise ValueError(
+            f"{config_key}.top_k={top_k}: the corpus {path!r} holds only the top {built_k} "
+            f"sentences per image ({config}: retrieve.k); build it with tools/build_corpus.py "
+            f"--k {top_k} or lower top_k"
+        )
 
 
 def _compact(record: Dict[str, Any], top_k: Optional[int]) -> Dict[str, Any]:
