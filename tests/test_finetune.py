@@ -40,7 +40,7 @@ def _model(seed: int, **overrides) -> UVLA:
 @pytest.fixture
 def pretrained_file(tmp_path):
     """An MMF checkpoint of a 'pre-trained' uvla (pre-training heads, other random weights)."""
-    pretrained = _model(1, heads=["mlm", "mrc", "itm"], num_labels=None)
+    pretrained = _model(1, heads=["mlm", "mrc", "itm", "pooled_classifier"], num_labels=3)
     path = tmp_path / "pretrained.ckpt"
     torch.save({"model": pretrained.state_dict(), "num_updates": 7}, path)
     return path, pretrained.state_dict()
@@ -56,8 +56,11 @@ def test_pretrained_checkpoint_loads_embeddings_encoder_and_pooler(pretrained_fi
     for key in copied:
         assert torch.equal(state[key], source[key]), key
     assert any(not torch.equal(init[key], source[key]) for key in copied)
-    # the task head is the fine-tuning model's own, not the checkpoint's
-    assert all(torch.equal(state[k], init[k]) for k in state if k.startswith("heads.pooled_classifier"))
+    # the task head is the fine-tuning model's own, not the checkpoint's (which has one too)
+    head = [k for k in state if k.startswith("heads.pooled_classifier")]
+    assert head and all(k in source for k in head)
+    assert all(torch.equal(state[k], init[k]) for k in head)
+    assert any(not torch.equal(state[k], source[k]) for k in head)
     assert model.pretrained_report["missing"] == [] and model.pretrained_report["unexpected"] == []
     assert model.pretrained_report["not_copied"] == sorted(k for k in source if k.startswith("heads."))
 
@@ -140,4 +143,25 @@ def test_each_task_fine_tunes_from_the_pretrained_model(task, metric, tiny_world
         "run_type=train_inference",
     )
     assert re.search(r"uvla: loaded \d+ pre-trained tensors", output)
-    assert f"val/{task}/{metric}" in output and f"test/{task}/{metric}" in output
+    for split in ("val", "test"):
+        values = re.findall(rf"{split}/{task}/{metric}: ([0-9.]+)", output)
+        assert values and 0.0 <= float(values[-1]) <= 1.0, (split, values)
+
+
+def _train_losses(output: str) -> list:
+    return [float(v) for v in re.findall(r"train/refcoco_plus/[a-z_]+: ([0-9.]+), ", output)]
+
+
+@pytest.mark.slow
+def test_fine_tuning_learns_against_an_lr0_control(tiny_world, tmp_path):
+    """RefCOCO+ region scoring from the BERT init: the same seeded batches, lr vs lr=0."""
+    opts = [f"env.data_dir={tiny_world}", "model_config.uvla.pretrained_checkpoint=None",
+            "training.max_updates=30", "training.log_interval=1", "training.evaluation_interval=30",
+            "training.checkpoint_interval=30", "scheduler.params.num_training_steps=30",
+            "optimizer.params.lr=1e-3", "run_type=train"]
+    config = FINETUNE.format(repo=REPO, task="refcoco_plus")
+    learned = _train_losses(_mmf_run(config, tmp_path / "a.yaml", *opts, f"env.save_dir={tmp_path / 'a'}"))
+    control = _train_losses(_mmf_run(config, tmp_path / "b.yaml", *opts, f"env.save_dir={tmp_path / 'b'}",
+                                     "optimizer.params.lr=0.0"))
+    assert len(learned) == len(control) == 30
+    assert sum(learned[-10:]) < 0.8 * sum(control[-10:]), (learned[-10:], control[-10:])
