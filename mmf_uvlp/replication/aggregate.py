@@ -1,0 +1,107 @@
+"""Results of a study: each run's cells, and each table row's mean ± std across seeds.
+
+A (system, seed) gets its cells from its own runs: the test metric of each fine-tuning run
+(VQA, NLVR2, VE) and RefCOCO+ val / testA / testB from the split inference, each read by
+:func:`mmf_uvlp.report.collect_run`. Per row and cell: the mean and the sample standard
+deviation (n - 1) over the seeds that have the cell. Meta-Ave is computed per seed by
+:func:`mmf_uvlp.report.meta_average`, then averaged the same way, so its std is the
+spread of the seeds' Meta-Aves.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from mmf_uvlp.replication.steps import SPLITS_RUN, Step
+from mmf_uvlp.report.results import LOG_FILE, Cell, collect_run, parse_log
+from mmf_uvlp.report.table import meta_average
+
+SeedCells = Mapping[int, Mapping[Cell, float]]
+
+
+@dataclass(frozen=True)
+class Stat:
+    """Mean and sample standard deviation (None for a single value) of ``n`` values."""
+
+    mean: float
+    std: float | None
+    n: int
+
+
+def summarize(values: Sequence[float]) -> Stat:
+    """:class:`Stat` of non-empty ``values``."""
+    if not values:
+        raise ValueError("summarize: no values")
+    if any(not math.isfinite(v) for v in values):
+        raise ValueError(f"summarize: non-finite values {list(values)}")
+    std = statistics.stdev(values) if len(values) > 1 else None
+    return Stat(statistics.fmean(values), std, len(values))
+
+
+@dataclass(frozen=True)
+class RowSummary:
+    """One table row: ``cells`` and ``meta`` over the seeds; ``meta_note`` when a seed's
+    Meta-Ave is over fewer parts (see :func:`meta_average`); ``seeds`` with any result."""
+
+    label: str
+    system: str
+    cells: dict[Cell, Stat]
+    meta: Stat | None
+    meta_note: str | None
+    seeds: tuple[int, ...]
+
+
+def summarize_row(label: str, system: str, per_seed: SeedCells) -> RowSummary:
+    """Mean ± std of every cell and of Meta-Ave across the seeds of ``per_seed``."""
+    seeds = tuple(sorted(seed for seed, cells in per_seed.items() if cells))
+    keys = sorted({cell for seed in seeds for cell in per_seed[seed]})
+    cells = {cell: summarize([per_seed[s][cell] for s in seeds if cell in per_seed[s]])
+             for cell in keys}
+    metas = [meta_average(dict(per_seed[s])) for s in seeds]
+    values = [m.value for m in metas if m.value is not None]
+    notes = sorted({m.note for m in metas if m.note})
+    return RowSummary(label, system, cells, summarize(values) if values else None,
+                      "; ".join(notes) or None, seeds)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One step's outcome for ``runs.json``: every ``val/`` and ``test/`` value its log
+    ends with, and its wall time (None when it ran before wall times were recorded)."""
+
+    step: Step
+    finished: bool
+    metrics: dict[str, float]
+    wall_s: float | None
+
+
+def run_result(step: Step, record: dict | None) -> RunResult:
+    log = step.folder / LOG_FILE
+    metrics = parse_log(log) if log.exists() else {}
+    wall = None if record is None else record.get("wall_s")
+    return RunResult(step, step.done(), metrics, wall)
+
+
+def seed_cells(steps: Sequence[Step]) -> dict[tuple[str, int], dict[Cell, float]]:
+    """(system, seed) -> its table cells, from its finished fine-tuning and split runs."""
+    cells: dict[tuple[str, int], dict[Cell, float]] = {}
+    for step in steps:
+        if step.kind not in ("finetune", "evaluate") or not step.done():
+            continue
+        found = collect_run(step.folder).cells
+        unit = cells.setdefault((step.system, step.seed), {})
+        if step.task == SPLITS_RUN:
+            unit.update({cell: v for cell, v in found.items() if cell[0] == "refcoco_plus"})
+        elif step.task != "refcoco_plus" and (step.task, "test") in found:
+            unit[step.task, "test"] = found[step.task, "test"]
+    return cells
+
+
+def table_rows(rows: Sequence[tuple[str, str]], seeds: Sequence[int],
+               cells: Mapping[tuple[str, int], Mapping[Cell, float]]) -> list[RowSummary]:
+    """The summaries of a table's rows ((label, system)) over ``seeds``."""
+    return [summarize_row(label, system, {s: cells.get((system, s), {}) for s in seeds})
+            for label, system in rows]

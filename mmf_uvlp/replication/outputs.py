@@ -1,0 +1,49 @@
+"""Gathering a study's runs into its tables, figures and ``runs.json`` (see ``render.py``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import yaml
+
+from mmf_uvlp.replication.aggregate import run_result, seed_cells, table_rows
+from mmf_uvlp.replication.render import write_runs, write_table
+from mmf_uvlp.replication.runner import read_record
+from mmf_uvlp.replication.steps import Settings, Step
+from mmf_uvlp.replication.study import REPO, StudyTable
+from mmf_uvlp.replication.trivial import trivial_rates
+
+REFCOCO_CONFIG = REPO / "projects/uvla/finetune/refcoco_plus.yaml"
+
+
+def refcoco_max_proposals(config: Path = REFCOCO_CONFIG) -> int:
+    """The proposals per image RefCOCO+ fine-tuning scores (``max_features`` of its config)."""
+    with open(config, encoding="utf-8") as f:
+        data = yaml.safe_load(f) or {}
+    try:
+        return int(data["dataset_config"]["refcoco_plus"]["max_features"])
+    except (KeyError, TypeError, ValueError):
+        raise ValueError(f"{config}: dataset_config.refcoco_plus.max_features must be an "
+                         "integer (the proposals per image)") from None
+
+
+def write_study(tables: Sequence[StudyTable], steps: Sequence[Step], settings: Settings,
+                out: Path, header: str, settings_json: Mapping[str, object]) -> list[Path]:
+    """Every table's markdown and figure, and ``runs.json``, in ``out``; returns the
+    markdown files in table order."""
+    results = [run_result(step, read_record(step)) for step in steps]
+    cells = seed_cells(steps)
+    trivial = trivial_rates(settings.world.path, refcoco_max_proposals())
+    written = []
+    for table in tables:
+        systems = set(table.systems())
+        rows = [(label, system) for label, system in table.rows
+                if any(step.system == system for step in steps)]
+        walls = [r.wall_s for r in results if r.step.system in systems and r.wall_s is not None]
+        markdown, _ = write_table(table, table_rows(rows, settings.seeds, cells),
+                                  settings.seeds, trivial, header,
+                                  sum(walls) if walls else None, out)
+        written.append(markdown)
+    write_runs(results, settings_json, out / "runs.json")
+    return written

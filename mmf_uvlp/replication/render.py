@@ -1,0 +1,184 @@
+"""A study's output: one markdown table and one figure per paper table, and ``runs.json``.
+
+Markdown rows are the paper's, each cell ``mean ± std`` over the seeds, with Meta-Ave, the
+number of seeds and a row of trivial rates. Figures: grouped bars with the seeds' std as
+error bars and the trivial rates as black ticks; a table with ``x`` values (Table 6, top-K)
+is drawn as the Meta-Ave curve over x, the trivial Meta-Ave dashed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from mmf_uvlp.replication.aggregate import RowSummary, RunResult, Stat
+from mmf_uvlp.replication.study import StudyTable
+from mmf_uvlp.report.results import Cell
+from mmf_uvlp.report.table import COLUMNS, MISSING, meta_average
+
+COMPACT_COLUMNS: tuple[tuple[str, Cell], ...] = (
+    ("VQA", ("vqa2", "test")),
+    ("NLVR2", ("nlvr2", "test")),
+    ("VE", ("visual_entailment", "test")),
+    ("RefCOCO+ val", ("refcoco_plus", "val")),
+)
+TRIVIAL_LABEL = "Trivial (majority / chance)"
+
+
+def columns(table: StudyTable) -> tuple[tuple[str, Cell], ...]:
+    return COMPACT_COLUMNS if table.compact else COLUMNS
+
+
+def format_stat(stat: Stat | None, seeds: int) -> str:
+    """``51.2 ± 0.8`` in %; ``(n=2)`` appended when fewer than ``seeds`` values."""
+    if stat is None:
+        return MISSING
+    text = f"{100 * stat.mean:.1f}"
+    if stat.std is not None:
+        text += f" ± {100 * stat.std:.1f}"
+    if stat.n < seeds:
+        text += f" (n={stat.n})"
+    return text
+
+
+def _percent(value: float | None) -> str:
+    return MISSING if value is None else f"{100 * value:.1f}"
+
+
+def markdown(table: StudyTable, rows: Sequence[RowSummary], seeds: Sequence[int],
+             trivial: Mapping[Cell, float], header: str, wall_s: float | None) -> str:
+    """The table in the paper's layout (see the module docstring)."""
+    cols = columns(table)
+    titles = ["System"] + [title for title, _ in cols] + ["Meta-Ave", "Seeds"]
+    lines = [f"# {table.title}", "", header]
+    if wall_s is not None:
+        lines.append(f"Wall time of this table's runs (sum of the recorded runs): "
+                     f"{wall_s / 3600:.2f} h.")
+    lines += ["", "| " + " | ".join(titles) + " |",
+              "|" + "|".join(["---"] + ["---:"] * (len(titles) - 1)) + "|"]
+    notes = []
+    for row in rows:
+        meta = format_stat(row.meta, len(row.seeds))
+        if row.meta_note:
+            meta += "*"
+            notes.append(f"- {row.label}: Meta-Ave* is the {row.meta_note}.")
+        values = [format_stat(row.cells.get(cell), len(row.seeds)) for _, cell in cols]
+        lines.append("| " + " | ".join([row.label, *values, meta, str(len(row.seeds))]) + " |")
+    trivial_meta = meta_average(dict(trivial)).value
+    values = [_percent(trivial.get(cell)) for _, cell in cols]
+    lines.append("| " + " | ".join([f"*{TRIVIAL_LABEL}*", *values, _percent(trivial_meta), "–"])
+                 + " |")
+    lines += ["", f"Accuracy in %, mean ± sample standard deviation (n − 1) over the seeds "
+              f"({', '.join(map(str, seeds))}); Seeds: how many have results, \"(n=k)\": a "
+              f"cell over fewer. {MISSING}: no result. Meta-Ave = mean of VQA, NLVR2, VE and "
+              "RefCOCO+ (the mean of val, testA and testB), per seed, then mean ± std. "
+              "Trivial: VQA the best single answer, NLVR2 and VE the majority label of the "
+              "test split, RefCOCO+ a uniformly drawn proposal's chance of IoU ≥ 0.5, from the "
+              "world's annotation files."]
+    if table.compact:
+        lines.append("RefCOCO+: val only, as the paper's \"Devs\" column; Meta-Ave still "
+                     "averages val, testA and testB.")
+    if notes:
+        lines += ["", *notes]
+    return "\n".join(lines) + "\n"
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_bars(table: StudyTable, rows: Sequence[RowSummary], trivial: Mapping[Cell, float],
+              path: str | os.PathLike) -> None:
+    """Grouped bars (column groups, one bar per row) with std error bars, trivial ticks."""
+    plt = _pyplot()
+    cols = columns(table)
+    groups = [title for title, _ in cols] + ["Meta-Ave"]
+    trivial_values = [trivial.get(cell) for _, cell in cols] + [meta_average(dict(trivial)).value]
+    width = 0.8 / max(len(rows), 1)
+    fig, ax = plt.subplots(figsize=(1.3 * len(groups) + 2.5, 4.5))
+    for index, row in enumerate(rows):
+        stats = [row.cells.get(cell) for _, cell in cols] + [row.meta]
+        xs = [g - 0.4 + width * (index + 0.5) for g, s in enumerate(stats) if s is not None]
+        present = [s for s in stats if s is not None]
+        errors = [100 * (s.std or 0.0) for s in present]
+        ax.bar(xs, [100 * s.mean for s in present], width, color=f"C{index}", label=row.label,
+               yerr=errors if any(errors) else None, capsize=3)
+    label: str | None = "trivial"
+    for group, value in enumerate(trivial_values):
+        if value is not None:
+            ax.hlines(100 * value, group - 0.42, group + 0.42, colors="black", linewidth=1.5,
+                      label=label)
+            label = None
+    ax.legend(loc="upper left", bbox_to_anchor=(1, 1), fontsize=8)
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels(groups)
+    ax.set_ylabel("accuracy (%), mean ± std over seeds")
+    ax.set_ylim(0, 100)
+    ax.set_title(table.title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_curve(table: StudyTable, rows: Sequence[RowSummary], trivial: Mapping[Cell, float],
+               path: str | os.PathLike) -> None:
+    """Meta-Ave (mean ± std over seeds) against the table's ``x``."""
+    if table.x is None:
+        raise ValueError(f"table {table.key} has no x values for a curve")
+    plt = _pyplot()
+    x_of = {label: x for (label, _), x in zip(table.rows, table.x)}
+    points = [(x_of[row.label], row.meta) for row in rows if row.meta is not None]
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    if points:
+        ax.errorbar([x for x, _ in points], [100 * m.mean for _, m in points],
+                    yerr=[100 * (m.std or 0.0) for _, m in points], marker="o", capsize=4,
+                    label="Meta-Ave")
+    trivial_meta = meta_average(dict(trivial)).value
+    if trivial_meta is not None:
+        ax.axhline(100 * trivial_meta, color="black", linestyle="--", linewidth=1,
+                   label="trivial")
+    ax.set_xticks(list(table.x))
+    ax.set_xlabel(table.x_label or "")
+    ax.set_ylabel("Meta-Ave (%), mean ± std over seeds")
+    ax.set_title(table.title, fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def write_table(table: StudyTable, rows: Sequence[RowSummary], seeds: Sequence[int],
+                trivial: Mapping[Cell, float], header: str, wall_s: float | None,
+                out: str | os.PathLike) -> tuple[Path, Path]:
+    """``<stem>.md`` and ``<stem>.png`` of a table in ``out`` (created)."""
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    text, figure = folder / f"{table.stem}.md", folder / f"{table.stem}.png"
+    text.write_text(markdown(table, rows, seeds, trivial, header, wall_s), encoding="utf-8")
+    if table.x is None:
+        plot_bars(table, rows, trivial, figure)
+    else:
+        plot_curve(table, rows, trivial, figure)
+    return text, figure
+
+
+def write_runs(results: Sequence[RunResult], settings: Mapping[str, object],
+               path: str | os.PathLike) -> Path:
+    """``runs.json``: the study's settings and every step with its metrics and wall time."""
+    runs = [{
+        "kind": r.step.kind, "system": r.step.system, "seed": r.step.seed, "task": r.step.task,
+        "title": r.step.title, "finished": r.finished, "metrics": r.metrics,
+        "wall_s": r.wall_s, "command": list(r.step.command), "folder": str(r.step.folder),
+    } for r in results]
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"settings": dict(settings), "runs": runs}, indent=1,
+                               ensure_ascii=False) + "\n", encoding="utf-8")
+    return path

@@ -1,0 +1,165 @@
+"""What the replication study runs: the paper's tables, their rows and each row's system.
+
+A **system** is one way of pre-training (a config of ``projects/``, or none for Base) plus
+the weakly aligned corpus it reads, if any. Every system is fine-tuned by the same
+``projects/uvla/finetune/<task>.yaml`` on the four downstream tasks. A **table** names its
+rows (the paper's row labels) and the system behind each; one system can appear in
+several tables (μ-VLA is in Tables 1, 2 and 4) and is run once per seed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+TASKS = ("vqa2", "nlvr2", "visual_entailment", "refcoco_plus")
+RATIOS = (0, 20, 40, 60, 80, 100)
+TOP_K = (1, 5, 10)
+
+
+@dataclass(frozen=True)
+class System:
+    """``key``: its run folder and ``--systems`` name; ``config``: its pre-training config
+    (relative to the repository, None = no pre-training); ``corpus``: the corpus folder
+    of the world it reads (None: it reads the image pool and text files directly)."""
+
+    key: str
+    name: str
+    config: str | None
+    corpus: str | None = None
+
+
+@dataclass(frozen=True)
+class StudyTable:
+    """A table of the paper: ``rows`` are (row label, system key); ``compact`` tables show
+    one RefCOCO+ column (val, the paper's "Devs") as Tables 3-4 do; ``x`` (one value per
+    row) and ``x_label`` make its figure a Meta-Ave curve instead of bars."""
+
+    key: str
+    title: str
+    rows: tuple[tuple[str, str], ...]
+    compact: bool = False
+    x: tuple[float, ...] | None = None
+    x_label: str | None = None
+
+    @property
+    def stem(self) -> str:
+        """File name (without suffix) of its markdown and figure."""
+        return f"table{self.key}" if self.key.isdigit() else f"table_{self.key}"
+
+    def systems(self) -> list[str]:
+        return [system for _, system in self.rows]
+
+
+_UVLA = "projects/uvla/pretrain.yaml"
+_ABLATIONS = "projects/uvla/ablations"
+_BASELINES = "projects/baselines"
+
+SYSTEMS: dict[str, System] = {s.key: s for s in (
+    System("base", "Base", None),
+    System("u_visualbert", "U-VisualBERT", f"{_BASELINES}/u_visualbert/pretrain.yaml"),
+    System("random_pairs", "Random pairs", f"{_BASELINES}/random_pairs/pretrain.yaml"),
+    System("uvla", "μ-VLA", _UVLA, "corpus"),
+    System("aligned_vlp", "Aligned VLP", f"{_BASELINES}/aligned_vlp/pretrain.yaml"),
+    System("rt", "μ-VLA (R-T)", f"{_ABLATIONS}/rt.yaml", "corpus"),
+    System("rn", "μ-VLA (R-N)", f"{_ABLATIONS}/rn.yaml", "corpus"),
+    System("is", "μ-VLA (I-S)", f"{_ABLATIONS}/is.yaml", "corpus"),
+    System("rt_rn", "μ-VLA (R-T + R-N)", f"{_ABLATIONS}/rt_rn.yaml", "corpus"),
+    System("no_witm", "μ-VLA w/o w_ITM", f"{_ABLATIONS}/no_witm.yaml", "corpus"),
+    System("uvla_bc", "μ-VLA_BC", f"{_BASELINES}/uvla_bc/pretrain.yaml", "corpus_bc"),
+    System("random_pairs_bc", "Random pairs (narrative text)",
+           f"{_BASELINES}/uvla_bc/random_pairs.yaml"),
+    System("round_robin", "Round-robin MLM+MRM", f"{_BASELINES}/round_robin/pretrain.yaml"),
+    *(System(f"true_pairs_{r}", f"{r}% true pairs",
+             f"{_BASELINES}/paired_ratio/true_pairs_{r}.yaml") for r in RATIOS),
+    *(System(f"topk{k}", f"μ-VLA top-{k}", f"{_ABLATIONS}/topk{k}.yaml", "corpus_k10")
+      for k in TOP_K),
+)}
+
+TABLES: dict[str, StudyTable] = {t.key: t for t in (
+    StudyTable("1", "Table 1. Base, U-VisualBERT, random pairs, μ-VLA and Aligned VLP", (
+        ("Base", "base"), ("U-VisualBERT", "u_visualbert"), ("Random pairs", "random_pairs"),
+        ("μ-VLA", "uvla"), ("Aligned VLP", "aligned_vlp"))),
+    StudyTable("2", "Table 2. Granularity of the alignment: R-T, R-N, I-S", (
+        ("μ-VLA (R-T)", "rt"), ("μ-VLA (R-N)", "rn"), ("μ-VLA (I-S)", "is"),
+        ("μ-VLA (R-T + R-N)", "rt_rn"), ("μ-VLA (R-T + R-N + I-S)", "uvla"))),
+    StudyTable("3", "Table 3. Realistic setting: narrative (BookCorpus-like) text only", (
+        ("random", "random_pairs_bc"), ("proposed (μ-VLA_BC)", "uvla_bc")), compact=True),
+    StudyTable("4", "Table 4. Weighted ITM", (
+        ("w/o w_ITM", "no_witm"), ("w_ITM", "uvla")), compact=True),
+    StudyTable("5", "Table 5. Joint vs round-robin MLM + MRM on shuffled captions", (
+        ("Round-Robin MLM+MRM", "round_robin"), ("Joint MLM+MRM", "true_pairs_0"))),
+    StudyTable("6", "Table 6. Ratio of true image-caption pairs (Fig. 1)", tuple(
+        (f"{r}%", f"true_pairs_{r}") for r in RATIOS),
+        x=tuple(float(r) for r in RATIOS), x_label="true pairs (%)"),
+    StudyTable("topk", "Top-K retrieved sentences per image (Fig. 3)", tuple(
+        (f"K = {k}", f"topk{k}") for k in TOP_K),
+        x=tuple(float(k) for k in TOP_K), x_label="K (retrieved sentences per image)"),
+)}
+
+
+def _names(text: str | Sequence[str] | None) -> list[str]:
+    if text is None:
+        return []
+    items = text.split(",") if isinstance(text, str) else list(text)
+    return [item.strip() for item in items if item.strip()]
+
+
+def select(tables: str | Sequence[str] | None = None,
+           systems: str | Sequence[str] | None = None) -> tuple[list[StudyTable], list[System]]:
+    """The tables to write and the systems to run, in table order.
+
+    ``tables``: keys of :data:`TABLES` (None: all); ``systems``: keys of :data:`SYSTEMS`
+    restricting the rows (None: every row of the tables). A table none of whose rows is
+    selected is left out.
+    """
+    table_keys, system_keys = _names(tables) or list(TABLES), _names(systems)
+    unknown = [k for k in table_keys if k not in TABLES]
+    if unknown:
+        raise ValueError(f"--tables: unknown {unknown}; expected keys from {list(TABLES)}")
+    unknown = [k for k in system_keys if k not in SYSTEMS]
+    if unknown:
+        raise ValueError(f"--systems: unknown {unknown}; expected keys from {list(SYSTEMS)}")
+    chosen = [TABLES[k] for k in table_keys]
+    ordered = list(dict.fromkeys(s for t in chosen for s in t.systems()))
+    if system_keys:
+        missing = [k for k in system_keys if k not in ordered]
+        if missing:
+            raise ValueError(f"--systems {missing} are in none of the tables {table_keys}; "
+                             f"their tables: {_tables_of(missing)}")
+        ordered = [s for s in ordered if s in system_keys]
+    chosen = [t for t in chosen if any(s in ordered for s in t.systems())]
+    return chosen, [SYSTEMS[k] for k in ordered]
+
+
+def _tables_of(systems: Iterable[str]) -> dict[str, list[str]]:
+    return {s: [t.key for t in TABLES.values() if s in t.systems()] for s in systems}
+
+
+def _load_yaml(path: Path) -> dict:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f) or {}
+    except FileNotFoundError:
+        raise FileNotFoundError(f"config not found: {path}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a mapping of config keys, got {type(data).__name__}")
+    return data
+
+
+def config_datasets(path: str | Path) -> list[str]:
+    """The ``datasets`` a config trains on, following its ``includes`` as MMF does (the
+    file's own value wins over its includes', a later include over an earlier one)."""
+    path = Path(path) if Path(path).is_absolute() else REPO / path
+    data = _load_yaml(path)
+    if "datasets" in data:
+        return _names(str(data["datasets"]))
+    for include in reversed(data.get("includes") or []):
+        found = config_datasets(path.parent / include)
+        if found:
+            return found
+    return []

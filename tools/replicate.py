@@ -1,0 +1,127 @@
+#!/usr/bin/env python
+"""The paper's Tables 1-6 (and the top-K ablation) with seeds and error bars (``make replicate``).
+
+For every system of the chosen tables and every seed: pre-training with its config
+(``mmf_run config=projects/...``; none for Base), fine-tuning on VQA2, NLVR2, VE and
+RefCOCO+ with ``projects/uvla/finetune/<task>.yaml``, and RefCOCO+ val / testA / testB
+inference, as ``tools/demo.py`` does; the toy world and the corpora the systems read are
+made first. Each step is the command a user would type and is skipped when its output
+exists, so an interrupted study resumes (an interrupted training run continues from its
+last checkpoint). Steps: ``mmf_uvlp/replication/steps.py``; tables: ``.../study.py``.
+
+    python tools/replicate.py                          # every table, demo world, 3 seeds
+    python tools/replicate.py --tables 1 --seeds 3
+    python tools/replicate.py --world tiny --seeds 2 --systems base,uvla \\
+        --model-config configs/models/uvla/tiny_random.yaml --pretrain-updates 4
+
+Writes ``<out>/table<k>.md`` + ``.png`` per table (printed too) and ``<out>/runs.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from mmf_uvlp.replication.outputs import write_study
+from mmf_uvlp.replication.runner import StaleRun, StepFailed, clock, run_steps
+from mmf_uvlp.replication.steps import Settings, model_overrides, plan
+from mmf_uvlp.replication.study import REPO, SYSTEMS, TABLES, TASKS, select
+from mmf_uvlp.replication.world import World
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text}")
+    return value
+
+
+def _tasks(text: str) -> tuple[str, ...]:
+    tasks = tuple(t.strip() for t in text.split(",") if t.strip())
+    unknown = [t for t in tasks if t not in TASKS]
+    if unknown or not tasks:
+        raise argparse.ArgumentTypeError(f"unknown tasks {unknown}; expected names from {TASKS}")
+    return tasks
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--world", default="demo",
+                        help="tiny, demo (toy world in --data, made when missing) or a data folder")
+    parser.add_argument("--data", type=Path, default=REPO / "data",
+                        help="folder of the toy worlds (default: data)")
+    parser.add_argument("--runs", type=Path,
+                        help="folder of the runs (default: <data>/replication/<world folder>)")
+    parser.add_argument("--out", type=Path, default=REPO / "results" / "replication",
+                        help="tables, figures and runs.json (default: results/replication)")
+    parser.add_argument("--seeds", type=_positive, default=3,
+                        help="seeds 0..N-1 (training.seed of pre-training and fine-tuning)")
+    parser.add_argument("--tables", help=f"comma-separated subset of {list(TABLES)}")
+    parser.add_argument("--systems", help=f"comma-separated subset of {list(SYSTEMS)}")
+    parser.add_argument("--tasks", type=_tasks, default=TASKS,
+                        help=f"comma-separated subset of {list(TASKS)} (default: all)")
+    parser.add_argument("--pretrain-updates", type=_positive, default=400)
+    parser.add_argument("--finetune-updates", type=_positive, default=120)
+    parser.add_argument("--model-config", type=Path,
+                        help="a model yaml passed to every run as overrides, e.g. "
+                             "configs/models/uvla/tiny_random.yaml")
+    parser.add_argument("--keep-checkpoints", action="store_true",
+                        help="keep every MMF checkpoint (default: delete those no later "
+                             "step reads)")
+    parser.add_argument("--plan", action="store_true",
+                        help="print the steps and whether each is done, run nothing")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        tables, systems = select(args.tables, args.systems)
+        world = World.resolve(args.world, args.data)
+        overrides = model_overrides(args.model_config) if args.model_config else ()
+    except (ValueError, FileNotFoundError) as e:
+        print(f"replicate: error: {e}", file=sys.stderr)
+        return 2
+    runs = (args.runs or args.data / "replication" / world.path.name).resolve()
+    settings = Settings(world, runs, tuple(range(args.seeds)), args.tasks,
+                        args.pretrain_updates, args.finetune_updates, overrides,
+                        args.keep_checkpoints)
+    steps = plan(systems, settings)
+    if args.plan:
+        for index, step in enumerate(steps, start=1):
+            state = "done" if step.done() else "to run"
+            print(f"[{index}/{len(steps)}] {step.title}: {state}\n    {' '.join(step.command)}")
+        return 0
+    start = time.perf_counter()
+    print(f"Study: tables {[t.key for t in tables]}, systems {[s.key for s in systems]}, "
+          f"seeds {list(settings.seeds)}, {len(steps)} steps; runs in {runs}", flush=True)
+    try:
+        ran = run_steps(steps, log=lambda line: print(line, flush=True))
+    except (StepFailed, StaleRun) as e:
+        print(f"replicate: error: {e}", file=sys.stderr)
+        return 1
+    header = (f"World `{world.path}`{f' ({world.kind} preset)' if world.kind else ''}; seeds "
+              f"{', '.join(map(str, settings.seeds))}; pre-training {settings.pretrain_updates} "
+              f"updates, fine-tuning {settings.finetune_updates} updates"
+              f"{f'; model {args.model_config}' if args.model_config else ''}.")
+    record = {"world": str(world.path), "preset": world.kind, "seeds": list(settings.seeds),
+              "tasks": list(settings.tasks), "pretrain_updates": settings.pretrain_updates,
+              "finetune_updates": settings.finetune_updates, "runs": str(runs),
+              "model_config": None if args.model_config is None else str(args.model_config),
+              "tables": [t.key for t in tables], "systems": [s.key for s in systems]}
+    written = write_study(tables, steps, settings, args.out, header, record)
+    for markdown in written:
+        print("\n" + markdown.read_text(encoding="utf-8"), end="")
+    print(f"\n{ran} of {len(steps)} steps ran in {clock(time.perf_counter() - start)}; "
+          f"written: {', '.join(str(p) for p in written)} (+ .png), {args.out / 'runs.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
