@@ -174,7 +174,8 @@ def system_steps(system: System, seed: int, settings: Settings) -> list[Step]:
         folder = unit / task
         command = (MMF_RUN, f"config=projects/uvla/finetune/{task}.yaml", *_data(settings),
                    f"env.save_dir={folder}",
-                   f"model_config.uvla.pretrained_checkpoint={pretrained}", *_schedule(settings.finetune_updates, 2, seed), "run_type=train_inference",
+                   f"model_config.uvla.pretrained_checkpoint={pretrained}",
+                   *_schedule(settings.finetune_updates, 2, seed), "run_type=train_inference",
                    *settings.model_overrides)
         heavy = ["models", "best.ckpt", "uvla_final.pth"]
         if not (task == "refcoco_plus" and evaluate_splits):
