@@ -62,3 +62,23 @@ analyze: setup
 	$(PY) tools/attention_maps.py $(ANALYSIS_ARGS) --layer best \
 		--probe $(ANALYSIS)/probe/probe.json --out $(ANALYSIS)/attention
 	$(PY) tools/plot_alignment.py $(ANALYSIS_ARGS) --out $(ANALYSIS)/alignment
+
+# The replication study (docs/replication.md): the paper's Tables 1-6 and the top-K ablation,
+# mean ± std over SEEDS seeds, into REPLICATION; each step is skipped when its output exists.
+#   make replicate                                  # demo world, every table, 3 seeds
+#   make replicate WORLD=tiny SEEDS=2 TABLES=1      # (or PRESET=tiny); SYSTEMS=base,uvla
+# On the tiny world it is a smoke test: the tiny random model, 10 updates a run
+# (REPLICATE_OPTS overrides that; on the demo world it is empty: demo.py's 400 / 120 updates).
+SEEDS ?= 3
+REPLICATION ?= results/replication
+REPLICATE_WORLD = $(or $(filter tiny demo,$(WORLD)),$(PRESET))
+ifeq ($(REPLICATE_WORLD),tiny)
+REPLICATE_OPTS ?= --model-config configs/models/uvla/tiny_random.yaml \
+	--pretrain-updates 10 --finetune-updates 10
+endif
+
+.PHONY: replicate
+replicate: setup
+	$(PY) tools/replicate.py --world $(REPLICATE_WORLD) --data $(DATA) --seeds $(SEEDS) \
+		--out $(REPLICATION) $(if $(TABLES),--tables $(TABLES)) \
+		$(if $(SYSTEMS),--systems $(SYSTEMS)) $(REPLICATE_OPTS)
