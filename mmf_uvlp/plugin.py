@@ -23,6 +23,9 @@ COMPONENT_MODULES = (
     "mmf_uvlp.datasets.builders.aligned_vlp.builder",
     "mmf_uvlp.datasets.builders.random_pairs.builder",
     "mmf_uvlp.datasets.builders.u_visualbert.builder",
+    "mmf_uvlp.datasets.builders.masked_aligned_vlp.builder",
+    "mmf_uvlp.models.visual_bert_uvlp",
+    "mmf_uvlp.models.vilbert_uvlp",
 )
 
 _registered = False

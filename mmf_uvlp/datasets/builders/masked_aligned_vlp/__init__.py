@@ -1,0 +1,1 @@
+"""``masked_aligned_vlp``: MMF's own masked-caption pre-training data over the aligned pairs."""
