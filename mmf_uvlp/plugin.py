@@ -26,6 +26,7 @@ COMPONENT_MODULES = (
     "mmf_uvlp.datasets.builders.masked_aligned_vlp.builder",
     "mmf_uvlp.models.visual_bert_uvlp",
     "mmf_uvlp.models.vilbert_uvlp",
+    "mmf_uvlp.models.vl_bert",
 )
 
 _registered = False
