@@ -34,7 +34,9 @@ def write_study(tables: Sequence[StudyTable], steps: Sequence[Step], settings: S
     markdown files in table order."""
     results = [run_result(step, read_record(step)) for step in steps]
     cells = seed_cells(steps)
-    trivial = trivial_rates(settings.world.path, refcoco_max_proposals())
+    trivial = {cell: rate for cell, rate in
+               trivial_rates(settings.world.path, refcoco_max_proposals()).items()
+               if cell[0] in settings.tasks}  # comparable with the rows' Meta-Ave
     written = []
     for table in tables:
         systems = set(table.systems())

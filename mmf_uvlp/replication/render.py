@@ -66,10 +66,13 @@ def markdown(table: StudyTable, rows: Sequence[RowSummary], seeds: Sequence[int]
             notes.append(f"- {row.label}: Meta-Ave* is the {row.meta_note}.")
         values = [format_stat(row.cells.get(cell), len(row.seeds)) for _, cell in cols]
         lines.append("| " + " | ".join([row.label, *values, meta, str(len(row.seeds))]) + " |")
-    trivial_meta = meta_average(dict(trivial)).value
+    trivial_meta = meta_average(dict(trivial))
+    meta = _percent(trivial_meta.value)
+    if trivial_meta.note:
+        meta += "*"
+        notes.append(f"- Trivial: Meta-Ave* is the {trivial_meta.note}.")
     values = [_percent(trivial.get(cell)) for _, cell in cols]
-    lines.append("| " + " | ".join([f"*{TRIVIAL_LABEL}*", *values, _percent(trivial_meta), "–"])
-                 + " |")
+    lines.append("| " + " | ".join([f"*{TRIVIAL_LABEL}*", *values, meta, "–"]) + " |")
     lines += ["", f"Accuracy in %, mean ± sample standard deviation (n − 1) over the seeds "
               f"({', '.join(map(str, seeds))}); Seeds: how many have results, \"(n=k)\": a "
               f"cell over fewer. {MISSING}: no result. Meta-Ave = mean of VQA, NLVR2, VE and "

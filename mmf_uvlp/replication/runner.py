@@ -81,7 +81,7 @@ class Progress:
         known = [statistics.fmean(self.durations[s.kind]) for s in left if self.durations[s.kind]]
         unknown = len(left) - len(known)
         if not known:
-            return "ETA unknown (nothing timed yet)" if left else "ETA 0:00:00"
+            return "ETA unknown (no step of these kinds timed yet)" if left else "ETA 0:00:00"
         text = f"ETA {clock(sum(known))}"
         return text + (f" + {unknown} steps not timed yet" if unknown else "")
 

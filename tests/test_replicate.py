@@ -1,0 +1,400 @@
+"""The replication study: aggregation on crafted runs (hand-computed answers), trivial rates,
+the study definition and its commands, the runner's skip / resume / records, and
+`tools/replicate.py` end to end on the tiny world (2 seeds, 2 systems)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import re
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from mmf_uvlp.replication import runner
+from mmf_uvlp.replication.aggregate import (
+    seed_cells, summarize, summarize_row, table_rows,
+)
+from mmf_uvlp.replication.render import format_stat, markdown, write_table
+from mmf_uvlp.replication.runner import StaleRun, StepFailed, run_steps
+from mmf_uvlp.replication.steps import (
+    MMF_RUN, Settings, Step, model_overrides, plan, system_steps,
+)
+from mmf_uvlp.replication.study import (
+    SYSTEMS, TABLES, TASKS, config_datasets, select,
+)
+from mmf_uvlp.replication.trivial import (
+    best_constant_vqa, majority_rate, proposal_chance, trivial_rates, vqa_answer_score,
+)
+from mmf_uvlp.replication.world import World
+
+REPO = Path(__file__).resolve().parents[1]
+PREFIX = "2026-01-01T00:00:00 | INFO | mmf.train : "
+
+
+def _tool(name: str = "replicate"):
+    spec = importlib.util.spec_from_file_location(f"{name}_tool", REPO / "tools" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# ----------------------------------------------------------------------------- aggregation
+
+def test_mean_and_sample_std():
+    stat = summarize([0.5, 0.7, 0.6])
+    assert stat.mean == pytest.approx(0.6)
+    assert stat.std == pytest.approx(0.1)  # sqrt((0.01 + 0.01 + 0) / (3 - 1))
+    assert stat.n == 3
+    single = summarize([0.42])
+    assert (single.mean, single.std, single.n) == (0.42, None, 1)
+    with pytest.raises(ValueError, match="no values"):
+        summarize([])
+
+
+SEED0 = {("vqa2", "test"): 0.50, ("nlvr2", "test"): 0.60, ("visual_entailment", "test"): 0.70,
+         ("refcoco_plus", "val"): 0.40, ("refcoco_plus", "testA"): 0.50,
+         ("refcoco_plus", "testB"): 0.60}
+SEED1 = {("vqa2", "test"): 0.54, ("nlvr2", "test"): 0.64, ("visual_entailment", "test"): 0.66,
+         ("refcoco_plus", "val"): 0.46, ("refcoco_plus", "testA"): 0.50,
+         ("refcoco_plus", "testB"): 0.54}
+
+
+def test_row_mean_std_and_meta_ave_across_seeds():
+    row = summarize_row("μ-VLA", "uvla", {0: SEED0, 1: SEED1})
+    assert row.seeds == (0, 1)
+    vqa = row.cells["vqa2", "test"]
+    assert vqa.mean == pytest.approx(0.52) and vqa.std == pytest.approx(0.04 / math.sqrt(2))
+    # Meta-Ave per seed: (0.50 + 0.60 + 0.70 + mean(0.40, 0.50, 0.60)) / 4 = 0.575 and
+    # (0.54 + 0.64 + 0.66 + mean(0.46, 0.50, 0.54)) / 4 = 0.585; then mean and std.
+    assert row.meta.mean == pytest.approx(0.58)
+    assert row.meta.std == pytest.approx(0.01 / math.sqrt(2))
+    assert row.meta_note is None
+    assert format_stat(vqa, 2) == "52.0 ± 2.8"
+    assert format_stat(row.meta, 2) == "58.0 ± 0.7"
+
+
+def test_a_seed_missing_a_task_is_counted_and_its_meta_ave_marked():
+    partial = {k: v for k, v in SEED1.items() if k[0] != "nlvr2"}
+    row = summarize_row("Base", "base", {0: SEED0, 1: partial, 2: {}})
+    assert row.seeds == (0, 1)  # seed 2 has no result at all
+    nlvr2 = row.cells["nlvr2", "test"]
+    assert (nlvr2.mean, nlvr2.std, nlvr2.n) == (0.60, None, 1)
+    assert format_stat(nlvr2, 2) == "60.0 (n=1)"
+    # seed 1: (0.54 + 0.66 + 0.50) / 3 over VQA, VE and RefCOCO+.
+    assert row.meta.mean == pytest.approx((0.575 + (0.54 + 0.66 + 0.50) / 3) / 2)
+    assert "missing: NLVR2" in row.meta_note
+
+
+def _log(folder: Path, *lines: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "train.log").write_text("".join(PREFIX + line + "\n" for line in lines))
+
+
+def _fake_runs(settings: Settings, system: str, values: dict) -> None:
+    """MMF log lines for every run of ``system``: values[seed] = its cells."""
+    for step in system_steps(SYSTEMS[system], 0, settings) + system_steps(SYSTEMS[system], 1,
+                                                                         settings):
+        cells = values[step.seed]
+        if step.kind == "finetune" and step.task != "refcoco_plus":
+            metric = "vqa_accuracy" if step.task == "vqa2" else "accuracy"
+            _log(step.folder, f"progress: 4/4, val/{step.task}/{metric}: 0.9999",
+                 f"progress: 4/4, test/{step.task}/{metric}: {cells[step.task, 'test']:.4f}")
+        elif step.kind == "finetune":  # its val is not a table cell: the split run's is
+            _log(step.folder, "progress: 4/4, val/refcoco_plus/refcoco_accuracy: 0.9999",
+                 "progress: 4/4, test/refcoco_plus/refcoco_accuracy: 0.9999")
+        elif step.kind == "evaluate":
+            _log(step.folder, "progress: 4/4, " + ", ".join(
+                f"test/refcoco_plus_{split}/refcoco_accuracy: {cells['refcoco_plus', split]:.4f}"
+                for split in ("val", "testA", "testB")))
+        elif step.kind == "pretrain":
+            step.folder.mkdir(parents=True)
+            (step.folder / "uvla_final.pth").write_bytes(b"weights")
+
+
+def test_tables_from_crafted_run_folders(tmp_path):
+    settings = Settings(World(tmp_path / "world"), tmp_path / "runs", seeds=(0, 1))
+    _fake_runs(settings, "uvla", {0: SEED0, 1: SEED1})
+    _fake_runs(settings, "no_witm", {0: SEED1, 1: SEED1})
+    cells = seed_cells(plan([SYSTEMS["uvla"], SYSTEMS["no_witm"]], settings))
+    assert cells["uvla", 0] == SEED0 and cells["uvla", 1] == SEED1  # not the 0.9999 values
+    rows = table_rows(TABLES["4"].rows, (0, 1), cells)
+    assert [r.label for r in rows] == ["w/o w_ITM", "w_ITM"]
+    assert rows[0].cells["vqa2", "test"].std == 0.0
+    trivial = {("nlvr2", "test"): 0.5}
+    text = markdown(TABLES["4"], rows, (0, 1), trivial, "World x.", None)
+    lines = text.splitlines()
+    assert lines[4] == "| System | VQA | NLVR2 | VE | RefCOCO+ val | Meta-Ave | Seeds |"
+    assert lines[7] == "| w_ITM | 52.0 ± 2.8 | 62.0 ± 2.8 | 68.0 ± 2.8 | 43.0 ± 4.2 | " \
+                       "58.0 ± 0.7 | 2 |"
+    # Meta-Ave of the trivial row: over NLVR2 only.
+    assert lines[8] == "| *Trivial (majority / chance)* | — | 50.0 | — | — | 50.0* | – |"
+    assert "- Trivial: Meta-Ave* is the mean of NLVR2; missing: VQA, VE, RefCOCO+." in lines
+    markdown_path, figure = write_table(TABLES["4"], rows, (0, 1), trivial, "World x.", 12.0,
+                                        tmp_path / "out")
+    assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "Wall time" in markdown_path.read_text()
+
+
+def test_the_ratio_table_is_drawn_as_a_curve_over_the_rows_present(tmp_path):
+    rows = [summarize_row("20%", "true_pairs_20", {0: SEED0}),
+            summarize_row("80%", "true_pairs_80", {0: SEED1})]
+    _, figure = write_table(TABLES["6"], rows, (0,), {}, "World x.", None, tmp_path)
+    assert figure.stat().st_size > 1000
+
+
+# ----------------------------------------------------------------------------- trivial rates
+
+def test_vqa_soft_score_and_best_constant_answer():
+    answers = ["a"] * 7 + ["b"] * 3
+    assert vqa_answer_score(answers, "a") == pytest.approx(1.0)
+    # "b" with one of its own left out: 2 matches -> 2/3 (3 times); else 3 -> 1 (7 times).
+    assert vqa_answer_score(answers, "b") == pytest.approx((7 + 3 * 2 / 3) / 10)
+    assert vqa_answer_score(answers, "c") == 0.0
+    # "yes" scores 1 + 0 and "no" 0 + 1: the best constant is 0.5, never 1.
+    assert best_constant_vqa([["yes"] * 10, ["no"] * 10]) == pytest.approx(0.5)
+
+
+def test_majority_and_proposal_chance():
+    assert majority_rate(["True", "False", "True"]) == pytest.approx(2 / 3)
+    gold = torch.tensor([0.0, 0.0, 10.0, 10.0])
+    proposals = torch.tensor([[0.0, 0.0, 10.0, 10.0], [0.0, 0.0, 5.0, 10.0],  # IoU 1, 0.5
+                              [20.0, 20.0, 30.0, 30.0], [0.0, 0.0, 4.0, 10.0]])  # 0, 0.4
+    assert proposal_chance(proposals, gold) == pytest.approx(2 / 4)
+    assert proposal_chance(torch.zeros(0, 4), gold) == 0.0
+
+
+def test_trivial_rates_of_the_tiny_world(tiny_world):
+    rates = trivial_rates(tiny_world, 24)
+    assert set(rates) == {("vqa2", "test"), ("nlvr2", "test"), ("visual_entailment", "test"),
+                          ("refcoco_plus", "val"), ("refcoco_plus", "testA"),
+                          ("refcoco_plus", "testB")}
+    labels = [json.loads(line)["label"] for line in
+              (tiny_world / "mmf/nlvr2/annotations/test1.jsonl").read_text().splitlines()]
+    assert rates["nlvr2", "test"] == max(labels.count("True"), labels.count("False")) / len(labels)
+    assert all(0 < value < 1 for value in rates.values())
+    assert trivial_rates(tiny_world / "absent", 24) == {}
+
+
+# ----------------------------------------------------------------------------- study and steps
+
+def test_selection_follows_the_tables():
+    tables, systems = select("1")
+    assert [s.key for s in systems] == ["base", "u_visualbert", "random_pairs", "uvla",
+                                       "aligned_vlp"]
+    tables, systems = select(None, "uvla,base")
+    assert [t.key for t in tables] == ["1", "2", "4"]  # the tables holding either system
+    assert [s.key for s in systems] == ["base", "uvla"]
+    with pytest.raises(ValueError, match=r"--tables: unknown \['7'\]"):
+        select("1,7")
+    with pytest.raises(ValueError, match=r"--systems: unknown \['uvla2'\]"):
+        select(None, "uvla2")
+    with pytest.raises(ValueError, match=r"\['topk1'\] are in none of the tables \['1'\]"):
+        select("1", "topk1")
+
+
+def test_every_system_config_exists_and_trains_on_its_data():
+    for system in SYSTEMS.values():
+        if system.config is not None:
+            assert config_datasets(system.config), system.key
+    assert config_datasets(SYSTEMS["u_visualbert"].config) == ["u_visualbert_text",
+                                                               "u_visualbert_image"]
+    assert config_datasets(SYSTEMS["topk10"].config) == ["uvla_region_tag", "uvla_region_phrase",
+                                                         "uvla_image_sentence"]
+    # Table 5: round-robin reads the caption corpus, the text the joint run draws from.
+    import yaml
+
+    joint = yaml.safe_load((REPO / SYSTEMS["true_pairs_0"].config).read_text())
+    round_robin = yaml.safe_load((REPO / SYSTEMS["round_robin"].config).read_text())
+    text = round_robin["dataset_config"]["u_visualbert_text"]["annotations"]["train"]
+    assert text == joint["dataset_config"]["random_pairs"]["sentences"] == \
+        ["text/caption_corpus.txt"]
+
+
+def test_the_commands_of_a_study(tmp_path):
+    world = World(tmp_path / "toy_world_tiny", "tiny")
+    settings = Settings(world, tmp_path / "runs", seeds=(0, 1), pretrain_updates=40,
+                        finetune_updates=12, model_overrides=("model_config.uvla.x=1",))
+    steps = plan([SYSTEMS["base"], SYSTEMS["uvla"], SYSTEMS["rt"], SYSTEMS["topk1"]], settings)
+    kinds = [s.kind for s in steps]
+    assert kinds[:3] == ["world", "corpus", "corpus"]
+    assert [s.folder.name for s in steps[1:3]] == ["corpus", "corpus_k10"]  # each corpus once
+    assert "--k" in steps[2].command and "10" in steps[2].command
+    # Base: 4 fine-tunings + the splits; the others also pre-train; per seed.
+    assert kinds.count("pretrain") == 3 * 2 and kinds.count("finetune") == 4 * 4 * 2
+    assert kinds.count("evaluate") == 4 * 2
+    for step in steps[3:]:
+        assert step.command[0] == MMF_RUN and "model_config.uvla.x=1" in step.command
+        assert f"env.data_dir={world.path}" in step.command
+        assert "model_config.uvla.feature_dim=64" in step.command
+        if step.kind != "evaluate":
+            assert f"training.seed={step.seed}" in step.command  # pre-training and fine-tuning
+            assert "checkpoint.resume=True" in step.command
+    base_vqa = next(s for s in steps if s.system == "base" and s.task == "vqa2" and s.seed == 1)
+    assert "model_config.uvla.pretrained_checkpoint=None" in base_vqa.command
+    assert "training.max_updates=12" in base_vqa.command
+    uvla = [s for s in steps if s.system == "uvla" and s.seed == 1]
+    assert uvla[0].kind == "pretrain" and "config=projects/uvla/pretrain.yaml" in uvla[0].command
+    assert "training.max_updates=40" in uvla[0].command
+    assert "dataset_config.uvla_region_phrase.holdout_every=6" in uvla[0].command  # tiny world
+    assert f"model_config.uvla.pretrained_checkpoint={uvla[0].folder / 'uvla_final.pth'}" \
+        in uvla[1].command
+    assert all(f"config=projects/uvla/finetune/{t}.yaml" in s.command
+               for t, s in zip(TASKS, uvla[1:5]))
+    splits = uvla[5]
+    assert f"checkpoint.resume_file={uvla[4].folder / 'current.ckpt'}" in splits.command
+    assert "datasets=refcoco_plus_val,refcoco_plus_testA,refcoco_plus_testB" in splits.command
+    assert uvla[4].folder / "current.ckpt" not in uvla[4].prune  # the splits read it
+    assert splits.prune == (uvla[4].folder / "current.ckpt",)
+
+
+def test_corpus_command_is_the_demo_s(tmp_path):
+    demo = _tool("demo")
+    world = World(tmp_path / "toy_world_demo", "demo")
+    (world.path / "images_gt").mkdir(parents=True)
+    (world.path / "images_gt/cc.jsonl").write_text("")
+    calls = []
+    d = demo.Demo(tmp_path, 0, 1, 1)
+    d.run = lambda title, command: calls.append(command)
+    d.build_corpus()
+    assert calls == [world.corpus_command("corpus")]
+
+
+def test_model_config_becomes_command_line_overrides():
+    assert model_overrides("configs/models/uvla/tiny_random.yaml") == (
+        "model_config.uvla.bert_model_name=None",
+        "model_config.uvla.bert_config.hidden_size=32",
+        "model_config.uvla.bert_config.num_hidden_layers=1",
+        "model_config.uvla.bert_config.num_attention_heads=2",
+        "model_config.uvla.bert_config.intermediate_size=64",
+    )
+
+
+# ----------------------------------------------------------------------------- runner
+
+def _step(tmp_path: Path, name: str, command: tuple = ("tool", "--x", "1"), **kwargs) -> Step:
+    folder = tmp_path / name
+    return Step("finetune", name, command, folder, folder / "step.json",
+                proof_file=folder / "done", **kwargs)
+
+
+def _finish(command) -> int:
+    folder = Path(command[-1])
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "done").write_text("ok")
+    (folder / "current.ckpt").write_text("ckpt")
+    return 0
+
+
+def test_runner_skips_done_steps_records_runs_and_prunes(tmp_path):
+    first = _step(tmp_path, "a", ("tool", str(tmp_path / "a")),
+                  prune=(tmp_path / "a" / "current.ckpt",))
+    second = _step(tmp_path, "b", ("tool", str(tmp_path / "b")))
+    calls, lines = [], []
+    assert run_steps([first, second], run=lambda c: calls.append(c) or _finish(c),
+                     log=lines.append) == 2
+    record = json.loads(first.record.read_text())
+    assert record["command"] == list(first.command) and record["wall_s"] >= 0
+    assert not (tmp_path / "a" / "current.ckpt").exists()
+    assert (tmp_path / "b" / "current.ckpt").exists()  # nothing to prune
+    assert re.search(r"\[1/2\] a \| elapsed 0:00:00 \| ETA unknown", "\n".join(lines))
+    assert re.search(r"\[2/2\] b \| elapsed .* \| ETA 0:00:00", "\n".join(lines))
+    # Again: nothing runs.
+    assert run_steps([first, second], run=lambda c: calls.append(c) or 1, log=lines.append) == 0
+    assert len(calls) == 2
+    # Settings changed: a finished run is not silently reused.
+    changed = _step(tmp_path, "a", ("tool", str(tmp_path / "a"), "--updates", "5"))
+    with pytest.raises(StaleRun, match=r"\['--updates', '5'\]"):
+        run_steps([changed], run=_finish, log=lines.append)
+
+
+def test_runner_stops_on_a_failed_or_impossible_step(tmp_path):
+    failing = _step(tmp_path, "a", ("tool", str(tmp_path / "a")))
+    with pytest.raises(StepFailed, match="exit code 3"):
+        run_steps([failing], run=lambda c: 3, log=lambda line: None)
+    assert not failing.record.exists()
+    with pytest.raises(StepFailed, match="output is missing"):
+        run_steps([failing], run=lambda c: 0, log=lambda line: None)
+    needy = _step(tmp_path, "b", needs=tmp_path / "x" / "current.ckpt")
+    with pytest.raises(StepFailed, match=r"delete .*x to run that fine-tuning again"):
+        run_steps([needy], run=_finish, log=lambda line: None)
+
+
+# ----------------------------------------------------------------------------- end to end
+
+ARGS = ["--seeds", "2", "--systems", "base,random_pairs", "--tasks", "nlvr2,refcoco_plus",
+        "--model-config", "configs/models/uvla/tiny_random.yaml", "--pretrain-updates", "2",
+        "--finetune-updates", "2"]
+
+
+def _mtimes(folder: Path) -> dict:
+    return {p: p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.mark.slow
+def test_replicate_on_the_tiny_world_end_to_end(tiny_world, tmp_path, monkeypatch):
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    args = ["--world", str(tiny_world), "--runs", str(runs), "--out", str(out), *ARGS]
+    result = subprocess.run([sys.executable, str(REPO / "tools" / "replicate.py"), *args],
+                            capture_output=True, text=True, timeout=900, cwd=REPO)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    assert re.search(r"\[14/14\] RefCOCO\+ val/testA/testB of Random pairs, seed 1 \| "
+                     r"elapsed \d:\d\d:\d\d \| ETA \d:\d\d:\d\d", result.stdout)
+    assert sorted(p.name for p in out.iterdir()) == ["runs.json", "table1.md", "table1.png"]
+    assert (out / "table1.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    # runs.json: every run with its metrics, wall time and command.
+    runs_json = json.loads((out / "runs.json").read_text())
+    entries = runs_json["runs"]
+    assert len(entries) == 14 and all(e["finished"] and e["wall_s"] > 0 for e in entries)
+    assert runs_json["settings"]["seeds"] == [0, 1]
+    # The table's cells: mean ± sample std of the two seeds' logged values.
+    table = (out / "table1.md").read_text()
+    assert table in result.stdout
+    for label, system in (("Base", "base"), ("Random pairs", "random_pairs")):
+        values = [e["metrics"]["test/nlvr2/accuracy"] for e in entries
+                  if e["system"] == system and e["task"] == "nlvr2"]
+        testb = [e["metrics"]["test/refcoco_plus_testB/refcoco_accuracy"] for e in entries
+                 if e["system"] == system and e["task"] == "refcoco_plus_splits"]
+        assert len(values) == len(testb) == 2
+        cell = (f"{100 * statistics.fmean(values):.1f} ± {100 * statistics.stdev(values):.1f}")
+        cell_b = f"{100 * statistics.fmean(testb):.1f} ± {100 * statistics.stdev(testb):.1f}"
+        row = next(line for line in table.splitlines() if line.startswith(f"| {label} |"))
+        assert row.split(" | ")[2] == cell and row.split(" | ")[6] == cell_b, row
+        assert row.endswith(" | 2 |")
+    assert "| *Trivial (majority / chance)* |" in table
+    # Only the fine-tuning logs are left of the fine-tuning runs; the pre-training keeps its model.
+    assert not list(runs.rglob("*.ckpt"))
+    assert [p.parent.name for p in runs.rglob("uvla_final.pth")] == ["pretrain"] * 2
+
+    # Resume with everything done: no command runs, no file under runs changes.
+    before = _mtimes(runs)
+    real_run = subprocess.run
+    launched = []
+
+    def spy(command, *a, **k):
+        launched.append(list(command))
+        return real_run(command, *a, **k)
+
+    monkeypatch.setattr(runner.subprocess, "run", spy)
+    tool = _tool()
+    assert tool.main(args) == 0
+    assert launched == []
+    assert _mtimes(runs) == before
+
+    # One finished run removed: exactly that one runs again, nothing else is touched.
+    redo = runs / "base" / "seed1" / "nlvr2"
+    for path in sorted(redo.rglob("*"), reverse=True):
+        path.unlink() if path.is_file() else path.rmdir()
+    redo.rmdir()
+    assert tool.main(args) == 0
+    assert len(launched) == 1 and f"env.save_dir={redo}" in launched[0]
+    after = _mtimes(runs)
+    assert {p: t for p, t in after.items() if redo not in p.parents} == \
+        {p: t for p, t in before.items() if redo not in p.parents}
+    assert (redo / "step.json").exists()
