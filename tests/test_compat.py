@@ -59,10 +59,10 @@ def test_check_fails_without_the_fix(name):
 def test_layer_is_inert_for_another_mmf_version(tmp_path):
     fake = tmp_path / "mmf"
     fake.mkdir()
-    (fake / "__init__.py").write_text('__version__ = "1.0.0rc12"\n')
-    dist_info = tmp_path / "mmf-1.0.0rc12.dist-info"
+    (fake / "__init__.py").write_text('__version__ = "1.0.0rc9"\n')
+    dist_info = tmp_path / "mmf-1.0.0rc9.dist-info"
     dist_info.mkdir()
-    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: mmf\nVersion: 1.0.0rc12\n")
+    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: mmf\nVersion: 1.0.0rc9\n")
     program = textwrap.dedent(
         """
         import collections, sys, types
@@ -71,7 +71,7 @@ def test_layer_is_inert_for_another_mmf_version(tmp_path):
             register_components=lambda: registered.append(True))
         from mmf_uvlp import compat
         import mmf
-        assert mmf.__version__ == "1.0.0rc12", mmf.__file__
+        assert mmf.__version__ == "1.0.0rc9", mmf.__file__
         assert compat.active_fix_set() is None
         assert not hasattr(collections, "Mapping")
         assert "transformers.modeling_bert" not in sys.modules

@@ -8,8 +8,14 @@ fix is triggered by the first import of a top-level module (``mmf``, or a
 library that MMF needs shimmed, such as ``torchvision``) and runs either
 *before* that module's code executes (module aliases, library shims) or *after*
 it (patches of MMF's classes). After ``import mmf`` the mmf_uvlp plugin
-components are registered. For an MMF version without a fix set (e.g. a
-deployment of MMF main) nothing is patched.
+components are registered. MMF 1.0.0rc10 (the package index) and 1.0.0rc12 (MMF's
+main branch, installed from source) each have a fix set (``rc10.py``, ``main.py``); for
+another version nothing is patched.
+
+The hook finds ``mmf`` with the finders that follow it on ``sys.meta_path`` (an editable
+MMF is served by a finder of its own, not by ``sys.path``), so the plugin registers
+exactly once whatever the layout: MMF from the index or editable from source, the plugin
+installed editable, as a wheel, or only imported through ``env.user_dir``.
 
 Importing this package is cheap: it touches neither torch nor MMF.
 """
@@ -23,7 +29,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Set
 
 
 @dataclass
@@ -62,6 +68,9 @@ class FixSet:
 
 _STATE: Dict[str, object] = {"installed": False, "active": None, "mmf_version": None}
 
+# The version of MMF's main branch (never released to the package index).
+MMF_MAIN_VERSION = "1.0.0rc12"
+
 
 def installed_mmf_version() -> Optional[str]:
     """Version of the installed ``mmf`` distribution, without importing it."""
@@ -77,6 +86,10 @@ def fix_set_for(version: Optional[str]) -> Optional[FixSet]:
         from mmf_uvlp.compat import rc10
 
         return rc10.FIXES
+    if version == MMF_MAIN_VERSION:
+        from mmf_uvlp.compat import main
+
+        return main.FIXES
     return None
 
 
@@ -130,22 +143,40 @@ class _FixingLoader(importlib.abc.Loader):
 class _Finder(importlib.abc.MetaPathFinder):
     """Wraps the loader of each trigger module until it is imported.
 
-    ``importlib.util.find_spec`` probes (transformers does this for torchvision)
-    also reach here, so the wrapped spec is returned until the module exists.
+    The module's spec comes from the finders after this one on ``sys.meta_path``
+    (``PathFinder`` for an installed MMF, setuptools' editable finder for MMF
+    installed with ``pip install -e``). ``importlib.util.find_spec`` probes
+    (transformers does this for torchvision) also reach here, so the wrapped spec
+    is returned until the module exists.
     """
 
     def __init__(self, fix_set: Optional[FixSet]):
         self._fix_set = fix_set
         self._pending = frozenset(fix_set.triggers() if fix_set else []) | {"mmf"}
+        self._searching: Set[str] = set()
 
     def find_spec(self, fullname: str, path, target=None):
-        if fullname not in self._pending or fullname in sys.modules:
+        if fullname not in self._pending or fullname in sys.modules or fullname in self._searching:
             return None
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        self._searching.add(fullname)
+        try:
+            spec = self._spec_from_other_finders(fullname, path, target)
+        finally:
+            self._searching.discard(fullname)
         if spec is None or spec.loader is None:
             return spec
         spec.loader = _FixingLoader(spec.loader, self._fix_set, fullname)
         return spec
+
+    def _spec_from_other_finders(self, fullname: str, path, target):
+        for finder in list(sys.meta_path):
+            find_spec = getattr(finder, "find_spec", None)
+            if isinstance(finder, _Finder) or find_spec is None:
+                continue
+            spec = find_spec(fullname, path, target)
+            if spec is not None:
+                return spec
+        return None
 
 
 def install() -> None:

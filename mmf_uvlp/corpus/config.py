@@ -22,7 +22,9 @@ from typing import Any, Dict, List, Optional
 
 import yaml
 
-DEFAULT_CONFIG_PATH = Path(__file__).resolve().parents[2] / "configs" / "corpus" / "default.yaml"
+from mmf_uvlp.utils.config_files import default_config
+
+DEFAULT_CONFIG_PATH = Path(default_config("corpus", "default.yaml"))
 
 
 @dataclass

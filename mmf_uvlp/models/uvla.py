@@ -35,7 +35,6 @@ from omegaconf import OmegaConf
 from torch import nn
 from transformers import BertConfig, BertForPreTraining
 
-import mmf_uvlp
 from mmf.common.registry import registry
 from mmf.models.base_model import BaseModel
 from mmf_uvlp.losses.curriculum import CurriculumWeighting
@@ -53,6 +52,7 @@ from mmf_uvlp.modules.heads import (
     RegionScorerHead,
 )
 from mmf_uvlp.training_progress import registered_train_samples
+from mmf_uvlp.utils.config_files import default_config
 
 ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")
 PRETRAINING_HEADS = ("mlm", "mrc", "mrfr", "pmrtc", "itm")
@@ -90,10 +90,7 @@ class UVLA(BaseModel):
 
     @classmethod
     def config_path(cls) -> str:
-        # Absolute, so MMF's loader finds it whatever the working directory (editable install).
-        package_root = os.path.dirname(os.path.abspath(mmf_uvlp.__file__))
-        path = os.path.join(package_root, "..", "configs", "models", "uvla", "defaults.yaml")
-        return os.path.normpath(path)
+        return default_config("models", "uvla", "defaults.yaml")
 
     # ----------------------------------------------------------------- build
     def build(self) -> None:
@@ -251,8 +248,9 @@ class UVLA(BaseModel):
         writer = registry.get("writer", no_warning=True)
         message = (f"uvla: loaded {len(wanted)} pre-trained tensors from {path}; "
                    f"not copied: {len(self.pretrained_report['not_copied'])} head tensors")
-        if writer is not None:
-            writer.write(message)
+        if writer is not None:  # rc10 registers its Logger (write), MMF main a logging.Logger
+            log = writer.write if hasattr(writer, "write") else writer.info
+            log(message)
 
     def _build_head(self, name: str, bert: BertForPreTraining) -> nn.Module:
         hidden = bert.config.hidden_size

@@ -20,7 +20,7 @@ class ImagePoolDataset(RegionsDataset):
         """Whether every image needs its own caption (``captions`` must be set)."""
         return False
 
-    def _build_annotation_db(self) -> ImagePoolDatabase:
+    def build_annotation_db(self) -> ImagePoolDatabase:
         path = self._get_path_based_on_index(self.config, "annotations", self._index)
         captions = self.config.get("captions", None)
         if captions is None and self.needs_captions():

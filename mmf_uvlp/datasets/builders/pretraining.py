@@ -8,16 +8,16 @@ detector classes, read by MMF's FeaturesDatabase (LMDB or ``.npy`` folder).
 
 from __future__ import annotations
 
-import os
 from typing import Any, Dict
 
 import torch
 
-import mmf_uvlp
 from mmf.common.sample import Sample
 from mmf.datasets.mmf_dataset import MMFDataset
 from mmf.datasets.mmf_dataset_builder import MMFDatasetBuilder
+from mmf_uvlp.datasets.annotation_db import AnnotationDbHook
 from mmf_uvlp.training_progress import register_train_samples
+from mmf_uvlp.utils.config_files import default_config
 
 
 def config_probability(dataset_name: str, config: Any, key: str, default: float) -> float:
@@ -28,8 +28,9 @@ def config_probability(dataset_name: str, config: Any, key: str, default: float)
     return value
 
 
-class PretrainingDataset(MMFDataset):
-    """An MMF dataset whose samples are ``masking_processor(raw_input(idx))``."""
+class PretrainingDataset(AnnotationDbHook, MMFDataset):
+    """An MMF dataset whose samples are ``masking_processor(raw_input(idx))``; subclasses
+    override ``build_annotation_db`` (see :mod:`mmf_uvlp.datasets.annotation_db`)."""
 
     def __init__(self, dataset_name: str, config: Any, dataset_type: str, index: int,
                  *args: Any, **kwargs: Any):
@@ -93,8 +94,7 @@ class PretrainingBuilder(MMFDatasetBuilder):
 
     @classmethod
     def config_path(cls) -> str:
-        root = os.path.dirname(os.path.dirname(os.path.abspath(mmf_uvlp.__file__)))
-        return os.path.join(root, "configs", "datasets", cls.NAME, "defaults.yaml")
+        return default_config("datasets", cls.NAME, "defaults.yaml")
 
     def build(self, config: Any, dataset_type: str = "train", *args: Any, **kwargs: Any) -> None:
         """Nothing to download: the data are local files (see the dataset's defaults)."""

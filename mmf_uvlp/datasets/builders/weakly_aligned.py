@@ -16,7 +16,7 @@ class WeaklyAlignedDataset(RegionsDataset):
 
     unit = "image"
 
-    def _build_annotation_db(self) -> AlignedCorpusDatabase:
+    def build_annotation_db(self) -> AlignedCorpusDatabase:
         path = self._get_path_based_on_index(self.config, "annotations", self._index)
         holdout = int(self.config.get("holdout_every", 0))
         top_k = self.config.get("top_k", None)

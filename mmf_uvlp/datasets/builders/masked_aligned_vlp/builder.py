@@ -3,14 +3,13 @@ pre-training) over the aligned image-caption pairs of the pre-training pool."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from mmf.common.registry import registry
 from mmf.datasets.builders.coco.masked_builder import MaskedCOCOBuilder
 
-import mmf_uvlp
 from mmf_uvlp.datasets.builders.masked_aligned_vlp.dataset import NAME, MaskedAlignedVLPDataset
+from mmf_uvlp.utils.config_files import default_config
 
 
 @registry.register_builder(NAME)
@@ -24,8 +23,7 @@ class MaskedAlignedVLPBuilder(MaskedCOCOBuilder):
 
     @classmethod
     def config_path(cls) -> str:
-        root = os.path.dirname(os.path.dirname(os.path.abspath(mmf_uvlp.__file__)))
-        return os.path.join(root, "configs", "datasets", NAME, "defaults.yaml")
+        return default_config("datasets", NAME, "defaults.yaml")
 
     def build(self, config: Any, dataset_type: str = "train", *args: Any, **kwargs: Any) -> None:
         """Nothing to download: the data are local files (see the dataset's defaults)."""

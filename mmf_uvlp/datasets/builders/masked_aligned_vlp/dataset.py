@@ -17,6 +17,7 @@ from typing import Any, Dict
 from mmf.datasets.builders.coco.masked_dataset import MaskedCOCODataset
 from torch.utils.data import Dataset
 
+from mmf_uvlp.datasets.annotation_db import AnnotationDbHook
 from mmf_uvlp.datasets.databases.image_pool import ImagePoolDatabase
 
 NAME = "masked_aligned_vlp"
@@ -38,14 +39,14 @@ class CaptionedImages(Dataset):
                 "captions": [item["caption"]]}
 
 
-class MaskedAlignedVLPDataset(MaskedCOCODataset):
+class MaskedAlignedVLPDataset(AnnotationDbHook, MaskedCOCODataset):
     """MMF's ``MaskedCOCODataset`` over the aligned pairs of the pre-training pool."""
 
     def __init__(self, config: Any, dataset_type: str, index: int, *args: Any, **kwargs: Any):
         super().__init__(config, dataset_type, index, *args, **kwargs)
         self.dataset_name = NAME
 
-    def _build_annotation_db(self) -> CaptionedImages:
+    def build_annotation_db(self) -> CaptionedImages:
         path = self._get_path_based_on_index(self.config, "annotations", self._index)
         captions = self.config.get("captions", None)
         if captions is None:

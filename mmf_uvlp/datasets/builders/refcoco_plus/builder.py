@@ -18,14 +18,13 @@ The split of each dataset type is ``dataset_config.<name>.refer_splits`` in
 from __future__ import annotations
 
 import functools
-import os
 from typing import Any
 
 from mmf.common.registry import registry
 from mmf.datasets.mmf_dataset_builder import MMFDatasetBuilder
 
-import mmf_uvlp
 from mmf_uvlp.datasets.builders.refcoco_plus.dataset import RefCOCOPlusDataset
+from mmf_uvlp.utils.config_files import default_config
 
 
 @registry.register_builder("refcoco_plus")
@@ -38,11 +37,7 @@ class RefCOCOPlusBuilder(MMFDatasetBuilder):
 
     @classmethod
     def config_path(cls) -> str:
-        # Absolute, so MMF's loader finds it whatever the working directory.
-        package_root = os.path.dirname(os.path.abspath(mmf_uvlp.__file__))
-        path = os.path.join(package_root, "..", "configs", "datasets", "refcoco_plus",
-                            "defaults.yaml")
-        return os.path.normpath(path)
+        return default_config("datasets", "refcoco_plus", "defaults.yaml")
 
     def update_registry_for_model(self, config: Any) -> None:
         """Nothing to register: rc10's ``build_dataset`` calls this on every builder, and

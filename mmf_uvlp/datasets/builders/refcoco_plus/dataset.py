@@ -35,6 +35,7 @@ from mmf.utils.general import get_absolute_path
 from torch.utils.data import Dataset
 
 from mmf_uvlp.data_formats.refer import REFER_SPLITS, Refer
+from mmf_uvlp.datasets.annotation_db import AnnotationDbHook
 from mmf_uvlp.modules.boxes import normalized_boxes
 from mmf_uvlp.utils.boxes import MATCH_IOU, iou
 
@@ -74,7 +75,7 @@ class ReferAnnotationDatabase(Dataset):
         return self.data[idx]
 
 
-class RefCOCOPlusDataset(MMFDataset):
+class RefCOCOPlusDataset(AnnotationDbHook, MMFDataset):
     """RefCOCO+ for MMF (``dataset_name`` is the registered builder's name)."""
 
     def __init__(self, config: Any, dataset_type: str, index: int,
@@ -87,7 +88,7 @@ class RefCOCOPlusDataset(MMFDataset):
                 f"{self._use_features}, {config.get('return_features_info', False)})"
             )
 
-    def _build_annotation_db(self) -> ReferAnnotationDatabase:
+    def build_annotation_db(self) -> ReferAnnotationDatabase:
         folder = self._get_path_based_on_index(self.config, "annotations", self._index)
         key = f"dataset_config.{self.dataset_name}.refer_splits.{self.dataset_type}"
         splits = self.config.get("refer_splits", {}).get(self.dataset_type)

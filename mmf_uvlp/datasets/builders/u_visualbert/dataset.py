@@ -23,7 +23,7 @@ class UVisualBERTTextDataset(PretrainingDataset):
     def __init__(self, config: Any, dataset_type: str, index: int, *args: Any, **kwargs: Any):
         super().__init__("u_visualbert_text", config, dataset_type, index, *args, **kwargs)
 
-    def _build_annotation_db(self) -> TextCorpusDatabase:
+    def build_annotation_db(self) -> TextCorpusDatabase:
         path = self._get_path_based_on_index(self.config, "annotations", self._index)
         return TextCorpusDatabase(path, self.dataset_type, int(self.config.get("holdout_every", 0)))
 

@@ -1,0 +1,163 @@
+"""Inside an MMF main environment (1.0.0rc12 from source; tools/check_mmf_main.sh runs this).
+
+Every fix of ``mmf_uvlp/compat/main.py`` repairs its error there (its check passes, and
+fails with the fix disabled, as tests/test_compat.py does for rc10), and in a real
+``mmf_run`` the curriculum's epoch follows the trainer's update count. Skipped under any
+other MMF version: CI has rc10, where tests/test_mmf_main.py fakes what can be faked.
+
+``python tests/test_mmf_main_env.py NAME`` runs the check of fix NAME (exit 0: it works).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Callable, Dict, List, Tuple
+
+import pytest
+
+from mmf_uvlp import compat
+
+ON_MAIN = compat.installed_mmf_version() == compat.MMF_MAIN_VERSION
+pytestmark = pytest.mark.skipif(not ON_MAIN, reason="needs MMF main: tools/check_mmf_main.sh")
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _rc10_check(name: str) -> Callable[[], None]:
+    """rc10's check of a fix that main.py applies unchanged (the behaviour is the same)."""
+
+    def check() -> None:
+        import compat_checks
+
+        compat_checks.CHECKS[name]()
+
+    return check
+
+
+def _plugin_resolvers_kept() -> None:
+    from mmf.utils.configuration import Configuration
+    from mmf_uvlp.utils.bert_source import bert_source
+
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as handle:
+        handle.write("uvlp_check: ${uvlp_bert:bert-base-uncased}\n")
+        handle.flush()
+        opts = [f"config={handle.name}", "model=visual_bert", "dataset=vqa2"]
+        config = Configuration(argparse.Namespace(config_override=None, opts=opts)).get_config()
+    assert config.uvlp_check == bert_source()
+
+
+CHECKS: Dict[str, Callable[[], None]] = {
+    "model_and_datasets_from_config_file": _rc10_check("model_and_datasets_from_config_file"),
+    "shared_lmdb_environments": _rc10_check("shared_lmdb_environments"),
+    "plugin_resolvers_kept": _plugin_resolvers_kept,
+}
+FIX_NAMES = [fix.name for fix in compat.fix_set_for(compat.MMF_MAIN_VERSION).fixes]
+
+
+def _run_check(name: str, disabled: str = "") -> subprocess.CompletedProcess:
+    env = dict(os.environ, **{compat.DISABLE_VARIABLE: disabled})
+    return subprocess.run([sys.executable, __file__, name], env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_the_main_fix_set_is_active_and_applied():
+    import mmf  # noqa: F401
+    from mmf.common.registry import registry
+
+    fix_set = compat.active_fix_set()
+    assert fix_set is not None and fix_set.mmf_version == compat.MMF_MAIN_VERSION
+    assert [fix.name for fix in fix_set.fixes if not fix.applied] == []
+    assert registry.get_model_class("uvla") is not None
+    assert registry.get_builder_class("uvla_region_tag") is not None
+
+
+@pytest.mark.parametrize("name", FIX_NAMES)
+def test_fix_repairs_its_error(name):
+    result = _run_check(name)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+@pytest.mark.parametrize("name", FIX_NAMES)
+def test_check_fails_without_the_fix(name):
+    result = _run_check(name, disabled=name)
+    assert result.returncode != 0, f"{name}: the check passed with the fix disabled"
+
+
+TINY = """
+includes:
+- {repo}/projects/uvla/pretrain.yaml
+- {repo}/configs/models/uvla/tiny_random.yaml
+model_config:
+  uvla:
+    feature_dim: 64
+    curriculum:
+      start_epoch: 0.2          # tiny world: 200 train samples, 0.08 epochs an update
+training:
+  batch_size: 16
+  max_updates: 6
+  log_interval: 6
+  evaluation_interval: 6
+  checkpoint_interval: 6
+"""
+
+
+def _pretrain_in_process(tmp_path: Path, world: Path, *opts: str) -> List[Tuple[int, float, bool]]:
+    """(updates done, epoch, curriculum active) at each training forward of a real mmf_run."""
+    import mmf_cli.run  # first: importing MMF registers the plugin's components
+
+    from mmf_uvlp.losses.curriculum import CurriculumWeighting
+    from mmf_uvlp.training_progress import updates_done
+
+    seen: List[Tuple[int, float, bool]] = []
+    active = CurriculumWeighting.active
+
+    def spy(self: CurriculumWeighting) -> bool:
+        result = active(self)
+        seen.append((updates_done(), self.epoch_fn(), result))
+        return result
+
+    config = tmp_path / "pretrain.yaml"
+    config.write_text(TINY.format(repo=REPO))
+    holdout = [f"dataset_config.uvla_{name}.holdout_every=6"
+               for name in ("region_tag", "region_phrase", "image_sentence")]
+    CurriculumWeighting.active = spy
+    try:
+        mmf_cli.run.run(opts=[f"config={config}", f"env.data_dir={world}",
+                              f"env.save_dir={tmp_path / 'save'}", *holdout, *opts])
+    finally:
+        CurriculumWeighting.active = active
+    return seen
+
+
+def test_the_curriculum_follows_the_trainers_update_count(tiny_corpus, tmp_path):
+    seen = _pretrain_in_process(tmp_path, tiny_corpus.parent)
+    from mmf_uvlp.training_progress import registered_train_samples
+
+    training = seen[:6]  # one forward per update; the evaluation forwards follow
+    assert [updates for updates, _, _ in training] == [0, 1, 2, 3, 4, 5]
+    total = sum(registered_train_samples().values())
+    for updates, epoch, active in training:
+        assert epoch == pytest.approx(updates * 16 / total)
+        assert active == (epoch >= 0.2)
+    assert {active for _, _, active in training} == {False, True}, (training, total)
+
+
+def test_without_the_progress_callback_the_curriculum_says_what_to_add(tiny_corpus, tmp_path):
+    with pytest.raises(RuntimeError, match="training.callbacks must include .type: uvla_training_progress"):
+        _pretrain_in_process(tmp_path, tiny_corpus.parent, "training.callbacks=[]")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("name", choices=sorted(CHECKS))
+    sys.path.insert(0, str(Path(__file__).parent))
+    CHECKS[parser.parse_args().name]()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
