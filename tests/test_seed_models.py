@@ -4,6 +4,7 @@ never leaks a masked region, and MMF's masked-caption data over the aligned pair
 
 from __future__ import annotations
 
+import argparse
 import os
 import random
 from pathlib import Path
@@ -19,7 +20,8 @@ import mmf  # noqa: F401  (registers the plugin's components)
 from mmf.common.registry import registry
 from mmf.common.sample import Sample, SampleList
 from mmf.utils.build import build_dataset
-from mmf.utils.configuration import load_yaml
+from mmf.utils.configuration import Configuration, load_yaml
+from mmf.utils.env import setup_imports
 from mmf_uvlp.datasets.builders.masked_aligned_vlp.builder import MaskedAlignedVLPBuilder
 from mmf_uvlp.datasets.databases.image_pool import ImagePoolDatabase
 from mmf_uvlp.models.vilbert_uvlp import ViLBERTUVLP
@@ -28,7 +30,9 @@ from mmf_uvlp.models.vl_bert import VLBERT
 from mmf_uvlp.modules.alignment import matching_loss
 from mmf_uvlp.modules.heads import PADDED_REGION_SCORE
 from mmf_uvlp.modules.vl_bert_embeddings import IMAGE_SEGMENT, sinusoidal_geometry
+from mmf_uvlp.seed_models import SEED_MODELS, SYSTEMS, TASKS
 
+REPO = Path(__file__).resolve().parents[1]
 BERT = os.environ["UVLP_BERT"]
 B, L, R, D, V = 3, 6, 4, 8, 50
 COUNTS = (4, 2, 3)  # real regions per sample
@@ -425,3 +429,78 @@ def test_masked_aligned_vlp_errors(tiny_world):
         _masked_dataset(tiny_world, "train", captions=None)
     with pytest.raises(ValueError, match="holdout_every"):
         _masked_dataset(tiny_world, "val", holdout_every=1000)  # one held-out image
+
+
+# ------------------------------------------------------------- configs as MMF composes them
+def _compose(config: str):
+    """MMF's full configuration of ``config`` (relative to the repository), as ``mmf_run``."""
+    previous = registry.get("config", no_warning=True)
+    setup_imports()
+    registry.register("config", None)  # MMF reads its defaults while no config is registered
+    try:
+        args = argparse.Namespace(config_override=None, opts=[f"config={REPO / config}"])
+        return Configuration(args).get_config()
+    finally:
+        registry.register("config", previous)
+
+
+BUDGET = ("batch_size", "max_updates", "seed", "lr_scheduler", "num_workers")
+
+
+@pytest.fixture(scope="module")
+def uvla_runs():
+    return {"pretrain": _compose("projects/uvla/pretrain.yaml"),
+            "finetune": _compose("projects/uvla/finetune/vqa2.yaml")}
+
+
+def _configs():
+    for key in SEED_MODELS:
+        yield key, "pretrain", SYSTEMS[key].pretrain_config
+        for task in TASKS:
+            yield key, "finetune", SYSTEMS[key].finetune(task)
+
+
+@pytest.mark.parametrize("system, kind, config", list(_configs()))
+def test_every_seed_config_has_uvlas_optimizer_schedule_and_budget(system, kind, config,
+                                                                   uvla_runs):
+    loaded, reference = _compose(config), uvla_runs[kind]
+    assert loaded.scheduler.type == "warmup_linear" and loaded.training.lr_scheduler is True
+    assert loaded.scheduler.params.num_training_steps == loaded.training.max_updates
+    for key in ("optimizer", "scheduler"):
+        assert OmegaConf.to_container(loaded[key], resolve=True) == \
+            OmegaConf.to_container(reference[key], resolve=True), key
+    for key in BUDGET:
+        assert loaded.training[key] == reference.training[key], key
+    assert loaded.env.data_dir == reference.env.data_dir
+    node = loaded.model_config[loaded.model]
+    layers = {"visual_bert": "num_hidden_layers", "vilbert": "num_hidden_layers",
+              "vl_bert": "bert_layers"}[system]
+    assert node[layers] == 2  # MiniLM's first 2 layers, as uvla's demo
+    assert node.bert_model_name == reference.model_config.uvla.bert_model_name
+
+
+def test_mmf_variants_read_mmfs_own_model_settings():
+    visual_bert = _compose("projects/baselines/visual_bert/refcoco_plus.yaml")
+    assert visual_bert.model == "visual_bert_uvlp"
+    assert visual_bert.model_config.visual_bert_uvlp.training_head_type == "region_scorer"
+    assert visual_bert.model_config.visual_bert_uvlp.visual_embedding_dim == 128
+    vilbert = _compose("projects/baselines/vilbert/pretrain.yaml")
+    assert vilbert.model_config.vilbert_uvlp.v_target_size == 185
+    assert vilbert.model_config.vilbert_uvlp.itm_loss_weight == 1.0
+    assert vilbert.dataset_config.masked_aligned_vlp.use_image_feature_masks is True
+
+
+def test_seed_systems_name_existing_configs_and_their_weight_options(tmp_path):
+    for system in SYSTEMS.values():
+        assert (REPO / system.pretrain_config).is_file(), system.pretrain_config
+        for task in TASKS:
+            assert (REPO / system.finetune(task)).is_file(), system.finetune(task)
+    weights = tmp_path / "w.pth"
+    assert SYSTEMS["vilbert"].start_from(weights) == [
+        f"checkpoint.resume_file={weights}", "checkpoint.resume_pretrained=True"]
+    assert SYSTEMS["vilbert"].start_from(None) == []
+    assert SYSTEMS["vl_bert"].start_from(None) == ["model_config.vl_bert.pretrained_checkpoint=None"]
+    assert SYSTEMS["vl_bert"].evaluate_from(weights)[-1] == \
+        "model_config.vl_bert.pretrained_checkpoint=None"
+    with pytest.raises(ValueError, match="unknown task"):
+        SYSTEMS["vl_bert"].finetune("vcr")

@@ -1,0 +1,170 @@
+#!/usr/bin/env python
+"""The seed models (VisualBERT, ViLBERT, VL-BERT) on the demo world, beside ``make demo``'s runs.
+
+For each system (``mmf_uvlp/seed_models.py``): pre-training with its config, fine-tuning
+on VQA2, NLVR2, VE and RefCOCO+ from the pre-trained weights (``run_type=train_inference``,
+the demo's budget: 400 pre-training and 120 fine-tuning updates, warm-up 10 %), and
+RefCOCO+ val / testA / testB inference; then ``tools/report.py`` with Base and μ-VLA
+(``make demo``'s runs, when present) and every system run here. Every step is the
+``mmf_run`` command a user would type and is skipped when its output exists; an
+interrupted training run continues from its last checkpoint (``checkpoint.resume=True``).
+Runs: ``<data>/runs/<system>_pretrain`` and ``<data>/runs/<system>/<task>``; wall times
+per step in ``<data>/runs/<system>/timings.json``.
+
+    python tools/seed_models.py                                  # the three seed models
+    python tools/seed_models.py --systems vl_bert,aligned_vlp --no-report
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from mmf_uvlp.report.results import LOG_FILE, parse_log
+from mmf_uvlp.seed_models import METRICS, REFCOCO_SPLITS, SEED_MODELS, SYSTEMS, TASKS, SeedSystem
+
+REPO = Path(__file__).resolve().parents[1]
+PYTHON = sys.executable
+MMF_RUN = str(Path(sys.executable).with_name("mmf_run"))
+DEMO_ROWS = {"Base": "base", "μ-VLA": "uvla"}  # make demo's runs, table row -> folder
+
+
+class Runner:
+    """The steps of one system on one world; each step is skipped once its output exists."""
+
+    def __init__(self, system: SeedSystem, data: Path, seed: int, pretrain_updates: int,
+                 finetune_updates: int):
+        self.system = system
+        self.world = data / "toy_world_demo"
+        self.runs = data / "runs"
+        self.folder = self.runs / system.key
+        self.pretrained = self.runs / f"{system.key}_pretrain" / system.final_weights
+        self.seed = seed
+        self.pretrain_updates = pretrain_updates
+        self.finetune_updates = finetune_updates
+        self.timings_file = self.folder / "timings.json"
+
+    def _common(self, save: Path) -> List[str]:
+        feature_dim = int(json.loads((self.world / "world.json").read_text())["feature_dim"])
+        return [f"env.data_dir={self.world}", f"env.save_dir={save}",
+                *self.system.feature_dim(feature_dim)]
+
+    def _schedule(self, updates: int, checkpoints: int) -> List[str]:
+        return [f"training.max_updates={updates}", f"training.seed={self.seed}",
+                f"training.evaluation_interval={updates}",
+                f"training.checkpoint_interval={max(updates // checkpoints, 1)}",
+                f"scheduler.params.num_warmup_steps={updates // 10}", "checkpoint.resume=True"]
+
+    def _run(self, step: str, command: List[str]) -> None:
+        title = f"{self.system.name}: {step}"
+        print(f"\n=== {title}\n$ {' '.join(command)}", flush=True)
+        start = time.perf_counter()
+        subprocess.run(command, check=True, cwd=REPO)
+        seconds = time.perf_counter() - start
+        timings = self.timings()
+        timings[step] = round(seconds, 1)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.timings_file.write_text(json.dumps(timings, indent=1) + "\n")
+        print(f"=== {title}: done in {seconds:.0f}s", flush=True)
+
+    def timings(self) -> Dict[str, float]:
+        """Wall seconds of each finished step (also of earlier invocations)."""
+        if not self.timings_file.exists():
+            return {}
+        return json.loads(self.timings_file.read_text())
+
+    @staticmethod
+    def _logged(folder: Path, keys: List[str]) -> bool:
+        log = folder / LOG_FILE
+        return log.exists() and all(key in parse_log(log) for key in keys)
+
+    def pretrain(self) -> None:
+        if self.pretrained.exists():
+            print(f"=== {self.system.name}: pre-training already done ({self.pretrained})")
+            return
+        self._run("pretrain", [MMF_RUN, f"config={self.system.pretrain_config}",
+                               *self._common(self.pretrained.parent),
+                               *self._schedule(self.pretrain_updates, 4)])
+
+    def finetune(self, task: str) -> None:
+        save = self.folder / task
+        if self._logged(save, [f"test/{task}/{METRICS[task]}"]):
+            print(f"=== {self.system.name}: {task} already done ({save / LOG_FILE})")
+            return
+        self._run(task, [MMF_RUN, f"config={self.system.finetune(task)}", *self._common(save),
+                         *self.system.start_from(self.pretrained),
+                         *self._schedule(self.finetune_updates, 2), "run_type=train_inference"])
+
+    def evaluate_refcoco_splits(self) -> None:
+        save = self.folder / "refcoco_plus_splits"
+        if self._logged(save, [f"test/{view}/refcoco_accuracy" for view in REFCOCO_SPLITS]):
+            print(f"=== {self.system.name}: RefCOCO+ splits already done ({save / LOG_FILE})")
+            return
+        checkpoint = self.folder / "refcoco_plus" / "current.ckpt"
+        self._run("refcoco_plus_splits", [
+            MMF_RUN, f"config={self.system.finetune('refcoco_plus')}", *self._common(save),
+            *self.system.evaluate_from(checkpoint), "run_type=inference",
+            f"datasets={','.join(REFCOCO_SPLITS)}"])
+
+    def all_steps(self) -> None:
+        self.pretrain()
+        for task in TASKS:
+            self.finetune(task)
+        self.evaluate_refcoco_splits()
+
+
+def report(data: Path, systems: List[SeedSystem], out: Path) -> None:
+    runs: List[str] = []
+    for name, folder in DEMO_ROWS.items():
+        if (data / "runs" / folder).exists():
+            runs += ["--run", f"{name}={data / 'runs' / folder}"]
+    for system in systems:
+        runs += ["--run", f"{system.name}={data / 'runs' / system.key}"]
+    command = [PYTHON, "tools/report.py", *runs, "--out", str(out)]
+    print(f"\n=== Table 1\n$ {' '.join(command)}", flush=True)
+    subprocess.run(command, check=True, cwd=REPO)
+
+
+def main(argv: List[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=REPO / "data",
+                        help="folder holding toy_world_demo and runs (default: data)")
+    parser.add_argument("--systems", default=",".join(SEED_MODELS),
+                        help=f"comma-separated subset of {sorted(SYSTEMS)}")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--pretrain-updates", type=int, default=400)
+    parser.add_argument("--finetune-updates", type=int, default=120)
+    parser.add_argument("--report-dir", type=Path, default=None,
+                        help="where Table 1 goes (default: <data>/report_seed_models)")
+    parser.add_argument("--no-report", action="store_true", help="skip tools/report.py")
+    args = parser.parse_args(argv)
+    keys = [key.strip() for key in args.systems.split(",") if key.strip()]
+    unknown = sorted(set(keys) - set(SYSTEMS))
+    if unknown or not keys:
+        parser.error(f"--systems: unknown {unknown}; expected names from {sorted(SYSTEMS)}")
+    data = args.data.resolve()
+    if not (data / "toy_world_demo" / "world.json").exists():
+        parser.error(f"{data / 'toy_world_demo'} holds no toy world: run `make toy-world` first")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    systems = [SYSTEMS[key] for key in keys]
+    for system in systems:
+        runner = Runner(system, data, args.seed, args.pretrain_updates, args.finetune_updates)
+        runner.all_steps()
+        total = sum(runner.timings().values())
+        print(f"=== {system.name}: wall time of its steps {total:.0f}s ({total / 60:.1f} min)",
+              flush=True)
+    if not args.no_report:
+        report(data, systems, args.report_dir or data / "report_seed_models")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
