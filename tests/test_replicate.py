@@ -24,7 +24,7 @@ from mmf_uvlp.replication.aggregate import (
 from mmf_uvlp.replication.render import format_stat, markdown, write_table
 from mmf_uvlp.replication.runner import StaleRun, StepFailed, run_steps
 from mmf_uvlp.replication.steps import (
-    MMF_RUN, Settings, Step, model_overrides, plan, system_steps,
+    KINDS, MMF_RUN, Settings, Step, model_overrides, plan, system_steps,
 )
 from mmf_uvlp.replication.study import (
     SYSTEMS, TABLES, TASKS, config_datasets, select,
@@ -223,6 +223,7 @@ def test_the_commands_of_a_study(tmp_path):
                         finetune_updates=12, model_overrides=("model_config.uvla.x=1",))
     steps = plan([SYSTEMS["base"], SYSTEMS["uvla"], SYSTEMS["rt"], SYSTEMS["topk1"]], settings)
     kinds = [s.kind for s in steps]
+    assert set(kinds) == set(KINDS)
     assert kinds[:3] == ["world", "corpus", "corpus"]
     assert [s.folder.name for s in steps[1:3]] == ["corpus", "corpus_k10"]  # each corpus once
     assert "--k" in steps[2].command and "10" in steps[2].command
