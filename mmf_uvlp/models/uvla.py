@@ -84,6 +84,8 @@ class ModelInputs:
 class UVLA(BaseModel):
     """μ-VLA pre-training (and fine-tuning) model; ``config`` is ``model_config.uvla``."""
 
+    config_key = "uvla"  # the registered name: messages name model_config.<config_key>
+
     def __init__(self, config: Any):
         super().__init__(config)
         self.config = config
@@ -97,7 +99,8 @@ class UVLA(BaseModel):
         attention = self.config.get("attention", "sdpa")
         if attention not in ATTENTION_IMPLEMENTATIONS:
             raise ValueError(
-                f"model_config.uvla.attention must be one of {ATTENTION_IMPLEMENTATIONS}, "
+                f"model_config.{self.config_key}.attention must be one of "
+                f"{ATTENTION_IMPLEMENTATIONS}, "
                 f"got {attention!r}"
             )
         bert = self._load_bert(attention)
@@ -131,7 +134,8 @@ class UVLA(BaseModel):
         if curriculum.get("enabled", False):
             if "itm" not in self.heads:
                 raise ValueError(
-                    "model_config.uvla.curriculum.enabled needs the 'itm' head in heads"
+                    f"model_config.{self.config_key}.curriculum.enabled needs the 'itm' head "
+                    "in heads"
                 )
             self.curriculum = CurriculumWeighting(float(curriculum.get("start_epoch", 1)))
 
@@ -143,7 +147,7 @@ class UVLA(BaseModel):
     def _required(self, key: str) -> Any:
         value = self.config.get(key, None)
         if value is None:
-            raise ValueError(f"model_config.uvla.{key} must be set")
+            raise ValueError(f"model_config.{self.config_key}.{key} must be set")
         return value
 
     def _load_bert(self, attention: str) -> BertForPreTraining:
@@ -153,8 +157,9 @@ class UVLA(BaseModel):
             sizes = self.config.get("bert_config", None)
             if sizes is None:
                 raise ValueError(
-                    "model_config.uvla: bert_model_name is null, so bert_config (vocab_size, "
-                    "hidden_size, num_hidden_layers, num_attention_heads, intermediate_size) "
+                    f"model_config.{self.config_key}: bert_model_name is null, so bert_config "
+                    "(vocab_size, hidden_size, num_hidden_layers, num_attention_heads, "
+                    "intermediate_size) "
                     "must be set"
                 )
             if OmegaConf.is_config(sizes):
@@ -170,7 +175,8 @@ class UVLA(BaseModel):
             )
         except OSError as error:
             raise OSError(
-                f"model_config.uvla.bert_model_name={name!r}: expected a local folder with a BERT "
+                f"model_config.{self.config_key}.bert_model_name={name!r}: expected a local "
+                "folder with a BERT "
                 f"config.json and weights (or null for random init): {error}"
             ) from error
 
@@ -179,12 +185,13 @@ class UVLA(BaseModel):
         unknown = [n for n in names if n not in PRETRAINING_HEADS + TASK_HEADS]
         if unknown:
             raise ValueError(
-                f"model_config.uvla.heads: unknown {unknown}; expected names from "
+                f"model_config.{self.config_key}.heads: unknown {unknown}; expected names from "
                 f"{PRETRAINING_HEADS + TASK_HEADS}"
             )
         if sum(n in TASK_HEADS for n in names) > 1:
             raise ValueError(
-                f"model_config.uvla.heads: at most one of {TASK_HEADS} (each writes 'scores')"
+                f"model_config.{self.config_key}.heads: at most one of {TASK_HEADS} "
+                "(each writes 'scores')"
             )
         return names
 
@@ -200,7 +207,8 @@ class UVLA(BaseModel):
         value = registry.get(key, no_warning=True) if key else None
         if value is None:
             raise ValueError(
-                "model_config.uvla: set num_labels, or num_labels_from to a registry key "
+                f"model_config.{self.config_key}: set num_labels, or num_labels_from to a "
+                "registry key "
                 f"a dataset builder registers (got num_labels_from={key!r}, not registered)"
             )
         return int(value)
@@ -217,7 +225,8 @@ class UVLA(BaseModel):
         """
         if not os.path.isfile(path):
             raise FileNotFoundError(
-                f"model_config.uvla.pretrained_checkpoint={path!r} does not exist: run "
+                f"model_config.{self.config_key}.pretrained_checkpoint={path!r} does not "
+                "exist: run "
                 "pre-training first (make pretrain) or set it to null for the BERT init"
             )
         state = torch.load(path, map_location="cpu", weights_only=False)
@@ -226,12 +235,14 @@ class UVLA(BaseModel):
         wanted = {key: value for key, value in state.items() if key.startswith(PRETRAINED_PARTS)}
         if not wanted:
             raise ValueError(
-                f"{path}: no {PRETRAINED_PARTS} weights; expected a checkpoint of the uvla model"
+                f"{path}: no {PRETRAINED_PARTS} weights; expected a checkpoint of the "
+                f"{self.config_key} model"
             )
         try:
             result = nn.Module.load_state_dict(self, wanted, strict=False)
         except RuntimeError as error:
-            raise ValueError(f"{path}: does not fit model_config.uvla: {error}") from error
+            raise ValueError(f"{path}: does not fit model_config.{self.config_key}: "
+                             f"{error}") from error
         missing = [key for key in result.missing_keys if key.startswith(PRETRAINED_PARTS)]
         self.pretrained_report = {
             "path": path,
@@ -246,7 +257,7 @@ class UVLA(BaseModel):
                 "keys in the embeddings, encoder or pooler (different bert_layers or sizes?)"
             )
         writer = registry.get("writer", no_warning=True)
-        message = (f"uvla: loaded {len(wanted)} pre-trained tensors from {path}; "
+        message = (f"{self.config_key}: loaded {len(wanted)} pre-trained tensors from {path}; "
                    f"not copied: {len(self.pretrained_report['not_copied'])} head tensors")
         if writer is not None:  # rc10 registers its Logger (write), MMF main a logging.Logger
             log = writer.write if hasattr(writer, "write") else writer.info
@@ -277,7 +288,7 @@ class UVLA(BaseModel):
         """Text and visual tensors of the batch; an img0/img1 batch becomes 2B pairs."""
         input_ids = sample_list.get("input_ids")
         if input_ids is None:
-            raise ValueError("uvla: the batch has no 'input_ids' (B, L)")
+            raise ValueError(f"{self.config_key}: the batch has no 'input_ids' (B, L)")
         input_mask = sample_list.get("input_mask")
         if input_mask is None:
             input_mask = (input_ids != 0).long()
@@ -287,7 +298,8 @@ class UVLA(BaseModel):
         text_boxes = sample_list.get("text_boxes")
         text_is_tag = sample_list.get("text_is_tag")
         if (text_boxes is None) != (text_is_tag is None):
-            raise ValueError("uvla: 'text_boxes' (B, L, 5) and 'text_is_tag' (B, L) come together")
+            raise ValueError(f"{self.config_key}: 'text_boxes' (B, L, 5) and 'text_is_tag' "
+                             "(B, L) come together")
 
         if sample_list.get("img0") is None or sample_list.get("img1") is None:
             features, boxes, region_mask = self._visual_inputs(sample_list, "", input_ids)
@@ -307,8 +319,8 @@ class UVLA(BaseModel):
         if features is not None:
             boxes = source.get("region_boxes")
             if boxes is None:
-                raise ValueError(f"uvla: the batch has '{prefix}region_features' but no "
-                                 f"'{prefix}region_boxes' (B, R, 5)")
+                raise ValueError(f"{self.config_key}: the batch has '{prefix}region_features' "
+                                 f"but no '{prefix}region_boxes' (B, R, 5)")
             mask = source.get("region_mask")
             if mask is None:
                 mask = torch.ones(features.shape[:2], dtype=torch.long, device=features.device)
@@ -322,28 +334,31 @@ class UVLA(BaseModel):
             mask = input_ids.new_zeros((batch, 0))
         else:
             raise ValueError(
-                f"uvla: the batch has no region features: expected '{prefix}region_features' "
+                f"{self.config_key}: the batch has no region features: expected "
+                f"'{prefix}region_features' "
                 f"(B, R, D) or MMF's '{prefix}image_feature_0' (text-only pre-training batches "
-                "need model_config.uvla.text_only_batches: true)"
+                f"need model_config.{self.config_key}.text_only_batches: true)"
             )
         if features.size(-1) != self.feature_dim:
-            raise ValueError(f"uvla: region features have dimension {features.size(-1)}, "
-                             f"model_config.uvla.feature_dim is {self.feature_dim}")
+            raise ValueError(f"{self.config_key}: region features have dimension "
+                             f"{features.size(-1)}, model_config.{self.config_key}.feature_dim "
+                             f"is {self.feature_dim}")
         if boxes.shape != (*features.shape[:2], BOX_DIM):
             raise ValueError(
-                f"uvla: '{prefix}region_boxes' must be (B, R, 5), got {tuple(boxes.shape)}"
+                f"{self.config_key}: '{prefix}region_boxes' must be (B, R, 5), got "
+                f"{tuple(boxes.shape)}"
             )
         return features.float(), boxes.float(), mask
 
-    @staticmethod
-    def _boxes_from_image_info(info: Optional[Mapping[str, Any]], features: torch.Tensor,
+    def _boxes_from_image_info(self, info: Optional[Mapping[str, Any]], features: torch.Tensor,
                                prefix: str) -> Tuple[torch.Tensor, torch.Tensor]:
         """5-d boxes and the region mask from MMF's ``image_info_0`` (bbox in pixels)."""
         batch, regions = features.shape[:2]
         device = features.device
         if info is None or info.get("bbox") is None or info.get("image_width") is None:
             raise ValueError(
-                f"uvla: '{prefix}image_info_0' needs 'bbox', 'image_width' and 'image_height' "
+                f"{self.config_key}: '{prefix}image_info_0' needs 'bbox', 'image_width' and "
+                "'image_height' "
                 "(the feature files' info; set return_features_info: true in the dataset config)"
             )
         boxes = torch.zeros(batch, regions, BOX_DIM, device=device)

@@ -19,7 +19,6 @@ checkpoint's ``model.bert.*`` weights load with MMF's ``pretrained_state_mapping
 
 from __future__ import annotations
 
-import os
 from typing import Any, Dict, Optional
 
 import torch
@@ -27,10 +26,10 @@ from mmf.common.registry import registry
 from mmf.models.vilbert import ViLBERT, ViLBERTForClassification
 from torch import nn
 
-import mmf_uvlp
 from mmf_uvlp.models.visual_bert_uvlp import REGION_SCORER, classification_config
 from mmf_uvlp.modules.alignment import LastOutput, matching_loss
 from mmf_uvlp.modules.heads import Encoded, RegionScorerHead
+from mmf_uvlp.utils.config_files import default_config
 
 
 class ViLBERTForRegionScoring(nn.Module):
@@ -74,8 +73,7 @@ class ViLBERTUVLP(ViLBERT):
 
     @classmethod
     def config_path(cls) -> str:
-        root = os.path.dirname(os.path.dirname(os.path.abspath(mmf_uvlp.__file__)))
-        return os.path.join(root, "configs", "models", "vilbert_uvlp", "defaults.yaml")
+        return default_config("models", "vilbert_uvlp", "defaults.yaml")
 
     def build(self) -> None:
         if self.config.training_head_type == REGION_SCORER:

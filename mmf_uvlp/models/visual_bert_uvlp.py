@@ -18,7 +18,6 @@ checkpoint's ``model.bert.*`` weights load with MMF's ``pretrained_state_mapping
 
 from __future__ import annotations
 
-import os
 from typing import Any, Dict, Optional
 
 import torch
@@ -27,9 +26,9 @@ from mmf.models.visual_bert import VisualBERT, VisualBERTForClassification
 from omegaconf import OmegaConf
 from torch import nn
 
-import mmf_uvlp
 from mmf_uvlp.modules.alignment import LastOutput, matching_loss
 from mmf_uvlp.modules.heads import Encoded, RegionScorerHead
+from mmf_uvlp.utils.config_files import default_config
 
 REGION_SCORER = "region_scorer"
 
@@ -81,8 +80,7 @@ class VisualBERTUVLP(VisualBERT):
 
     @classmethod
     def config_path(cls) -> str:
-        root = os.path.dirname(os.path.dirname(os.path.abspath(mmf_uvlp.__file__)))
-        return os.path.join(root, "configs", "models", "visual_bert_uvlp", "defaults.yaml")
+        return default_config("models", "visual_bert_uvlp", "defaults.yaml")
 
     def build(self) -> None:
         if self.config.training_head_type == REGION_SCORER:

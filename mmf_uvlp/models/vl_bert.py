@@ -26,17 +26,16 @@ Encoded output: ``text`` (B, L, H), ``regions`` (B, R, H), ``pooled`` (B, H) fro
 
 from __future__ import annotations
 
-import os
 from typing import Any, List, Mapping, Optional
 
 import torch
 from mmf.common.registry import registry
 from torch import nn
 
-import mmf_uvlp
 from mmf_uvlp.models.uvla import ATTENTION_IMPLEMENTATIONS, TASK_HEADS, VOCAB_HEADS, UVLA
 from mmf_uvlp.modules.heads import Encoded
 from mmf_uvlp.modules.vl_bert_embeddings import VLBERTEmbeddings
+from mmf_uvlp.utils.config_files import default_config
 
 VL_BERT_PRETRAINING_HEADS = ("mlm", "mrc")
 
@@ -45,15 +44,16 @@ VL_BERT_PRETRAINING_HEADS = ("mlm", "mrc")
 class VLBERT(UVLA):
     """VL-BERT pre-training and fine-tuning; ``config`` is ``model_config.vl_bert``."""
 
+    config_key = "vl_bert"
+
     @classmethod
     def config_path(cls) -> str:
-        root = os.path.dirname(os.path.dirname(os.path.abspath(mmf_uvlp.__file__)))
-        return os.path.join(root, "configs", "models", "vl_bert", "defaults.yaml")
+        return default_config("models", "vl_bert", "defaults.yaml")
 
     def build(self) -> None:
         attention = self.config.get("attention", "sdpa")
         if attention not in ATTENTION_IMPLEMENTATIONS:
-            raise ValueError(f"model_config.vl_bert.attention must be one of "
+            raise ValueError(f"model_config.{self.config_key}.attention must be one of "
                              f"{ATTENTION_IMPLEMENTATIONS}, got {attention!r}")
         bert = self._load_bert(attention)
         self.bert_config = bert.config
@@ -83,12 +83,6 @@ class VLBERT(UVLA):
         pretrained = self.config.get("pretrained_checkpoint", None)
         if pretrained:
             self._load_pretrained(str(pretrained))
-
-    def _required(self, key: str) -> Any:
-        value = self.config.get(key, None)
-        if value is None:
-            raise ValueError(f"model_config.vl_bert.{key} must be set")
-        return value
 
     def _head_names(self) -> List[str]:
         names = list(self._required("heads"))
