@@ -8,8 +8,9 @@ RefCOCO+ val / testA / testB inference; then ``tools/report.py`` with Base and Î
 (``make demo``'s runs, when present) and every system run here. Every step is the
 ``mmf_run`` command a user would type and is skipped when its output exists; an
 interrupted training run continues from its last checkpoint (``checkpoint.resume=True``).
-Runs: ``<data>/runs/<system>_pretrain`` and ``<data>/runs/<system>/<task>``; wall times
-per step in ``<data>/runs/<system>/timings.json``.
+Runs: ``<data>/runs/<system>_pretrain`` and ``<data>/runs/<system>/<task>``; the wall and
+CPU seconds of each step in ``<data>/runs/<system>/timings.json`` (CPU time, summed over
+threads, does not depend on what else the machine runs).
 
     python tools/seed_models.py                                  # the three seed models
     python tools/seed_models.py --systems vl_bert,aligned_vlp --no-report
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -35,6 +37,12 @@ REPO = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
 MMF_RUN = str(Path(sys.executable).with_name("mmf_run"))
 DEMO_ROWS = {"Base": "base", "Î¼-VLA": "uvla"}  # make demo's runs, table row -> folder
+
+
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of the finished child processes so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 class Runner:
@@ -66,17 +74,17 @@ class Runner:
     def _run(self, step: str, command: List[str]) -> None:
         title = f"{self.system.name}: {step}"
         print(f"\n=== {title}\n$ {' '.join(command)}", flush=True)
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), _children_cpu()
         subprocess.run(command, check=True, cwd=REPO)
-        seconds = time.perf_counter() - start
+        wall, cpu = time.perf_counter() - start, _children_cpu() - cpu_start
         timings = self.timings()
-        timings[step] = round(seconds, 1)
+        timings[step] = {"wall_s": round(wall, 1), "cpu_s": round(cpu, 1)}
         self.folder.mkdir(parents=True, exist_ok=True)
         self.timings_file.write_text(json.dumps(timings, indent=1) + "\n")
-        print(f"=== {title}: done in {seconds:.0f}s", flush=True)
+        print(f"=== {title}: done in {wall:.0f}s (CPU {cpu:.0f}s)", flush=True)
 
-    def timings(self) -> Dict[str, float]:
-        """Wall seconds of each finished step (also of earlier invocations)."""
+    def timings(self) -> Dict[str, Dict[str, float]]:
+        """Wall and CPU seconds of each finished step (also of earlier invocations)."""
         if not self.timings_file.exists():
             return {}
         return json.loads(self.timings_file.read_text())
@@ -158,9 +166,10 @@ def main(argv: List[str] | None = None) -> int:
     for system in systems:
         runner = Runner(system, data, args.seed, args.pretrain_updates, args.finetune_updates)
         runner.all_steps()
-        total = sum(runner.timings().values())
-        print(f"=== {system.name}: wall time of its steps {total:.0f}s ({total / 60:.1f} min)",
-              flush=True)
+        steps = runner.timings().values()
+        wall, cpu = sum(s["wall_s"] for s in steps), sum(s["cpu_s"] for s in steps)
+        print(f"=== {system.name}: its steps took {wall / 60:.1f} min wall, "
+              f"{cpu / 60:.1f} min CPU", flush=True)
     if not args.no_report:
         report(data, systems, args.report_dir or data / "report_seed_models")
     return 0
