@@ -217,3 +217,18 @@ def test_run_probe_excludes_the_padding_of_a_batch(tokenizer):
     assert entity["random_baseline"] == pytest.approx(100 * (1 / 3 + 1 / 3 + 1 / 2 + 1 / 2) / 4)
     np.testing.assert_allclose(entity["attention_to_regions"], [[(0.6 + 0.6 + 0.15 + 0.15) / 4]])
     assert summary["syntactic"]["det"]["n"] == 4 and summary["syntactic"]["dobj"]["n"] == 2
+
+
+def test_batches_keep_the_regions_of_every_example_in_a_group(monkeypatch):
+    """Many distinct images: the region cache is never emptied in the middle of a group."""
+    import types
+
+    import mmf_uvlp.analysis.batches as batching
+
+    monkeypatch.setattr(batching, "make_batch", lambda ids, regions: None)
+    store = {f"img{i}": f"regions of img{i}" for i in range(30)}
+    examples = [types.SimpleNamespace(image_id=f"img{i}", input_ids=[i]) for i in range(30)]
+    groups = list(batching.batches(examples, store, batch_size=4))
+    assert [len(group) for group, _, _ in groups] == [4] * 7 + [2]
+    for group, regions, _ in groups:
+        assert regions == [store[e.image_id] for e in group]

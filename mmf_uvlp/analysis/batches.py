@@ -24,13 +24,13 @@ def batches(examples: Iterable[Example], store: RegionStore,
 
     for example in examples:
         if example.image_id not in cache:
-            if len(cache) > 4 * batch_size:
-                cache.clear()
             cache[example.image_id] = store[example.image_id]
         group.append(example)
         if len(group) == batch_size:
             yield flush()
             group.clear()
+            if len(cache) > 4 * batch_size:  # only between groups: a group keeps its images
+                cache.clear()
     if group:
         yield flush()
 
