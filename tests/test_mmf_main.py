@@ -75,8 +75,10 @@ sys.meta_path.insert(sys.meta_path.index(importlib.machinery.PathFinder), Editab
 
 def _run_with_editable_mmf(tmp_path: Path, version: str, program: str) -> subprocess.CompletedProcess:
     source = tmp_path / "src"
-    (source / "mmf").mkdir(parents=True)
+    (source / "mmf" / "common").mkdir(parents=True)
     (source / "mmf" / "__init__.py").write_text(f'__version__ = "{version}"\n')
+    (source / "mmf" / "common" / "__init__.py").write_text("")
+    (source / "mmf" / "common" / "registry.py").write_text("")
     site = tmp_path / "site"
     dist_info = site / f"mmf-{version}.dist-info"
     dist_info.mkdir(parents=True)
@@ -111,6 +113,26 @@ def test_an_editable_mmf_triggers_the_fixes_and_registration_exactly_once(tmp_pa
     result = _run_with_editable_mmf(tmp_path, "1.0.0rc12", program)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[True]"
+
+
+def test_with_only_env_user_dir_the_fixes_run_when_the_plugin_is_imported(tmp_path, monkeypatch):
+    """MMF first, the plugin later (env.user_dir, no .pth hook): the fixes of MMF main still
+    run (here disabled, which they report), and the components register once."""
+    program = """
+    for name in [m for m in sys.modules if m == "mmf_uvlp" or m.startswith("mmf_uvlp.")]:
+        if name != "mmf_uvlp.plugin":
+            del sys.modules[name]
+    sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != "_Finder"]
+    import mmf.common.registry
+    importlib.import_module("mmf_uvlp")  # what MMF's import_user_module does
+    from mmf_uvlp import compat
+    print({fix.failure for fix in compat.active_fix_set().fixes}, registered)
+    """
+    disabled = ",".join(fix.name for fix in compat.fix_set_for("1.0.0rc12").fixes)
+    monkeypatch.setenv(compat.DISABLE_VARIABLE, disabled)
+    result = _run_with_editable_mmf(tmp_path, "1.0.0rc12", program)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "{'disabled by $MMF_UVLP_DISABLE_FIXES'} [True]"
 
 
 def test_the_hook_runs_the_fixes_of_an_editable_mmf(tmp_path):

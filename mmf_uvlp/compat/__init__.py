@@ -15,7 +15,8 @@ another version nothing is patched.
 The hook finds ``mmf`` with the finders that follow it on ``sys.meta_path`` (an editable
 MMF is served by a finder of its own, not by ``sys.path``), so the plugin registers
 exactly once whatever the layout: MMF from the index or editable from source, the plugin
-installed editable, as a wheel, or only imported through ``env.user_dir``.
+installed editable, as a wheel, or only imported through ``env.user_dir`` (MMF is then
+imported already: the "post" fixes run at once, which suffices for MMF main's).
 
 Importing this package is cheap: it touches neither torch nor MMF.
 """
@@ -179,15 +180,34 @@ class _Finder(importlib.abc.MetaPathFinder):
         return None
 
 
+def _apply_to_imported(fix_set: FixSet) -> None:
+    """The plugin came after MMF (only ``env.user_dir``): the "post" fixes of modules already
+    imported run now; their "pre" fixes are too late and say so."""
+    for trigger in fix_set.triggers():
+        if trigger not in sys.modules:
+            continue
+        for fix in fix_set.fixes:
+            if fix.trigger == trigger and fix.stage == "pre" and not fix.applied:
+                fix.failure = (f"too late: {trigger} was imported before mmf_uvlp; install the "
+                               "plugin, whose .pth hook imports it first")
+        _run(fix_set.fixes, trigger, "post")
+
+
 def install() -> None:
-    """Install the import hook once per process (no-op if MMF is already imported)."""
-    if _STATE["installed"] or "mmf" in sys.modules:
+    """Install the import hook once per process.
+
+    Fixes of modules imported later run around their import; when MMF is imported already
+    (the plugin was imported through ``env.user_dir``), see :func:`_apply_to_imported`.
+    """
+    if _STATE["installed"]:
         return
     _STATE["installed"] = True
     version = installed_mmf_version()
     _STATE["mmf_version"] = version
-    _STATE["active"] = fix_set_for(version)
-    sys.meta_path.insert(0, _Finder(_STATE["active"]))  # type: ignore[arg-type]
+    _STATE["active"] = fix_set = fix_set_for(version)
+    if fix_set is not None:
+        _apply_to_imported(fix_set)
+    sys.meta_path.insert(0, _Finder(fix_set))
 
 
 def active_fix_set() -> Optional[FixSet]:

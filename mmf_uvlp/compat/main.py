@@ -33,6 +33,14 @@ FIXES.fix(
     stage="post",
 )(rc10._shared_lmdb_environments)
 
+FIXES.fix(
+    "seed_zero_seeds",
+    "training.seed=0 seeds nothing (MMF main's mmf.utils.env.set_seed, like rc10's, seeds "
+    "only `if seed:` while the log says 'Using seed 0'), so runs of the plugin's configs "
+    "(seed 0) start from other weights and batches each time",
+    stage="post",
+)(rc10._seed_zero_seeds)
+
 @FIXES.fix(
     "plugin_resolvers_kept",
     "omegaconf.errors.UnsupportedInterpolationType: Unsupported interpolation type "
