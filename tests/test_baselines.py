@@ -126,7 +126,7 @@ def _image(n: int = 3) -> dict:
             "region_labels": LABELS[:n]}
 
 
-def test_pair_masking_masks_true_and_random_pairs_jointly_and_leaves_negatives_alone():
+def test_pair_masking_masks_every_pair_and_gives_negatives_no_reconstruction_target():
     processor = PairMaskingProcessor(dict(PARAMS, mask_prob=1.0, mask_token_prob=1.0,
                                           random_token_prob=0.0))
     image = _image()
@@ -143,7 +143,9 @@ def test_pair_masking_masks_true_and_random_pairs_jointly_and_leaves_negatives_a
     negative = processor(dict(image, sentence="a dog and a man", itm_label=0))
     assert (negative["lm_label_ids"] == -1).all() and not negative["region_masked"].any()
     assert (negative["region_class_targets"] == -1).all()
-    assert torch.equal(negative["region_features"][:3], image["features"])
+    # Corrupted exactly like a true pair: the input alone cannot tell ITM the label.
+    assert torch.equal(negative["input_ids"], true_pair["input_ids"])
+    assert torch.equal(negative["region_features"], true_pair["region_features"])
     assert negative["itm_label"].item() == 0
 
     random_pair = processor(dict(image, sentence="a cat"))

@@ -215,10 +215,15 @@ def test_region_phrase_without_linked_items_is_not_masked(rn):
 def test_image_sentence_masking(is_):
     g = torch.Generator().manual_seed(3)
     selected = candidates = 0
+    corrupted = {0: 0, 1: 0}
     for label in [0, 1] * 150:
         out = is_(dict(_image(3), sentence=SENTENCE, itm_label=label), g)
         length = int(out["input_mask"].sum())
+        corrupted[label] += int((out["input_ids"] == is_.tokenizer.mask_token_id).sum())
         chosen = out["lm_label_ids"] != -1
+        if label == 0:  # random negatives: no MLM target (MLM is on retrieved pairs)
+            assert not chosen.any()
+            continue
         assert not chosen[0] and not chosen[length - 1:].any()  # never [CLS], [SEP], padding
         selected += int(chosen.sum())
         candidates += length - 2
@@ -226,6 +231,8 @@ def test_image_sentence_masking(is_):
         assert out["curriculum_weighted"].item() is True and not out["region_masked"].any()
         assert (out["input_ids"][length:] == PAD_ID).all()
     assert selected / candidates == pytest.approx(0.15, abs=0.025)
+    # Negatives are corrupted as often as positives: [MASK] tokens carry no ITM label.
+    assert corrupted[0] == pytest.approx(corrupted[1], rel=0.3) and corrupted[0] > 0
     with pytest.raises(ValueError, match="itm_label"):
         is_(dict(_image(3), sentence=SENTENCE, itm_label=-1))
 

@@ -38,3 +38,24 @@ def test_components_registered_without_any_flag(tmp_path):
 
 def test_user_dir_option_from_any_directory(tmp_path):
     _run(tmp_path, "env.user_dir=mmf_uvlp")
+
+
+def test_a_component_module_can_be_a_script_s_first_import(tmp_path):
+    """Importing a component module first (a user's analysis script) registers everything,
+    including the models that subclass ``uvla`` (once an ImportError: partial module)."""
+    script = textwrap.dedent(
+        """
+        import importlib, sys
+        for name in sys.argv[1:]:
+            importlib.import_module(name)
+        from mmf.common.registry import registry
+        assert registry.get_model_class("vl_bert") and registry.get_model_class("uvla")
+        assert registry.get_processor_class("uvla_pair_masking")
+        print("registered")
+        """
+    )
+    for first in ("mmf_uvlp.models.uvla", "mmf_uvlp.processors.region_tag_masking"):
+        result = subprocess.run([sys.executable, "-c", script, first], capture_output=True,
+                                text=True, cwd=tmp_path, timeout=300)
+        assert result.returncode == 0, f"{first}: {result.stderr[-3000:]}"
+        assert result.stdout.strip().endswith("registered")

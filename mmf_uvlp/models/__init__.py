@@ -1,1 +1,7 @@
 """MMF models of the plugin (registered by name: ``uvla``)."""
+
+# MMF first: importing it registers every component (mmf_uvlp.plugin) while none of this
+# package's modules is half-initialised. Without it, a script whose first import is e.g.
+# `from mmf_uvlp.models.uvla import UVLA` has the registration import vl_bert against the
+# partial uvla module: "ImportError: cannot import name ... from partially initialized module".
+import mmf  # noqa: E402,F401

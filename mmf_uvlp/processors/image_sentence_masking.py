@@ -5,7 +5,10 @@ Raw input: the common image keys (see ``masking.py``) plus ``sentence`` (str) an
 this processor only carries the label).
 
 Standard MLM: each word-piece of the sentence (not [CLS], [SEP] or padding) is selected
-with probability ``mask_prob`` and corrupted 80/10/10. Regions are not masked.
+with probability ``mask_prob`` and corrupted 80/10/10. Regions are not masked. The MLM
+targets are kept for retrieved pairs only (the paper's I-S MLM is defined on them); a random
+negative is corrupted the same way, so that [MASK] tokens do not tell ITM the label, but has
+no MLM target.
 ``curriculum_weighted`` defaults to true (the sample's losses get w_ITM after epoch m).
 """
 
@@ -16,7 +19,7 @@ from typing import Optional
 import torch
 
 from mmf.common.registry import registry
-from mmf_uvlp.processors.masking import RawItem, Sample, UVLAMaskingProcessor
+from mmf_uvlp.processors.masking import IGNORE, RawItem, Sample, UVLAMaskingProcessor
 
 
 @registry.register_processor("uvla_image_sentence_masking")
@@ -36,4 +39,6 @@ class ImageSentenceMaskingProcessor(UVLAMaskingProcessor):
                 f"uvla_image_sentence_masking: raw input needs 'itm_label' 0 or 1, got {label!r}"
             )
         input_ids, lm_label_ids, length = self.mask_sentence(sentence, self.mask_prob, generator)
+        if int(label) == 0:
+            lm_label_ids = torch.full_like(lm_label_ids, IGNORE)
         return self.assemble(input_ids, lm_label_ids, length, regions, itm_label=int(label))

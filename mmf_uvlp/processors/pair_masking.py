@@ -10,8 +10,10 @@ ITM negative, the caption of another image; absent: not an ITM sample, label -1)
 A pair that is not an ITM negative is masked jointly: standard MLM on the sentence (each
 word-piece with ``mask_prob``, 80/10/10) and MRM on the regions (each real region with
 ``mask_prob``, features zeroed with ``zero_prob``; MRC target = its detector class, MRFR
-target = its original features). An ITM negative is left unmasked, so its only loss is
-ITM (UNITER and LXMERT condition masked modelling on matched pairs).
+target = its original features). An ITM negative is corrupted the same way but carries no
+MLM / MRC / MRFR target, so its only loss is ITM (masked modelling is conditioned on matched
+pairs, as in LXMERT). Leaving negatives uncorrupted would let ITM read the answer off the
+input: a pair with [MASK] tokens or zeroed regions would always be a true pair.
 ``curriculum_weighted`` defaults to false.
 """
 
@@ -47,9 +49,13 @@ class PairMaskingProcessor(UVLAMaskingProcessor):
             raise ValueError(
                 f"uvla_pair_masking: 'itm_label' must be 1, 0 or absent, got {label!r}")
         classes = self.region_classes(item, int(regions["num_regions"]))
-        prob = 0.0 if int(label) == 0 else self.mask_prob
-        input_ids, lm_label_ids, length = self.mask_sentence(sentence, prob, generator)
-        selected = select_bernoulli(regions["region_mask"].bool(), prob, generator)  # (R,)
+        input_ids, lm_label_ids, length = self.mask_sentence(sentence, self.mask_prob, generator)
+        selected = select_bernoulli(regions["region_mask"].bool(), self.mask_prob,
+                                    generator)  # (R,)
         region_targets = self.mask_regions(regions, classes, selected, generator)
+        if int(label) == 0:  # corrupted like a true pair, but nothing to reconstruct
+            lm_label_ids = torch.full_like(lm_label_ids, IGNORE)
+            region_targets["region_class_targets"].fill_(IGNORE)
+            region_targets["region_masked"] = torch.zeros_like(region_targets["region_masked"])
         return self.assemble(input_ids, lm_label_ids, length, regions, itm_label=int(label),
                              **region_targets)
