@@ -70,6 +70,7 @@ analyze: setup
 # On the tiny world it is a smoke test: the tiny random model, 10 updates a run
 # (REPLICATE_OPTS overrides that; on the demo world it is empty: demo.py's 400 / 120 updates).
 SEEDS ?= 3
+JOBS ?= 1
 REPLICATION ?= results/replication
 REPLICATE_WORLD = $(or $(filter tiny demo,$(WORLD)),$(PRESET))
 ifeq ($(REPLICATE_WORLD),tiny)
@@ -81,4 +82,4 @@ endif
 replicate: setup
 	$(PY) tools/replicate.py --world $(REPLICATE_WORLD) --data $(DATA) --seeds $(SEEDS) \
 		--out $(REPLICATION) $(if $(TABLES),--tables $(TABLES)) \
-		$(if $(SYSTEMS),--systems $(SYSTEMS)) $(REPLICATE_OPTS)
+		$(if $(SYSTEMS),--systems $(SYSTEMS)) --jobs $(JOBS) $(REPLICATE_OPTS)

@@ -12,6 +12,9 @@ import shutil
 import statistics
 import subprocess
 import sys
+import threading
+import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,7 +25,7 @@ from mmf_uvlp.replication.aggregate import (
     seed_cells, summarize, summarize_row, table_rows,
 )
 from mmf_uvlp.replication.render import format_stat, markdown, write_table
-from mmf_uvlp.replication.runner import StaleRun, StepFailed, run_steps
+from mmf_uvlp.replication.runner import StaleRun, StepFailed, prerequisites, run_steps
 from mmf_uvlp.replication.steps import (
     KINDS, MMF_RUN, Settings, Step, model_overrides, plan, system_steps,
 )
@@ -325,6 +328,52 @@ def test_runner_stops_on_a_failed_or_impossible_step(tmp_path):
     needy = _step(tmp_path, "b", needs=tmp_path / "x" / "current.ckpt")
     with pytest.raises(StepFailed, match=r"delete .*x to run that fine-tuning again"):
         run_steps([needy], run=_finish, log=lambda line: None)
+
+
+def test_runner_jobs_run_independent_steps_together_and_respect_prerequisites(tmp_path):
+    world = _step(tmp_path, "world", ("tool", str(tmp_path / "world")))
+    steps = [world]
+    for system in ("base", "uvla"):
+        for task in (["pretrain"] if system == "uvla" else []) + ["vqa2", "refcoco_plus"]:
+            steps.append(replace(
+                _step(tmp_path, f"{system}-{task}", ("tool", str(tmp_path / f"{system}-{task}"))),
+                kind="pretrain" if task == "pretrain" else "finetune",
+                system=system, seed=0, task=task))
+        steps.append(replace(_step(tmp_path, f"{system}-splits",
+                                   ("tool", str(tmp_path / f"{system}-splits"))),
+                             kind="evaluate", system=system, seed=0, task="refcoco_plus_splits"))
+    titles = [s.title for s in steps]
+    needs = prerequisites(steps)
+    assert [sorted(titles[j] for j in n) for n in needs] == [
+        [], ["world"], ["world"], ["base-refcoco_plus", "world"],
+        ["world"], ["uvla-pretrain", "world"], ["uvla-pretrain", "world"],
+        ["uvla-pretrain", "uvla-refcoco_plus", "world"]]
+    lock, active, peak, order = threading.Lock(), [0], [0], []
+
+    def run(command, output):
+        with lock:
+            active[0] += 1
+            peak[0] = max(peak[0], active[0])
+        time.sleep(0.05)
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text("console")
+        with lock:
+            active[0] -= 1
+            order.append(Path(command[1]).relative_to(tmp_path).as_posix())
+        return _finish(command)
+
+    assert run_steps(steps, run=run, log=lambda line: None, jobs=2) == len(steps)
+    assert peak[0] == 2
+    for i, step in enumerate(steps):
+        position = order.index(Path(step.command[1]).relative_to(tmp_path).as_posix())
+        for j in needs[i]:
+            assert order.index(Path(steps[j].command[1]).relative_to(tmp_path).as_posix()) \
+                < position
+        assert step.record.with_suffix(".out").read_text() == "console"
+    # A failure starts nothing new and names the step.
+    again = [_step(tmp_path, "x", ("tool", str(tmp_path / "x")))]
+    with pytest.raises(StepFailed, match="x failed \\(exit code 4\\)"):
+        run_steps(again, run=lambda command, output: 4, log=lambda line: None, jobs=2)
 
 
 # ----------------------------------------------------------------------------- end to end

@@ -10,7 +10,7 @@ exists, so an interrupted study resumes (an interrupted training run continues f
 last checkpoint). Steps: ``mmf_uvlp/replication/steps.py``; tables: ``.../study.py``.
 
     python tools/replicate.py                          # every table, demo world, 3 seeds
-    python tools/replicate.py --tables 1 --seeds 3
+    python tools/replicate.py --tables 1 --seeds 3 --jobs 2    # two runs at a time
     python tools/replicate.py --world tiny --seeds 2 --systems base,uvla \\
         --model-config configs/models/uvla/tiny_random.yaml --pretrain-updates 4
 
@@ -73,6 +73,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--keep-checkpoints", action="store_true",
                         help="keep every MMF checkpoint (default: delete those no later "
                              "step reads)")
+    parser.add_argument("--jobs", type=_positive, default=1,
+                        help="steps run side by side (default 1); each run then gets "
+                             "cpu_count/jobs threads (OMP_NUM_THREADS, unless set) and its "
+                             "output goes to <run folder>/step.out")
     parser.add_argument("--plan", action="store_true",
                         help="print the steps and whether each is done, run nothing")
     return parser.parse_args(argv)
@@ -81,6 +85,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.jobs > 1:  # side-by-side runs share the cores instead of oversubscribing them
+        os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // args.jobs)))
     try:
         tables, systems = select(args.tables, args.systems)
         world = World.resolve(args.world, args.data)
@@ -102,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Study: tables {[t.key for t in tables]}, systems {[s.key for s in systems]}, "
           f"seeds {list(settings.seeds)}, {len(steps)} steps; runs in {runs}", flush=True)
     try:
-        ran = run_steps(steps, log=lambda line: print(line, flush=True))
+        ran = run_steps(steps, log=lambda line: print(line, flush=True), jobs=args.jobs)
     except (StepFailed, StaleRun) as e:
         print(f"replicate: error: {e}", file=sys.stderr)
         return 1

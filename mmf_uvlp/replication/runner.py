@@ -1,8 +1,11 @@
-"""Running a study's steps: what is done is skipped, the rest runs one command at a time.
+"""Running a study's steps: what is done is skipped, the rest runs one or ``jobs`` at a time.
 
 Before each command: ``[i/n] title | elapsed | ETA``, the ETA from the mean wall time of
 each kind of step (pre-training, fine-tuning, ...), measured in this session or recorded by
-earlier ones. When a command finishes, its ``step.json`` records the command and its wall
+earlier ones, divided by the number of jobs. With ``jobs > 1`` independent steps run side
+by side (a fine-tuning waits for its system's pre-training, the RefCOCO+ split inference
+for its fine-tuning, everything for the world and corpora) and each command's output goes
+to ``<record>.out`` beside its ``step.json`` instead of the terminal. When a command finishes, its ``step.json`` records the command and its wall
 time, and the checkpoints no later step reads are deleted (``Step.prune``). A finished step
 whose recorded command differs from the planned one (other updates, seeds of another
 world, ...) is an error rather than a silent mix of settings.
@@ -16,13 +19,15 @@ import statistics
 import subprocess
 import time
 from collections import defaultdict
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from datetime import datetime, timezone
-from typing import Callable, Sequence
+from pathlib import Path
+from typing import Callable, Optional, Sequence
 
 from mmf_uvlp.replication.steps import Step
 from mmf_uvlp.replication.study import REPO
 
-Execute = Callable[[Sequence[str]], int]
+Execute = Callable[..., int]  # (command) or, with jobs > 1, (command, output file)
 Log = Callable[[str], None]
 
 
@@ -34,9 +39,14 @@ class StaleRun(RuntimeError):
     """A finished run was made by another command than the study now plans."""
 
 
-def execute(command: Sequence[str]) -> int:
-    """Run a command from the repository root, its output on the terminal."""
-    return subprocess.run(list(command), cwd=REPO).returncode
+def execute(command: Sequence[str], output: Optional[Path] = None) -> int:
+    """Run a command from the repository root, its output on the terminal or in ``output``."""
+    if output is None:
+        return subprocess.run(list(command), cwd=REPO).returncode
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with open(output, "w", encoding="utf-8") as out:
+        return subprocess.run(list(command), cwd=REPO, stdout=out,
+                              stderr=subprocess.STDOUT).returncode
 
 
 def read_record(step: Step) -> dict | None:
@@ -70,8 +80,9 @@ def clock(seconds: float) -> str:
 class Progress:
     """Elapsed time of this session and the ETA of the steps left."""
 
-    def __init__(self) -> None:
+    def __init__(self, jobs: int = 1) -> None:
         self.start = time.perf_counter()
+        self.jobs = jobs
         self.durations: dict[str, list[float]] = defaultdict(list)
 
     def add(self, kind: str, seconds: float) -> None:
@@ -82,7 +93,7 @@ class Progress:
         unknown = len(left) - len(known)
         if not known:
             return "ETA unknown (no step of these kinds timed yet)" if left else "ETA 0:00:00"
-        text = f"ETA {clock(sum(known))}"
+        text = f"ETA {clock(sum(known) / self.jobs)}"
         return text + (f" + {unknown} steps not timed yet" if unknown else "")
 
     def line(self, index: int, total: int, step: Step, left: Sequence[Step]) -> str:
@@ -99,44 +110,104 @@ def _prune(step: Step) -> None:
             path.unlink()
 
 
-def run_steps(steps: Sequence[Step], run: Execute = execute, log: Log = print) -> int:
-    """Run the steps not done yet, in order; returns how many commands ran."""
-    progress = Progress()
+def prerequisites(steps: Sequence[Step]) -> list[set[int]]:
+    """For each step, the indices of the steps it must wait for: every setup step (world,
+    corpora) before it; a fine-tuning its system's pre-training of the same seed; the
+    RefCOCO+ split inference that seed's RefCOCO+ fine-tuning."""
+    setup: list[int] = []
+    needs: list[set[int]] = []
+    for index, step in enumerate(steps):
+        wanted = set(setup)
+        if step.system is None:
+            setup.append(index)
+        else:
+            wanted |= {
+                j for j, other in enumerate(steps[:index])
+                if (other.system, other.seed) == (step.system, step.seed)
+                and (other.kind == "pretrain"
+                     or (step.kind == "evaluate" and other.task == "refcoco_plus"))
+            }
+        needs.append(wanted)
+    return needs
+
+
+def run_steps(steps: Sequence[Step], run: Execute = execute, log: Log = print,
+              jobs: int = 1) -> int:
+    """Run the steps not done yet, ``jobs`` at a time, each after its prerequisites;
+    returns how many commands ran. On a failure no new step starts; the running ones
+    finish (and are recorded) before the error is raised."""
+    if jobs < 1:
+        raise ValueError(f"jobs must be >= 1, got {jobs}")
+    progress = Progress(jobs)
     done = [step.done() for step in steps]
     for step, finished in zip(steps, done):
         record = read_record(step) if finished else None
         if record and record.get("wall_s") is not None:
             progress.add(step.kind, float(record["wall_s"]))
-    ran = 0
+    total = len(steps)
     for index, step in enumerate(steps, start=1):
         if done[index - 1]:
             _check_record(step, read_record(step))
-            log(f"[{index}/{len(steps)}] {step.title}: already done ({step.proof})")
+            log(f"[{index}/{total}] {step.title}: already done ({step.proof})")
             _prune(step)
-            continue
+    needs = prerequisites(steps)
+    pending = [i for i, finished in enumerate(done) if not finished]
+    running: dict[Future, tuple[int, float]] = {}
+    failures: list[str] = []
+    ran = 0
+
+    def start(pool: ThreadPoolExecutor, i: int) -> None:
+        step = steps[i]
         if step.needs is not None and not step.needs.exists():
-            raise StepFailed(f"{step.title} reads {step.needs}, which is gone (deleted once its "
-                             f"evaluation finished); delete {step.needs.parent} to run that "
-                             "fine-tuning again")
-        left = [s for s, d in zip(steps[index:], done[index:]) if not d]
-        log(f"\n=== {progress.line(index, len(steps), step, [step, *left])}\n"
-            f"$ {' '.join(step.command)}")
-        start = time.perf_counter()
-        code = run(step.command)
-        wall = time.perf_counter() - start
-        if code != 0:
-            raise StepFailed(f"{step.title} failed (exit code {code}) after {clock(wall)}: "
-                             f"{' '.join(step.command)}\nrun the study again to resume it")
-        if not step.done():
-            raise StepFailed(f"{step.title}: the command ended without error but its output "
-                             f"is missing ({step.proof})")
-        step.record.parent.mkdir(parents=True, exist_ok=True)
-        step.record.write_text(json.dumps({
-            "title": step.title, "command": list(step.command), "wall_s": round(wall, 3),
-            "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        }, indent=1) + "\n", encoding="utf-8")
-        _prune(step)
-        progress.add(step.kind, wall)
-        ran += 1
-        log(f"=== [{index}/{len(steps)}] {step.title}: done in {clock(wall)}")
+            raise StepFailed(f"{step.title} reads {step.needs}, which is gone (deleted once "
+                             f"its evaluation finished); delete {step.needs.parent} to run "
+                             "that fine-tuning again")
+        left = [steps[j] for j in pending]
+        where = f"\n    output: {step.record.with_suffix('.out')}" if jobs > 1 else ""
+        log(f"\n=== {progress.line(i + 1, total, step, [step, *left])}\n"
+            f"$ {' '.join(step.command)}{where}")
+        args = (step.command,) if jobs == 1 else (step.command, step.record.with_suffix(".out"))
+        running[pool.submit(run, *args)] = (i, time.perf_counter())
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        while pending or running:
+            while not failures and len(running) < jobs:
+                ready = next((i for i in pending if needs[i] <= {j for j, d in enumerate(done)
+                                                                 if d}), None)
+                if ready is None:
+                    break
+                pending.remove(ready)
+                start(pool, ready)
+            if not running:
+                break
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                i, began = running.pop(future)
+                step, wall = steps[i], time.perf_counter() - began
+                code = future.result()
+                if code != 0:
+                    failures.append(f"{step.title} failed (exit code {code}) after "
+                                    f"{clock(wall)}: {' '.join(step.command)}")
+                    continue
+                if not step.done():
+                    failures.append(f"{step.title}: the command ended without error but its "
+                                    f"output is missing ({step.proof})")
+                    continue
+                _record(step, wall)
+                progress.add(step.kind, wall)
+                done[i] = True
+                ran += 1
+                log(f"=== [{i + 1}/{total}] {step.title}: done in {clock(wall)}")
+    if failures:
+        raise StepFailed("\n".join(failures) + "\nrun the study again to resume it")
     return ran
+
+
+def _record(step: Step, wall: float) -> None:
+    """``step.json`` of a finished step, then the checkpoints no later step reads go."""
+    step.record.parent.mkdir(parents=True, exist_ok=True)
+    step.record.write_text(json.dumps({
+        "title": step.title, "command": list(step.command), "wall_s": round(wall, 3),
+        "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }, indent=1) + "\n", encoding="utf-8")
+    _prune(step)
