@@ -33,7 +33,7 @@ from mmf_uvlp.replication.study import (
     SYSTEMS, TABLES, TASKS, config_datasets, select,
 )
 from mmf_uvlp.replication.trivial import (
-    best_constant_vqa, majority_rate, proposal_chance, trivial_rates, vqa_answer_score,
+    best_answer_per_type, best_constant_vqa, majority_rate, proposal_chance, trivial_rates, vqa_answer_score,
 )
 from mmf_uvlp.replication.world import World
 
@@ -162,6 +162,12 @@ def test_vqa_soft_score_and_best_constant_answer():
     assert vqa_answer_score(answers, "c") == 0.0
     # "yes" scores 1 + 0 and "no" 0 + 1: the best constant is 0.5, never 1.
     assert best_constant_vqa([["yes"] * 10, ["no"] * 10]) == pytest.approx(0.5)
+    # Per question type (what a model reading only the question reaches): "yes" for the
+    # presence questions (2 of 3), "2" for the counting one.
+    typed = [("presence", ["yes"] * 10), ("presence", ["yes"] * 10),
+             ("presence", ["no"] * 10), ("counting", ["2"] * 10)]
+    assert best_answer_per_type(typed) == pytest.approx(3 / 4)
+    assert best_constant_vqa([answers for _, answers in typed]) == pytest.approx(2 / 4)
 
 
 def test_majority_and_proposal_chance():
