@@ -10,6 +10,7 @@ import sys
 import textwrap
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +28,10 @@ from mmf_uvlp.data_formats.vinvl import read_detections_jsonl, read_vinvl
 from mmf_uvlp.toy_world import PRESETS, generate_world
 from mmf_uvlp.toy_world import downstream as ds
 from mmf_uvlp.toy_world.scene import sample_scene
-from mmf_uvlp.toy_world.vocabulary import CLASS_INDEX, CLASSES, plural
+from mmf_uvlp.toy_world.vocabulary import (
+    CLASS_INDEX, CLASSES, FOREGROUND, MIN_FOREGROUND_CLASSES, ClassSet, plural,
+    round_robin_foreground,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 TOOL = REPO / "tools" / "make_toy_world.py"
@@ -82,8 +86,6 @@ def test_same_seed_same_bytes(world, tmp_path):
 
 
 def test_other_seed_other_world(world, tmp_path):
-    from dataclasses import replace
-
     out, _, _ = world
     generate_world(replace(PRESETS["tiny"], seed=1, downstream=False), tmp_path / "s1")
     name = "detections/cc/predictions.tsv"
@@ -321,6 +323,120 @@ def test_refcoco_splits_and_proposals(world):
     assert hits / total > 0.85
 
 
+# ---------------------------------------------------------------- fewer foreground classes
+
+FEW = 24
+# words that name an object class but also occur otherwise: a colour, narrative fillers
+NOT_OBJECTS = ("orange", "went back to bed", "put on a coat")
+_CLASS_WORDS = {w: c.name for c in CLASSES for w in (c.name, plural(c.name))}
+_CLASS_PATTERN = re.compile(r"\b(" + "|".join(
+    re.escape(w) for w in sorted(_CLASS_WORDS, key=len, reverse=True)) + r")\b")
+
+
+@pytest.fixture(scope="module")
+def few_world(tmp_path_factory) -> tuple[Path, dict]:
+    """The tiny world restricted to ``FEW`` foreground classes."""
+    out = tmp_path_factory.mktemp("toy") / f"tiny_k{FEW}"
+    return out, generate_world(replace(PRESETS["tiny"], foreground_classes=FEW), out)
+
+
+def _classes_named(texts) -> Counter:
+    """Class names mentioned in ``texts`` (longest name first: "hot dog" is no "dog")."""
+    found = Counter()
+    for text in texts:
+        text = text.lower()
+        for words in NOT_OBJECTS:
+            text = re.sub(rf"\b{words}\b", " ", text)
+        found.update(_CLASS_WORDS[w] for w in _CLASS_PATTERN.findall(text))
+    return found
+
+
+def test_every_size_from_the_minimum_meets_the_tasks_needs():
+    assert ClassSet.of_size(0).foreground == FOREGROUND
+    for k in range(MIN_FOREGROUND_CLASSES, len(FOREGROUND) + 1):
+        classes = ClassSet.of_size(k)
+        assert len(set(classes.foreground)) == k and set(classes.foreground) <= set(FOREGROUND)
+        for kind in (classes.persons, classes.handheld, classes.rideable, classes.surfaces,
+                     classes.coloured, classes.material):
+            assert len(kind) >= 2, k
+        assert all(len(classes.on_items(s)) >= 2 for s in classes.surfaces), k
+    few = ClassSet.of_size(FEW)
+    supercategories = {CLASSES[c].supercategory for c in FOREGROUND}
+    assert {CLASSES[c].supercategory for c in few.foreground} == supercategories
+    assert set(round_robin_foreground()[: len(supercategories)]) <= set(few.foreground)
+
+
+@pytest.mark.parametrize("k", [MIN_FOREGROUND_CLASSES - 1, len(FOREGROUND) + 1])
+def test_too_few_or_too_many_foreground_classes_are_refused(k):
+    with pytest.raises(ValueError, match=rf"WorldConfig\.foreground_classes .*got {k}: .*"
+                                         rf"at least {MIN_FOREGROUND_CLASSES} classes"):
+        replace(PRESETS["tiny"], foreground_classes=k)
+
+
+def test_fewer_classes_are_the_same_for_every_seed_and_recorded(few_world, tmp_path):
+    out, manifest = few_world
+    active = manifest["active_classes"]
+    assert active == ClassSet.of_size(FEW).names and manifest["num_classes"] == len(CLASSES)
+    assert sum(not CLASSES[CLASS_INDEX[n]].background for n in active) == FEW
+    assert all(c.name in active for c in CLASSES if c.background)
+    vocabulary = json.loads((out / "vocabulary.json").read_text())
+    assert [c["name"] for c in vocabulary["classes"] if c["active"]] == active
+    other = generate_world(replace(PRESETS["tiny"], foreground_classes=FEW, seed=1,
+                                   downstream=False), tmp_path / "s1")
+    assert other["active_classes"] == active
+
+
+def test_fewer_classes_same_seed_same_bytes(few_world, tmp_path):
+    out, _ = few_world
+    generate_world(replace(PRESETS["tiny"], foreground_classes=FEW), tmp_path / "again")
+    first, second = _files(out), _files(tmp_path / "again")
+    assert sorted(first) == sorted(second)
+    assert [name for name in first if first[name] != second[name]] == []
+
+
+def test_fewer_classes_in_scenes_and_detections(few_world):
+    out, manifest = few_world
+    active = set(manifest["active_classes"])
+    columns = {0} | {CLASS_INDEX[n] + 1 for n in active}
+    for pool, paths in manifest["paths"]["pools"].items():
+        gt = _gt(out, pool)
+        assert {o["class"] for g in gt.values() for o in g["objects"]} <= active, pool
+        labels = [o.cls for p, _ in read_vinvl(out / paths["predictions_tsv"],
+                                               out / paths["features_tsv"]) for o in p.objects]
+        assert set(labels) <= active, pool
+        for _, rec in read_lmdb(out / paths["lmdb"], manifest["feature_dim"],
+                                manifest["cls_prob_columns"]):
+            assert set(np.nonzero(rec["cls_prob"])[1]) <= columns, pool
+    refer = Refer(out / manifest["paths"]["refcoco+"]["root"])
+    assert {CLASSES[r["category_id"] - 1].name for r in refer.refs} <= active
+
+
+def test_fewer_classes_in_every_text(few_world):
+    """Captions, corpora and downstream sentences name active classes only."""
+    out, manifest = few_world
+    paths = manifest["paths"]
+    active = set(manifest["active_classes"])
+    texts = {
+        "captions": [c for _, c in read_captions(out / paths["captions_gt"])],
+        "caption corpus": list(read_corpus(out / paths["caption_corpus"])),
+        "narrative": list(read_corpus(out / paths["narrative_corpus"])),
+        "vqa2": [], "nlvr2": [], "visual_entailment": [],
+        "refcoco+": [s["raw"] for r in Refer(out / paths["refcoco+"]["root"]).refs
+                     for s in r["sentences"]],
+    }
+    for split in ("train", "val", "test"):
+        texts["vqa2"] += [t for r in read_vqa2_imdb(out / paths["vqa2"][split])
+                          for t in [r["question_str"], *r["answers"]]]
+        texts["nlvr2"] += [r["sentence"] for r in read_nlvr2(out / paths["nlvr2"][split])]
+        texts["visual_entailment"] += [
+            t for r in read_visual_entailment(out / paths["visual_entailment"][split])
+            for t in (r["sentence1"], r["sentence2"])]
+    for name, lines in texts.items():
+        named = _classes_named(lines)
+        assert set(named) <= active, (name, set(named) - active)
+        assert any(not CLASSES[CLASS_INDEX[n]].background for n in named), name
+
+
 # ---------------------------------------------------------------- text alone is not enough
 
 
@@ -341,18 +457,20 @@ def _majority_bound(test_y) -> tuple[float, float]:
 @pytest.fixture(scope="module")
 def large_downstream():
     rng = np.random.default_rng(123)
+    classes = ClassSet.of_size(0)
 
     def make_scene(image_id, spec):
-        return sample_scene(rng, image_id, spec)
+        return sample_scene(rng, classes, image_id, spec)
 
     coco_ids = ds.IdAllocator(rng, 1, 10**7)
     flickr_ids = ds.IdAllocator(rng, 10**9, 10**10)
-    _, vqa = ds.build_vqa2(rng, {"train": 6000, "val": 0, "test": 3000}, make_scene, coco_ids)
-    _, nlvr = ds.build_nlvr2(rng, {"train": 2000, "val": 0, "test": 1000}, make_scene)
-    _, ve = ds.build_visual_entailment(rng, {"train": 3000, "val": 0, "test": 1500},
+    _, vqa = ds.build_vqa2(rng, classes, {"train": 6000, "val": 0, "test": 3000}, make_scene,
+                           coco_ids)
+    _, nlvr = ds.build_nlvr2(rng, classes, {"train": 2000, "val": 0, "test": 1000}, make_scene)
+    _, ve = ds.build_visual_entailment(rng, classes, {"train": 3000, "val": 0, "test": 1500},
                                        make_scene, flickr_ids)
-    ref_scenes, refer = ds.build_refcoco(rng, {"train": 1500, "val": 600, "testA": 0,
-                                               "testB": 0}, make_scene, coco_ids)
+    ref_scenes, refer = ds.build_refcoco(rng, classes, {"train": 1500, "val": 600, "testA": 0,
+                                                        "testB": 0}, make_scene, coco_ids)
     return vqa, nlvr, ve, (ref_scenes, refer)
 
 
@@ -441,6 +559,9 @@ def _run_tool(capsys, *argv: str) -> tuple[int, str, str]:
     (["--preset", "tiny", "--out", "x", "--downstream-scale", "nan"],
      "argument --downstream-scale: expected a positive number, got 'nan'"),
     (["--preset", "tiny", "--out", "x", "--npy", "--no-npy"], "not allowed with argument"),
+    (["--preset", "tiny", "--out", "x", "--foreground-classes", "3"],
+     f"WorldConfig.foreground_classes must be 0 (every foreground class) or from "
+     f"{MIN_FOREGROUND_CLASSES} to {len(FOREGROUND)}, got 3"),
 ])
 def test_cli_rejects_malformed_options(capsys, argv, message):
     code, _, err = _run_tool(capsys, *argv)

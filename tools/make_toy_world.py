@@ -5,6 +5,7 @@ Examples:
     python tools/make_toy_world.py --preset tiny --seed 0 --out data/toy_tiny
     python tools/make_toy_world.py --preset demo --out data/toy_demo
     python tools/make_toy_world.py --preset bench --out data/toy_bench --num-images 20000
+    python tools/make_toy_world.py --preset demo --out data/toy_demo_k24 --foreground-classes 24
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mmf_uvlp.toy_world import PRESETS, generate_world  # noqa: E402
 from mmf_uvlp.toy_world.generate import check_output  # noqa: E402
+from mmf_uvlp.toy_world.vocabulary import MIN_FOREGROUND_CLASSES  # noqa: E402
 
 
 def _int_at_least(minimum: int, name: str) -> Callable[[str], int]:
@@ -69,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--narrative-sentences", type=_non_negative_int,
                    help="sentences in the narrative corpus")
     p.add_argument("--max-regions", type=_positive_int, help="regions kept per image")
+    p.add_argument("--foreground-classes", type=_non_negative_int,
+                   help="draw from this many foreground classes only (0: all of them; "
+                        f"at least {MIN_FOREGROUND_CLASSES} otherwise)")
     p.add_argument("--downstream-scale", type=_positive_float,
                    help="multiply every downstream split size by this factor")
     p.add_argument("--no-downstream", action="store_true", help="skip the downstream sets")
@@ -95,9 +100,12 @@ def main(argv: list[str] | None = None) -> int:
         "feature_dim": args.feature_dim, "num_images": args.num_images,
         "extra_captions": args.extra_captions,
         "narrative_sentences": args.narrative_sentences, "max_regions": args.max_regions,
-        "npy": args.npy,
+        "npy": args.npy, "foreground_classes": args.foreground_classes,
     }
-    config = replace(config, **{k: v for k, v in overrides.items() if v is not None})
+    try:
+        config = replace(config, **{k: v for k, v in overrides.items() if v is not None})
+    except ValueError as e:
+        parser.error(str(e))
     if args.no_downstream:
         config = replace(config, downstream=False)
     if args.no_features:
@@ -117,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     counts = manifest["counts"]
     print(f"toy world '{config.preset}' (seed {config.seed}) written to {args.out} "
           f"in {seconds:.1f} s, {_size(args.out) / 2**20:.1f} MiB")
-    print(f"  feature_dim: {manifest['feature_dim']}, classes: {manifest['num_classes']}")
+    print(f"  feature_dim: {manifest['feature_dim']}, classes: {manifest['num_classes']} "
+          f"({len(manifest['active_classes'])} active)")
     for pool, c in counts["pools"].items():
         print(f"  pool {pool}: {c['images']} images, {c['regions']} regions")
     print(f"  text: {counts['captions_gt']} captions, caption corpus "

@@ -7,11 +7,19 @@
   and npy folders for every pool, VinVL ``features.tsv`` for the pre-training pool only.
 - ``bench``: 100,000 pre-training images and 1,000,000 sentences for corpus-build
   throughput; detections and text only (no features, no downstream sets).
+
+``foreground_classes`` (0 in every preset: all of them) restricts a world to fewer
+foreground classes, so that the same number of examples shows each class more often;
+which classes is a fixed function of the number (:meth:`ClassSet.of_size`).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields, replace
+
+from mmf_uvlp.toy_world.vocabulary import (
+    FOREGROUND, MIN_FOREGROUND_CLASSES, NEEDS_TEXT, ClassSet,
+)
 
 
 @dataclass(frozen=True)
@@ -33,6 +41,7 @@ class WorldConfig:
     nlvr2_pairs: tuple[int, int, int] = (16, 8, 8)
     ve_hypotheses: tuple[int, int, int] = (36, 12, 12)
     refcoco_images: tuple[int, int, int, int] = (12, 4, 4, 4)  # train, val, testA, testB
+    foreground_classes: int = 0  # active foreground classes, 0 = every one
 
     def __post_init__(self):
         for f in fields(self):
@@ -46,6 +55,16 @@ class WorldConfig:
         for name in ("feature_dim", "max_regions"):
             if getattr(self, name) < 1:
                 raise ValueError(f"WorldConfig.{name} must be >= 1, got {getattr(self, name)}")
+        k = self.foreground_classes
+        if k and not MIN_FOREGROUND_CLASSES <= k <= len(FOREGROUND):
+            raise ValueError(
+                f"WorldConfig.foreground_classes must be 0 (every foreground class) or from "
+                f"{MIN_FOREGROUND_CLASSES} to {len(FOREGROUND)}, got {k}: {NEEDS_TEXT}, "
+                f"which takes at least {MIN_FOREGROUND_CLASSES} classes")
+
+    def class_set(self) -> ClassSet:
+        """The classes the world draws from."""
+        return ClassSet.of_size(self.foreground_classes)
 
     def scaled_downstream(self, factor: float) -> "WorldConfig":
         """The same world with every downstream split size multiplied by ``factor``."""

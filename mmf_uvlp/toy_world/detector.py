@@ -1,7 +1,8 @@
 """A simulated object detector and its region features.
 
 Every ground-truth object gives one detection with a jittered box; the label is wrong
-for about ``error_rate`` of them (a class of the same supercategory, lower confidence).
+for about ``error_rate`` of them (an active class of the same supercategory, lower
+confidence).
 Duplicates, low-confidence boxes and tiny boxes are added so that tag filtering
 (confidence >= 0.3, area >= 1% of the image) matters.
 
@@ -16,13 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mmf_uvlp.toy_world.scene import FOREGROUND, Scene, clip_box
-from mmf_uvlp.toy_world.vocabulary import ATTRIBUTE_INDEX, ATTRIBUTES, CLASSES
+from mmf_uvlp.toy_world.scene import Scene, clip_box
+from mmf_uvlp.toy_world.vocabulary import ATTRIBUTE_INDEX, ATTRIBUTES, CLASSES, ClassSet
 
 NUM_GEOMETRY_DIMS = 6
-_SUPERCATEGORY_MEMBERS: dict[str, list[int]] = {}
-for _i, _c in enumerate(CLASSES):
-    _SUPERCATEGORY_MEMBERS.setdefault(_c.supercategory, []).append(_i)
 
 
 @dataclass(frozen=True)
@@ -90,9 +88,8 @@ class Detections:
         return g.astype(np.float32)
 
 
-def _confusable(rng: np.random.Generator, cls: int) -> int:
-    members = [c for c in _SUPERCATEGORY_MEMBERS[CLASSES[cls].supercategory] if c != cls]
-    pool = members or [c for c in FOREGROUND if c != cls]
+def _confusable(rng: np.random.Generator, classes: ClassSet, cls: int) -> int:
+    pool = classes.confusions(cls)
     return pool[int(rng.integers(len(pool)))]
 
 
@@ -103,11 +100,12 @@ def _jitter(rng, box, scale, w, h) -> list[float]:
     return clip_box([x1 + noise[0], y1 + noise[1], x2 + noise[2], y2 + noise[3]], w, h)
 
 
-def _cls_prob(rng, label: int, conf: float, true_cls: int | None) -> np.ndarray:
+def _cls_prob(rng, classes: ClassSet, label: int, conf: float,
+              true_cls: int | None) -> np.ndarray:
     """A class distribution peaked at ``label`` with mass ``conf``."""
     p = np.zeros(len(CLASSES) + 1, dtype=np.float64)
     rest = 1.0 - conf
-    others = [_confusable(rng, label) for _ in range(3)]
+    others = [_confusable(rng, classes, label) for _ in range(3)]
     if true_cls is not None and true_cls != label:
         others[0] = true_cls
     share = rng.dirichlet(np.ones(len(others) + 1)) * rest
@@ -119,10 +117,13 @@ def _cls_prob(rng, label: int, conf: float, true_cls: int | None) -> np.ndarray:
 
 
 def detect(
-    rng: np.random.Generator, scene: Scene, config: DetectorConfig,
+    rng: np.random.Generator, classes: ClassSet, scene: Scene, config: DetectorConfig,
     features: FeatureModel | None,
 ) -> Detections:
-    """Simulate the detector on ``scene``; features are skipped when ``features`` is None."""
+    """Simulate the detector on ``scene``; features are skipped when ``features`` is None.
+
+    Wrong labels and spurious boxes are classes of ``classes`` only.
+    """
     w, h = scene.width, scene.height
     rows: list[tuple] = []  # (box, label, conf, attrs, source, kind, true_cls, strength)
     for i, obj in enumerate(scene.objects):
@@ -130,7 +131,7 @@ def detect(
         box = _jitter(rng, obj.box, config.box_jitter, w, h)
         area = (box[2] - box[0]) * (box[3] - box[1]) / (w * h)
         if rng.random() < config.error_rate:
-            label, conf = _confusable(rng, obj.cls), 0.1 + 0.5 * rng.beta(2, 3)
+            label, conf = _confusable(rng, classes, obj.cls), 0.1 + 0.5 * rng.beta(2, 3)
         else:
             label, conf = obj.cls, 0.35 + 0.64 * rng.beta(5, 2)
         if area < 0.01:
@@ -138,11 +139,11 @@ def detect(
         rows.append((box, label, conf, attrs, i, "object", obj.cls, 1.0))
         if rng.random() < config.duplicate_rate:
             dup = _jitter(rng, obj.box, 3 * config.box_jitter, w, h)
-            dup_label = obj.cls if rng.random() < 0.7 else _confusable(rng, obj.cls)
+            dup_label = obj.cls if rng.random() < 0.7 else _confusable(rng, classes, obj.cls)
             rows.append((dup, dup_label, conf * rng.uniform(0.4, 0.9), attrs, i,
                          "duplicate", obj.cls, 0.7))
     for _ in range(int(rng.poisson(config.junk_per_image))):
-        cls = FOREGROUND[int(rng.integers(len(FOREGROUND)))]
+        cls = classes.foreground[int(rng.integers(len(classes.foreground)))]
         if rng.random() < 0.5:  # tiny box, possibly confident
             side = rng.uniform(0.03, 0.09)
             conf = rng.uniform(0.2, 0.8)
@@ -163,7 +164,7 @@ def detect(
             continue
         base = true_cls if true_cls is not None else label
         feats.append(features.feature(rng, base, attrs, strength))
-        probs.append(_cls_prob(rng, label, conf, true_cls))
+        probs.append(_cls_prob(rng, classes, label, conf, true_cls))
     return Detections(
         image_id=scene.image_id,
         width=w,

@@ -14,12 +14,10 @@ from typing import Callable
 
 import numpy as np
 
-from mmf_uvlp.toy_world.scene import (
-    FOREGROUND, PERSONS, Scene, SceneSpec, can_relate,
-)
+from mmf_uvlp.toy_world.scene import Scene, SceneSpec
 from mmf_uvlp.toy_world.text import caption, tokenize
 from mmf_uvlp.toy_world.vocabulary import (
-    ATTRIBUTE_GROUPS, CLASSES, NUMBER_WORDS, article, attribute_groups, plural,
+    ATTRIBUTE_GROUPS, CLASSES, NUMBER_WORDS, ClassSet, article, attribute_groups, plural,
 )
 
 SceneMaker = Callable[[str, SceneSpec], Scene]
@@ -32,14 +30,6 @@ COCO_PREFIX = {"train": "COCO_train2014", "val": "COCO_val2014", "test": "COCO_t
 VE_LABELS = ("entailment", "neutral", "contradiction")
 MAX_TRIES = 50
 
-_COLOURED = [c for c in FOREGROUND if "colour" in attribute_groups(CLASSES[c])
-             and not CLASSES[c].is_person]
-_MATERIAL = [c for c in FOREGROUND if "material" in attribute_groups(CLASSES[c])]
-_HANDHELD = [c for c in FOREGROUND if CLASSES[c].handheld]
-_RIDEABLE = [c for c in FOREGROUND if CLASSES[c].rideable]
-_SURFACES = [c for c in FOREGROUND if CLASSES[c].surface]
-_NON_PERSON = [c for c in FOREGROUND if not CLASSES[c].is_person]
-
 
 def _pick(rng: np.random.Generator, options):
     return options[int(rng.integers(len(options)))]
@@ -47,14 +37,6 @@ def _pick(rng: np.random.Generator, options):
 
 def _other(rng: np.random.Generator, options, not_this):
     return _pick(rng, [o for o in options if o != not_this])
-
-
-def _foreground_except(cls: int) -> list[int]:
-    return [c for c in FOREGROUND if c != cls]
-
-
-def _on_items(surface: int) -> list[int]:
-    return [c for c in FOREGROUND if can_relate(CLASSES[c], "on", CLASSES[surface])]
 
 
 class IdAllocator:
@@ -82,8 +64,8 @@ class Draw:
 
 
 def _pack(
-    rng: np.random.Generator, draws: list[Draw], per_image: int,
-    realize: Callable[[np.random.Generator, Draw], tuple[SceneSpec, dict]],
+    rng: np.random.Generator, classes: ClassSet, draws: list[Draw], per_image: int,
+    realize: Callable[[np.random.Generator, ClassSet, Draw], tuple[SceneSpec, dict]],
 ) -> list[tuple[SceneSpec, list[dict]]]:
     """Group draws into images: each image takes up to ``per_image`` compatible draws.
 
@@ -94,13 +76,13 @@ def _pack(
     spec, records = SceneSpec(), []
     for draw in draws:
         for _ in range(MAX_TRIES):
-            part, record = realize(rng, draw)
+            part, record = realize(rng, classes, draw)
             if spec.compatible(part):
                 break
         else:
             images.append((spec, records))
             spec, records = SceneSpec(), []
-            part, record = realize(rng, draw)
+            part, record = realize(rng, classes, draw)
         spec.merge(part)
         records.append(record)
         if len(records) == per_image:
@@ -120,7 +102,7 @@ QUESTION_TYPES = VQA_TYPES[:3] + _OTHER_KINDS
 ANSWER_TYPES = {"presence": "yes/no", "counting": "number"}
 
 
-def _vqa_draw(rng: np.random.Generator) -> Draw:
+def _vqa_draw(rng: np.random.Generator, classes: ClassSet) -> Draw:
     kind = _pick(rng, VQA_TYPES)
     if kind == "presence":
         return Draw(kind, _pick(rng, ("yes", "no")), int(rng.integers(3)))
@@ -129,17 +111,18 @@ def _vqa_draw(rng: np.random.Generator) -> Draw:
     if kind == "colour":
         return Draw(kind, _pick(rng, ATTRIBUTE_GROUPS["colour"]), int(rng.integers(3)))
     sub = _pick(rng, _OTHER_KINDS)
-    options = {"holding": _HANDHELD, "riding": _RIDEABLE, "on": None,
+    options = {"holding": classes.handheld, "riding": classes.rideable, "on": None,
                "material": ATTRIBUTE_GROUPS["material"]}[sub]
     answer = _pick(rng, options) if options is not None else None
     return Draw(f"other:{sub}", answer, int(rng.integers(2)))
 
 
-def _vqa_realize(rng: np.random.Generator, draw: Draw) -> tuple[SceneSpec, dict]:
+def _vqa_realize(rng: np.random.Generator, classes: ClassSet,
+                 draw: Draw) -> tuple[SceneSpec, dict]:
     spec = SceneSpec()
     v = draw.variant
     if draw.kind == "presence":
-        cls = _pick(rng, FOREGROUND)
+        cls = _pick(rng, classes.foreground)
         name = CLASSES[cls].name
         question = (f"Is there {article(name)} {name} in the picture?",
                     f"Is there {article(name)} {name}?",
@@ -150,7 +133,7 @@ def _vqa_realize(rng: np.random.Generator, draw: Draw) -> tuple[SceneSpec, dict]
             spec.forbidden.add(cls)
         answer = draw.answer
     elif draw.kind == "counting":
-        cls = _pick(rng, FOREGROUND)
+        cls = _pick(rng, classes.foreground)
         many = plural(CLASSES[cls].name)
         question = (f"How many {many} are there?", f"How many {many} are in the picture?",
                     f"How many {many} can you see?")[v]
@@ -159,7 +142,7 @@ def _vqa_realize(rng: np.random.Generator, draw: Draw) -> tuple[SceneSpec, dict]
         spec.exact.add(cls)
         answer = str(draw.answer)
     elif draw.kind == "colour":
-        cls = _pick(rng, _COLOURED)
+        cls = _pick(rng, classes.coloured)
         name = CLASSES[cls].name
         question = (f"What color is the {name}?", f"What is the color of the {name}?",
                     f"Which color is the {name}?")[v]
@@ -169,7 +152,7 @@ def _vqa_realize(rng: np.random.Generator, draw: Draw) -> tuple[SceneSpec, dict]
     else:
         sub = draw.kind.split(":")[1]
         if sub in ("holding", "riding"):
-            person = _pick(rng, PERSONS)
+            person = _pick(rng, classes.persons)
             p, x = spec.add(person), spec.add(draw.answer)
             spec.relations.append((p, sub, x))
             spec.exact.add(person)
@@ -177,8 +160,8 @@ def _vqa_realize(rng: np.random.Generator, draw: Draw) -> tuple[SceneSpec, dict]
             question = (f"What is the {name} {sub}?", f"What is this {name} {sub}?")[v]
             answer = CLASSES[draw.answer].name
         elif sub == "on":
-            surface = _pick(rng, _SURFACES)
-            item = _pick(rng, _on_items(surface))
+            surface = _pick(rng, classes.surfaces)
+            item = _pick(rng, classes.on_items(surface))
             s, x = spec.add(surface), spec.add(item)
             spec.relations.append((x, "on", s))
             spec.exact.add(surface)
@@ -186,7 +169,7 @@ def _vqa_realize(rng: np.random.Generator, draw: Draw) -> tuple[SceneSpec, dict]
             question = (f"What is on the {name}?", f"What is lying on the {name}?")[v]
             answer = CLASSES[item].name
         else:
-            cls = _pick(rng, _MATERIAL)
+            cls = _pick(rng, classes.material)
             spec.add(cls, material=draw.answer)
             spec.exact.add(cls)
             name = CLASSES[cls].name
@@ -219,15 +202,15 @@ def vqa_answer_vocabulary() -> list[str]:
 
 
 def build_vqa2(
-    rng: np.random.Generator, questions: dict[str, int], make_scene: SceneMaker,
-    coco_ids: IdAllocator, per_image: int = 3,
+    rng: np.random.Generator, classes: ClassSet, questions: dict[str, int],
+    make_scene: SceneMaker, coco_ids: IdAllocator, per_image: int = 3,
 ) -> tuple[list[Scene], dict[str, list[dict]]]:
-    """VQA2 imdb records per split (train/val/test) and their scenes."""
+    """VQA2 imdb records per split (train/val/test) about ``classes``, and their scenes."""
     scenes, splits = [], {}
     for split in VQA_SPLITS:
-        draws = [_vqa_draw(rng) for _ in range(questions[split])]
+        draws = [_vqa_draw(rng, classes) for _ in range(questions[split])]
         records = []
-        for spec, items in _pack(rng, draws, per_image, _vqa_realize):
+        for spec, items in _pack(rng, classes, draws, per_image, _vqa_realize):
             image_id = coco_ids()
             name = f"{COCO_PREFIX[split]}_{image_id:012d}"
             scenes.append(make_scene(name, spec))
@@ -267,11 +250,11 @@ def _with_count(spec: SceneSpec, cls: int, n: int) -> None:
         spec.forbidden.add(cls)
 
 
-def _nlvr2_example(rng: np.random.Generator, kind: str, label: bool):
+def _nlvr2_example(rng: np.random.Generator, classes: ClassSet, kind: str, label: bool):
     """(sentence, left spec, right spec) of one NLVR2 statement with truth ``label``."""
     left, right = SceneSpec(), SceneSpec()
     if kind == "count_side":
-        cls, n = _pick(rng, FOREGROUND), int(rng.integers(1, 5))
+        cls, n = _pick(rng, classes.foreground), int(rng.integers(1, 5))
         side = _pick(rng, ("left", "right"))
         sentence = _pick(rng, (
             f"The {side} image contains {_count_phrase(n, cls)}.",
@@ -282,7 +265,7 @@ def _nlvr2_example(rng: np.random.Generator, kind: str, label: bool):
         _with_count(target, cls, shown)
         _with_count(other, cls, int(rng.integers(0, 5)))
     elif kind == "total":
-        cls, n = _pick(rng, FOREGROUND), int(rng.integers(2, 6))
+        cls, n = _pick(rng, classes.foreground), int(rng.integers(2, 6))
         many = plural(CLASSES[cls].name)
         sentence = _pick(rng, (f"There are {NUMBER_WORDS[n]} {many} in total.",
                                f"The two images contain {NUMBER_WORDS[n]} {many} in total."))
@@ -291,7 +274,7 @@ def _nlvr2_example(rng: np.random.Generator, kind: str, label: bool):
         _with_count(left, cls, k)
         _with_count(right, cls, total - k)
     elif kind == "both_colour":
-        cls, colour = _pick(rng, _COLOURED), _pick(rng, ATTRIBUTE_GROUPS["colour"])
+        cls, colour = _pick(rng, classes.coloured), _pick(rng, ATTRIBUTE_GROUPS["colour"])
         phrase = f"{colour} {CLASSES[cls].name}"
         sentence = _pick(rng, (f"Both images contain {article(phrase)} {phrase}.",
                                f"Each image shows {article(phrase)} {phrase}."))
@@ -301,7 +284,7 @@ def _nlvr2_example(rng: np.random.Generator, kind: str, label: bool):
             spec.add(cls, colour=c)
             spec.exact.add(cls)
     elif kind == "one_not_other":
-        cls = _pick(rng, FOREGROUND)
+        cls = _pick(rng, classes.foreground)
         name = CLASSES[cls].name
         sentence = _pick(rng, (f"One image contains {article(name)} {name} and the other does not.",
                                f"Only one of the images shows {article(name)} {name}."))
@@ -312,8 +295,8 @@ def _nlvr2_example(rng: np.random.Generator, kind: str, label: bool):
         for spec, has in zip((left, right), present):
             _with_count(spec, cls, int(rng.integers(1, 3)) if has else 0)
     else:
-        person, held = _pick(rng, PERSONS), _pick(rng, _HANDHELD)
-        spare = _other(rng, _HANDHELD, held)
+        person, held = _pick(rng, classes.persons), _pick(rng, classes.handheld)
+        spare = _other(rng, classes.handheld, held)
         pname, hname = CLASSES[person].name, CLASSES[held].name
         sentence = _pick(rng, (
             f"In one of the images, {article(pname)} {pname} is holding {article(hname)} {hname}.",
@@ -328,15 +311,16 @@ def _nlvr2_example(rng: np.random.Generator, kind: str, label: bool):
 
 
 def build_nlvr2(
-    rng: np.random.Generator, pairs: dict[str, int], make_scene: SceneMaker,
+    rng: np.random.Generator, classes: ClassSet, pairs: dict[str, int], make_scene: SceneMaker,
 ) -> tuple[list[Scene], dict[str, list[dict]]]:
-    """NLVR2 jsonl records per split (train/val/test) and their scenes (two per pair)."""
+    """NLVR2 jsonl records per split (train/val/test) about ``classes``, and their scenes
+    (two per pair)."""
     scenes, splits = [], {}
     for split, name in NLVR2_SPLITS.items():
         records = []
         for k in range(pairs[split]):
             kind, label = _pick(rng, NLVR2_KINDS), bool(rng.random() < 0.5)
-            sentence, left, right = _nlvr2_example(rng, kind, label)
+            sentence, left, right = _nlvr2_example(rng, classes, kind, label)
             stem = f"{name}-{1000 + k // 2}-{k % 2}"
             for side, spec in enumerate((left, right)):
                 scenes.append(make_scene(f"{stem}-img{side}", spec))
@@ -361,12 +345,13 @@ def _ve_draw(rng: np.random.Generator) -> Draw:
     return Draw(_pick(rng, VE_KINDS), _pick(rng, VE_LABELS), int(rng.integers(2)))
 
 
-def _ve_realize(rng: np.random.Generator, draw: Draw) -> tuple[SceneSpec, dict]:
+def _ve_realize(rng: np.random.Generator, classes: ClassSet,
+                draw: Draw) -> tuple[SceneSpec, dict]:
     """A hypothesis about a definite object: absent object = neutral."""
     spec, label, v = SceneSpec(), draw.answer, draw.variant
     if draw.kind in ("colour", "material"):
         group = draw.kind
-        cls = _pick(rng, _COLOURED if group == "colour" else _MATERIAL)
+        cls = _pick(rng, classes.coloured if group == "colour" else classes.material)
         value = _pick(rng, ATTRIBUTE_GROUPS[group])
         name = CLASSES[cls].name
         sentence = ((f"The {name} is {value}.", f"The {name} in the picture is {value}.")[v]
@@ -379,8 +364,8 @@ def _ve_realize(rng: np.random.Generator, draw: Draw) -> tuple[SceneSpec, dict]:
             spec.add(cls, **{group: shown})
             spec.exact.add(cls)
     elif draw.kind == "holding":
-        person, held = _pick(rng, PERSONS), _pick(rng, _HANDHELD)
-        spare = _other(rng, _HANDHELD, held)
+        person, held = _pick(rng, classes.persons), _pick(rng, classes.handheld)
+        spare = _other(rng, classes.handheld, held)
         pname, hname = CLASSES[person].name, CLASSES[held].name
         sentence = (f"The {pname} is holding {article(hname)} {hname}.",
                     f"The {pname} holds {article(hname)} {hname}.")[v]
@@ -394,8 +379,8 @@ def _ve_realize(rng: np.random.Generator, draw: Draw) -> tuple[SceneSpec, dict]:
             spec.exact.add(person)
         spec.exact |= {held, spare}
     else:
-        surface = _pick(rng, _SURFACES)
-        items = _on_items(surface)
+        surface = _pick(rng, classes.surfaces)
+        items = classes.on_items(surface)
         item = _pick(rng, items)
         spare = _other(rng, items, item)
         iname, sname = CLASSES[item].name, CLASSES[surface].name
@@ -413,10 +398,10 @@ def _ve_realize(rng: np.random.Generator, draw: Draw) -> tuple[SceneSpec, dict]:
 
 
 def build_visual_entailment(
-    rng: np.random.Generator, hypotheses: dict[str, int], make_scene: SceneMaker,
-    flickr_ids: IdAllocator, per_image: int = 3,
+    rng: np.random.Generator, classes: ClassSet, hypotheses: dict[str, int],
+    make_scene: SceneMaker, flickr_ids: IdAllocator, per_image: int = 3,
 ) -> tuple[list[Scene], dict[str, list[dict]]]:
-    """SNLI-VE jsonl records per split (train/val/test) and their scenes.
+    """SNLI-VE jsonl records per split (train/val/test) about ``classes``, and their scenes.
 
     ``sentence1`` (the premise caption) never names a class that a hypothesis of the
     same image is about, so the premise does not give the label away.
@@ -425,7 +410,7 @@ def build_visual_entailment(
     for split in VE_SPLITS:
         draws = [_ve_draw(rng) for _ in range(hypotheses[split])]
         records = []
-        for spec, items in _pack(rng, draws, per_image, _ve_realize):
+        for spec, items in _pack(rng, classes, draws, per_image, _ve_realize):
             image = f"{flickr_ids()}.jpg"
             scene = make_scene(image.split(".")[0], spec)
             scenes.append(scene)
@@ -483,21 +468,21 @@ def _attribute_expressions(rng, cls: int, value: str) -> list[str]:
     return [options[int(i)] for i in picks]
 
 
-def _refcoco_image(rng: np.random.Generator, people: bool):
+def _refcoco_image(rng: np.random.Generator, classes: ClassSet, people: bool):
     """A spec with 2-3 same-class instances and (instance index, expressions) refs."""
     spec = SceneSpec()
-    cls = _pick(rng, PERSONS if people else _NON_PERSON)
+    cls = _pick(rng, classes.persons if people else classes.non_person)
     spec.exact.add(cls)
     name = CLASSES[cls].name
     if rng.random() < 0.3:  # told apart by a relation
         if people:
-            held = _pick(rng, _HANDHELD)
+            held = _pick(rng, classes.handheld)
             a, _, x = spec.add(cls), spec.add(cls), spec.add(held)
             spec.relations.append((a, "holding", x))
             hname = CLASSES[held].name
             exprs = [f"{name} holding {article(hname)} {hname}", f"{name} with the {hname}"]
         else:
-            anchor = _pick(rng, _foreground_except(cls))
+            anchor = _pick(rng, classes.foreground_except(cls))
             a, _, x = spec.add(cls), spec.add(cls), spec.add(anchor)
             spec.relations.append((a, "next to", x))
             aname = CLASSES[anchor].name
@@ -515,10 +500,10 @@ def _refcoco_image(rng: np.random.Generator, people: bool):
 
 
 def build_refcoco(
-    rng: np.random.Generator, images: dict[str, int], make_scene: SceneMaker,
-    coco_ids: IdAllocator,
+    rng: np.random.Generator, classes: ClassSet, images: dict[str, int],
+    make_scene: SceneMaker, coco_ids: IdAllocator,
 ) -> tuple[list[Scene], ReferWorld]:
-    """RefCOCO+ refs (train/val/testA/testB) over COCO-like images.
+    """RefCOCO+ refs (train/val/testA/testB) about ``classes`` over COCO-like images.
 
     testA holds expressions about people, testB about other objects, train and val both.
     Expressions use attributes and relations but no location words, as in RefCOCO+.
@@ -528,7 +513,7 @@ def build_refcoco(
     for split in REFCOCO_SPLITS:
         for _ in range(images[split]):
             people = {"testA": True, "testB": False}.get(split, bool(rng.random() < 0.5))
-            spec, refs = _refcoco_image(rng, people)
+            spec, refs = _refcoco_image(rng, classes, people)
             image_id = coco_ids()
             name = f"{COCO_PREFIX['train']}_{image_id:012d}"
             scene = make_scene(name, spec)

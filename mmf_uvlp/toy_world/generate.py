@@ -59,6 +59,7 @@ class WorldGenerator:
     def __init__(self, config: WorldConfig, out: Path, progress: bool = False):
         self.config, self.out, self.progress = config, Path(out), progress
         self.rng = Streams(config.seed)
+        self.classes = config.class_set()
         self.detector = DetectorConfig(max_regions=config.max_regions)
         self.features = (FeatureModel(self.rng("features"), config.feature_dim)
                          if config.features else None)
@@ -66,7 +67,7 @@ class WorldGenerator:
         self.counts: dict = {"pools": {}}
 
     def scene(self, image_id: str, spec: SceneSpec | None = None) -> Scene:
-        return sample_scene(self.rng("scene", image_id), image_id, spec)
+        return sample_scene(self.rng("scene", image_id), self.classes, image_id, spec)
 
     def _bar(self, items: Iterable, total: int, desc: str):
         return tqdm(items, total=total, desc=desc, disable=not self.progress,
@@ -76,7 +77,8 @@ class WorldGenerator:
         vinvl = pool == PRETRAIN_POOL or self.config.vinvl_features_all_pools
         writer = PoolWriter(self.out, pool, self.config.features, vinvl, self.config.npy)
         for scene in self._bar(scenes, total, f"pool {pool}"):
-            det = detect(self.rng("detect", scene.image_id), scene, self.detector, self.features)
+            det = detect(self.rng("detect", scene.image_id), self.classes, scene, self.detector,
+                         self.features)
             writer.write(scene.to_json(), det)
         paths = writer.close()
         self.counts["pools"][pool] = {"images": writer.num_images,
@@ -110,7 +112,7 @@ class WorldGenerator:
         narrative_rng = self.rng("narrative")
         n_narr = self.config.narrative_sentences
         write_lines(text / "narrative_corpus.txt",
-                    (narrative_sentence(narrative_rng) for _ in
+                    (narrative_sentence(narrative_rng, self.classes) for _ in
                      self._bar(range(n_narr), n_narr, "narrative")))
         self.paths.update({
             "images_gt": pool_paths["images_gt"],
@@ -134,14 +136,16 @@ class WorldGenerator:
         c = self.config
         coco_ids = ds.IdAllocator(self.rng("coco_ids"), 1, 600_000)
         flickr_ids = ds.IdAllocator(self.rng("flickr_ids"), 1_000_000_000, 9_999_999_999)
-        vqa_scenes, vqa = ds.build_vqa2(self.rng("vqa2"), dict(zip(ds.VQA_SPLITS,
-                                        c.vqa2_questions)), self.scene, coco_ids)
-        ref_scenes, refer = ds.build_refcoco(self.rng("refcoco+"), dict(zip(
+        classes = self.classes
+        vqa_scenes, vqa = ds.build_vqa2(self.rng("vqa2"), classes, dict(zip(
+            ds.VQA_SPLITS, c.vqa2_questions)), self.scene, coco_ids)
+        ref_scenes, refer = ds.build_refcoco(self.rng("refcoco+"), classes, dict(zip(
             ds.REFCOCO_SPLITS, c.refcoco_images)), self.scene, coco_ids)
-        nlvr_scenes, nlvr = ds.build_nlvr2(self.rng("nlvr2"), dict(zip(
+        nlvr_scenes, nlvr = ds.build_nlvr2(self.rng("nlvr2"), classes, dict(zip(
             ds.NLVR2_SPLITS, c.nlvr2_pairs)), self.scene)
-        ve_scenes, ve = ds.build_visual_entailment(self.rng("visual_entailment"), dict(zip(
-            ds.VE_SPLITS, c.ve_hypotheses)), self.scene, flickr_ids)
+        ve_scenes, ve = ds.build_visual_entailment(self.rng("visual_entailment"), classes,
+                                                   dict(zip(ds.VE_SPLITS, c.ve_hypotheses)),
+                                                   self.scene, flickr_ids)
 
         pools = {"coco": vqa_scenes + ref_scenes, "nlvr2": nlvr_scenes,
                  "flickr30k": ve_scenes}
@@ -220,7 +224,7 @@ class WorldGenerator:
     def run(self) -> dict:
         """Write everything; returns the manifest (also written to ``world.json``)."""
         self.out.mkdir(parents=True, exist_ok=True)
-        write_json(self.out / "vocabulary.json", vocabulary_json())
+        write_json(self.out / "vocabulary.json", vocabulary_json(self.classes))
         self.paths["vocabulary"] = "vocabulary.json"
         self.pretraining()
         if self.config.downstream:
@@ -233,6 +237,7 @@ class WorldGenerator:
             "feature_dim": self.config.feature_dim if self.config.features else None,
             "num_classes": len(CLASSES),
             "cls_prob_columns": len(CLASSES) + 1,
+            "active_classes": self.classes.names,
             "pretrain_pool": PRETRAIN_POOL,
             "tag_filter": TAG_FILTER,
             "detector": asdict(self.detector),

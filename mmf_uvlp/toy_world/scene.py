@@ -12,18 +12,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mmf_uvlp.toy_world.vocabulary import CLASSES, ATTRIBUTE_GROUPS, ObjectClass, attribute_groups
+from mmf_uvlp.toy_world.vocabulary import (
+    ATTRIBUTE_GROUPS, BACKGROUND, CLASSES, UNDER_ANCHORS, ClassSet, attribute_groups, can_relate,
+)
 
 MIN_OBJECTS = 3
 MAX_OBJECTS = 10
 MIN_BOX_SIDE = 4.0
 
-FOREGROUND = [i for i, c in enumerate(CLASSES) if not c.background]
-BACKGROUND = [i for i, c in enumerate(CLASSES) if c.background]
-PERSONS = [i for i, c in enumerate(CLASSES) if c.is_person]
 _TOP_BAND = {"sky", "cloud", "ceiling", "mountain"}
 _BOTTOM_BAND = {"grass", "floor", "road", "water", "beach", "sand", "snow", "sidewalk", "field"}
-_UNDER_ANCHORS = {"table", "desk", "bench", "bed", "counter"}
 
 
 @dataclass
@@ -139,22 +137,6 @@ def dependent_role(predicate: str) -> str:
     return "object" if predicate in ("holding", "riding") else "subject"
 
 
-def can_relate(subject: ObjectClass, predicate: str, obj: ObjectClass) -> bool:
-    """Whether ``subject predicate obj`` is a plausible relation of the world."""
-    if subject.background or obj.background:
-        return False
-    if predicate == "holding":
-        return subject.is_person and obj.handheld
-    if predicate == "riding":
-        return subject.is_person and obj.rideable
-    small = subject.size <= 0.2 or subject.supercategory == "animal"
-    if predicate == "on":
-        return obj.surface and small and not subject.surface
-    if predicate == "under":
-        return obj.name in _UNDER_ANCHORS and small and not subject.surface
-    return predicate == "next to"
-
-
 def _sample_attrs(rng: np.random.Generator, cls: int, fixed: dict[str, str]) -> dict[str, str]:
     attrs = {}
     for group in attribute_groups(CLASSES[cls]):
@@ -249,7 +231,7 @@ def _random_relation(rng, objects, allowed) -> tuple[int, str, int] | None:
         predicates += ["holding", "riding"]
     if anchor_cls.surface:
         predicates += ["on"]
-    if anchor_cls.name in _UNDER_ANCHORS:
+    if anchor_cls.name in UNDER_ANCHORS:
         predicates += ["under"]
     predicate = predicates[int(rng.integers(len(predicates)))]
     if dependent_role(predicate) == "object":
@@ -262,13 +244,14 @@ def _random_relation(rng, objects, allowed) -> tuple[int, str, int] | None:
 
 
 def sample_scene(
-    rng: np.random.Generator, image_id: str, spec: SceneSpec | None = None,
+    rng: np.random.Generator, classes: ClassSet, image_id: str, spec: SceneSpec | None = None,
     relation_rate: float = 0.35,
 ) -> Scene:
     """Sample a scene satisfying ``spec``, filled with random objects and relations.
 
     The spec's objects come first, in order (object ``i`` of the spec is object ``i`` of
-    the scene), then the random foreground objects, then 1-3 background regions.
+    the scene), then random objects of ``classes.foreground`` (fewer when the spec rules
+    out every one), then 1-3 background regions.
     """
     spec = spec or SceneSpec()
     w, h = int(rng.integers(320, 801)), int(rng.integers(240, 641))
@@ -285,8 +268,8 @@ def sample_scene(
         anchor_of[dep] = (anc, p)
 
     n_total = int(rng.integers(max(MIN_OBJECTS, len(objects)), MAX_OBJECTS + 1))
-    allowed = [c for c in FOREGROUND if c not in spec.exact and c not in spec.forbidden]
-    while len(objects) < n_total:
+    allowed = [c for c in classes.foreground if c not in spec.exact and c not in spec.forbidden]
+    while allowed and len(objects) < n_total:
         rel = _random_relation(rng, objects, allowed) if rng.random() < relation_rate else None
         if rel is None:
             cls = allowed[int(rng.integers(len(allowed)))]

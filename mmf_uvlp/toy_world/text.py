@@ -11,9 +11,9 @@ import re
 
 import numpy as np
 
-from mmf_uvlp.toy_world.scene import FOREGROUND, Scene
+from mmf_uvlp.toy_world.scene import Scene
 from mmf_uvlp.toy_world.vocabulary import (
-    ATTRIBUTE_GROUPS, CLASSES, NUMBER_WORDS, article, attribute_groups, plural,
+    ATTRIBUTE_GROUPS, CLASSES, NUMBER_WORDS, ClassSet, article, attribute_groups, plural,
 )
 
 _DISTRACTORS = (
@@ -140,14 +140,16 @@ def caption(rng: np.random.Generator, scene: Scene, exclude: set[int] = frozense
     return (prefix + body + suffix).strip()
 
 
-def _random_np(rng: np.random.Generator) -> tuple[int, dict[str, str]]:
-    cls = FOREGROUND[int(rng.integers(len(FOREGROUND)))]
+def _random_np(rng: np.random.Generator, classes: ClassSet) -> tuple[int, dict[str, str]]:
+    cls = classes.foreground[int(rng.integers(len(classes.foreground)))]
     attrs = {g: _pick(rng, ATTRIBUTE_GROUPS[g]) for g in attribute_groups(CLASSES[cls])}
     return cls, attrs
 
 
-def narrative_sentence(rng: np.random.Generator, visual_rate: float = 0.7) -> str:
-    """One BookCorpus-like sentence; about objects with probability ``visual_rate``."""
+def narrative_sentence(rng: np.random.Generator, classes: ClassSet,
+                       visual_rate: float = 0.7) -> str:
+    """One BookCorpus-like sentence; about objects of ``classes`` with probability
+    ``visual_rate``."""
     name, pron = _pick(rng, _NAMES), _pick(rng, _PRONOUNS)
     time = _pick(rng, _TIMES)
     fields = {
@@ -158,8 +160,8 @@ def narrative_sentence(rng: np.random.Generator, visual_rate: float = 0.7) -> st
     }
     if rng.random() >= visual_rate:
         return _pick(rng, _NONVISUAL_TEMPLATES).format(**fields)
-    c1, a1 = _random_np(rng)
-    c2, a2 = _random_np(rng)
+    c1, a1 = _random_np(rng, classes)
+    c2, a2 = _random_np(rng, classes)
     np1 = noun_phrase(rng, c1, a1, attr_rate=0.5, determiner=False)
     np2 = noun_phrase(rng, c2, a2, attr_rate=0.3, determiner=False)
     fields.update(

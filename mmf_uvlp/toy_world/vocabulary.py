@@ -2,11 +2,15 @@
 
 Class indices are positions in :data:`CLASSES` and are what the MMF feature files
 store in ``objects``; ``cls_prob`` has one more column, index 0 = background.
+A world may draw from fewer foreground classes (:class:`ClassSet`); the vocabulary,
+and with it every class index, stays the same.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property, partial
+from typing import Callable
 
 BACKGROUND_LABEL = "__background__"
 
@@ -144,6 +148,9 @@ NUMBER_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "
 
 CLASS_INDEX: dict[str, int] = {c.name: i for i, c in enumerate(CLASSES)}
 ATTRIBUTE_INDEX: dict[str, int] = {a: i for i, a in enumerate(ATTRIBUTES)}
+FOREGROUND: tuple[int, ...] = tuple(i for i, c in enumerate(CLASSES) if not c.background)
+BACKGROUND: tuple[int, ...] = tuple(i for i, c in enumerate(CLASSES) if c.background)
+UNDER_ANCHORS = frozenset({"table", "desk", "bench", "bed", "counter"})
 
 
 def plural(name: str) -> str:
@@ -183,8 +190,182 @@ def class_indices(predicate) -> list[int]:
     return [i for i, c in enumerate(CLASSES) if predicate(c)]
 
 
-def vocabulary_json() -> dict:
-    """The vocabulary as written to ``vocabulary.json``."""
+def can_relate(subject: ObjectClass, predicate: str, obj: ObjectClass) -> bool:
+    """Whether ``subject predicate obj`` is a plausible relation of the world."""
+    if subject.background or obj.background:
+        return False
+    if predicate == "holding":
+        return subject.is_person and obj.handheld
+    if predicate == "riding":
+        return subject.is_person and obj.rideable
+    small = subject.size <= 0.2 or subject.supercategory == "animal"
+    if predicate == "on":
+        return obj.surface and small and not subject.surface
+    if predicate == "under":
+        return obj.name in UNDER_ANCHORS and small and not subject.surface
+    return predicate == "next to"
+
+
+def is_coloured(cls: ObjectClass) -> bool:
+    """A non-person class with a colour (what colour questions ask about)."""
+    return "colour" in attribute_groups(cls) and not cls.is_person
+
+
+def has_material(cls: ObjectClass) -> bool:
+    """A class with a material attribute."""
+    return "material" in attribute_groups(cls)
+
+
+# Kinds of foreground class the downstream builders draw two distinct classes from; the
+# items that can be "on" each active surface are checked as well (see ``_unmet_need``).
+NEEDS: tuple[tuple[str, Callable[[ObjectClass], bool]], ...] = (
+    ("person", lambda c: c.is_person),
+    ("handheld", lambda c: c.handheld),
+    ("rideable", lambda c: c.rideable),
+    ("surface", lambda c: c.surface),
+    ("coloured non-person", is_coloured),
+    ("material", has_material),
+)
+
+
+def round_robin_foreground() -> tuple[int, ...]:
+    """Every foreground class, taken round-robin over the supercategories in vocabulary
+    order: the first class of each supercategory, then the second of each, ..."""
+    groups: dict[str, list[int]] = {}
+    for i in FOREGROUND:
+        groups.setdefault(CLASSES[i].supercategory, []).append(i)
+    depth = max(len(members) for members in groups.values())
+    return tuple(members[r] for r in range(depth) for members in groups.values()
+                 if r < len(members))
+
+
+def _unmet_need(chosen: list[int]) -> Callable[[ObjectClass], bool] | None:
+    """A kind of class ``chosen`` holds fewer than two of, or None when every need is met."""
+    for _, need in NEEDS:
+        if sum(need(CLASSES[c]) for c in chosen) < 2:
+            return need
+    for surface in chosen:
+        on_it = partial(can_relate, predicate="on", obj=CLASSES[surface])
+        if CLASSES[surface].surface and sum(on_it(CLASSES[c]) for c in chosen) < 2:
+            return on_it
+    return None
+
+
+def _select_foreground(k: int) -> tuple[int, ...] | None:
+    """``k`` foreground classes meeting :data:`NEEDS`, or None when ``k`` is too small.
+
+    Classes pinned for an unmet need come first, the round-robin order fills the other
+    places; each unmet need pins its first missing class in vocabulary order.
+    """
+    order = round_robin_foreground()
+    pinned: list[int] = []
+    while True:
+        chosen = pinned + [c for c in order if c not in pinned][: k - len(pinned)]
+        need = _unmet_need(chosen)
+        if need is None:
+            return tuple(sorted(chosen))
+        if len(pinned) == k:
+            return None
+        pinned.append(next(c for c in FOREGROUND if need(CLASSES[c]) and c not in chosen))
+
+
+NEEDS_TEXT = ("the downstream tasks need two classes of each kind "
+              f"({', '.join(name for name, _ in NEEDS)}) and two that can be on each surface")
+MIN_FOREGROUND_CLASSES = next(k for k in range(1, len(FOREGROUND) + 1)
+                              if _select_foreground(k) is not None)
+
+
+@dataclass(frozen=True)
+class ClassSet:
+    """The classes a world draws from: ``foreground`` (indices in vocabulary order) and
+    every background class. The kinds below are the active classes of each kind."""
+
+    foreground: tuple[int, ...]
+
+    @classmethod
+    def of_size(cls, k: int) -> "ClassSet":
+        """``k`` foreground classes (0: all of them), a fixed function of ``k``.
+
+        The first ``k`` classes of :func:`round_robin_foreground`, except that classes
+        the downstream tasks need (:data:`NEEDS`, two of each kind) take the places of
+        the last ones when the round-robin classes lack them.
+        """
+        if k == 0:
+            return cls(FOREGROUND)
+        chosen = _select_foreground(k) if k <= len(FOREGROUND) else None
+        if chosen is None:
+            raise ValueError(f"expected 0 (every foreground class) or {MIN_FOREGROUND_CLASSES}"
+                             f" to {len(FOREGROUND)} foreground classes, got {k}: "
+                             f"{NEEDS_TEXT}")
+        return cls(chosen)
+
+    def where(self, predicate: Callable[[ObjectClass], bool]) -> tuple[int, ...]:
+        """Active foreground classes for which ``predicate(cls)`` holds."""
+        return tuple(c for c in self.foreground if predicate(CLASSES[c]))
+
+    @cached_property
+    def active(self) -> tuple[int, ...]:
+        """Every class the world uses, foreground and background, in vocabulary order."""
+        return tuple(sorted(self.foreground + BACKGROUND))
+
+    @cached_property
+    def persons(self) -> tuple[int, ...]:
+        return self.where(lambda c: c.is_person)
+
+    @cached_property
+    def non_person(self) -> tuple[int, ...]:
+        return self.where(lambda c: not c.is_person)
+
+    @cached_property
+    def coloured(self) -> tuple[int, ...]:
+        return self.where(is_coloured)
+
+    @cached_property
+    def material(self) -> tuple[int, ...]:
+        return self.where(has_material)
+
+    @cached_property
+    def handheld(self) -> tuple[int, ...]:
+        return self.where(lambda c: c.handheld)
+
+    @cached_property
+    def rideable(self) -> tuple[int, ...]:
+        return self.where(lambda c: c.rideable)
+
+    @cached_property
+    def surfaces(self) -> tuple[int, ...]:
+        return self.where(lambda c: c.surface)
+
+    def on_items(self, surface: int) -> tuple[int, ...]:
+        """Active classes that can be "on" ``surface``."""
+        return self.where(lambda c: can_relate(c, "on", CLASSES[surface]))
+
+    def foreground_except(self, cls: int) -> list[int]:
+        """Active foreground classes other than ``cls``."""
+        return [c for c in self.foreground if c != cls]
+
+    @cached_property
+    def _supercategory_members(self) -> dict[str, tuple[int, ...]]:
+        members: dict[str, list[int]] = {}
+        for i in self.active:
+            members.setdefault(CLASSES[i].supercategory, []).append(i)
+        return {name: tuple(m) for name, m in members.items()}
+
+    def confusions(self, cls: int) -> list[int]:
+        """What a detector may mistake ``cls`` for: the other active classes of its
+        supercategory, or any other active foreground class when it has none."""
+        members = self._supercategory_members.get(CLASSES[cls].supercategory, ())
+        return [c for c in members if c != cls] or self.foreground_except(cls)
+
+    @property
+    def names(self) -> list[str]:
+        """Names of the active classes, in vocabulary order."""
+        return [CLASSES[i].name for i in self.active]
+
+
+def vocabulary_json(classes: ClassSet) -> dict:
+    """The vocabulary as written to ``vocabulary.json``; ``active``: used by the world."""
+    active = set(classes.active)
     return {
         "background_label": BACKGROUND_LABEL,
         "classes": [
@@ -194,6 +375,7 @@ def vocabulary_json() -> dict:
                 "plural": plural(c.name),
                 "supercategory": c.supercategory,
                 "background": c.background,
+                "active": i in active,
                 "handheld": c.handheld,
                 "surface": c.surface,
                 "rideable": c.rideable,
