@@ -63,18 +63,20 @@ analyze: setup
 		--probe $(ANALYSIS)/probe/probe.json --out $(ANALYSIS)/attention
 	$(PY) tools/plot_alignment.py $(ANALYSIS_ARGS) --out $(ANALYSIS)/alignment
 
-# The replication study (docs/replication.md): the paper's Tables 1-6 and the top-K ablation,
-# mean ± std over SEEDS seeds, into REPLICATION; each step is skipped when its output exists.
+# The replication study (docs/replication.md): the paper's Tables 1-6 and the top-K ablation
+# (Table 1 with the seed models VisualBERT, ViLBERT and VL-BERT as rows too), mean ± std
+# over SEEDS seeds, into REPLICATION; each step is skipped when its output exists.
 #   make replicate                                  # demo world, every table, 3 seeds
 #   make replicate WORLD=tiny SEEDS=2 TABLES=1      # (or PRESET=tiny); SYSTEMS=base,uvla
-# On the tiny world it is a smoke test: the tiny random model, 10 updates a run
+# On the tiny world it is a smoke test: the tiny random models, 10 updates a run
 # (REPLICATE_OPTS overrides that; on the demo world it is empty: demo.py's 400 / 120 updates).
 SEEDS ?= 3
 JOBS ?= 1
 REPLICATION ?= results/replication
 REPLICATE_WORLD = $(or $(filter tiny demo,$(WORLD)),$(PRESET))
 ifeq ($(REPLICATE_WORLD),tiny)
-REPLICATE_OPTS ?= --model-config configs/models/uvla/tiny_random.yaml \
+REPLICATE_OPTS ?= $(foreach model,uvla visual_bert vilbert vl_bert,\
+	--model-config configs/models/$(model)/tiny_random.yaml) \
 	--pretrain-updates 10 --finetune-updates 10
 endif
 

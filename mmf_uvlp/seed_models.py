@@ -59,6 +59,12 @@ class SeedSystem:
             options.append(f"model_config.{self.weights_model}.pretrained_checkpoint=None")
         return options
 
+    @property
+    def model_section(self) -> str:
+        """The ``model_config`` section its settings live in (``visual_bert`` for
+        ``model_config.visual_bert.*``), the one of its feature size key."""
+        return self.feature_dim_key.split(".")[1]
+
     def feature_dim(self, dim: int) -> List[str]:
         """``mmf_run`` option setting the region feature size."""
         return [f"{self.feature_dim_key}={dim}"]

@@ -1,6 +1,7 @@
 """The replication study: aggregation on crafted runs (hand-computed answers), trivial rates,
-the study definition and its commands, the runner's skip / resume / records, and
-`tools/replicate.py` end to end on the tiny world (2 seeds, 2 systems)."""
+the study definition and its commands (the seed models' too), the runner's skip / resume /
+records, and `tools/replicate.py` end to end on the tiny world (2 seeds, 2 systems; 1 seed,
+Base and the three seed models)."""
 
 from __future__ import annotations
 
@@ -27,15 +28,17 @@ from mmf_uvlp.replication.aggregate import (
 from mmf_uvlp.replication.render import format_stat, markdown, write_table
 from mmf_uvlp.replication.runner import StaleRun, StepFailed, prerequisites, run_steps
 from mmf_uvlp.replication.steps import (
-    KINDS, MMF_RUN, Settings, Step, model_overrides, plan, system_steps,
+    KINDS, METRICS, MMF_RUN, Settings, Step, model_overrides, plan, system_steps,
 )
 from mmf_uvlp.replication.study import (
-    SYSTEMS, TABLES, TASKS, config_datasets, select,
+    SYSTEMS, TABLES, TASKS, UVLA, config_datasets, config_model, select,
 )
 from mmf_uvlp.replication.trivial import (
     best_answer_per_type, best_constant_vqa, majority_rate, proposal_chance, trivial_rates, vqa_answer_score,
 )
 from mmf_uvlp.replication.world import World
+from mmf_uvlp.seed_models import SEED_MODELS
+from mmf_uvlp.seed_models import SYSTEMS as SEED_SYSTEMS
 
 REPO = Path(__file__).resolve().parents[1]
 PREFIX = "2026-01-01T00:00:00 | INFO | mmf.train : "
@@ -196,10 +199,16 @@ def test_trivial_rates_of_the_tiny_world(tiny_world):
 def test_selection_follows_the_tables():
     tables, systems = select("1")
     assert [s.key for s in systems] == ["base", "u_visualbert", "random_pairs", "uvla",
-                                       "aligned_vlp"]
+                                       "aligned_vlp", "visual_bert", "vilbert", "vl_bert"]
+    assert [label for label, _ in tables[0].rows][5:] == ["VisualBERT", "ViLBERT", "VL-BERT"]
     tables, systems = select(None, "uvla,base")
     assert [t.key for t in tables] == ["1", "2", "4"]  # the tables holding either system
     assert [s.key for s in systems] == ["base", "uvla"]
+    tables, systems = select(None, "vl_bert,base")  # the seed models are Table 1's only
+    assert [t.key for t in tables] == ["1"]
+    assert [s.key for s in systems] == ["base", "vl_bert"]
+    assert all(SYSTEMS[key].model is SEED_SYSTEMS[key] for key in SEED_MODELS)
+    assert all(s.model is UVLA for s in SYSTEMS.values() if s.key not in SEED_MODELS)
     with pytest.raises(ValueError, match=r"--tables: unknown \['7'\]"):
         select("1,7")
     with pytest.raises(ValueError, match=r"--systems: unknown \['uvla2'\]"):
@@ -212,6 +221,15 @@ def test_every_system_config_exists_and_trains_on_its_data():
     for system in SYSTEMS.values():
         if system.config is not None:
             assert config_datasets(system.config), system.key
+            # the proof of a finished pre-training is the file MMF writes: <model>_final.pth
+            assert f"{config_model(system.config)}_final.pth" == system.model.final_weights
+        for task in TASKS:
+            assert (REPO / system.model.finetune(task)).is_file(), (system.key, task)
+    assert config_datasets(SYSTEMS["visual_bert"].config) == ["masked_aligned_vlp"]
+    assert config_datasets(SYSTEMS["vl_bert"].config) == ["aligned_vlp", "u_visualbert_text"]
+    assert config_model(SYSTEMS["visual_bert"].model.finetune("vqa2")) == "visual_bert"
+    with pytest.raises(ValueError, match=r"toy_world/vqa2\.yaml: no model: key"):
+        config_model("configs/datasets/toy_world/vqa2.yaml")
     assert config_datasets(SYSTEMS["u_visualbert"].config) == ["u_visualbert_text",
                                                                "u_visualbert_image"]
     assert config_datasets(SYSTEMS["topk10"].config) == ["uvla_region_tag", "uvla_region_phrase",
@@ -264,6 +282,122 @@ def test_the_commands_of_a_study(tmp_path):
     assert splits.prune == (uvla[4].folder / "current.ckpt",)
 
 
+TINY_MODELS = tuple(f"configs/models/{model}/tiny_random.yaml"
+                    for model in ("uvla", *SEED_MODELS))
+
+
+def _tiny_overrides() -> tuple[str, ...]:
+    return tuple(option for path in TINY_MODELS for option in model_overrides(path))
+
+
+@pytest.mark.parametrize("key", SEED_MODELS)
+def test_the_commands_of_a_seed_model_system(tmp_path, key):
+    """Its own pre-training and fine-tuning configs, fine-tuning from its own final weights,
+    split inference on the fine-tuned checkpoint, its feature size key and only its own
+    section of the model overrides; the same schedule and seeds as the uvla systems."""
+    seed_system = SEED_SYSTEMS[key]
+    world = World(tmp_path / "toy_world_tiny", "tiny")
+    settings = Settings(world, tmp_path / "runs", seeds=(0, 1), pretrain_updates=40,
+                        finetune_updates=12, model_overrides=_tiny_overrides())
+    steps = system_steps(SYSTEMS[key], 1, settings)
+    uvla = system_steps(SYSTEMS["aligned_vlp"], 1, settings)
+    assert [s.kind for s in steps] == [s.kind for s in uvla] == \
+        ["pretrain", "finetune", "finetune", "finetune", "finetune", "evaluate"]
+    own = [o for o in settings.model_overrides
+           if o.startswith(f"model_config.{seed_system.model_section}.")]
+    assert own and len(own) < len(settings.model_overrides)
+    for step, reference in zip(steps, uvla):
+        assert step.command[0] == MMF_RUN and step.seed == 1 and step.system == key
+        assert f"env.data_dir={world.path}" in step.command
+        assert f"{seed_system.feature_dim_key}=64" in step.command
+        assert step.command[-len(own):] == tuple(own)  # its section, no other model's
+        assert not any(a.startswith("model_config.uvla.") for a in step.command)
+        schedule = [a for a in reference.command if a.startswith(("training.", "scheduler."))]
+        assert schedule == [a for a in step.command if a.startswith(("training.", "scheduler."))]
+    pretrain, finetunes, splits = steps[0], steps[1:5], steps[5]
+    weights = pretrain.folder / seed_system.final_weights
+    assert pretrain.folder == tmp_path / "runs" / key / "seed1" / "pretrain"
+    assert f"config={seed_system.pretrain_config}" in pretrain.command
+    assert f"env.save_dir={pretrain.folder}" in pretrain.command
+    assert pretrain.proof_file == weights and pretrain.proof_keys == ()
+    assert weights not in pretrain.prune and pretrain.folder / "current.ckpt" in pretrain.prune
+    for name in config_datasets(seed_system.pretrain_config):  # tiny world: holdout
+        assert f"dataset_config.{name}.holdout_every=6" in pretrain.command
+    for task, step in zip(TASKS, finetunes):
+        assert step.task == task
+        assert f"config={seed_system.finetune(task)}" in step.command
+        assert all(a in step.command for a in seed_system.start_from(weights))
+        assert "run_type=train_inference" in step.command
+        assert step.proof_keys == (f"test/{task}/{METRICS[task]}",)
+        final = step.folder / f"{config_model(seed_system.finetune(task))}_final.pth"
+        assert final in step.prune and step.folder / "models" in step.prune
+        assert (step.folder / "current.ckpt" in step.prune) == (task != "refcoco_plus")
+    checkpoint = finetunes[3].folder / "current.ckpt"
+    assert f"config={seed_system.finetune('refcoco_plus')}" in splits.command
+    assert all(a in splits.command for a in seed_system.evaluate_from(checkpoint))
+    assert "run_type=inference" in splits.command
+    assert "datasets=refcoco_plus_val,refcoco_plus_testA,refcoco_plus_testB" in splits.command
+    assert splits.needs == checkpoint and splits.prune == (checkpoint,)
+    assert splits.proof_keys == tuple(f"test/refcoco_plus_{view}/refcoco_accuracy"
+                                      for view in ("val", "testA", "testB"))
+
+
+def test_how_the_seed_models_load_their_weights(tmp_path):
+    settings = Settings(World(tmp_path / "w"), tmp_path / "runs", seeds=(0,))
+    visual_bert, vl_bert = (system_steps(SYSTEMS[key], 0, settings)
+                            for key in ("visual_bert", "vl_bert"))
+    weights = tmp_path / "runs/visual_bert/seed0/pretrain/visual_bert_uvlp_final.pth"
+    assert visual_bert[0].proof_file == weights
+    assert visual_bert[1].command[visual_bert[1].command.index(
+        f"checkpoint.resume_file={weights}") + 1] == "checkpoint.resume_pretrained=True"
+    assert "config=projects/baselines/visual_bert/vqa2.yaml" in visual_bert[1].command
+    # MMF's visual_bert fine-tunes VQA2 (visual_bert_final.pth), visual_bert_uvlp RefCOCO+
+    assert visual_bert[1].folder / "visual_bert_final.pth" in visual_bert[1].prune
+    assert visual_bert[4].folder / "visual_bert_uvlp_final.pth" in visual_bert[4].prune
+    assert not any(a.startswith("model_config.visual_bert.pretrained") for s in visual_bert
+                   for a in s.command)
+    weights = tmp_path / "runs/vl_bert/seed0/pretrain/vl_bert_final.pth"
+    assert f"model_config.vl_bert.pretrained_checkpoint={weights}" in vl_bert[2].command
+    assert "model_config.vl_bert.pretrained_checkpoint=None" in vl_bert[5].command
+    checkpoint = tmp_path / "runs/vl_bert/seed0/refcoco_plus/current.ckpt"
+    assert f"checkpoint.resume_file={checkpoint}" in vl_bert[5].command
+    # a world without world.json and preset: the configs' own feature size
+    assert not any("feature_dim" in a for s in vl_bert for a in s.command)
+
+
+def _compose(command: tuple[str, ...]):
+    """MMF's configuration of an ``mmf_run`` command (as ``tests/test_seed_models.py``)."""
+    import argparse
+
+    from mmf.common.registry import registry
+    from mmf.utils.configuration import Configuration
+    from mmf.utils.env import setup_imports
+
+    previous = registry.get("config", no_warning=True)
+    setup_imports()
+    registry.register("config", None)  # MMF reads its defaults while no config is registered
+    try:
+        args = argparse.Namespace(config_override=None, opts=list(command[1:]))
+        return Configuration(args).get_config()
+    finally:
+        registry.register("config", previous)
+
+
+@pytest.mark.parametrize("key", SEED_MODELS)
+def test_mmf_takes_a_seed_models_commands_with_the_tiny_overrides(tmp_path, key):
+    """Every key of the tiny model files exists in MMF's config of that model (MMF refuses
+    command-line keys its config lacks) and reaches the model each command builds."""
+    settings = Settings(World(tmp_path / "toy_world_tiny", "tiny"), tmp_path / "runs",
+                        seeds=(0,), tasks=("vqa2", "refcoco_plus"),
+                        model_overrides=_tiny_overrides())
+    for step in system_steps(SYSTEMS[key], 0, settings):
+        config = _compose(step.command)
+        node = config.model_config[config.model]
+        hidden = node.bert_config.hidden_size if key == "vl_bert" else node.hidden_size
+        assert hidden == 32, step.title
+        assert node.bert_model_name is None, step.title
+
+
 def test_corpus_command_is_the_demo_s(tmp_path):
     demo = _tool("demo")
     world = World(tmp_path / "toy_world_demo", "demo")
@@ -284,6 +418,24 @@ def test_model_config_becomes_command_line_overrides():
         "model_config.uvla.bert_config.num_attention_heads=2",
         "model_config.uvla.bert_config.intermediate_size=64",
     )
+    vilbert = model_overrides("configs/models/vilbert/tiny_random.yaml")
+    assert vilbert[-2:] == ("model_config.vilbert.t_biattention_id=[1]",
+                            "model_config.vilbert.v_biattention_id=[0]")  # list literals
+
+
+def test_model_config_errors_name_the_file_and_key(tmp_path):
+    path = tmp_path / "model.yaml"
+    path.write_text("model_config:\n  uvla: {bert_model_name: null}\n  mmbt: {x: 1}\n")
+    with pytest.raises(ValueError, match=r"model\.yaml: model_config sections \['mmbt'\] belong "
+                                         r"to no model of the study; expected sections from "
+                                         r"\['uvla', 'vilbert', 'visual_bert', 'vl_bert'\]"):
+        model_overrides(path)
+    path.write_text("model_config:\n  vl_bert:\n    heads: [{a: 1}]\n")
+    with pytest.raises(ValueError, match=r"model_config\.vl_bert\.heads: only scalar values"):
+        model_overrides(path)
+    path.write_text("model: uvla\n")
+    with pytest.raises(ValueError, match="expected a yaml with a model_config mapping"):
+        model_overrides(path)
 
 
 # ----------------------------------------------------------------------------- runner
@@ -457,3 +609,39 @@ def test_replicate_on_the_tiny_world_end_to_end(tiny_world, tmp_path, monkeypatc
     kept = {p: t for p, t in before.items() if not any(f in p.parents for f in redo)}
     assert {p: t for p, t in after.items() if p in kept} == kept
     assert all((folder / "step.json").exists() for folder in redo)
+
+
+SEED_ROWS = {"Base": "base", "VisualBERT": "visual_bert", "ViLBERT": "vilbert",
+             "VL-BERT": "vl_bert"}
+
+
+@pytest.mark.slow
+def test_replicate_with_the_seed_models_on_the_tiny_world_end_to_end(tiny_world, tmp_path):
+    """Table 1's seed-model rows run by the same harness as Base: 1 seed, RefCOCO+ only,
+    2 updates, each model's tiny random version (about 2 minutes)."""
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    args = ["--world", str(tiny_world), "--runs", str(runs), "--out", str(out), "--seeds", "1",
+            "--systems", ",".join(SEED_ROWS.values()), "--tasks", "refcoco_plus",
+            "--pretrain-updates", "2", "--finetune-updates", "2",
+            *(option for path in TINY_MODELS for option in ("--model-config", path))]
+    result = subprocess.run([sys.executable, str(REPO / "tools" / "replicate.py"), *args],
+                            capture_output=True, text=True, timeout=900, cwd=REPO)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    entries = json.loads((out / "runs.json").read_text())["runs"]
+    assert len(entries) == 1 * 2 + 3 * 3 and all(e["finished"] for e in entries)
+    assert {e["system"] for e in entries if e["kind"] == "pretrain"} == set(SEED_MODELS)
+    table = (out / "table1.md").read_text()
+    rows = [line for line in table.splitlines() if line.startswith("| ")][1:]  # no header
+    assert [row.split(" | ")[0][2:] for row in rows] == [*SEED_ROWS,
+                                                        "*Trivial (majority / chance)*"]
+    for row, system in zip(rows, SEED_ROWS.values()):
+        split_run = next(e for e in entries
+                         if e["system"] == system and e["task"] == "refcoco_plus_splits")
+        for column, split in ((4, "val"), (5, "testA"), (6, "testB")):
+            value = split_run["metrics"][f"test/refcoco_plus_{split}/refcoco_accuracy"]
+            assert row.split(" | ")[column] == f"{100 * value:.1f}", row
+        assert row.endswith(" | 1 |")
+    # Each pre-training kept only the weights its model's fine-tuning loaded.
+    assert not list(runs.rglob("*.ckpt"))
+    assert sorted(p.relative_to(runs).as_posix() for p in runs.rglob("*.pth")) == sorted(
+        f"{key}/seed0/pretrain/{SEED_SYSTEMS[key].final_weights}" for key in SEED_MODELS)

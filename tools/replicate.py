@@ -3,16 +3,19 @@
 
 For every system of the chosen tables and every seed: pre-training with its config
 (``mmf_run config=projects/...``; none for Base), fine-tuning on VQA2, NLVR2, VE and
-RefCOCO+ with ``projects/uvla/finetune/<task>.yaml``, and RefCOCO+ val / testA / testB
-inference, as ``tools/demo.py`` does; the toy world and the corpora the systems read are
-made first. Each step is the command a user would type and is skipped when its output
-exists, so an interrupted study resumes (an interrupted training run continues from its
-last checkpoint). Steps: ``mmf_uvlp/replication/steps.py``; tables: ``.../study.py``.
+RefCOCO+ with ``projects/uvla/finetune/<task>.yaml`` (the seed models VisualBERT, ViLBERT
+and VL-BERT of Table 1: with their own fine-tuning configs, from their own pre-trained
+weights), and RefCOCO+ val / testA / testB inference, as ``tools/demo.py`` does; the toy
+world and the corpora the systems read are made first. Each step is the command a user
+would type and is skipped when its output exists, so an interrupted study resumes (an
+interrupted training run continues from its last checkpoint). Steps:
+``mmf_uvlp/replication/steps.py``; tables: ``.../study.py``.
 
     python tools/replicate.py                          # every table, demo world, 3 seeds
     python tools/replicate.py --tables 1 --seeds 3 --jobs 2    # two runs at a time
-    python tools/replicate.py --world tiny --seeds 2 --systems base,uvla \\
-        --model-config configs/models/uvla/tiny_random.yaml --pretrain-updates 4
+    python tools/replicate.py --world tiny --seeds 2 --systems base,uvla,vl_bert \\
+        --model-config configs/models/uvla/tiny_random.yaml \\
+        --model-config configs/models/vl_bert/tiny_random.yaml --pretrain-updates 4
 
 Writes ``<out>/table<k>.md`` + ``.png`` per table (printed too) and ``<out>/runs.json``.
 """
@@ -67,9 +70,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help=f"comma-separated subset of {list(TASKS)} (default: all)")
     parser.add_argument("--pretrain-updates", type=_positive, default=400)
     parser.add_argument("--finetune-updates", type=_positive, default=120)
-    parser.add_argument("--model-config", type=Path,
-                        help="a model yaml passed to every run as overrides, e.g. "
-                             "configs/models/uvla/tiny_random.yaml")
+    parser.add_argument("--model-config", type=Path, action="append", default=[],
+                        help="a model yaml passed as overrides to the runs of the models "
+                             "whose model_config sections it holds, e.g. "
+                             "configs/models/uvla/tiny_random.yaml; repeatable (one per "
+                             "model: configs/models/<vl_bert|visual_bert|vilbert>/...)")
     parser.add_argument("--keep-checkpoints", action="store_true",
                         help="keep every MMF checkpoint (default: delete those no later "
                              "step reads)")
@@ -90,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         tables, systems = select(args.tables, args.systems)
         world = World.resolve(args.world, args.data)
-        overrides = model_overrides(args.model_config) if args.model_config else ()
+        overrides = tuple(o for path in args.model_config for o in model_overrides(path))
     except (ValueError, FileNotFoundError) as e:
         print(f"replicate: error: {e}", file=sys.stderr)
         return 2
@@ -112,14 +117,15 @@ def main(argv: list[str] | None = None) -> int:
     except (StepFailed, StaleRun) as e:
         print(f"replicate: error: {e}", file=sys.stderr)
         return 1
+    models = ", ".join(map(str, args.model_config))
     header = (f"World `{world.path}`{f' ({world.kind} preset)' if world.kind else ''}; seeds "
               f"{', '.join(map(str, settings.seeds))}; pre-training {settings.pretrain_updates} "
               f"updates, fine-tuning {settings.finetune_updates} updates"
-              f"{f'; model {args.model_config}' if args.model_config else ''}.")
+              f"{f'; model {models}' if models else ''}.")
     record = {"world": str(world.path), "preset": world.kind, "seeds": list(settings.seeds),
               "tasks": list(settings.tasks), "pretrain_updates": settings.pretrain_updates,
               "finetune_updates": settings.finetune_updates, "runs": str(runs),
-              "model_config": None if args.model_config is None else str(args.model_config),
+              "model_config": [str(path) for path in args.model_config],
               "tables": [t.key for t in tables], "systems": [s.key for s in systems]}
     written = write_study(tables, steps, settings, args.out, header, record)
     for markdown in written:

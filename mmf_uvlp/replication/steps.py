@@ -2,19 +2,22 @@
 
 Order: the toy world, the corpora the systems read, then seed by seed (so that every
 table is complete for seed 0 first) and system by system: pre-training (none for Base),
-fine-tuning on each task (``projects/uvla/finetune/<task>.yaml``, ``run_type=
-train_inference``) and RefCOCO+ val / testA / testB inference from the fine-tuned
-``refcoco_plus/current.ckpt``. Seed s is ``training.seed=s`` in pre-training and
-fine-tuning. Runs live in ``<runs>/<system>/seed<s>/<pretrain | task | refcoco_plus_splits>``.
+fine-tuning on each task (``run_type=train_inference``) and RefCOCO+ val / testA / testB
+inference from the fine-tuned ``refcoco_plus/current.ckpt``. The system's ``model`` gives
+the fine-tuning configs (``projects/uvla/finetune/<task>.yaml``, a seed model's own), the
+options that start fine-tuning from the pre-trained weights and those of the split
+inference. Seed s is ``training.seed=s`` in pre-training and fine-tuning. Runs live in
+``<runs>/<system>/seed<s>/<pretrain | task | refcoco_plus_splits>``.
 
 A step is done when the output proving it finished exists: ``world.json``, the corpus's
-``annotations/index.json``, the pre-trained ``uvla_final.pth``, the test metric of a
-fine-tuning run in its ``train.log`` (MMF logs it after the final checkpoint), or the three
-RefCOCO+ split metrics. Training steps pass ``checkpoint.resume=True``, so an interrupted
-run continues from its last checkpoint as the same run.
+``annotations/index.json``, the pre-trained weights (``<model>_final.pth``: ``uvla_final.pth``,
+``visual_bert_uvlp_final.pth``, ...), the test metric of a fine-tuning run in its
+``train.log`` (MMF logs it after the final checkpoint), or the three RefCOCO+ split
+metrics. Training steps pass ``checkpoint.resume=True``, so an interrupted run continues
+from its last checkpoint as the same run.
 
 Unless checkpoints are kept, a finished step deletes the MMF checkpoints no later step reads
-(``prune``): a pre-training run keeps only ``uvla_final.pth`` (what fine-tuning loads), a
+(``prune``): a pre-training run keeps only its final weights (what fine-tuning loads), a
 fine-tuning run only its logs, the RefCOCO+ run its ``current.ckpt`` until the split
 inference has read it.
 """
@@ -28,9 +31,12 @@ from typing import Iterable, Sequence
 
 import yaml
 
-from mmf_uvlp.replication.study import REPO, TASKS, System, config_datasets
+from mmf_uvlp.replication.study import (
+    REPO, SYSTEMS, TASKS, System, config_datasets, config_model,
+)
 from mmf_uvlp.replication.world import World
 from mmf_uvlp.report.results import LOG_FILE, parse_log
+from mmf_uvlp.seed_models import SeedSystem
 
 MMF_RUN = str(Path(sys.executable).with_name("mmf_run"))
 METRICS = {"vqa2": "vqa_accuracy", "nlvr2": "accuracy", "visual_entailment": "accuracy",
@@ -94,7 +100,8 @@ class Step:
 
 def model_overrides(path: str | Path) -> tuple[str, ...]:
     """A model yaml (e.g. ``configs/models/uvla/tiny_random.yaml``) as ``mmf_run``
-    command-line overrides, so that every run of the study uses it."""
+    command-line overrides; each run of the study gets those of its model's section
+    (``model_config.uvla`` for uvla systems, ``model_config.vl_bert`` for VL-BERT, ...)."""
     path = Path(path) if Path(path).is_absolute() else REPO / path
     with open(path, encoding="utf-8") as f:
         data = yaml.safe_load(f)
@@ -102,6 +109,11 @@ def model_overrides(path: str | Path) -> tuple[str, ...]:
         raise ValueError(f"{path}: expected a yaml with a model_config mapping")
     if "includes" in data:
         raise ValueError(f"{path}: includes are not supported in --model-config")
+    sections = sorted({system.model.model_section for system in SYSTEMS.values()})
+    unknown = [name for name in data["model_config"] if name not in sections]
+    if unknown:
+        raise ValueError(f"{path}: model_config sections {unknown} belong to no model of the "
+                         f"study; expected sections from {sections}")
     return tuple(_flatten("model_config", data["model_config"], path))
 
 
@@ -111,9 +123,11 @@ def _flatten(prefix: str, value: object, path: Path) -> Iterable[str]:
             yield from _flatten(f"{prefix}.{key}", item, path)
     elif value is None or isinstance(value, (bool, int, float, str)):
         yield f"{prefix}={value}"  # MMF reads None / True / False as Python literals
+    elif isinstance(value, list) and all(isinstance(v, (bool, int, float)) for v in value):
+        yield f"{prefix}={value}"  # e.g. [0, 1], read as a list literal
     else:
-        raise ValueError(f"{path}: {prefix}: only scalar values can be passed on the command "
-                         f"line, got {type(value).__name__}")
+        raise ValueError(f"{path}: {prefix}: only scalar values and lists of numbers can be "
+                         f"passed on the command line, got {type(value).__name__}")
 
 
 def _schedule(updates: int, checkpoints: int, seed: int) -> list[str]:
@@ -123,11 +137,17 @@ def _schedule(updates: int, checkpoints: int, seed: int) -> list[str]:
             f"scheduler.params.num_warmup_steps={updates // 10}", "checkpoint.resume=True"]
 
 
-def _data(settings: Settings) -> list[str]:
+def _data(settings: Settings, model: SeedSystem) -> list[str]:
     options = [f"env.data_dir={settings.world.path}"]
     if settings.world.feature_dim is not None:
-        options.append(f"model_config.uvla.feature_dim={settings.world.feature_dim}")
+        options += model.feature_dim(settings.world.feature_dim)
     return options
+
+
+def _overrides(settings: Settings, model: SeedSystem) -> tuple[str, ...]:
+    """The ``--model-config`` overrides of ``model``'s own ``model_config`` section."""
+    prefix = f"model_config.{model.model_section}."
+    return tuple(option for option in settings.model_overrides if option.startswith(prefix))
 
 
 def _heavy(folder: Path, *names: str) -> tuple[Path, ...]:
@@ -151,33 +171,36 @@ def setup_steps(systems: Sequence[System], settings: Settings) -> list[Step]:
 
 
 def system_steps(system: System, seed: int, settings: Settings) -> list[Step]:
-    """Pre-training (unless Base), fine-tuning on each task and the RefCOCO+ splits."""
+    """Pre-training (unless Base), fine-tuning on each task and the RefCOCO+ splits, with
+    the system's model (its fine-tuning configs and weight-loading options)."""
+    model = system.model
     unit = settings.runs / system.key / f"seed{seed}"
     where = f"{system.name}, seed {seed}"
-    steps, pretrained = [], "None"
+    data, overrides = _data(settings, model), _overrides(settings, model)
+    steps, pretrained = [], None
     if system.config:
         folder = unit / "pretrain"
         holdout = []
         if settings.world.holdout_every is not None:
             holdout = [f"dataset_config.{name}.holdout_every={settings.world.holdout_every}"
                        for name in config_datasets(system.config)]
-        command = (MMF_RUN, f"config={system.config}", *_data(settings),
+        command = (MMF_RUN, f"config={system.config}", *data,
                    f"env.save_dir={folder}", *_schedule(settings.pretrain_updates, 4, seed),
-                   *holdout, *settings.model_overrides)
+                   *holdout, *overrides)
+        pretrained = folder / model.final_weights
         steps.append(Step("pretrain", f"pre-train {where}", command, folder, folder / RECORD,
-                          proof_file=folder / "uvla_final.pth",
+                          proof_file=pretrained,
                           prune=_heavy(folder, "models", "best.ckpt", "current.ckpt"),
                           system=system.key, seed=seed, task="pretrain"))
-        pretrained = str(folder / "uvla_final.pth")
     evaluate_splits = "refcoco_plus" in settings.tasks
     for task in settings.tasks:
         folder = unit / task
-        command = (MMF_RUN, f"config=projects/uvla/finetune/{task}.yaml", *_data(settings),
-                   f"env.save_dir={folder}",
-                   f"model_config.uvla.pretrained_checkpoint={pretrained}",
+        config = model.finetune(task)
+        command = (MMF_RUN, f"config={config}", *data, f"env.save_dir={folder}",
+                   *model.start_from(pretrained),
                    *_schedule(settings.finetune_updates, 2, seed), "run_type=train_inference",
-                   *settings.model_overrides)
-        heavy = ["models", "best.ckpt", "uvla_final.pth"]
+                   *overrides)
+        heavy = ["models", "best.ckpt", f"{config_model(config)}_final.pth"]
         if not (task == "refcoco_plus" and evaluate_splits):
             heavy.append("current.ckpt")
         steps.append(Step("finetune", f"fine-tune {where} on {task}", command, folder,
@@ -186,10 +209,9 @@ def system_steps(system: System, seed: int, settings: Settings) -> list[Step]:
     if evaluate_splits:
         folder = unit / SPLITS_RUN
         checkpoint = unit / "refcoco_plus" / "current.ckpt"
-        command = (MMF_RUN, "config=projects/uvla/finetune/refcoco_plus.yaml", *_data(settings),
-                   f"env.save_dir={folder}", "model_config.uvla.pretrained_checkpoint=None",
-                   "run_type=inference", f"checkpoint.resume_file={checkpoint}",
-                   f"datasets={','.join(SPLIT_VIEWS)}", *settings.model_overrides)
+        command = (MMF_RUN, f"config={model.finetune('refcoco_plus')}", *data,
+                   f"env.save_dir={folder}", *model.evaluate_from(checkpoint),
+                   "run_type=inference", f"datasets={','.join(SPLIT_VIEWS)}", *overrides)
         keys = tuple(f"test/{view}/refcoco_accuracy" for view in SPLIT_VIEWS)
         steps.append(Step("evaluate", f"RefCOCO+ val/testA/testB of {where}", command, folder,
                           folder / RECORD, proof_keys=keys, needs=checkpoint,

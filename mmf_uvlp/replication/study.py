@@ -1,10 +1,12 @@
 """What the replication study runs: the paper's tables, their rows and each row's system.
 
 A **system** is one way of pre-training (a config of ``projects/``, or none for Base) plus
-the weakly aligned corpus it reads, if any. Every system is fine-tuned by the same
-``projects/uvla/finetune/<task>.yaml`` on the four downstream tasks. A **table** names its
-rows (the paper's row labels) and the system behind each; one system can appear in
-several tables (μ-VLA is in Tables 1, 2 and 4) and is run once per seed.
+the weakly aligned corpus it reads, if any, and the model it fine-tunes. Every system but
+the seed models (VisualBERT, ViLBERT, VL-BERT: ``mmf_uvlp/seed_models.py``) is the ``uvla``
+model, fine-tuned by the same ``projects/uvla/finetune/<task>.yaml`` on the four downstream
+tasks; a seed model fine-tunes with its own heads and configs under the same budget. A
+**table** names its rows (the paper's row labels) and the system behind each; one system
+can appear in several tables (μ-VLA is in Tables 1, 2 and 4) and is run once per seed.
 """
 
 from __future__ import annotations
@@ -15,22 +17,36 @@ from typing import Iterable, Sequence
 
 import yaml
 
+from mmf_uvlp.seed_models import SEED_MODELS, SeedSystem
+from mmf_uvlp.seed_models import SYSTEMS as SEED_SYSTEMS
+
 REPO = Path(__file__).resolve().parents[2]
 TASKS = ("vqa2", "nlvr2", "visual_entailment", "refcoco_plus")
 RATIOS = (0, 20, 40, 60, 80, 100)
 TOP_K = (1, 5, 10)
+
+_UVLA = "projects/uvla/pretrain.yaml"
+_ABLATIONS = "projects/uvla/ablations"
+_BASELINES = "projects/baselines"
+# How every system but the seed models fine-tunes: the uvla model and its task configs.
+UVLA = SeedSystem("uvla", "μ-VLA", _UVLA, "projects/uvla/finetune/{task}.yaml", "uvla_final.pth",
+                  "uvla", "model_config.uvla.feature_dim")
 
 
 @dataclass(frozen=True)
 class System:
     """``key``: its run folder and ``--systems`` name; ``config``: its pre-training config
     (relative to the repository, None = no pre-training); ``corpus``: the corpus folder
-    of the world it reads (None: it reads the image pool and text files directly)."""
+    of the world it reads (None: it reads the image pool and text files directly);
+    ``model``: how it fine-tunes (configs, the weights file its pre-training writes, how
+    fine-tuning and the split inference load weights, the feature size option): ``uvla``'s
+    but for the seed models."""
 
     key: str
     name: str
     config: str | None
     corpus: str | None = None
+    model: SeedSystem = UVLA
 
 
 @dataclass(frozen=True)
@@ -55,16 +71,14 @@ class StudyTable:
         return [system for _, system in self.rows]
 
 
-_UVLA = "projects/uvla/pretrain.yaml"
-_ABLATIONS = "projects/uvla/ablations"
-_BASELINES = "projects/baselines"
-
 SYSTEMS: dict[str, System] = {s.key: s for s in (
     System("base", "Base", None),
     System("u_visualbert", "U-VisualBERT", f"{_BASELINES}/u_visualbert/pretrain.yaml"),
     System("random_pairs", "Random pairs", f"{_BASELINES}/random_pairs/pretrain.yaml"),
     System("uvla", "μ-VLA", _UVLA, "corpus"),
     System("aligned_vlp", "Aligned VLP", f"{_BASELINES}/aligned_vlp/pretrain.yaml"),
+    *(System(key, SEED_SYSTEMS[key].name, SEED_SYSTEMS[key].pretrain_config,
+             model=SEED_SYSTEMS[key]) for key in SEED_MODELS),
     System("rt", "μ-VLA (R-T)", f"{_ABLATIONS}/rt.yaml", "corpus"),
     System("rn", "μ-VLA (R-N)", f"{_ABLATIONS}/rn.yaml", "corpus"),
     System("is", "μ-VLA (I-S)", f"{_ABLATIONS}/is.yaml", "corpus"),
@@ -81,9 +95,11 @@ SYSTEMS: dict[str, System] = {s.key: s for s in (
 )}
 
 TABLES: dict[str, StudyTable] = {t.key: t for t in (
-    StudyTable("1", "Table 1. Base, U-VisualBERT, random pairs, μ-VLA and Aligned VLP", (
+    StudyTable("1", "Table 1. Base, U-VisualBERT, random pairs, μ-VLA, Aligned VLP and the "
+               "seed models VisualBERT, ViLBERT, VL-BERT", (
         ("Base", "base"), ("U-VisualBERT", "u_visualbert"), ("Random pairs", "random_pairs"),
-        ("μ-VLA", "uvla"), ("Aligned VLP", "aligned_vlp"))),
+        ("μ-VLA", "uvla"), ("Aligned VLP", "aligned_vlp"), ("VisualBERT", "visual_bert"),
+        ("ViLBERT", "vilbert"), ("VL-BERT", "vl_bert"))),
     StudyTable("2", "Table 2. Granularity of the alignment: R-T, R-N, I-S", (
         ("μ-VLA (R-T)", "rt"), ("μ-VLA (R-N)", "rn"), ("μ-VLA (I-S)", "is"),
         ("μ-VLA (R-T + R-N)", "rt_rn"), ("μ-VLA (R-T + R-N + I-S)", "uvla"))),
@@ -151,15 +167,33 @@ def _load_yaml(path: Path) -> dict:
     return data
 
 
-def config_datasets(path: str | Path) -> list[str]:
-    """The ``datasets`` a config trains on, following its ``includes`` as MMF does (the
-    file's own value wins over its includes', a later include over an earlier one)."""
-    path = Path(path) if Path(path).is_absolute() else REPO / path
+def _config_value(path: Path, key: str) -> object:
+    """Top-level ``key`` of a config, following its ``includes`` as MMF does (the file's
+    own value wins over its includes', a later include over an earlier one); None: unset."""
     data = _load_yaml(path)
-    if "datasets" in data:
-        return _names(str(data["datasets"]))
+    if key in data:
+        return data[key]
     for include in reversed(data.get("includes") or []):
-        found = config_datasets(path.parent / include)
-        if found:
+        found = _config_value(path.parent / include, key)
+        if found is not None:
             return found
-    return []
+    return None
+
+
+def _config_path(path: str | Path) -> Path:
+    return Path(path) if Path(path).is_absolute() else REPO / path
+
+
+def config_datasets(path: str | Path) -> list[str]:
+    """The ``datasets`` a config trains on (following its ``includes``)."""
+    value = _config_value(_config_path(path), "datasets")
+    return _names(None if value is None else str(value))
+
+
+def config_model(path: str | Path) -> str:
+    """The ``model`` a config trains (following its ``includes``): MMF names the weights
+    it writes at the end of the run ``<model>_final.pth``."""
+    value = _config_value(_config_path(path), "model")
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{_config_path(path)}: no model: key (in it or its includes)")
+    return value
