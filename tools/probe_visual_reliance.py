@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -20,8 +21,9 @@ from mmf_uvlp.analysis.cli import DEFAULT_CONFIG, load_tokenizer
 from mmf_uvlp.analysis.regions import RegionStore, read_class_names
 from mmf_uvlp.analysis.systems import parse_model_args, uvla_config
 from mmf_uvlp.analysis.visual_reliance import (
-    class_word_starts, load_mlm_model, make_probes, measure, pool_paths, read_captions,
+    class_word_starts, load_mlm_model, make_probes, measure, pool_paths,
 )
+from mmf_uvlp.data_formats.text import read_captions
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,7 +36,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="yaml whose model_config.uvla builds the models")
     parser.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE",
                         help="override, e.g. model_config.uvla.bert_layers=2; repeatable")
-    parser.add_argument("--tokenizer", default=None, help="local BERT folder (default $UVLP_BERT)")
+    parser.add_argument("--tokenizer", default=os.environ.get("UVLP_BERT"),
+                        help="local BERT folder (default $UVLP_BERT)")
     parser.add_argument("--holdout-every", type=int, default=50,
                         help="the pre-training hold-out rule (dataset_config.*.holdout_every)")
     parser.add_argument("--max-regions", type=int, default=24)
@@ -42,10 +45,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="which class word is masked")
     parser.add_argument("--out", type=Path, help="write the results as json")
     args = parser.parse_args(argv)
-    if args.tokenizer is None:
-        import os
-
-        args.tokenizer = os.environ.get("UVLP_BERT")
     models = parse_model_args(args.model)
     if not models:
         parser.error("give at least one --model NAME=CHECKPOINT")
@@ -54,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         names = read_class_names(args.world / "vocabulary.json")
         store = RegionStore(features, names, args.max_regions)
         tokenizer = load_tokenizer(args)
-        probes = make_probes(read_captions(captions_path), tokenizer,
+        probes = make_probes(list(read_captions(captions_path)), tokenizer,
                              class_word_starts(tokenizer, names), args.holdout_every,
                              args.max_length, args.seed)
         config = uvla_config(args.config, args.opt)

@@ -56,21 +56,6 @@ class Reliance:
                 "gain_stderr": self.stderr}
 
 
-def read_captions(path: str | os.PathLike) -> list[tuple[str, str]]:
-    """``(image_id, caption)`` rows of a ``captions_gt.tsv``; a malformed line names itself."""
-    rows = []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, start=1):
-            line = line.rstrip("\n")
-            if not line:
-                continue
-            parts = line.split("\t")
-            if len(parts) != 2 or not parts[0] or not parts[1]:
-                raise ValueError(f"{path}:{number}: expected 'image_id<TAB>caption', got {line!r}")
-            rows.append((parts[0], parts[1]))
-    return rows
-
-
 def class_word_starts(tokenizer: Any, class_names: Iterable[str]) -> set[int]:
     """The first word-piece id of every class name."""
     return {tokenizer(name, add_special_tokens=False)["input_ids"][0] for name in class_names}
