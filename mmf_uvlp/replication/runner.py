@@ -5,10 +5,11 @@ each kind of step (pre-training, fine-tuning, ...), measured in this session or 
 earlier ones, divided by the number of jobs. With ``jobs > 1`` independent steps run side
 by side (a fine-tuning waits for its system's pre-training, the RefCOCO+ split inference
 for its fine-tuning, everything for the world and corpora) and each command's output goes
-to ``<record>.out`` beside its ``step.json`` instead of the terminal. When a command finishes, its ``step.json`` records the command and its wall
-time, and the checkpoints no later step reads are deleted (``Step.prune``). A finished step
-whose recorded command differs from the planned one (other updates, seeds of another
-world, ...) is an error rather than a silent mix of settings.
+to ``<record>.out`` beside its ``step.json`` instead of the terminal. When a command
+finishes, its ``step.json`` records the command and its wall time, and the checkpoints no
+later step reads are deleted (``Step.prune``). A finished step whose recorded command
+differs from the planned one (other updates, seeds of another world, ...) is an error
+rather than a silent mix of settings.
 """
 
 from __future__ import annotations
@@ -172,8 +173,7 @@ def run_steps(steps: Sequence[Step], run: Execute = execute, log: Log = print,
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         while pending or running:
             while not failures and len(running) < jobs:
-                ready = next((i for i in pending if needs[i] <= {j for j, d in enumerate(done)
-                                                                 if d}), None)
+                ready = next((i for i in pending if all(done[j] for j in needs[i])), None)
                 if ready is None:
                     break
                 pending.remove(ready)
