@@ -135,14 +135,12 @@ def load_mlm_model(config: Any, feature_dim: int, spec: str) -> torch.nn.Module:
     an MMF ``.ckpt`` of a uvla pre-training run (the MLM head must be in it)."""
     from omegaconf import OmegaConf
 
-    from mmf_uvlp.models.uvla import UVLA
+    from mmf_uvlp.models.uvla import UVLA, read_uvla_state
 
     if not os.path.isfile(spec):
         raise FileNotFoundError(f"{spec}: no such checkpoint (expected a uvla pre-training "
                                 "uvla_final.pth or MMF .ckpt)")
-    state = torch.load(spec, map_location="cpu", weights_only=False)
-    state = state.get("model", state) if isinstance(state, dict) else state
-    state = {key.removeprefix("module."): value for key, value in state.items()}
+    state = read_uvla_state(spec)
     if not any(key.startswith("heads.mlm.") for key in state):
         raise ValueError(f"{spec}: no MLM head (heads.mlm.*); the probe reads a pre-trained "
                          "uvla's own MLM head")

@@ -61,6 +61,18 @@ VOCAB_HEADS = ("mlm", "pmrtc")
 PRETRAINED_PARTS = ("embeddings.", "encoder.", "pooler.")
 
 
+def read_uvla_state(path: str) -> Dict[str, torch.Tensor]:
+    """The weights of a uvla checkpoint: an MMF ``.ckpt`` (weights under ``model``) or a
+    state dict (``uvla_final.pth``), with DistributedDataParallel's ``module.`` removed."""
+    state = torch.load(path, map_location="cpu", weights_only=False)
+    if isinstance(state, dict) and isinstance(state.get("model"), dict):
+        state = state["model"]
+    if not isinstance(state, dict):
+        raise ValueError(f"{path}: expected a state dict or an MMF checkpoint, found "
+                         f"{type(state).__name__}")
+    return {key.removeprefix("module."): value for key, value in state.items()}
+
+
 def _twice(tensor: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
     """``[tensor; tensor]`` along the batch (the sentence of an image pair)."""
     return None if tensor is None else torch.cat([tensor, tensor])
@@ -229,9 +241,7 @@ class UVLA(BaseModel):
                 "exist: run "
                 "pre-training first (make pretrain) or set it to null for the BERT init"
             )
-        state = torch.load(path, map_location="cpu", weights_only=False)
-        state = state.get("model", state)
-        state = {key.removeprefix("module."): value for key, value in state.items()}
+        state = read_uvla_state(path)
         wanted = {key: value for key, value in state.items() if key.startswith(PRETRAINED_PARTS)}
         if not wanted:
             raise ValueError(
