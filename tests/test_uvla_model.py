@@ -233,6 +233,26 @@ def test_task_heads_on_mmf_dataset_fields():
     assert scores.shape == (2, 4) and scores[0, 3].item() == -1e4 and scores[1, 3].item() > -1e4
 
 
+def test_mean_pooling_reads_the_mean_of_the_unpadded_tokens():
+    no_curriculum = {"losses": [], "curriculum": {"enabled": False}, "heads": ["pooled_classifier"],
+                     "num_labels": 3}
+    model = _model(pooling="mean", **no_curriculum).eval()
+    raw = _mmf_batch()
+    fields = SampleList(raw)
+    encoded = model.encode(fields)
+    sequence = torch.cat([encoded.text, encoded.regions], dim=1)  # (2, 5 + 4, H)
+    real = torch.cat([fields["input_mask"], encoded.region_mask], dim=1).bool()  # 4 words + 3/4 regions
+    for i in range(2):
+        mean = sequence[i][real[i]].mean(0)
+        assert torch.allclose(encoded.pooled[i], model.pooler(mean.view(1, 1, -1))[0], atol=1e-6)
+    assert not torch.allclose(encoded.pooled, model.pooler(sequence), atol=1e-3)  # not [CLS]
+    padded = SampleList(dict(raw, image_feature_0=torch.cat(
+        [raw["image_feature_0"], torch.rand(2, 2, D)], dim=1)))  # 2 more padding regions
+    assert torch.allclose(model.encode(padded).pooled, encoded.pooled, atol=1e-6)
+    with pytest.raises(ValueError, match="pooling must be one of"):
+        _model(pooling="max", **no_curriculum)
+
+
 def test_clear_errors_for_bad_configs_and_batches(processors):
     with pytest.raises(ValueError, match="heads"):
         _model(heads=["mlm", "vqa"])

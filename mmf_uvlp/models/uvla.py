@@ -51,6 +51,7 @@ from mmf_uvlp.modules.heads import (
     RegionClassHead,
     RegionScorerHead,
 )
+from mmf_uvlp.modules.pooling import check_pooling, pool
 from mmf_uvlp.training_progress import registered_train_samples
 from mmf_uvlp.utils.config_files import default_config
 
@@ -130,6 +131,7 @@ class UVLA(BaseModel):
         )
         self.encoder = bert.bert.encoder
         self.pooler = bert.bert.pooler
+        self.pooling = check_pooling(self.config.get("pooling", "cls"), self.config_key)
         self.heads = nn.ModuleDict(
             {name: self._build_head(name, bert) for name in self._head_names()}
         )
@@ -406,7 +408,7 @@ class UVLA(BaseModel):
         return Encoded(
             text=sequence[:, :length],
             regions=sequence[:, length:],
-            pooled=self.pooler(sequence),  # (B, H), from [CLS]
+            pooled=pool(self.pooler, sequence, mask, self.pooling),  # (B, H)
             region_mask=inputs.region_mask,
             attentions=out.attentions if output_attentions else None,
         )

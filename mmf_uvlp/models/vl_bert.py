@@ -34,6 +34,7 @@ from torch import nn
 
 from mmf_uvlp.models.uvla import ATTENTION_IMPLEMENTATIONS, TASK_HEADS, VOCAB_HEADS, UVLA
 from mmf_uvlp.modules.heads import Encoded
+from mmf_uvlp.modules.pooling import check_pooling, pool
 from mmf_uvlp.modules.vl_bert_embeddings import VLBERTEmbeddings
 from mmf_uvlp.utils.config_files import default_config
 
@@ -69,6 +70,7 @@ class VLBERT(UVLA):
         )
         self.encoder = bert.bert.encoder
         self.pooler = bert.bert.pooler
+        self.pooling = check_pooling(self.config.get("pooling", "cls"), self.config_key)
         self.heads = nn.ModuleDict(
             {name: self._build_head(name, bert) for name in self._head_names()}
         )
@@ -116,7 +118,7 @@ class VLBERT(UVLA):
         return Encoded(
             text=sequence[:, :length],
             regions=sequence[:, length:length + regions],
-            pooled=self.pooler(sequence),  # (B, H), from [CLS]
+            pooled=pool(self.pooler, sequence, mask, self.pooling),  # (B, H)
             region_mask=inputs.region_mask,
             attentions=out.attentions if output_attentions else None,
         )
