@@ -241,7 +241,7 @@ def test_mean_pooling_reads_the_mean_of_the_unpadded_tokens():
     fields = SampleList(raw)
     encoded = model.encode(fields)
     sequence = torch.cat([encoded.text, encoded.regions], dim=1)  # (2, 5 + 4, H)
-    real = torch.cat([fields["input_mask"], encoded.region_mask], dim=1).bool()  # 4 words + 3/4 regions
+    real = torch.cat([fields["input_mask"], encoded.region_mask], dim=1).bool()  # words, regions
     for i in range(2):
         mean = sequence[i][real[i]].mean(0)
         assert torch.allclose(encoded.pooled[i], model.pooler(mean.view(1, 1, -1))[0], atol=1e-6)
