@@ -410,6 +410,17 @@ def test_corpus_command_is_the_demo_s(tmp_path):
     assert calls == [world.corpus_command("corpus")]
 
 
+def test_corpus_command_is_the_same_before_and_after_the_world_is_generated(tmp_path):
+    """The study plans its steps before it generates a preset world: the corpus command must
+    not change once the world exists, or a resumed study refuses its own finished corpus."""
+    world = World(tmp_path / "toy_world_demo", "demo")
+    planned = world.corpus_command("corpus")
+    (world.path / "images_gt").mkdir(parents=True)
+    (world.path / "images_gt/cc.jsonl").write_text("")
+    assert world.corpus_command("corpus") == planned
+    assert "--objects-gt" in planned
+
+
 def test_model_config_becomes_command_line_overrides():
     assert model_overrides("configs/models/uvla/tiny_random.yaml") == (
         "model_config.uvla.bert_model_name=None",

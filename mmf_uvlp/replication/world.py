@@ -77,7 +77,7 @@ class World:
         if name == "corpus":  # tools/demo.py's corpus (K = 5)
             objects = self.path / "images_gt/cc.jsonl"
             options = ["--corpus", *captions, *own]
-            if objects.exists():
+            if self.preset is not None or objects.exists():  # a preset world will have it
                 options += ["--objects-gt", str(objects)]
         elif name == "corpus_k10":  # projects/uvla/ablations/topk*.yaml
             options = ["--corpus", *captions, *own, "--k", "10"]
