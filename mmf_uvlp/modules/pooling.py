@@ -4,7 +4,7 @@
 ``mean``: the same pooler on the mean output of the unpadded text and region tokens, as
 sentence-BERT models are trained. A model whose [CLS] was never trained as a summary (the
 sentence-transformers MiniLM) has a [CLS] output that barely depends on the input:
-``docs/replication.md`` ("The [CLS] of the offline MiniLM") has the measurement.
+``docs/replication.md`` ("Calibration") has the measurement.
 """
 
 from __future__ import annotations
