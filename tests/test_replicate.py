@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from mmf_uvlp.replication import runner
 from mmf_uvlp.replication.aggregate import (
@@ -34,7 +35,8 @@ from mmf_uvlp.replication.study import (
     SYSTEMS, TABLES, TASKS, UVLA, config_datasets, config_model, select,
 )
 from mmf_uvlp.replication.trivial import (
-    best_answer_per_type, best_constant_vqa, majority_rate, proposal_chance, trivial_rates, vqa_answer_score,
+    answer_per_type, best_constant_vqa, majority_rate, proposal_chance, trivial_rates, vqa_answer_score,
+    vqa_prior_rate,
 )
 from mmf_uvlp.replication.world import World
 from mmf_uvlp.seed_models import SEED_MODELS
@@ -163,18 +165,34 @@ def test_vqa_soft_score_and_best_constant_answer():
     # "b" with one of its own left out: 2 matches -> 2/3 (3 times); else 3 -> 1 (7 times).
     assert vqa_answer_score(answers, "b") == pytest.approx((7 + 3 * 2 / 3) / 10)
     assert vqa_answer_score(answers, "c") == 0.0
-    # "yes" scores 1 + 0 and "no" 0 + 1: the best constant is 0.5, never 1.
-    assert best_constant_vqa([["yes"] * 10, ["no"] * 10]) == pytest.approx(0.5)
-    # Per question type (what a model reading only the question reaches): "yes" for the
-    # presence questions (2 of 3), "2" for the counting one.
-    typed = [("presence", ["yes"] * 10), ("presence", ["yes"] * 10),
-             ("presence", ["no"] * 10), ("counting", ["2"] * 10)]
-    assert best_answer_per_type(typed) == pytest.approx(3 / 4)
-    assert best_constant_vqa([answers for _, answers in typed]) == pytest.approx(2 / 4)
+    # "yes" scores 1 + 0 and "no" 0 + 1: a tie, broken by sorted order.
+    assert best_constant_vqa([["yes"] * 10, ["no"] * 10]) == "no"
+    assert best_constant_vqa([["yes"] * 10, ["yes"] * 10, ["no"] * 10]) == "yes"
+
+
+def test_vqa_prior_is_fitted_on_train_and_scored_on_test():
+    """The per-type prior a question-only model learns: chosen on train, so a test split
+    whose own best answers differ scores below its test-chosen optimum."""
+    train = [("presence", ["yes"] * 10), ("presence", ["yes"] * 10),
+             ("presence", ["yes"] * 10), ("presence", ["no"] * 10), ("counting", ["2"] * 10), ("counting", ["3"] * 10),
+             ("counting", ["2"] * 10)]
+    assert answer_per_type(train) == {"presence": "yes", "counting": "2", "": "yes"}
+    test = [("presence", ["no"] * 10), ("presence", ["no"] * 10), ("presence", ["yes"] * 10),
+            ("counting", ["3"] * 10), ("colour", ["yes"] * 10)]
+    # yes: 0, 0, 1; "2" on a "3" question: 0; unseen type -> overall best "yes": 1.
+    assert vqa_prior_rate(train, test) == pytest.approx(2 / 5)
+    with pytest.raises(ValueError, match="no VQA test questions"):
+        vqa_prior_rate(train, [])
 
 
 def test_majority_and_proposal_chance():
-    assert majority_rate(["True", "False", "True"]) == pytest.approx(2 / 3)
+    assert majority_rate(["True", "False", "True"], ["True", "False", "True"]) == \
+        pytest.approx(2 / 3)
+    # the train split's majority, not the test split's
+    assert majority_rate(["True", "False", "True"], ["False", "False", "True"]) == \
+        pytest.approx(1 / 3)
+    with pytest.raises(ValueError, match="no labels"):
+        majority_rate([], ["True"])
     gold = torch.tensor([0.0, 0.0, 10.0, 10.0])
     proposals = torch.tensor([[0.0, 0.0, 10.0, 10.0], [0.0, 0.0, 5.0, 10.0],  # IoU 1, 0.5
                               [20.0, 20.0, 30.0, 30.0], [0.0, 0.0, 4.0, 10.0]])  # 0, 0.4
@@ -187,9 +205,11 @@ def test_trivial_rates_of_the_tiny_world(tiny_world):
     assert set(rates) == {("vqa2", "test"), ("nlvr2", "test"), ("visual_entailment", "test"),
                           ("refcoco_plus", "val"), ("refcoco_plus", "testA"),
                           ("refcoco_plus", "testB")}
-    labels = [json.loads(line)["label"] for line in
-              (tiny_world / "mmf/nlvr2/annotations/test1.jsonl").read_text().splitlines()]
-    assert rates["nlvr2", "test"] == max(labels.count("True"), labels.count("False")) / len(labels)
+    train, test = ([json.loads(line)["label"] for line in
+                    (tiny_world / f"mmf/nlvr2/annotations/{name}.jsonl").read_text().splitlines()]
+                   for name in ("train", "test1"))
+    majority = max(sorted(set(train)), key=train.count)
+    assert rates["nlvr2", "test"] == test.count(majority) / len(test)
     assert all(0 < value < 1 for value in rates.values())
     assert trivial_rates(tiny_world / "absent", 24) == {}
 
@@ -398,16 +418,44 @@ def test_mmf_takes_a_seed_models_commands_with_the_tiny_overrides(tmp_path, key)
         assert node.bert_model_name is None, step.title
 
 
-def test_corpus_command_is_the_demo_s(tmp_path):
+def test_demo_chain_pretrains_uvla_and_aligned_vlp_and_fine_tunes_three_rows(tmp_path):
+    """make demo: the world, the study's corpus, μ-VLA and Aligned VLP pre-training, then
+    each of Base, μ-VLA and Aligned VLP fine-tuned on the four tasks from its own weights,
+    each fine-tuning after its system's pre-training only."""
     demo = _tool("demo")
-    world = World(tmp_path / "toy_world_demo", "demo")
-    (world.path / "images_gt").mkdir(parents=True)
-    (world.path / "images_gt/cc.jsonl").write_text("")
-    calls = []
-    d = demo.Demo(tmp_path, 0, 1, 1)
-    d.run = lambda title, command: calls.append(command)
-    d.build_corpus()
-    assert calls == [world.corpus_command("corpus")]
+    steps = demo.Demo(tmp_path, 0, 4, 2).steps(list(demo.STEPS))
+    world = World((tmp_path / "toy_world_demo").resolve(), "demo")
+    assert [s.kind for s in steps[:2]] == ["world", "corpus"]
+    assert list(steps[1].command) == world.corpus_command("corpus")
+    weights = {s.system: s.proof_file for s in steps if s.kind == "pretrain"}
+    runs = (tmp_path / "runs").resolve()
+    assert weights == {"uvla": runs / "uvla_pretrain/uvla_final.pth",
+                       "aligned_vlp": runs / "aligned_vlp_pretrain/uvla_final.pth"}
+    # where the fine-tuning configs look for the μ-VLA weights by default
+    defaults = yaml.safe_load((REPO / "projects/uvla/finetune/defaults.yaml").read_text())
+    assert defaults["model_config"]["uvla"]["pretrained_checkpoint"] == \
+        "data/runs/uvla_pretrain/uvla_final.pth"
+    finetunes = [s for s in steps if s.kind == "finetune"]
+    assert sorted((s.system, s.task) for s in finetunes) == sorted(
+        (system, task) for system in ("base", "uvla", "aligned_vlp") for task in TASKS)
+    for step in finetunes:
+        start = f"model_config.uvla.pretrained_checkpoint={weights.get(step.system)}"
+        assert start in step.command, step.title
+        assert "training.max_updates=2" in step.command, step.title
+    needs = prerequisites(steps)
+    for i, step in enumerate(steps):
+        if step.kind == "finetune":
+            waits = {steps[j].system for j in needs[i] if steps[j].kind == "pretrain"}
+            assert waits == ({step.system} if step.system in weights else set()), step.title
+    assert [s.system for s in steps if s.kind == "evaluate"] == ["base", "uvla", "aligned_vlp"]
+
+
+def test_demo_steps_option_selects_the_chain_s_part(tmp_path):
+    demo = _tool("demo")
+    d = demo.Demo(tmp_path, 0, 4, 2)
+    assert [s.kind for s in d.steps(["toy-world", "corpus"])] == ["world", "corpus"]
+    assert {s.kind for s in d.steps(["pretrain"])} == {"pretrain"}
+    assert d.steps(["report"]) == []
 
 
 def test_corpus_command_is_the_same_before_and_after_the_world_is_generated(tmp_path):

@@ -77,9 +77,10 @@ def markdown(table: StudyTable, rows: Sequence[RowSummary], seeds: Sequence[int]
               f"({', '.join(map(str, seeds))}); Seeds: how many have results, \"(n=k)\": a "
               f"cell over fewer. {MISSING}: no result. Meta-Ave = mean of VQA, NLVR2, VE and "
               "RefCOCO+ (the mean of val, testA and testB), per seed, then mean ± std. "
-              "Trivial: VQA the best answer of each question type (a question-only model), "
-              "NLVR2 and VE the majority label of the test split, RefCOCO+ a uniformly drawn "
-              "proposal's chance of IoU ≥ 0.5, from the world's annotation files."]
+              "Trivial, fitted on the train split and scored on the test split: VQA the best "
+              "train answer of each question type (a question-only model), NLVR2 and VE the "
+              "train split's majority label, RefCOCO+ a uniformly drawn proposal's chance of "
+              "IoU ≥ 0.5, from the world's annotation files."]
     if table.compact:
         lines.append("RefCOCO+: val only, as the paper's \"Devs\" column; Meta-Ave still "
                      "averages val, testA and testB.")
