@@ -26,18 +26,20 @@ test: setup
 toy-world: setup
 	$(PY) tools/make_toy_world.py --preset $(PRESET) --seed $(SEED) --out $(WORLD)
 
-# The demo chain (tools/demo.py): each step is skipped when its output exists.
+# The demo chain (tools/demo.py): each step is skipped when its output exists; DEMO_JOBS
+# trainings run side by side, each with cpu_count/DEMO_JOBS threads.
+DEMO_JOBS ?= 2
 demo: setup
-	$(PY) tools/demo.py --data $(DATA) --seed $(SEED)
+	$(PY) tools/demo.py --data $(DATA) --seed $(SEED) --jobs $(DEMO_JOBS)
 
 corpus: setup
 	$(PY) tools/demo.py --data $(DATA) --seed $(SEED) --steps toy-world,corpus
 
 pretrain: setup
-	$(PY) tools/demo.py --data $(DATA) --seed $(SEED) --steps toy-world,corpus,pretrain
+	$(PY) tools/demo.py --data $(DATA) --seed $(SEED) --steps toy-world,corpus,pretrain --jobs $(DEMO_JOBS)
 
 finetune: setup
-	$(PY) tools/demo.py --data $(DATA) --seed $(SEED) --steps toy-world,corpus,pretrain,finetune
+	$(PY) tools/demo.py --data $(DATA) --seed $(SEED) --steps toy-world,corpus,pretrain,finetune --jobs $(DEMO_JOBS)
 
 report: setup
 	$(PY) tools/demo.py --data $(DATA) --seed $(SEED) --steps report

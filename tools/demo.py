@@ -1,139 +1,129 @@
 #!/usr/bin/env python
 """The whole μ-VLA chain on the generated demo world (``make demo``).
 
-toy world -> weakly aligned corpus -> μ-VLA pre-training -> fine-tuning of Base (BERT
-init) and μ-VLA on VQA2, NLVR2, VE and RefCOCO+ -> the paper's Table 1.
+toy world -> weakly aligned corpus -> pre-training of μ-VLA and of its upper bound Aligned
+VLP (true captions) -> fine-tuning of Base (BERT init), μ-VLA and Aligned VLP on VQA2,
+NLVR2, VE and RefCOCO+ -> the paper's Table 1 with those three rows.
 
 Every step runs the command a user would run (``tools/make_toy_world.py``,
 ``tools/build_corpus.py``, ``mmf_run``, ``tools/report.py``) and is skipped when its
 output exists, so an interrupted demo resumes where it stopped; an interrupted training run
 continues from its last checkpoint as the same run (``checkpoint.resume=True``; runs are
-seeded with ``--seed``, so two demos print the same table). ``--steps`` runs a
-subset (the Makefile's ``corpus``, ``pretrain``, ``finetune`` and ``report`` targets).
+seeded with ``--seed``, so two demos print the same table). The steps are those of
+``make replicate`` (``mmf_uvlp/replication/runner.py``): ``--jobs 2`` runs two trainings side
+by side, each with half the cores. ``--steps`` runs a subset (the Makefile's ``corpus``,
+``pretrain``, ``finetune`` and ``report`` targets).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List
+from typing import List
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from mmf_uvlp.replication.runner import StaleRun, StepFailed, clock, run_steps
+from mmf_uvlp.replication.steps import RECORD, Step
+from mmf_uvlp.replication.study import SYSTEMS as STUDY_SYSTEMS, System
+from mmf_uvlp.replication.world import World
 
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
 MMF_RUN = str(Path(sys.executable).with_name("mmf_run"))
 STEPS = ("toy-world", "corpus", "pretrain", "finetune", "report")
+KINDS = {"toy-world": ("world",), "corpus": ("corpus",), "pretrain": ("pretrain",),
+         "finetune": ("finetune", "evaluate")}  # --steps name -> the runner's step kinds
 TASKS = ("vqa2", "nlvr2", "visual_entailment", "refcoco_plus")
-SYSTEMS = {"Base": "base", "μ-VLA": "uvla"}  # table row -> run folder
+SYSTEMS = tuple(STUDY_SYSTEMS[key] for key in ("base", "uvla", "aligned_vlp"))  # the rows
 REFCOCO_SPLITS = "refcoco_plus_val,refcoco_plus_testA,refcoco_plus_testB"
 
 
 class Demo:
-    """Paths and settings of one demo; each step is a method."""
+    """Paths and settings of one demo; :meth:`steps` is its chain."""
 
     def __init__(self, data: Path, seed: int, pretrain_updates: int, finetune_updates: int):
         data = data.resolve()
-        self.world = data / "toy_world_demo"
-        self.corpus = self.world / "corpus"
+        self.world = World(data / "toy_world_demo", "demo")
         self.runs = data / "runs"
         self.report_dir = data / "report"
         self.seed = seed
         self.pretrain_updates = pretrain_updates
         self.finetune_updates = finetune_updates
-        self.pretrained = self.runs / "uvla_pretrain" / "uvla_final.pth"
 
-    def run(self, title: str, command: List[str]) -> None:
-        print(f"\n=== {title}\n$ {' '.join(command)}", flush=True)
-        start = time.perf_counter()
-        subprocess.run(command, check=True, cwd=REPO)
-        print(f"=== {title}: done in {time.perf_counter() - start:.0f}s", flush=True)
+    def pretrained(self, key: str) -> Path:
+        """Where system ``key``'s pre-training writes its weights (``make analyze`` reads
+        every ``runs/<key>_pretrain/uvla_final.pth``)."""
+        return self.runs / f"{key}_pretrain" / "uvla_final.pth"
 
-    def skip(self, title: str, output: Path) -> bool:
-        if output.exists():
-            print(f"=== {title}: already done ({output})", flush=True)
-            return True
-        return False
+    def _data(self) -> List[str]:
+        return [f"env.data_dir={self.world.path}",
+                f"model_config.uvla.feature_dim={self.world.feature_dim}"]
 
-    def feature_dim(self) -> int:
-        return int(json.loads((self.world / "world.json").read_text())["feature_dim"])
+    def _schedule(self, updates: int, checkpoints: int) -> List[str]:
+        return [f"training.max_updates={updates}", f"training.seed={self.seed}",
+                f"training.evaluation_interval={updates}",
+                f"training.checkpoint_interval={max(updates // checkpoints, 1)}",
+                f"scheduler.params.num_warmup_steps={updates // 10}", "checkpoint.resume=True"]
 
-    def toy_world(self) -> None:
-        if not self.skip("toy world", self.world / "world.json"):
-            self.run("toy world (demo preset)", [
+    def setup_steps(self) -> List[Step]:
+        world, setup = self.world.path, self.runs / "setup"
+        corpus = world / "corpus"
+        return [
+            Step("world", "toy world (demo preset)", (
                 PYTHON, "tools/make_toy_world.py", "--preset", "demo", "--seed", str(self.seed),
-                "--out", str(self.world), "--overwrite",
-            ])
+                "--out", str(world), "--overwrite"), world, setup / "world.json",
+                proof_file=world / "world.json"),
+            Step("corpus", "weakly aligned corpus (tag queries -> retrieval -> noun phrases "
+                 "-> links)", tuple(self.world.corpus_command("corpus")), corpus,
+                 setup / "corpus.json", proof_file=corpus / "annotations" / "index.json"),
+        ]
 
-    def build_corpus(self) -> None:
-        if self.skip("weakly aligned corpus", self.corpus / "annotations" / "index.json"):
-            return
-        text = self.world / "text"
-        self.run("weakly aligned corpus (tag queries -> retrieval -> noun phrases -> links)", [
-            PYTHON, "tools/build_corpus.py", "run",
-            "--predictions", str(self.world / "detections/cc/predictions.tsv"),
-            "--corpus", str(text / "caption_corpus.txt"), str(text / "narrative_corpus.txt"),
-            "--captions-gt", str(text / "captions_gt.tsv"), "--exclude-own-caption",
-            "--objects-gt", str(self.world / "images_gt/cc.jsonl"),
-            "--out", str(self.corpus),
-        ])
+    def system_steps(self, system: System) -> List[Step]:
+        """Pre-training (unless Base), the four fine-tunings and the RefCOCO+ splits."""
+        steps, weights = [], None
+        if system.config:
+            weights = self.pretrained(system.key)
+            folder = weights.parent
+            steps.append(Step("pretrain", f"{system.name} pre-training", (
+                MMF_RUN, f"config={system.config}", *self._data(), f"env.save_dir={folder}",
+                *self._schedule(self.pretrain_updates, 4)), folder, folder / RECORD,
+                proof_file=weights, system=system.key, seed=self.seed, task="pretrain"))
+        for task in TASKS:
+            folder = self.runs / system.key / task
+            steps.append(Step("finetune", f"fine-tune {system.name} on {task}", (
+                MMF_RUN, f"config=projects/uvla/finetune/{task}.yaml", *self._data(),
+                f"env.save_dir={folder}", *system.model.start_from(weights),
+                *self._schedule(self.finetune_updates, 2), "run_type=train_inference"),
+                folder, folder / RECORD, proof_file=folder / "uvla_final.pth",
+                system=system.key, seed=self.seed, task=task))
+        folder = self.runs / system.key / "refcoco_plus_splits"
+        checkpoint = self.runs / system.key / "refcoco_plus" / "current.ckpt"
+        steps.append(Step("evaluate", f"{system.name}: RefCOCO+ val, testA and testB", (
+            MMF_RUN, "config=projects/uvla/finetune/refcoco_plus.yaml", *self._data(),
+            f"env.save_dir={folder}", *system.model.evaluate_from(checkpoint),
+            "run_type=inference", f"datasets={REFCOCO_SPLITS}"), folder, folder / RECORD,
+            proof_file=folder / "train.log", needs=checkpoint, system=system.key,
+            seed=self.seed, task="refcoco_plus_splits"))
+        return steps
 
-    def pretrain(self) -> None:
-        if self.skip("μ-VLA pre-training", self.pretrained):
-            return
-        updates = self.pretrain_updates
-        self.run("μ-VLA pre-training (R-T, R-N, I-S, ITM-weighted curriculum)", [
-            MMF_RUN, "config=projects/uvla/pretrain.yaml",
-            f"env.data_dir={self.world}", f"env.save_dir={self.pretrained.parent}",
-            f"model_config.uvla.feature_dim={self.feature_dim()}",
-            f"training.max_updates={updates}", f"training.seed={self.seed}",
-            f"training.evaluation_interval={updates}",
-            f"training.checkpoint_interval={max(updates // 4, 1)}",
-            f"scheduler.params.num_warmup_steps={updates // 10}", "checkpoint.resume=True",
-        ])
-
-    def finetune(self) -> None:
-        for system, folder in SYSTEMS.items():
-            pretrained = str(self.pretrained) if folder == "uvla" else "None"
-            for task in TASKS:
-                save = self.runs / folder / task
-                if self.skip(f"{system} on {task}", save / "uvla_final.pth"):
-                    continue
-                updates = self.finetune_updates
-                self.run(f"fine-tune {system} on {task}", [
-                    MMF_RUN, f"config=projects/uvla/finetune/{task}.yaml",
-                    f"env.data_dir={self.world}", f"env.save_dir={save}",
-                    f"model_config.uvla.feature_dim={self.feature_dim()}",
-                    f"model_config.uvla.pretrained_checkpoint={pretrained}",
-                    f"training.max_updates={updates}", f"training.seed={self.seed}",
-                    f"training.evaluation_interval={updates}",
-                    f"training.checkpoint_interval={max(updates // 2, 1)}",
-                    f"scheduler.params.num_warmup_steps={updates // 10}", "checkpoint.resume=True",
-                    "run_type=train_inference",
-                ])
-            self.evaluate_refcoco_splits(system, folder)
-
-    def evaluate_refcoco_splits(self, system: str, folder: str) -> None:
-        save = self.runs / folder / "refcoco_plus_splits"
-        if self.skip(f"{system} RefCOCO+ val/testA/testB", save / "train.log"):
-            return
-        self.run(f"{system}: RefCOCO+ val, testA and testB", [
-            MMF_RUN, "config=projects/uvla/finetune/refcoco_plus.yaml",
-            f"env.data_dir={self.world}", f"env.save_dir={save}",
-            f"model_config.uvla.feature_dim={self.feature_dim()}",
-            "model_config.uvla.pretrained_checkpoint=None", "run_type=inference",
-            f"checkpoint.resume_file={self.runs / folder / 'refcoco_plus' / 'current.ckpt'}",
-            f"datasets={REFCOCO_SPLITS}",
-        ])
+    def steps(self, names: List[str]) -> List[Step]:
+        """The chain's steps of the ``--steps`` names, in order."""
+        kinds = {kind for name in names for kind in KINDS.get(name, ())}
+        chain = self.setup_steps() + [s for system in SYSTEMS for s in self.system_steps(system)]
+        return [step for step in chain if step.kind in kinds]
 
     def report(self) -> None:
         runs: List[str] = []
-        for system, folder in SYSTEMS.items():
-            runs += ["--run", f"{system}={self.runs / folder}"]
-        self.run("Table 1 (paper layout)", [PYTHON, "tools/report.py", *runs, "--out", str(self.report_dir)])
+        for system in SYSTEMS:
+            runs += ["--run", f"{system.name}={self.runs / system.key}"]
+        command = [PYTHON, "tools/report.py", *runs, "--out", str(self.report_dir)]
+        print(f"\n=== Table 1 (paper layout)\n$ {' '.join(command)}", flush=True)
+        subprocess.run(command, check=True, cwd=REPO)
 
 
 def main(argv: List[str] | None = None) -> int:
@@ -143,22 +133,30 @@ def main(argv: List[str] | None = None) -> int:
     parser.add_argument("--steps", default=",".join(STEPS), help=f"comma-separated subset of {STEPS}")
     parser.add_argument("--pretrain-updates", type=int, default=400)
     parser.add_argument("--finetune-updates", type=int, default=120)
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="trainings side by side (default 1), each with cpu_count/jobs "
+                             "threads (OMP_NUM_THREADS, unless set); their output goes to "
+                             "<run folder>/step.out")
     args = parser.parse_args(argv)
     steps = [step.strip() for step in args.steps.split(",") if step.strip()]
     unknown = sorted(set(steps) - set(STEPS))
     if unknown:
         parser.error(f"--steps: unknown {unknown}; expected names from {STEPS}")
+    if args.jobs < 1:
+        parser.error(f"--jobs: expected an integer >= 1, got {args.jobs}")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.jobs > 1:  # side-by-side runs share the cores instead of oversubscribing them
+        os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // args.jobs)))
     demo = Demo(args.data, args.seed, args.pretrain_updates, args.finetune_updates)
-    actions: Dict[str, object] = {
-        "toy-world": demo.toy_world, "corpus": demo.build_corpus, "pretrain": demo.pretrain,
-        "finetune": demo.finetune, "report": demo.report,
-    }
     start = time.perf_counter()
-    for step in STEPS:
-        if step in steps:
-            actions[step]()
-    print(f"\n{', '.join(steps)}: finished in {time.perf_counter() - start:.0f}s", flush=True)
+    try:
+        run_steps(demo.steps(steps), log=lambda line: print(line, flush=True), jobs=args.jobs)
+    except (StepFailed, StaleRun) as e:
+        print(f"demo: error: {e}", file=sys.stderr)
+        return 1
+    if "report" in steps:
+        demo.report()
+    print(f"\n{', '.join(steps)}: finished in {clock(time.perf_counter() - start)}", flush=True)
     return 0
 
 
