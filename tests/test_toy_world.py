@@ -736,3 +736,49 @@ def test_mmf_datasets_load_a_batch(world):
             entry = report[f"{kind}:{task}"]
             assert entry["batch"] == 4 and entry["features"] == [4, 30, dim], (kind, task)
             assert entry["match"], (kind, task)
+
+
+# ------------------------------------------------------------ caption style (calibration)
+
+@pytest.fixture(scope="module")
+def object_caption_world(tmp_path_factory) -> Path:
+    """The tiny world with ``caption_style="objects"``."""
+    out = tmp_path_factory.mktemp("toy") / "tiny_objects"
+    generate_world(replace(PRESETS["tiny"], caption_style="objects"), out)
+    return out
+
+
+def test_object_captions_list_only_the_image_s_own_foreground_classes(object_caption_world):
+    out = object_caption_world
+    scenes = _gt(out, "cc")
+    captions = dict(read_captions(out / "text/captions_gt.tsv"))
+    assert sorted(captions) == sorted(scenes)
+    sizes = Counter()
+    for image_id, text in captions.items():
+        named = _classes_named([text])
+        foreground = {o["class"] for o in scenes[image_id]["objects"] if not o["background"]}
+        assert set(named) <= foreground, (image_id, text)
+        assert all(n == 1 for n in named.values()), text  # distinct classes
+        assert re.fullmatch(r"an? [a-z ]+((, an? [a-z ]+)* and an? [a-z ]+)?", text), text
+        sizes[len(named)] += 1
+    assert set(sizes) == {1, 2, 3}  # 1-3 classes a caption, each count seen
+
+
+def test_caption_style_changes_only_the_pretraining_captions(world, object_caption_world,
+                                                            tmp_path):
+    """The same seed gives the same scenes, features and downstream files in both styles;
+    only the two caption files (and world.json's record of the style) differ, and the
+    objects style is byte-deterministic too."""
+    web, objects = _files(world[0]), _files(object_caption_world)
+    assert sorted(web) == sorted(objects)
+    differ = sorted(name for name in web if web[name] != objects[name])
+    assert differ == ["text/caption_corpus.txt", "text/captions_gt.tsv", "world.json"]
+    assert json.loads(objects["world.json"])["config"]["caption_style"] == "objects"
+    generate_world(replace(PRESETS["tiny"], caption_style="objects"), tmp_path / "again")
+    assert _files(tmp_path / "again") == objects
+
+
+def test_unknown_caption_style_is_refused():
+    with pytest.raises(ValueError, match=r"WorldConfig\.caption_style must be one of "
+                                         r"\['objects', 'web'\], got 'plain'"):
+        replace(PRESETS["tiny"], caption_style="plain")

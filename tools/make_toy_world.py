@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mmf_uvlp.toy_world import PRESETS, generate_world  # noqa: E402
 from mmf_uvlp.toy_world.generate import check_output  # noqa: E402
+from mmf_uvlp.toy_world.text import CAPTION_STYLES  # noqa: E402
 from mmf_uvlp.toy_world.vocabulary import MIN_FOREGROUND_CLASSES  # noqa: E402
 
 
@@ -74,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--foreground-classes", type=_non_negative_int,
                    help="draw from this many foreground classes only (0: all of them; "
                         f"at least {MIN_FOREGROUND_CLASSES} otherwise)")
+    p.add_argument("--caption-style", choices=sorted(CAPTION_STYLES),
+                   help="pre-training captions: web (every preset) or objects (1-3 of the "
+                        "image's classes, 'a dog and a hat': the text does not predict them)")
     p.add_argument("--downstream-scale", type=_positive_float,
                    help="multiply every downstream split size by this factor")
     p.add_argument("--no-downstream", action="store_true", help="skip the downstream sets")
@@ -101,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         "extra_captions": args.extra_captions,
         "narrative_sentences": args.narrative_sentences, "max_regions": args.max_regions,
         "npy": args.npy, "foreground_classes": args.foreground_classes,
+        "caption_style": args.caption_style,
     }
     try:
         config = replace(config, **{k: v for k, v in overrides.items() if v is not None})

@@ -11,12 +11,19 @@
 ``foreground_classes`` (0 in every preset: all of them) restricts a world to fewer
 foreground classes, so that the same number of examples shows each class more often;
 which classes is a fixed function of the number (:meth:`ClassSet.of_size`).
+
+``caption_style`` sets the pre-training pool's captions (``captions_gt.tsv`` and the caption
+corpus; the downstream texts keep theirs): ``web`` (every preset) describes salient objects
+with attributes, counts, relations and web noise, so a caption's words partly predict its
+class words; ``objects`` lists 1-3 of the image's foreground classes ("a dog, a hat and an
+elephant"), so only the image says which (docs/replication.md, "Calibration").
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields, replace
 
+from mmf_uvlp.toy_world.text import CAPTION_STYLES
 from mmf_uvlp.toy_world.vocabulary import (
     FOREGROUND, MIN_FOREGROUND_CLASSES, NEEDS_TEXT, ClassSet,
 )
@@ -42,11 +49,15 @@ class WorldConfig:
     ve_hypotheses: tuple[int, int, int] = (36, 12, 12)
     refcoco_images: tuple[int, int, int, int] = (12, 4, 4, 4)  # train, val, testA, testB
     foreground_classes: int = 0  # active foreground classes, 0 = every one
+    caption_style: str = "web"  # pre-training captions: web | objects
 
     def __post_init__(self):
+        if self.caption_style not in CAPTION_STYLES:
+            raise ValueError(f"WorldConfig.caption_style must be one of "
+                             f"{sorted(CAPTION_STYLES)}, got {self.caption_style!r}")
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name == "preset" or isinstance(value, bool):
+            if f.name in ("preset", "caption_style") or isinstance(value, bool):
                 continue
             values = value if isinstance(value, tuple) else (value,)
             if any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in values):

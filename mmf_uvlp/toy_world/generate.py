@@ -29,7 +29,7 @@ from mmf_uvlp.toy_world.config import WorldConfig
 from mmf_uvlp.toy_world.detector import DetectorConfig, FeatureModel, detect
 from mmf_uvlp.toy_world.entities import write_flickr30k_entities
 from mmf_uvlp.toy_world.scene import Scene, SceneSpec, sample_scene
-from mmf_uvlp.toy_world.text import caption, narrative_sentence, tokenize
+from mmf_uvlp.toy_world.text import CAPTION_STYLES, narrative_sentence, tokenize
 from mmf_uvlp.toy_world.vocabulary import CLASSES, vocabulary_json
 from mmf_uvlp.toy_world.writers import (
     PoolWriter, write_json, write_lines, write_object_npy, write_pickle, dumps,
@@ -91,11 +91,12 @@ class WorldGenerator:
         n = self.config.num_images
         ids = [f"{PRETRAIN_POOL}_{k:06d}" for k in range(n)]
         captions: list[str] = []
+        describe = CAPTION_STYLES[self.config.caption_style]
 
         def scenes() -> Iterator[Scene]:
             for image_id in ids:
                 scene = self.scene(image_id)
-                captions.append(caption(self.rng("caption", image_id), scene))
+                captions.append(describe(self.rng("caption", image_id), scene))
                 yield scene
 
         pool_paths = self.write_pool(PRETRAIN_POOL, scenes(), n)
@@ -105,7 +106,7 @@ class WorldGenerator:
         for k in self._bar(range(self.config.extra_captions), self.config.extra_captions,
                            "extra captions"):
             image_id = f"unpooled_{k:06d}"
-            extra.append(caption(self.rng("caption", image_id), self.scene(image_id)))
+            extra.append(describe(self.rng("caption", image_id), self.scene(image_id)))
         corpus = captions + extra
         order = self.rng("caption_corpus").permutation(len(corpus))
         write_lines(text / "caption_corpus.txt", (corpus[i] for i in order))

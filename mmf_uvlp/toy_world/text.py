@@ -140,6 +140,24 @@ def caption(rng: np.random.Generator, scene: Scene, exclude: set[int] = frozense
     return (prefix + body + suffix).strip()
 
 
+def object_list_caption(rng: np.random.Generator, scene: Scene) -> str:
+    """'a dog, a hat and an elephant': 1-3 distinct foreground classes of ``scene`` in random
+    order, without attributes, relations or web noise, so that the words of the caption say
+    little about which classes it names (its first background region for a scene without
+    foreground)."""
+    classes = sorted({scene.objects[i].cls for i in scene.foreground()})
+    if not classes:
+        background = [o for o in scene.objects if o.background]
+        return f"the {background[0].name}" if background else "nothing"
+    count = int(rng.integers(1, min(3, len(classes)) + 1))
+    chosen = [classes[i] for i in rng.permutation(len(classes))[:count]]
+    nps = [f"{article(CLASSES[c].name)} {CLASSES[c].name}" for c in chosen]
+    return nps[0] if count == 1 else ", ".join(nps[:-1]) + " and " + nps[-1]
+
+
+CAPTION_STYLES = {"web": caption, "objects": object_list_caption}
+
+
 def _random_np(rng: np.random.Generator, classes: ClassSet) -> tuple[int, dict[str, str]]:
     cls = classes.foreground[int(rng.integers(len(classes.foreground)))]
     attrs = {g: _pick(rng, ATTRIBUTE_GROUPS[g]) for g in attribute_groups(CLASSES[cls])}
