@@ -28,7 +28,7 @@ from typing import List
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mmf_uvlp.replication.runner import StaleRun, StepFailed, clock, run_steps
-from mmf_uvlp.replication.steps import RECORD, Step
+from mmf_uvlp.replication.steps import RECORD, Step, schedule_options
 from mmf_uvlp.replication.study import SYSTEMS as STUDY_SYSTEMS, System
 from mmf_uvlp.replication.world import World
 
@@ -64,12 +64,6 @@ class Demo:
         return [f"env.data_dir={self.world.path}",
                 f"model_config.uvla.feature_dim={self.world.feature_dim}"]
 
-    def _schedule(self, updates: int, checkpoints: int) -> List[str]:
-        return [f"training.max_updates={updates}", f"training.seed={self.seed}",
-                f"training.evaluation_interval={updates}",
-                f"training.checkpoint_interval={max(updates // checkpoints, 1)}",
-                f"scheduler.params.num_warmup_steps={updates // 10}", "checkpoint.resume=True"]
-
     def setup_steps(self) -> List[Step]:
         world, setup = self.world.path, self.runs / "setup"
         corpus = world / "corpus"
@@ -91,14 +85,14 @@ class Demo:
             folder = weights.parent
             steps.append(Step("pretrain", f"{system.name} pre-training", (
                 MMF_RUN, f"config={system.config}", *self._data(), f"env.save_dir={folder}",
-                *self._schedule(self.pretrain_updates, 4)), folder, folder / RECORD,
+                *schedule_options(self.pretrain_updates, 4, self.seed)), folder, folder / RECORD,
                 proof_file=weights, system=system.key, seed=self.seed, task="pretrain"))
         for task in TASKS:
             folder = self.runs / system.key / task
             steps.append(Step("finetune", f"fine-tune {system.name} on {task}", (
                 MMF_RUN, f"config=projects/uvla/finetune/{task}.yaml", *self._data(),
                 f"env.save_dir={folder}", *system.model.start_from(weights),
-                *self._schedule(self.finetune_updates, 2), "run_type=train_inference"),
+                *schedule_options(self.finetune_updates, 2, self.seed), "run_type=train_inference"),
                 folder, folder / RECORD, proof_file=folder / "uvla_final.pth",
                 system=system.key, seed=self.seed, task=task))
         folder = self.runs / system.key / "refcoco_plus_splits"

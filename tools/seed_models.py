@@ -30,6 +30,7 @@ from typing import Dict, List
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from mmf_uvlp.replication.steps import schedule_options
 from mmf_uvlp.report.results import LOG_FILE, parse_log
 from mmf_uvlp.seed_models import METRICS, REFCOCO_SPLITS, SEED_MODELS, SYSTEMS, TASKS, SeedSystem
 
@@ -65,12 +66,6 @@ class Runner:
         return [f"env.data_dir={self.world}", f"env.save_dir={save}",
                 *self.system.feature_dim(feature_dim)]
 
-    def _schedule(self, updates: int, checkpoints: int) -> List[str]:
-        return [f"training.max_updates={updates}", f"training.seed={self.seed}",
-                f"training.evaluation_interval={updates}",
-                f"training.checkpoint_interval={max(updates // checkpoints, 1)}",
-                f"scheduler.params.num_warmup_steps={updates // 10}", "checkpoint.resume=True"]
-
     def _run(self, step: str, command: List[str]) -> None:
         title = f"{self.system.name}: {step}"
         print(f"\n=== {title}\n$ {' '.join(command)}", flush=True)
@@ -100,7 +95,7 @@ class Runner:
             return
         self._run("pretrain", [MMF_RUN, f"config={self.system.pretrain_config}",
                                *self._common(self.pretrained.parent),
-                               *self._schedule(self.pretrain_updates, 4)])
+                               *schedule_options(self.pretrain_updates, 4, self.seed)])
 
     def finetune(self, task: str) -> None:
         save = self.folder / task
@@ -109,7 +104,8 @@ class Runner:
             return
         self._run(task, [MMF_RUN, f"config={self.system.finetune(task)}", *self._common(save),
                          *self.system.start_from(self.pretrained),
-                         *self._schedule(self.finetune_updates, 2), "run_type=train_inference"])
+                         *schedule_options(self.finetune_updates, 2, self.seed),
+                         "run_type=train_inference"])
 
     def evaluate_refcoco_splits(self) -> None:
         save = self.folder / "refcoco_plus_splits"

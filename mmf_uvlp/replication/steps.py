@@ -130,7 +130,9 @@ def _flatten(prefix: str, value: object, path: Path) -> Iterable[str]:
                          f"passed on the command line, got {type(value).__name__}")
 
 
-def _schedule(updates: int, checkpoints: int, seed: int) -> list[str]:
+def schedule_options(updates: int, checkpoints: int, seed: int) -> list[str]:
+    """``mmf_run`` options of a seeded, resumable run of ``updates`` updates (10 % warm-up),
+    evaluated at its end and checkpointed ``checkpoints`` times."""
     return [f"training.max_updates={updates}", f"training.seed={seed}",
             f"training.evaluation_interval={updates}",
             f"training.checkpoint_interval={max(updates // checkpoints, 1)}",
@@ -185,7 +187,7 @@ def system_steps(system: System, seed: int, settings: Settings) -> list[Step]:
             holdout = [f"dataset_config.{name}.holdout_every={settings.world.holdout_every}"
                        for name in config_datasets(system.config)]
         command = (MMF_RUN, f"config={system.config}", *data,
-                   f"env.save_dir={folder}", *_schedule(settings.pretrain_updates, 4, seed),
+                   f"env.save_dir={folder}", *schedule_options(settings.pretrain_updates, 4, seed),
                    *holdout, *overrides)
         pretrained = folder / model.final_weights
         steps.append(Step("pretrain", f"pre-train {where}", command, folder, folder / RECORD,
@@ -198,7 +200,8 @@ def system_steps(system: System, seed: int, settings: Settings) -> list[Step]:
         config = model.finetune(task)
         command = (MMF_RUN, f"config={config}", *data, f"env.save_dir={folder}",
                    *model.start_from(pretrained),
-                   *_schedule(settings.finetune_updates, 2, seed), "run_type=train_inference",
+                   *schedule_options(settings.finetune_updates, 2, seed),
+                   "run_type=train_inference",
                    *overrides)
         heavy = ["models", "best.ckpt", f"{config_model(config)}_final.pth"]
         if not (task == "refcoco_plus" and evaluate_splits):
