@@ -55,22 +55,15 @@ def vqa_answer_score(answers: Sequence[str], answer: str) -> float:
     return sum(scores) / len(scores)
 
 
-def _answer_totals(questions: Iterable[Sequence[str]]) -> tuple[Counter[str], int]:
-    totals: Counter[str] = Counter()
-    count = 0
-    for answers in questions:
-        count += 1
-        for answer in set(answers):
-            totals[answer] += vqa_answer_score(answers, answer)
-    if not count:
-        raise ValueError("no VQA questions to score")
-    return totals, count
-
-
 def best_constant_vqa(questions: Iterable[Sequence[str]]) -> str:
     """The single answer that scores best over ``questions`` (each the list of its
     annotator answers); ties go to the answer first in sorted order."""
-    totals, _ = _answer_totals(questions)
+    totals: Counter[str] = Counter()
+    for answers in questions:
+        for answer in set(answers):
+            totals[answer] += vqa_answer_score(answers, answer)
+    if not totals:
+        raise ValueError("no VQA questions to score")
     return min(totals, key=lambda answer: (-totals[answer], answer))
 
 

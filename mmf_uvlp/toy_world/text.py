@@ -100,6 +100,11 @@ def noun_phrase(
     return f"{NUMBER_WORDS[count] if count < len(NUMBER_WORDS) else 'many'} {head}"
 
 
+def _and_list(phrases: list[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return phrases[0] if len(phrases) == 1 else ", ".join(phrases[:-1]) + " and " + phrases[-1]
+
+
 def caption(rng: np.random.Generator, scene: Scene, exclude: set[int] = frozenset()) -> str:
     """A ground-truth caption of ``scene``, never naming a class in ``exclude``."""
     fg = [i for i in scene.foreground() if scene.objects[i].cls not in exclude]
@@ -135,8 +140,7 @@ def caption(rng: np.random.Generator, scene: Scene, exclude: set[int] = frozense
     else:
         ranked = sorted(fg, key=lambda i: (-area[i], i))[: int(rng.integers(1, 4))]
         nps = [noun_phrase(rng, scene.objects[i].cls, scene.objects[i].attrs) for i in ranked]
-        body = nps[0] if len(nps) == 1 else ", ".join(nps[:-1]) + " and " + nps[-1]
-        body += place
+        body = _and_list(nps) + place
     return (prefix + body + suffix).strip()
 
 
@@ -151,8 +155,7 @@ def object_list_caption(rng: np.random.Generator, scene: Scene) -> str:
         return f"the {background[0].name}" if background else "nothing"
     count = int(rng.integers(1, min(3, len(classes)) + 1))
     chosen = [classes[i] for i in rng.permutation(len(classes))[:count]]
-    nps = [f"{article(CLASSES[c].name)} {CLASSES[c].name}" for c in chosen]
-    return nps[0] if count == 1 else ", ".join(nps[:-1]) + " and " + nps[-1]
+    return _and_list([noun_phrase(rng, c, {}) for c in chosen])
 
 
 CAPTION_STYLES = {"web": caption, "objects": object_list_caption}
