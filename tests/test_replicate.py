@@ -450,6 +450,21 @@ def test_demo_chain_pretrains_uvla_and_aligned_vlp_and_fine_tunes_three_rows(tmp
     assert [s.system for s in steps if s.kind == "evaluate"] == ["base", "uvla", "aligned_vlp"]
 
 
+def test_side_by_side_runs_share_the_cores(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(runner.os, "cpu_count", lambda: 8)
+    runner.share_cores(1)
+    assert "OMP_NUM_THREADS" not in runner.os.environ
+    runner.share_cores(3)
+    assert runner.os.environ["OMP_NUM_THREADS"] == "2"
+    monkeypatch.setenv("OMP_NUM_THREADS", "5")  # a user's setting wins
+    runner.share_cores(2)
+    assert runner.os.environ["OMP_NUM_THREADS"] == "5"
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    runner.share_cores(16)  # never fewer than one thread
+    assert runner.os.environ["OMP_NUM_THREADS"] == "1"
+
+
 def test_demo_steps_option_selects_the_chain_s_part(tmp_path):
     demo = _tool("demo")
     d = demo.Demo(tmp_path, 0, 4, 2)

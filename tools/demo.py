@@ -27,7 +27,7 @@ from typing import List
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mmf_uvlp.replication.runner import StaleRun, StepFailed, clock, run_steps
+from mmf_uvlp.replication.runner import StaleRun, StepFailed, clock, run_steps, share_cores
 from mmf_uvlp.replication.steps import RECORD, Step, schedule_options
 from mmf_uvlp.replication.study import SYSTEMS as STUDY_SYSTEMS, System
 from mmf_uvlp.replication.world import World
@@ -85,14 +85,16 @@ class Demo:
             folder = weights.parent
             steps.append(Step("pretrain", f"{system.name} pre-training", (
                 MMF_RUN, f"config={system.config}", *self._data(), f"env.save_dir={folder}",
-                *schedule_options(self.pretrain_updates, 4, self.seed)), folder, folder / RECORD,
-                proof_file=weights, system=system.key, seed=self.seed, task="pretrain"))
+                *schedule_options(self.pretrain_updates, 4, self.seed)), folder,
+                folder / RECORD, proof_file=weights, system=system.key, seed=self.seed,
+                task="pretrain"))
         for task in TASKS:
             folder = self.runs / system.key / task
             steps.append(Step("finetune", f"fine-tune {system.name} on {task}", (
                 MMF_RUN, f"config=projects/uvla/finetune/{task}.yaml", *self._data(),
                 f"env.save_dir={folder}", *system.model.start_from(weights),
-                *schedule_options(self.finetune_updates, 2, self.seed), "run_type=train_inference"),
+                *schedule_options(self.finetune_updates, 2, self.seed),
+                "run_type=train_inference"),
                 folder, folder / RECORD, proof_file=folder / "uvla_final.pth",
                 system=system.key, seed=self.seed, task=task))
         folder = self.runs / system.key / "refcoco_plus_splits"
@@ -139,8 +141,7 @@ def main(argv: List[str] | None = None) -> int:
     if args.jobs < 1:
         parser.error(f"--jobs: expected an integer >= 1, got {args.jobs}")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    if args.jobs > 1:  # side-by-side runs share the cores instead of oversubscribing them
-        os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // args.jobs)))
+    share_cores(args.jobs)
     demo = Demo(args.data, args.seed, args.pretrain_updates, args.finetune_updates)
     start = time.perf_counter()
     try:

@@ -31,7 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mmf_uvlp.replication.outputs import write_study
-from mmf_uvlp.replication.runner import StaleRun, StepFailed, clock, run_steps
+from mmf_uvlp.replication.runner import StaleRun, StepFailed, clock, run_steps, share_cores
 from mmf_uvlp.replication.steps import Settings, model_overrides, plan
 from mmf_uvlp.replication.study import REPO, SYSTEMS, TABLES, TASKS, select
 from mmf_uvlp.replication.world import World
@@ -90,8 +90,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    if args.jobs > 1:  # side-by-side runs share the cores instead of oversubscribing them
-        os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // args.jobs)))
+    share_cores(args.jobs)
     try:
         tables, systems = select(args.tables, args.systems)
         world = World.resolve(args.world, args.data)

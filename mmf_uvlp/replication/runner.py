@@ -15,6 +15,7 @@ rather than a silent mix of settings.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -38,6 +39,13 @@ class StepFailed(RuntimeError):
 
 class StaleRun(RuntimeError):
     """A finished run was made by another command than the study now plans."""
+
+
+def share_cores(jobs: int) -> None:
+    """With ``jobs`` runs side by side, give each cpu_count / jobs threads
+    (``OMP_NUM_THREADS``, unless already set), so that they do not oversubscribe the cores."""
+    if jobs > 1:
+        os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // jobs)))
 
 
 def execute(command: Sequence[str], output: Optional[Path] = None) -> int:
