@@ -506,6 +506,20 @@ def _cpu_distributed_gloo() -> None:
     BaseTrainer.parallelize_model = _parallelize_model
 
 
+def _distributed_main_then_shut_down(device_id: int, configuration: Any, predict: bool) -> None:
+    """One spawned rank: MMF's ``distributed_main``, then the gloo group torn down by all
+    ranks together. Left to interpreter exit, a rank aborted now and then with "terminate
+    called without an active exception" (SIGABRT) while gloo's threads were still joinable."""
+    import torch.distributed as dist
+
+    import mmf_cli.run as cli
+
+    cli.distributed_main(device_id, configuration, predict)
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
 @FIXES.fix(
     "cpu_distributed_spawn",
     "AssertionError in mmf_cli.run (distributed.world_size is checked against "
@@ -538,7 +552,7 @@ def _cpu_distributed_spawn() -> None:
         config.distributed.init_method = f"tcp://localhost:{random.randint(10000, 20000)}"
         config.distributed.rank = None
         torch.multiprocessing.spawn(
-            fn=cli.distributed_main, args=(configuration, predict), nprocs=world_size
+            fn=_distributed_main_then_shut_down, args=(configuration, predict), nprocs=world_size
         )
 
     def _configuration_from(opts: Optional[list]) -> Any:
