@@ -271,6 +271,24 @@ def test_clear_errors_for_bad_configs_and_batches(processors):
         model(SampleList(dict(_mmf_batch(), image_feature_0=torch.rand(2, 4, D + 1))))
 
 
+def test_visual_lr_multiplier_gives_the_region_path_its_own_lr_in_mmf_s_optimizer():
+    from mmf.utils.build import build_optimizer
+
+    config = OmegaConf.create({"optimizer": {"type": "adam_w", "params": {"lr": 1e-4}}})
+    plain = build_optimizer(_model(), config)
+    assert [group["lr"] for group in plain.param_groups] == [1e-4]
+    model = _model(visual_lr_multiplier=10)
+    optimizer = build_optimizer(model, config)
+    rest, visual = optimizer.param_groups
+    assert (rest["lr"], visual["lr"]) == (1e-4, pytest.approx(1e-3))
+    assert {id(p) for p in visual["params"]} == {id(p) for p in model.visual_parameters()}
+    assert {id(p) for p in model.embeddings.feature_projection.parameters()} <= {
+        id(p) for p in visual["params"]}
+    assert len(rest["params"]) + len(visual["params"]) == len(list(model.parameters()))
+    with pytest.raises(ValueError, match="visual_lr_multiplier"):
+        _model(visual_lr_multiplier=0)
+
+
 def test_mmf_configuration_loads_the_model_defaults():
     from mmf.utils.configuration import Configuration
     from mmf.utils.env import setup_imports

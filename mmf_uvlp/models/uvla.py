@@ -142,6 +142,10 @@ class UVLA(BaseModel):
         new_modules += [head for name, head in self.heads.items() if name not in VOCAB_HEADS]
         for module in new_modules:
             module.apply(bert._init_weights)
+        self.visual_lr_multiplier = float(self.config.get("visual_lr_multiplier", 1.0))
+        if self.visual_lr_multiplier <= 0:
+            raise ValueError(f"model_config.{self.config_key}.visual_lr_multiplier must be > 0, "
+                             f"got {self.visual_lr_multiplier}")
 
         curriculum = self.config.get("curriculum", {}) or {}
         self.curriculum: Optional[CurriculumWeighting] = None
@@ -157,6 +161,24 @@ class UVLA(BaseModel):
         pretrained = self.config.get("pretrained_checkpoint", None)
         if pretrained:
             self._load_pretrained(str(pretrained))
+
+    def visual_parameters(self) -> List[nn.Parameter]:
+        """The region path's own parameters: feature and box projections and their norms."""
+        e = self.embeddings
+        modules = (e.feature_projection, e.feature_norm, e.box_projection, e.box_norm,
+                   e.visual_norm)
+        return [p for module in modules for p in module.parameters()]
+
+    def get_optimizer_parameters(self, config: Any) -> Any:
+        """MMF's optimizer parameters: one group, or the region path at
+        ``visual_lr_multiplier`` × ``optimizer.params.lr`` beside the rest."""
+        if self.visual_lr_multiplier == 1.0:
+            return self.parameters()
+        visual = self.visual_parameters()
+        ids = {id(p) for p in visual}
+        rest = [p for p in self.parameters() if id(p) not in ids]
+        lr = float(config.optimizer.params.lr) * self.visual_lr_multiplier
+        return [{"params": rest}, {"params": visual, "lr": lr}]
 
     def _required(self, key: str) -> Any:
         value = self.config.get(key, None)
