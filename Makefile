@@ -70,6 +70,8 @@ analyze: setup
 # over SEEDS seeds, into REPLICATION; each step is skipped when its output exists.
 #   make replicate                                  # demo world, every table, 3 seeds
 #   make replicate WORLD=tiny SEEDS=2 TABLES=1      # (or PRESET=tiny); SYSTEMS=base,uvla
+#   make replicate RECIPE=calibrated TABLES=1 JOBS=2  # configs/study/calibrated.yaml: its
+#                                                   # world, schedules and options
 # On the tiny world it is a smoke test: the tiny random models, 10 updates a run
 # (REPLICATE_OPTS overrides that; on the demo world it is empty: demo.py's 400 / 120 updates).
 SEEDS ?= 3
@@ -84,6 +86,7 @@ endif
 
 .PHONY: replicate
 replicate: setup
-	$(PY) tools/replicate.py --world $(REPLICATE_WORLD) --data $(DATA) --seeds $(SEEDS) \
-		--out $(REPLICATION) $(if $(TABLES),--tables $(TABLES)) \
+	$(PY) tools/replicate.py $(if $(RECIPE),--recipe configs/study/$(RECIPE).yaml,\
+		--world $(REPLICATE_WORLD)) --data $(DATA) --seeds $(SEEDS) \
+		--out $(REPLICATION)$(if $(RECIPE),/$(RECIPE)) $(if $(TABLES),--tables $(TABLES)) \
 		$(if $(SYSTEMS),--systems $(SYSTEMS)) --jobs $(JOBS) $(REPLICATE_OPTS)

@@ -27,6 +27,7 @@ from mmf_uvlp.replication.aggregate import (
     seed_cells, summarize, summarize_row, table_rows,
 )
 from mmf_uvlp.replication.render import format_stat, markdown, write_table
+from mmf_uvlp.replication.recipe import load_recipe
 from mmf_uvlp.replication.runner import StaleRun, StepFailed, prerequisites, run_steps
 from mmf_uvlp.replication.steps import (
     KINDS, METRICS, MMF_RUN, Settings, Step, model_overrides, plan, system_steps,
@@ -510,6 +511,63 @@ def test_model_config_errors_name_the_file_and_key(tmp_path):
     path.write_text("model: uvla\n")
     with pytest.raises(ValueError, match="expected a yaml with a model_config mapping"):
         model_overrides(path)
+
+
+def test_a_recipe_sets_the_world_schedules_and_per_task_options(tmp_path):
+    recipe = load_recipe(REPO / "configs/study/calibrated.yaml", TASKS)
+    assert recipe.world == "calibrated" and recipe.pretrain_updates == 5000
+    world = World.resolve(recipe.world, tmp_path)  # a preset: generated when missing
+    assert world.path == tmp_path / "toy_world_calibrated" and world.feature_dim == 128
+    settings = Settings(World(tmp_path / "w"), tmp_path / "runs", seeds=(0,),
+                        pretrain_updates=recipe.pretrain_updates,
+                        finetune_updates=recipe.finetune_updates,
+                        pretrain_options=recipe.pretrain_options,
+                        finetune_options=recipe.finetune_options,
+                        task_options=recipe.task_options)
+    kldiv = "model_config.uvla.losses=[{'type':'softmax_kldiv'}]"
+    pretrain, vqa, nlvr2 = system_steps(SYSTEMS["aligned_vlp"], 0, settings)[:3]
+    assert "optimizer.params.lr=3e-4" in pretrain.command and kldiv not in pretrain.command
+    assert "training.max_updates=5000" in pretrain.command
+    assert "optimizer.params.lr=3e-4" in vqa.command and kldiv in vqa.command
+    assert kldiv not in nlvr2.command and "training.max_updates=1000" in nlvr2.command
+    # the recipe's lr comes after the schedule's options; a model_config option reaches only
+    # its own model's runs
+    assert vqa.command.index("optimizer.params.lr=3e-4") > vqa.command.index("checkpoint.resume=True")
+    visual_bert_vqa = system_steps(SYSTEMS["visual_bert"], 0, settings)[1]
+    assert "optimizer.params.lr=3e-4" in visual_bert_vqa.command
+    assert kldiv not in visual_bert_vqa.command
+    assert _compose(vqa.command).model_config.uvla.losses[0].type == "softmax_kldiv"
+
+
+@pytest.mark.parametrize("text, message", [
+    ("pretrain: {updates: 0}", r"pretrain\.updates: expected an integer >= 1, got 0"),
+    ("finetune: {tasks: {gqa: [a=1]}}", r"finetune\.tasks: unknown tasks \['gqa'\]"),
+    ("finetune: {options: [lr]}", r"finetune\.options: expected a list of mmf_run options"),
+    ("pretrain: {lr: 1}", r"pretrain: unknown keys \['lr'\]; expected keys from "
+                          r"\['updates', 'options'\]"),
+    ("seeds: 3", r"top level: unknown keys \['seeds'\]"),
+    ("[1, 2]", r"the file: expected a mapping, got list"),
+])
+def test_recipe_errors_name_the_file_and_key(tmp_path, text, message):
+    path = tmp_path / "recipe.yaml"
+    path.write_text(text + "\n")
+    with pytest.raises(ValueError, match=r"recipe\.yaml: " + message):
+        load_recipe(path, TASKS)
+    with pytest.raises(FileNotFoundError, match="--recipe: cannot read"):
+        load_recipe(tmp_path / "missing.yaml", TASKS)
+
+
+def test_replicate_plans_a_recipe_s_world_and_keeps_its_runs_apart(tmp_path, capsys):
+    recipe = tmp_path / "short.yaml"
+    recipe.write_text("world: tiny\nfinetune: {updates: 7, options: [optimizer.params.lr=1e-3]}\n")
+    args = ["--recipe", str(recipe), "--data", str(tmp_path), "--systems", "base", "--seeds", "1",
+            "--tasks", "nlvr2", "--plan"]
+    assert _tool().main(args) == 0
+    out = capsys.readouterr().out
+    assert f"env.save_dir={tmp_path}/replication/toy_world_tiny__short/base/seed0/nlvr2" in out
+    assert "training.max_updates=7" in out and "optimizer.params.lr=1e-3" in out
+    assert _tool().main([*args, "--finetune-updates", "9"]) == 0
+    assert "training.max_updates=9" in capsys.readouterr().out  # the command line wins
 
 
 # ----------------------------------------------------------------------------- runner

@@ -60,7 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Generate a toy world in the real VinVL/MMF/refer on-disk formats.",
     )
     p.add_argument("--preset", required=True, choices=sorted(PRESETS),
-                   help="sizes: tiny (tests), demo (demo chain), bench (throughput)")
+                   help="sizes: tiny (tests), demo (demo chain), calibrated (calibration study), "
+                        "bench (throughput)")
     p.add_argument("--seed", type=_non_negative_int, default=0, help="random seed (default 0)")
     p.add_argument("--out", required=True, type=Path, help="output directory (new or empty)")
     p.add_argument("--overwrite", action="store_true",

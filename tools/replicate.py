@@ -13,6 +13,7 @@ interrupted training run continues from its last checkpoint). Steps:
 
     python tools/replicate.py                          # every table, demo world, 3 seeds
     python tools/replicate.py --tables 1 --seeds 3 --jobs 2    # two runs at a time
+    python tools/replicate.py --recipe configs/study/calibrated.yaml --tables 1 --jobs 2
     python tools/replicate.py --world tiny --seeds 2 --systems base,uvla,vl_bert \\
         --model-config configs/models/uvla/tiny_random.yaml \\
         --model-config configs/models/vl_bert/tiny_random.yaml --pretrain-updates 4
@@ -31,10 +32,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mmf_uvlp.replication.outputs import write_study
+from mmf_uvlp.replication.recipe import Recipe, load_recipe
 from mmf_uvlp.replication.runner import StaleRun, StepFailed, clock, run_steps, share_cores
 from mmf_uvlp.replication.steps import Settings, model_overrides, plan
 from mmf_uvlp.replication.study import REPO, SYSTEMS, TABLES, TASKS, select
 from mmf_uvlp.replication.world import World
+
+
+DEFAULT_PRETRAIN_UPDATES, DEFAULT_FINETUNE_UPDATES = 400, 120  # tools/demo.py's schedule
 
 
 def _positive(text: str) -> int:
@@ -54,12 +59,14 @@ def _tasks(text: str) -> tuple[str, ...]:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--world", default="demo",
-                        help="tiny, demo (toy world in --data, made when missing) or a data folder")
+    parser.add_argument("--world",
+                        help="tiny, demo, calibrated (toy world in --data, made when missing) or "
+                             "a data folder (default: the recipe's, else demo)")
     parser.add_argument("--data", type=Path, default=REPO / "data",
                         help="folder of the toy worlds (default: data)")
     parser.add_argument("--runs", type=Path,
-                        help="folder of the runs (default: <data>/replication/<world folder>)")
+                        help="folder of the runs (default: <data>/replication/<world folder>, "
+                             "+ __<recipe name> with --recipe)")
     parser.add_argument("--out", type=Path, default=REPO / "results" / "replication",
                         help="tables, figures and runs.json (default: results/replication)")
     parser.add_argument("--seeds", type=_positive, default=3,
@@ -68,8 +75,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--systems", help=f"comma-separated subset of {list(SYSTEMS)}")
     parser.add_argument("--tasks", type=_tasks, default=TASKS,
                         help=f"comma-separated subset of {list(TASKS)} (default: all)")
-    parser.add_argument("--pretrain-updates", type=_positive, default=400)
-    parser.add_argument("--finetune-updates", type=_positive, default=120)
+    parser.add_argument("--recipe", type=Path,
+                        help="a study recipe (configs/study/*.yaml: world, updates, mmf_run "
+                             "options of pre-training and fine-tuning); the options above and "
+                             "below win over it")
+    parser.add_argument("--pretrain-updates", type=_positive,
+                        help="default: the recipe's, else 400")
+    parser.add_argument("--finetune-updates", type=_positive,
+                        help="default: the recipe's, else 120")
     parser.add_argument("--model-config", type=Path, action="append", default=[],
                         help="a model yaml passed as overrides to the runs of the models "
                              "whose model_config sections it holds, e.g. "
@@ -93,15 +106,20 @@ def main(argv: list[str] | None = None) -> int:
     share_cores(args.jobs)
     try:
         tables, systems = select(args.tables, args.systems)
-        world = World.resolve(args.world, args.data)
+        recipe = load_recipe(args.recipe, TASKS) if args.recipe else Recipe()
+        world = World.resolve(args.world or recipe.world or "demo", args.data)
         overrides = tuple(o for path in args.model_config for o in model_overrides(path))
     except (ValueError, FileNotFoundError) as e:
         print(f"replicate: error: {e}", file=sys.stderr)
         return 2
-    runs = (args.runs or args.data / "replication" / world.path.name).resolve()
-    settings = Settings(world, runs, tuple(range(args.seeds)), args.tasks,
-                        args.pretrain_updates, args.finetune_updates, overrides,
-                        args.keep_checkpoints)
+    folder = world.path.name + (f"__{recipe.path.stem}" if recipe.path else "")
+    runs = (args.runs or args.data / "replication" / folder).resolve()
+    settings = Settings(
+        world, runs, tuple(range(args.seeds)), args.tasks,
+        args.pretrain_updates or recipe.pretrain_updates or DEFAULT_PRETRAIN_UPDATES,
+        args.finetune_updates or recipe.finetune_updates or DEFAULT_FINETUNE_UPDATES,
+        overrides, args.keep_checkpoints, recipe.pretrain_options, recipe.finetune_options,
+        recipe.task_options)
     steps = plan(systems, settings)
     if args.plan:
         for index, step in enumerate(steps, start=1):
@@ -120,11 +138,13 @@ def main(argv: list[str] | None = None) -> int:
     header = (f"World `{world.path}`{f' ({world.kind} preset)' if world.kind else ''}; seeds "
               f"{', '.join(map(str, settings.seeds))}; pre-training {settings.pretrain_updates} "
               f"updates, fine-tuning {settings.finetune_updates} updates"
-              f"{f'; model {models}' if models else ''}.")
+              f"{f'; model {models}' if models else ''}"
+              f"{f'; recipe `{recipe.path}`' if recipe.path else ''}.")
     record = {"world": str(world.path), "preset": world.kind, "seeds": list(settings.seeds),
               "tasks": list(settings.tasks), "pretrain_updates": settings.pretrain_updates,
               "finetune_updates": settings.finetune_updates, "runs": str(runs),
               "model_config": [str(path) for path in args.model_config],
+              "recipe": str(recipe.path) if recipe.path else None,
               "tables": [t.key for t in tables], "systems": [s.key for s in systems]}
     written = write_study(tables, steps, settings, args.out, header, record)
     for markdown in written:

@@ -59,6 +59,15 @@ class Settings:
     finetune_updates: int = 120
     model_overrides: tuple[str, ...] = ()
     keep_checkpoints: bool = False
+    pretrain_options: tuple[str, ...] = ()
+    finetune_options: tuple[str, ...] = ()
+    task_options: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def options_of(self, task: str) -> tuple[str, ...]:
+        """The recipe's fine-tuning options of ``task``: every task's, then its own."""
+        own = [option for name, options in self.task_options if name == task
+               for option in options]
+        return (*self.finetune_options, *own)
 
 
 @dataclass(frozen=True)
@@ -146,10 +155,11 @@ def _data(settings: Settings, model: SeedSystem) -> list[str]:
     return options
 
 
-def _overrides(settings: Settings, model: SeedSystem) -> tuple[str, ...]:
-    """The ``--model-config`` overrides of ``model``'s own ``model_config`` section."""
-    prefix = f"model_config.{model.model_section}."
-    return tuple(option for option in settings.model_overrides if option.startswith(prefix))
+def _for_model(options: Iterable[str], model: SeedSystem) -> tuple[str, ...]:
+    """``options`` less those of another model's ``model_config`` section."""
+    own = f"model_config.{model.model_section}."
+    return tuple(option for option in options
+                 if not option.startswith("model_config.") or option.startswith(own))
 
 
 def _heavy(folder: Path, *names: str) -> tuple[Path, ...]:
@@ -178,7 +188,7 @@ def system_steps(system: System, seed: int, settings: Settings) -> list[Step]:
     model = system.model
     unit = settings.runs / system.key / f"seed{seed}"
     where = f"{system.name}, seed {seed}"
-    data, overrides = _data(settings, model), _overrides(settings, model)
+    data, overrides = _data(settings, model), _for_model(settings.model_overrides, model)
     steps, pretrained = [], None
     if system.config:
         folder = unit / "pretrain"
@@ -188,7 +198,7 @@ def system_steps(system: System, seed: int, settings: Settings) -> list[Step]:
                        for name in config_datasets(system.config)]
         command = (MMF_RUN, f"config={system.config}", *data,
                    f"env.save_dir={folder}", *schedule_options(settings.pretrain_updates, 4, seed),
-                   *holdout, *overrides)
+                   *holdout, *_for_model(settings.pretrain_options, model), *overrides)
         pretrained = folder / model.final_weights
         steps.append(Step("pretrain", f"pre-train {where}", command, folder, folder / RECORD,
                           proof_file=pretrained,
@@ -201,6 +211,7 @@ def system_steps(system: System, seed: int, settings: Settings) -> list[Step]:
         command = (MMF_RUN, f"config={config}", *data, f"env.save_dir={folder}",
                    *model.start_from(pretrained),
                    *schedule_options(settings.finetune_updates, 2, seed),
+                   *_for_model(settings.options_of(task), model),
                    "run_type=train_inference",
                    *overrides)
         heavy = ["models", "best.ckpt", f"{config_model(config)}_final.pth"]
@@ -214,6 +225,7 @@ def system_steps(system: System, seed: int, settings: Settings) -> list[Step]:
         checkpoint = unit / "refcoco_plus" / "current.ckpt"
         command = (MMF_RUN, f"config={model.finetune('refcoco_plus')}", *data,
                    f"env.save_dir={folder}", *model.evaluate_from(checkpoint),
+                   *_for_model(settings.options_of("refcoco_plus"), model),
                    "run_type=inference", f"datasets={','.join(SPLIT_VIEWS)}", *overrides)
         keys = tuple(f"test/{view}/refcoco_accuracy" for view in SPLIT_VIEWS)
         steps.append(Step("evaluate", f"RefCOCO+ val/testA/testB of {where}", command, folder,

@@ -1,0 +1,107 @@
+"""A study recipe: the world, schedules and ``mmf_run`` options a study runs with.
+
+A recipe (``configs/study/<name>.yaml``, ``replicate --recipe``) fixes what the command line
+would otherwise repeat for every run::
+
+    world: calibrated                 # toy-world preset or data folder
+    pretrain:
+      updates: 5000
+      options: [optimizer.params.lr=3e-4]
+    finetune:
+      updates: 1000
+      options: [optimizer.params.lr=3e-4]
+      tasks:                          # options of one task's fine-tuning only
+        vqa2: ["model_config.uvla.losses=[{'type':'softmax_kldiv'}]"]
+
+Every key is optional. Options are ``mmf_run`` overrides (Python literals: ``None``,
+``True``); one that starts with ``model_config.<section>.`` reaches only the runs of the
+model with that section (``uvla``, ``visual_bert``, ...), as ``--model-config`` does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+_KEYS = {"": ("world", "pretrain", "finetune"), "pretrain": ("updates", "options"),
+         "finetune": ("updates", "options", "tasks")}
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """The parsed recipe; None / empty where it says nothing."""
+
+    path: Path | None = None
+    world: str | None = None
+    pretrain_updates: int | None = None
+    finetune_updates: int | None = None
+    pretrain_options: tuple[str, ...] = ()
+    finetune_options: tuple[str, ...] = ()
+    task_options: tuple[tuple[str, tuple[str, ...]], ...] = field(default_factory=tuple)
+
+
+def _mapping(value: Any, where: str, path: Path) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"{path}: {where or 'the file'}: expected a mapping, "
+                         f"got {type(value).__name__}")
+    section = where.split(".")[-1] if where else ""
+    unknown = [key for key in value if key not in _KEYS.get(section, value)]
+    if unknown:
+        raise ValueError(f"{path}: {where or 'top level'}: unknown keys {unknown}; expected "
+                         f"keys from {list(_KEYS[section])}")
+    return value
+
+
+def _options(value: Any, where: str, path: Path) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) and "=" in v for v in value):
+        raise ValueError(f"{path}: {where}: expected a list of mmf_run options KEY=VALUE, "
+                         f"got {value!r}")
+    return tuple(value)
+
+
+def _updates(value: Any, where: str, path: Path) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{path}: {where}: expected an integer >= 1, got {value!r}")
+    return value
+
+
+def load_recipe(path: str | Path, tasks: tuple[str, ...]) -> Recipe:
+    """Read and check ``path``; ``tasks``: the task names ``finetune.tasks`` may use."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise FileNotFoundError(f"--recipe: cannot read {path}: {e.strerror}") from e
+    except yaml.YAMLError as e:
+        raise ValueError(f"{path}: not valid yaml: {e}") from e
+    top = _mapping(data, "", path)
+    pretrain = _mapping(top.get("pretrain"), "pretrain", path)
+    finetune = _mapping(top.get("finetune"), "finetune", path)
+    per_task = finetune.get("tasks") or {}
+    if not isinstance(per_task, dict):
+        raise ValueError(f"{path}: finetune.tasks: expected a mapping task -> options")
+    unknown = [task for task in per_task if task not in tasks]
+    if unknown:
+        raise ValueError(f"{path}: finetune.tasks: unknown tasks {unknown}; expected names "
+                         f"from {list(tasks)}")
+    world = top.get("world")
+    if world is not None and not isinstance(world, str):
+        raise ValueError(f"{path}: world: expected a preset name or folder, got {world!r}")
+    return Recipe(
+        path=path, world=world,
+        pretrain_updates=_updates(pretrain.get("updates"), "pretrain.updates", path),
+        finetune_updates=_updates(finetune.get("updates"), "finetune.updates", path),
+        pretrain_options=_options(pretrain.get("options"), "pretrain.options", path),
+        finetune_options=_options(finetune.get("options"), "finetune.options", path),
+        task_options=tuple((task, _options(options, f"finetune.tasks.{task}", path))
+                           for task, options in per_task.items()),
+    )
