@@ -114,6 +114,30 @@ def test_table_markdown_and_chart(runs, tmp_path, capsys):
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
 
 
+def test_trivial_row_of_a_world(runs, tiny_world, tmp_path, capsys):
+    from mmf_uvlp.replication.outputs import refcoco_max_proposals
+    from mmf_uvlp.replication.trivial import trivial_rates
+
+    rates = trivial_rates(tiny_world, refcoco_max_proposals())
+    out = tmp_path / "report"
+    assert _tool().main(["--run", f"Base={runs['base']}", "--trivial", str(tiny_world),
+                         "--out", str(out)]) == 0
+    lines = (out / "table.md").read_text(encoding="utf-8").splitlines()
+    meta = meta_average(rates).value
+    cells = [("vqa2", "test"), ("nlvr2", "test"), ("visual_entailment", "test"),
+             ("refcoco_plus", "val"), ("refcoco_plus", "testA"), ("refcoco_plus", "testB")]
+    assert lines[3] == ("| *Trivial (majority / chance)* | "
+                        + " | ".join(f"{100 * rates[c]:.1f}" for c in cells)
+                        + f" | {100 * meta:.1f} |")
+    assert any(line.startswith("Trivial, fitted on the train split") for line in lines)
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        _tool().main(["--run", f"Base={runs['base']}", "--trivial", str(tmp_path / "none"),
+                      "--out", str(out)])
+    error = capsys.readouterr().err
+    assert "--trivial:" in error and "none is no folder" in error
+
+
 def test_row_named_by_results_file_or_folder(runs, tmp_path):
     table = Table.from_runs([(None, runs["base"]), (None, runs["uvla"])])
     assert [row.system for row in table.rows] == ["Base", "uvla"]

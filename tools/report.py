@@ -7,6 +7,7 @@ Each ``--run`` is a folder searched for MMF ``train.log`` files and ``results.js
 Examples:
     python tools/report.py --run Base=runs/base --run "μ-VLA"=runs/uvla --out report/
     python tools/report.py --run runs/uvla      # row named by its results.json "system"
+    python tools/report.py --run Base=runs/base --trivial data/toy_world_demo
 
 Writes ``<out>/table.md`` (also printed) and ``<out>/table.png``.
 """
@@ -19,6 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from mmf_uvlp.replication.outputs import refcoco_max_proposals
+from mmf_uvlp.replication.trivial import trivial_rates
 from mmf_uvlp.report import Table
 
 
@@ -37,9 +40,17 @@ def main(argv: list | None = None) -> int:
     parser.add_argument("--run", dest="runs", action="append", type=_run, required=True,
                         metavar="[NAME=]PATH", help="a run folder, optionally with its row name")
     parser.add_argument("--out", default="report", help="output folder (default: report)")
+    parser.add_argument("--trivial", type=Path, metavar="WORLD",
+                        help="a data folder in the toy world's layout: add its trivial rates "
+                             "(majority / chance, mmf_uvlp/replication/trivial.py) as a row")
     args = parser.parse_args(argv)
     try:
-        table = Table.from_runs(args.runs)
+        trivial = None
+        if args.trivial is not None:
+            if not args.trivial.is_dir():
+                raise FileNotFoundError(f"--trivial: {args.trivial} is no folder")
+            trivial = trivial_rates(args.trivial, refcoco_max_proposals())
+        table = Table.from_runs(args.runs, trivial)
     except (FileNotFoundError, ValueError) as e:
         parser.exit(2, f"report: error: {e}\n")
     markdown, chart = table.write(args.out)

@@ -16,7 +16,7 @@ from pathlib import Path
 from mmf_uvlp.replication.aggregate import RowSummary, RunResult, Stat
 from mmf_uvlp.replication.study import StudyTable
 from mmf_uvlp.report.results import Cell
-from mmf_uvlp.report.table import COLUMNS, MISSING, meta_average
+from mmf_uvlp.report.table import COLUMNS, MISSING, TRIVIAL_LABEL, TRIVIAL_NOTE, meta_average
 
 COMPACT_COLUMNS: tuple[tuple[str, Cell], ...] = (
     ("VQA", ("vqa2", "test")),
@@ -24,7 +24,6 @@ COMPACT_COLUMNS: tuple[tuple[str, Cell], ...] = (
     ("VE", ("visual_entailment", "test")),
     ("RefCOCO+ val", ("refcoco_plus", "val")),
 )
-TRIVIAL_LABEL = "Trivial (majority / chance)"
 
 
 def columns(table: StudyTable) -> tuple[tuple[str, Cell], ...]:
@@ -77,10 +76,7 @@ def markdown(table: StudyTable, rows: Sequence[RowSummary], seeds: Sequence[int]
               f"({', '.join(map(str, seeds))}); Seeds: how many have results, \"(n=k)\": a "
               f"cell over fewer. {MISSING}: no result. Meta-Ave = mean of VQA, NLVR2, VE and "
               "RefCOCO+ (the mean of val, testA and testB), per seed, then mean ± std. "
-              "Trivial, fitted on the train split and scored on the test split: VQA the best "
-              "train answer of each question type (a question-only model), NLVR2 and VE the "
-              "train split's majority label, RefCOCO+ a uniformly drawn proposal's chance of "
-              "IoU ≥ 0.5, from the world's annotation files."]
+              + TRIVIAL_NOTE]
     if table.compact:
         lines.append("RefCOCO+: val only, as the paper's \"Devs\" column; Meta-Ave still "
                      "averages val, testA and testB.")

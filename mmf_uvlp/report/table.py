@@ -17,6 +17,11 @@ from pathlib import Path
 from mmf_uvlp.report.results import Cell, RunResults, collect_run
 
 MISSING = "—"
+TRIVIAL_LABEL = "Trivial (majority / chance)"
+TRIVIAL_NOTE = ("Trivial, fitted on the train split and scored on the test split: VQA the best "
+                "train answer of each question type (a question-only model), NLVR2 and VE the "
+                "train split's majority label, RefCOCO+ a uniformly drawn proposal's chance of "
+                "IoU ≥ 0.5, from the world's annotation files.")
 COLUMNS: tuple[tuple[str, Cell], ...] = (
     ("VQA", ("vqa2", "test")),
     ("NLVR2", ("nlvr2", "test")),
@@ -83,21 +88,26 @@ def _percent(value: float | None) -> str:
 
 
 class Table:
-    """Rows of systems in the layout of the paper's Table 1 (values are fractions)."""
+    """Rows of systems in the layout of the paper's Table 1 (values are fractions), and
+    optionally the ``trivial`` rates of a predictor that ignores the image (a last row in
+    italics, black ticks in the chart)."""
 
-    def __init__(self, rows: Sequence[Row]):
+    def __init__(self, rows: Sequence[Row], trivial: dict[Cell, float] | None = None):
         names = [row.system for row in rows]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ValueError(f"systems named twice: {duplicates}")
         self.rows = list(rows)
+        self.trivial = trivial
 
     @classmethod
-    def from_runs(cls, runs: Sequence[tuple[str | None, str | os.PathLike]]) -> Table:
+    def from_runs(cls, runs: Sequence[tuple[str | None, str | os.PathLike]],
+                  trivial: dict[Cell, float] | None = None) -> Table:
         """One row per ``(system, run folder)``; a system of None is named by the run's
         ``results.json`` files (their ``system``), else by the folder's name."""
         return cls([Row(_system_name(name, run), run.cells)
-                    for name, run in ((name, collect_run(path)) for name, path in runs)])
+                    for name, run in ((name, collect_run(path)) for name, path in runs)],
+                   trivial)
 
     def markdown(self) -> str:
         header = ["System"] + [title for title, _ in COLUMNS] + ["Meta-Ave"]
@@ -112,9 +122,15 @@ class Table:
                 notes.append(f"- {row.system}: Meta-Ave* is the {meta.note}.")
             values = [_percent(row.cells.get(cell)) for _, cell in COLUMNS]
             lines.append("| " + " | ".join([row.system] + values + [meta_text]) + " |")
+        if self.trivial is not None:
+            values = [_percent(self.trivial.get(cell)) for _, cell in COLUMNS]
+            meta = _percent(meta_average(self.trivial).value)
+            lines.append("| " + " | ".join([f"*{TRIVIAL_LABEL}*"] + values + [meta]) + " |")
         lines.append("")
         lines.append(f"Accuracy in %. {MISSING}: no result. Meta-Ave = mean of VQA, NLVR2, VE "
                      "and RefCOCO+ (the mean of val, testA, testB).")
+        if self.trivial is not None:
+            lines.append(TRIVIAL_NOTE)
         if notes:
             lines.append("")
             lines.extend(notes)
@@ -143,6 +159,14 @@ class Table:
                 ax.bar(x, 100 * value, width, color=f"C{index}",
                        hatch="//" if partial else None, label=label)
                 label = None
+        if self.trivial is not None:
+            values = [self.trivial.get(cell) for _, cell in COLUMNS]
+            label = "trivial"
+            for group, value in enumerate(values + [meta_average(self.trivial).value]):
+                if value is not None:
+                    ax.hlines(100 * value, group - 0.42, group + 0.42, colors="black",
+                              linewidth=1.5, label=label)
+                    label = None
         ax.legend(loc="upper left", bbox_to_anchor=(1, 1))
         ax.set_xticks(range(len(groups)))
         ax.set_xticklabels(groups)
