@@ -529,7 +529,7 @@ def test_a_recipe_sets_the_world_schedules_and_per_task_options(tmp_path):
     assert "optimizer.params.lr=3e-4" in pretrain.command and kldiv not in pretrain.command
     assert "training.max_updates=5000" in pretrain.command
     assert "optimizer.params.lr=3e-4" in vqa.command and kldiv in vqa.command
-    assert kldiv not in nlvr2.command and "training.max_updates=1000" in nlvr2.command
+    assert kldiv not in nlvr2.command and "training.max_updates=1500" in nlvr2.command
     # the recipe's lr comes after the schedule's options; a model_config option reaches only
     # its own model's runs
     assert vqa.command.index("optimizer.params.lr=3e-4") > vqa.command.index("checkpoint.resume=True")
