@@ -268,6 +268,16 @@ def test_vl_bert_pretraining_shapes_and_backward():
         assert parameter.grad is not None and float(parameter.grad.abs().sum()) > 0
 
 
+def test_vl_bert_trains_as_one_optimizer_group_in_mmf():
+    """VL-BERT subclasses uvla without its region-path option: MMF's optimizer still builds."""
+    from mmf.utils.build import build_optimizer
+
+    model = _vl_bert()
+    config = OmegaConf.create({"optimizer": {"type": "adam_w", "params": {"lr": 1e-4}}})
+    (group,) = build_optimizer(model, config).param_groups
+    assert group["lr"] == 1e-4 and len(group["params"]) == len(list(model.parameters()))
+
+
 def test_vl_bert_text_only_batches_use_the_shared_visual_embedding():
     model = _vl_bert().train()
     batch = _vl_batch()

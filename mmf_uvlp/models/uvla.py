@@ -142,10 +142,7 @@ class UVLA(BaseModel):
         new_modules += [head for name, head in self.heads.items() if name not in VOCAB_HEADS]
         for module in new_modules:
             module.apply(bert._init_weights)
-        self.visual_lr_multiplier = float(self.config.get("visual_lr_multiplier", 1.0))
-        if self.visual_lr_multiplier <= 0:
-            raise ValueError(f"model_config.{self.config_key}.visual_lr_multiplier must be > 0, "
-                             f"got {self.visual_lr_multiplier}")
+        self._visual_lr_multiplier()  # a bad value fails at build, not at the optimizer
 
         curriculum = self.config.get("curriculum", {}) or {}
         self.curriculum: Optional[CurriculumWeighting] = None
@@ -169,15 +166,24 @@ class UVLA(BaseModel):
                    e.visual_norm)
         return [p for module in modules for p in module.parameters()]
 
+    def _visual_lr_multiplier(self) -> float:
+        value = float(self.config.get("visual_lr_multiplier", 1.0))
+        if value <= 0:
+            raise ValueError(f"model_config.{self.config_key}.visual_lr_multiplier must be > 0, "
+                             f"got {value}")
+        return value
+
     def get_optimizer_parameters(self, config: Any) -> Any:
         """MMF's optimizer parameters: one group, or the region path at
-        ``visual_lr_multiplier`` × ``optimizer.params.lr`` beside the rest."""
-        if self.visual_lr_multiplier == 1.0:
+        ``visual_lr_multiplier`` × ``optimizer.params.lr`` beside the rest (models without
+        the option in their config, such as ``vl_bert``, train as one group)."""
+        multiplier = self._visual_lr_multiplier()
+        if multiplier == 1.0:
             return self.parameters()
         visual = self.visual_parameters()
         ids = {id(p) for p in visual}
         rest = [p for p in self.parameters() if id(p) not in ids]
-        lr = float(config.optimizer.params.lr) * self.visual_lr_multiplier
+        lr = float(config.optimizer.params.lr) * multiplier
         return [{"params": rest}, {"params": visual, "lr": lr}]
 
     def _required(self, key: str) -> Any:
