@@ -8,7 +8,7 @@ would otherwise repeat for every run::
       updates: 5000
       options: [optimizer.params.lr=3e-4]
     finetune:
-      updates: 1000
+      updates: 1500
       options: [optimizer.params.lr=3e-4]
       tasks:                          # options of one task's fine-tuning only
         vqa2: ["model_config.uvla.losses=[{'type':'softmax_kldiv'}]"]
@@ -20,7 +20,7 @@ model with that section (``uvla``, ``visual_bert``, ...), as ``--model-config`` 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,19 +40,19 @@ class Recipe:
     finetune_updates: int | None = None
     pretrain_options: tuple[str, ...] = ()
     finetune_options: tuple[str, ...] = ()
-    task_options: tuple[tuple[str, tuple[str, ...]], ...] = field(default_factory=tuple)
+    task_options: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
-def _mapping(value: Any, where: str, path: Path) -> dict:
+def _mapping(value: Any, section: str, path: Path) -> dict:
+    """``section`` ("" = the file's top level) as a dict holding only its keys."""
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise ValueError(f"{path}: {where or 'the file'}: expected a mapping, "
+        raise ValueError(f"{path}: {section or 'the file'}: expected a mapping, "
                          f"got {type(value).__name__}")
-    section = where.split(".")[-1] if where else ""
-    unknown = [key for key in value if key not in _KEYS.get(section, value)]
+    unknown = [key for key in value if key not in _KEYS[section]]
     if unknown:
-        raise ValueError(f"{path}: {where or 'top level'}: unknown keys {unknown}; expected "
+        raise ValueError(f"{path}: {section or 'top level'}: unknown keys {unknown}; expected "
                          f"keys from {list(_KEYS[section])}")
     return value
 

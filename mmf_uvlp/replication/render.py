@@ -16,7 +16,9 @@ from pathlib import Path
 from mmf_uvlp.replication.aggregate import RowSummary, RunResult, Stat
 from mmf_uvlp.replication.study import StudyTable
 from mmf_uvlp.report.results import Cell
-from mmf_uvlp.report.table import COLUMNS, MISSING, TRIVIAL_LABEL, TRIVIAL_NOTE, meta_average
+from mmf_uvlp.report.table import (
+    COLUMNS, MISSING, TRIVIAL_NOTE, draw_trivial_ticks, meta_average, trivial_row,
+)
 
 COMPACT_COLUMNS: tuple[tuple[str, Cell], ...] = (
     ("VQA", ("vqa2", "test")),
@@ -42,10 +44,6 @@ def format_stat(stat: Stat | None, seeds: int) -> str:
     return text
 
 
-def _percent(value: float | None) -> str:
-    return MISSING if value is None else f"{100 * value:.1f}"
-
-
 def markdown(table: StudyTable, rows: Sequence[RowSummary], seeds: Sequence[int],
              trivial: Mapping[Cell, float], header: str, wall_s: float | None) -> str:
     """The table in the paper's layout (see the module docstring)."""
@@ -65,13 +63,7 @@ def markdown(table: StudyTable, rows: Sequence[RowSummary], seeds: Sequence[int]
             notes.append(f"- {row.label}: Meta-Ave* is the {row.meta_note}.")
         values = [format_stat(row.cells.get(cell), len(row.seeds)) for _, cell in cols]
         lines.append("| " + " | ".join([row.label, *values, meta, str(len(row.seeds))]) + " |")
-    trivial_meta = meta_average(dict(trivial))
-    meta = _percent(trivial_meta.value)
-    if trivial_meta.note:
-        meta += "*"
-        notes.append(f"- Trivial: Meta-Ave* is the {trivial_meta.note}.")
-    values = [_percent(trivial.get(cell)) for _, cell in cols]
-    lines.append("| " + " | ".join([f"*{TRIVIAL_LABEL}*", *values, meta, "–"]) + " |")
+    lines.append("| " + " | ".join([*trivial_row(dict(trivial), cols, notes), "–"]) + " |")
     lines += ["", f"Accuracy in %, mean ± sample standard deviation (n − 1) over the seeds "
               f"({', '.join(map(str, seeds))}); Seeds: how many have results, \"(n=k)\": a "
               f"cell over fewer. {MISSING}: no result. Meta-Ave = mean of VQA, NLVR2, VE and "
@@ -100,7 +92,6 @@ def plot_bars(table: StudyTable, rows: Sequence[RowSummary], trivial: Mapping[Ce
     plt = _pyplot()
     cols = columns(table)
     groups = [title for title, _ in cols] + ["Meta-Ave"]
-    trivial_values = [trivial.get(cell) for _, cell in cols] + [meta_average(dict(trivial)).value]
     width = 0.8 / max(len(rows), 1)
     fig, ax = plt.subplots(figsize=(1.3 * len(groups) + 2.5, 4.5))
     for index, row in enumerate(rows):
@@ -110,12 +101,7 @@ def plot_bars(table: StudyTable, rows: Sequence[RowSummary], trivial: Mapping[Ce
         errors = [100 * (s.std or 0.0) for s in present]
         ax.bar(xs, [100 * s.mean for s in present], width, color=f"C{index}", label=row.label,
                yerr=errors if any(errors) else None, capsize=3)
-    label: str | None = "trivial"
-    for group, value in enumerate(trivial_values):
-        if value is not None:
-            ax.hlines(100 * value, group - 0.42, group + 0.42, colors="black", linewidth=1.5,
-                      label=label)
-            label = None
+    draw_trivial_ticks(ax, dict(trivial), cols)
     ax.legend(loc="upper left", bbox_to_anchor=(1, 1), fontsize=8)
     ax.set_xticks(range(len(groups)))
     ax.set_xticklabels(groups)

@@ -73,6 +73,31 @@ def meta_average(cells: dict[Cell, float]) -> MetaAverage:
     return MetaAverage(value, note)
 
 
+def trivial_row(trivial: dict[Cell, float], columns: Sequence[tuple[str, Cell]],
+                notes: list[str]) -> list[str]:
+    """The trivial rates' table cells: label, ``columns``' values, Meta-Ave ("*" and a line
+    in ``notes`` when it averages fewer parts)."""
+    meta = meta_average(dict(trivial))
+    meta_text = _percent(meta.value)
+    if meta.note:
+        meta_text += "*"
+        notes.append(f"- Trivial: Meta-Ave* is the {meta.note}.")
+    return ([f"*{TRIVIAL_LABEL}*"] + [_percent(trivial.get(cell)) for _, cell in columns]
+            + [meta_text])
+
+
+def draw_trivial_ticks(ax, trivial: dict[Cell, float],
+                       columns: Sequence[tuple[str, Cell]]) -> None:
+    """The trivial rates as black ticks over the bar groups of ``columns`` and Meta-Ave."""
+    values = [trivial.get(cell) for _, cell in columns] + [meta_average(dict(trivial)).value]
+    label: str | None = "trivial"
+    for group, value in enumerate(values):
+        if value is not None:
+            ax.hlines(100 * value, group - 0.42, group + 0.42, colors="black", linewidth=1.5,
+                      label=label)
+            label = None
+
+
 @dataclass(frozen=True)
 class Row:
     system: str
@@ -123,9 +148,7 @@ class Table:
             values = [_percent(row.cells.get(cell)) for _, cell in COLUMNS]
             lines.append("| " + " | ".join([row.system] + values + [meta_text]) + " |")
         if self.trivial is not None:
-            values = [_percent(self.trivial.get(cell)) for _, cell in COLUMNS]
-            meta = _percent(meta_average(self.trivial).value)
-            lines.append("| " + " | ".join([f"*{TRIVIAL_LABEL}*"] + values + [meta]) + " |")
+            lines.append("| " + " | ".join(trivial_row(self.trivial, COLUMNS, notes)) + " |")
         lines.append("")
         lines.append(f"Accuracy in %. {MISSING}: no result. Meta-Ave = mean of VQA, NLVR2, VE "
                      "and RefCOCO+ (the mean of val, testA, testB).")
@@ -160,13 +183,7 @@ class Table:
                        hatch="//" if partial else None, label=label)
                 label = None
         if self.trivial is not None:
-            values = [self.trivial.get(cell) for _, cell in COLUMNS]
-            label = "trivial"
-            for group, value in enumerate(values + [meta_average(self.trivial).value]):
-                if value is not None:
-                    ax.hlines(100 * value, group - 0.42, group + 0.42, colors="black",
-                              linewidth=1.5, label=label)
-                    label = None
+            draw_trivial_ticks(ax, self.trivial, COLUMNS)
         ax.legend(loc="upper left", bbox_to_anchor=(1, 1))
         ax.set_xticks(range(len(groups)))
         ax.set_xticklabels(groups)
