@@ -28,7 +28,8 @@ from mmf_uvlp.replication.aggregate import (
 )
 from mmf_uvlp.replication.render import format_stat, markdown, write_table
 from mmf_uvlp.replication.recipe import load_recipe
-from mmf_uvlp.replication.runner import StaleRun, StepFailed, prerequisites, run_steps
+from mmf_uvlp.replication.runner import (StaleRun, StepFailed, prerequisites, run_steps,
+                                         waiting_on)
 from mmf_uvlp.replication.steps import (
     KINDS, METRICS, MMF_RUN, Settings, Step, model_overrides, plan, system_steps,
 )
@@ -664,6 +665,26 @@ def test_runner_jobs_run_independent_steps_together_and_respect_prerequisites(tm
     again = [_step(tmp_path, "x", ("tool", str(tmp_path / "x")))]
     with pytest.raises(StepFailed, match="x failed \\(exit code 4\\)"):
         run_steps(again, run=lambda command, output: 4, log=lambda line: None, jobs=2)
+
+
+def test_runner_starts_the_steps_others_wait_for_first(tmp_path):
+    """Base's fine-tunings come first in the plan, but the pre-trainings of both seeds start
+    before them: a waiting pre-training would leave its fine-tunings for the end."""
+    steps = []
+    for system, seed in (("base", 0), ("uvla", 0), ("uvla", 1)):
+        tasks = (["pretrain"] if system == "uvla" else []) + ["vqa2", "nlvr2"]
+        for task in tasks:
+            name = f"{system}{seed}-{task}"
+            steps.append(replace(_step(tmp_path, name, ("tool", str(tmp_path / name))),
+                                 kind="pretrain" if task == "pretrain" else "finetune",
+                                 system=system, seed=seed, task=task))
+    assert waiting_on(prerequisites(steps)) == [0, 0, 2, 0, 0, 2, 0, 0]
+    lines = []
+    assert run_steps(steps, run=lambda command, output: _finish(command), log=lines.append,
+                     jobs=2) == len(steps)
+    started = [re.search(r"=== \[\d+/8\] (\S+) \|", line).group(1)
+               for line in lines if " | elapsed " in line]
+    assert started[:4] == ["uvla0-pretrain", "uvla1-pretrain", "base0-vqa2", "base0-nlvr2"]
 
 
 # ----------------------------------------------------------------------------- end to end

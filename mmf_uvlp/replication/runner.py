@@ -5,7 +5,9 @@ each kind of step (pre-training, fine-tuning, ...), measured in this session or 
 earlier ones, divided by the number of jobs. With ``jobs > 1`` independent steps run side
 by side (a fine-tuning waits for its system's pre-training, the RefCOCO+ split inference
 for its fine-tuning, everything for the world and corpora) and each command's output goes
-to ``<record>.out`` beside its ``step.json`` instead of the terminal. When a command
+to ``<record>.out`` beside its ``step.json`` instead of the terminal. Of the steps ready to
+start, the one most later steps wait for goes first (every seed's pre-training before the
+fine-tunings that need none: the longest chains start early), then the plan's order. When a command
 finishes, its ``step.json`` records the command and its wall time, and the checkpoints no
 later step reads are deleted (``Step.prune``). A finished step whose recorded command
 differs from the planned one (other updates, seeds of another world, ...) is an error
@@ -140,6 +142,15 @@ def prerequisites(steps: Sequence[Step]) -> list[set[int]]:
     return needs
 
 
+def waiting_on(needs: Sequence[set[int]]) -> list[int]:
+    """For each step, how many steps wait for it, directly or through other steps."""
+    later: list[set[int]] = [set() for _ in needs]
+    for index in reversed(range(len(needs))):
+        for j in needs[index]:
+            later[j] |= {index} | later[index]
+    return [len(waiting) for waiting in later]
+
+
 def run_steps(steps: Sequence[Step], run: Execute = execute, log: Log = print,
               jobs: int = 1) -> int:
     """Run the steps not done yet, ``jobs`` at a time, each after its prerequisites;
@@ -160,6 +171,7 @@ def run_steps(steps: Sequence[Step], run: Execute = execute, log: Log = print,
             log(f"[{index}/{total}] {step.title}: already done ({step.proof})")
             _prune(step)
     needs = prerequisites(steps)
+    weight = waiting_on(needs)
     pending = [i for i, finished in enumerate(done) if not finished]
     running: dict[Future, tuple[int, float]] = {}
     failures: list[str] = []
@@ -181,9 +193,10 @@ def run_steps(steps: Sequence[Step], run: Execute = execute, log: Log = print,
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         while pending or running:
             while not failures and len(running) < jobs:
-                ready = next((i for i in pending if all(done[j] for j in needs[i])), None)
-                if ready is None:
+                candidates = [i for i in pending if all(done[j] for j in needs[i])]
+                if not candidates:
                     break
+                ready = max(candidates, key=lambda i: (weight[i], -i))
                 pending.remove(ready)
                 start(pool, ready)
             if not running:
