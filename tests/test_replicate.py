@@ -24,9 +24,9 @@ import yaml
 
 from mmf_uvlp.replication import runner
 from mmf_uvlp.replication.aggregate import (
-    seed_cells, summarize, summarize_row, table_rows,
+    meta_gap, seed_cells, summarize, summarize_row, table_rows,
 )
-from mmf_uvlp.replication.render import format_stat, markdown, write_table
+from mmf_uvlp.replication.render import format_stat, gap_lines, markdown, write_table
 from mmf_uvlp.replication.recipe import load_recipe
 from mmf_uvlp.replication.runner import (StaleRun, StepFailed, prerequisites, run_steps,
                                          waiting_on)
@@ -146,10 +146,32 @@ def test_tables_from_crafted_run_folders(tmp_path):
     # Meta-Ave of the trivial row: over NLVR2 only.
     assert lines[8] == "| *Trivial (majority / chance)* | — | 50.0 | — | — | 50.0* | – |"
     assert "- Trivial: Meta-Ave* is the mean of NLVR2; missing: VQA, VE, RefCOCO+." in lines
+    # The gap to the first row: 58.0 - 58.5, SE sqrt(0.71² / 2 + 0² / 2) = 0.5.
+    assert lines[-1] == "- w_ITM: -0.5 ± 0.5 (1.0 SE), within the noise"
     markdown_path, figure = write_table(TABLES["4"], rows, (0, 1), trivial, "World x.", 12.0,
                                         tmp_path / "out")
     assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "Wall time" in markdown_path.read_text()
+
+
+def test_meta_gap_and_its_standard_error():
+    def row(label, metas):
+        return summarize_row(label, label, {
+            seed: {("vqa2", "test"): v, ("nlvr2", "test"): v, ("visual_entailment", "test"): v,
+                   ("refcoco_plus", "val"): v, ("refcoco_plus", "testA"): v,
+                   ("refcoco_plus", "testB"): v} for seed, v in enumerate(metas)})
+
+    base, aligned = row("Base", [0.50, 0.51, 0.52]), row("Aligned", [0.56, 0.58, 0.60])
+    gap = meta_gap(aligned, base)
+    assert gap.difference == pytest.approx(0.07)
+    assert gap.stderr == pytest.approx(math.sqrt((0.02 ** 2 + 0.01 ** 2) / 3))
+    assert gap.ratio == pytest.approx(0.07 / gap.stderr)
+    assert meta_gap(row("One", [0.6]), base).ratio is None
+    lines = gap_lines([base, aligned, row("One", [0.6]), row("Same", [0.50, 0.52, 0.54])])
+    assert lines[-3:] == ["- Aligned: +7.0 ± 1.3 (5.4 SE)",
+                          "- One: +9.0 (one seed: no standard error)",
+                          "- Same: +1.0 ± 1.3 (0.8 SE), within the noise"]
+    assert gap_lines([base]) == []
 
 
 def test_the_ratio_table_is_drawn_as_a_curve_over_the_rows_present(tmp_path):

@@ -5,7 +5,8 @@ A (system, seed) gets its cells from its own runs: the test metric of each fine-
 :func:`mmf_uvlp.report.collect_run`. Per row and cell: the mean and the sample standard
 deviation (n - 1) over the seeds that have the cell. Meta-Ave is computed per seed by
 :func:`mmf_uvlp.report.meta_average`, then averaged the same way, so its std is the
-spread of the seeds' Meta-Aves.
+spread of the seeds' Meta-Aves. :func:`meta_gap` is one row's Meta-Ave minus another's,
+with the standard error of that difference.
 """
 
 from __future__ import annotations
@@ -65,6 +66,36 @@ def summarize_row(label: str, system: str, per_seed: SeedCells) -> RowSummary:
     notes = sorted({m.note for m in metas if m.note})
     return RowSummary(label, system, cells, summarize(values) if values else None,
                       "; ".join(notes) or None, seeds)
+
+
+@dataclass(frozen=True)
+class Gap:
+    """A row's mean Meta-Ave minus the reference row's, and the standard error of that
+    difference, sqrt(s1^2 / n1 + s2^2 / n2) over the seeds (None without two seeds in each)."""
+
+    difference: float
+    stderr: float | None
+
+    @property
+    def ratio(self) -> float | None:
+        """|difference| in standard errors (None without a standard error; inf for a
+        nonzero difference over seeds that agree exactly)."""
+        if self.stderr is None:
+            return None
+        if self.stderr == 0:
+            return math.inf if self.difference else 0.0
+        return abs(self.difference) / self.stderr
+
+
+def meta_gap(row: RowSummary, reference: RowSummary) -> Gap | None:
+    """``row``'s Meta-Ave gap to ``reference`` (None when either has no Meta-Ave)."""
+    if row.meta is None or reference.meta is None:
+        return None
+    stats = (row.meta, reference.meta)
+    stderr = None
+    if all(stat.std is not None for stat in stats):
+        stderr = math.sqrt(sum(stat.std ** 2 / stat.n for stat in stats))
+    return Gap(row.meta.mean - reference.meta.mean, stderr)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,9 @@
 """A study's output: one markdown table and one figure per paper table, and ``runs.json``.
 
 Markdown rows are the paper's, each cell ``mean ± std`` over the seeds, with Meta-Ave, the
-number of seeds and a row of trivial rates. Figures: grouped bars with the seeds' std as
+number of seeds and a row of trivial rates; under it each row's Meta-Ave gap to the
+table's first row (the paper's reference: Base, R-T, w/o w_ITM, ...) with its standard
+error, "within the noise" under 2 standard errors. Figures: grouped bars with the seeds' std as
 error bars and the trivial rates as black ticks; a table with ``x`` values (Table 6, top-K)
 is drawn as the Meta-Ave curve over x, the trivial Meta-Ave dashed.
 """
@@ -13,7 +15,7 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from mmf_uvlp.replication.aggregate import RowSummary, RunResult, Stat
+from mmf_uvlp.replication.aggregate import RowSummary, RunResult, Stat, meta_gap
 from mmf_uvlp.replication.study import StudyTable
 from mmf_uvlp.report.results import Cell
 from mmf_uvlp.report.table import (
@@ -42,6 +44,32 @@ def format_stat(stat: Stat | None, seeds: int) -> str:
     if stat.n < seeds:
         text += f" (n={stat.n})"
     return text
+
+
+NOISE_SE = 2.0  # a gap under this many standard errors is reported as within the noise
+
+
+def gap_lines(rows: Sequence[RowSummary]) -> list[str]:
+    """One line per row after the first: its Meta-Ave gap to the first row, in points."""
+    if len(rows) < 2:
+        return []
+    reference, lines = rows[0], []
+    for row in rows[1:]:
+        gap = meta_gap(row, reference)
+        if gap is None:
+            lines.append(f"- {row.label}: {MISSING} (no Meta-Ave on one side)")
+            continue
+        text = f"- {row.label}: {100 * gap.difference:+.1f}"
+        if gap.ratio is None:
+            text += " (one seed: no standard error)"
+        else:
+            text += f" ± {100 * gap.stderr:.1f} ({gap.ratio:.1f} SE)"
+            if gap.ratio < NOISE_SE:
+                text += ", within the noise"
+        lines.append(text)
+    return ["", f"Meta-Ave gap to {reference.label} in points, ± the standard error of the "
+            "difference, sqrt(s1²/n1 + s2²/n2) over the seeds; under "
+            f"{NOISE_SE:g} SE it is within the noise:", *lines]
 
 
 def markdown(table: StudyTable, rows: Sequence[RowSummary], seeds: Sequence[int],
@@ -74,6 +102,7 @@ def markdown(table: StudyTable, rows: Sequence[RowSummary], seeds: Sequence[int]
                      "averages val, testA and testB.")
     if notes:
         lines += ["", *notes]
+    lines += gap_lines(rows)
     return "\n".join(lines) + "\n"
 
 
