@@ -549,7 +549,12 @@ def test_a_recipe_sets_the_world_schedules_and_per_task_options(tmp_path):
                         task_options=recipe.task_options)
     kldiv = "model_config.uvla.losses=[{'type':'softmax_kldiv'}]"
     pretrain, vqa, nlvr2 = system_steps(SYSTEMS["aligned_vlp"], 0, settings)[:3]
+    entailment = next(step for step in system_steps(SYSTEMS["aligned_vlp"], 0, settings)
+                      if step.task == "visual_entailment")
     assert "optimizer.params.lr=3e-4" in pretrain.command and kldiv not in pretrain.command
+    mean = "model_config.uvla.pooling=mean"
+    assert mean in entailment.command and mean not in vqa.command + nlvr2.command
+    assert not any("vl_bert" in option for option in entailment.command)
     assert "training.max_updates=5000" in pretrain.command
     assert "optimizer.params.lr=3e-4" in vqa.command and kldiv in vqa.command
     assert kldiv not in nlvr2.command and "training.max_updates=1500" in nlvr2.command
@@ -558,6 +563,10 @@ def test_a_recipe_sets_the_world_schedules_and_per_task_options(tmp_path):
     assert vqa.command.index("optimizer.params.lr=3e-4") > vqa.command.index("checkpoint.resume=True")
     visual_bert_vqa = system_steps(SYSTEMS["visual_bert"], 0, settings)[1]
     assert "optimizer.params.lr=3e-4" in visual_bert_vqa.command
+    vl_bert_entailment = next(step for step in system_steps(SYSTEMS["vl_bert"], 0, settings)
+                              if step.task == "visual_entailment")
+    assert "model_config.vl_bert.pooling=mean" in vl_bert_entailment.command
+    assert mean not in vl_bert_entailment.command
     assert kldiv not in visual_bert_vqa.command
     assert _compose(vqa.command).model_config.uvla.losses[0].type == "softmax_kldiv"
 
