@@ -548,9 +548,9 @@ def test_a_recipe_sets_the_world_schedules_and_per_task_options(tmp_path):
                         finetune_options=recipe.finetune_options,
                         task_options=recipe.task_options)
     kldiv = "model_config.uvla.losses=[{'type':'softmax_kldiv'}]"
-    pretrain, vqa, nlvr2 = system_steps(SYSTEMS["aligned_vlp"], 0, settings)[:3]
-    entailment = next(step for step in system_steps(SYSTEMS["aligned_vlp"], 0, settings)
-                      if step.task == "visual_entailment")
+    aligned = system_steps(SYSTEMS["aligned_vlp"], 0, settings)
+    pretrain, vqa, nlvr2 = aligned[:3]
+    entailment = next(step for step in aligned if step.task == "visual_entailment")
     assert "optimizer.params.lr=3e-4" in pretrain.command and kldiv not in pretrain.command
     mean = "model_config.uvla.pooling=mean"
     assert mean in entailment.command and mean not in vqa.command + nlvr2.command
