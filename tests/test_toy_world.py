@@ -562,6 +562,10 @@ def _run_tool(capsys, *argv: str) -> tuple[int, str, str]:
     (["--preset", "tiny", "--out", "x", "--foreground-classes", "3"],
      f"WorldConfig.foreground_classes must be 0 (every foreground class) or from "
      f"{MIN_FOREGROUND_CLASSES} to {len(FOREGROUND)}, got 3"),
+    (["--preset", "tiny", "--out", "x", "--nlvr2-pairs", "10", "5"],
+     "argument --nlvr2-pairs: expected 3 arguments"),
+    (["--preset", "tiny", "--out", "x", "--refcoco-images", "4", "1", "-1", "1"],
+     "argument --refcoco-images: expected a non-negative integer, got '-1'"),
 ])
 def test_cli_rejects_malformed_options(capsys, argv, message):
     code, _, err = _run_tool(capsys, *argv)
@@ -588,6 +592,20 @@ def test_cli_writes_a_world_and_summarises_it(capsys, tmp_path):
     code, _, _ = _run_tool(capsys, "--preset", "tiny", "--out", str(out), "--overwrite",
                            "--no-downstream", "--no-progress")
     assert code == 0
+
+
+def test_cli_sets_each_downstream_split_size(capsys, tmp_path):
+    out = tmp_path / "w"
+    code, _, _ = _run_tool(capsys, "--preset", "tiny", "--out", str(out), "--no-progress",
+                           "--nlvr2-pairs", "5", "3", "2", "--ve-hypotheses", "4", "2", "1")
+    assert code == 0
+    config = json.loads((out / "world.json").read_text())["config"]
+    assert config["nlvr2_pairs"] == [5, 3, 2] and config["ve_hypotheses"] == [4, 2, 1]
+    assert config["vqa2_questions"] == list(PRESETS["tiny"].vqa2_questions)
+    lines = {path.name: len(path.read_text().splitlines())
+             for path in (out / "mmf").glob("*/annotations/*.jsonl")}
+    assert lines == {"train.jsonl": 5, "dev.jsonl": 3, "test1.jsonl": 2,
+                     "snli_ve_train.jsonl": 4, "snli_ve_dev.jsonl": 2, "snli_ve_test.jsonl": 1}
 
 
 _KILL_SCRIPT = textwrap.dedent("""

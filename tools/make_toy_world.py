@@ -41,6 +41,12 @@ def _int_at_least(minimum: int, name: str) -> Callable[[str], int]:
 
 
 _positive_int = _int_at_least(1, "positive")
+SPLIT_FLAGS = {  # downstream split sizes: flag -> its splits, in WorldConfig's order
+    "--vqa2-questions": ("TRAIN", "VAL", "TEST"),
+    "--nlvr2-pairs": ("TRAIN", "DEV", "TEST1"),
+    "--ve-hypotheses": ("TRAIN", "DEV", "TEST"),
+    "--refcoco-images": ("TRAIN", "VAL", "TESTA", "TESTB"),
+}
 _non_negative_int = _int_at_least(0, "non-negative")
 
 
@@ -81,6 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "image's classes, 'a dog and a hat': the text does not predict them)")
     p.add_argument("--downstream-scale", type=_positive_float,
                    help="multiply every downstream split size by this factor")
+    for flag, splits in SPLIT_FLAGS.items():
+        p.add_argument(flag, nargs=len(splits), type=_non_negative_int, metavar=splits,
+                       help=f"{flag[2:].replace('-', ' ')} per split (before --downstream-scale)")
     p.add_argument("--no-downstream", action="store_true", help="skip the downstream sets")
     p.add_argument("--no-features", action="store_true",
                    help="write detections and text only (no features.tsv, LMDB or npy)")
@@ -108,6 +117,10 @@ def main(argv: list[str] | None = None) -> int:
         "npy": args.npy, "foreground_classes": args.foreground_classes,
         "caption_style": args.caption_style,
     }
+    for flag in SPLIT_FLAGS:
+        name = flag[2:].replace("-", "_")
+        sizes = getattr(args, name)
+        overrides[name] = None if sizes is None else tuple(sizes)
     try:
         config = replace(config, **{k: v for k, v in overrides.items() if v is not None})
     except ValueError as e:
