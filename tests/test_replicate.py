@@ -31,7 +31,7 @@ from mmf_uvlp.replication.recipe import load_recipe
 from mmf_uvlp.replication.runner import (StaleRun, StepFailed, prerequisites, run_steps,
                                          waiting_on)
 from mmf_uvlp.replication.steps import (
-    KINDS, METRICS, MMF_RUN, Settings, Step, model_overrides, plan, system_steps,
+    KINDS, METRICS, MMF_RUN, Settings, Step, model_overrides, plan, setup_steps, system_steps,
 )
 from mmf_uvlp.replication.study import (
     SYSTEMS, TABLES, TASKS, UVLA, config_datasets, config_model, select,
@@ -42,6 +42,7 @@ from mmf_uvlp.replication.trivial import (
 )
 from mmf_uvlp.replication.world import World
 from mmf_uvlp.seed_models import SEED_MODELS
+from mmf_uvlp.toy_world import PRESETS
 from mmf_uvlp.seed_models import SYSTEMS as SEED_SYSTEMS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -638,6 +639,23 @@ def test_runner_skips_done_steps_records_runs_and_prunes(tmp_path):
     changed = _step(tmp_path, "a", ("tool", str(tmp_path / "a"), "--updates", "5"))
     with pytest.raises(StaleRun, match=r"\['--updates', '5'\]"):
         run_steps([changed], run=_finish, log=lines.append)
+
+
+def test_a_world_made_with_other_settings_than_its_preset_s_is_refused(tmp_path):
+    world = World(tmp_path / "toy_world_tiny", "tiny")
+    step = setup_steps([], Settings(world, tmp_path / "runs"))[0]
+    config = PRESETS["tiny"].to_json()
+    del config["caption_style"]  # a setting added later, at its default: still this world
+    world.path.mkdir()
+    (world.path / "world.json").write_text(json.dumps({"config": config}))
+    assert step.done() and world.drift() is None
+    assert run_steps([step], run=_finish, log=lambda line: None) == 0
+    (world.path / "world.json").write_text(json.dumps(
+        {"config": {**config, "nlvr2_pairs": [6, 2, 2]}}))
+    with pytest.raises(StaleRun, match=r"world\.json was generated with nlvr2_pairs \[6, 2, 2\] "
+                                       r"where the preset now has \[16, 8, 8\]: .*move"):
+        run_steps([step], run=_finish, log=lambda line: None)
+    assert "seed 0 where the preset now has 3" in World(world.path, "tiny").drift(seed=3)
 
 
 def test_runner_stops_on_a_failed_or_impossible_step(tmp_path):

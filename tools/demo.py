@@ -22,6 +22,7 @@ import os
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import List
 
@@ -71,7 +72,7 @@ class Demo:
             Step("world", "toy world (demo preset)", (
                 PYTHON, "tools/make_toy_world.py", "--preset", "demo", "--seed", str(self.seed),
                 "--out", str(world), "--overwrite"), world, setup / "world.json",
-                proof_file=world / "world.json"),
+                proof_file=world / "world.json", outdated=partial(self.world.drift, self.seed)),
             Step("corpus", "weakly aligned corpus (tag queries -> retrieval -> noun phrases "
                  "-> links)", tuple(self.world.corpus_command("corpus")), corpus,
                  setup / "corpus.json", proof_file=corpus / "annotations" / "index.json"),

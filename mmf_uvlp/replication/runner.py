@@ -72,6 +72,9 @@ def read_record(step: Step) -> dict | None:
 
 
 def _check_record(step: Step, record: dict | None) -> None:
+    reason = step.outdated() if step.outdated is not None else None
+    if reason:
+        raise StaleRun(f"{step.title}: {reason}")
     if record is None or list(record.get("command", [])[1:]) == list(step.command[1:]):
         return
     recorded, planned = record["command"][1:], list(step.command[1:])

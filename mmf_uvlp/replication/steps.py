@@ -27,7 +27,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import yaml
 
@@ -76,7 +76,8 @@ class Step:
     done when ``proof_file`` exists and ``train.log`` in ``folder`` has every
     ``proof_keys``; ``record``: the json written when it finishes (command, wall time);
     ``needs``: a file it reads that an earlier step wrote; ``prune``: what to delete once
-    it is done. ``system`` / ``seed`` / ``task`` name a training or inference run."""
+    it is done; ``outdated``: says why a finished output no longer is what the step would
+    make (None when it is). ``system`` / ``seed`` / ``task`` name a training or inference run."""
 
     kind: str
     title: str
@@ -90,6 +91,7 @@ class Step:
     system: str | None = None
     seed: int | None = None
     task: str | None = None
+    outdated: Callable[[], str | None] | None = None
 
     def done(self) -> bool:
         if self.proof_file is not None and not self.proof_file.exists():
@@ -173,7 +175,8 @@ def setup_steps(systems: Sequence[System], settings: Settings) -> list[Step]:
     if world.preset:
         steps.append(Step("world", f"toy world ({world.preset} preset)",
                           tuple(world.generate_command()), world.path,
-                          setup / "world.json", proof_file=world.path / "world.json"))
+                          setup / "world.json", proof_file=world.path / "world.json",
+                          outdated=world.drift))
     for corpus in dict.fromkeys(s.corpus for s in systems if s.corpus):
         folder = world.path / corpus
         steps.append(Step("corpus", f"weakly aligned corpus {corpus}",

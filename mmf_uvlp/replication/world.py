@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from mmf_uvlp.toy_world.config import PRESETS
+from mmf_uvlp.toy_world.config import PRESETS, WorldConfig
 
 PYTHON = sys.executable
 # Pre-training datasets hold out every n-th image / sentence as their val split; the
@@ -62,6 +62,23 @@ class World:
     def holdout_every(self) -> int | None:
         """Held-out share of the pre-training datasets (None: the configs' default)."""
         return HOLDOUT_EVERY.get(self.kind or "")
+
+    def drift(self, seed: int = 0) -> str | None:
+        """Why the generated world on disk is not the preset's world of ``seed`` now (None
+        when it is): the settings of its ``world.json`` that differ from the preset's."""
+        recorded = self._info().get("config")
+        if self.preset is None or recorded is None:
+            return None
+        planned = replace(PRESETS[self.preset], seed=seed).to_json()
+        # a setting added after the world was made was added with a default that keeps it
+        recorded = {**WorldConfig(preset=self.preset).to_json(), **recorded}
+        changed = {k: (recorded[k], v) for k, v in planned.items() if recorded[k] != v}
+        if not changed:
+            return None
+        what = "; ".join(f"{k} {old} where the preset now has {new}"
+                         for k, (old, new) in changed.items())
+        return (f"{self.path / 'world.json'} was generated with {what}: the runs made on it "
+                "are of another world; move the world and its runs folder aside to regenerate")
 
     def generate_command(self) -> list[str]:
         if self.preset is None:
