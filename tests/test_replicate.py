@@ -28,8 +28,8 @@ from mmf_uvlp.replication.aggregate import (
 )
 from mmf_uvlp.replication.render import format_stat, gap_lines, markdown, write_table
 from mmf_uvlp.replication.recipe import load_recipe
-from mmf_uvlp.replication.runner import (StaleRun, StepFailed, prerequisites, run_steps,
-                                         waiting_on)
+from mmf_uvlp.replication.runner import (StaleRun, StepFailed, prerequisites, read_record,
+                                         run_steps, stale_reason, waiting_on)
 from mmf_uvlp.replication.steps import (
     KINDS, METRICS, MMF_RUN, Settings, Step, model_overrides, plan, setup_steps, system_steps,
 )
@@ -641,6 +641,8 @@ def test_runner_skips_done_steps_records_runs_and_prunes(tmp_path):
     changed = _step(tmp_path, "a", ("tool", str(tmp_path / "a"), "--updates", "5"))
     with pytest.raises(StaleRun, match=r"\['--updates', '5'\]"):
         run_steps([changed], run=_finish, log=lines.append)
+    assert "['--updates', '5']" in stale_reason(changed, read_record(changed))
+    assert stale_reason(first, read_record(first)) is None
 
 
 def test_a_world_made_with_other_settings_than_its_preset_s_is_refused(tmp_path):

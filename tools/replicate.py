@@ -33,7 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mmf_uvlp.replication.outputs import write_study
 from mmf_uvlp.replication.recipe import Recipe, load_recipe
-from mmf_uvlp.replication.runner import StaleRun, StepFailed, clock, run_steps, share_cores
+from mmf_uvlp.replication.runner import (StaleRun, StepFailed, clock, read_record, run_steps,
+                                         share_cores, stale_reason)
 from mmf_uvlp.replication.steps import Settings, model_overrides, plan
 from mmf_uvlp.replication.study import REPO, SYSTEMS, TABLES, TASKS, select
 from mmf_uvlp.replication.world import World
@@ -123,7 +124,10 @@ def main(argv: list[str] | None = None) -> int:
     steps = plan(systems, settings)
     if args.plan:
         for index, step in enumerate(steps, start=1):
-            state = "done" if step.done() else "to run"
+            state = "to run"
+            if step.done():
+                reason = stale_reason(step, read_record(step))
+                state = f"done, but stale ({reason})" if reason else "done"
             print(f"[{index}/{len(steps)}] {step.title}: {state}\n    {' '.join(step.command)}")
         return 0
     start = time.perf_counter()

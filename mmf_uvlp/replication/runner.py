@@ -71,18 +71,26 @@ def read_record(step: Step) -> dict | None:
                          "and the step is taken as finished without a wall time") from None
 
 
-def _check_record(step: Step, record: dict | None) -> None:
+def stale_reason(step: Step, record: dict | None) -> str | None:
+    """Why a finished step's output is not what the step would make now (None when it is):
+    its world was generated with other settings, or its run with another command."""
     reason = step.outdated() if step.outdated is not None else None
     if reason:
-        raise StaleRun(f"{step.title}: {reason}")
+        return f"{step.title}: {reason}"
     if record is None or list(record.get("command", [])[1:]) == list(step.command[1:]):
-        return
+        return None
     recorded, planned = record["command"][1:], list(step.command[1:])
     now = [a for a in planned if a not in recorded]
     then = [a for a in recorded if a not in planned]
-    raise StaleRun(f"{step.title}: {step.folder} was run with another command ({then} where "
-                   f"the study now has {now}, see {step.record}); use another --runs folder, "
-                   "or delete that folder to run it again with the current settings")
+    return (f"{step.title}: {step.folder} was run with another command ({then} where "
+            f"the study now has {now}, see {step.record}); use another --runs folder, "
+            "or delete that folder to run it again with the current settings")
+
+
+def _check_record(step: Step, record: dict | None) -> None:
+    reason = stale_reason(step, record)
+    if reason:
+        raise StaleRun(reason)
 
 
 def clock(seconds: float) -> str:
