@@ -42,8 +42,8 @@ from mmf_uvlp.replication.trivial import (
 )
 from mmf_uvlp.replication.world import World
 from mmf_uvlp.seed_models import SEED_MODELS
-from mmf_uvlp.toy_world import PRESETS
 from mmf_uvlp.seed_models import SYSTEMS as SEED_SYSTEMS
+from mmf_uvlp.toy_world import PRESETS
 
 REPO = Path(__file__).resolve().parents[1]
 PREFIX = "2026-01-01T00:00:00 | INFO | mmf.train : "

@@ -41,13 +41,14 @@ def _int_at_least(minimum: int, name: str) -> Callable[[str], int]:
 
 
 _positive_int = _int_at_least(1, "positive")
-SPLIT_FLAGS = {  # downstream split sizes: flag -> its splits, in WorldConfig's order
-    "--vqa2-questions": ("TRAIN", "VAL", "TEST"),
-    "--nlvr2-pairs": ("TRAIN", "DEV", "TEST1"),
-    "--ve-hypotheses": ("TRAIN", "DEV", "TEST"),
-    "--refcoco-images": ("TRAIN", "VAL", "TESTA", "TESTB"),
-}
 _non_negative_int = _int_at_least(0, "non-negative")
+# downstream split sizes (--vqa2-questions, ...): WorldConfig field -> its splits, in order
+SPLIT_SIZES = {
+    "vqa2_questions": ("TRAIN", "VAL", "TEST"),
+    "nlvr2_pairs": ("TRAIN", "DEV", "TEST1"),
+    "ve_hypotheses": ("TRAIN", "DEV", "TEST"),
+    "refcoco_images": ("TRAIN", "VAL", "TESTA", "TESTB"),
+}
 
 
 def _positive_float(text: str) -> float:
@@ -87,9 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "image's classes, 'a dog and a hat': the text does not predict them)")
     p.add_argument("--downstream-scale", type=_positive_float,
                    help="multiply every downstream split size by this factor")
-    for flag, splits in SPLIT_FLAGS.items():
-        p.add_argument(flag, nargs=len(splits), type=_non_negative_int, metavar=splits,
-                       help=f"{flag[2:].replace('-', ' ')} per split (before --downstream-scale)")
+    for name, splits in SPLIT_SIZES.items():
+        p.add_argument(f"--{name.replace('_', '-')}", nargs=len(splits), type=_non_negative_int,
+                       metavar=splits,
+                       help=f"{name.replace('_', ' ')} per split (before --downstream-scale)")
     p.add_argument("--no-downstream", action="store_true", help="skip the downstream sets")
     p.add_argument("--no-features", action="store_true",
                    help="write detections and text only (no features.tsv, LMDB or npy)")
@@ -117,8 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         "npy": args.npy, "foreground_classes": args.foreground_classes,
         "caption_style": args.caption_style,
     }
-    for flag in SPLIT_FLAGS:
-        name = flag[2:].replace("-", "_")
+    for name in SPLIT_SIZES:
         sizes = getattr(args, name)
         overrides[name] = None if sizes is None else tuple(sizes)
     try:
