@@ -451,6 +451,9 @@ def test_demo_chain_pretrains_uvla_and_aligned_vlp_and_fine_tunes_three_rows(tmp
     steps = demo.Demo(tmp_path, 0, 4, 2).steps(list(demo.STEPS))
     world = World((tmp_path / "toy_world_demo").resolve(), "demo")
     assert [s.kind for s in steps[:2]] == ["world", "corpus"]
+    assert list(steps[0].command) == world.generate_command(0)
+    seeded = demo.Demo(tmp_path, 3, 4, 2).steps(["toy-world"])[0]
+    assert list(seeded.command) == world.generate_command(3) and "3" in seeded.command
     assert list(steps[1].command) == world.corpus_command("corpus")
     weights = {s.system: s.proof_file for s in steps if s.kind == "pretrain"}
     runs = (tmp_path / "runs").resolve()

@@ -69,10 +69,9 @@ class Demo:
         world, setup = self.world.path, self.runs / "setup"
         corpus = world / "corpus"
         return [
-            Step("world", "toy world (demo preset)", (
-                PYTHON, "tools/make_toy_world.py", "--preset", "demo", "--seed", str(self.seed),
-                "--out", str(world), "--overwrite"), world, setup / "world.json",
-                proof_file=world / "world.json", outdated=partial(self.world.drift, self.seed)),
+            Step("world", "toy world (demo preset)", tuple(self.world.generate_command(self.seed)),
+                 world, setup / "world.json", proof_file=world / "world.json",
+                 outdated=partial(self.world.drift, self.seed)),
             Step("corpus", "weakly aligned corpus (tag queries -> retrieval -> noun phrases "
                  "-> links)", tuple(self.world.corpus_command("corpus")), corpus,
                  setup / "corpus.json", proof_file=corpus / "annotations" / "index.json"),

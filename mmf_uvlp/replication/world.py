@@ -80,10 +80,11 @@ class World:
         return (f"{self.path / 'world.json'} was generated with {what}: the runs made on it "
                 "are of another world; move the world and its runs folder aside to regenerate")
 
-    def generate_command(self) -> list[str]:
+    def generate_command(self, seed: int = 0) -> list[str]:
+        """The ``tools/make_toy_world.py`` command of the preset's world of ``seed``."""
         if self.preset is None:
             raise ValueError(f"{self.path}: not a toy-world preset, cannot be generated")
-        return [PYTHON, "tools/make_toy_world.py", "--preset", self.preset, "--seed", "0",
+        return [PYTHON, "tools/make_toy_world.py", "--preset", self.preset, "--seed", str(seed),
                 "--out", str(self.path), "--overwrite"]
 
     def corpus_command(self, name: str) -> list[str]:
