@@ -796,7 +796,45 @@ def test_caption_style_changes_only_the_pretraining_captions(world, object_capti
     assert _files(tmp_path / "again") == objects
 
 
+@pytest.fixture(scope="module")
+def attribute_caption_world(tmp_path_factory) -> Path:
+    """The tiny world with ``caption_style="attributes"``."""
+    out = tmp_path_factory.mktemp("toy") / "tiny_attributes"
+    generate_world(replace(PRESETS["tiny"], caption_style="attributes"), out)
+    return out
+
+
+def test_attribute_captions_describe_only_the_image_s_own_objects(attribute_caption_world):
+    """Each phrase of a caption is one foreground object of its image, with none, some or
+    all of that object's own attributes before its class name."""
+    out = attribute_caption_world
+    scenes = _gt(out, "cc")
+    captions = dict(read_captions(out / "text/captions_gt.tsv"))
+    assert sorted(captions) == sorted(scenes)
+    sizes, with_attributes = Counter(), 0
+    for image_id, text in captions.items():
+        objects = [o for o in scenes[image_id]["objects"] if not o["background"]]
+        phrases = re.split(r", | and ", text)
+        sizes[len(phrases)] += 1
+        for phrase in phrases:
+            words = phrase.split()
+            assert words[0] in ("a", "an"), text
+            described = [o for o in objects if " ".join(words[1:]).endswith(o["class"])
+                         and set(words[1:-len(o["class"].split())])
+                         <= set(o["attributes"].values())]
+            assert described, (image_id, phrase, objects)
+            with_attributes += len(words) > 1 + len(described[0]["class"].split())
+    assert set(sizes) == {1, 2, 3}
+    assert with_attributes > sum(n * c for n, c in sizes.items()) / 2
+
+
+def test_attribute_captions_change_only_the_pretraining_captions(world, attribute_caption_world):
+    web, attributes = _files(world[0]), _files(attribute_caption_world)
+    differ = sorted(name for name in web if web[name] != attributes[name])
+    assert differ == ["text/caption_corpus.txt", "text/captions_gt.tsv", "world.json"]
+
+
 def test_unknown_caption_style_is_refused():
     with pytest.raises(ValueError, match=r"WorldConfig\.caption_style must be one of "
-                                         r"\['objects', 'web'\], got 'plain'"):
+                                         r"\['attributes', 'objects', 'web'\], got 'plain'"):
         replace(PRESETS["tiny"], caption_style="plain")

@@ -20,7 +20,9 @@ which classes is a fixed function of the number (:meth:`ClassSet.of_size`).
 corpus; the downstream texts keep theirs): ``web`` (every preset) describes salient objects
 with attributes, counts, relations and web noise, so a caption's words partly predict its
 class words; ``objects`` lists 1-3 of the image's foreground classes ("a dog, a hat and an
-elephant"), so only the image says which (docs/replication.md, "Calibration").
+elephant"), so only the image says which (docs/replication.md, "Calibration");
+``attributes`` lists 1-3 foreground objects with their attributes ("a small red cup and a
+wooden table"), so the words that say how an object looks are bound to regions too.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ class WorldConfig:
     ve_hypotheses: tuple[int, int, int] = (36, 12, 12)
     refcoco_images: tuple[int, int, int, int] = (12, 4, 4, 4)  # train, val, testA, testB
     foreground_classes: int = 0  # active foreground classes, 0 = every one
-    caption_style: str = "web"  # pre-training captions: web | objects
+    caption_style: str = "web"  # pre-training captions: web | objects | attributes
 
     def __post_init__(self):
         if self.caption_style not in CAPTION_STYLES:
