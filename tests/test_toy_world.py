@@ -758,12 +758,16 @@ def test_mmf_datasets_load_a_batch(world):
 
 # ------------------------------------------------------------ caption style (calibration)
 
+def _caption_style_world(tmp_path_factory, style: str) -> Path:
+    """The tiny world with ``caption_style=style``."""
+    out = tmp_path_factory.mktemp("toy") / f"tiny_{style}"
+    generate_world(replace(PRESETS["tiny"], caption_style=style), out)
+    return out
+
+
 @pytest.fixture(scope="module")
 def object_caption_world(tmp_path_factory) -> Path:
-    """The tiny world with ``caption_style="objects"``."""
-    out = tmp_path_factory.mktemp("toy") / "tiny_objects"
-    generate_world(replace(PRESETS["tiny"], caption_style="objects"), out)
-    return out
+    return _caption_style_world(tmp_path_factory, "objects")
 
 
 def test_object_captions_list_only_the_image_s_own_foreground_classes(object_caption_world):
@@ -798,10 +802,7 @@ def test_caption_style_changes_only_the_pretraining_captions(world, object_capti
 
 @pytest.fixture(scope="module")
 def attribute_caption_world(tmp_path_factory) -> Path:
-    """The tiny world with ``caption_style="attributes"``."""
-    out = tmp_path_factory.mktemp("toy") / "tiny_attributes"
-    generate_world(replace(PRESETS["tiny"], caption_style="attributes"), out)
-    return out
+    return _caption_style_world(tmp_path_factory, "attributes")
 
 
 def test_attribute_captions_describe_only_the_image_s_own_objects(attribute_caption_world):
