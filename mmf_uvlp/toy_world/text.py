@@ -144,6 +144,12 @@ def caption(rng: np.random.Generator, scene: Scene, exclude: set[int] = frozense
     return (prefix + body + suffix).strip()
 
 
+def _background_caption(scene: Scene) -> str:
+    """'the sky': a scene without foreground named by its first background region."""
+    background = [o for o in scene.objects if o.background]
+    return f"the {background[0].name}" if background else "nothing"
+
+
 def object_list_caption(rng: np.random.Generator, scene: Scene) -> str:
     """'a dog, a hat and an elephant': 1-3 distinct foreground classes of ``scene`` in random
     order, without attributes, relations or web noise, so that the words of the caption say
@@ -151,8 +157,7 @@ def object_list_caption(rng: np.random.Generator, scene: Scene) -> str:
     foreground)."""
     classes = sorted({scene.objects[i].cls for i in scene.foreground()})
     if not classes:
-        background = [o for o in scene.objects if o.background]
-        return f"the {background[0].name}" if background else "nothing"
+        return _background_caption(scene)
     count = int(rng.integers(1, min(3, len(classes)) + 1))
     chosen = [classes[i] for i in rng.permutation(len(classes))[:count]]
     return _and_list([noun_phrase(rng, c, {}) for c in chosen])
@@ -166,8 +171,7 @@ def attribute_list_caption(rng: np.random.Generator, scene: Scene) -> str:
     (its first background region for a scene without foreground)."""
     objects = scene.foreground()
     if not objects:
-        background = [o for o in scene.objects if o.background]
-        return f"the {background[0].name}" if background else "nothing"
+        return _background_caption(scene)
     count = int(rng.integers(1, min(3, len(objects)) + 1))
     chosen = [scene.objects[objects[i]] for i in rng.permutation(len(objects))[:count]]
     return _and_list([noun_phrase(rng, o.cls, o.attrs) for o in chosen])
