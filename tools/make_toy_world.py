@@ -84,8 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="draw from this many foreground classes only (0: all of them; "
                         f"at least {MIN_FOREGROUND_CLASSES} otherwise)")
     p.add_argument("--caption-style", choices=sorted(CAPTION_STYLES),
-                   help="pre-training captions: web (every preset) or objects (1-3 of the "
-                        "image's classes, 'a dog and a hat': the text does not predict them)")
+                   help="pre-training captions: web (every preset), objects (1-3 of the "
+                        "image's classes, 'a dog and a hat': the text does not predict them) "
+                        "or attributes (1-3 of its objects, 'a small red cup and a dog')")
     p.add_argument("--downstream-scale", type=_positive_float,
                    help="multiply every downstream split size by this factor")
     for name, splits in SPLIT_SIZES.items():
