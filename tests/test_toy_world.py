@@ -786,18 +786,6 @@ def test_object_captions_list_only_the_image_s_own_foreground_classes(object_cap
     assert set(sizes) == {1, 2, 3}  # 1-3 classes a caption, each count seen
 
 
-def test_caption_style_changes_only_the_pretraining_captions(world, object_caption_world,
-                                                            tmp_path):
-    """The same seed gives the same scenes, features and downstream files in both styles;
-    only the two caption files (and world.json's record of the style) differ, and the
-    objects style is byte-deterministic too."""
-    web, objects = _files(world[0]), _files(object_caption_world)
-    assert sorted(web) == sorted(objects)
-    differ = sorted(name for name in web if web[name] != objects[name])
-    assert differ == ["text/caption_corpus.txt", "text/captions_gt.tsv", "world.json"]
-    assert json.loads(objects["world.json"])["config"]["caption_style"] == "objects"
-    generate_world(replace(PRESETS["tiny"], caption_style="objects"), tmp_path / "again")
-    assert _files(tmp_path / "again") == objects
 
 
 @pytest.fixture(scope="module")
@@ -829,10 +817,20 @@ def test_attribute_captions_describe_only_the_image_s_own_objects(attribute_capt
     assert with_attributes > sum(n * c for n, c in sizes.items()) / 2
 
 
-def test_attribute_captions_change_only_the_pretraining_captions(world, attribute_caption_world):
-    web, attributes = _files(world[0]), _files(attribute_caption_world)
-    differ = sorted(name for name in web if web[name] != attributes[name])
+@pytest.mark.parametrize("style, fixture", [("objects", "object_caption_world"),
+                                            ("attributes", "attribute_caption_world")])
+def test_caption_style_changes_only_the_pretraining_captions(world, style, fixture, request,
+                                                            tmp_path):
+    """The same seed gives the same scenes, features and downstream files in every style;
+    only the two caption files (and world.json's record of the style) differ, and each
+    style is byte-deterministic too."""
+    web, styled = _files(world[0]), _files(request.getfixturevalue(fixture))
+    assert sorted(web) == sorted(styled)
+    differ = sorted(name for name in web if web[name] != styled[name])
     assert differ == ["text/caption_corpus.txt", "text/captions_gt.tsv", "world.json"]
+    assert json.loads(styled["world.json"])["config"]["caption_style"] == style
+    generate_world(replace(PRESETS["tiny"], caption_style=style), tmp_path / "again")
+    assert _files(tmp_path / "again") == styled
 
 
 def test_unknown_caption_style_is_refused():

@@ -150,6 +150,12 @@ def _background_caption(scene: Scene) -> str:
     return f"the {background[0].name}" if background else "nothing"
 
 
+def _one_to_three(rng: np.random.Generator, items: list) -> list:
+    """1 to 3 of ``items`` (as many as there are at most), in random order."""
+    count = int(rng.integers(1, min(3, len(items)) + 1))
+    return [items[i] for i in rng.permutation(len(items))[:count]]
+
+
 def object_list_caption(rng: np.random.Generator, scene: Scene) -> str:
     """'a dog, a hat and an elephant': 1-3 distinct foreground classes of ``scene`` in random
     order, without attributes, relations or web noise, so that the words of the caption say
@@ -158,9 +164,7 @@ def object_list_caption(rng: np.random.Generator, scene: Scene) -> str:
     classes = sorted({scene.objects[i].cls for i in scene.foreground()})
     if not classes:
         return _background_caption(scene)
-    count = int(rng.integers(1, min(3, len(classes)) + 1))
-    chosen = [classes[i] for i in rng.permutation(len(classes))[:count]]
-    return _and_list([noun_phrase(rng, c, {}) for c in chosen])
+    return _and_list([noun_phrase(rng, c, {}) for c in _one_to_three(rng, classes)])
 
 
 def attribute_list_caption(rng: np.random.Generator, scene: Scene) -> str:
@@ -172,8 +176,7 @@ def attribute_list_caption(rng: np.random.Generator, scene: Scene) -> str:
     objects = scene.foreground()
     if not objects:
         return _background_caption(scene)
-    count = int(rng.integers(1, min(3, len(objects)) + 1))
-    chosen = [scene.objects[objects[i]] for i in rng.permutation(len(objects))[:count]]
+    chosen = [scene.objects[i] for i in _one_to_three(rng, objects)]
     return _and_list([noun_phrase(rng, o.cls, o.attrs) for o in chosen])
 
 
