@@ -2,8 +2,8 @@
 
 Input [caption; regions] (``uvla_pair_masking``). With probability ``negative_prob``
 (0.5) the caption is replaced by the caption of another image whose text differs from
-the image's own (ITM label 0, left unmasked); the true pairs (ITM label 1) get MLM, MRC
-and MRFR.
+the image's own (ITM label 0); both are masked alike by ``uvla_pair_masking``, and only the
+true pairs (ITM label 1) carry MLM, MRC and MRFR targets.
 """
 
 from __future__ import annotations
