@@ -579,6 +579,8 @@ def test_a_recipe_sets_the_world_schedules_and_per_task_options(tmp_path):
 
 @pytest.mark.parametrize("text, message", [
     ("pretrain: {updates: 0}", r"pretrain\.updates: expected an integer >= 1, got 0"),
+    ("finetune: {evaluations: true}", r"finetune\.evaluations: expected an integer >= 1, "
+                                      r"got True"),
     ("finetune: {tasks: {gqa: [a=1]}}", r"finetune\.tasks: unknown tasks \['gqa'\]"),
     ("finetune: {options: [lr]}", r"finetune\.options: expected a list of mmf_run options"),
     ("pretrain: {lr: 1}", r"pretrain: unknown keys \['lr'\]; expected keys from "
@@ -606,6 +608,29 @@ def test_replicate_plans_a_recipe_s_world_and_keeps_its_runs_apart(tmp_path, cap
     assert "training.max_updates=7" in out and "optimizer.params.lr=1e-3" in out
     assert _tool().main([*args, "--finetune-updates", "9"]) == 0
     assert "training.max_updates=9" in capsys.readouterr().out  # the command line wins
+
+
+def test_a_recipe_with_several_evaluations_tests_and_splits_the_best_checkpoint(tmp_path):
+    path = tmp_path / "best.yaml"
+    path.write_text("finetune: {updates: 1500, evaluations: 5}\n")
+    recipe = load_recipe(path, TASKS)
+    assert recipe.finetune_evaluations == 5
+    settings = Settings(World(tmp_path / "w"), tmp_path / "runs", seeds=(0,),
+                        finetune_updates=recipe.finetune_updates,
+                        finetune_evaluations=recipe.finetune_evaluations)
+    steps = system_steps(SYSTEMS["base"], 0, settings)
+    finetunes = [step for step in steps if step.kind == "finetune"]
+    assert all("training.evaluation_interval=300" in step.command for step in finetunes)
+    referring, splits = steps[-2:]
+    best, current = referring.folder / "best.ckpt", referring.folder / "current.ckpt"
+    assert f"checkpoint.resume_file={best}" in splits.command and splits.needs == best
+    assert best not in referring.prune and current in referring.prune
+    assert splits.prune == (best,)
+    # One evaluation, at the end (the default): the last checkpoint is the tested one.
+    once = system_steps(SYSTEMS["base"], 0, replace(settings, finetune_evaluations=1))
+    assert all("training.evaluation_interval=1500" in step.command
+               for step in once if step.kind == "finetune")
+    assert f"checkpoint.resume_file={current}" in once[-1].command
 
 
 # ----------------------------------------------------------------------------- runner
@@ -827,11 +852,12 @@ SEED_ROWS = {"Base": "base", "VisualBERT": "visual_bert", "ViLBERT": "vilbert",
 @pytest.mark.slow
 def test_replicate_with_the_seed_models_on_the_tiny_world_end_to_end(tiny_world, tmp_path):
     """Table 1's seed-model rows run by the same harness as Base: 1 seed, RefCOCO+ only,
-    2 updates, each model's tiny random version (about 2 minutes)."""
+    2 updates, each model's tiny random version (about 2 minutes); each fine-tuning is
+    evaluated twice and its best checkpoint tested."""
     runs, out = tmp_path / "runs", tmp_path / "out"
     args = ["--world", str(tiny_world), "--runs", str(runs), "--out", str(out), "--seeds", "1",
             "--systems", ",".join(SEED_ROWS.values()), "--tasks", "refcoco_plus",
-            "--pretrain-updates", "2", "--finetune-updates", "2",
+            "--pretrain-updates", "2", "--finetune-updates", "2", "--finetune-evaluations", "2",
             *(option for path in TINY_MODELS for option in ("--model-config", path))]
     result = subprocess.run([sys.executable, str(REPO / "tools" / "replicate.py"), *args],
                             capture_output=True, text=True, timeout=900, cwd=REPO)
@@ -850,6 +876,11 @@ def test_replicate_with_the_seed_models_on_the_tiny_world_end_to_end(tiny_world,
             value = split_run["metrics"][f"test/refcoco_plus_{split}/refcoco_accuracy"]
             assert row.split(" | ")[column] == f"{100 * value:.1f}", row
         assert row.endswith(" | 1 |")
+        finetune = next(e for e in entries if e["system"] == system and e["task"] == "refcoco_plus")
+        log = (runs / system / "seed0" / "refcoco_plus" / "train.log").read_text()
+        assert "training.evaluation_interval=1" in finetune["command"]
+        assert log.count("val/refcoco_plus/refcoco_accuracy") >= 2  # updates 1 and 2
+        assert any(a.endswith("refcoco_plus/best.ckpt") for a in split_run["command"])
     # Each pre-training kept only the weights its model's fine-tuning loaded.
     assert not list(runs.rglob("*.ckpt"))
     assert sorted(p.relative_to(runs).as_posix() for p in runs.rglob("*.pth")) == sorted(

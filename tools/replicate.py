@@ -84,6 +84,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="default: the recipe's, else 400")
     parser.add_argument("--finetune-updates", type=_positive,
                         help="default: the recipe's, else 120")
+    parser.add_argument("--finetune-evaluations", type=_positive,
+                        help="val evaluations per fine-tuning, evenly spaced; the best is "
+                             "tested (default: the recipe's, else 1: at the end)")
     parser.add_argument("--model-config", type=Path, action="append", default=[],
                         help="a model yaml passed as overrides to the runs of the models "
                              "whose model_config sections it holds, e.g. "
@@ -117,10 +120,14 @@ def main(argv: list[str] | None = None) -> int:
     runs = (args.runs or args.data / "replication" / folder).resolve()
     settings = Settings(
         world, runs, tuple(range(args.seeds)), args.tasks,
-        args.pretrain_updates or recipe.pretrain_updates or DEFAULT_PRETRAIN_UPDATES,
-        args.finetune_updates or recipe.finetune_updates or DEFAULT_FINETUNE_UPDATES,
-        overrides, args.keep_checkpoints, recipe.pretrain_options, recipe.finetune_options,
-        recipe.task_options)
+        pretrain_updates=args.pretrain_updates or recipe.pretrain_updates
+        or DEFAULT_PRETRAIN_UPDATES,
+        finetune_updates=args.finetune_updates or recipe.finetune_updates
+        or DEFAULT_FINETUNE_UPDATES,
+        finetune_evaluations=args.finetune_evaluations or recipe.finetune_evaluations or 1,
+        model_overrides=overrides, keep_checkpoints=args.keep_checkpoints,
+        pretrain_options=recipe.pretrain_options, finetune_options=recipe.finetune_options,
+        task_options=recipe.task_options)
     steps = plan(systems, settings)
     if args.plan:
         for index, step in enumerate(steps, start=1):

@@ -9,11 +9,15 @@ would otherwise repeat for every run::
       options: [optimizer.params.lr=3e-4]
     finetune:
       updates: 1500
+      evaluations: 5                  # val every 300 updates, test the best (default 1: the end)
       options: [optimizer.params.lr=3e-4]
       tasks:                          # options of one task's fine-tuning only
         vqa2: ["model_config.uvla.losses=[{'type':'softmax_kldiv'}]"]
 
-Every key is optional. Options are ``mmf_run`` overrides (Python literals: ``None``,
+Every key is optional. ``finetune.evaluations`` (default 1: at the end) evaluates each
+fine-tuning on val that many times, evenly spaced; MMF then tests the checkpoint with the best
+val score (the task config's ``training.early_stop.criteria``), which it restores from
+``best.ckpt``. Options are ``mmf_run`` overrides (Python literals: ``None``,
 ``True``); one that starts with ``model_config.<section>.`` reaches only the runs of the
 model with that section (``uvla``, ``visual_bert``, ...), as ``--model-config`` does.
 """
@@ -27,7 +31,7 @@ from typing import Any
 import yaml
 
 _KEYS = {"": ("world", "pretrain", "finetune"), "pretrain": ("updates", "options"),
-         "finetune": ("updates", "options", "tasks")}
+         "finetune": ("updates", "evaluations", "options", "tasks")}
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,7 @@ class Recipe:
     world: str | None = None
     pretrain_updates: int | None = None
     finetune_updates: int | None = None
+    finetune_evaluations: int | None = None
     pretrain_options: tuple[str, ...] = ()
     finetune_options: tuple[str, ...] = ()
     task_options: tuple[tuple[str, tuple[str, ...]], ...] = ()
@@ -66,7 +71,7 @@ def _options(value: Any, where: str, path: Path) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _updates(value: Any, where: str, path: Path) -> int | None:
+def _positive(value: Any, where: str, path: Path) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -98,8 +103,10 @@ def load_recipe(path: str | Path, tasks: tuple[str, ...]) -> Recipe:
         raise ValueError(f"{path}: world: expected a preset name or folder, got {world!r}")
     return Recipe(
         path=path, world=world,
-        pretrain_updates=_updates(pretrain.get("updates"), "pretrain.updates", path),
-        finetune_updates=_updates(finetune.get("updates"), "finetune.updates", path),
+        pretrain_updates=_positive(pretrain.get("updates"), "pretrain.updates", path),
+        finetune_updates=_positive(finetune.get("updates"), "finetune.updates", path),
+        finetune_evaluations=_positive(finetune.get("evaluations"), "finetune.evaluations",
+                                      path),
         pretrain_options=_options(pretrain.get("options"), "pretrain.options", path),
         finetune_options=_options(finetune.get("options"), "finetune.options", path),
         task_options=tuple((task, _options(options, f"finetune.tasks.{task}", path))

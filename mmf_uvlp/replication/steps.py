@@ -3,10 +3,11 @@
 Order: the toy world, the corpora the systems read, then seed by seed (so that every
 table is complete for seed 0 first) and system by system: pre-training (none for Base),
 fine-tuning on each task (``run_type=train_inference``) and RefCOCO+ val / testA / testB
-inference from the fine-tuned ``refcoco_plus/current.ckpt``. The system's ``model`` gives
-the fine-tuning configs (``projects/uvla/finetune/<task>.yaml``, a seed model's own), the
-options that start fine-tuning from the pre-trained weights and those of the split
-inference. Seed s is ``training.seed=s`` in pre-training and fine-tuning. Runs live in
+inference from the fine-tuned ``refcoco_plus/current.ckpt`` (``best.ckpt`` when fine-tuning
+evaluates more than once: the checkpoint with the best val score, which MMF tests). The
+system's ``model`` gives the fine-tuning configs (``projects/uvla/finetune/<task>.yaml``, a
+seed model's own), the options that start fine-tuning from the pre-trained weights and those
+of the split inference. Seed s is ``training.seed=s`` in pre-training and fine-tuning. Runs live in
 ``<runs>/<system>/seed<s>/<pretrain | task | refcoco_plus_splits>``.
 
 A step is done when the output proving it finished exists: ``world.json``, the corpus's
@@ -18,8 +19,8 @@ from its last checkpoint as the same run.
 
 Unless checkpoints are kept, a finished step deletes the MMF checkpoints no later step reads
 (``prune``): a pre-training run keeps only its final weights (what fine-tuning loads), a
-fine-tuning run only its logs, the RefCOCO+ run its ``current.ckpt`` until the split
-inference has read it.
+fine-tuning run only its logs, the RefCOCO+ run the checkpoint the split inference reads
+until it has read it.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ class Settings:
     tasks: tuple[str, ...] = TASKS
     pretrain_updates: int = 400
     finetune_updates: int = 120
+    finetune_evaluations: int = 1
     model_overrides: tuple[str, ...] = ()
     keep_checkpoints: bool = False
     pretrain_options: tuple[str, ...] = ()
@@ -141,11 +143,13 @@ def _flatten(prefix: str, value: object, path: Path) -> Iterable[str]:
                          f"passed on the command line, got {type(value).__name__}")
 
 
-def schedule_options(updates: int, checkpoints: int, seed: int) -> list[str]:
+def schedule_options(updates: int, checkpoints: int, seed: int,
+                     evaluations: int = 1) -> list[str]:
     """``mmf_run`` options of a seeded, resumable run of ``updates`` updates (10 % warm-up),
-    evaluated at its end and checkpointed ``checkpoints`` times."""
+    evaluated ``evaluations`` times (the last at its end) and checkpointed ``checkpoints``
+    times."""
     return [f"training.max_updates={updates}", f"training.seed={seed}",
-            f"training.evaluation_interval={updates}",
+            f"training.evaluation_interval={max(updates // evaluations, 1)}",
             f"training.checkpoint_interval={max(updates // checkpoints, 1)}",
             f"scheduler.params.num_warmup_steps={updates // 10}", "checkpoint.resume=True"]
 
@@ -208,24 +212,28 @@ def system_steps(system: System, seed: int, settings: Settings) -> list[Step]:
                           prune=_heavy(folder, "models", "best.ckpt", "current.ckpt"),
                           system=system.key, seed=seed, task="pretrain"))
     evaluate_splits = "refcoco_plus" in settings.tasks
+    # The checkpoint MMF tested: the best on val (restored from best.ckpt). Evaluated once,
+    # at the end, that is also current.ckpt, which the splits read then (as they always did).
+    tested = "best.ckpt" if settings.finetune_evaluations > 1 else "current.ckpt"
     for task in settings.tasks:
         folder = unit / task
         config = model.finetune(task)
         command = (MMF_RUN, f"config={config}", *data, f"env.save_dir={folder}",
                    *model.start_from(pretrained),
-                   *schedule_options(settings.finetune_updates, 2, seed),
+                   *schedule_options(settings.finetune_updates, 2, seed,
+                                     settings.finetune_evaluations),
                    *_for_model(settings.options_of(task), model),
                    "run_type=train_inference",
                    *overrides)
-        heavy = ["models", "best.ckpt", f"{config_model(config)}_final.pth"]
-        if not (task == "refcoco_plus" and evaluate_splits):
-            heavy.append("current.ckpt")
+        heavy = ["models", "best.ckpt", "current.ckpt", f"{config_model(config)}_final.pth"]
+        if task == "refcoco_plus" and evaluate_splits:
+            heavy.remove(tested)
         steps.append(Step("finetune", f"fine-tune {where} on {task}", command, folder,
                           folder / RECORD, proof_keys=(f"test/{task}/{METRICS[task]}",),
                           prune=_heavy(folder, *heavy), system=system.key, seed=seed, task=task))
     if evaluate_splits:
         folder = unit / SPLITS_RUN
-        checkpoint = unit / "refcoco_plus" / "current.ckpt"
+        checkpoint = unit / "refcoco_plus" / tested
         command = (MMF_RUN, f"config={model.finetune('refcoco_plus')}", *data,
                    f"env.save_dir={folder}", *model.evaluate_from(checkpoint),
                    *_for_model(settings.options_of("refcoco_plus"), model),
