@@ -17,6 +17,7 @@ from mmf_uvlp.data_formats.errors import FormatError
 from mmf_uvlp.report.vqa_breakdown import (
     ALL, breakdown, find_predictions, prior_breakdown, read_predictions,
 )
+from mmf_uvlp.replication.steps import model_overrides
 
 REPO = Path(__file__).resolve().parents[1]
 MMF_RUN = str(Path(sys.executable).with_name("mmf_run"))
@@ -105,26 +106,13 @@ def test_the_tool_prints_a_table_per_type_with_the_prior(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_the_all_row_equals_mmf_s_logged_test_accuracy(tiny_world, tmp_path):
-    config = tmp_path / "vqa2.yaml"
-    config.write_text(f"""
-includes:
-- {REPO}/projects/uvla/finetune/vqa2.yaml
-- {REPO}/configs/models/uvla/tiny_random.yaml
-model_config:
-  uvla:
-    feature_dim: 64
-    pretrained_checkpoint: null
-training:
-  batch_size: 8
-  max_updates: 4
-  evaluation_interval: 4
-  checkpoint_interval: 4
-scheduler:
-  params:
-    num_warmup_steps: 1
-""")
     save = tmp_path / "save"
-    common = [MMF_RUN, f"config={config}", f"env.data_dir={tiny_world}", f"env.save_dir={save}"]
+    common = [MMF_RUN, "config=projects/uvla/finetune/vqa2.yaml",
+              *model_overrides(REPO / "configs/models/uvla/tiny_random.yaml"),
+              "model_config.uvla.feature_dim=64", "model_config.uvla.pretrained_checkpoint=None",
+              "training.batch_size=8", "training.max_updates=4", "training.evaluation_interval=4",
+              "training.checkpoint_interval=4", "scheduler.params.num_warmup_steps=1",
+              f"env.data_dir={tiny_world}", f"env.save_dir={save}"]
     runs = [[*common, "run_type=train_inference", "evaluation.predict=True"],
             [*common, "run_type=inference", f"checkpoint.resume_file={save / 'current.ckpt'}"]]
     outputs = []
