@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from mmf_uvlp.data_formats.errors import FormatError
-from mmf_uvlp.replication.trivial import best_constant_vqa, vqa_answer_score
+from mmf_uvlp.replication.trivial import answer_per_type, vqa_answer_score
 
 ALL = "all"
 
@@ -90,12 +90,8 @@ def prior_breakdown(train: Iterable[Mapping], questions: Sequence[Mapping], by: 
                     source: str | os.PathLike) -> dict[str, Cell]:
     """The per-group trivial rate: each question answered with the best train answer of its
     question type (of every train question when train lacks that type)."""
-    by_type: dict[str, list[Sequence[str]]] = {}
-    for record in train:
-        by_type.setdefault(str(record.get("question_type", "")), []).append(record["answers"])
-    best = {t: best_constant_vqa(group) for t, group in by_type.items()}
-    fallback = best_constant_vqa(a for group in by_type.values() for a in group)
-    prior = {int(q["question_id"]): best.get(str(q.get("question_type", "")), fallback)
+    best = answer_per_type((str(r.get("question_type", "")), r["answers"]) for r in train)
+    prior = {int(q["question_id"]): best.get(str(q.get("question_type", "")), best[""])
              for q in questions}
     return breakdown(questions, prior, by, source)
 
