@@ -21,25 +21,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from mmf_uvlp.analysis.systems import parse_named
 from mmf_uvlp.data_formats.annotations import read_vqa2_imdb
 from mmf_uvlp.report.vqa_breakdown import (
     breakdown, find_predictions, markdown, prior_breakdown, read_predictions,
 )
-
-
-def _runs(values: list[str]) -> list[tuple[str, str]]:
-    runs = []
-    for value in values:
-        name, sep, path = value.partition("=")
-        if not sep:
-            name, path = Path(value).name, value
-        if not name or not path:
-            raise ValueError(f"--run {value!r}: expected NAME=PATH")
-        runs.append((name, path))
-    names = [name for name, _ in runs]
-    if len(set(names)) != len(names):
-        raise ValueError(f"--run: names must be unique, got {names}")
-    return runs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="also write the table to this file")
     args = parser.parse_args(argv)
     try:
-        runs = _runs(args.run)
+        runs = parse_named(args.run, "--run", "NAME=PATH")
         if not runs:
             parser.error("give at least one --run NAME=PATH")
         questions = list(read_vqa2_imdb(args.imdb))

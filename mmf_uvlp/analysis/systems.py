@@ -227,18 +227,24 @@ def load_system(name: str, spec: str, config: DictConfig, feature_dim: int,
                      "'uvla' and 'visual_bert'")
 
 
-def parse_model_args(values: Sequence[str]) -> list[tuple[str, str]]:
-    """``NAME=SPEC`` pairs (a bare ``SPEC`` is named after its file)."""
+def parse_named(values: Sequence[str], flag: str, expected: str) -> list[tuple[str, str]]:
+    """``NAME=VALUE`` pairs of a repeatable ``flag`` (a bare ``VALUE`` is named after its
+    file); ``expected`` says what a malformed one should look like."""
     pairs = []
     for value in values:
         name, sep, spec = value.partition("=")
         if not sep:
             name, spec = os.path.basename(value) or value, value
         if not name or not spec:
-            raise ValueError(f"--model {value!r}: expected NAME=SPEC (SPEC: '{BASE}', a uvla "
-                             "state dict or an MMF .ckpt)")
+            raise ValueError(f"{flag} {value!r}: expected {expected}")
         pairs.append((name, spec))
     names = [n for n, _ in pairs]
     if len(set(names)) != len(names):
-        raise ValueError(f"--model: names must be unique, got {names}")
+        raise ValueError(f"{flag}: names must be unique, got {names}")
     return pairs
+
+
+def parse_model_args(values: Sequence[str]) -> list[tuple[str, str]]:
+    """``--model NAME=SPEC`` pairs (a bare ``SPEC`` is named after its file)."""
+    return parse_named(values, "--model", f"NAME=SPEC (SPEC: '{BASE}', a uvla state dict or "
+                                          "an MMF .ckpt)")
