@@ -27,7 +27,7 @@ from mmf.models.vilbert import ViLBERT, ViLBERTForClassification
 from torch import nn
 
 from mmf_uvlp.models.visual_bert_uvlp import REGION_SCORER, classification_config
-from mmf_uvlp.modules.alignment import LastOutput, matching_loss
+from mmf_uvlp.modules.alignment import RecoveredMatchingLoss
 from mmf_uvlp.modules.heads import Encoded, RegionScorerHead
 from mmf_uvlp.utils.config_files import default_config
 
@@ -83,17 +83,11 @@ class ViLBERTUVLP(ViLBERT):
                     parameter.requires_grad = False
         else:
             super().build()
-        self.itm_loss_weight = float(self.config.get("itm_loss_weight", 0.0))
-        self.alignment: Optional[LastOutput] = None
-        if self.config.training_head_type == "pretraining" and self.itm_loss_weight > 0:
-            # (text scores, region scores, alignment logits)
-            self.alignment = LastOutput(self.model.cls, index=2)
+        # (text scores, region scores, alignment logits)
+        self.alignment = RecoveredMatchingLoss.of(self.config, self.model, index=2)
 
     def forward(self, sample_list: Any) -> Dict[str, Any]:
         output = super().forward(sample_list)
         if self.alignment is not None:
-            loss = matching_loss(self.alignment.pop(), sample_list.get("is_correct"))
-            if loss is not None:
-                key = f"{sample_list.dataset_name}/{sample_list.dataset_type}/itm_loss"
-                output["losses"][key] = self.itm_loss_weight * loss
+            self.alignment.add_to(output, sample_list)
         return output

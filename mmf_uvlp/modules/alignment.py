@@ -3,13 +3,14 @@
 rc10's pre-training heads compute an alignment score from the pooled output (BERT's
 next-sentence head ``cls.seq_relationship`` in VisualBERT, ``cls.bi_seq_relationship``
 in ViLBERT) and drop it. :class:`LastOutput` keeps that score from the heads' last
-forward call (a forward hook, so the model's code and weights stay MMF's), and
-:func:`matching_loss` scores it against MMF's ``is_correct`` labels.
+forward call (a forward hook, so the model's code and weights stay MMF's),
+:func:`matching_loss` scores it against MMF's ``is_correct`` labels, and
+:class:`RecoveredMatchingLoss` adds that loss to an MMF model's output.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 import torch
 import torch.nn.functional as F
@@ -46,3 +47,32 @@ def matching_loss(logits: torch.Tensor, is_correct: Optional[torch.Tensor]) -> O
     if not bool(labelled.any()):
         return None
     return F.cross_entropy(logits[labelled].float(), 1 - labels[labelled])
+
+
+class RecoveredMatchingLoss:
+    """The weighted ITM loss of an MMF pre-training head that computes and drops it.
+
+    ``head`` is the model's pre-training head and ``index`` the position of the alignment
+    logits in its output; :meth:`add_to` puts the loss of the last forward pass into MMF's
+    ``losses`` as ``<dataset>/<split>/itm_loss``.
+    """
+
+    def __init__(self, head: nn.Module, index: int, weight: float):
+        self.logits = LastOutput(head, index)
+        self.weight = weight
+
+    @classmethod
+    def of(cls, config: Any, model: nn.Module, index: int) -> Optional["RecoveredMatchingLoss"]:
+        """The loss for an MMF model config (None unless pre-training with
+        ``itm_loss_weight`` > 0); ``model.cls`` is the pre-training head."""
+        weight = float(config.get("itm_loss_weight", 0.0))
+        if config.training_head_type != "pretraining" or weight <= 0:
+            return None
+        return cls(model.cls, index, weight)
+
+    def add_to(self, output: Dict[str, Any], sample_list: Any) -> None:
+        """Adds the weighted loss to ``output["losses"]`` (nothing for unlabelled batches)."""
+        loss = matching_loss(self.logits.pop(), sample_list.get("is_correct"))
+        if loss is not None:
+            key = f"{sample_list.dataset_name}/{sample_list.dataset_type}/itm_loss"
+            output["losses"][key] = self.weight * loss
