@@ -481,8 +481,9 @@ def test_demo_chain_pretrains_uvla_and_aligned_vlp_and_fine_tunes_three_rows(tmp
 def test_side_by_side_runs_share_the_cores(monkeypatch):
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(runner.os, "cpu_count", lambda: 8)
-    runner.share_cores(1)
-    assert "OMP_NUM_THREADS" not in runner.os.environ
+    runner.share_cores(1)  # pinned for one job too: the count is part of a run's identity
+    assert runner.os.environ["OMP_NUM_THREADS"] == "8" and runner.threads() == 8
+    monkeypatch.delenv("OMP_NUM_THREADS")
     runner.share_cores(3)
     assert runner.os.environ["OMP_NUM_THREADS"] == "2"
     monkeypatch.setenv("OMP_NUM_THREADS", "5")  # a user's setting wins
@@ -558,7 +559,7 @@ def test_a_recipe_sets_the_world_schedules_and_per_task_options(tmp_path):
     referring = [step for step in aligned if step.task.startswith("refcoco_plus")]
     assert "optimizer.params.lr=3e-4" in pretrain.command and kldiv not in pretrain.command
     mean = "model_config.uvla.pooling=mean"
-    assert all(mean in step.command for step in (vqa, nlvr2, entailment))
+    assert all(mean in step.command for step in (pretrain, vqa, nlvr2, entailment))
     assert len(referring) == 2 and not any(mean in step.command for step in referring)
     assert not any("vl_bert" in option for option in entailment.command)
     assert "training.max_updates=5000" in pretrain.command
@@ -649,7 +650,8 @@ def _finish(command) -> int:
     return 0
 
 
-def test_runner_skips_done_steps_records_runs_and_prunes(tmp_path):
+def test_runner_skips_done_steps_records_runs_and_prunes(tmp_path, monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
     first = _step(tmp_path, "a", ("tool", str(tmp_path / "a")),
                   prune=(tmp_path / "a" / "current.ckpt",))
     second = _step(tmp_path, "b", ("tool", str(tmp_path / "b")))
@@ -658,6 +660,7 @@ def test_runner_skips_done_steps_records_runs_and_prunes(tmp_path):
                      log=lines.append) == 2
     record = json.loads(first.record.read_text())
     assert record["command"] == list(first.command) and record["wall_s"] >= 0
+    assert record["threads"] == 3
     assert not (tmp_path / "a" / "current.ckpt").exists()
     assert (tmp_path / "b" / "current.ckpt").exists()  # nothing to prune
     assert re.search(r"\[1/2\] a \| elapsed 0:00:00 \| ETA unknown", "\n".join(lines))

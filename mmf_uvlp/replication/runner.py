@@ -7,11 +7,11 @@ by side (a fine-tuning waits for its system's pre-training, the RefCOCO+ split i
 for its fine-tuning, everything for the world and corpora) and each command's output goes
 to ``<record>.out`` beside its ``step.json`` instead of the terminal. Of the steps ready to
 start, the one most later steps wait for goes first (every seed's pre-training before the
-fine-tunings that need none: the longest chains start early), then the plan's order. When a command
-finishes, its ``step.json`` records the command and its wall time, and the checkpoints no
-later step reads are deleted (``Step.prune``). A finished step whose recorded command
-differs from the planned one (other updates, seeds of another world, ...) is an error
-rather than a silent mix of settings.
+fine-tunings that need none: the longest chains start early), then the plan's order. When a
+command finishes, its ``step.json`` records the command, its wall time and thread count, and
+the checkpoints no later step reads are deleted (``Step.prune``). A finished step whose
+recorded command differs from the planned one (other updates, seeds of another world, ...)
+is an error rather than a silent mix of settings.
 """
 
 from __future__ import annotations
@@ -44,10 +44,17 @@ class StaleRun(RuntimeError):
 
 
 def share_cores(jobs: int) -> None:
-    """With ``jobs`` runs side by side, give each cpu_count / jobs threads
-    (``OMP_NUM_THREADS``, unless already set), so that they do not oversubscribe the cores."""
-    if jobs > 1:
-        os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // jobs)))
+    """Give each of ``jobs`` runs side by side cpu_count / jobs threads (``OMP_NUM_THREADS``,
+    unless already set), so that they do not oversubscribe the cores. The number is pinned
+    even for one job and recorded in each ``step.json``: a run is bit-reproducible for a
+    given thread count, and another count sums floats in another order."""
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // jobs)))
+
+
+def threads() -> Optional[int]:
+    """The thread count the runs get (None when ``OMP_NUM_THREADS`` is unset or not a number)."""
+    value = os.environ.get("OMP_NUM_THREADS", "")
+    return int(value) if value.isdigit() else None
 
 
 def execute(command: Sequence[str], output: Optional[Path] = None) -> int:
@@ -240,6 +247,7 @@ def _record(step: Step, wall: float) -> None:
     step.record.parent.mkdir(parents=True, exist_ok=True)
     step.record.write_text(json.dumps({
         "title": step.title, "command": list(step.command), "wall_s": round(wall, 3),
+        "threads": threads(),
         "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }, indent=1) + "\n", encoding="utf-8")
     _prune(step)
