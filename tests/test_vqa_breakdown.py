@@ -100,6 +100,9 @@ def test_the_tool_prints_a_table_per_type_with_the_prior(tmp_path, capsys):
     assert table.splitlines()[0] == "| question_type | n | A | prior |"
     assert table.splitlines()[2] == "| all | 4 | 100.0 | 25.0 |"
     assert "| colour | 2 | 100.0 | 50.0 |" in table and out.read_text() == table
+    # a bare folder, as shell completion writes it (trailing slash), is named after itself
+    assert _tool().main(["--imdb", str(test), "--run", f"{tmp_path / 'save'}/"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "| question_type | n | save |"
     assert _tool().main(["--imdb", str(test), "--run", "A=x", "--run", "A=y"]) == 2
     assert "names must be unique" in capsys.readouterr().err
 

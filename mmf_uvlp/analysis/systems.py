@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Sequence
 
 import torch
@@ -234,7 +235,7 @@ def parse_named(values: Sequence[str], flag: str, expected: str) -> list[tuple[s
     for value in values:
         name, sep, spec = value.partition("=")
         if not sep:
-            name, spec = os.path.basename(value) or value, value
+            name, spec = Path(value).name or value, value  # "runs/a/" is named "a"
         if not name or not spec:
             raise ValueError(f"{flag} {value!r}: expected {expected}")
         pairs.append((name, spec))
