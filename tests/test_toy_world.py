@@ -499,6 +499,47 @@ def test_nlvr2_text_only_stays_at_majority(large_downstream):
     assert bow <= bound, (bow, rate)
 
 
+@pytest.fixture(scope="module")
+def presence_statements():
+    """NLVR2 with presence statements only, and the scenes of each record (left, right)."""
+    rng = np.random.default_rng(7)
+    classes = ClassSet.of_size(24)
+    scenes, nlvr = ds.build_nlvr2(
+        rng, classes, {"train": 2000, "val": 0, "test": 1000},
+        lambda image_id, spec: sample_scene(rng, classes, image_id, spec),
+        ds.NLVR2_PRESENCE_KINDS)
+    records = nlvr["train"] + nlvr["test"]
+    return nlvr, list(zip(records, scenes[0::2], scenes[1::2]))
+
+
+def test_presence_statements_are_true_exactly_when_labelled(presence_statements):
+    """Each statement says which images show a class; the label is its truth in the pair's
+    scenes, and every kind is drawn with both labels."""
+    _, examples = presence_statements
+    names = CLASS_INDEX
+    seen = Counter()
+    for record, left, right in examples:
+        text, kind = record["sentence"], record["statement_type"]
+        cls = next(names[n] for n in sorted(names, key=len, reverse=True)
+                   if re.search(rf"\b(a|an) {n}\b", text))
+        has = [any(o.cls == cls for o in scene.objects) for scene in (left, right)]
+        truth = {"side_presence": has["right" in text.split()],
+                 "both_present": all(has),
+                 "one_not_other": has[0] != has[1]}[kind]
+        assert record["label"] == str(truth), (text, has)
+        seen[kind, record["label"]] += 1
+    assert set(seen) == {(k, v) for k in ds.NLVR2_PRESENCE_KINDS for v in ("True", "False")}
+
+
+def test_presence_statements_text_only_stays_at_majority(presence_statements):
+    nlvr, _ = presence_statements
+    train, test = nlvr["train"], nlvr["test"]
+    bow = _bow_accuracy([r["sentence"] for r in train], [r["label"] for r in train],
+                        [r["sentence"] for r in test], [r["label"] for r in test])
+    rate, bound = _majority_bound([r["label"] for r in test])
+    assert bow <= bound, (bow, rate)
+
+
 def test_visual_entailment_hypothesis_only_stays_at_majority(large_downstream):
     ve = large_downstream[2]
     train, test = ve["train"], ve["test"]
@@ -562,6 +603,8 @@ def _run_tool(capsys, *argv: str) -> tuple[int, str, str]:
     (["--preset", "tiny", "--out", "x", "--foreground-classes", "3"],
      f"WorldConfig.foreground_classes must be 0 (every foreground class) or from "
      f"{MIN_FOREGROUND_CLASSES} to {len(FOREGROUND)}, got 3"),
+    (["--preset", "tiny", "--out", "x", "--nlvr2-statements", "counts"],
+     "argument --nlvr2-statements: invalid choice: 'counts'"),
     (["--preset", "tiny", "--out", "x", "--nlvr2-pairs", "10", "5"],
      "argument --nlvr2-pairs: expected 3 arguments"),
     (["--preset", "tiny", "--out", "x", "--refcoco-images", "4", "1", "-1", "1"],
@@ -583,11 +626,13 @@ def test_cli_refuses_a_foreign_non_empty_directory(capsys, tmp_path):
 def test_cli_writes_a_world_and_summarises_it(capsys, tmp_path):
     out = tmp_path / "w"
     code, stdout, _ = _run_tool(capsys, "--preset", "tiny", "--out", str(out), "--seed", "7",
-                                "--feature-dim", "16", "--no-downstream", "--no-progress")
+                                "--feature-dim", "16", "--no-downstream", "--no-progress",
+                                "--nlvr2-statements", "presence")
     assert code == 0
     assert "toy world 'tiny' (seed 7)" in stdout and "MiB" in stdout and " s, " in stdout
     manifest = json.loads((out / "world.json").read_text())
     assert manifest["feature_dim"] == 16 and manifest["seed"] == 7
+    assert manifest["config"]["nlvr2_statements"] == "presence"
     assert "vqa2" not in manifest["paths"]
     code, _, _ = _run_tool(capsys, "--preset", "tiny", "--out", str(out), "--overwrite",
                            "--no-downstream", "--no-progress")
@@ -831,6 +876,29 @@ def test_caption_style_changes_only_the_pretraining_captions(world, style, fixtu
     assert json.loads(styled["world.json"])["config"]["caption_style"] == style
     generate_world(replace(PRESETS["tiny"], caption_style=style), tmp_path / "again")
     assert _files(tmp_path / "again") == styled
+
+
+def test_nlvr2_statements_change_only_the_nlvr2_files(world, tmp_path):
+    """``nlvr2_statements="presence"`` rewrites NLVR2's annotations and the features of its
+    images, and the vocabulary lists the statements' words; every other file is the mixed
+    world's, byte for byte."""
+    out = tmp_path / "presence"
+    generate_world(replace(PRESETS["tiny"], nlvr2_statements="presence"), out)
+    mixed, presence = _files(world[0]), _files(out)
+    assert sorted(mixed) == sorted(presence)
+    differ = {name for name in mixed if mixed[name] != presence[name]}
+    assert "mmf/nlvr2/annotations/train.jsonl" in differ and "world.json" in differ
+    others = differ - {"world.json", "mmf/vocabs/vocabulary_toy.txt"}
+    assert all("nlvr2" in name for name in others), sorted(others)
+    kinds = {r["statement_type"] for r in read_nlvr2(out / "mmf/nlvr2/annotations/train.jsonl")}
+    assert kinds <= set(ds.NLVR2_PRESENCE_KINDS)
+    assert json.loads(presence["world.json"])["config"]["nlvr2_statements"] == "presence"
+
+
+def test_unknown_nlvr2_statements_are_refused():
+    with pytest.raises(ValueError, match=r"WorldConfig\.nlvr2_statements must be one of "
+                                         r"\['mixed', 'presence'\], got 'counts'"):
+        replace(PRESETS["tiny"], nlvr2_statements="counts")
 
 
 def test_unknown_caption_style_is_refused():

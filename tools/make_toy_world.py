@@ -20,6 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mmf_uvlp.toy_world import PRESETS, generate_world  # noqa: E402
+from mmf_uvlp.toy_world.downstream import NLVR2_STATEMENTS  # noqa: E402
 from mmf_uvlp.toy_world.generate import check_output  # noqa: E402
 from mmf_uvlp.toy_world.text import CAPTION_STYLES  # noqa: E402
 from mmf_uvlp.toy_world.vocabulary import MIN_FOREGROUND_CLASSES  # noqa: E402
@@ -87,6 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="pre-training captions: web (every preset), objects (1-3 of the "
                         "image's classes, 'a dog and a hat': the text does not predict them) "
                         "or attributes (1-3 of its objects, 'a small red cup and a dog')")
+    p.add_argument("--nlvr2-statements", choices=sorted(NLVR2_STATEMENTS),
+                   help="NLVR2 statement kinds: mixed (every preset: counts, totals, colours, "
+                        "one image only, relations) or presence (which images show an object)")
     p.add_argument("--downstream-scale", type=_positive_float,
                    help="multiply every downstream split size by this factor")
     for name, splits in SPLIT_SIZES.items():
@@ -118,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         "extra_captions": args.extra_captions,
         "narrative_sentences": args.narrative_sentences, "max_regions": args.max_regions,
         "npy": args.npy, "foreground_classes": args.foreground_classes,
-        "caption_style": args.caption_style,
+        "caption_style": args.caption_style, "nlvr2_statements": args.nlvr2_statements,
     }
     for name in SPLIT_SIZES:
         sizes = getattr(args, name)

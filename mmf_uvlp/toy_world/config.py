@@ -23,12 +23,18 @@ class words; ``objects`` lists 1-3 of the image's foreground classes ("a dog, a 
 elephant"), so only the image says which (docs/replication.md, "Calibration");
 ``attributes`` lists 1-3 foreground objects with their attributes ("a small red cup and a
 wooden table"), so the words that say how an object looks are bound to regions too.
+
+``nlvr2_statements`` sets NLVR2's statement kinds: ``mixed`` (every preset) draws exact
+counts on one side, totals, a colour in both images, an object in one image only and who
+holds what; ``presence`` draws statements about which images show an object only (in the
+left/right image, in both, in one and not the other).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields, replace
 
+from mmf_uvlp.toy_world.downstream import NLVR2_STATEMENTS
 from mmf_uvlp.toy_world.text import CAPTION_STYLES
 from mmf_uvlp.toy_world.vocabulary import (
     FOREGROUND, MIN_FOREGROUND_CLASSES, NEEDS_TEXT, ClassSet,
@@ -56,14 +62,18 @@ class WorldConfig:
     refcoco_images: tuple[int, int, int, int] = (12, 4, 4, 4)  # train, val, testA, testB
     foreground_classes: int = 0  # active foreground classes, 0 = every one
     caption_style: str = "web"  # pre-training captions: web | objects | attributes
+    nlvr2_statements: str = "mixed"  # NLVR2 statement kinds: mixed | presence
 
     def __post_init__(self):
-        if self.caption_style not in CAPTION_STYLES:
-            raise ValueError(f"WorldConfig.caption_style must be one of "
-                             f"{sorted(CAPTION_STYLES)}, got {self.caption_style!r}")
+        for name, choices in (("caption_style", CAPTION_STYLES),
+                              ("nlvr2_statements", NLVR2_STATEMENTS)):
+            if getattr(self, name) not in choices:
+                raise ValueError(f"WorldConfig.{name} must be one of {sorted(choices)}, "
+                                 f"got {getattr(self, name)!r}")
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name in ("preset", "caption_style") or isinstance(value, bool):
+            if f.name in ("preset", "caption_style", "nlvr2_statements") or isinstance(
+                    value, bool):
                 continue
             values = value if isinstance(value, tuple) else (value,)
             if any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in values):

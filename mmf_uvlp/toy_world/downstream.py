@@ -235,6 +235,11 @@ def build_vqa2(
 # ----------------------------------------------------------------------------- NLVR2
 
 NLVR2_KINDS = ("count_side", "total", "both_colour", "one_not_other", "relation")
+# statements about whether each image shows an object, and nothing else: read with the
+# word -> region binding of pre-training, where the kinds above also need counting,
+# colours or relations
+NLVR2_PRESENCE_KINDS = ("side_presence", "both_present", "one_not_other")
+NLVR2_STATEMENTS = {"mixed": NLVR2_KINDS, "presence": NLVR2_PRESENCE_KINDS}
 
 
 def _count_phrase(n: int, cls: int) -> str:
@@ -283,6 +288,23 @@ def _nlvr2_example(rng: np.random.Generator, classes: ClassSet, kind: str, label
         for spec, c in zip((left, right), colours):
             spec.add(cls, colour=c)
             spec.exact.add(cls)
+    elif kind == "side_presence":
+        cls, side = _pick(rng, classes.foreground), _pick(rng, ("left", "right"))
+        name = CLASSES[cls].name
+        sentence = _pick(rng, (f"The {side} image contains {article(name)} {name}.",
+                               f"There is {article(name)} {name} in the {side} image."))
+        target, other = (left, right) if side == "left" else (right, left)
+        _with_count(target, cls, int(rng.integers(1, 3)) if label else 0)
+        _with_count(other, cls, int(rng.integers(0, 3)))
+    elif kind == "both_present":
+        cls = _pick(rng, classes.foreground)
+        name = CLASSES[cls].name
+        sentence = _pick(rng, (f"Both images contain {article(name)} {name}.",
+                               f"Each image shows {article(name)} {name}."))
+        present = [True, True] if label else _pick(rng, ([True, False], [False, True],
+                                                          [False, False]))
+        for spec, has in zip((left, right), present):
+            _with_count(spec, cls, int(rng.integers(1, 3)) if has else 0)
     elif kind == "one_not_other":
         cls = _pick(rng, classes.foreground)
         name = CLASSES[cls].name
@@ -312,14 +334,15 @@ def _nlvr2_example(rng: np.random.Generator, classes: ClassSet, kind: str, label
 
 def build_nlvr2(
     rng: np.random.Generator, classes: ClassSet, pairs: dict[str, int], make_scene: SceneMaker,
+    kinds: tuple[str, ...] = NLVR2_KINDS,
 ) -> tuple[list[Scene], dict[str, list[dict]]]:
     """NLVR2 jsonl records per split (train/val/test) about ``classes``, and their scenes
-    (two per pair)."""
+    (two per pair); each statement's kind is drawn uniformly from ``kinds``."""
     scenes, splits = [], {}
     for split, name in NLVR2_SPLITS.items():
         records = []
         for k in range(pairs[split]):
-            kind, label = _pick(rng, NLVR2_KINDS), bool(rng.random() < 0.5)
+            kind, label = _pick(rng, kinds), bool(rng.random() < 0.5)
             sentence, left, right = _nlvr2_example(rng, classes, kind, label)
             stem = f"{name}-{1000 + k // 2}-{k % 2}"
             for side, spec in enumerate((left, right)):
