@@ -516,11 +516,10 @@ def test_presence_statements_are_true_exactly_when_labelled(presence_statements)
     """Each statement says which images show a class; the label is its truth in the pair's
     scenes, and every kind is drawn with both labels."""
     _, examples = presence_statements
-    names = CLASS_INDEX
     seen = Counter()
     for record, left, right in examples:
         text, kind = record["sentence"], record["statement_type"]
-        cls = next(names[n] for n in sorted(names, key=len, reverse=True)
+        cls = next(CLASS_INDEX[n] for n in sorted(CLASS_INDEX, key=len, reverse=True)
                    if re.search(rf"\b(a|an) {n}\b", text))
         has = [any(o.cls == cls for o in scene.objects) for scene in (left, right)]
         truth = {"side_presence": has["right" in text.split()],

@@ -41,6 +41,10 @@ from mmf_uvlp.toy_world.vocabulary import (
 )
 
 
+# the settings that name one of a few choices (every other one but ``preset`` is a count)
+_CHOICES = {"caption_style": CAPTION_STYLES, "nlvr2_statements": NLVR2_STATEMENTS}
+
+
 @dataclass(frozen=True)
 class WorldConfig:
     """Everything that determines a world's bytes (together with the code)."""
@@ -65,15 +69,13 @@ class WorldConfig:
     nlvr2_statements: str = "mixed"  # NLVR2 statement kinds: mixed | presence
 
     def __post_init__(self):
-        for name, choices in (("caption_style", CAPTION_STYLES),
-                              ("nlvr2_statements", NLVR2_STATEMENTS)):
+        for name, choices in _CHOICES.items():
             if getattr(self, name) not in choices:
                 raise ValueError(f"WorldConfig.{name} must be one of {sorted(choices)}, "
                                  f"got {getattr(self, name)!r}")
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name in ("preset", "caption_style", "nlvr2_statements") or isinstance(
-                    value, bool):
+            if f.name == "preset" or f.name in _CHOICES or isinstance(value, bool):
                 continue
             values = value if isinstance(value, tuple) else (value,)
             if any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in values):

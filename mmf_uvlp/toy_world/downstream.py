@@ -255,6 +255,11 @@ def _with_count(spec: SceneSpec, cls: int, n: int) -> None:
         spec.forbidden.add(cls)
 
 
+def _shown_if(rng: np.random.Generator, spec: SceneSpec, cls: int, shown: bool) -> None:
+    """One or two ``cls`` objects in ``spec`` if ``shown``, none otherwise."""
+    _with_count(spec, cls, int(rng.integers(1, 3)) if shown else 0)
+
+
 def _nlvr2_example(rng: np.random.Generator, classes: ClassSet, kind: str, label: bool):
     """(sentence, left spec, right spec) of one NLVR2 statement with truth ``label``."""
     left, right = SceneSpec(), SceneSpec()
@@ -294,7 +299,7 @@ def _nlvr2_example(rng: np.random.Generator, classes: ClassSet, kind: str, label
         sentence = _pick(rng, (f"The {side} image contains {article(name)} {name}.",
                                f"There is {article(name)} {name} in the {side} image."))
         target, other = (left, right) if side == "left" else (right, left)
-        _with_count(target, cls, int(rng.integers(1, 3)) if label else 0)
+        _shown_if(rng, target, cls, label)
         _with_count(other, cls, int(rng.integers(0, 3)))
     elif kind == "both_present":
         cls = _pick(rng, classes.foreground)
@@ -304,7 +309,7 @@ def _nlvr2_example(rng: np.random.Generator, classes: ClassSet, kind: str, label
         present = [True, True] if label else _pick(rng, ([True, False], [False, True],
                                                           [False, False]))
         for spec, has in zip((left, right), present):
-            _with_count(spec, cls, int(rng.integers(1, 3)) if has else 0)
+            _shown_if(rng, spec, cls, has)
     elif kind == "one_not_other":
         cls = _pick(rng, classes.foreground)
         name = CLASSES[cls].name
@@ -315,7 +320,7 @@ def _nlvr2_example(rng: np.random.Generator, classes: ClassSet, kind: str, label
         else:
             present = _pick(rng, ([True, True], [False, False]))
         for spec, has in zip((left, right), present):
-            _with_count(spec, cls, int(rng.integers(1, 3)) if has else 0)
+            _shown_if(rng, spec, cls, has)
     else:
         person, held = _pick(rng, classes.persons), _pick(rng, classes.handheld)
         spare = _other(rng, classes.handheld, held)
