@@ -5,10 +5,12 @@
   feature_dim 128 (2048-d features with ~12 regions would be ~100 KB an image and make
   the 2-core demo chain of pre-training plus four fine-tunings far too slow); MMF LMDBs
   and npy folders for every pool, VinVL ``features.tsv`` for the pre-training pool only.
-- ``calibrated``: the demo world's downstream sizes over 24 foreground classes, with
-  30,000 pre-training images captioned by object lists (``caption_style="objects"``) and
-  no npy folders (~1 GB); the world in which caption pre-training binds words to regions
-  (docs/replication.md, "Calibration"), run with ``configs/study/calibrated.yaml``.
+- ``calibrated``: 24 foreground classes, 30,000 pre-training images captioned by object
+  lists (``caption_style="objects"``), the demo world's NLVR2 and RefCOCO+ sizes, four
+  times its VQA and VE training sets (12,000 each, so that 1,500 fine-tuning updates do
+  not memorize them) and no npy folders (~1 GB); the world in which caption pre-training
+  binds words to regions (docs/replication.md, "Calibration"), run with
+  ``configs/study/calibrated.yaml``.
 - ``bench``: 100,000 pre-training images and 1,000,000 sentences for corpus-build
   throughput; detections and text only (no features, no downstream sets).
 
@@ -119,8 +121,8 @@ PRESETS: dict[str, WorldConfig] = {
     "calibrated": WorldConfig(
         preset="calibrated", feature_dim=128, num_images=30_000, extra_captions=1500,
         narrative_sentences=6000, vinvl_features_all_pools=False, npy=False,
-        vqa2_questions=(3000, 600, 600), nlvr2_pairs=(1000, 250, 250),
-        ve_hypotheses=(3000, 600, 600), refcoco_images=(800, 150, 150, 150),
+        vqa2_questions=(12_000, 600, 600), nlvr2_pairs=(1000, 250, 250),
+        ve_hypotheses=(12_000, 600, 600), refcoco_images=(800, 150, 150, 150),
         foreground_classes=24, caption_style="objects",
     ),
     "bench": WorldConfig(
