@@ -553,6 +553,52 @@ def test_visual_entailment_hypothesis_only_stays_at_majority(large_downstream):
     assert both <= bound, (both, rate)
 
 
+@pytest.fixture(scope="module")
+def calibrated_downstream():
+    """VQA and VE at the calibrated preset's classes and training sizes (the largest sets a
+    preset trains on, so the most a text-only model could learn from)."""
+    preset = PRESETS["calibrated"]
+    rng = np.random.default_rng(11)
+    classes = ClassSet.of_size(preset.foreground_classes)
+
+    def make_scene(image_id, spec):
+        return sample_scene(rng, classes, image_id, spec)
+
+    _, vqa = ds.build_vqa2(rng, classes, {"train": preset.vqa2_questions[0], "val": 0,
+                                          "test": 3000}, make_scene,
+                           ds.IdAllocator(rng, 1, 10**7))
+    _, ve = ds.build_visual_entailment(rng, classes, {"train": preset.ve_hypotheses[0],
+                                                      "val": 0, "test": 1500}, make_scene,
+                                       ds.IdAllocator(rng, 10**9, 10**10))
+    return vqa, ve
+
+
+def test_calibrated_sizes_keep_text_only_at_majority(calibrated_downstream):
+    """With 12,000 training examples over 24 classes, neither a VQA question (within its
+    type) nor a VE hypothesis predicts its label beyond the majority rate."""
+    vqa, ve = calibrated_downstream
+    assert len(vqa["train"]) == len(ve["train"]) == 12_000
+
+    def answer(record):
+        return Counter(record["answers"]).most_common(1)[0][0]
+
+    for qtype in ds.QUESTION_TYPES:
+        train = [r for r in vqa["train"] if r["question_type"] == qtype]
+        test = [r for r in vqa["test"] if r["question_type"] == qtype]
+        if len({answer(r) for r in train}) < 2:
+            continue
+        bow = _bow_accuracy([r["question_str"] for r in train], [answer(r) for r in train],
+                            [r["question_str"] for r in test], [answer(r) for r in test])
+        rate, bound = _majority_bound([answer(r) for r in test])
+        assert bow <= bound, (qtype, bow, rate)
+    labels_te = [r["gold_label"] for r in ve["test"]]
+    bow = _bow_accuracy([r["sentence2"] for r in ve["train"]],
+                        [r["gold_label"] for r in ve["train"]],
+                        [r["sentence2"] for r in ve["test"]], labels_te)
+    rate, bound = _majority_bound(labels_te)
+    assert bow <= bound, (bow, rate)
+
+
 def test_refcoco_text_does_not_tell_where_the_target_is(large_downstream):
     scenes, refer = large_downstream[3]
     by_image = {s.image_id: s for s in scenes}
