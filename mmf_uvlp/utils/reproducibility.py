@@ -106,16 +106,18 @@ def rng_state() -> Dict[str, Any]:
 
 
 def set_rng_state(state: Dict[str, Any]) -> None:
-    """Restore what :func:`rng_state` returned."""
+    """Restore what :func:`rng_state` returned, also from a checkpoint loaded onto a GPU
+    (MMF maps every tensor of a checkpoint to the training device; the generators take
+    host tensors)."""
     python = state["python"]
-    random.setstate((python["version"], tuple(int(v) for v in python["state"].tolist()),
+    random.setstate((python["version"], tuple(int(v) for v in python["state"].cpu().tolist()),
                      python["gauss"]))
     numpy = state["numpy"]
-    np.random.set_state((numpy["kind"], numpy["keys"].numpy().astype(np.uint32),
+    np.random.set_state((numpy["kind"], numpy["keys"].cpu().numpy().astype(np.uint32),
                          numpy["position"], numpy["has_gauss"], numpy["cached"]))
-    torch.set_rng_state(state["torch"])
+    torch.set_rng_state(state["torch"].cpu())
     if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+        torch.cuda.set_rng_state_all([cuda.cpu() for cuda in state["cuda"]])
 
 
 @contextlib.contextmanager
