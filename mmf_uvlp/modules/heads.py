@@ -40,7 +40,7 @@ class Encoded:
 
     text: torch.Tensor  # (B, L, H)
     regions: torch.Tensor  # (B, R, H)
-    pooled: torch.Tensor  # (B, H)
+    pooled: torch.Tensor  # (B, H), [CLS] or the token mean (the model's ``pooling``)
     region_mask: torch.Tensor  # (B, R), 1 = real region
     attentions: Optional[Tuple[torch.Tensor, ...]] = None  # per layer (B, heads, L+R, L+R)
 
@@ -149,7 +149,8 @@ class MatchingHead(nn.Module):
 
 
 class PooledClassifierHead(nn.Module):
-    """``pooled_classifier``: ``scores`` (B, num_labels) from [CLS].
+    """``pooled_classifier``: ``scores`` (B, num_labels) from the pooled output
+    ([CLS] or the token mean, the model's ``pooling``).
 
     VQA: num_labels 3129 with MMF's soft-score ``logit_bce``; VE: 3 with ``cross_entropy``.
     """
@@ -165,7 +166,7 @@ class PooledClassifierHead(nn.Module):
 
 class PairClassifierHead(nn.Module):
     """``pair_classifier``: NLVR2. The model encodes the 2B (image, sentence) pairs as
-    [all first images; all second images]; the two [CLS] outputs of an example are
+    [all first images; all second images]; the two pooled outputs of an example are
     concatenated -> MLP -> ``scores`` (B, num_labels)."""
 
     def __init__(self, hidden_size: int, num_labels: int, dropout: float, layer_norm_eps: float):
