@@ -148,7 +148,8 @@ def test_tables_from_crafted_run_folders(tmp_path):
     assert lines[8] == "| *Trivial (majority / chance)* | — | 50.0 | — | — | 50.0* | – |"
     assert "- Trivial: Meta-Ave* is the mean of NLVR2; missing: VQA, VE, RefCOCO+." in lines
     # The gap to the first row: 58.0 - 58.5, SE sqrt(0.71² / 2 + 0² / 2) = 0.5.
-    assert lines[-1] == "- w_ITM: -0.5 ± 0.5 (1.0 SE), within the noise"
+    assert lines[-1] == ("- w_ITM: -0.5 ± 0.5 (1.0 SE), within the noise; "
+                         "paired over seeds 0, 1: -0.5 ± 0.5 (1.0 SE)")
     markdown_path, figure = write_table(TABLES["4"], rows, (0, 1), trivial, "World x.", 12.0,
                                         tmp_path / "out")
     assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -167,11 +168,25 @@ def test_meta_gap_and_its_standard_error():
     assert gap.difference == pytest.approx(0.07)
     assert gap.stderr == pytest.approx(math.sqrt((0.02 ** 2 + 0.01 ** 2) / 3))
     assert gap.ratio == pytest.approx(0.07 / gap.stderr)
-    assert meta_gap(row("One", [0.6]), base).ratio is None
-    lines = gap_lines([base, aligned, row("One", [0.6]), row("Same", [0.50, 0.52, 0.54])])
-    assert lines[-3:] == ["- Aligned: +7.0 ± 1.3 (5.4 SE)",
-                          "- One: +9.0 (one seed: no standard error)",
-                          "- Same: +1.0 ± 1.3 (0.8 SE), within the noise"]
+    # Paired: the seeds' differences 0.06, 0.07, 0.08 -> 0.07 ± 0.01 / sqrt(3).
+    assert gap.paired.seeds == (0, 1, 2)
+    assert gap.paired.difference == pytest.approx(0.07)
+    assert gap.paired.stderr == pytest.approx(0.01 / math.sqrt(3))
+    one = meta_gap(row("One", [0.6]), base)
+    assert one.ratio is None and one.paired is None
+    # Two seeds shared of three: the paired mean is over seeds 0 and 1 only (0.05, 0.06).
+    two = meta_gap(row("Two", [0.55, 0.57]), base)
+    assert two.paired.seeds == (0, 1)
+    assert two.difference == pytest.approx(0.05)
+    assert two.paired.difference == pytest.approx(0.055)
+    lines = gap_lines([base, aligned, row("One", [0.6]), row("Same", [0.50, 0.52, 0.54]),
+                       row("Two", [0.55, 0.57])])
+    assert lines[-4:] == [
+        "- Aligned: +7.0 ± 1.3 (5.4 SE); paired over seeds 0, 1, 2: +7.0 ± 0.6 (12.1 SE)",
+        "- One: +9.0 (one seed: no standard error)",
+        "- Same: +1.0 ± 1.3 (0.8 SE), within the noise; "
+        "paired over seeds 0, 1, 2: +1.0 ± 0.6 (1.7 SE)",
+        "- Two: +5.0 ± 1.2 (4.3 SE); paired over seeds 0, 1: +5.5 ± 0.5 (11.0 SE)"]
     assert gap_lines([base]) == []
 
 

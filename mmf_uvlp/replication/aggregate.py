@@ -6,7 +6,9 @@ A (system, seed) gets its cells from its own runs: the test metric of each fine-
 deviation (n - 1) over the seeds that have the cell. Meta-Ave is computed per seed by
 :func:`mmf_uvlp.report.meta_average`, then averaged the same way, so its std is the
 spread of the seeds' Meta-Aves. :func:`meta_gap` is one row's Meta-Ave minus another's,
-with the standard error of that difference.
+with the standard error of that difference: unpaired (Welch), and paired over the seeds both
+rows share (a seed fixes the fine-tuning order and head initialisation of every system, so a
+seed's two runs differ only by the system; the paired error removes the seeds' common spread).
 """
 
 from __future__ import annotations
@@ -45,7 +47,8 @@ def summarize(values: Sequence[float]) -> Stat:
 @dataclass(frozen=True)
 class RowSummary:
     """One table row: ``cells`` and ``meta`` over the seeds; ``meta_note`` when a seed's
-    Meta-Ave is over fewer parts (see :func:`meta_average`); ``seeds`` with any result."""
+    Meta-Ave is over fewer parts (see :func:`meta_average`); ``seeds`` with any result;
+    ``seed_metas``: each seed's Meta-Ave."""
 
     label: str
     system: str
@@ -53,6 +56,7 @@ class RowSummary:
     meta: Stat | None
     meta_note: str | None
     seeds: tuple[int, ...]
+    seed_metas: dict[int, float]
 
 
 def summarize_row(label: str, system: str, per_seed: SeedCells) -> RowSummary:
@@ -61,30 +65,51 @@ def summarize_row(label: str, system: str, per_seed: SeedCells) -> RowSummary:
     keys = sorted({cell for seed in seeds for cell in per_seed[seed]})
     cells = {cell: summarize([per_seed[s][cell] for s in seeds if cell in per_seed[s]])
              for cell in keys}
-    metas = [meta_average(dict(per_seed[s])) for s in seeds]
-    values = [m.value for m in metas if m.value is not None]
-    notes = sorted({m.note for m in metas if m.note})
+    metas = {s: meta_average(dict(per_seed[s])) for s in seeds}
+    seed_metas = {s: m.value for s, m in metas.items() if m.value is not None}
+    values = list(seed_metas.values())
+    notes = sorted({m.note for m in metas.values() if m.note})
     return RowSummary(label, system, cells, summarize(values) if values else None,
-                      "; ".join(notes) or None, seeds)
+                      "; ".join(notes) or None, seeds, seed_metas)
+
+
+def _ratio(difference: float, stderr: float | None) -> float | None:
+    """|difference| in standard errors (None without a standard error; inf for a nonzero
+    difference over seeds that agree exactly)."""
+    if stderr is None:
+        return None
+    if stderr == 0:
+        return math.inf if difference else 0.0
+    return abs(difference) / stderr
+
+
+@dataclass(frozen=True)
+class PairedGap:
+    """The mean over ``seeds`` (both rows have them) of a seed's Meta-Ave difference, and
+    its standard error, the differences' sample std / sqrt(n)."""
+
+    difference: float
+    stderr: float
+    seeds: tuple[int, ...]
+
+    @property
+    def ratio(self) -> float | None:
+        return _ratio(self.difference, self.stderr)
 
 
 @dataclass(frozen=True)
 class Gap:
     """A row's mean Meta-Ave minus the reference row's, and the standard error of that
-    difference, sqrt(s1^2 / n1 + s2^2 / n2) over the seeds (None without two seeds in each)."""
+    difference, sqrt(s1^2 / n1 + s2^2 / n2) over the seeds (None without two seeds in each);
+    ``paired`` over the seeds both rows share (None with fewer than two)."""
 
     difference: float
     stderr: float | None
+    paired: PairedGap | None = None
 
     @property
     def ratio(self) -> float | None:
-        """|difference| in standard errors (None without a standard error; inf for a
-        nonzero difference over seeds that agree exactly)."""
-        if self.stderr is None:
-            return None
-        if self.stderr == 0:
-            return math.inf if self.difference else 0.0
-        return abs(self.difference) / self.stderr
+        return _ratio(self.difference, self.stderr)
 
 
 def meta_gap(row: RowSummary, reference: RowSummary) -> Gap | None:
@@ -95,7 +120,13 @@ def meta_gap(row: RowSummary, reference: RowSummary) -> Gap | None:
     stderr = None
     if all(stat.std is not None for stat in stats):
         stderr = math.sqrt(sum(stat.std ** 2 / stat.n for stat in stats))
-    return Gap(row.meta.mean - reference.meta.mean, stderr)
+    shared = tuple(sorted(set(row.seed_metas) & set(reference.seed_metas)))
+    paired = None
+    if len(shared) > 1:
+        differences = [row.seed_metas[s] - reference.seed_metas[s] for s in shared]
+        paired = PairedGap(statistics.fmean(differences),
+                           statistics.stdev(differences) / math.sqrt(len(shared)), shared)
+    return Gap(row.meta.mean - reference.meta.mean, stderr, paired)
 
 
 @dataclass(frozen=True)

@@ -66,10 +66,17 @@ def gap_lines(rows: Sequence[RowSummary]) -> list[str]:
             text += f" ± {100 * gap.stderr:.1f} ({gap.ratio:.1f} SE)"
             if gap.ratio < NOISE_SE:
                 text += ", within the noise"
+        if gap.paired is not None:
+            paired = gap.paired
+            text += (f"; paired over seeds {', '.join(map(str, paired.seeds))}: "
+                     f"{100 * paired.difference:+.1f} ± {100 * paired.stderr:.1f} "
+                     f"({paired.ratio:.1f} SE)")
         lines.append(text)
     return ["", f"Meta-Ave gap to {reference.label} in points, ± the standard error of the "
             "difference, sqrt(s1²/n1 + s2²/n2) over the seeds; under "
-            f"{NOISE_SE:g} SE it is within the noise:", *lines]
+            f"{NOISE_SE:g} SE it is within the noise. Paired: the mean of each shared seed's "
+            "difference ± its standard error (a seed fixes every system's fine-tuning order "
+            "and head initialisation), reported beside it:", *lines]
 
 
 def markdown(table: StudyTable, rows: Sequence[RowSummary], seeds: Sequence[int],
