@@ -934,6 +934,23 @@ def test_nlvr2_statements_change_only_the_nlvr2_files(world, tmp_path):
     assert json.loads(presence["world.json"])["config"]["nlvr2_statements"] == "presence"
 
 
+def test_nlvr2_pairs_change_only_the_nlvr2_files(world, tmp_path):
+    """More NLVR2 pairs draw from NLVR2's own random stream and image pool: every file that
+    a VQA, VE, RefCOCO+ or pre-training run reads is the default world's, byte for byte (so
+    runs of those tasks stay valid when only NLVR2's size changes)."""
+    out = tmp_path / "more_pairs"
+    generate_world(replace(PRESETS["tiny"], nlvr2_pairs=(40, 8, 8)), out)
+    default, more = _files(world[0]), _files(out)
+    added = set(more) - set(default)
+    assert added and all("nlvr2" in name for name in added), sorted(added)
+    assert set(default) <= set(more)
+    differ = {name for name in default if default[name] != more[name]} | added
+    assert "mmf/nlvr2/annotations/train.jsonl" in differ
+    others = differ - {"world.json", "world_files.txt", "mmf/vocabs/vocabulary_toy.txt"}
+    assert others and all("nlvr2" in name for name in others), sorted(others)
+    assert len(list(read_nlvr2(out / "mmf/nlvr2/annotations/train.jsonl"))) == 40
+
+
 def test_unknown_nlvr2_statements_are_refused():
     with pytest.raises(ValueError, match=r"WorldConfig\.nlvr2_statements must be one of "
                                          r"\['mixed', 'presence'\], got 'counts'"):
