@@ -602,6 +602,11 @@ def test_a_recipe_sets_the_world_schedules_and_per_task_options(tmp_path):
     ("pretrain: {lr: 1}", r"pretrain: unknown keys \['lr'\]; expected keys from "
                           r"\['updates', 'options'\]"),
     ("seeds: 3", r"top level: unknown keys \['seeds'\]"),
+    ("finetune: {tasks: {nlvr2: {updates: -3}}}", r"finetune\.tasks\.nlvr2\.updates: expected "
+                                                 r"an integer >= 1, got -3"),
+    ("finetune: {tasks: {nlvr2: {lr: 1}}}", r"finetune\.tasks\.<task>: unknown keys \['lr'\]"),
+    ("finetune: {tasks: {nlvr2: {options: lr}}}", r"finetune\.tasks\.nlvr2\.options: expected a "
+                                                 r"list"),
     ("[1, 2]", r"the file: expected a mapping, got list"),
 ])
 def test_recipe_errors_name_the_file_and_key(tmp_path, text, message):
@@ -624,6 +629,34 @@ def test_replicate_plans_a_recipe_s_world_and_keeps_its_runs_apart(tmp_path, cap
     assert "training.max_updates=7" in out and "optimizer.params.lr=1e-3" in out
     assert _tool().main([*args, "--finetune-updates", "9"]) == 0
     assert "training.max_updates=9" in capsys.readouterr().out  # the command line wins
+
+
+def test_a_recipe_gives_one_task_its_own_updates(tmp_path, capsys):
+    recipe = tmp_path / "long_nlvr2.yaml"
+    recipe.write_text("world: tiny\nfinetune:\n  updates: 10\n  tasks:\n"
+                      "    nlvr2: {updates: 30, options: [a.b=1]}\n    vqa2: [c.d=2]\n")
+    loaded = load_recipe(recipe, TASKS)
+    assert loaded.task_updates == (("nlvr2", 30),)
+    assert loaded.task_options == (("nlvr2", ("a.b=1",)), ("vqa2", ("c.d=2",)))
+    settings = Settings(World(tmp_path / "w"), tmp_path / "runs", seeds=(0,),
+                        finetune_updates=10, task_updates=loaded.task_updates,
+                        task_options=loaded.task_options)
+    steps = {step.task: step for step in system_steps(SYSTEMS["base"], 0, settings)}
+    nlvr2, vqa = steps["nlvr2"].command, steps["vqa2"].command
+    # the schedule follows the task's updates: 10 % warm-up, checkpoints and the evaluation
+    assert {"training.max_updates=30", "scheduler.params.num_warmup_steps=3",
+            "training.evaluation_interval=30", "training.checkpoint_interval=15",
+            "a.b=1"} <= set(nlvr2)
+    assert {"training.max_updates=10", "scheduler.params.num_warmup_steps=1",
+            "c.d=2"} <= set(vqa) and "a.b=1" not in vqa
+    args = ["--recipe", str(recipe), "--data", str(tmp_path), "--systems", "base", "--seeds",
+            "1", "--tasks", "nlvr2,vqa2", "--plan"]
+    assert _tool().main(args) == 0
+    out = capsys.readouterr().out
+    assert "training.max_updates=30" in out and "training.max_updates=10" in out
+    assert _tool().main([*args, "--finetune-updates", "9"]) == 0
+    out = capsys.readouterr().out  # the command line sets every task's
+    assert "training.max_updates=9" in out and "training.max_updates=30" not in out
 
 
 def test_a_recipe_with_several_evaluations_tests_and_splits_the_best_checkpoint(tmp_path):

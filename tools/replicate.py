@@ -127,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
         finetune_evaluations=args.finetune_evaluations or recipe.finetune_evaluations or 1,
         model_overrides=overrides, keep_checkpoints=args.keep_checkpoints,
         pretrain_options=recipe.pretrain_options, finetune_options=recipe.finetune_options,
-        task_options=recipe.task_options)
+        task_options=recipe.task_options,
+        task_updates=() if args.finetune_updates else recipe.task_updates)
     steps = plan(systems, settings)
     if args.plan:
         for index, step in enumerate(steps, start=1):
@@ -149,11 +150,13 @@ def main(argv: list[str] | None = None) -> int:
     header = (f"World `{world.path}`{f' ({world.kind} preset)' if world.kind else ''}; seeds "
               f"{', '.join(map(str, settings.seeds))}; pre-training {settings.pretrain_updates} "
               f"updates, fine-tuning {settings.finetune_updates} updates"
+              f"{''.join(f' ({task} {n})' for task, n in settings.task_updates)}"
               f"{f'; model {models}' if models else ''}"
               f"{f'; recipe `{recipe.path}`' if recipe.path else ''}.")
     record = {"world": str(world.path), "preset": world.kind, "seeds": list(settings.seeds),
               "tasks": list(settings.tasks), "pretrain_updates": settings.pretrain_updates,
-              "finetune_updates": settings.finetune_updates, "runs": str(runs),
+              "finetune_updates": settings.finetune_updates,
+              "finetune_task_updates": dict(settings.task_updates), "runs": str(runs),
               "model_config": [str(path) for path in args.model_config],
               "recipe": str(recipe.path) if recipe.path else None,
               "tables": [t.key for t in tables], "systems": [s.key for s in systems]}

@@ -13,6 +13,9 @@ would otherwise repeat for every run::
       options: [optimizer.params.lr=3e-4]
       tasks:                          # options of one task's fine-tuning only
         vqa2: ["model_config.uvla.losses=[{'type':'softmax_kldiv'}]"]
+        nlvr2:                        # or a mapping: the task's own updates, and options
+          updates: 3000
+          options: [model_config.uvla.pooling=mean]
 
 Every key is optional. ``finetune.evaluations`` (default 1: at the end) evaluates each
 fine-tuning on val that many times, evenly spaced; MMF then tests the checkpoint with the best
@@ -31,7 +34,8 @@ from typing import Any
 import yaml
 
 _KEYS = {"": ("world", "pretrain", "finetune"), "pretrain": ("updates", "options"),
-         "finetune": ("updates", "evaluations", "options", "tasks")}
+         "finetune": ("updates", "evaluations", "options", "tasks"),
+         "finetune.tasks.<task>": ("updates", "options")}
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,7 @@ class Recipe:
     pretrain_options: tuple[str, ...] = ()
     finetune_options: tuple[str, ...] = ()
     task_options: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    task_updates: tuple[tuple[str, int], ...] = ()
 
 
 def _mapping(value: Any, section: str, path: Path) -> dict:
@@ -101,6 +106,17 @@ def load_recipe(path: str | Path, tasks: tuple[str, ...]) -> Recipe:
     world = top.get("world")
     if world is not None and not isinstance(world, str):
         raise ValueError(f"{path}: world: expected a preset name or folder, got {world!r}")
+    task_options, task_updates = [], []
+    for task, value in per_task.items():
+        where = f"finetune.tasks.{task}"
+        if isinstance(value, dict):
+            value = _mapping(value, "finetune.tasks.<task>", path)
+            updates = _positive(value.get("updates"), f"{where}.updates", path)
+            if updates is not None:
+                task_updates.append((task, updates))
+            value = value.get("options")
+            where += ".options"
+        task_options.append((task, _options(value, where, path)))
     return Recipe(
         path=path, world=world,
         pretrain_updates=_positive(pretrain.get("updates"), "pretrain.updates", path),
@@ -109,6 +125,5 @@ def load_recipe(path: str | Path, tasks: tuple[str, ...]) -> Recipe:
                                       path),
         pretrain_options=_options(pretrain.get("options"), "pretrain.options", path),
         finetune_options=_options(finetune.get("options"), "finetune.options", path),
-        task_options=tuple((task, _options(options, f"finetune.tasks.{task}", path))
-                           for task, options in per_task.items()),
+        task_options=tuple(task_options), task_updates=tuple(task_updates),
     )

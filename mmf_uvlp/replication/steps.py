@@ -64,6 +64,11 @@ class Settings:
     pretrain_options: tuple[str, ...] = ()
     finetune_options: tuple[str, ...] = ()
     task_options: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    task_updates: tuple[tuple[str, int], ...] = ()
+
+    def updates_of(self, task: str) -> int:
+        """Fine-tuning updates of ``task``: its own (the recipe's), else every task's."""
+        return dict(self.task_updates).get(task, self.finetune_updates)
 
     def options_of(self, task: str) -> tuple[str, ...]:
         """The recipe's fine-tuning options of ``task``: every task's, then its own."""
@@ -220,7 +225,7 @@ def system_steps(system: System, seed: int, settings: Settings) -> list[Step]:
         config = model.finetune(task)
         command = (MMF_RUN, f"config={config}", *data, f"env.save_dir={folder}",
                    *model.start_from(pretrained),
-                   *schedule_options(settings.finetune_updates, 2, seed,
+                   *schedule_options(settings.updates_of(task), 2, seed,
                                      settings.finetune_evaluations),
                    *_for_model(settings.options_of(task), model),
                    "run_type=train_inference",
