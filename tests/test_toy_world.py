@@ -581,16 +581,27 @@ def calibrated_downstream():
     _, ve = ds.build_visual_entailment(rng, classes, {"train": preset.ve_hypotheses[0],
                                                       "val": 0, "test": 1500}, make_scene,
                                        ds.IdAllocator(rng, 10**9, 10**10))
-    return vqa, ve
+    _, nlvr = ds.build_nlvr2(rng, classes, {"train": preset.nlvr2_pairs[0], "val": 0,
+                                            "test": preset.nlvr2_pairs[2]}, make_scene,
+                             ds.NLVR2_STATEMENTS[preset.nlvr2_statements])
+    return vqa, ve, nlvr
 
 
 def test_calibrated_sizes_keep_text_only_at_majority(calibrated_downstream):
     """With 12,000 training examples over 24 classes, neither a VQA question (within its
-    type) nor a VE hypothesis predicts its label beyond the majority rate."""
-    vqa, ve = calibrated_downstream
+    type) nor a VE hypothesis predicts its label beyond the majority rate; nor does an
+    NLVR2 statement with the preset's 6,000 presence-statement pairs."""
+    vqa, ve, nlvr = calibrated_downstream
     assert len(vqa["train"]) == len(ve["train"]) == 12_000
     _assert_vqa_text_only_at_majority(vqa)
     _assert_hypothesis_only_at_majority(ve)
+    assert len(nlvr["train"]) == 6000
+    assert {r["statement_type"] for r in nlvr["train"]} == set(ds.NLVR2_PRESENCE_KINDS)
+    train, test = nlvr["train"], nlvr["test"]
+    bow = _bow_accuracy([r["sentence"] for r in train], [r["label"] for r in train],
+                        [r["sentence"] for r in test], [r["label"] for r in test])
+    rate, bound = _majority_bound([r["label"] for r in test])
+    assert bow <= bound, (bow, rate)
 
 
 def test_refcoco_text_does_not_tell_where_the_target_is(large_downstream):

@@ -6,10 +6,11 @@
   the 2-core demo chain of pre-training plus four fine-tunings far too slow); MMF LMDBs
   and npy folders for every pool, VinVL ``features.tsv`` for the pre-training pool only.
 - ``calibrated``: 24 foreground classes, 30,000 pre-training images captioned by object
-  lists (``caption_style="objects"``), the demo world's NLVR2 and RefCOCO+ sizes, four
-  times its VQA and VE training sets (12,000 each, so that 1,500 fine-tuning updates do
-  not memorize them) and no npy folders (~1 GB); the world in which caption pre-training
-  binds words to regions (docs/replication.md, "Calibration"), run with
+  lists (``caption_style="objects"``), the demo world's RefCOCO+ sizes, four times its VQA
+  and VE training sets (12,000 each, so that 1,500 fine-tuning updates do not memorize
+  them), 6,000 NLVR2 training pairs with presence statements (with the demo's 1,000 mixed
+  ones every system stays at chance) and no npy folders (~1 GB); the world in which caption
+  pre-training binds words to regions (docs/replication.md, "Calibration"), run with
   ``configs/study/calibrated.yaml``.
 - ``bench``: 100,000 pre-training images and 1,000,000 sentences for corpus-build
   throughput; detections and text only (no features, no downstream sets).
@@ -26,7 +27,7 @@ elephant"), so only the image says which (docs/replication.md, "Calibration");
 ``attributes`` lists 1-3 foreground objects with their attributes ("a small red cup and a
 wooden table"), so the words that say how an object looks are bound to regions too.
 
-``nlvr2_statements`` sets NLVR2's statement kinds: ``mixed`` (every preset) draws exact
+``nlvr2_statements`` sets NLVR2's statement kinds: ``mixed`` (all but ``calibrated``) draws exact
 counts on one side, totals, a colour in both images, an object in one image only and who
 holds what; ``presence`` draws statements about which images show an object only (in the
 left/right image, in both, in one and not the other).
@@ -121,9 +122,9 @@ PRESETS: dict[str, WorldConfig] = {
     "calibrated": WorldConfig(
         preset="calibrated", feature_dim=128, num_images=30_000, extra_captions=1500,
         narrative_sentences=6000, vinvl_features_all_pools=False, npy=False,
-        vqa2_questions=(12_000, 600, 600), nlvr2_pairs=(1000, 250, 250),
+        vqa2_questions=(12_000, 600, 600), nlvr2_pairs=(6000, 500, 1000),
         ve_hypotheses=(12_000, 600, 600), refcoco_images=(800, 150, 150, 150),
-        foreground_classes=24, caption_style="objects",
+        foreground_classes=24, caption_style="objects", nlvr2_statements="presence",
     ),
     "bench": WorldConfig(
         preset="bench", num_images=100_000, extra_captions=100_000,
