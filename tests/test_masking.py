@@ -237,6 +237,29 @@ def test_image_sentence_masking(is_):
         is_(dict(_image(3), sentence=SENTENCE, itm_label=-1))
 
 
+def test_weighted_samples_carry_their_clean_pair(rt, rn, is_):
+    """R-N and I-S samples (curriculum-weighted) carry the unmasked sentence and features,
+    from which the model reads w_ITM; I-S negatives too (their corrupted tokens have no MLM
+    target to restore them from). R-T samples are not weighted and carry neither."""
+    g = torch.Generator().manual_seed(5)
+    unmasked = rn.pad_text(rn.tokenizer(SENTENCE)["input_ids"])
+    image = _image(4)
+    seen = {"rn": 0, "is": 0}
+    for _ in range(40):
+        for kind, out in (("rn", rn(dict(image, sentence=SENTENCE, noun_phrases=PHRASES), g)),
+                          ("is", is_(dict(image, sentence=SENTENCE, itm_label=_ % 2), g))):
+            assert torch.equal(out["clean_input_ids"], unmasked)
+            assert torch.equal(out["clean_region_features"][:4], image["features"])
+            assert (out["clean_region_features"][4:] == 0).all()
+            seen[kind] += int(not torch.equal(out["input_ids"], unmasked)
+                              or not torch.equal(out["region_features"],
+                                                 out["clean_region_features"]))
+    # the masked input differs from the clean one (unless a masked region kept its features)
+    assert seen["rn"] > 30 and seen["is"] > 20
+    out = rt(_rt_item(), g)
+    assert "clean_input_ids" not in out and "clean_region_features" not in out
+
+
 def test_clear_errors_name_the_missing_field(rt, rn):
     with pytest.raises(ValueError, match="region_labels"):
         rt(_image(2))

@@ -172,6 +172,13 @@ def test_tag_tokens_use_their_box_not_a_position():
     assert torch.allclose(as_tags[0, 0], as_text[0, 0])  # [CLS] keeps its position
 
 
+def _clean(batch: SampleList) -> SampleList:
+    """The batch with its uncorrupted pairs as the model's input."""
+    clean = SampleList(dict(batch.items()))
+    clean.input_ids, clean.region_features = batch.clean_input_ids, batch.clean_region_features
+    return clean
+
+
 def test_curriculum_weights_in_the_model_switch_at_epoch_m(processors):
     model = _model().eval()
     batch = _batch(processors, "is")
@@ -181,10 +188,58 @@ def test_curriculum_weights_in_the_model_switch_at_epoch_m(processors):
         assert model(batch)["curriculum_weights"].tolist() == [1.0, 1.0, 1.0]
         registry.register("num_updates", 2)  # epoch 1 = m
         out = model(batch)
-    match = torch.softmax(out["itm_logits"], -1)[:, 1]
+        clean = model(_clean(batch))
+    match = torch.softmax(clean["itm_logits"], -1)[:, 1]
     expected = [match[0].item(), 1.0, match[2].item()]
     assert out["curriculum_weights"].tolist() == pytest.approx(expected)
     assert not out["curriculum_weights"].requires_grad
+
+
+@pytest.mark.parametrize("kind", ["rn", "is"])
+def test_the_curriculum_weight_is_the_clean_pair_s_match_score(processors, kind):
+    """w_ITM scores the retrieved pair, not its masked copy (an R-N input without its linked
+    phrases or regions); it is read in eval mode even while training, so dropout neither
+    blurs it nor draws from the RNG."""
+    model = _model()
+    with torch.no_grad():  # a head that tells pairs apart (a fresh one says ~0.5 to all)
+        model.heads["itm"].classifier.weight.normal_(0.0, 1.0, generator=torch.Generator().manual_seed(3))
+    batch = _batch(processors, kind)
+    assert not torch.equal(batch.input_ids, batch.clean_input_ids) or \
+        not torch.equal(batch.region_features, batch.clean_region_features)
+    registry.register("num_updates", 2)  # epoch 1 = m
+    model.eval()
+    with torch.no_grad():
+        masked = torch.softmax(model(batch)["itm_logits"], -1)[:, 1]
+        clean = torch.softmax(model(_clean(batch))["itm_logits"], -1)[:, 1]
+    assert (masked - clean).abs().max() > 1e-5  # float32 agrees to ~1e-7
+    model.train()
+    state = torch.get_rng_state()
+    weights = model(batch)["curriculum_weights"]
+    assert model.training
+    assert weights.tolist() == pytest.approx(clean.tolist(), abs=1e-6)
+    assert weights.tolist() != pytest.approx(masked.tolist(), abs=1e-6)
+    without = _model()
+    without.load_state_dict(model.state_dict())
+    without.curriculum = None
+    torch.set_rng_state(state)
+    without(batch)  # the same pass without the weight's: the RNG ends in the same state
+    assert torch.equal(torch.get_rng_state(), _rng_after(model, batch, state))
+
+
+def _rng_after(model: UVLA, batch: SampleList, state: torch.Tensor) -> torch.Tensor:
+    torch.set_rng_state(state)
+    model(batch)
+    return torch.get_rng_state()
+
+
+def test_a_weighted_batch_without_its_clean_pair_is_refused(processors):
+    model = _model().eval()
+    batch = _batch(processors, "is")
+    del batch["clean_region_features"]
+    registry.register("num_updates", 2)
+    with pytest.raises(ValueError, match=r"curriculum-weighted batch needs "
+                                         r"\['clean_region_features'\]"):
+        model(batch)
 
 
 def test_minilm_weights_are_loaded():

@@ -4,7 +4,8 @@
     L = L_RT + w_ITM * (L_RN + L_IS)     for epoch >= m
 
 ``w_ITM`` is the ITM head's match probability (softmax of its logits, class 1) of *each*
-sample, detached (no gradient flows through the weight). It applies only to samples
+sample's clean pair (the model passes the logits of a no-grad pass over the unmasked
+pair), detached (no gradient flows through the weight). It applies only to samples
 flagged ``curriculum_weighted`` (R-N and I-S); every other sample keeps weight 1. The
 reference code reduced the batch first and so only scaled the batch mean; here every
 loss module multiplies its per-sample losses by these weights (see ``reduction.py``).

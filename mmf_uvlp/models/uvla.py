@@ -13,7 +13,10 @@ Reads top to bottom: inputs -> embeddings -> BERT encoder -> heads -> curriculum
   its outputs only when the batch carries its targets. Losses are MMF loss modules
   (``uvla_mlm`` ...) listed in ``losses``.
 - The curriculum (``curriculum``) adds ``curriculum_weights`` (B,) to the output for
-  batches with a ``curriculum_weighted`` field; the losses weight each sample with it.
+  batches with a ``curriculum_weighted`` field; the losses weight each sample with it. Once
+  active, the weight is the ITM match probability of the *clean* pair (``clean_input_ids``,
+  ``clean_region_features``, a no-grad pass), not of the masked input the losses see: an
+  R-N input has its linked phrases or regions removed, and the ITM head never trains on one.
 
 Batch fields read (B batch, L text length, R regions, D feature dim): ``input_ids``,
 ``input_mask``, ``segment_ids`` (B, L); optional ``text_boxes`` (B, L, 5) and
@@ -441,6 +444,24 @@ class UVLA(BaseModel):
             attentions=out.attentions if output_attentions else None,
         )
 
+    @torch.no_grad()
+    def _clean_match_logits(self, sample_list: Mapping[str, Any]) -> torch.Tensor:
+        """ITM logits (B, 2) of the batch's uncorrupted pairs (the curriculum weight)."""
+        missing = [k for k in ("clean_input_ids", "clean_region_features")
+                   if sample_list.get(k) is None]
+        if missing:
+            raise ValueError(f"{self.config_key}: a curriculum-weighted batch needs {missing} "
+                             "(the unmasked pair, emitted by the R-N and I-S processors)")
+        clean = dict(sample_list.items())
+        clean["input_ids"] = sample_list["clean_input_ids"]
+        clean["region_features"] = sample_list["clean_region_features"]
+        training = self.training
+        self.eval()  # the pair's score without dropout noise (and no draw from the RNG)
+        try:
+            return self.heads["itm"](self.encode(clean, False), clean)["itm_logits"]
+        finally:
+            self.train(training)
+
     def forward(self, sample_list: Mapping[str, Any],
                 output_attentions: Optional[bool] = None) -> Dict[str, Any]:
         encoded = self.encode(sample_list, output_attentions)
@@ -453,7 +474,10 @@ class UVLA(BaseModel):
         # An evaluation-only run (no train split loaded, so no sizes) reports unweighted losses.
         schedulable = self.training or bool(registered_train_samples())
         if self.curriculum is not None and weighted is not None and schedulable:
-            output["curriculum_weights"] = self.curriculum.weights(output["itm_logits"], weighted)
+            logits = output["itm_logits"]
+            if self.curriculum.active() and bool(weighted.any()):
+                logits = self._clean_match_logits(sample_list)
+            output["curriculum_weights"] = self.curriculum.weights(logits, weighted)
         if encoded.attentions is not None:
             output["attentions"] = encoded.attentions
         return output

@@ -39,6 +39,8 @@ class ImageSentenceMaskingProcessor(UVLAMaskingProcessor):
                 f"uvla_image_sentence_masking: raw input needs 'itm_label' 0 or 1, got {label!r}"
             )
         input_ids, lm_label_ids, length = self.mask_sentence(sentence, self.mask_prob, generator)
+        clean_input_ids = torch.where(lm_label_ids != IGNORE, lm_label_ids, input_ids)
         if int(label) == 0:
             lm_label_ids = torch.full_like(lm_label_ids, IGNORE)
-        return self.assemble(input_ids, lm_label_ids, length, regions, itm_label=int(label))
+        return self.assemble(input_ids, lm_label_ids, length, regions, itm_label=int(label),
+                             clean_input_ids=clean_input_ids)

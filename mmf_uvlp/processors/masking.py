@@ -18,6 +18,9 @@ visual part (R = ``max_regions``, D feature dim, P = ``max_phrase_tokens``):
 sample: ``itm_label`` () long (1 match, 0 negative, -1 n.a.); ``curriculum_weighted`` ()
   bool; ``targets`` () long = ``itm_label`` (MMF computes losses only for batches that
   have a ``targets`` field).
+curriculum-weighted processors (R-N, I-S) also emit the uncorrupted pair, from which the
+  model reads the curriculum weight w_ITM (the paper's match score of the *pair*, not of its
+  masked copy): ``clean_input_ids`` (L,) long and ``clean_region_features`` (R, D) float.
 
 Common raw input keys (one image): ``features`` (N, D) float array / tensor,
 ``boxes`` (N, 4) pixel ``[x1, y1, x2, y2]``, ``image_width``, ``image_height``. The
@@ -166,7 +169,7 @@ class UVLAMaskingProcessor(BaseProcessor):
         mask = torch.zeros(self.max_regions, dtype=torch.long)
         mask[:n] = 1
         return {"region_features": padded, "region_boxes": box5, "region_mask": mask,
-                "num_regions": torch.tensor(n)}
+                "num_regions": torch.tensor(n), "clean_region_features": padded}
 
     def mask_sentence(
         self, sentence: str, prob: float, generator: Optional[torch.Generator]
@@ -224,9 +227,11 @@ class UVLAMaskingProcessor(BaseProcessor):
                  region_masked: Optional[torch.Tensor] = None,
                  region_class_targets: Optional[torch.Tensor] = None,
                  region_phrase_targets: Optional[torch.Tensor] = None,
-                 region_features_target: Optional[torch.Tensor] = None) -> Sample:
+                 region_features_target: Optional[torch.Tensor] = None,
+                 clean_input_ids: Optional[torch.Tensor] = None) -> Sample:
         """The batch-contract dict of one sample (defaults: nothing masked / no tags; the
-        MRFR target only when given)."""
+        MRFR target only when given; the clean pair when ``curriculum_weighted``, its text
+        ``clean_input_ids`` or else ``input_ids`` with every MLM target restored)."""
         L, R, P = self.max_seq_length, self.max_regions, self.max_phrase_tokens
         input_mask = torch.zeros(L, dtype=torch.long)
         input_mask[:length] = 1
@@ -254,4 +259,9 @@ class UVLAMaskingProcessor(BaseProcessor):
         }
         if region_features_target is not None:
             sample["region_features_target"] = region_features_target
+        if self.curriculum_weighted:
+            if clean_input_ids is None:
+                clean_input_ids = torch.where(lm_label_ids != IGNORE, lm_label_ids, input_ids)
+            sample["clean_input_ids"] = clean_input_ids
+            sample["clean_region_features"] = regions["clean_region_features"]
         return sample
