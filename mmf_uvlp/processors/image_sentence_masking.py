@@ -19,7 +19,13 @@ from typing import Optional
 import torch
 
 from mmf.common.registry import registry
-from mmf_uvlp.processors.masking import IGNORE, RawItem, Sample, UVLAMaskingProcessor
+from mmf_uvlp.processors.masking import (
+    IGNORE,
+    RawItem,
+    Sample,
+    UVLAMaskingProcessor,
+    restore_targets,
+)
 
 
 @registry.register_processor("uvla_image_sentence_masking")
@@ -39,7 +45,7 @@ class ImageSentenceMaskingProcessor(UVLAMaskingProcessor):
                 f"uvla_image_sentence_masking: raw input needs 'itm_label' 0 or 1, got {label!r}"
             )
         input_ids, lm_label_ids, length = self.mask_sentence(sentence, self.mask_prob, generator)
-        clean_input_ids = torch.where(lm_label_ids != IGNORE, lm_label_ids, input_ids)
+        clean_input_ids = restore_targets(input_ids, lm_label_ids)
         if int(label) == 0:
             lm_label_ids = torch.full_like(lm_label_ids, IGNORE)
         return self.assemble(input_ids, lm_label_ids, length, regions, itm_label=int(label),

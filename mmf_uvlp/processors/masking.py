@@ -76,6 +76,11 @@ def corrupt_tokens(input_ids: torch.Tensor, selected: torch.Tensor, mask_id: int
     return corrupted, labels
 
 
+def restore_targets(input_ids: torch.Tensor, lm_label_ids: torch.Tensor) -> torch.Tensor:
+    """``input_ids`` (L,) with each MLM target put back: the uncorrupted text."""
+    return torch.where(lm_label_ids != IGNORE, lm_label_ids, input_ids)
+
+
 def corrupt_regions(features: torch.Tensor, selected: torch.Tensor, zero_prob: float,
                     generator: Optional[torch.Generator]) -> torch.Tensor:
     """Zero the features (R, D) of each selected region (R,) with probability ``zero_prob``."""
@@ -261,7 +266,7 @@ class UVLAMaskingProcessor(BaseProcessor):
             sample["region_features_target"] = region_features_target
         if self.curriculum_weighted:
             if clean_input_ids is None:
-                clean_input_ids = torch.where(lm_label_ids != IGNORE, lm_label_ids, input_ids)
+                clean_input_ids = restore_targets(input_ids, lm_label_ids)
             sample["clean_input_ids"] = clean_input_ids
             sample["clean_region_features"] = regions["clean_region_features"]
         return sample
