@@ -591,6 +591,9 @@ def test_a_recipe_sets_the_world_schedules_and_per_task_options(tmp_path):
     assert mean not in vl_bert_entailment.command
     assert kldiv not in visual_bert_vqa.command
     assert _compose(vqa.command).model_config.uvla.losses[0].type == "softmax_kldiv"
+    # NLVR2 and VE fine-tune at the task's own lr (it comes after the shared one and wins)
+    assert [_compose(step.command).optimizer.params.lr for step in (vqa, nlvr2, entailment)] \
+        == [3e-4, 1e-4, 1e-4]
 
 
 @pytest.mark.parametrize("text, message", [
