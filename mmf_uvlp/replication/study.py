@@ -84,6 +84,7 @@ SYSTEMS: dict[str, System] = {s.key: s for s in (
     System("is", "μ-VLA (I-S)", f"{_ABLATIONS}/is.yaml", "corpus"),
     System("rt_rn", "μ-VLA (R-T + R-N)", f"{_ABLATIONS}/rt_rn.yaml", "corpus"),
     System("no_witm", "μ-VLA w/o w_ITM", f"{_ABLATIONS}/no_witm.yaml", "corpus"),
+    System("equal_mix", "μ-VLA, equal mix", f"{_ABLATIONS}/equal_mix.yaml", "corpus"),
     System("uvla_bc", "μ-VLA_BC", f"{_BASELINES}/uvla_bc/pretrain.yaml", "corpus_bc"),
     System("random_pairs_bc", "Random pairs (narrative text)",
            f"{_BASELINES}/uvla_bc/random_pairs.yaml"),
@@ -114,6 +115,8 @@ TABLES: dict[str, StudyTable] = {t.key: t for t in (
     StudyTable("topk", "Top-K retrieved sentences per image (Fig. 3)", tuple(
         (f"K = {k}", f"topk{k}") for k in TOP_K),
         x=tuple(float(k) for k in TOP_K), x_label="K (retrieved sentences per image)"),
+    StudyTable("mix", "Mix of R-T, R-N and I-S batches (the paper sums the three losses)", (
+        ("size-proportional", "uvla"), ("equal", "equal_mix")), compact=True),
 )}
 
 
