@@ -283,8 +283,12 @@ def _sampling_ratios() -> None:
                              "multitasking.type=random"]).get_config()
     assert config.multitasking.type == "random", config.multitasking
 
+    logged: List[str] = []
+    writer = types.SimpleNamespace(write=lambda message, *args, **kwargs: logged.append(message))
+
     def probabilities(multitasking: dict, dataset_type: str = "train") -> List[float]:
         instance = MultiDatasetLoader(dataset_type)
+        instance.writer = writer
         instance.config = OmegaConf.create({"training": {}, "multitasking": multitasking})
         instance._given_datasets = ["rt", "rn", "is"]
         instance._num_datasets = 3
@@ -295,10 +299,12 @@ def _sampling_ratios() -> None:
 
     ratios = {"type": "ratios", "params": {"sampling_ratios": {"rt": 2, "rn": 1, "is": 1}}}
     assert probabilities(ratios) == [0.5, 0.25, 0.25]
+    assert logged == ["Using per-dataset sampling probabilities: rt: 0.500, rn: 0.250, is: 0.250"]
     assert probabilities(ratios, "val") == [0.1, 0.4, 0.5]
     assert probabilities({"type": "random"}) == [round(1 / 3, 6)] * 3
     assert probabilities({"type": "size_proportional"}) == [0.1, 0.4, 0.5]
     only_first = MultiDatasetLoader("train")
+    only_first.writer = writer
     only_first.config = OmegaConf.create({"training": {}, "multitasking": ratios})
     only_first.config.multitasking.params.sampling_ratios.update(rn=0, **{"is": 0})
     only_first._given_datasets = ["rt", "rn", "is"]

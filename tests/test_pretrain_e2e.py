@@ -190,8 +190,10 @@ multitasking:
 """
     drawn = lambda output: {key.split("/")[1] for row in rows(output) for key in row  # noqa: E731
                             if key.startswith("train/uvla_")}
-    assert drawn(run(tmp_path, tiny_corpus.parent, tmp_path / "tags", *opts, config=only_tags)) == {
-        "uvla_region_tag"}
+    output = run(tmp_path, tiny_corpus.parent, tmp_path / "tags", *opts, config=only_tags)
+    assert drawn(output) == {"uvla_region_tag"}
+    assert ("sampling probabilities: uvla_region_tag: 1.000, uvla_region_phrase: 0.000, "
+            "uvla_image_sentence: 0.000") in output
     assert drawn(run(tmp_path, tiny_corpus.parent, tmp_path / "sizes", *opts)) == {
         "uvla_region_tag", "uvla_region_phrase", "uvla_image_sentence"}
     output = run(tmp_path, tiny_corpus.parent, tmp_path / "bad", *opts, ok=False,

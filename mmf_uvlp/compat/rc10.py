@@ -423,6 +423,10 @@ def _multitasking_sampling_ratios() -> None:
             return  # rc10's own choice: training.dataset_size_proportional_sampling
         self._dataset_probabilities = _train_probabilities(multitasking, list(self._given_datasets))
         self._proportional_sampling = False
+        self.writer.write(
+            "Using per-dataset sampling probabilities: " + ", ".join(
+                f"{name}: {p:.3f}" for name, p in zip(self._given_datasets,
+                                                      self._dataset_probabilities)))
 
     next_ = MultiDatasetLoader.__next__
 
