@@ -63,7 +63,14 @@ def test_single_run_answers(reference):
     assert report["skipped"]["counts"] == {}
     assert report["quality"]["caption_recall"]["caption_in_pool"] == 5
     assert report["quality"]["caption_recall"]["recall@3"] == 1.0
-    assert report["quality"]["link_precision"]["precision"] > 0.5
+    precision = report["quality"]["link_precision"]
+    assert precision["precision"] > 0.5
+    bands = precision["by_link_score"]
+    assert sum(b["linked"] for b in bands) == precision["linked"] > 0
+    assert sum(b["linked"] * b["precision"] for b in bands) == pytest.approx(
+        precision["linked"] * precision["precision"], abs=1e-3)
+    lows = [1.0 if b["link_score"] == "1.00" else float(b["link_score"][1:5]) for b in bands]
+    assert lows == sorted(lows) and len(set(lows)) == len(lows)
     for name in ("report.md", "scores_hist.png", "examples.html", "examples.md"):
         assert os.path.getsize(os.path.join(out, "report", name)) > 0
     assert "linked" in open(os.path.join(out, "report", "examples.html")).read()

@@ -48,6 +48,7 @@ from mmf_uvlp.corpus.sentences import (
     build_sentence_index,
     read_json,
 )
+from mmf_uvlp.corpus.report import link_score_band
 from mmf_uvlp.corpus.tag_query import ranked_tags
 
 STAGES = ("detections", "queries", "retrieve", "phrases", "link")
@@ -674,6 +675,10 @@ class CorpusBuilder:
                                 lstats["gt_linked"] += 1
                                 lstats["gt_grounded"] += int(label in true)
                                 lstats["gt_correct"] += int(label in true and mentioned)
+                                band = link_score_band(score)
+                                for key, value in (("gt_linked", 1),
+                                                   ("gt_correct", int(label in true and mentioned))):
+                                    lstats[f"{key}@{band}"] = lstats.get(f"{key}@{band}", 0) + value
                         out_phrases.append({
                             "text": ph["text"], "char_span": ph["char_span"],
                             "token_span": ph["token_span"], "region": region,

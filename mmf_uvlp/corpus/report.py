@@ -19,6 +19,7 @@ from __future__ import annotations
 import html
 import itertools
 import json
+import math
 import os
 from typing import Dict, List, Optional
 
@@ -28,6 +29,24 @@ from mmf_uvlp.corpus.sentences import atomic_write_bytes, atomic_write_json, rea
 
 def _ratio(a: float, b: float) -> Optional[float]:
     return round(a / b, 6) if b else None
+
+
+def link_score_band(score: float, width: float = 0.05) -> str:
+    """The ``[lo, hi)`` band of ``width`` a link score falls in (1.0, an exact label match,
+    is a band of its own), as the link-precision breakdown reports it."""
+    if score >= 1.0:
+        return "1.00"
+    lo = math.floor(score / width) * width
+    return f"[{lo:.2f}, {lo + width:.2f})"
+
+
+def _by_band(link: Dict[str, int]) -> List[Dict[str, object]]:
+    """Link precision per link-score band, from the ``gt_linked@<band>`` counters."""
+    bands = sorted((key.split("@", 1)[1] for key in link if key.startswith("gt_linked@")),
+                   key=lambda band: 1.0 if band == "1.00" else float(band[1:5]))
+    return [{"link_score": band, "linked": link[f"gt_linked@{band}"],
+             "precision": _ratio(link.get(f"gt_correct@{band}", 0), link[f"gt_linked@{band}"])}
+            for band in bands]
 
 
 def aggregate(out_dir: str, meta: Dict[str, object], shared: Dict[str, object], config) -> Dict:
@@ -92,6 +111,7 @@ def aggregate(out_dir: str, meta: Dict[str, object], shared: Dict[str, object], 
             "linked": link.get("gt_linked", 0),
             "precision": _ratio(link.get("gt_correct", 0), link.get("gt_linked", 0)),
             "grounded_rate": _ratio(link.get("gt_grounded", 0), link.get("gt_linked", 0)),
+            "by_link_score": _by_band(link),
         }
     retrieval = {
         "index": cfg_r.index, "k": k,
