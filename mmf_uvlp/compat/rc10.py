@@ -216,6 +216,8 @@ RC10_DEFAULTS = {
         "stdout_capture": False,
         "detect_anomaly": False,
     },
+    # MMF main's per-dataset mix of a multi-dataset run (see multitasking_sampling_ratios)
+    "multitasking": {"enabled": True, "type": "size_proportional", "params": {}},
 }
 
 
@@ -366,10 +368,6 @@ def _multi_dataset_loader_epoch_reset() -> None:
     MultiDatasetLoader.__next__ = __next__
 
 
-MULTITASKING_DEFAULTS = {"multitasking": {"enabled": True, "type": "size_proportional",
-                                            "params": {}}}  # MMF main's defaults.yaml
-
-
 def _train_probabilities(multitasking: Any, datasets: List[str]) -> List[float]:
     """The per-dataset sampling probabilities of a ``multitasking`` config of type ``random``
     (uniform) or ``ratios`` (``params.sampling_ratios``: one non-negative number per dataset,
@@ -397,21 +395,12 @@ def _train_probabilities(multitasking: Any, datasets: List[str]) -> List[float]:
 @FIXES.fix(
     "multitasking_sampling_ratios",
     "multitasking: {type: ratios, params: {sampling_ratios: ...}} (MMF main's explicit "
-    "per-dataset mix of a multi-dataset run) is silently ignored, or fails with "
-    "ConfigAttributeError: Key 'multitasking' is not in struct: rc10's MultiDatasetLoader "
+    "per-dataset mix of a multi-dataset run) is silently ignored: rc10's MultiDatasetLoader "
     "samples datasets by size or uniformly only (training.dataset_size_proportional_sampling)",
     stage="post",
 )
 def _multitasking_sampling_ratios() -> None:
-    from omegaconf import OmegaConf
-
     from mmf.datasets.multi_dataset_loader import MultiDatasetLoader
-    from mmf.utils.configuration import Configuration
-
-    build_default_config = Configuration._build_default_config
-
-    def _build_default_config(self: Configuration) -> Any:
-        return OmegaConf.merge(OmegaConf.create(MULTITASKING_DEFAULTS), build_default_config(self))
 
     infer = MultiDatasetLoader._infer_dataset_probabilities
 
@@ -438,7 +427,6 @@ def _multitasking_sampling_ratios() -> None:
                 self._used_once[index] = 1
         return next_(self)
 
-    Configuration._build_default_config = _build_default_config
     MultiDatasetLoader._infer_dataset_probabilities = _infer_dataset_probabilities
     MultiDatasetLoader.__next__ = __next__
 
