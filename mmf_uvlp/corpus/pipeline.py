@@ -672,13 +672,14 @@ class CorpusBuilder:
                             mentioned = mentions(ph["text"], label)
                             lstats["mention"] += int(mentioned)
                             if true is not None:
+                                correct = int(label in true and mentioned)
+                                band = link_score_band(score)
                                 lstats["gt_linked"] += 1
                                 lstats["gt_grounded"] += int(label in true)
-                                lstats["gt_correct"] += int(label in true and mentioned)
-                                band = link_score_band(score)
-                                for key, value in (("gt_linked", 1),
-                                                   ("gt_correct", int(label in true and mentioned))):
-                                    lstats[f"{key}@{band}"] = lstats.get(f"{key}@{band}", 0) + value
+                                lstats["gt_correct"] += correct
+                                lstats[f"gt_linked@{band}"] = lstats.get(f"gt_linked@{band}", 0) + 1
+                                lstats[f"gt_correct@{band}"] = (lstats.get(f"gt_correct@{band}", 0)
+                                                                + correct)
                         out_phrases.append({
                             "text": ph["text"], "char_span": ph["char_span"],
                             "token_span": ph["token_span"], "region": region,
