@@ -72,6 +72,8 @@ analyze: setup
 #   make replicate WORLD=tiny SEEDS=2 TABLES=1      # (or PRESET=tiny); SYSTEMS=base,uvla
 #   make replicate RECIPE=calibrated TABLES=1 JOBS=2  # configs/study/calibrated.yaml: its
 #                                                   # world, schedules and options
+#   make replicate RECIPE=calibrated TABLES=1 JOBS=2 ARCHIVE=results/archive/calibrated
+#                                                   # + keep finished runs (committed)
 # On the tiny world it is a smoke test: the tiny random models, 10 updates a run
 # (REPLICATE_OPTS overrides that; on the demo world it is empty: demo.py's 400 / 120 updates).
 SEEDS ?= 3
@@ -89,4 +91,5 @@ replicate: setup
 	$(PY) tools/replicate.py $(if $(RECIPE),--recipe configs/study/$(RECIPE).yaml,\
 		--world $(REPLICATE_WORLD)) --data $(DATA) --seeds $(SEEDS) \
 		--out $(REPLICATION)$(if $(RECIPE),/$(RECIPE)) $(if $(TABLES),--tables $(TABLES)) \
-		$(if $(SYSTEMS),--systems $(SYSTEMS)) --jobs $(JOBS) $(REPLICATE_OPTS)
+		$(if $(SYSTEMS),--systems $(SYSTEMS)) $(if $(ARCHIVE),--archive $(ARCHIVE)) \
+		--jobs $(JOBS) $(REPLICATE_OPTS)

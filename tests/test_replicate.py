@@ -23,6 +23,7 @@ import torch
 import yaml
 
 from mmf_uvlp.replication import runner
+from mmf_uvlp.replication.archive import Archive
 from mmf_uvlp.replication.aggregate import (
     meta_gap, seed_cells, summarize, summarize_row, table_rows,
 )
@@ -822,6 +823,87 @@ def test_runner_starts_the_steps_others_wait_for_first(tmp_path):
     assert started[:4] == ["uvla0-pretrain", "uvla1-pretrain", "base0-vqa2", "base0-nlvr2"]
 
 
+def _complete(steps) -> callable:
+    """A fake ``mmf_run`` / tool: each step's proof, and a ``train.log`` in each run folder."""
+    by_command = {step.command: step for step in steps}
+
+    def run(command) -> int:
+        step = by_command[tuple(command)]
+        if step.proof_file is not None:
+            step.proof_file.parent.mkdir(parents=True, exist_ok=True)
+            step.proof_file.write_text("made")
+        keys = step.proof_keys or ("val/total_loss",)
+        if step.kind != "corpus":
+            _log(step.folder, "progress: 2/2, " + ", ".join(f"{key}: 0.5" for key in keys))
+        return 0
+    return run
+
+
+def _two_clones(tmp_path: Path, clone: str, **kwargs) -> tuple[Settings, list[Step]]:
+    root = tmp_path / clone
+    settings = Settings(World(root / "data" / "world"), root / "data" / "runs", seeds=(0,),
+                        tasks=("vqa2", "nlvr2"), **kwargs)
+    return settings, plan([SYSTEMS["base"], SYSTEMS["uvla"]], settings)
+
+
+def test_an_archive_carries_a_study_to_another_clone(tmp_path):
+    """Finished runs archived by one clone count as done in another clone in another folder
+    whose runs folder is empty: nothing runs again, not even the pre-training whose weights
+    are gone, until a run its weights feed is missing."""
+    settings, steps = _two_clones(tmp_path, "one")
+    archive = Archive(tmp_path / "archive", settings)
+    assert run_steps(steps, run=_complete(steps), log=lambda line: None,
+                     on_done=archive.store) == len(steps)
+    pretrain = next(step for step in steps if step.kind == "pretrain")
+    copy = tmp_path / "archive" / "uvla" / "seed0" / "pretrain"
+    assert sorted(p.name for p in copy.iterdir()) == ["step.json", "train.log"]
+    command = json.loads((copy / "step.json").read_text())["command"]
+    assert command[1:] == [arg.replace(str(settings.runs), "<runs>")
+                           .replace(str(settings.world.path), "<world>")
+                           for arg in pretrain.command[1:]]
+    assert not any(str(tmp_path / "one") in arg for arg in command[1:])
+    assert (tmp_path / "archive" / "setup" / "corpus.json").exists()  # the corpus: its record
+
+    other, steps = _two_clones(tmp_path, "two")
+    archive = Archive(tmp_path / "archive", other)
+    assert [archive.restore(step) for step in steps] == [True] * len(steps)
+    assert not any(archive.restore(step) for step in steps)  # restored once
+    assert read_record(steps[2])["command"] == list(steps[2].command)  # this clone's paths
+    lines = []
+    assert run_steps(steps, run=lambda command: pytest.fail(f"ran {command}"),
+                     log=lines.append) == 0
+    assert not (other.runs / "uvla" / "seed0" / "pretrain" / "uvla_final.pth").exists()
+    assert sum("every step that reads its output is done" in line for line in lines) == 2
+
+    # A fine-tuning of μ-VLA deleted from both: its corpus and pre-training run again first.
+    vqa = next(s for s in steps if s.system == "uvla" and s.task == "vqa2")
+    shutil.rmtree(vqa.folder)
+    shutil.rmtree(tmp_path / "archive" / vqa.folder.relative_to(other.runs))
+    ran = []
+    run_steps(steps, run=lambda command: ran.append(command) or _complete(steps)(command),
+              log=lambda line: None)
+    assert [by.kind for c in ran for by in steps if by.command == tuple(c)] == \
+        ["corpus", "pretrain", "finetune"]
+
+
+def test_an_archived_run_of_other_settings_is_refused_and_bad_records_named(tmp_path):
+    settings, steps = _two_clones(tmp_path, "one")
+    archive = Archive(tmp_path / "archive", settings)
+    run_steps(steps, run=_complete(steps), log=lambda line: None, on_done=archive.store)
+    other, steps = _two_clones(tmp_path, "two", finetune_updates=7)
+    archive = Archive(tmp_path / "archive", other)
+    for step in steps:
+        archive.restore(step)
+    with pytest.raises(StaleRun, match=r"training.max_updates=7"):
+        run_steps(steps, run=_complete(steps), log=lambda line: None)
+    record = tmp_path / "archive" / "base" / "seed0" / "vqa2" / "step.json"
+    record.write_text("{")
+    third, steps = _two_clones(tmp_path, "three")
+    with pytest.raises(ValueError, match=re.escape(f"{record}:1: not valid json")):
+        Archive(tmp_path / "archive", third).restore(
+            next(s for s in steps if s.system == "base" and s.task == "vqa2"))
+
+
 # ----------------------------------------------------------------------------- end to end
 
 ARGS = ["--seeds", "2", "--systems", "base,random_pairs", "--tasks", "refcoco_plus",
@@ -897,6 +979,16 @@ def test_replicate_on_the_tiny_world_end_to_end(tiny_world, tmp_path, monkeypatc
     kept = {p: t for p, t in before.items() if not any(f in p.parents for f in redo)}
     assert {p: t for p, t in after.items() if p in kept} == kept
     assert all((folder / "step.json").exists() for folder in redo)
+
+    # Archived, then the runs folder lost (a new session): the same table, nothing runs.
+    archived = args + ["--archive", str(tmp_path / "archive")]
+    launched.clear()
+    assert tool.main(archived) == 0
+    shutil.rmtree(runs)
+    assert tool.main(archived) == 0
+    assert launched == []
+    assert (out / "table1.md").read_text() == table
+    assert not list(runs.rglob("*.pth"))  # the pre-trainings were not run again
 
 
 SEED_ROWS = {"Base": "base", "VisualBERT": "visual_bert", "ViLBERT": "vilbert",

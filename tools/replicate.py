@@ -13,7 +13,8 @@ interrupted training run continues from its last checkpoint). Steps:
 
     python tools/replicate.py                          # every table, demo world, 3 seeds
     python tools/replicate.py --tables 1 --seeds 3 --jobs 2    # two runs at a time
-    python tools/replicate.py --recipe configs/study/calibrated.yaml --tables 1 --jobs 2
+    python tools/replicate.py --recipe configs/study/calibrated.yaml --tables 1 --jobs 2 \\
+        --archive results/archive/calibrated      # finished runs kept across sessions
     python tools/replicate.py --world tiny --seeds 2 --systems base,uvla,vl_bert \\
         --model-config configs/models/uvla/tiny_random.yaml \\
         --model-config configs/models/vl_bert/tiny_random.yaml --pretrain-updates 4
@@ -31,10 +32,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from mmf_uvlp.replication.archive import Archive
 from mmf_uvlp.replication.outputs import write_study
 from mmf_uvlp.replication.recipe import Recipe, load_recipe
 from mmf_uvlp.replication.runner import (StaleRun, StepFailed, clock, read_record, run_steps,
-                                         share_cores, stale_reason)
+                                         share_cores, spent, stale_reason)
 from mmf_uvlp.replication.steps import Settings, model_overrides, plan
 from mmf_uvlp.replication.study import REPO, SYSTEMS, TABLES, TASKS, select
 from mmf_uvlp.replication.world import World
@@ -99,8 +101,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="steps run side by side (default 1); each run then gets "
                              "cpu_count/jobs threads (OMP_NUM_THREADS, unless set) and its "
                              "output goes to <run folder>/step.out")
+    parser.add_argument("--archive", type=Path,
+                        help="a folder (meant to be committed) that keeps each finished step's "
+                             "step.json and train.log, and restores those the runs folder "
+                             "lacks: a study that spans sessions (docs/replication.md)")
     parser.add_argument("--plan", action="store_true",
-                        help="print the steps and whether each is done, run nothing")
+                        help="print the steps and whether each is done (after restoring the "
+                             "archive), run nothing")
     return parser.parse_args(argv)
 
 
@@ -130,19 +137,31 @@ def main(argv: list[str] | None = None) -> int:
         task_options=recipe.task_options,
         task_updates=() if args.finetune_updates else recipe.task_updates)
     steps = plan(systems, settings)
+    archive = Archive(args.archive.resolve(), settings) if args.archive else None
+    if archive is not None:
+        try:
+            restored = [step for step in steps if archive.restore(step)]
+        except ValueError as e:
+            print(f"replicate: error: {e}", file=sys.stderr)
+            return 2
+        print(f"Archive {archive.root}: {len(restored)} finished steps restored into {runs}",
+              flush=True)
     if args.plan:
-        for index, step in enumerate(steps, start=1):
+        done = [step.done() for step in steps]
+        for index, (step, unneeded) in enumerate(zip(steps, spent(steps, done)), start=1):
             state = "to run"
-            if step.done():
+            if done[index - 1] or unneeded:
                 reason = stale_reason(step, read_record(step))
-                state = f"done, but stale ({reason})" if reason else "done"
+                state = "done" if done[index - 1] else "finished, its output no longer needed"
+                state = f"{state}, but stale ({reason})" if reason else state
             print(f"[{index}/{len(steps)}] {step.title}: {state}\n    {' '.join(step.command)}")
         return 0
     start = time.perf_counter()
     print(f"Study: tables {[t.key for t in tables]}, systems {[s.key for s in systems]}, "
           f"seeds {list(settings.seeds)}, {len(steps)} steps; runs in {runs}", flush=True)
     try:
-        ran = run_steps(steps, log=lambda line: print(line, flush=True), jobs=args.jobs)
+        ran = run_steps(steps, log=lambda line: print(line, flush=True), jobs=args.jobs,
+                        on_done=archive.store if archive is not None else None)
     except (StepFailed, StaleRun) as e:
         print(f"replicate: error: {e}", file=sys.stderr)
         return 1
@@ -159,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
               "finetune_task_updates": dict(settings.task_updates), "runs": str(runs),
               "model_config": [str(path) for path in args.model_config],
               "recipe": str(recipe.path) if recipe.path else None,
+              "archive": str(archive.root) if archive is not None else None,
               "tables": [t.key for t in tables], "systems": [s.key for s in systems]}
     written = write_study(tables, steps, settings, args.out, header, record)
     for markdown in written:

@@ -169,10 +169,26 @@ def waiting_on(needs: Sequence[set[int]]) -> list[int]:
     return [len(waiting) for waiting in later]
 
 
+def spent(steps: Sequence[Step], done: Sequence[bool]) -> list[bool]:
+    """For each step, whether it is not done but need not run: it finished once (it has a
+    record) and every step that reads its output is done, e.g. a pre-training whose weights
+    are gone (a study restored from an archive) while its fine-tunings all finished. The
+    world is always needed: the trivial rates are read from it."""
+    needs, done = prerequisites(steps), list(done)
+    used = [False] * len(steps)
+    for i in reversed(range(len(steps))):
+        later = [j for j, wanted in enumerate(needs) if i in wanted]
+        if (not done[i] and steps[i].kind != "world" and later
+                and all(done[j] for j in later) and read_record(steps[i]) is not None):
+            done[i] = used[i] = True
+    return used
+
+
 def run_steps(steps: Sequence[Step], run: Execute = execute, log: Log = print,
-              jobs: int = 1) -> int:
+              jobs: int = 1, on_done: Callable[[Step], object] | None = None) -> int:
     """Run the steps not done yet, ``jobs`` at a time, each after its prerequisites;
-    returns how many commands ran. On a failure no new step starts; the running ones
+    returns how many commands ran. ``on_done`` is called with each step done, before or
+    by this call (e.g. to archive it). On a failure no new step starts; the running ones
     finish (and are recorded) before the error is raised."""
     if jobs < 1:
         raise ValueError(f"jobs must be >= 1, got {jobs}")
@@ -183,11 +199,18 @@ def run_steps(steps: Sequence[Step], run: Execute = execute, log: Log = print,
         if record and record.get("wall_s") is not None:
             progress.add(step.kind, float(record["wall_s"]))
     total = len(steps)
-    for index, step in enumerate(steps, start=1):
+    for index, (step, unneeded) in enumerate(zip(steps, spent(steps, done)), start=1):
         if done[index - 1]:
             _check_record(step, read_record(step))
             log(f"[{index}/{total}] {step.title}: already done ({step.proof})")
             _prune(step)
+        elif unneeded:
+            _check_record(step, read_record(step))
+            log(f"[{index}/{total}] {step.title}: finished earlier ({step.record}); every "
+                "step that reads its output is done")
+            done[index - 1] = True
+        if done[index - 1] and on_done is not None:
+            on_done(step)
     needs = prerequisites(steps)
     weight = waiting_on(needs)
     pending = [i for i, finished in enumerate(done) if not finished]
@@ -233,6 +256,8 @@ def run_steps(steps: Sequence[Step], run: Execute = execute, log: Log = print,
                                     f"output is missing ({step.proof})")
                     continue
                 _record(step, wall)
+                if on_done is not None:
+                    on_done(step)
                 progress.add(step.kind, wall)
                 done[i] = True
                 ran += 1

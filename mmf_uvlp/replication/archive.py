@@ -1,0 +1,104 @@
+"""A study's finished runs kept in the repository, so that a study can span sessions.
+
+A study on a 2-core CPU takes longer than one session, and its runs folder (under ``data/``,
+checkpoints included) need not survive one. ``replicate --archive DIR`` keeps what the
+tables read of every finished step, its ``step.json`` and ``train.log`` (a few KB, meant to
+be committed), in ``DIR`` at the step's place in the runs folder. Paths in an archived
+command are written relative to the study: ``<runs>`` (the runs folder), ``<world>`` (the
+world's folder) and ``<repo>``, so that another clone in another folder reads them back.
+
+Before a study runs, every step the runs folder lacks but ``DIR`` holds is restored into it:
+it is then done (its metrics are in ``train.log``), its recorded command is compared with
+the planned one as for any finished run, and a step whose output only it read (a
+pre-training whose fine-tunings all finished) is not run again for its weights (see
+``runner.run_steps``). Every finished step is archived when it ends, and the finished steps
+of an existing runs folder when the study starts. To run a step again, delete it from the
+archive as well as from the runs folder.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from mmf_uvlp.replication.steps import Settings, Step
+from mmf_uvlp.replication.study import REPO
+from mmf_uvlp.report.results import LOG_FILE
+
+
+@dataclass(frozen=True)
+class Archive:
+    """The archive folder ``root`` of the study whose settings are ``settings``."""
+
+    root: Path
+    settings: Settings
+
+    def _places(self) -> list[tuple[str, str]]:
+        """(absolute path, placeholder), the longest path first."""
+        places = [(str(self.settings.runs), "<runs>"), (str(self.settings.world.path), "<world>"),
+                  (str(REPO), "<repo>")]
+        return sorted(places, key=lambda place: -len(place[0]))
+
+    def relative(self, text: str) -> str:
+        """``text`` with the study's folders as placeholders."""
+        for path, name in self._places():
+            text = text.replace(path, name)
+        return text
+
+    def absolute(self, text: str) -> str:
+        """``text`` with the placeholders as this study's folders."""
+        for path, name in self._places():
+            text = text.replace(name, path)
+        return text
+
+    def _files(self, step: Step) -> list[tuple[Path, Path]]:
+        """(file in the runs folder, its archived copy) of ``step``: its record, and its
+        ``train.log`` when its folder is in the runs folder (a run, not the world)."""
+        runs = self.settings.runs
+        pairs = [(step.record, self.root / step.record.relative_to(runs))]
+        if step.folder.is_relative_to(runs):
+            log = step.folder / LOG_FILE
+            pairs.append((log, self.root / log.relative_to(runs)))
+        return pairs
+
+    def holds(self, step: Step) -> bool:
+        """Whether ``step`` is archived."""
+        return all(copy.exists() for _, copy in self._files(step))
+
+    def store(self, step: Step) -> bool:
+        """Archive a finished ``step`` (its record with relative paths), replacing an older
+        copy; False when it has no record (run outside a study)."""
+        files = self._files(step)
+        if not all(source.exists() for source, _ in files):
+            return False
+        for source, copy in files:
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            if source == step.record:
+                record = json.loads(source.read_text(encoding="utf-8"))
+                record["command"] = [self.relative(arg) for arg in record["command"]]
+                copy.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+            else:
+                shutil.copyfile(source, copy)
+        return True
+
+    def restore(self, step: Step) -> bool:
+        """Bring an archived ``step`` the runs folder lacks into it; False when the runs
+        folder has its record or the archive does not hold it."""
+        if step.record.exists() or not self.holds(step):
+            return False
+        for target, copy in self._files(step):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if target == step.record:
+                try:
+                    record = json.loads(copy.read_text(encoding="utf-8"))
+                except json.JSONDecodeError as e:
+                    raise ValueError(f"{copy}:{e.lineno}: not valid json ({e.msg})") from None
+                if not isinstance(record.get("command"), list):
+                    raise ValueError(f"{copy}: expected a 'command' list in the record")
+                record["command"] = [self.absolute(arg) for arg in record["command"]]
+                target.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+            else:
+                shutil.copyfile(copy, target)
+        return True
