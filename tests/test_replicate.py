@@ -980,10 +980,12 @@ def test_replicate_on_the_tiny_world_end_to_end(tiny_world, tmp_path, monkeypatc
     assert {p: t for p, t in after.items() if p in kept} == kept
     assert all((folder / "step.json").exists() for folder in redo)
 
-    # Archived, then the runs folder lost (a new session): the same table, nothing runs.
+    # Archived (by --plan, which runs nothing), then the runs folder lost (a new session):
+    # the same table, nothing runs.
     archived = args + ["--archive", str(tmp_path / "archive")]
     launched.clear()
-    assert tool.main(archived) == 0
+    assert tool.main(archived + ["--plan"]) == 0
+    assert len(list((tmp_path / "archive").rglob("step.json"))) == 10
     shutil.rmtree(runs)
     assert tool.main(archived) == 0
     assert launched == []

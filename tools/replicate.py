@@ -107,7 +107,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "lacks: a study that spans sessions (docs/replication.md)")
     parser.add_argument("--plan", action="store_true",
                         help="print the steps and whether each is done (after restoring the "
-                             "archive), run nothing")
+                             "archive; the finished ones are archived), run nothing")
     return parser.parse_args(argv)
 
 
@@ -152,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
             state = "to run"
             if done[index - 1] or unneeded:
                 reason = stale_reason(step, read_record(step))
+                if archive is not None and not reason:
+                    archive.store(step)
                 state = "done" if done[index - 1] else "finished, its output no longer needed"
                 state = f"{state}, but stale ({reason})" if reason else state
             print(f"[{index}/{len(steps)}] {step.title}: {state}\n    {' '.join(step.command)}")
