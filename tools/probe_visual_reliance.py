@@ -21,7 +21,7 @@ from mmf_uvlp.analysis.cli import DEFAULT_CONFIG, load_tokenizer
 from mmf_uvlp.analysis.regions import RegionStore, read_class_names
 from mmf_uvlp.analysis.systems import parse_model_args, uvla_config
 from mmf_uvlp.analysis.visual_reliance import (
-    class_word_starts, load_mlm_model, make_probes, measure, pool_paths,
+    class_word_starts, load_pretrained, make_probes, measure, pool_paths,
 )
 from mmf_uvlp.data_formats.text import read_captions
 
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         config = uvla_config(args.config, args.opt)
         results = {}
         for name, spec in models:
-            model = load_mlm_model(config, store.feature_dim, spec)
+            model = load_pretrained(config, store.feature_dim, spec, "mlm")
             reliance = measure(model, probes, store, tokenizer.mask_token_id)
             results[name] = {"checkpoint": spec, **reliance.to_json()}
             print(f"{name}: class-word MLM {reliance.own:.3f} nats with its own image, "

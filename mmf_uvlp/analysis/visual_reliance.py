@@ -61,16 +61,24 @@ def class_word_starts(tokenizer: Any, class_names: Iterable[str]) -> set[int]:
     return {tokenizer(name, add_special_tokens=False)["input_ids"][0] for name in class_names}
 
 
-def make_probes(captions: Sequence[tuple[str, str]], tokenizer: Any, starts: set[int],
-                holdout_every: int, max_length: int, seed: int) -> list[Probe]:
-    """One probe per held-out caption that mentions a class (the masked word drawn with
-    ``seed``); the other image is the next held-out one."""
+def held_out_captions(captions: Sequence[tuple[str, str]],
+                      holdout_every: int) -> list[tuple[str, str]]:
+    """The (image id, caption) rows the pre-training datasets hold out: every
+    ``holdout_every``-th, from the first; at least 2."""
     if holdout_every < 1:
         raise ValueError(f"holdout_every must be >= 1, got {holdout_every}")
     held_out = [row for position, row in enumerate(captions) if position % holdout_every == 0]
     if len(held_out) < 2:
         raise ValueError(f"{len(captions)} captions hold out {len(held_out)} with "
                          f"holdout_every={holdout_every}; the probe needs at least 2")
+    return held_out
+
+
+def make_probes(captions: Sequence[tuple[str, str]], tokenizer: Any, starts: set[int],
+                holdout_every: int, max_length: int, seed: int) -> list[Probe]:
+    """One probe per held-out caption that mentions a class (the masked word drawn with
+    ``seed``); the other image is the next held-out one."""
+    held_out = held_out_captions(captions, holdout_every)
     rng = random.Random(seed)
     probes = []
     for k, (image_id, caption) in enumerate(held_out):
@@ -130,9 +138,9 @@ def pool_paths(world: str | os.PathLike) -> tuple[Path, Path]:
     return captions, features
 
 
-def load_mlm_model(config: Any, feature_dim: int, spec: str) -> torch.nn.Module:
-    """A uvla with its pre-trained MLM head: ``spec`` a state dict (``uvla_final.pth``) or
-    an MMF ``.ckpt`` of a uvla pre-training run (the MLM head must be in it)."""
+def load_pretrained(config: Any, feature_dim: int, spec: str, head: str) -> torch.nn.Module:
+    """A uvla with one of its pre-trained heads (``mlm``, ``mrc``, ...): ``spec`` a state
+    dict (``uvla_final.pth``) or an MMF ``.ckpt`` of a uvla pre-training run that has it."""
     from omegaconf import OmegaConf
 
     from mmf_uvlp.models.uvla import UVLA, read_uvla_state
@@ -141,16 +149,17 @@ def load_mlm_model(config: Any, feature_dim: int, spec: str) -> torch.nn.Module:
         raise FileNotFoundError(f"{spec}: no such checkpoint (expected a uvla pre-training "
                                 "uvla_final.pth or MMF .ckpt)")
     state = read_uvla_state(spec)
-    if not any(key.startswith("heads.mlm.") for key in state):
-        raise ValueError(f"{spec}: no MLM head (heads.mlm.*); the probe reads a pre-trained "
-                         "uvla's own MLM head")
+    prefix = f"heads.{head}."
+    if not any(key.startswith(prefix) for key in state):
+        raise ValueError(f"{spec}: no {head.upper()} head ({prefix}*); the probe reads a "
+                         f"pre-trained uvla's own {head.upper()} head")
     config = OmegaConf.merge(config, {
-        "feature_dim": feature_dim, "pretrained_checkpoint": None, "heads": ["mlm"],
+        "feature_dim": feature_dim, "pretrained_checkpoint": None, "heads": [head],
         "losses": [], "curriculum": {"enabled": False}, "output_attentions": False})
     model = UVLA(config)
     model.build()
     wanted = {key: value for key, value in state.items()
-              if key.startswith(("embeddings.", "encoder.", "pooler.", "heads.mlm."))}
+              if key.startswith(("embeddings.", "encoder.", "pooler.", prefix))}
     result = model.load_state_dict(wanted, strict=False)
     if result.missing_keys or result.unexpected_keys:
         raise ValueError(f"{spec}: does not fit model_config.uvla (missing "

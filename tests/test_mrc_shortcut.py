@@ -1,0 +1,118 @@
+"""The MRC-shortcut probe: hand-checked losses on a stub that reads tags by their box, the
+R-T input it builds, and tools/probe_mrc_shortcut.py end to end on the tiny world."""
+
+import importlib.util
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from mmf_uvlp.analysis.mrc_shortcut import (
+    TagProbe, class_prior_entropy, measure_shortcut, tag_input,
+)
+from mmf_uvlp.analysis.regions import ImageRegions
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = str(REPO / "configs" / "models" / "uvla" / "tiny_random.yaml")
+CLASSES = 4
+MASK = 103  # 103 % 4 == 3: a hidden tag reads as class 3
+
+
+class _TagReader(torch.nn.Module):
+    """A region's hidden state = one-hot(token id % CLASSES) of the tag tokens that share
+    its box, 0 when ``blind``; the MRC classifier is the identity."""
+
+    def __init__(self, blind: bool):
+        super().__init__()
+        self.blind = blind
+        self.heads = {"mrc": type("Head", (), {"classifier": staticmethod(lambda h: h)})()}
+
+    def encode(self, batch):
+        boxes, text_boxes = batch["region_boxes"], batch["text_boxes"]  # (B, R, 5), (B, L, 5)
+        same = (boxes.unsqueeze(2) == text_boxes.unsqueeze(1)).all(-1)  # (B, R, L)
+        same &= batch["text_is_tag"].bool().unsqueeze(1)
+        tokens = F.one_hot(batch["input_ids"] % CLASSES, CLASSES).float()  # (B, L, C)
+        regions = same.float() @ tokens
+        return type("Encoded", (), {"regions": regions * (0.0 if self.blind else 1.0)})()
+
+
+def _image(image_id: str, n: int) -> ImageRegions:
+    boxes = np.array([[k, k, k + 2, k + 2] for k in range(n)], dtype=np.float32)
+    return ImageRegions(image_id, 10, 10, boxes, np.ones((n, 3), np.float32),
+                        np.ones(n, np.float32), ())
+
+
+def test_gain_is_what_the_tag_is_worth_and_zero_for_a_blind_model():
+    store = {"a": _image("a", 2), "b": _image("b", 3)}
+    # Tag token 9 (class 1) for region 0 of a; token 6 (class 2) for region 2 of b.
+    probes = [TagProbe("a", (101, 9, 8, 102), (-1, 0, 1, -1), 0, 1),
+              TagProbe("b", (101, 4, 5, 6, 102), (-1, 0, 1, 2, -1), 2, 2)]
+    result = measure_shortcut(_TagReader(blind=False), probes, store, MASK)
+    visible = F.cross_entropy(torch.eye(CLASSES)[[1, 2]], torch.tensor([1, 2]),
+                              reduction="none")
+    hidden = F.cross_entropy(torch.eye(CLASSES)[[3, 3]], torch.tensor([1, 2]), reduction="none")
+    assert result.visible == pytest.approx(float(visible.mean()))
+    assert result.hidden == pytest.approx(float(hidden.mean()))
+    assert result.gain == pytest.approx(float((hidden - visible).mean())) and result.gain > 0
+    assert (result.visible_accuracy, result.hidden_accuracy) == (1.0, 0.0)
+    blind = measure_shortcut(_TagReader(blind=True), probes, store, MASK)
+    assert blind.gain == 0.0 and blind.visible == pytest.approx(math.log(CLASSES))
+    with pytest.raises(ValueError, match="nothing to probe"):
+        measure_shortcut(_TagReader(blind=False), [], store, MASK)
+    assert class_prior_entropy(probes) == pytest.approx(math.log(2))
+
+
+def test_the_r_t_input_drops_the_tags_that_do_not_fit_whole():
+    from transformers import BertTokenizerFast
+
+    tokenizer = BertTokenizerFast.from_pretrained(os.environ["UVLP_BERT"])
+    pieces = [tokenizer(t, add_special_tokens=False)["input_ids"]
+              for t in ("dog", "traffic light", "cat")]
+    ids, owners = tag_input(tokenizer, ["dog", "traffic light", "cat"],
+                            max_length=2 + len(pieces[0]) + len(pieces[1]))
+    assert ids == [tokenizer.cls_token_id, *pieces[0], *pieces[1], tokenizer.sep_token_id]
+    assert owners == [-1] + [0] * len(pieces[0]) + [1] * len(pieces[1]) + [-1]
+    assert tag_input(tokenizer, [], 8) == ([tokenizer.cls_token_id, tokenizer.sep_token_id],
+                                           [-1, -1])
+
+
+def _tool():
+    spec = importlib.util.spec_from_file_location("probe_mrc_shortcut",
+                                                  REPO / "tools" / "probe_mrc_shortcut.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.main
+
+
+def test_tool_on_the_tiny_world(tiny_world, tmp_path, capsys):
+    from omegaconf import OmegaConf
+
+    from mmf_uvlp.analysis.systems import uvla_config
+    from mmf_uvlp.models.uvla import UVLA
+
+    config = OmegaConf.merge(uvla_config(TINY), {"feature_dim": 64, "heads": ["mrc"],
+                                                 "losses": [], "curriculum": {"enabled": False}})
+    torch.manual_seed(0)
+    model = UVLA(config)
+    model.build()
+    torch.save(model.state_dict(), tmp_path / "uvla_final.pth")
+    args = ["--world", str(tiny_world), "--config", TINY, "--opt",
+            "model_config.uvla.feature_dim=64", "--holdout-every", "6"]
+    assert _tool()([*args, "--model", f"tiny={tmp_path / 'uvla_final.pth'}",
+                    "--out", str(tmp_path / "r.json")]) == 0
+    out = json.loads((tmp_path / "r.json").read_text())
+    result = out["models"]["tiny"]
+    assert result["images"] >= 2 and out["class_prior_nats"] > 0
+    assert result["gain_nats"] == pytest.approx(
+        result["tag_hidden_nats"] - result["tag_visible_nats"], abs=1e-5)
+    assert result["gain_nats"] != 0.0  # a random model's output does depend on the tag
+    assert "with the region's tag visible" in capsys.readouterr().out
+    state = {k: v for k, v in model.state_dict().items() if not k.startswith("heads.")}
+    torch.save(state, tmp_path / "no_head.pth")
+    assert _tool()([*args, "--model", f"x={tmp_path / 'no_head.pth'}"]) == 2
+    assert "no MRC head" in capsys.readouterr().err

@@ -1,0 +1,87 @@
+#!/usr/bin/env python
+"""The MRC shortcut of pre-trained checkpoints: MRC loss on a masked region with its own tag
+visible vs hidden (``mmf_uvlp.analysis.mrc_shortcut``).
+
+    python tools/probe_mrc_shortcut.py --world data/toy_world_calibrated \\
+        --model "μ-VLA=data/runs/uvla_pretrain/uvla_final.pth" --out shortcut.json
+
+A gain (hidden - visible) of 0 nats means MRC does not read the masked region's tag; the
+class prior's entropy is the loss of the best guess that reads nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from mmf_uvlp.analysis.cli import DEFAULT_CONFIG, load_tokenizer
+from mmf_uvlp.analysis.mrc_shortcut import class_prior_entropy, make_tag_probes, measure_shortcut
+from mmf_uvlp.analysis.regions import RegionStore, read_class_names
+from mmf_uvlp.analysis.systems import parse_model_args, uvla_config
+from mmf_uvlp.analysis.visual_reliance import held_out_captions, load_pretrained, pool_paths
+from mmf_uvlp.data_formats.text import read_captions
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--world", type=Path, required=True,
+                        help="a toy world (text/captions_gt.tsv, features/cc.lmdb, vocabulary.json)")
+    parser.add_argument("--model", action="append", default=[], metavar="NAME=CHECKPOINT",
+                        help="a uvla pre-training uvla_final.pth or MMF .ckpt; repeatable")
+    parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG,
+                        help="yaml whose model_config.uvla builds the models")
+    parser.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE",
+                        help="override, e.g. model_config.uvla.bert_layers=2; repeatable")
+    parser.add_argument("--tokenizer", default=os.environ.get("UVLP_BERT"),
+                        help="local BERT folder (default $UVLP_BERT)")
+    parser.add_argument("--holdout-every", type=int, default=50,
+                        help="the pre-training hold-out rule (dataset_config.*.holdout_every)")
+    parser.add_argument("--max-regions", type=int, default=24)
+    parser.add_argument("--max-length", type=int, default=24,
+                        help="R-T word-pieces (the R-T processor's max_seq_length)")
+    parser.add_argument("--seed", type=int, default=0, help="which region is masked")
+    parser.add_argument("--out", type=Path, help="write the results as json")
+    args = parser.parse_args(argv)
+    models = parse_model_args(args.model)
+    if not models:
+        parser.error("give at least one --model NAME=CHECKPOINT")
+    try:
+        captions_path, features = pool_paths(args.world)
+        names = read_class_names(args.world / "vocabulary.json")
+        if len(set(names)) != len(names):
+            raise ValueError(f"{args.world / 'vocabulary.json'}: class names repeat; the probe "
+                             "maps a region's label back to its class id")
+        store = RegionStore(features, names, args.max_regions)
+        tokenizer = load_tokenizer(args)
+        images = [image_id for image_id, _ in
+                  held_out_captions(list(read_captions(captions_path)), args.holdout_every)]
+        probes = make_tag_probes(images, store, tokenizer,
+                                 {name: k for k, name in enumerate(names)}, args.max_length,
+                                 args.seed)
+        prior = class_prior_entropy(probes)
+        config = uvla_config(args.config, args.opt)
+        results = {}
+        for name, spec in models:
+            model = load_pretrained(config, store.feature_dim, spec, "mrc")
+            shortcut = measure_shortcut(model, probes, store, tokenizer.mask_token_id)
+            results[name] = {"checkpoint": spec, **shortcut.to_json()}
+            print(f"{name}: MRC {shortcut.visible:.3f} nats (accuracy "
+                  f"{shortcut.visible_accuracy:.3f}) with the region's tag visible, "
+                  f"{shortcut.hidden:.3f} ({shortcut.hidden_accuracy:.3f}) with it hidden: gain "
+                  f"{shortcut.gain:+.3f} ± {shortcut.stderr:.3f} (n={shortcut.images}; class "
+                  f"prior {prior:.3f} nats)", flush=True)
+    except (ValueError, FileNotFoundError) as error:
+        print(f"probe_mrc_shortcut: error: {error}", file=sys.stderr)
+        return 2
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"world": str(args.world), "class_prior_nats": prior,
+                                        "models": results}, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
