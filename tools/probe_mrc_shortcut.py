@@ -1,12 +1,14 @@
 #!/usr/bin/env python
 """The MRC shortcut of pre-trained checkpoints: MRC loss on a masked region with its own tag
-visible vs hidden (``mmf_uvlp.analysis.mrc_shortcut``).
+visible vs hidden, and tag MLM with its region visible vs zeroed
+(``mmf_uvlp.analysis.mrc_shortcut``).
 
     python tools/probe_mrc_shortcut.py --world data/toy_world_calibrated \\
         --model "μ-VLA=data/runs/uvla_pretrain/uvla_final.pth" --out shortcut.json
 
-A gain (hidden - visible) of 0 nats means MRC does not read the masked region's tag; the
-class prior's entropy is the loss of the best guess that reads nothing.
+A gain (hidden - visible) of 0 nats means MRC does not read the masked region's tag (or the
+masked tag its region); the class prior's entropy is MRC's loss of the best guess that
+reads nothing.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ import sys
 from pathlib import Path
 
 from mmf_uvlp.analysis.cli import DEFAULT_CONFIG, load_tokenizer
-from mmf_uvlp.analysis.mrc_shortcut import class_prior_entropy, make_tag_probes, measure_shortcut
+from mmf_uvlp.analysis.mrc_shortcut import (
+    DIRECTIONS, class_prior_entropy, make_tag_probes, measure_reading,
+)
 from mmf_uvlp.analysis.regions import RegionStore, read_class_names
 from mmf_uvlp.analysis.systems import parse_model_args, uvla_config
 from mmf_uvlp.analysis.visual_reliance import held_out_captions, load_pretrained, pool_paths
@@ -65,14 +69,20 @@ def main(argv: list[str] | None = None) -> int:
         config = uvla_config(args.config, args.opt)
         results = {}
         for name, spec in models:
-            model = load_pretrained(config, store.feature_dim, spec, "mrc")
-            shortcut = measure_shortcut(model, probes, store, tokenizer.mask_token_id)
-            results[name] = {"checkpoint": spec, **shortcut.to_json()}
-            print(f"{name}: MRC {shortcut.visible:.3f} nats (accuracy "
-                  f"{shortcut.visible_accuracy:.3f}) with the region's tag visible, "
-                  f"{shortcut.hidden:.3f} ({shortcut.hidden_accuracy:.3f}) with it hidden: gain "
-                  f"{shortcut.gain:+.3f} ± {shortcut.stderr:.3f} (n={shortcut.images}; class "
-                  f"prior {prior:.3f} nats)", flush=True)
+            model = load_pretrained(config, store.feature_dim, spec, ("mrc", "mlm"))
+            readings = {direction: measure_reading(model, probes, store,
+                                                   tokenizer.mask_token_id, direction)
+                        for direction in DIRECTIONS}
+            results[name] = {"checkpoint": spec,
+                             **{d: reading.to_json() for d, reading in readings.items()}}
+            mrc, tag = readings["mrc"], readings["tag_mlm"]
+            print(f"{name}: MRC {mrc.visible:.3f} nats (accuracy {mrc.visible_accuracy:.3f}) "
+                  f"with the region's tag visible, {mrc.hidden:.3f} ({mrc.hidden_accuracy:.3f}) "
+                  f"with it hidden: gain {mrc.gain:+.3f} ± {mrc.stderr:.3f} (class prior "
+                  f"{prior:.3f} nats); tag MLM {tag.visible:.3f} ({tag.visible_accuracy:.3f}) "
+                  f"with its region's features, {tag.hidden:.3f} ({tag.hidden_accuracy:.3f}) "
+                  f"without: gain {tag.gain:+.3f} ± {tag.stderr:.3f} (n={mrc.images})",
+                  flush=True)
     except (ValueError, FileNotFoundError) as error:
         print(f"probe_mrc_shortcut: error: {error}", file=sys.stderr)
         return 2

@@ -1,16 +1,21 @@
 """The MRC shortcut: does a pre-trained model classify a masked region by reading its own tag?
 
-In R-T (the paper's reading) a masked region's detector tag stays in
-the input with the region's box embedding, so masked-region classification (MRC) can be
-solved by finding the tag that shares the masked region's box instead of from the region's
-context. For each held-out image of the pre-training pool, the R-T input is built as
-``uvla_region_tag_masking`` builds it (``[CLS] tag word-pieces [SEP]``, each piece with
-its region's box; tags that do not fit are dropped whole) and one region whose tag is in
-the input (drawn with a seed) has its features zeroed. The MRC loss on its detector class
-is measured twice: with its tag visible, and with its tag's word-pieces replaced by
-``[MASK]`` (the box kept: U-VisualBERT's joint masking). The paired difference ``hidden -
-visible`` (nats) is what reading the tag is worth to MRC; 0 means the model does not read
-it. Accuracy is reported for both.
+In R-T (the paper's reading) a masked region's detector tag stays in the input with the
+region's box embedding, so masked-region classification (MRC) can be solved by finding the
+tag that shares the masked region's box instead of from the region's context. For each
+held-out image of the pre-training pool, the R-T input is built as
+``uvla_region_tag_masking`` builds it (``[CLS] tag word-pieces [SEP]``, each piece with its
+region's box; tags that do not fit are dropped whole) and one region whose tag is in the
+input is drawn with a seed. Two readings across the box are measured, each as a paired
+difference of losses (nats) with the other token's content hidden minus visible:
+
+- ``mrc``: the region's features zeroed, MRC loss on its detector class with its tag
+  visible vs its tag's word-pieces replaced by ``[MASK]`` (the box kept: U-VisualBERT's
+  joint masking). 0 means MRC does not read the tag: the shortcut is not taken.
+- ``tag_mlm`` (the other direction): the tag's word-pieces masked, MLM loss on its first
+  word-piece with the region's features visible vs zeroed.
+
+Accuracy (top-1) is reported for both.
 """
 
 from __future__ import annotations
@@ -42,8 +47,8 @@ class TagProbe:
 
 
 @dataclass(frozen=True)
-class Shortcut:
-    """MRC loss (nats) and accuracy on the masked regions, tag visible / hidden."""
+class Reading:
+    """A loss (nats) and top-1 accuracy with the other token's content visible / hidden."""
 
     images: int
     visible: float
@@ -54,10 +59,13 @@ class Shortcut:
     hidden_accuracy: float
 
     def to_json(self) -> dict[str, Any]:
-        return {"images": self.images, "tag_visible_nats": self.visible,
-                "tag_hidden_nats": self.hidden, "gain_nats": self.gain,
-                "gain_stderr": self.stderr, "tag_visible_accuracy": self.visible_accuracy,
-                "tag_hidden_accuracy": self.hidden_accuracy}
+        return {"images": self.images, "visible_nats": self.visible,
+                "hidden_nats": self.hidden, "gain_nats": self.gain,
+                "gain_stderr": self.stderr, "visible_accuracy": self.visible_accuracy,
+                "hidden_accuracy": self.hidden_accuracy}
+
+
+DIRECTIONS = ("mrc", "tag_mlm")
 
 
 def tag_input(tokenizer: Any, labels: Sequence[str],
@@ -95,34 +103,46 @@ def make_tag_probes(image_ids: Sequence[str], store: RegionStore, tokenizer: Any
     return probes
 
 
-def _masked(image: ImageRegions, region: int) -> ImageRegions:
+def _zeroed(image: ImageRegions, region: int) -> ImageRegions:
     features = image.features.copy()
     features[region] = 0.0
     return dataclasses.replace(image, features=features)
 
 
 def _losses(model: torch.nn.Module, probes: Sequence[TagProbe], store: Any, mask_id: int,
-            hide_tag: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-probe MRC loss (nats) and correctness, the masked region's tag visible or not."""
-    token_ids = []
+            direction: str, hide: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-probe loss (nats) and correctness of one direction (:data:`DIRECTIONS`), the
+    other side's content visible or ``hide``-den."""
+    mask_tag = direction == "tag_mlm" or hide
+    zero_region = direction == "mrc" or hide
+    token_ids, regions = [], []
     for probe in probes:
-        ids = [mask_id if hide_tag and owner == probe.region else token
-               for token, owner in zip(probe.input_ids, probe.owners)]
-        token_ids.append(ids)
-    regions = [_masked(store[p.image_id], p.region) for p in probes]
+        token_ids.append([mask_id if mask_tag and owner == probe.region else token
+                          for token, owner in zip(probe.input_ids, probe.owners)])
+        image = store[probe.image_id]
+        regions.append(_zeroed(image, probe.region) if zero_region else image)
     batch = make_batch(token_ids, regions, [p.owners for p in probes]).fields()
     rows = torch.arange(len(probes))
     with torch.no_grad():
-        hidden = model.encode(batch).regions[rows, torch.tensor([p.region for p in probes])]
-        logits = model.heads["mrc"].classifier(hidden)  # (B, classes)
-    targets = torch.tensor([p.target for p in probes])
+        encoded = model.encode(batch)
+        if direction == "mrc":
+            hidden = encoded.regions[rows, torch.tensor([p.region for p in probes])]
+            logits = model.heads["mrc"].classifier(hidden)  # (B, classes)
+            targets = torch.tensor([p.target for p in probes])
+        else:
+            first = [p.owners.index(p.region) for p in probes]
+            logits = model.heads["mlm"].vocab_head(encoded.text[rows, torch.tensor(first)])
+            targets = torch.tensor([p.input_ids[i] for p, i in zip(probes, first)])
     loss = F.cross_entropy(logits, targets, reduction="none")
     return loss, (logits.argmax(-1) == targets).float()
 
 
-def measure_shortcut(model: torch.nn.Module, probes: Sequence[TagProbe], store: Any,
-                     mask_id: int, batch_size: int = 64) -> Shortcut:
-    """Mean MRC loss and accuracy with the tag visible and hidden, and the paired gain."""
+def measure_reading(model: torch.nn.Module, probes: Sequence[TagProbe], store: Any,
+                    mask_id: int, direction: str = "mrc", batch_size: int = 64) -> Reading:
+    """Mean loss and accuracy of ``direction`` with the other side visible and hidden, and
+    the paired gain."""
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
     if not probes:
         raise ValueError("no image has a tag in its input: nothing to probe")
     model.eval()
@@ -130,7 +150,7 @@ def measure_shortcut(model: torch.nn.Module, probes: Sequence[TagProbe], store: 
     for start in range(0, len(probes), batch_size):
         chunk = probes[start:start + batch_size]
         for hide in (False, True):
-            parts[hide].append(_losses(model, chunk, store, mask_id, hide))
+            parts[hide].append(_losses(model, chunk, store, mask_id, direction, hide))
     visible = torch.cat([loss for loss, _ in parts[False]])
     hidden = torch.cat([loss for loss, _ in parts[True]])
     gain = hidden - visible
@@ -138,8 +158,8 @@ def measure_shortcut(model: torch.nn.Module, probes: Sequence[TagProbe], store: 
     stderr = float(gain.std(unbiased=True)) / math.sqrt(n) if n > 1 else float("nan")
     accuracy = {hide: float(torch.cat([right for _, right in parts[hide]]).mean())
                 for hide in (False, True)}
-    return Shortcut(n, float(visible.mean()), float(hidden.mean()), float(gain.mean()), stderr,
-                    accuracy[False], accuracy[True])
+    return Reading(n, float(visible.mean()), float(hidden.mean()), float(gain.mean()), stderr,
+                   accuracy[False], accuracy[True])
 
 
 def class_prior_entropy(probes: Sequence[TagProbe]) -> float:

@@ -138,9 +138,10 @@ def pool_paths(world: str | os.PathLike) -> tuple[Path, Path]:
     return captions, features
 
 
-def load_pretrained(config: Any, feature_dim: int, spec: str, head: str) -> torch.nn.Module:
-    """A uvla with one of its pre-trained heads (``mlm``, ``mrc``, ...): ``spec`` a state
-    dict (``uvla_final.pth``) or an MMF ``.ckpt`` of a uvla pre-training run that has it."""
+def load_pretrained(config: Any, feature_dim: int, spec: str,
+                    heads: Sequence[str] = ("mlm",)) -> torch.nn.Module:
+    """A uvla with pre-trained ``heads`` (``mlm``, ``mrc``, ...): ``spec`` a state dict
+    (``uvla_final.pth``) or an MMF ``.ckpt`` of a uvla pre-training run that has them."""
     from omegaconf import OmegaConf
 
     from mmf_uvlp.models.uvla import UVLA, read_uvla_state
@@ -149,17 +150,18 @@ def load_pretrained(config: Any, feature_dim: int, spec: str, head: str) -> torc
         raise FileNotFoundError(f"{spec}: no such checkpoint (expected a uvla pre-training "
                                 "uvla_final.pth or MMF .ckpt)")
     state = read_uvla_state(spec)
-    prefix = f"heads.{head}."
-    if not any(key.startswith(prefix) for key in state):
-        raise ValueError(f"{spec}: no {head.upper()} head ({prefix}*); the probe reads a "
-                         f"pre-trained uvla's own {head.upper()} head")
+    prefixes = tuple(f"heads.{head}." for head in heads)
+    for head, prefix in zip(heads, prefixes):
+        if not any(key.startswith(prefix) for key in state):
+            raise ValueError(f"{spec}: no {head.upper()} head ({prefix}*); the probe reads a "
+                             f"pre-trained uvla's own {head.upper()} head")
     config = OmegaConf.merge(config, {
-        "feature_dim": feature_dim, "pretrained_checkpoint": None, "heads": [head],
+        "feature_dim": feature_dim, "pretrained_checkpoint": None, "heads": list(heads),
         "losses": [], "curriculum": {"enabled": False}, "output_attentions": False})
     model = UVLA(config)
     model.build()
     wanted = {key: value for key, value in state.items()
-              if key.startswith(("embeddings.", "encoder.", "pooler.", prefix))}
+              if key.startswith(("embeddings.", "encoder.", "pooler.", *prefixes))}
     result = model.load_state_dict(wanted, strict=False)
     if result.missing_keys or result.unexpected_keys:
         raise ValueError(f"{spec}: does not fit model_config.uvla (missing "
