@@ -72,13 +72,15 @@ analyze: setup
 #   make replicate WORLD=tiny SEEDS=2 TABLES=1      # (or PRESET=tiny); SYSTEMS=base,uvla
 #   make replicate RECIPE=calibrated TABLES=1 JOBS=2  # configs/study/calibrated.yaml: its
 #                                                   # world, schedules and options
-#   make replicate RECIPE=calibrated TABLES=1 JOBS=2 ARCHIVE=results/archive/calibrated
-#                                                   # + keep finished runs (committed)
+# ARCHIVE keeps each finished run's step.json and train.log there (committed) and restores
+# those the runs folder lacks, so that a study spans sessions; the calibrated recipe's is
+# results/archive/calibrated (ARCHIVE= turns it off).
 # On the tiny world it is a smoke test: the tiny random models, 10 updates a run
 # (REPLICATE_OPTS overrides that; on the demo world it is empty: demo.py's 400 / 120 updates).
 SEEDS ?= 3
 JOBS ?= 1
 REPLICATION ?= results/replication
+ARCHIVE ?= $(if $(filter calibrated,$(RECIPE)),results/archive/calibrated)
 REPLICATE_WORLD = $(or $(filter tiny demo,$(WORLD)),$(PRESET))
 ifeq ($(REPLICATE_WORLD),tiny)
 REPLICATE_OPTS ?= $(foreach model,uvla visual_bert vilbert vl_bert,\

@@ -904,6 +904,19 @@ def test_an_archived_run_of_other_settings_is_refused_and_bad_records_named(tmp_
             next(s for s in steps if s.system == "base" and s.task == "vqa2"))
 
 
+def test_make_replicate_keeps_the_calibrated_study_in_its_archive():
+    def dry_run(*variables: str) -> str:
+        result = subprocess.run(["make", "-n", "replicate", *variables],
+                                cwd=REPO, capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stderr
+        return " ".join(result.stdout.split())
+
+    assert "--archive results/archive/calibrated" in dry_run("RECIPE=calibrated", "TABLES=1")
+    assert "--archive" not in dry_run("RECIPE=calibrated", "ARCHIVE=")
+    assert "--archive" not in dry_run("TABLES=1")
+    assert (REPO / "results" / "archive" / "calibrated").is_dir()
+
+
 # ----------------------------------------------------------------------------- end to end
 
 ARGS = ["--seeds", "2", "--systems", "base,random_pairs", "--tasks", "refcoco_plus",
