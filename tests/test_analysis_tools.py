@@ -1,12 +1,12 @@
 """The three analysis tools end to end on the tiny world, with tiny random checkpoints."""
 
-import importlib.util
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from tool_loader import load_tool
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = str(REPO / "configs" / "models" / "uvla" / "tiny_random.yaml")
@@ -15,10 +15,7 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 
 def _tool(name: str):
-    spec = importlib.util.spec_from_file_location(name, REPO / "tools" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.main
+    return load_tool(name).main
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,6 @@
 """The MRC-shortcut probe: hand-checked losses on a stub that reads tags by their box, the
 R-T input it builds, and tools/probe_mrc_shortcut.py end to end on the tiny world."""
 
-import importlib.util
 import json
 import math
 import os
@@ -16,6 +15,7 @@ from mmf_uvlp.analysis.mrc_shortcut import (
     TagProbe, class_prior_entropy, measure_reading, tag_input,
 )
 from mmf_uvlp.analysis.regions import ImageRegions
+from tool_loader import load_tool
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = str(REPO / "configs" / "models" / "uvla" / "tiny_random.yaml")
@@ -98,11 +98,7 @@ def test_the_r_t_input_drops_the_tags_that_do_not_fit_whole():
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("probe_mrc_shortcut",
-                                                  REPO / "tools" / "probe_mrc_shortcut.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.main
+    return load_tool("probe_mrc_shortcut").main
 
 
 def test_tool_on_the_tiny_world(tiny_world, tmp_path, capsys):

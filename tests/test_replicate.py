@@ -5,7 +5,6 @@ Base and the three seed models)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import re
@@ -45,16 +44,14 @@ from mmf_uvlp.replication.world import World
 from mmf_uvlp.seed_models import SEED_MODELS
 from mmf_uvlp.seed_models import SYSTEMS as SEED_SYSTEMS
 from mmf_uvlp.toy_world import PRESETS
+from tool_loader import load_tool
 
 REPO = Path(__file__).resolve().parents[1]
 PREFIX = "2026-01-01T00:00:00 | INFO | mmf.train : "
 
 
 def _tool(name: str = "replicate"):
-    spec = importlib.util.spec_from_file_location(f"{name}_tool", REPO / "tools" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool(name)
 
 
 # ----------------------------------------------------------------------------- aggregation

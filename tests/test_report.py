@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
 from mmf_uvlp.report import Table, collect_run, meta_average, parse_log
+from tool_loader import load_tool
 
 REPO = Path(__file__).resolve().parents[1]
 PREFIX = "2026-01-01T00:00:00 | INFO | mmf.train : "
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("report_tool", REPO / "tools" / "report.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("report")
 
 
 def _results(folder: Path, task: str, metrics: dict, system: str | None = None) -> None:

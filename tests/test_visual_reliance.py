@@ -1,7 +1,6 @@
 """The visual-reliance probe: hand-checked losses on a stub model, the held-out probes, and
 tools/probe_visual_reliance.py end to end on the tiny world."""
 
-import importlib.util
 import json
 import math
 from pathlib import Path
@@ -14,6 +13,7 @@ import torch.nn.functional as F
 from mmf_uvlp.analysis.regions import ImageRegions
 from mmf_uvlp.analysis.visual_reliance import Probe, make_probes, measure
 from mmf_uvlp.data_formats.text import read_captions
+from tool_loader import load_tool
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = str(REPO / "configs" / "models" / "uvla" / "tiny_random.yaml")
@@ -81,11 +81,7 @@ def test_probes_mask_a_class_word_of_held_out_captions_only(tmp_path):
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("probe_visual_reliance",
-                                                  REPO / "tools" / "probe_visual_reliance.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.main
+    return load_tool("probe_visual_reliance").main
 
 
 def test_tool_on_the_tiny_world(tiny_world, tmp_path, capsys):

@@ -3,7 +3,6 @@ input, and MMF's own test accuracy reproduced from a real run's prediction file.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import subprocess
@@ -18,6 +17,7 @@ from mmf_uvlp.report.vqa_breakdown import (
     ALL, breakdown, find_predictions, prior_breakdown, read_predictions,
 )
 from mmf_uvlp.replication.steps import model_overrides
+from tool_loader import load_tool
 
 REPO = Path(__file__).resolve().parents[1]
 MMF_RUN = str(Path(sys.executable).with_name("mmf_run"))
@@ -39,11 +39,7 @@ QUESTIONS = [
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("vqa_breakdown_tool",
-                                                  REPO / "tools" / "vqa_breakdown.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("vqa_breakdown")
 
 
 def test_accuracy_per_type_is_the_soft_vqa_score():

@@ -15,53 +15,33 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-from pathlib import Path
 
-from mmf_uvlp.analysis.cli import DEFAULT_CONFIG, load_tokenizer
+from mmf_uvlp.analysis.cli import add_pool_probe_arguments, load_pool, load_tokenizer
 from mmf_uvlp.analysis.mrc_shortcut import (
     DIRECTIONS, class_prior_entropy, make_tag_probes, measure_reading,
 )
-from mmf_uvlp.analysis.regions import RegionStore, read_class_names
 from mmf_uvlp.analysis.systems import parse_model_args, uvla_config
-from mmf_uvlp.analysis.visual_reliance import held_out_captions, load_pretrained, pool_paths
-from mmf_uvlp.data_formats.text import read_captions
+from mmf_uvlp.analysis.visual_reliance import held_out_captions, load_pretrained
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--world", type=Path, required=True,
-                        help="a toy world (text/captions_gt.tsv, features/cc.lmdb, vocabulary.json)")
-    parser.add_argument("--model", action="append", default=[], metavar="NAME=CHECKPOINT",
-                        help="a uvla pre-training uvla_final.pth or MMF .ckpt; repeatable")
-    parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG,
-                        help="yaml whose model_config.uvla builds the models")
-    parser.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE",
-                        help="override, e.g. model_config.uvla.bert_layers=2; repeatable")
-    parser.add_argument("--tokenizer", default=os.environ.get("UVLP_BERT"),
-                        help="local BERT folder (default $UVLP_BERT)")
-    parser.add_argument("--holdout-every", type=int, default=50,
-                        help="the pre-training hold-out rule (dataset_config.*.holdout_every)")
-    parser.add_argument("--max-regions", type=int, default=24)
+    add_pool_probe_arguments(parser)
     parser.add_argument("--max-length", type=int, default=24,
                         help="R-T word-pieces (the R-T processor's max_seq_length)")
     parser.add_argument("--seed", type=int, default=0, help="which region is masked")
-    parser.add_argument("--out", type=Path, help="write the results as json")
     args = parser.parse_args(argv)
     models = parse_model_args(args.model)
     if not models:
         parser.error("give at least one --model NAME=CHECKPOINT")
     try:
-        captions_path, features = pool_paths(args.world)
-        names = read_class_names(args.world / "vocabulary.json")
+        captions, names, store = load_pool(args)
         if len(set(names)) != len(names):
             raise ValueError(f"{args.world / 'vocabulary.json'}: class names repeat; the probe "
                              "maps a region's label back to its class id")
-        store = RegionStore(features, names, args.max_regions)
         tokenizer = load_tokenizer(args)
-        images = [image_id for image_id, _ in
-                  held_out_captions(list(read_captions(captions_path)), args.holdout_every)]
+        images = [image_id for image_id, _ in held_out_captions(captions, args.holdout_every)]
         probes = make_tag_probes(images, store, tokenizer,
                                  {name: k for k, name in enumerate(names)}, args.max_length,
                                  args.seed)

@@ -57,6 +57,35 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--batch-size", type=int, default=16)
 
 
+def add_pool_probe_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of the probes over the pre-training pool's held-out images
+    (``tools/probe_visual_reliance.py``, ``tools/probe_mrc_shortcut.py``)."""
+    parser.add_argument("--world", type=Path, required=True,
+                        help="a toy world (text/captions_gt.tsv, features/cc.lmdb, vocabulary.json)")
+    parser.add_argument("--model", action="append", default=[], metavar="NAME=CHECKPOINT",
+                        help="a uvla pre-training uvla_final.pth or MMF .ckpt; repeatable")
+    parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG,
+                        help="yaml whose model_config.uvla builds the models")
+    parser.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE",
+                        help="override, e.g. model_config.uvla.bert_layers=2; repeatable")
+    parser.add_argument("--tokenizer", default=os.environ.get("UVLP_BERT"),
+                        help="local BERT folder (default $UVLP_BERT)")
+    parser.add_argument("--holdout-every", type=int, default=50,
+                        help="the pre-training hold-out rule (dataset_config.*.holdout_every)")
+    parser.add_argument("--max-regions", type=int, default=24)
+    parser.add_argument("--out", type=Path, help="write the results as json")
+
+
+def load_pool(args: argparse.Namespace) -> tuple[list[tuple[str, str]], list[str], RegionStore]:
+    """The pool of ``--world``: its (image id, caption) rows, class names and regions."""
+    from mmf_uvlp.analysis.visual_reliance import pool_paths
+    from mmf_uvlp.data_formats.text import read_captions
+
+    captions, features = pool_paths(args.world)
+    names = read_class_names(args.world / "vocabulary.json")
+    return list(read_captions(captions)), names, RegionStore(features, names, args.max_regions)
+
+
 @dataclass
 class Data:
     """The entity annotations, the regions and what was read."""
