@@ -12,8 +12,9 @@ import torch
 import torch.nn.functional as F
 
 from mmf_uvlp.analysis.mrc_shortcut import (
-    TagProbe, class_prior_entropy, measure_reading, tag_input,
+    TagProbe, class_prior_entropy, measure_reading,
 )
+from mmf_uvlp.processors.region_tag_masking import tag_word_pieces
 from mmf_uvlp.analysis.regions import ImageRegions
 from tool_loader import load_tool
 
@@ -89,11 +90,11 @@ def test_the_r_t_input_drops_the_tags_that_do_not_fit_whole():
     tokenizer = BertTokenizerFast.from_pretrained(os.environ["UVLP_BERT"])
     pieces = [tokenizer(t, add_special_tokens=False)["input_ids"]
               for t in ("dog", "traffic light", "cat")]
-    ids, owners = tag_input(tokenizer, ["dog", "traffic light", "cat"],
+    ids, owners = tag_word_pieces(tokenizer, ["dog", "traffic light", "cat"],
                             max_length=2 + len(pieces[0]) + len(pieces[1]))
     assert ids == [tokenizer.cls_token_id, *pieces[0], *pieces[1], tokenizer.sep_token_id]
     assert owners == [-1] + [0] * len(pieces[0]) + [1] * len(pieces[1]) + [-1]
-    assert tag_input(tokenizer, [], 8) == ([tokenizer.cls_token_id, tokenizer.sep_token_id],
+    assert tag_word_pieces(tokenizer, [], 8) == ([tokenizer.cls_token_id, tokenizer.sep_token_id],
                                            [-1, -1])
 
 

@@ -25,8 +25,9 @@ import numpy as np
 from mmf_uvlp.analysis.batches import batches
 from mmf_uvlp.analysis.examples import Example
 from mmf_uvlp.analysis.grounding import region_hits
-from mmf_uvlp.analysis.regions import ImageRegions, RegionStore
+from mmf_uvlp.analysis.regions import RegionStore
 from mmf_uvlp.analysis.systems import System, make_batch
+from mmf_uvlp.processors.region_tag_masking import tag_word_pieces
 from mmf_uvlp.utils.boxes import iou
 
 
@@ -74,18 +75,6 @@ def sample_instances(instances: list[Instance], classes: int, per_class: int,
     return sample
 
 
-def _tag_input(tokenizer, image: ImageRegions, max_length: int) -> tuple[list[int], list[int]]:
-    """``[CLS] tag pieces [SEP]`` and the region owning each position (-1: none)."""
-    ids, owners = [tokenizer.cls_token_id], [-1]
-    for region, pieces in enumerate(tokenizer(list(image.labels),
-                                              add_special_tokens=False)["input_ids"]):
-        if len(ids) + len(pieces) + 1 > max_length:
-            break
-        ids += pieces
-        owners += [region] * len(pieces)
-    return ids + [tokenizer.sep_token_id], owners + [-1]
-
-
 @dataclass
 class Representations:
     """Vectors with their class and modality (word, region or tag)."""
@@ -115,7 +104,7 @@ def represent(system: System, instances: list[Instance], store: RegionStore, tok
         if not (system.supports_tags and tokenizer is not None
                 and all(r.labels for r in regions)):
             continue
-        inputs = [_tag_input(tokenizer, image, max_length) for image in regions]
+        inputs = [tag_word_pieces(tokenizer, image.labels, max_length) for image in regions]
         tag_batch = make_batch([ids for ids, _ in inputs], regions, [o for _, o in inputs])
         tag_hidden = system(tag_batch, attentions=False).hidden.numpy()
         for b, example in enumerate(group):

@@ -3,11 +3,11 @@
 In R-T (the paper's reading) a masked region's detector tag stays in the input with the
 region's box embedding, so masked-region classification (MRC) can be solved by finding the
 tag that shares the masked region's box instead of from the region's context. For each
-held-out image of the pre-training pool, the R-T input is built as
-``uvla_region_tag_masking`` builds it (``[CLS] tag word-pieces [SEP]``, each piece with its
-region's box; tags that do not fit are dropped whole) and one region whose tag is in the
-input is drawn with a seed. Two readings across the box are measured, each as a paired
-difference of losses (nats) with the other token's content hidden minus visible:
+held-out image of the pre-training pool, the R-T input is built by the processor's own
+``tag_word_pieces`` (``[CLS] tag word-pieces [SEP]``, each piece with its region's box;
+tags that do not fit are dropped whole) and one region whose tag is in the input is drawn
+with a seed. Two readings across the box are measured, each as a paired difference of
+losses (nats) with the other token's content hidden minus visible:
 
 - ``mrc``: the region's features zeroed, MRC loss on its detector class with its tag
   visible vs its tag's word-pieces replaced by ``[MASK]`` (the box kept: U-VisualBERT's
@@ -32,6 +32,7 @@ import torch.nn.functional as F
 
 from mmf_uvlp.analysis.regions import ImageRegions, RegionStore
 from mmf_uvlp.analysis.systems import make_batch
+from mmf_uvlp.processors.region_tag_masking import tag_word_pieces
 
 
 @dataclass(frozen=True)
@@ -68,20 +69,6 @@ class Reading:
 DIRECTIONS = ("mrc", "tag_mlm")
 
 
-def tag_input(tokenizer: Any, labels: Sequence[str],
-              max_length: int) -> tuple[list[int], list[int]]:
-    """``[CLS] tags [SEP]`` word-piece ids and the region of each position (-1 for the
-    special tokens); a tag that does not fit in ``max_length`` ends the list."""
-    ids, owners = [tokenizer.cls_token_id], [-1]
-    pieces = tokenizer(list(labels), add_special_tokens=False)["input_ids"] if labels else []
-    for region, tag in enumerate(pieces):
-        if len(ids) + len(tag) + 1 > max_length:
-            break
-        ids += tag
-        owners += [region] * len(tag)
-    return ids + [tokenizer.sep_token_id], owners + [-1]
-
-
 def make_tag_probes(image_ids: Sequence[str], store: RegionStore, tokenizer: Any,
                     class_ids: Mapping[str, int], max_length: int, seed: int) -> list[TagProbe]:
     """One probe per image with a tag in its input; the masked region drawn with ``seed``
@@ -90,7 +77,7 @@ def make_tag_probes(image_ids: Sequence[str], store: RegionStore, tokenizer: Any
     probes = []
     for image_id in image_ids:
         image = store[image_id]
-        ids, owners = tag_input(tokenizer, image.labels, max_length)
+        ids, owners = tag_word_pieces(tokenizer, image.labels, max_length)
         tagged = sorted({owner for owner in owners if owner >= 0})
         if not tagged:
             continue

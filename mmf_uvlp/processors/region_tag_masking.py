@@ -17,12 +17,26 @@ Subclasses change which tags and regions are selected by overriding ``select``
 
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 import torch
 
 from mmf.common.registry import registry
 from mmf_uvlp.processors.masking import RawItem, Sample, UVLAMaskingProcessor, select_bernoulli
+
+
+def tag_word_pieces(tokenizer: Any, labels: Sequence[str],
+                    max_length: int) -> Tuple[List[int], List[int]]:
+    """R-T's text part, ``[CLS] tag word-pieces [SEP]``, and the region of each position
+    (-1 for [CLS] / [SEP]); a tag that does not fit in ``max_length`` ends the list."""
+    ids, owners = [tokenizer.cls_token_id], [-1]
+    pieces = tokenizer(list(labels), add_special_tokens=False)["input_ids"] if labels else []
+    for region, tag in enumerate(pieces):
+        if len(ids) + len(tag) + 1 > max_length:
+            break
+        ids += tag
+        owners += [region] * len(tag)
+    return ids + [tokenizer.sep_token_id], owners + [-1]
 
 
 @registry.register_processor("uvla_region_tag_masking")
@@ -53,17 +67,8 @@ class RegionTagMaskingProcessor(UVLAMaskingProcessor):
         classes = self.region_classes(item, n)
 
         # Text part: [CLS] tag word-pieces [SEP], each piece carrying its region's box.
-        tags = [str(label) for label in labels[:n]]
-        pieces = self.tokenizer(tags, add_special_tokens=False)["input_ids"]
-        ids = [self.tokenizer.cls_token_id]
-        owner = [-1]  # region of each text position, -1 = not a tag
-        for region, tag in enumerate(pieces):
-            if len(ids) + len(tag) + 1 > self.max_seq_length:
-                break
-            ids += tag
-            owner += [region] * len(tag)
-        ids.append(self.tokenizer.sep_token_id)
-        owner.append(-1)
+        ids, owner = tag_word_pieces(self.tokenizer, [str(label) for label in labels[:n]],
+                                     self.max_seq_length)
         length = len(ids)
         owner_t = torch.full((self.max_seq_length,), -1, dtype=torch.long)
         owner_t[:length] = torch.tensor(owner)
