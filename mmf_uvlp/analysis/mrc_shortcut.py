@@ -21,7 +21,6 @@ Accuracy (top-1) is reported for both.
 from __future__ import annotations
 
 import dataclasses
-import math
 import random
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
@@ -32,6 +31,7 @@ import torch.nn.functional as F
 
 from mmf_uvlp.analysis.regions import ImageRegions, RegionStore
 from mmf_uvlp.analysis.systems import make_batch
+from mmf_uvlp.analysis.visual_reliance import paired_stderr
 from mmf_uvlp.processors.region_tag_masking import tag_word_pieces
 
 
@@ -141,12 +141,10 @@ def measure_reading(model: torch.nn.Module, probes: Sequence[TagProbe], store: A
     visible = torch.cat([loss for loss, _ in parts[False]])
     hidden = torch.cat([loss for loss, _ in parts[True]])
     gain = hidden - visible
-    n = gain.numel()
-    stderr = float(gain.std(unbiased=True)) / math.sqrt(n) if n > 1 else float("nan")
     accuracy = {hide: float(torch.cat([right for _, right in parts[hide]]).mean())
                 for hide in (False, True)}
-    return Reading(n, float(visible.mean()), float(hidden.mean()), float(gain.mean()), stderr,
-                   accuracy[False], accuracy[True])
+    return Reading(gain.numel(), float(visible.mean()), float(hidden.mean()), float(gain.mean()),
+                   paired_stderr(gain), accuracy[False], accuracy[True])
 
 
 def class_prior_entropy(probes: Sequence[TagProbe]) -> float:

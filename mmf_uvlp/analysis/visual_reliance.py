@@ -122,9 +122,14 @@ def measure(model: torch.nn.Module, probes: Sequence[Probe], store: RegionStore,
         other.append(_losses(model, chunk, [store[p.other_image_id] for p in chunk], mask_id))
     own_t, other_t = torch.cat(own), torch.cat(other)
     gain = other_t - own_t
-    n = gain.numel()
-    stderr = float(gain.std(unbiased=True)) / math.sqrt(n) if n > 1 else float("nan")
-    return Reliance(n, float(own_t.mean()), float(other_t.mean()), float(gain.mean()), stderr)
+    return Reliance(gain.numel(), float(own_t.mean()), float(other_t.mean()), float(gain.mean()),
+                    paired_stderr(gain))
+
+
+def paired_stderr(differences: torch.Tensor) -> float:
+    """Standard error of the mean of paired differences (nan for fewer than 2)."""
+    n = differences.numel()
+    return float(differences.std(unbiased=True)) / math.sqrt(n) if n > 1 else float("nan")
 
 
 def pool_paths(world: str | os.PathLike) -> tuple[Path, Path]:
