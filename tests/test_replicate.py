@@ -515,6 +515,36 @@ def test_demo_steps_option_selects_the_chain_s_part(tmp_path):
     assert d.steps(["report"]) == []
 
 
+def test_demo_ends_with_the_calibrated_study_s_recorded_runs(tmp_path):
+    """make demo's last step: Table 1's three rows on the calibrated world, trained by nobody
+    in this call (replicate --recorded) but read from the committed archive."""
+    demo = _tool("demo").Demo(tmp_path, 0, 4, 2)
+    command = demo.calibrated_command()
+    assert command[1] == "tools/replicate.py"
+    args = _tool().parse_args(command[2:])
+    assert args.recorded and not args.plan
+    assert args.recipe == Path("configs/study/calibrated.yaml")
+    assert args.archive == Path("results/archive/calibrated") and (REPO / args.archive).is_dir()
+    assert args.systems == "base,uvla,aligned_vlp" and args.tables == "1"
+    assert args.data == tmp_path.resolve()
+    assert demo.steps(["calibrated"]) == []  # no training step of the demo world's
+
+
+def test_the_committed_calibrated_archive_matches_the_recipe(tmp_path, capsys):
+    """Every run in results/archive/calibrated was made by the command the calibrated recipe
+    plans now: a change to the recipe or to a config it reads shows here, not as a table
+    that mixes settings."""
+    archive = tmp_path / "archive"
+    shutil.copytree(REPO / "results" / "archive" / "calibrated", archive)
+    records = len(list(archive.rglob("*.json")))  # step.json of each run, setup/*.json
+    assert _tool().main(["--recipe", "configs/study/calibrated.yaml", "--tables", "1",
+                         "--systems", "base,uvla,aligned_vlp", "--data", str(tmp_path),
+                         "--archive", str(archive), "--plan"]) == 0
+    printed = capsys.readouterr().out
+    assert "stale" not in printed
+    assert f"{records} finished steps restored" in printed  # each record is a planned step
+
+
 def test_corpus_command_is_the_same_before_and_after_the_world_is_generated(tmp_path):
     """The study plans its steps before it generates a preset world: the corpus command must
     not change once the world exists, or a resumed study refuses its own finished corpus."""
@@ -725,6 +755,22 @@ def test_runner_skips_done_steps_records_runs_and_prunes(tmp_path, monkeypatch):
     assert stale_reason(first, read_record(first)) is None
 
 
+def test_runner_runs_only_the_kinds_asked_and_still_checks_the_finished_ones(tmp_path):
+    """``kinds`` (replicate --recorded): the other steps are left as they are, but a finished
+    one made by another command is refused all the same."""
+    world = Step("world", "world", ("tool", str(tmp_path / "w")), tmp_path / "w",
+                 tmp_path / "w" / "step.json", proof_file=tmp_path / "w" / "done")
+    run = _step(tmp_path, "a", ("tool", str(tmp_path / "a")))
+    calls = []
+    assert run_steps([world, run], run=lambda c: calls.append(c) or _finish(c),
+                     log=lambda line: None, kinds=("world",)) == 1
+    assert calls == [world.command] and world.done() and not run.done()
+    assert run_steps([world, run], run=_finish, log=lambda line: None) == 1
+    changed = _step(tmp_path, "a", ("tool", str(tmp_path / "a"), "--updates", "5"))
+    with pytest.raises(StaleRun, match=r"\['--updates', '5'\]"):
+        run_steps([world, changed], run=_finish, log=lambda line: None, kinds=("world",))
+
+
 def test_a_world_made_with_other_settings_than_its_preset_s_is_refused(tmp_path):
     world = World(tmp_path / "toy_world_tiny", "tiny")
     step = setup_steps([], Settings(world, tmp_path / "runs"))[0]
@@ -926,7 +972,7 @@ def _mtimes(folder: Path) -> dict:
 
 
 @pytest.mark.slow
-def test_replicate_on_the_tiny_world_end_to_end(tiny_world, tmp_path, monkeypatch):
+def test_replicate_on_the_tiny_world_end_to_end(tiny_world, tmp_path, monkeypatch, capsys):
     runs, out = tmp_path / "runs", tmp_path / "out"
     args = ["--world", str(tiny_world), "--runs", str(runs), "--out", str(out), *ARGS]
     result = subprocess.run([sys.executable, str(REPO / "tools" / "replicate.py"), *args],
@@ -1001,6 +1047,22 @@ def test_replicate_on_the_tiny_world_end_to_end(tiny_world, tmp_path, monkeypatc
     assert launched == []
     assert (out / "table1.md").read_text() == table
     assert not list(runs.rglob("*.pth"))  # the pre-trainings were not run again
+
+    # --recorded: a run that is neither in the runs folder nor archived is listed, not run;
+    # the table shows the runs there are.
+    lost = Path("random_pairs") / "seed1" / "refcoco_plus_splits"
+    shutil.rmtree(runs / lost)
+    shutil.rmtree(tmp_path / "archive" / lost)
+    capsys.readouterr()
+    assert tool.main(archived + ["--recorded"]) == 0
+    printed = capsys.readouterr().out
+    assert launched == []
+    assert ("--recorded: 1 of 10 steps have no run and were not run\n"
+            "    RefCOCO+ val/testA/testB of Random pairs, seed 1\n") in printed
+    recorded = (out / "table1.md").read_text()
+    assert "this call trained nothing" in recorded
+    assert next(line for line in recorded.splitlines()
+                if line.startswith("| Random pairs |")).endswith(" | 1 |")
 
 
 SEED_ROWS = {"Base": "base", "VisualBERT": "visual_bert", "ViLBERT": "vilbert",

@@ -105,6 +105,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="a folder (meant to be committed) that keeps each finished step's "
                              "step.json and train.log, and restores those the runs folder "
                              "lacks: a study that spans sessions (docs/replication.md)")
+    parser.add_argument("--recorded", action="store_true",
+                        help="run nothing but the toy world (the trivial rates are read from "
+                             "it): the tables show the runs that finished or were restored "
+                             "from --archive, and the steps left are listed, not run (make "
+                             "demo shows the calibrated study this way)")
     parser.add_argument("--plan", action="store_true",
                         help="print the steps and whether each is done (after restoring the "
                              "archive; the finished ones are archived), run nothing")
@@ -163,10 +168,17 @@ def main(argv: list[str] | None = None) -> int:
           f"seeds {list(settings.seeds)}, {len(steps)} steps; runs in {runs}", flush=True)
     try:
         ran = run_steps(steps, log=lambda line: print(line, flush=True), jobs=args.jobs,
-                        on_done=archive.store if archive is not None else None)
+                        on_done=archive.store if archive is not None else None,
+                        kinds=("world",) if args.recorded else None)
     except (StepFailed, StaleRun) as e:
         print(f"replicate: error: {e}", file=sys.stderr)
         return 1
+    if args.recorded:
+        done = [step.done() for step in steps]
+        left = [step.title for step, finished, unneeded in zip(steps, done, spent(steps, done))
+                if not (finished or unneeded)]
+        print("\n".join([f"\n--recorded: {len(left)} of {len(steps)} steps have no run and "
+                         "were not run", *(f"    {title}" for title in left)]), flush=True)
     models = ", ".join(map(str, args.model_config))
     header = (f"World `{world.path}`{f' ({world.kind} preset)' if world.kind else ''}; seeds "
               f"{', '.join(map(str, settings.seeds))}; pre-training {settings.pretrain_updates} "
@@ -174,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{''.join(f' ({task} {n})' for task, n in settings.task_updates)}"
               f"{f'; model {models}' if models else ''}"
               f"{f'; recipe `{recipe.path}`' if recipe.path else ''}.")
+    if args.recorded:
+        header += " From the recorded runs (`--recorded`): this call trained nothing."
     record = {"world": str(world.path), "preset": world.kind, "seeds": list(settings.seeds),
               "tasks": list(settings.tasks), "pretrain_updates": settings.pretrain_updates,
               "finetune_updates": settings.finetune_updates,
@@ -181,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
               "model_config": [str(path) for path in args.model_config],
               "recipe": str(recipe.path) if recipe.path else None,
               "archive": str(archive.root) if archive is not None else None,
+              "recorded": args.recorded,
               "tables": [t.key for t in tables], "systems": [s.key for s in systems]}
     written = write_study(tables, steps, settings, args.out, header, record)
     for markdown in written:

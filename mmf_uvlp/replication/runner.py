@@ -26,7 +26,7 @@ from collections import defaultdict
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Callable, Collection, Optional, Sequence
 
 from mmf_uvlp.replication.steps import Step
 from mmf_uvlp.replication.study import REPO
@@ -185,11 +185,14 @@ def spent(steps: Sequence[Step], done: Sequence[bool]) -> list[bool]:
 
 
 def run_steps(steps: Sequence[Step], run: Execute = execute, log: Log = print,
-              jobs: int = 1, on_done: Callable[[Step], object] | None = None) -> int:
+              jobs: int = 1, on_done: Callable[[Step], object] | None = None,
+              kinds: Collection[str] | None = None) -> int:
     """Run the steps not done yet, ``jobs`` at a time, each after its prerequisites;
     returns how many commands ran. ``on_done`` is called with each step done, before or
-    by this call (e.g. to archive it). On a failure no new step starts; the running ones
-    finish (and are recorded) before the error is raised."""
+    by this call (e.g. to archive it). With ``kinds``, only steps of those kinds run; the
+    finished ones of every kind are still checked against their records. On a failure no
+    new step starts; the running ones finish (and are recorded) before the error is
+    raised."""
     if jobs < 1:
         raise ValueError(f"jobs must be >= 1, got {jobs}")
     progress = Progress(jobs)
@@ -213,7 +216,8 @@ def run_steps(steps: Sequence[Step], run: Execute = execute, log: Log = print,
             on_done(step)
     needs = prerequisites(steps)
     weight = waiting_on(needs)
-    pending = [i for i, finished in enumerate(done) if not finished]
+    pending = [i for i, finished in enumerate(done)
+               if not finished and (kinds is None or steps[i].kind in kinds)]
     running: dict[Future, tuple[int, float]] = {}
     failures: list[str] = []
     ran = 0
