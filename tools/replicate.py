@@ -174,9 +174,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"replicate: error: {e}", file=sys.stderr)
         return 1
     if args.recorded:
-        done = [step.done() for step in steps]
-        left = [step.title for step, finished, unneeded in zip(steps, done, spent(steps, done))
-                if not (finished or unneeded)]
+        left = [step.title for step in steps
+                if not step.done() and read_record(step) is None]
         print("\n".join([f"\n--recorded: {len(left)} of {len(steps)} steps have no run and "
                          "were not run", *(f"    {title}" for title in left)]), flush=True)
     models = ", ".join(map(str, args.model_config))
