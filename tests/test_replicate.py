@@ -1057,7 +1057,7 @@ def test_replicate_on_the_tiny_world_end_to_end(tiny_world, tmp_path, monkeypatc
     assert tool.main(archived + ["--recorded"]) == 0
     printed = capsys.readouterr().out
     assert launched == []
-    assert ("--recorded: 1 of 10 steps have no run and were not run\n"
+    assert ("--recorded: 1 of 10 steps have no finished run and were not run\n"
             "    RefCOCO+ val/testA/testB of Random pairs, seed 1\n") in printed
     recorded = (out / "table1.md").read_text()
     assert "this call trained nothing" in recorded

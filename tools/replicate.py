@@ -176,8 +176,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.recorded:
         left = [step.title for step in steps
                 if not step.done() and read_record(step) is None]
-        print("\n".join([f"\n--recorded: {len(left)} of {len(steps)} steps have no run and "
-                         "were not run", *(f"    {title}" for title in left)]), flush=True)
+        print("\n".join([f"\n--recorded: {len(left)} of {len(steps)} steps have no finished "
+                         "run and were not run", *(f"    {title}" for title in left)]),
+              flush=True)
     models = ", ".join(map(str, args.model_config))
     header = (f"World `{world.path}`{f' ({world.kind} preset)' if world.kind else ''}; seeds "
               f"{', '.join(map(str, settings.seeds))}; pre-training {settings.pretrain_updates} "
