@@ -905,6 +905,7 @@ def test_an_archive_carries_a_study_to_another_clone(tmp_path):
                            .replace(str(settings.world.path), "<world>")
                            for arg in pretrain.command[1:]]
     assert not any(str(tmp_path / "one") in arg for arg in command[1:])
+    assert command[0] == f"<bin>/{Path(pretrain.command[0]).name}"  # the same in any clone
     assert (tmp_path / "archive" / "setup" / "corpus.json").exists()  # the corpus: its record
 
     other, steps = _two_clones(tmp_path, "two")

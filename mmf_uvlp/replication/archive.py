@@ -5,7 +5,9 @@ checkpoints included) need not survive one. ``replicate --archive DIR`` keeps wh
 tables read of every finished step, its ``step.json`` and ``train.log`` (a few KB, meant to
 be committed), in ``DIR`` at the step's place in the runs folder. Paths in an archived
 command are written relative to the study: ``<runs>`` (the runs folder), ``<world>`` (the
-world's folder) and ``<repo>``, so that another clone in another folder reads them back.
+world's folder) and ``<repo>``, and the program (``mmf_run`` or ``python``, which the
+comparison of commands ignores) as ``<bin>/<name>``, the folder of this interpreter when
+read back: another clone in another folder reads them back, and re-archives them unchanged.
 
 Before a study runs, every step the runs folder lacks but ``DIR`` holds is restored into it:
 it is then done (its metrics are in ``train.log``), its recorded command is compared with
@@ -20,12 +22,15 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from mmf_uvlp.replication.steps import Settings, Step
 from mmf_uvlp.replication.study import REPO
 from mmf_uvlp.report.results import LOG_FILE
+
+BIN = "<bin>"  # an archived command's program folder: this interpreter's when restored
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,11 @@ class Archive:
             text = text.replace(name, path)
         return text
 
+    @staticmethod
+    def _program(command: list[str], folder: str) -> list[str]:
+        """``command`` with its program in ``folder`` (the rest as it is)."""
+        return [f"{folder}/{Path(command[0]).name}", *command[1:]] if command else command
+
     def _files(self, step: Step) -> list[tuple[Path, Path]]:
         """(file in the runs folder, its archived copy) of ``step``: its record, and its
         ``train.log`` when its folder is in the runs folder (a run, not the world)."""
@@ -77,7 +87,8 @@ class Archive:
             copy.parent.mkdir(parents=True, exist_ok=True)
             if source == step.record:
                 record = json.loads(source.read_text(encoding="utf-8"))
-                record["command"] = [self.relative(arg) for arg in record["command"]]
+                record["command"] = self._program(
+                    [self.relative(arg) for arg in record["command"]], BIN)
                 copy.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
             else:
                 shutil.copyfile(source, copy)
@@ -97,7 +108,9 @@ class Archive:
                     raise ValueError(f"{copy}:{e.lineno}: not valid json ({e.msg})") from None
                 if not isinstance(record.get("command"), list):
                     raise ValueError(f"{copy}: expected a 'command' list in the record")
-                record["command"] = [self.absolute(arg) for arg in record["command"]]
+                record["command"] = self._program(
+                    [self.absolute(arg) for arg in record["command"]],
+                    str(Path(sys.executable).parent))
                 target.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
             else:
                 shutil.copyfile(copy, target)
