@@ -866,6 +866,24 @@ def test_runner_starts_the_steps_others_wait_for_first(tmp_path):
     assert started[:4] == ["uvla0-pretrain", "uvla1-pretrain", "base0-vqa2", "base0-nlvr2"]
 
 
+def test_runner_evaluates_a_finished_fine_tuning_before_the_next_one(tmp_path):
+    """The RefCOCO+ splits come last in the plan but run as soon as their fine-tuning ends:
+    a session that stops mid-study keeps the cells, and the checkpoint they read goes."""
+    def step(name: str, task: str, **kwargs) -> Step:
+        return replace(_step(tmp_path, name, ("tool", str(tmp_path / name))), system="base",
+                       seed=0, task=task, **kwargs)
+
+    refcoco = step("refcoco", "refcoco_plus")
+    later = [step(name, name) for name in ("vqa2", "nlvr2")]
+    splits = step("splits", "refcoco_plus_splits", kind="evaluate",
+                  needs=tmp_path / "refcoco" / "current.ckpt")
+    lines = []
+    assert run_steps([refcoco, *later, splits], run=_finish, log=lines.append) == 4
+    started = [re.search(r"=== \[\d+/4\] (\S+) \|", line).group(1)
+               for line in lines if " | elapsed " in line]
+    assert started == ["refcoco", "splits", "vqa2", "nlvr2"]
+
+
 def _complete(steps) -> callable:
     """A fake ``mmf_run`` / tool: each step's proof, and a ``train.log`` in each run folder."""
     by_command = {step.command: step for step in steps}

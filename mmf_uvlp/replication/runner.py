@@ -7,7 +7,8 @@ by side (a fine-tuning waits for its system's pre-training, the RefCOCO+ split i
 for its fine-tuning, everything for the world and corpora) and each command's output goes
 to ``<record>.out`` beside its ``step.json`` instead of the terminal. Of the steps ready to
 start, the one most later steps wait for goes first (every seed's pre-training before the
-fine-tunings that need none: the longest chains start early), then the plan's order. When a
+fine-tunings that need none: the longest chains start early), then an evaluation (its
+checkpoint is pruned once it ran), then the plan's order. When a
 command finishes, its ``step.json`` records the command, its wall time and thread count, and
 the checkpoints no later step reads are deleted (``Step.prune``). A finished step whose
 recorded command differs from the planned one (other updates, seeds of another world, ...)
@@ -241,7 +242,10 @@ def run_steps(steps: Sequence[Step], run: Execute = execute, log: Log = print,
                 candidates = [i for i in pending if all(done[j] for j in needs[i])]
                 if not candidates:
                     break
-                ready = max(candidates, key=lambda i: (weight[i], -i))
+                # an evaluation (RefCOCO+ splits: half a minute) before the fine-tunings
+                # ready with it: the table gets its cells, the checkpoint it reads goes
+                ready = max(candidates,
+                            key=lambda i: (weight[i], steps[i].kind == "evaluate", -i))
                 pending.remove(ready)
                 start(pool, ready)
             if not running:
