@@ -125,10 +125,8 @@ class Demo:
         runs: List[str] = []
         for system in SYSTEMS:
             runs += ["--run", f"{system.name}={self.runs / system.key}"]
-        command = [PYTHON, "tools/report.py", *runs, "--trivial", str(self.world.path),
-                   "--out", str(self.report_dir)]
-        print(f"\n=== Table 1 (paper layout)\n$ {' '.join(command)}", flush=True)
-        subprocess.run(command, check=True, cwd=REPO)
+        _show("Table 1 (paper layout)", [PYTHON, "tools/report.py", *runs, "--trivial",
+                                         str(self.world.path), "--out", str(self.report_dir)])
 
     def calibrated_command(self) -> List[str]:
         """Table 1's three rows on the calibrated world from its study's recorded runs."""
@@ -138,12 +136,14 @@ class Demo:
                 "--out", str(self.report_dir / "calibrated")]
 
     def calibrated(self) -> None:
-        command = self.calibrated_command()
-        print("\n=== Table 1 on the calibrated world, from the recorded runs of its study "
-              f"(nothing is trained; make replicate RECIPE=calibrated runs them)\n"
-              f"$ {' '.join(command)}", flush=True)
-        subprocess.run(command, check=True, cwd=REPO)
+        _show("Table 1 on the calibrated world, from the recorded runs of its study (nothing "
+              "is trained; make replicate RECIPE=calibrated runs them)", self.calibrated_command())
 
+
+def _show(title: str, command: List[str]) -> None:
+    """Print ``title`` and ``command``, then run it from the repository root."""
+    print(f"\n=== {title}\n$ {' '.join(command)}", flush=True)
+    subprocess.run(command, check=True, cwd=REPO)
 
 def main(argv: List[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
