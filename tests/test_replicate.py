@@ -96,9 +96,25 @@ def test_a_seed_missing_a_task_is_counted_and_its_meta_ave_marked():
     nlvr2 = row.cells["nlvr2", "test"]
     assert (nlvr2.mean, nlvr2.std, nlvr2.n) == (0.60, None, 1)
     assert format_stat(nlvr2, 2) == "60.0 (n=1)"
-    # seed 1: (0.54 + 0.66 + 0.50) / 3 over VQA, VE and RefCOCO+.
-    assert row.meta.mean == pytest.approx((0.575 + (0.54 + 0.66 + 0.50) / 3) / 2)
-    assert "missing: NLVR2" in row.meta_note
+    # Seed 1's Meta-Ave leaves NLVR2 out, so it is not averaged with seed 0's (0.575).
+    assert (row.meta.mean, row.meta.n) == (pytest.approx(0.575), 1)
+    assert row.seed_metas == {0: pytest.approx(0.575)}
+    assert row.meta_note == ("mean over seed 0, the seeds with every task (left out: seed 1 "
+                             "(mean of VQA, VE, RefCOCO+; missing: NLVR2))")
+    assert format_stat(row.meta, len(row.seeds)) == "57.5 (n=1)"
+
+
+def test_without_a_complete_seed_meta_ave_averages_the_largest_group_with_the_same_tasks():
+    no_nlvr2 = {k: v for k, v in SEED1.items() if k[0] != "nlvr2"}
+    no_ve = {k: v for k, v in SEED0.items() if k[0] != "visual_entailment"}
+    row = summarize_row("Aligned VLP", "aligned_vlp", {0: no_nlvr2, 1: no_nlvr2, 2: no_ve})
+    assert sorted(row.seed_metas) == [0, 1]
+    assert row.meta.mean == pytest.approx((0.54 + 0.66 + 0.50) / 3)
+    assert row.meta_note == ("mean of VQA, VE, RefCOCO+; missing: NLVR2, over seeds 0, 1 "
+                             "(left out: seed 2 (mean of VQA, NLVR2, RefCOCO+; missing: VE))")
+    same = summarize_row("Base", "base", {0: no_nlvr2, 1: no_nlvr2})
+    assert same.meta_note == "mean of VQA, VE, RefCOCO+; missing: NLVR2"
+    assert same.meta.n == 2
 
 
 def _log(folder: Path, *lines: str) -> None:
@@ -186,6 +202,17 @@ def test_meta_gap_and_its_standard_error():
         "paired over seeds 0, 1, 2: +1.0 ± 0.6 (1.7 SE)",
         "- Two: +5.0 ± 1.2 (4.3 SE); paired over seeds 0, 1: +5.5 ± 0.5 (11.0 SE)"]
     assert gap_lines([base]) == []
+
+
+def test_no_meta_gap_between_rows_that_average_different_tasks():
+    no_nlvr2 = {k: v for k, v in SEED1.items() if k[0] != "nlvr2"}
+    full = summarize_row("μ-VLA", "uvla", {0: SEED0, 1: SEED1})
+    partial = summarize_row("Base", "base", {0: no_nlvr2, 1: no_nlvr2})
+    assert meta_gap(full, partial) is None and meta_gap(partial, full) is None
+    assert gap_lines([partial, full])[-1] == (
+        "- μ-VLA: — (no Meta-Ave on one side, or the two average different tasks)")
+    also_partial = summarize_row("Aligned", "aligned", {0: no_nlvr2, 1: no_nlvr2})
+    assert meta_gap(also_partial, partial).difference == pytest.approx(0.0)
 
 
 def test_the_ratio_table_is_drawn_as_a_curve_over_the_rows_present(tmp_path):

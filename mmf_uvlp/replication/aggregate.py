@@ -4,8 +4,9 @@ A (system, seed) gets its cells from its own runs: the test metric of each fine-
 (VQA, NLVR2, VE) and RefCOCO+ val / testA / testB from the split inference, each read by
 :func:`mmf_uvlp.report.collect_run`. Per row and cell: the mean and the sample standard
 deviation (n - 1) over the seeds that have the cell. Meta-Ave is computed per seed by
-:func:`mmf_uvlp.report.meta_average`, then averaged the same way, so its std is the
-spread of the seeds' Meta-Aves. :func:`meta_gap` is one row's Meta-Ave minus another's,
+:func:`mmf_uvlp.report.meta_average`, then averaged the same way over the seeds that cover
+the same tasks (those with every task when there are any), so its std is the spread of
+comparable Meta-Aves. :func:`meta_gap` is one row's Meta-Ave minus another's,
 with the standard error of that difference: unpaired (Welch), and paired over the seeds both
 rows share (a seed fixes the fine-tuning order and head initialisation of every system, so a
 seed's two runs differ only by the system; the paired error removes the seeds' common spread).
@@ -20,7 +21,7 @@ from typing import Mapping, Sequence
 
 from mmf_uvlp.replication.steps import SPLITS_RUN, Step
 from mmf_uvlp.report.results import LOG_FILE, Cell, collect_run, parse_log
-from mmf_uvlp.report.table import meta_average
+from mmf_uvlp.report.table import MetaAverage, meta_average
 
 SeedCells = Mapping[int, Mapping[Cell, float]]
 
@@ -46,9 +47,10 @@ def summarize(values: Sequence[float]) -> Stat:
 
 @dataclass(frozen=True)
 class RowSummary:
-    """One table row: ``cells`` and ``meta`` over the seeds; ``meta_note`` when a seed's
-    Meta-Ave is over fewer parts (see :func:`meta_average`); ``seeds`` with any result;
-    ``seed_metas``: each seed's Meta-Ave."""
+    """One table row: ``cells`` and ``meta`` over the seeds; ``meta_note`` when Meta-Ave is
+    over fewer parts (see :func:`meta_average`) or leaves seeds out; ``seeds`` with any
+    result; ``seed_metas``: the Meta-Ave of each seed that ``meta`` averages;
+    ``meta_parts``: what those average (None: all four tasks)."""
 
     label: str
     system: str
@@ -57,6 +59,7 @@ class RowSummary:
     meta_note: str | None
     seeds: tuple[int, ...]
     seed_metas: dict[int, float]
+    meta_parts: str | None = None
 
 
 def summarize_row(label: str, system: str, per_seed: SeedCells) -> RowSummary:
@@ -66,11 +69,41 @@ def summarize_row(label: str, system: str, per_seed: SeedCells) -> RowSummary:
     cells = {cell: summarize([per_seed[s][cell] for s in seeds if cell in per_seed[s]])
              for cell in keys}
     metas = {s: meta_average(dict(per_seed[s])) for s in seeds}
-    seed_metas = {s: m.value for s, m in metas.items() if m.value is not None}
+    seed_metas, parts, note = _comparable_metas(metas)
     values = list(seed_metas.values())
-    notes = sorted({m.note for m in metas.values() if m.note})
     return RowSummary(label, system, cells, summarize(values) if values else None,
-                      "; ".join(notes) or None, seeds, seed_metas)
+                      note, seeds, seed_metas, parts)
+
+
+def _seed_list(seeds: Sequence[int]) -> str:
+    """``seed 2`` or ``seeds 0, 1``."""
+    return ("seed " if len(seeds) == 1 else "seeds ") + ", ".join(map(str, seeds))
+
+
+def _comparable_metas(metas: Mapping[int, MetaAverage]
+                      ) -> tuple[dict[int, float], str | None, str | None]:
+    """The Meta-Aves of the seeds that average the same tasks, what they average (None: all
+    four tasks) and the row's Meta-Ave note.
+
+    A Meta-Ave over seeds that cover different tasks would compare nothing: the seeds with
+    every task are used when there are any, else the largest group of seeds with the same
+    parts; the note names what it averages and which seeds it leaves out."""
+    groups: dict[str | None, list[int]] = {}
+    for seed, meta in metas.items():
+        if meta.value is not None:
+            groups.setdefault(meta.note, []).append(seed)
+    if not groups:
+        return {}, None, None
+    note = None if None in groups else max(groups, key=lambda n: (len(groups[n]), -groups[n][0]))
+    used = groups.pop(note)
+    values = {s: metas[s].value for s in used}
+    if not groups:
+        return values, note, note
+    left_out = ", ".join(f"{_seed_list(s)} ({n})" for n, s in sorted(
+        groups.items(), key=lambda item: item[1][0]))
+    head = (f"mean over {_seed_list(used)}, the seeds with every task" if note is None
+            else f"{note}, over {_seed_list(used)}")
+    return values, note, f"{head} (left out: {left_out})"
 
 
 def _ratio(difference: float, stderr: float | None) -> float | None:
@@ -113,8 +146,9 @@ class Gap:
 
 
 def meta_gap(row: RowSummary, reference: RowSummary) -> Gap | None:
-    """``row``'s Meta-Ave gap to ``reference`` (None when either has no Meta-Ave)."""
-    if row.meta is None or reference.meta is None:
+    """``row``'s Meta-Ave gap to ``reference`` (None when either has no Meta-Ave, or when
+    the two average different tasks)."""
+    if row.meta is None or reference.meta is None or row.meta_parts != reference.meta_parts:
         return None
     stats = (row.meta, reference.meta)
     stderr = None

@@ -57,7 +57,8 @@ def gap_lines(rows: Sequence[RowSummary]) -> list[str]:
     for row in rows[1:]:
         gap = meta_gap(row, reference)
         if gap is None:
-            lines.append(f"- {row.label}: {MISSING} (no Meta-Ave on one side)")
+            lines.append(f"- {row.label}: {MISSING} (no Meta-Ave on one side, or the two "
+                         "average different tasks)")
             continue
         text = f"- {row.label}: {100 * gap.difference:+.1f}"
         if gap.ratio is None:
