@@ -896,19 +896,25 @@ def test_runner_starts_the_steps_others_wait_for_first(tmp_path):
 def test_runner_evaluates_a_finished_fine_tuning_before_the_next_one(tmp_path):
     """The RefCOCO+ splits come last in the plan but run as soon as their fine-tuning ends:
     a session that stops mid-study keeps the cells, and the checkpoint they read goes."""
-    def step(name: str, task: str, **kwargs) -> Step:
+    def step(name: str, task: str, seed: int = 0, **kwargs) -> Step:
         return replace(_step(tmp_path, name, ("tool", str(tmp_path / name))), system="base",
-                       seed=0, task=task, **kwargs)
+                       seed=seed, task=task, **kwargs)
 
     refcoco = step("refcoco", "refcoco_plus")
     later = [step(name, name) for name in ("vqa2", "nlvr2")]
     splits = step("splits", "refcoco_plus_splits", kind="evaluate",
                   needs=tmp_path / "refcoco" / "current.ckpt")
+    # The next seed's RefCOCO+ has a step waiting on it (its splits), the splits none: they
+    # still go first.
+    refcoco_1 = step("refcoco_1", "refcoco_plus", seed=1)
+    splits_1 = step("splits_1", "refcoco_plus_splits", seed=1, kind="evaluate",
+                    needs=tmp_path / "refcoco_1" / "current.ckpt")
     lines = []
-    assert run_steps([refcoco, *later, splits], run=_finish, log=lines.append) == 4
-    started = [re.search(r"=== \[\d+/4\] (\S+) \|", line).group(1)
+    assert run_steps([refcoco, *later, splits, refcoco_1, splits_1], run=_finish,
+                     log=lines.append) == 6
+    started = [re.search(r"=== \[\d+/6\] (\S+) \|", line).group(1)
                for line in lines if " | elapsed " in line]
-    assert started == ["refcoco", "splits", "vqa2", "nlvr2"]
+    assert started == ["refcoco", "splits", "refcoco_1", "splits_1", "vqa2", "nlvr2"]
 
 
 def _complete(steps) -> callable:

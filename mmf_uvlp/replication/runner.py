@@ -242,10 +242,11 @@ def run_steps(steps: Sequence[Step], run: Execute = execute, log: Log = print,
                 candidates = [i for i in pending if all(done[j] for j in needs[i])]
                 if not candidates:
                     break
-                # an evaluation (RefCOCO+ splits: half a minute) before the fine-tunings
-                # ready with it: the table gets its cells, the checkpoint it reads goes
+                # an evaluation (RefCOCO+ splits: half a minute) before every other ready
+                # step: the table gets its cells, the checkpoint it reads goes; then the
+                # step most others wait on
                 ready = max(candidates,
-                            key=lambda i: (weight[i], steps[i].kind == "evaluate", -i))
+                            key=lambda i: (steps[i].kind == "evaluate", weight[i], -i))
                 pending.remove(ready)
                 start(pool, ready)
             if not running:
