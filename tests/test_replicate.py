@@ -104,7 +104,7 @@ def test_a_seed_missing_a_task_is_counted_and_its_meta_ave_marked():
     assert format_stat(row.meta, len(row.seeds)) == "57.5 (n=1)"
 
 
-def test_without_a_complete_seed_meta_ave_averages_the_largest_group_with_the_same_tasks():
+def test_without_a_complete_seed_meta_ave_averages_the_seeds_with_the_most_tasks():
     no_nlvr2 = {k: v for k, v in SEED1.items() if k[0] != "nlvr2"}
     no_ve = {k: v for k, v in SEED0.items() if k[0] != "visual_entailment"}
     row = summarize_row("Aligned VLP", "aligned_vlp", {0: no_nlvr2, 1: no_nlvr2, 2: no_ve})
@@ -115,6 +115,12 @@ def test_without_a_complete_seed_meta_ave_averages_the_largest_group_with_the_sa
     same = summarize_row("Base", "base", {0: no_nlvr2, 1: no_nlvr2})
     assert same.meta_note == "mean of VQA, VE, RefCOCO+; missing: NLVR2"
     assert same.meta.n == 2
+    # More tasks beat more seeds: seed 0's three tasks, not seeds 1 and 2's RefCOCO+ alone.
+    refcoco = {k: v for k, v in SEED1.items() if k[0] == "refcoco_plus"}
+    fewer = summarize_row("Base", "base", {0: no_nlvr2, 1: refcoco, 2: refcoco})
+    assert sorted(fewer.seed_metas) == [0]
+    assert fewer.meta_note.endswith(
+        ", over seed 0 (left out: seeds 1, 2 (mean of RefCOCO+; missing: VQA, NLVR2, VE))")
 
 
 def _log(folder: Path, *lines: str) -> None:

@@ -86,21 +86,22 @@ def _comparable_metas(metas: Mapping[int, MetaAverage]
     four tasks) and the row's Meta-Ave note.
 
     A Meta-Ave over seeds that cover different tasks would compare nothing: the seeds with
-    every task are used when there are any, else the largest group of seeds with the same
-    parts; the note names what it averages and which seeds it leaves out."""
-    groups: dict[str | None, list[int]] = {}
-    for seed, meta in metas.items():
+    every task are used when there are any, else those with the most tasks (the most seeds
+    among equals); the note names what it averages and which seeds it leaves out."""
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for seed, meta in sorted(metas.items()):
         if meta.value is not None:
-            groups.setdefault(meta.note, []).append(seed)
+            groups.setdefault(meta.parts, []).append(seed)
     if not groups:
         return {}, None, None
-    note = None if None in groups else max(groups, key=lambda n: (len(groups[n]), -groups[n][0]))
-    used = groups.pop(note)
-    values = {s: metas[s].value for s in used}
+    parts = max(groups, key=lambda p: (metas[groups[p][0]].note is None, len(p),
+                                       len(groups[p]), -groups[p][0]))
+    used = groups.pop(parts)
+    values, note = {s: metas[s].value for s in used}, metas[used[0]].note
     if not groups:
         return values, note, note
-    left_out = ", ".join(f"{_seed_list(s)} ({n})" for n, s in sorted(
-        groups.items(), key=lambda item: item[1][0]))
+    left_out = ", ".join(f"{_seed_list(s)} ({metas[s[0]].note})" for s in sorted(
+        groups.values(), key=lambda seeds: seeds[0]))
     head = (f"mean over {_seed_list(used)}, the seeds with every task" if note is None
             else f"{note}, over {_seed_list(used)}")
     return values, note, f"{head} (left out: {left_out})"

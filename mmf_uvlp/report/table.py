@@ -41,11 +41,13 @@ META_PARTS: tuple[tuple[str, tuple[Cell, ...]], ...] = (
 
 @dataclass(frozen=True)
 class MetaAverage:
-    """Meta-Ave of one row: ``value`` (fraction, None when nothing to average) and, when
+    """Meta-Ave of one row: ``value`` (fraction, None when nothing to average), ``parts``
+    it averages (a part with only some of its cells: ``"RefCOCO+ (val only)"``) and, when
     it is not over all four complete parts, a ``note`` saying what it averages."""
 
     value: float | None
     note: str | None
+    parts: tuple[str, ...] = ()
 
 
 def meta_average(cells: dict[Cell, float]) -> MetaAverage:
@@ -66,11 +68,11 @@ def meta_average(cells: dict[Cell, float]) -> MetaAverage:
         return MetaAverage(None, None)
     value = sum(parts) / len(parts)
     if used == [name for name, _ in META_PARTS]:
-        return MetaAverage(value, None)
+        return MetaAverage(value, None, tuple(used))
     note = f"mean of {', '.join(used)}"
     if missing:
         note += f"; missing: {', '.join(missing)}"
-    return MetaAverage(value, note)
+    return MetaAverage(value, note, tuple(used))
 
 
 def trivial_row(trivial: dict[Cell, float], columns: Sequence[tuple[str, Cell]],
