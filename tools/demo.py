@@ -145,6 +145,7 @@ def _show(title: str, command: List[str]) -> None:
     print(f"\n=== {title}\n$ {' '.join(command)}", flush=True)
     subprocess.run(command, check=True, cwd=REPO)
 
+
 def main(argv: List[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=REPO / "data", help="folder for the world and runs")

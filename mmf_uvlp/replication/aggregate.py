@@ -50,7 +50,7 @@ class RowSummary:
     """One table row: ``cells`` and ``meta`` over the seeds; ``meta_note`` when Meta-Ave is
     over fewer parts (see :func:`meta_average`) or leaves seeds out; ``seeds`` with any
     result; ``seed_metas``: the Meta-Ave of each seed that ``meta`` averages;
-    ``meta_parts``: what those average (None: all four tasks)."""
+    ``meta_parts``: the parts those average (see :class:`MetaAverage`)."""
 
     label: str
     system: str
@@ -59,7 +59,7 @@ class RowSummary:
     meta_note: str | None
     seeds: tuple[int, ...]
     seed_metas: dict[int, float]
-    meta_parts: str | None = None
+    meta_parts: tuple[str, ...] = ()
 
 
 def summarize_row(label: str, system: str, per_seed: SeedCells) -> RowSummary:
@@ -81,9 +81,9 @@ def _seed_list(seeds: Sequence[int]) -> str:
 
 
 def _comparable_metas(metas: Mapping[int, MetaAverage]
-                      ) -> tuple[dict[int, float], str | None, str | None]:
-    """The Meta-Aves of the seeds that average the same tasks, what they average (None: all
-    four tasks) and the row's Meta-Ave note.
+                      ) -> tuple[dict[int, float], tuple[str, ...], str | None]:
+    """The Meta-Aves of the seeds that average the same tasks, the parts they average and
+    the row's Meta-Ave note.
 
     A Meta-Ave over seeds that cover different tasks would compare nothing: the seeds with
     every task are used when there are any, else those with the most tasks (the most seeds
@@ -93,18 +93,18 @@ def _comparable_metas(metas: Mapping[int, MetaAverage]
         if meta.value is not None:
             groups.setdefault(meta.parts, []).append(seed)
     if not groups:
-        return {}, None, None
+        return {}, (), None
     parts = max(groups, key=lambda p: (metas[groups[p][0]].note is None, len(p),
                                        len(groups[p]), -groups[p][0]))
     used = groups.pop(parts)
     values, note = {s: metas[s].value for s in used}, metas[used[0]].note
     if not groups:
-        return values, note, note
+        return values, parts, note
     left_out = ", ".join(f"{_seed_list(s)} ({metas[s[0]].note})" for s in sorted(
         groups.values(), key=lambda seeds: seeds[0]))
     head = (f"mean over {_seed_list(used)}, the seeds with every task" if note is None
             else f"{note}, over {_seed_list(used)}")
-    return values, note, f"{head} (left out: {left_out})"
+    return values, parts, f"{head} (left out: {left_out})"
 
 
 def _ratio(difference: float, stderr: float | None) -> float | None:
