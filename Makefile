@@ -20,8 +20,11 @@ setup:
 doctor: setup
 	$(PY) -m mmf_uvlp.doctor
 
+# Test files run side by side in TEST_JOBS pytest-xdist workers (a file's tests stay in one
+# worker, so its module fixtures are built once), each with cpu_count/TEST_JOBS threads.
+TEST_JOBS ?= 2
 test: setup
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n $(TEST_JOBS) --dist loadfile tests
 
 toy-world: setup
 	$(PY) tools/make_toy_world.py --preset $(PRESET) --seed $(SEED) --out $(WORLD)

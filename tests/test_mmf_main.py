@@ -244,8 +244,11 @@ def saved_writer():
     saved_config = registry.get("config", None, no_warning=True)
     registry.register("config", OmegaConf.create({"evaluation": {"predict": False}}))
     yield
-    registry.register("writer", saved)
-    registry.register("config", saved_config)
+    for key, value in (("writer", saved), ("config", saved_config)):
+        if value is None:  # registering None would leave a "writer" later lookups call
+            registry.unregister(key)
+        else:
+            registry.register(key, value)
 
 
 def test_loading_pretrained_weights_reports_through_mmf_mains_logging_writer(saved_writer, tmp_path, caplog):

@@ -29,7 +29,8 @@ from mmf_uvlp.replication.aggregate import (
 from mmf_uvlp.replication.render import format_stat, gap_lines, markdown, write_table
 from mmf_uvlp.replication.recipe import load_recipe
 from mmf_uvlp.replication.runner import (StaleRun, StepFailed, prerequisites, read_record,
-                                         run_steps, stale_reason, waiting_on)
+                                         run_steps, set_aside_previous_log, stale_reason,
+                                         waiting_on)
 from mmf_uvlp.replication.steps import (
     KINDS, METRICS, MMF_RUN, Settings, Step, model_overrides, plan, setup_steps, system_steps,
 )
@@ -821,6 +822,54 @@ def test_a_world_made_with_other_settings_than_its_preset_s_is_refused(tmp_path)
     assert "seed 0 where the preset now has 3" in World(world.path, "tiny").drift(seed=3)
 
 
+def _pretrain_again(tmp_path: Path, value: str, lines: list[str]) -> Step:
+    """A pre-training step that finished once (record and log, weights gone) made again by
+    a command that logs ``val/x: value``."""
+    checkpoint = tmp_path / "p" / "current.ckpt"
+    step = _step(tmp_path, "p", ("tool", str(tmp_path / "p")), resumes_from=checkpoint,
+                 prune=(checkpoint,))
+
+    def run(command) -> int:
+        step.folder.mkdir(exist_ok=True)
+        with open(step.folder / "train.log", "a") as log:  # MMF appends to an existing log
+            log.write(f"progress: 8/8, val/x: {value}, val/y: 0.5\n")
+        return _finish(command)
+
+    assert run_steps([step], run=run, log=lines.append) == 1
+    return step
+
+
+def test_a_finished_step_made_again_writes_its_own_log_and_is_compared_with_it(tmp_path):
+    lines = []
+    step = _pretrain_again(tmp_path, "0.25", lines)
+    (step.folder / "done").unlink()  # its weights gone: it runs again
+    _pretrain_again(tmp_path, "0.25", lines)
+    assert (step.folder / "train.log").read_text().count("progress") == 1
+    assert not (step.folder / "train.previous.log").exists()
+    assert lines[-2] == "=== p: made again, the same 2 val/test values as its previous run"
+    (step.folder / "done").unlink()
+    _pretrain_again(tmp_path, "0.75", lines)
+    assert lines[-2] == ("=== p: made again, and 1 of 2 val/test values differ from its "
+                         "previous run: val/x 0.25 -> 0.75")
+
+
+def test_a_step_made_again_keeps_the_log_it_resumes_or_drops_a_partial_one(tmp_path):
+    step = _step(tmp_path, "p", ("tool",), resumes_from=tmp_path / "p" / "current.ckpt")
+    step.folder.mkdir()
+    step.record.write_text("{}")
+    log, previous = step.folder / "train.log", step.folder / "train.previous.log"
+    log.write_text("finished run")
+    set_aside_previous_log(step)
+    assert previous.read_text() == "finished run" and not log.exists()
+    log.write_text("interrupted before its first checkpoint")
+    set_aside_previous_log(step)
+    assert previous.read_text() == "finished run" and not log.exists()
+    log.write_text("interrupted after a checkpoint")
+    step.resumes_from.write_text("ckpt")
+    set_aside_previous_log(step)
+    assert log.read_text() == "interrupted after a checkpoint"
+
+
 def test_runner_stops_on_a_failed_or_impossible_step(tmp_path):
     failing = _step(tmp_path, "a", ("tool", str(tmp_path / "a")))
     with pytest.raises(StepFailed, match="exit code 3"):
@@ -1093,6 +1142,7 @@ def test_replicate_on_the_tiny_world_end_to_end(tiny_world, tmp_path, monkeypatc
     kept = {p: t for p, t in before.items() if not any(f in p.parents for f in redo)}
     assert {p: t for p, t in after.items() if p in kept} == kept
     assert all((folder / "step.json").exists() for folder in redo)
+    table = (out / "table1.md").read_text()  # its wall time now sums the two new runs
 
     # Archived (by --plan, which runs nothing), then the runs folder lost (a new session):
     # the same table, nothing runs.

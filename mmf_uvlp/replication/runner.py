@@ -12,7 +12,9 @@ checkpoint is pruned once it ran), then the plan's order. When a
 command finishes, its ``step.json`` records the command, its wall time and thread count, and
 the checkpoints no later step reads are deleted (``Step.prune``). A finished step whose
 recorded command differs from the planned one (other updates, seeds of another world, ...)
-is an error rather than a silent mix of settings.
+is an error rather than a silent mix of settings. A finished step made again for its output
+(a pre-training whose weights are gone) writes a fresh log, and its val/test values are
+compared with those of its previous run.
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ from typing import Callable, Collection, Optional, Sequence
 
 from mmf_uvlp.replication.steps import Step
 from mmf_uvlp.replication.study import REPO
+from mmf_uvlp.report.results import LOG_FILE, parse_log
+
+PREVIOUS_LOG = "train.previous.log"  # a finished run's log while the run is made again
 
 Execute = Callable[..., int]  # (command) or, with jobs > 1, (command, output file)
 Log = Callable[[str], None]
@@ -140,6 +145,39 @@ def _prune(step: Step) -> None:
             path.unlink()
 
 
+def set_aside_previous_log(step: Step) -> None:
+    """Before a step that finished once runs again for its output (a pre-training whose
+    weights are gone, its record restored from an archive): its log goes to
+    ``train.previous.log``, so that the new run (MMF appends) writes a log of its own, which
+    :func:`compare_with_previous` checks against it. A run resuming from its checkpoint
+    keeps the log it is writing; one restarted from scratch drops its partial log."""
+    log, previous = step.folder / LOG_FILE, step.folder / PREVIOUS_LOG
+    if not step.record.exists() or not log.exists():
+        return
+    if step.resumes_from is not None and step.resumes_from.exists():
+        return
+    if previous.exists():
+        log.unlink()
+    else:
+        log.rename(previous)
+
+
+def compare_with_previous(step: Step) -> str | None:
+    """Whether a step made again logged the val/test values of its previous run (None when
+    it had none): a seeded command gives the same numbers, or the study has a problem."""
+    previous = step.folder / PREVIOUS_LOG
+    if not previous.exists():
+        return None
+    old, new = parse_log(previous), parse_log(step.folder / LOG_FILE)
+    previous.unlink()
+    changed = sorted(key for key in old.keys() | new.keys() if old.get(key) != new.get(key))
+    if not changed:
+        return f"{step.title}: made again, the same {len(new)} val/test values as its previous run"
+    return (f"{step.title}: made again, and {len(changed)} of {len(old.keys() | new.keys())} "
+            "val/test values differ from its previous run: "
+            + ", ".join(f"{key} {old.get(key)} -> {new.get(key)}" for key in changed))
+
+
 def prerequisites(steps: Sequence[Step]) -> list[set[int]]:
     """For each step, the indices of the steps it must wait for: every setup step (world,
     corpora) before it; a fine-tuning its system's pre-training of the same seed; the
@@ -233,6 +271,7 @@ def run_steps(steps: Sequence[Step], run: Execute = execute, log: Log = print,
         where = f"\n    output: {step.record.with_suffix('.out')}" if jobs > 1 else ""
         log(f"\n=== {progress.line(i + 1, total, step, [step, *left])}\n"
             f"$ {' '.join(step.command)}{where}")
+        set_aside_previous_log(step)
         args = (step.command,) if jobs == 1 else (step.command, step.record.with_suffix(".out"))
         running[pool.submit(run, *args)] = (i, time.perf_counter())
 
@@ -265,6 +304,9 @@ def run_steps(steps: Sequence[Step], run: Execute = execute, log: Log = print,
                                     f"output is missing ({step.proof})")
                     continue
                 _record(step, wall)
+                again = compare_with_previous(step)
+                if again:
+                    log(f"=== {again}")
                 if on_done is not None:
                     on_done(step)
                 progress.add(step.kind, wall)

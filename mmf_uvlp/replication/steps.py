@@ -83,8 +83,9 @@ class Step:
     done when ``proof_file`` exists and ``train.log`` in ``folder`` has every
     ``proof_keys``; ``record``: the json written when it finishes (command, wall time);
     ``needs``: a file it reads that an earlier step wrote; ``prune``: what to delete once
-    it is done; ``outdated``: says why a finished output no longer is what the step would
-    make (None when it is). ``system`` / ``seed`` / ``task`` name a training or inference run."""
+    it is done; ``resumes_from``: the checkpoint an interrupted run continues from;
+    ``outdated``: says why a finished output no longer is what the step would make (None
+    when it is). ``system`` / ``seed`` / ``task`` name a training or inference run."""
 
     kind: str
     title: str
@@ -95,6 +96,7 @@ class Step:
     proof_keys: tuple[str, ...] = ()
     needs: Path | None = None
     prune: tuple[Path, ...] = field(default_factory=tuple)
+    resumes_from: Path | None = None
     system: str | None = None
     seed: int | None = None
     task: str | None = None
@@ -215,6 +217,7 @@ def system_steps(system: System, seed: int, settings: Settings) -> list[Step]:
         steps.append(Step("pretrain", f"pre-train {where}", command, folder, folder / RECORD,
                           proof_file=pretrained,
                           prune=_heavy(folder, "models", "best.ckpt", "current.ckpt"),
+                          resumes_from=folder / "current.ckpt",
                           system=system.key, seed=seed, task="pretrain"))
     evaluate_splits = "refcoco_plus" in settings.tasks
     # The checkpoint MMF tested: the best on val (restored from best.ckpt). Evaluated once,
@@ -235,7 +238,8 @@ def system_steps(system: System, seed: int, settings: Settings) -> list[Step]:
             heavy.remove(tested)
         steps.append(Step("finetune", f"fine-tune {where} on {task}", command, folder,
                           folder / RECORD, proof_keys=(f"test/{task}/{METRICS[task]}",),
-                          prune=_heavy(folder, *heavy), system=system.key, seed=seed, task=task))
+                          prune=_heavy(folder, *heavy), resumes_from=folder / "current.ckpt",
+                          system=system.key, seed=seed, task=task))
     if evaluate_splits:
         folder = unit / SPLITS_RUN
         checkpoint = unit / "refcoco_plus" / tested
