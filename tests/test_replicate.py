@@ -16,6 +16,7 @@ import threading
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Sequence
 
 import pytest
 import torch
@@ -928,24 +929,43 @@ def test_runner_jobs_run_independent_steps_together_and_respect_prerequisites(tm
         run_steps(again, run=lambda command, output: 4, log=lambda line: None, jobs=2)
 
 
-def test_runner_starts_the_steps_others_wait_for_first(tmp_path):
-    """Base's fine-tunings come first in the plan, but the pre-trainings of both seeds start
-    before them: a waiting pre-training would leave its fine-tunings for the end."""
+def _chains(tmp_path: Path, units: Sequence[tuple[str, int]]) -> list[Step]:
+    """VQA and NLVR2 fine-tunings of each (system, seed), after its pre-training unless Base."""
     steps = []
-    for system, seed in (("base", 0), ("uvla", 0), ("uvla", 1)):
-        tasks = (["pretrain"] if system == "uvla" else []) + ["vqa2", "nlvr2"]
+    for system, seed in units:
+        tasks = (["pretrain"] if system != "base" else []) + ["vqa2", "nlvr2"]
         for task in tasks:
             name = f"{system}{seed}-{task}"
             steps.append(replace(_step(tmp_path, name, ("tool", str(tmp_path / name))),
                                  kind="pretrain" if task == "pretrain" else "finetune",
                                  system=system, seed=seed, task=task))
+    return steps
+
+
+def _started(lines: Sequence[str]) -> list[str]:
+    return [re.search(r"=== \[\d+/\d+\] (\S+) \|", line).group(1)
+            for line in lines if " | elapsed " in line]
+
+
+def test_runner_starts_the_steps_others_wait_for_first(tmp_path):
+    """Base's fine-tunings come first in the plan, but the pre-trainings of both seeds start
+    before them: a waiting pre-training would leave its fine-tunings for the end."""
+    steps = _chains(tmp_path, [("base", 0), ("uvla", 0), ("uvla", 1)])
     assert waiting_on(prerequisites(steps)) == [0, 0, 2, 0, 0, 2, 0, 0]
     lines = []
     assert run_steps(steps, run=lambda command, output: _finish(command), log=lines.append,
                      jobs=2) == len(steps)
-    started = [re.search(r"=== \[\d+/8\] (\S+) \|", line).group(1)
-               for line in lines if " | elapsed " in line]
-    assert started[:4] == ["uvla0-pretrain", "uvla1-pretrain", "base0-vqa2", "base0-nlvr2"]
+    assert _started(lines)[:2] == ["uvla0-pretrain", "uvla1-pretrain"]
+
+
+def test_runner_finishes_a_pre_training_s_fine_tunings_before_the_next_pre_training(tmp_path):
+    """A pre-training's weights may not outlive the session (a study restored from its archive
+    makes them again): its fine-tunings go before another seed's pre-training."""
+    steps = _chains(tmp_path, [("uvla", 0), ("uvla", 1)])
+    lines = []
+    assert run_steps(steps, run=_finish, log=lines.append) == len(steps)
+    assert _started(lines) == ["uvla0-pretrain", "uvla0-vqa2", "uvla0-nlvr2",
+                               "uvla1-pretrain", "uvla1-vqa2", "uvla1-nlvr2"]
 
 
 def test_runner_evaluates_a_finished_fine_tuning_before_the_next_one(tmp_path):
@@ -967,9 +987,7 @@ def test_runner_evaluates_a_finished_fine_tuning_before_the_next_one(tmp_path):
     lines = []
     assert run_steps([refcoco, *later, splits, refcoco_1, splits_1], run=_finish,
                      log=lines.append) == 6
-    started = [re.search(r"=== \[\d+/6\] (\S+) \|", line).group(1)
-               for line in lines if " | elapsed " in line]
-    assert started == ["refcoco", "splits", "refcoco_1", "splits_1", "vqa2", "nlvr2"]
+    assert _started(lines) == ["refcoco", "splits", "refcoco_1", "splits_1", "vqa2", "nlvr2"]
 
 
 def _complete(steps) -> callable:

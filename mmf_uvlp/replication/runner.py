@@ -6,9 +6,11 @@ earlier ones, divided by the number of jobs. With ``jobs > 1`` independent steps
 by side (a fine-tuning waits for its system's pre-training, the RefCOCO+ split inference
 for its fine-tuning, everything for the world and corpora) and each command's output goes
 to ``<record>.out`` beside its ``step.json`` instead of the terminal. Of the steps ready to
-start, the one most later steps wait for goes first (every seed's pre-training before the
-fine-tunings that need none: the longest chains start early), then an evaluation (its
-checkpoint is pruned once it ran), then the plan's order. When a
+start, an evaluation goes first (its checkpoint is pruned once it ran), then a step that
+reads what a finished run of its system made (a fine-tuning whose pre-training is done: the
+weights and the session may not last, and a pre-training is worth its hours only with its
+fine-tunings), then the one most later steps wait for (a pre-training before the
+fine-tunings that need none: the longest chains start early), then the plan's order. When a
 command finishes, its ``step.json`` records the command, its wall time and thread count, and
 the checkpoints no later step reads are deleted (``Step.prune``). A finished step whose
 recorded command differs from the planned one (other updates, seeds of another world, ...)
@@ -255,6 +257,7 @@ def run_steps(steps: Sequence[Step], run: Execute = execute, log: Log = print,
             on_done(step)
     needs = prerequisites(steps)
     weight = waiting_on(needs)
+    chained = [any(steps[j].system is not None for j in wanted) for wanted in needs]
     pending = [i for i, finished in enumerate(done)
                if not finished and (kinds is None or steps[i].kind in kinds)]
     running: dict[Future, tuple[int, float]] = {}
@@ -282,10 +285,10 @@ def run_steps(steps: Sequence[Step], run: Execute = execute, log: Log = print,
                 if not candidates:
                     break
                 # an evaluation (RefCOCO+ splits: half a minute) before every other ready
-                # step: the table gets its cells, the checkpoint it reads goes; then the
-                # step most others wait on
-                ready = max(candidates,
-                            key=lambda i: (steps[i].kind == "evaluate", weight[i], -i))
+                # step: the table gets its cells, the checkpoint it reads goes; then a step
+                # of a chain already under way, then the step most others wait on
+                ready = max(candidates, key=lambda i: (steps[i].kind == "evaluate",
+                                                       chained[i], weight[i], -i))
                 pending.remove(ready)
                 start(pool, ready)
             if not running:
