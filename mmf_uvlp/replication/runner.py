@@ -172,10 +172,11 @@ def compare_with_previous(step: Step) -> str | None:
         return None
     old, new = parse_log(previous), parse_log(step.folder / LOG_FILE)
     previous.unlink()
-    changed = sorted(key for key in old.keys() | new.keys() if old.get(key) != new.get(key))
+    keys = old.keys() | new.keys()
+    changed = sorted(key for key in keys if old.get(key) != new.get(key))
     if not changed:
         return f"{step.title}: made again, the same {len(new)} val/test values as its previous run"
-    return (f"{step.title}: made again, and {len(changed)} of {len(old.keys() | new.keys())} "
+    return (f"{step.title}: made again, and {len(changed)} of {len(keys)} "
             "val/test values differ from its previous run: "
             + ", ".join(f"{key} {old.get(key)} -> {new.get(key)}" for key in changed))
 
