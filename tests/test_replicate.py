@@ -823,6 +823,43 @@ def test_a_world_made_with_other_settings_than_its_preset_s_is_refused(tmp_path)
     assert "seed 0 where the preset now has 3" in World(world.path, "tiny").drift(seed=3)
 
 
+def test_a_run_records_the_world_settings_its_task_reads(tmp_path):
+    """Each run's record keeps the preset world's settings that its files depend on: an
+    NLVR2 run those of NLVR2's statements and none of another task's; pre-training none of
+    a downstream task's."""
+    settings = Settings(World(tmp_path / "toy_world_tiny", "tiny"), tmp_path / "runs")
+    steps = {step.task: step for step in system_steps(SYSTEMS["uvla"], 0, settings)}
+    nlvr2, vqa, pretrain = steps["nlvr2"], steps["vqa2"], steps["pretrain"]
+    assert {"nlvr2_classes", "nlvr2_statements", "nlvr2_pairs", "num_images"} <= set(nlvr2.world)
+    assert "vqa2_questions" not in nlvr2.world and "nlvr2_pairs" not in vqa.world
+    assert not {"vqa2_questions", "nlvr2_pairs", "ve_hypotheses",
+                "refcoco_images"} & set(pretrain.world)
+    assert steps["refcoco_plus_splits"].world == steps["refcoco_plus"].world
+    run_steps([nlvr2], log=lambda line: None, run=lambda command: _log(
+        nlvr2.folder, "progress: 10/10, test/nlvr2/accuracy: 0.5") or 0)
+    assert read_record(nlvr2)["world"] == nlvr2.world
+    assert World(tmp_path / "data", None).settings_for("nlvr2") is None
+
+
+def test_a_run_made_on_a_world_with_other_task_settings_is_refused(tmp_path):
+    """A finished NLVR2 run whose record says its world's NLVR2 statements named every
+    class is stale once the preset names 4: refused with the setting named, while a VQA
+    run of that world stays valid (its files did not change). A record written before
+    records kept the world is taken on its command."""
+    world = World(tmp_path / "toy_world_tiny", "tiny")
+    settings = Settings(world, tmp_path / "runs")
+    steps = {step.task: step for step in system_steps(SYSTEMS["uvla"], 0, settings)}
+    for step, made_on in ((steps["nlvr2"], {**steps["nlvr2"].world, "nlvr2_classes": 4}),
+                          (steps["vqa2"], steps["vqa2"].world)):
+        step.record.parent.mkdir(parents=True)
+        step.record.write_text(json.dumps({"command": list(step.command), "world": made_on}))
+    assert stale_reason(steps["vqa2"], read_record(steps["vqa2"])) is None
+    reason = stale_reason(steps["nlvr2"], read_record(steps["nlvr2"]))
+    assert "nlvr2_classes 4 where the world now has 0" in reason and "delete" in reason
+    legacy = {"command": list(steps["nlvr2"].command)}
+    assert stale_reason(steps["nlvr2"], legacy) is None
+
+
 def _pretrain_again(tmp_path: Path, value: str, lines: list[str]) -> Step:
     """A pre-training step that finished once (record and log, weights gone) made again by
     a command that logs ``val/x: value``."""

@@ -580,8 +580,9 @@ def calibrated_downstream():
     _, ve = ds.build_visual_entailment(rng, classes, {"train": preset.ve_hypotheses[0],
                                                       "val": 0, "test": 1500}, make_scene,
                                        ds.IdAllocator(rng, 10**9, 10**10))
-    _, nlvr = ds.build_nlvr2(rng, classes, {"train": preset.nlvr2_pairs[0], "val": 0,
-                                            "test": preset.nlvr2_pairs[2]}, make_scene,
+    _, nlvr = ds.build_nlvr2(rng, classes.first(preset.nlvr2_classes),
+                             {"train": preset.nlvr2_pairs[0], "val": 0,
+                              "test": preset.nlvr2_pairs[2]}, make_scene,
                              ds.NLVR2_STATEMENTS[preset.nlvr2_statements])
     return vqa, ve, nlvr
 
@@ -650,6 +651,11 @@ def _run_tool(capsys, *argv: str) -> tuple[int, str, str]:
      f"{MIN_FOREGROUND_CLASSES} to {len(FOREGROUND)}, got 3"),
     (["--preset", "tiny", "--out", "x", "--nlvr2-statements", "counts"],
      "argument --nlvr2-statements: invalid choice: 'counts'"),
+    (["--preset", "tiny", "--out", "x", "--foreground-classes", "8", "--nlvr2-classes", "9"],
+     "WorldConfig.nlvr2_classes must be 0 (every active foreground class) or at most the 8 "
+     "active foreground classes, got 9"),
+    (["--preset", "tiny", "--out", "x", "--nlvr2-classes", "-1"],
+     "argument --nlvr2-classes: expected a non-negative integer, got '-1'"),
     (["--preset", "tiny", "--out", "x", "--nlvr2-pairs", "10", "5"],
      "argument --nlvr2-pairs: expected 3 arguments"),
     (["--preset", "tiny", "--out", "x", "--refcoco-images", "4", "1", "-1", "1"],
@@ -672,12 +678,13 @@ def test_cli_writes_a_world_and_summarises_it(capsys, tmp_path):
     out = tmp_path / "w"
     code, stdout, _ = _run_tool(capsys, "--preset", "tiny", "--out", str(out), "--seed", "7",
                                 "--feature-dim", "16", "--no-downstream", "--no-progress",
-                                "--nlvr2-statements", "presence")
+                                "--nlvr2-statements", "presence", "--nlvr2-classes", "4")
     assert code == 0
     assert "toy world 'tiny' (seed 7)" in stdout and "MiB" in stdout and " s, " in stdout
     manifest = json.loads((out / "world.json").read_text())
     assert manifest["feature_dim"] == 16 and manifest["seed"] == 7
     assert manifest["config"]["nlvr2_statements"] == "presence"
+    assert manifest["config"]["nlvr2_classes"] == 4
     assert "vqa2" not in manifest["paths"]
     code, _, _ = _run_tool(capsys, "--preset", "tiny", "--out", str(out), "--overwrite",
                            "--no-downstream", "--no-progress")
@@ -938,6 +945,37 @@ def test_nlvr2_statements_change_only_the_nlvr2_files(world, tmp_path):
     kinds = {r["statement_type"] for r in read_nlvr2(out / "mmf/nlvr2/annotations/train.jsonl")}
     assert kinds <= set(ds.NLVR2_PRESENCE_KINDS)
     assert json.loads(presence["world.json"])["config"]["nlvr2_statements"] == "presence"
+
+
+def test_class_set_first_takes_classes_round_robin():
+    """``first(k)`` keeps the first ``k`` active classes in round-robin order, one per
+    supercategory before a second of any, in vocabulary order; 0 or every class keeps all."""
+    classes = ClassSet.of_size(24)
+    four = classes.first(4)
+    order = [c for c in round_robin_foreground() if c in classes.foreground]
+    assert four.foreground == tuple(sorted(order[:4]))
+    assert len({CLASSES[c].supercategory for c in four.foreground}) == 4
+    assert classes.first(0) is classes and classes.first(24) is classes
+
+
+def test_nlvr2_classes_change_only_the_nlvr2_files(tmp_path):
+    """``nlvr2_classes=4`` makes every NLVR2 statement name one of 4 classes; every file
+    that a VQA, VE, RefCOCO+ or pre-training run reads is the world's without it, byte for
+    byte (so only NLVR2's runs change)."""
+    base = replace(PRESETS["tiny"], nlvr2_statements="presence", nlvr2_pairs=(60, 8, 8))
+    generate_world(base, tmp_path / "all")
+    generate_world(replace(base, nlvr2_classes=4), tmp_path / "four")
+    every, four = _files(tmp_path / "all"), _files(tmp_path / "four")
+    assert sorted(every) == sorted(four)
+    differ = {name for name in every if every[name] != four[name]}
+    assert "mmf/nlvr2/annotations/train.jsonl" in differ
+    others = differ - {"world.json", "mmf/vocabs/vocabulary_toy.txt"}
+    assert all("nlvr2" in name for name in others), sorted(others)
+    named = {CLASSES[c].name for c in base.class_set().first(4).foreground}
+    records = list(read_nlvr2(tmp_path / "four" / "mmf/nlvr2/annotations/train.jsonl"))
+    said = {name for r in records for name in named if re.search(rf"\b{name}\b", r["sentence"])}
+    assert said == named
+    assert all(any(re.search(rf"\b{n}\b", r["sentence"]) for n in named) for r in records)
 
 
 def test_nlvr2_pairs_change_only_the_nlvr2_files(world, tmp_path):

@@ -91,6 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--nlvr2-statements", choices=sorted(NLVR2_STATEMENTS),
                    help="NLVR2 statement kinds: mixed (every preset: counts, totals, colours, "
                         "one image only, relations) or presence (which images show an object)")
+    p.add_argument("--nlvr2-classes", type=_non_negative_int,
+                   help="NLVR2 statements name only this many foreground classes (0: every "
+                        "active one; the scenes still show every class)")
     p.add_argument("--downstream-scale", type=_positive_float,
                    help="multiply every downstream split size by this factor")
     for name, splits in SPLIT_SIZES.items():
@@ -123,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         "narrative_sentences": args.narrative_sentences, "max_regions": args.max_regions,
         "npy": args.npy, "foreground_classes": args.foreground_classes,
         "caption_style": args.caption_style, "nlvr2_statements": args.nlvr2_statements,
+        "nlvr2_classes": args.nlvr2_classes,
     }
     for name in SPLIT_SIZES:
         sizes = getattr(args, name)

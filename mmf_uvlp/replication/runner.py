@@ -88,10 +88,19 @@ def read_record(step: Step) -> dict | None:
 
 def stale_reason(step: Step, record: dict | None) -> str | None:
     """Why a finished step's output is not what the step would make now (None when it is):
-    its world was generated with other settings, or its run with another command."""
+    its world was generated with other settings, or its run made on a world of other
+    settings (a record without them, written before records kept them, is taken on its
+    command alone), or with another command."""
     reason = step.outdated() if step.outdated is not None else None
     if reason:
         return f"{step.title}: {reason}"
+    made_on = None if record is None else record.get("world")
+    if made_on is not None and step.world is not None and made_on != dict(step.world):
+        changed = "; ".join(f"{k} {made_on.get(k)} where the world now has {v}"
+                            for k, v in step.world.items() if made_on.get(k) != v)
+        return (f"{step.title}: {step.folder} was made on a world with {changed} (see "
+                f"{step.record}); delete that folder, and the step from the archive if one "
+                "holds it, to run it again on this world")
     if record is None or list(record.get("command", [])[1:]) == list(step.command[1:]):
         return None
     recorded, planned = record["command"][1:], list(step.command[1:])
@@ -329,5 +338,6 @@ def _record(step: Step, wall: float) -> None:
         "title": step.title, "command": list(step.command), "wall_s": round(wall, 3),
         "threads": threads(),
         "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        **({} if step.world is None else {"world": dict(step.world)}),
     }, indent=1) + "\n", encoding="utf-8")
     _prune(step)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import yaml
 
@@ -85,7 +85,9 @@ class Step:
     ``needs``: a file it reads that an earlier step wrote; ``prune``: what to delete once
     it is done; ``resumes_from``: the checkpoint an interrupted run continues from;
     ``outdated``: says why a finished output no longer is what the step would make (None
-    when it is). ``system`` / ``seed`` / ``task`` name a training or inference run."""
+    when it is); ``world``: the settings of the world that its output depends on (see
+    ``World.settings_for``). ``system`` / ``seed`` / ``task`` name a training or inference
+    run."""
 
     kind: str
     title: str
@@ -101,6 +103,7 @@ class Step:
     seed: int | None = None
     task: str | None = None
     outdated: Callable[[], str | None] | None = None
+    world: Mapping[str, object] | None = field(default=None, compare=False)
 
     def done(self) -> bool:
         if self.proof_file is not None and not self.proof_file.exists():
@@ -192,7 +195,8 @@ def setup_steps(systems: Sequence[System], settings: Settings) -> list[Step]:
         folder = world.path / corpus
         steps.append(Step("corpus", f"weakly aligned corpus {corpus}",
                           tuple(world.corpus_command(corpus)), folder, setup / f"{corpus}.json",
-                          proof_file=folder / "annotations" / "index.json"))
+                          proof_file=folder / "annotations" / "index.json",
+                          world=world.settings_for("pretrain")))
     return steps
 
 
@@ -218,7 +222,8 @@ def system_steps(system: System, seed: int, settings: Settings) -> list[Step]:
                           proof_file=pretrained,
                           prune=_heavy(folder, "models", "best.ckpt", "current.ckpt"),
                           resumes_from=folder / "current.ckpt",
-                          system=system.key, seed=seed, task="pretrain"))
+                          system=system.key, seed=seed, task="pretrain",
+                          world=settings.world.settings_for("pretrain")))
     evaluate_splits = "refcoco_plus" in settings.tasks
     # The checkpoint MMF tested: the best on val (restored from best.ckpt). Evaluated once,
     # at the end, that is also current.ckpt, which the splits read then (as they always did).
@@ -239,7 +244,8 @@ def system_steps(system: System, seed: int, settings: Settings) -> list[Step]:
         steps.append(Step("finetune", f"fine-tune {where} on {task}", command, folder,
                           folder / RECORD, proof_keys=(f"test/{task}/{METRICS[task]}",),
                           prune=_heavy(folder, *heavy), resumes_from=folder / "current.ckpt",
-                          system=system.key, seed=seed, task=task))
+                          system=system.key, seed=seed, task=task,
+                          world=settings.world.settings_for(task)))
     if evaluate_splits:
         folder = unit / SPLITS_RUN
         checkpoint = unit / "refcoco_plus" / tested
@@ -250,7 +256,8 @@ def system_steps(system: System, seed: int, settings: Settings) -> list[Step]:
         keys = tuple(f"test/{view}/refcoco_accuracy" for view in SPLIT_VIEWS)
         steps.append(Step("evaluate", f"RefCOCO+ val/testA/testB of {where}", command, folder,
                           folder / RECORD, proof_keys=keys, needs=checkpoint,
-                          prune=(checkpoint,), system=system.key, seed=seed, task=SPLITS_RUN))
+                          prune=(checkpoint,), system=system.key, seed=seed, task=SPLITS_RUN,
+                          world=settings.world.settings_for("refcoco_plus")))
     if settings.keep_checkpoints:
         steps = [replace(step, prune=()) for step in steps]
     return steps

@@ -21,6 +21,14 @@ PYTHON = sys.executable
 # Pre-training datasets hold out every n-th image / sentence as their val split; the
 # configs' default (50) leaves the tiny world's 48 images without one.
 HOLDOUT_EVERY = {"tiny": 6}
+# the world settings that only one downstream task's files depend on; every other setting
+# (classes, features, the pre-training pool, the seed) reaches every run
+TASK_SETTINGS = {
+    "vqa2": ("vqa2_questions",),
+    "nlvr2": ("nlvr2_pairs", "nlvr2_statements", "nlvr2_classes"),
+    "visual_entailment": ("ve_hypotheses",),
+    "refcoco_plus": ("refcoco_images",),
+}
 
 
 @dataclass(frozen=True)
@@ -79,6 +87,17 @@ class World:
                          for k, (old, new) in changed.items())
         return (f"{self.path / 'world.json'} was generated with {what}: the runs made on it "
                 "are of another world; move the world and its runs folder aside to regenerate")
+
+    def settings_for(self, task: str, seed: int = 0) -> dict | None:
+        """The preset world's settings that the files a run of ``task`` reads depend on
+        (every setting less the other tasks' own; ``pretrain`` reads no task's files), None
+        for a world that is no preset. A run's record keeps them, so that a run made on
+        another world is refused, not mixed into a table (runner.stale_reason)."""
+        if self.preset is None:
+            return None
+        config = replace(PRESETS[self.preset], seed=seed).to_json()
+        others = {k for name, keys in TASK_SETTINGS.items() if name != task for k in keys}
+        return {k: v for k, v in config.items() if k not in others}
 
     def generate_command(self, seed: int = 0) -> list[str]:
         """The ``tools/make_toy_world.py`` command of the preset's world of ``seed``."""

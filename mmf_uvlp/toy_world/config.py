@@ -30,7 +30,10 @@ wooden table"), so the words that say how an object looks are bound to regions t
 ``nlvr2_statements`` sets NLVR2's statement kinds: ``mixed`` (all but ``calibrated``) draws exact
 counts on one side, totals, a colour in both images, an object in one image only and who
 holds what; ``presence`` draws statements about which images show an object only (in the
-left/right image, in both, in one and not the other).
+left/right image, in both, in one and not the other). ``nlvr2_classes`` (0: every active
+foreground class) makes the statements name only that many classes, the first of the
+world's in round-robin order (:meth:`ClassSet.first`); the scenes still draw their other
+objects from every active class.
 """
 
 from __future__ import annotations
@@ -70,6 +73,7 @@ class WorldConfig:
     foreground_classes: int = 0  # active foreground classes, 0 = every one
     caption_style: str = "web"  # pre-training captions: web | objects | attributes
     nlvr2_statements: str = "mixed"  # NLVR2 statement kinds: mixed | presence
+    nlvr2_classes: int = 0  # foreground classes NLVR2 statements name, 0 = every active one
 
     def __post_init__(self):
         for name, choices in _CHOICES.items():
@@ -93,6 +97,12 @@ class WorldConfig:
                 f"WorldConfig.foreground_classes must be 0 (every foreground class) or from "
                 f"{MIN_FOREGROUND_CLASSES} to {len(FOREGROUND)}, got {k}: {NEEDS_TEXT}, "
                 f"which takes at least {MIN_FOREGROUND_CLASSES} classes")
+
+        named = len(self.class_set().foreground)
+        if self.nlvr2_classes > named:
+            raise ValueError(f"WorldConfig.nlvr2_classes must be 0 (every active foreground "
+                             f"class) or at most the {named} active foreground classes, got "
+                             f"{self.nlvr2_classes}")
 
     def class_set(self) -> ClassSet:
         """The classes the world draws from."""

@@ -299,6 +299,14 @@ class ClassSet:
                              f"{NEEDS_TEXT}")
         return cls(chosen)
 
+    def first(self, k: int) -> "ClassSet":
+        """The first ``k`` of these foreground classes in round-robin order (all when ``k``
+        is 0 or at least their number), in vocabulary order."""
+        if not 0 < k < len(self.foreground):
+            return self
+        ordered = [c for c in round_robin_foreground() if c in self.foreground]
+        return ClassSet(tuple(sorted(ordered[:k])))
+
     def where(self, predicate: Callable[[ObjectClass], bool]) -> tuple[int, ...]:
         """Active foreground classes for which ``predicate(cls)`` holds."""
         return tuple(c for c in self.foreground if predicate(CLASSES[c]))
