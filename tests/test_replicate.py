@@ -844,8 +844,8 @@ def test_a_run_records_the_world_settings_its_task_reads(tmp_path):
 def test_a_run_made_on_a_world_with_other_task_settings_is_refused(tmp_path):
     """A finished NLVR2 run whose record says its world's NLVR2 statements named every
     class is stale once the preset names 4: refused with the setting named, while a VQA
-    run of that world stays valid (its files did not change). A record written before
-    records kept the world is taken on its command."""
+    run of that world stays valid (its files did not change). A record that does not say
+    its world (written before records kept it) is refused too."""
     world = World(tmp_path / "toy_world_tiny", "tiny")
     settings = Settings(world, tmp_path / "runs")
     steps = {step.task: step for step in system_steps(SYSTEMS["uvla"], 0, settings)}
@@ -857,7 +857,10 @@ def test_a_run_made_on_a_world_with_other_task_settings_is_refused(tmp_path):
     reason = stale_reason(steps["nlvr2"], read_record(steps["nlvr2"]))
     assert "nlvr2_classes 4 where the world now has 0" in reason and "delete" in reason
     legacy = {"command": list(steps["nlvr2"].command)}
-    assert stale_reason(steps["nlvr2"], legacy) is None
+    assert "does not say which world" in stale_reason(steps["nlvr2"], legacy)
+    data = Settings(World(tmp_path / "data", None), tmp_path / "runs2")
+    other = {step.task: step for step in system_steps(SYSTEMS["uvla"], 0, data)}["nlvr2"]
+    assert stale_reason(other, {"command": list(other.command)}) is None  # no preset
 
 
 def _pretrain_again(tmp_path: Path, value: str, lines: list[str]) -> Step:
@@ -1107,6 +1110,21 @@ def test_an_archived_run_of_other_settings_is_refused_and_bad_records_named(tmp_
     with pytest.raises(ValueError, match=re.escape(f"{record}:1: not valid json")):
         Archive(tmp_path / "archive", third).restore(
             next(s for s in steps if s.system == "base" and s.task == "vqa2"))
+
+
+def test_a_run_that_does_not_say_its_world_is_refused_before_it_is_archived(tmp_path):
+    """A runs folder left from before records kept their world (here an NLVR2 run of a
+    preset world) is refused when a study starts, and never reaches the archive, where it
+    would pass for a run of the world as it is now."""
+    settings = Settings(World(tmp_path / "toy_world_tiny", "tiny"), tmp_path / "runs",
+                        seeds=(0,), tasks=("nlvr2",))
+    nlvr2 = next(s for s in plan([SYSTEMS["base"]], settings) if s.task == "nlvr2")
+    _log(nlvr2.folder, "progress: 2/2, test/nlvr2/accuracy: 0.5")
+    nlvr2.record.write_text(json.dumps({"command": list(nlvr2.command)}))
+    archive = Archive(tmp_path / "archive", settings)
+    with pytest.raises(StaleRun, match="does not say which world"):
+        run_steps([nlvr2], run=_finish, log=lambda line: None, on_done=archive.store)
+    assert not archive.holds(nlvr2)
 
 
 def test_make_replicate_keeps_the_calibrated_study_in_its_archive():

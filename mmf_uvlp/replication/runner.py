@@ -88,13 +88,18 @@ def read_record(step: Step) -> dict | None:
 
 def stale_reason(step: Step, record: dict | None) -> str | None:
     """Why a finished step's output is not what the step would make now (None when it is):
-    its world was generated with other settings, or its run made on a world of other
-    settings (a record without them, written before records kept them, is taken on its
-    command alone), or with another command."""
+    its world was generated with other settings; its run was made on a world of other
+    settings, or on one its record does not say (a record written before records kept
+    them); or with another command."""
     reason = step.outdated() if step.outdated is not None else None
     if reason:
         return f"{step.title}: {reason}"
     made_on = None if record is None else record.get("world")
+    if record is not None and step.world is not None and made_on is None:
+        return (f"{step.title}: {step.record} does not say which world's settings its run "
+                "was made on (written before records kept them), so it may be another "
+                "world's run; delete that folder, and the step from the archive if one "
+                "holds it, to run it again on this world")
     if made_on is not None and step.world is not None and made_on != dict(step.world):
         changed = "; ".join(f"{k} {made_on.get(k)} where the world now has {v}"
                             for k, v in step.world.items() if made_on.get(k) != v)
