@@ -856,6 +856,11 @@ def test_a_run_made_on_a_world_with_other_task_settings_is_refused(tmp_path):
     assert stale_reason(steps["vqa2"], read_record(steps["vqa2"])) is None
     reason = stale_reason(steps["nlvr2"], read_record(steps["nlvr2"]))
     assert "nlvr2_classes 4 where the world now has 0" in reason and "delete" in reason
+    # a setting added to worlds after the record was written counts at its default
+    older = {k: v for k, v in steps["vqa2"].world.items() if k != "caption_style"}
+    assert "caption_style" in steps["vqa2"].world
+    assert stale_reason(steps["vqa2"], {"command": list(steps["vqa2"].command),
+                                        "world": older}) is None
     legacy = {"command": list(steps["nlvr2"].command)}
     assert "does not say which world" in stale_reason(steps["nlvr2"], legacy)
     data = Settings(World(tmp_path / "data", None), tmp_path / "runs2")

@@ -35,6 +35,7 @@ from typing import Callable, Collection, Optional, Sequence
 
 from mmf_uvlp.replication.steps import Step
 from mmf_uvlp.replication.study import REPO
+from mmf_uvlp.replication.world import World
 from mmf_uvlp.report.results import LOG_FILE, parse_log
 
 PREVIOUS_LOG = "train.previous.log"  # a finished run's log while the run is made again
@@ -100,10 +101,11 @@ def stale_reason(step: Step, record: dict | None) -> str | None:
                 "was made on (written before records kept them), so it may be another "
                 "world's run; delete that folder, and the step from the archive if one "
                 "holds it, to run it again on this world")
-    if made_on is not None and step.world is not None and made_on != dict(step.world):
-        changed = "; ".join(f"{k} {made_on.get(k)} where the world now has {v}"
-                            for k, v in step.world.items() if made_on.get(k) != v)
-        return (f"{step.title}: {step.folder} was made on a world with {changed} (see "
+    changed = {} if made_on is None or step.world is None else World.changed(made_on, step.world)
+    if changed:
+        what = "; ".join(f"{k} {then} where the world now has {now}"
+                         for k, (then, now) in changed.items())
+        return (f"{step.title}: {step.folder} was made on a world with {what} (see "
                 f"{step.record}); delete that folder, and the step from the archive if one "
                 "holds it, to run it again on this world")
     if record is None or list(record.get("command", [])[1:]) == list(step.command[1:]):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -98,6 +99,14 @@ class World:
         config = replace(PRESETS[self.preset], seed=seed).to_json()
         others = {k for name, keys in TASK_SETTINGS.items() if name != task for k in keys}
         return {k: v for k, v in config.items() if k not in others}
+
+    @staticmethod
+    def changed(recorded: Mapping[str, object], planned: Mapping[str, object]) -> dict:
+        """The settings of ``planned`` that ``recorded`` (a run's record) has otherwise,
+        as {name: (recorded, planned)}; a setting added after the record was written counts
+        at its default, which keeps the world it had."""
+        recorded = {**WorldConfig(preset="").to_json(), **recorded}
+        return {k: (recorded.get(k), v) for k, v in planned.items() if recorded.get(k) != v}
 
     def generate_command(self, seed: int = 0) -> list[str]:
         """The ``tools/make_toy_world.py`` command of the preset's world of ``seed``."""

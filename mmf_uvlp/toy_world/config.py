@@ -8,9 +8,9 @@
 - ``calibrated``: 24 foreground classes, 30,000 pre-training images captioned by object
   lists (``caption_style="objects"``), the demo world's RefCOCO+ sizes, four times its VQA
   and VE training sets (12,000 each, so that 1,500 fine-tuning updates do not memorize
-  them), 6,000 NLVR2 training pairs with presence statements (with the demo's 1,000 mixed
-  ones every system stays at chance; naming 6 classes instead of 24, Base learns them to the
-  ceiling, above the pre-trained systems) and no npy folders (~1 GB); the world in which caption
+  them), 6,000 NLVR2 training pairs with presence statements over all 24 classes (with the
+  demo's 1,000 mixed ones every system stays at chance; over 6 classes Base solves them,
+  above the pre-trained systems) and no npy folders (~1 GB); the world in which caption
   pre-training binds words to regions (docs/replication.md, "Calibration"), run with
   ``configs/study/calibrated.yaml``.
 - ``bench``: 100,000 pre-training images and 1,000,000 sentences for corpus-build
