@@ -78,10 +78,7 @@ class World:
         recorded = self._info().get("config")
         if self.preset is None or recorded is None:
             return None
-        planned = replace(PRESETS[self.preset], seed=seed).to_json()
-        # a setting added after the world was made was added with a default that keeps it
-        recorded = {**WorldConfig(preset=self.preset).to_json(), **recorded}
-        changed = {k: (recorded[k], v) for k, v in planned.items() if recorded[k] != v}
+        changed = self.changed(recorded, replace(PRESETS[self.preset], seed=seed).to_json())
         if not changed:
             return None
         what = "; ".join(f"{k} {old} where the preset now has {new}"
@@ -102,9 +99,9 @@ class World:
 
     @staticmethod
     def changed(recorded: Mapping[str, object], planned: Mapping[str, object]) -> dict:
-        """The settings of ``planned`` that ``recorded`` (a run's record) has otherwise,
-        as {name: (recorded, planned)}; a setting added after the record was written counts
-        at its default, which keeps the world it had."""
+        """The settings of ``planned`` that ``recorded`` (a world's ``world.json`` or a
+        run's record) has otherwise, as {name: (recorded, planned)}; a setting added after
+        it was written counts at its default, which keeps the world it had."""
         recorded = {**WorldConfig(preset="").to_json(), **recorded}
         return {k: (recorded.get(k), v) for k, v in planned.items() if recorded.get(k) != v}
 
