@@ -656,6 +656,11 @@ def _run_tool(capsys, *argv: str) -> tuple[int, str, str]:
      "active foreground classes, got 9"),
     (["--preset", "tiny", "--out", "x", "--nlvr2-classes", "-1"],
      "argument --nlvr2-classes: expected a non-negative integer, got '-1'"),
+    (["--preset", "tiny", "--out", "x", "--nlvr2-classes", "4", "--nlvr2-classes-percent", "101"],
+     "WorldConfig.nlvr2_classes_percent must be at most 100, got 101"),
+    (["--preset", "tiny", "--out", "x", "--nlvr2-classes-percent", "50"],
+     "WorldConfig.nlvr2_classes_percent 50 needs nlvr2_classes (the classes those pairs name), "
+     "got 0"),
     (["--preset", "tiny", "--out", "x", "--nlvr2-pairs", "10", "5"],
      "argument --nlvr2-pairs: expected 3 arguments"),
     (["--preset", "tiny", "--out", "x", "--refcoco-images", "4", "1", "-1", "1"],
@@ -678,13 +683,15 @@ def test_cli_writes_a_world_and_summarises_it(capsys, tmp_path):
     out = tmp_path / "w"
     code, stdout, _ = _run_tool(capsys, "--preset", "tiny", "--out", str(out), "--seed", "7",
                                 "--feature-dim", "16", "--no-downstream", "--no-progress",
-                                "--nlvr2-statements", "presence", "--nlvr2-classes", "4")
+                                "--nlvr2-statements", "presence", "--nlvr2-classes", "4",
+                                "--nlvr2-classes-percent", "40")
     assert code == 0
     assert "toy world 'tiny' (seed 7)" in stdout and "MiB" in stdout and " s, " in stdout
     manifest = json.loads((out / "world.json").read_text())
     assert manifest["feature_dim"] == 16 and manifest["seed"] == 7
     assert manifest["config"]["nlvr2_statements"] == "presence"
     assert manifest["config"]["nlvr2_classes"] == 4
+    assert manifest["config"]["nlvr2_classes_percent"] == 40
     assert "vqa2" not in manifest["paths"]
     code, _, _ = _run_tool(capsys, "--preset", "tiny", "--out", str(out), "--overwrite",
                            "--no-downstream", "--no-progress")
@@ -976,6 +983,27 @@ def test_nlvr2_classes_change_only_the_nlvr2_files(tmp_path):
     said = {name for r in records for name in named if re.search(rf"\b{name}\b", r["sentence"])}
     assert said == named
     assert all(any(re.search(rf"\b{n}\b", r["sentence"]) for n in named) for r in records)
+
+
+def test_nlvr2_classes_percent_holds_that_share_of_pairs_to_the_named_classes(tmp_path):
+    """At ``nlvr2_classes_percent=50`` about half the pairs name one of the 4 classes and
+    the rest any active class; the other tasks' files keep their bytes."""
+    base = replace(PRESETS["tiny"], nlvr2_statements="presence", nlvr2_pairs=(400, 8, 8),
+                   nlvr2_classes=4)
+    generate_world(base, tmp_path / "all")
+    generate_world(replace(base, nlvr2_classes_percent=50), tmp_path / "half")
+    every, half = _files(tmp_path / "all"), _files(tmp_path / "half")
+    differ = {name for name in every if every[name] != half[name]}
+    assert "mmf/nlvr2/annotations/train.jsonl" in differ
+    others = differ - {"world.json", "mmf/vocabs/vocabulary_toy.txt"}
+    assert all("nlvr2" in name for name in others), sorted(others)
+    named = {CLASSES[c].name for c in base.class_set().first(4).foreground}
+    records = list(read_nlvr2(tmp_path / "half" / "mmf/nlvr2/annotations/train.jsonl"))
+    share = np.mean([any(re.search(rf"\b{n}\b", r["sentence"]) for n in named)
+                     for r in records])
+    active = len(base.class_set().foreground)
+    expected = 0.5 + 0.5 * 4 / active  # the other half names a named class 4 / active times
+    assert abs(share - expected) < 0.08, (share, expected)
 
 
 def test_nlvr2_pairs_change_only_the_nlvr2_files(world, tmp_path):

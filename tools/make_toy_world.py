@@ -94,6 +94,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--nlvr2-classes", type=_non_negative_int,
                    help="NLVR2 statements name only this many foreground classes (0: every "
                         "active one; the scenes still show every class)")
+    p.add_argument("--nlvr2-classes-percent", type=_non_negative_int,
+                   help="hold only this percent of the NLVR2 pairs (drawn per pair) to the "
+                        "--nlvr2-classes classes; the others name any active class "
+                        "(default 100: every pair)")
     p.add_argument("--downstream-scale", type=_positive_float,
                    help="multiply every downstream split size by this factor")
     for name, splits in SPLIT_SIZES.items():
@@ -126,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         "narrative_sentences": args.narrative_sentences, "max_regions": args.max_regions,
         "npy": args.npy, "foreground_classes": args.foreground_classes,
         "caption_style": args.caption_style, "nlvr2_statements": args.nlvr2_statements,
-        "nlvr2_classes": args.nlvr2_classes,
+        "nlvr2_classes": args.nlvr2_classes, "nlvr2_classes_percent": args.nlvr2_classes_percent,
     }
     for name in SPLIT_SIZES:
         sizes = getattr(args, name)

@@ -26,7 +26,7 @@ HOLDOUT_EVERY = {"tiny": 6}
 # (classes, features, the pre-training pool, the seed) reaches every run
 TASK_SETTINGS = {
     "vqa2": ("vqa2_questions",),
-    "nlvr2": ("nlvr2_pairs", "nlvr2_statements", "nlvr2_classes"),
+    "nlvr2": ("nlvr2_pairs", "nlvr2_statements", "nlvr2_classes", "nlvr2_classes_percent"),
     "visual_entailment": ("ve_hypotheses",),
     "refcoco_plus": ("refcoco_images",),
 }

@@ -34,7 +34,8 @@ holds what; ``presence`` draws statements about which images show an object only
 left/right image, in both, in one and not the other). ``nlvr2_classes`` (0: every active
 foreground class) makes the statements name only that many classes, the first of the
 world's in round-robin order (:meth:`ClassSet.first`); the scenes still draw their other
-objects from every active class.
+objects from every active class. ``nlvr2_classes_percent`` (100: every pair) holds only that
+percent of the pairs, drawn per pair, to those classes; the others name any active class.
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ class WorldConfig:
     caption_style: str = "web"  # pre-training captions: web | objects | attributes
     nlvr2_statements: str = "mixed"  # NLVR2 statement kinds: mixed | presence
     nlvr2_classes: int = 0  # foreground classes NLVR2 statements name, 0 = every active one
+    nlvr2_classes_percent: int = 100  # percent of NLVR2 pairs held to those classes
 
     def __post_init__(self):
         for name, choices in _CHOICES.items():
@@ -104,6 +106,12 @@ class WorldConfig:
             raise ValueError(f"WorldConfig.nlvr2_classes must be 0 (every active foreground "
                              f"class) or at most the {named} active foreground classes, got "
                              f"{self.nlvr2_classes}")
+        if self.nlvr2_classes_percent > 100:
+            raise ValueError(f"WorldConfig.nlvr2_classes_percent must be at most 100, got "
+                             f"{self.nlvr2_classes_percent}")
+        if self.nlvr2_classes_percent < 100 and not self.nlvr2_classes:
+            raise ValueError(f"WorldConfig.nlvr2_classes_percent {self.nlvr2_classes_percent} "
+                             f"needs nlvr2_classes (the classes those pairs name), got 0")
 
     def class_set(self) -> ClassSet:
         """The classes the world draws from."""

@@ -339,16 +339,21 @@ def _nlvr2_example(rng: np.random.Generator, classes: ClassSet, kind: str, label
 
 def build_nlvr2(
     rng: np.random.Generator, classes: ClassSet, pairs: dict[str, int], make_scene: SceneMaker,
-    kinds: tuple[str, ...] = NLVR2_KINDS,
+    kinds: tuple[str, ...] = NLVR2_KINDS, named: ClassSet | None = None, named_percent: int = 100,
 ) -> tuple[list[Scene], dict[str, list[dict]]]:
-    """NLVR2 jsonl records per split (train/val/test) about ``classes``, and their scenes
-    (two per pair); each statement's kind is drawn uniformly from ``kinds``."""
+    """NLVR2 jsonl records per split (train/val/test) and their scenes (two per pair); each
+    statement's kind is drawn uniformly from ``kinds``. A statement names one of ``named``
+    (default: ``classes``) in ``named_percent`` percent of the pairs, drawn per pair (no draw
+    at 100, so that those worlds keep their bytes), one of ``classes`` in the others."""
+    named = classes if named is None else named
     scenes, splits = [], {}
     for split, name in NLVR2_SPLITS.items():
         records = []
         for k in range(pairs[split]):
             kind, label = _pick(rng, kinds), bool(rng.random() < 0.5)
-            sentence, left, right = _nlvr2_example(rng, classes, kind, label)
+            narrow = named_percent == 100 or rng.random() * 100 < named_percent
+            sentence, left, right = _nlvr2_example(rng, named if narrow else classes, kind,
+                                                   label)
             stem = f"{name}-{1000 + k // 2}-{k % 2}"
             for side, spec in enumerate((left, right)):
                 scenes.append(make_scene(f"{stem}-img{side}", spec))

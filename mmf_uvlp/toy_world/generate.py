@@ -143,9 +143,9 @@ class WorldGenerator:
         ref_scenes, refer = ds.build_refcoco(self.rng("refcoco+"), classes, dict(zip(
             ds.REFCOCO_SPLITS, c.refcoco_images)), self.scene, coco_ids)
         nlvr_scenes, nlvr = ds.build_nlvr2(
-            self.rng("nlvr2"), classes.first(c.nlvr2_classes),
-            dict(zip(ds.NLVR2_SPLITS, c.nlvr2_pairs)), self.scene,
-            ds.NLVR2_STATEMENTS[c.nlvr2_statements])
+            self.rng("nlvr2"), classes, dict(zip(ds.NLVR2_SPLITS, c.nlvr2_pairs)), self.scene,
+            ds.NLVR2_STATEMENTS[c.nlvr2_statements], classes.first(c.nlvr2_classes),
+            c.nlvr2_classes_percent)
         ve_scenes, ve = ds.build_visual_entailment(self.rng("visual_entailment"), classes,
                                                    dict(zip(ds.VE_SPLITS, c.ve_hypotheses)),
                                                    self.scene, flickr_ids)
