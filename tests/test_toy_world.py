@@ -965,21 +965,28 @@ def test_class_set_first_takes_classes_round_robin():
     assert classes.first(0) is classes and classes.first(24) is classes
 
 
+def _assert_only_nlvr2_differs(config, changed, tmp_path) -> None:
+    """Generates ``config`` (``tmp_path/all``) and ``changed`` (``tmp_path/changed``) and
+    checks that they hold the same files and NLVR2's training pairs differ, while every file
+    that a VQA, VE, RefCOCO+ or pre-training run reads keeps its bytes."""
+    generate_world(config, tmp_path / "all")
+    generate_world(changed, tmp_path / "changed")
+    every, other = _files(tmp_path / "all"), _files(tmp_path / "changed")
+    assert sorted(every) == sorted(other)
+    differ = {name for name in every if every[name] != other[name]}
+    assert "mmf/nlvr2/annotations/train.jsonl" in differ
+    others = differ - {"world.json", "mmf/vocabs/vocabulary_toy.txt"}
+    assert all("nlvr2" in name for name in others), sorted(others)
+
+
 def test_nlvr2_classes_change_only_the_nlvr2_files(tmp_path):
     """``nlvr2_classes=4`` makes every NLVR2 statement name one of 4 classes; every file
     that a VQA, VE, RefCOCO+ or pre-training run reads is the world's without it, byte for
     byte (so only NLVR2's runs change)."""
     base = replace(PRESETS["tiny"], nlvr2_statements="presence", nlvr2_pairs=(60, 8, 8))
-    generate_world(base, tmp_path / "all")
-    generate_world(replace(base, nlvr2_classes=4), tmp_path / "four")
-    every, four = _files(tmp_path / "all"), _files(tmp_path / "four")
-    assert sorted(every) == sorted(four)
-    differ = {name for name in every if every[name] != four[name]}
-    assert "mmf/nlvr2/annotations/train.jsonl" in differ
-    others = differ - {"world.json", "mmf/vocabs/vocabulary_toy.txt"}
-    assert all("nlvr2" in name for name in others), sorted(others)
+    _assert_only_nlvr2_differs(base, replace(base, nlvr2_classes=4), tmp_path)
     named = {CLASSES[c].name for c in base.class_set().first(4).foreground}
-    records = list(read_nlvr2(tmp_path / "four" / "mmf/nlvr2/annotations/train.jsonl"))
+    records = list(read_nlvr2(tmp_path / "changed" / "mmf/nlvr2/annotations/train.jsonl"))
     said = {name for r in records for name in named if re.search(rf"\b{name}\b", r["sentence"])}
     assert said == named
     assert all(any(re.search(rf"\b{n}\b", r["sentence"]) for n in named) for r in records)
@@ -990,15 +997,9 @@ def test_nlvr2_classes_percent_holds_that_share_of_pairs_to_the_named_classes(tm
     the rest any active class; the other tasks' files keep their bytes."""
     base = replace(PRESETS["tiny"], nlvr2_statements="presence", nlvr2_pairs=(400, 8, 8),
                    nlvr2_classes=4)
-    generate_world(base, tmp_path / "all")
-    generate_world(replace(base, nlvr2_classes_percent=50), tmp_path / "half")
-    every, half = _files(tmp_path / "all"), _files(tmp_path / "half")
-    differ = {name for name in every if every[name] != half[name]}
-    assert "mmf/nlvr2/annotations/train.jsonl" in differ
-    others = differ - {"world.json", "mmf/vocabs/vocabulary_toy.txt"}
-    assert all("nlvr2" in name for name in others), sorted(others)
+    _assert_only_nlvr2_differs(base, replace(base, nlvr2_classes_percent=50), tmp_path)
     named = {CLASSES[c].name for c in base.class_set().first(4).foreground}
-    records = list(read_nlvr2(tmp_path / "half" / "mmf/nlvr2/annotations/train.jsonl"))
+    records = list(read_nlvr2(tmp_path / "changed" / "mmf/nlvr2/annotations/train.jsonl"))
     share = np.mean([any(re.search(rf"\b{n}\b", r["sentence"]) for n in named)
                      for r in records])
     active = len(base.class_set().foreground)
