@@ -697,6 +697,21 @@ def test_replicate_plans_a_recipe_s_world_and_keeps_its_runs_apart(tmp_path, cap
     assert "training.max_updates=9" in capsys.readouterr().out  # the command line wins
 
 
+def test_only_seeds_plans_those_seeds_and_refuses_others(tmp_path, capsys):
+    args = ["--world", "tiny", "--data", str(tmp_path), "--systems", "base", "--seeds", "3",
+            "--tasks", "nlvr2", "--plan"]
+    assert _tool().main([*args, "--only-seeds", "2,1"]) == 0
+    out = capsys.readouterr().out
+    assert "base/seed1/nlvr2" in out and "base/seed2/nlvr2" in out
+    assert "base/seed0/nlvr2" not in out
+    assert _tool().main([*args, "--only-seeds", "3"]) == 2
+    assert "--only-seeds 3: expected seeds of 0..2 (--seeds 3)" in capsys.readouterr().err
+    for bad in ("x", "-1", ","):
+        with pytest.raises(SystemExit):
+            _tool().main([*args, "--only-seeds", bad])
+        assert "expected comma-separated seeds >= 0" in capsys.readouterr().err
+
+
 def test_a_recipe_gives_one_task_its_own_updates(tmp_path, capsys):
     recipe = tmp_path / "long_nlvr2.yaml"
     recipe.write_text("world: tiny\nfinetune:\n  updates: 10\n  tasks:\n"

@@ -52,6 +52,16 @@ def _positive(text: str) -> int:
     return value
 
 
+def _seed_ids(text: str) -> tuple[int, ...]:
+    try:
+        seeds = tuple(sorted({int(t) for t in text.split(",") if t.strip()}))
+    except ValueError:
+        seeds = ()
+    if not seeds or seeds[0] < 0:
+        raise argparse.ArgumentTypeError(f"expected comma-separated seeds >= 0, got {text!r}")
+    return seeds
+
+
 def _tasks(text: str) -> tuple[str, ...]:
     tasks = tuple(t.strip() for t in text.split(",") if t.strip())
     unknown = [t for t in tasks if t not in TASKS]
@@ -74,6 +84,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="tables, figures and runs.json (default: results/replication)")
     parser.add_argument("--seeds", type=_positive, default=3,
                         help="seeds 0..N-1 (training.seed of pre-training and fine-tuning)")
+    parser.add_argument("--only-seeds", type=_seed_ids,
+                        help="comma-separated seeds of 0..N-1 to run and tabulate, the others "
+                             "left alone: processes or machines that share one --archive can "
+                             "each take some seeds (then --recorded prints every seed)")
     parser.add_argument("--tables", help=f"comma-separated subset of {list(TABLES)}")
     parser.add_argument("--systems", help=f"comma-separated subset of {list(SYSTEMS)}")
     parser.add_argument("--tasks", type=_tasks, default=TASKS,
@@ -128,10 +142,15 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, FileNotFoundError) as e:
         print(f"replicate: error: {e}", file=sys.stderr)
         return 2
+    seeds = args.only_seeds or tuple(range(args.seeds))
+    if seeds[-1] >= args.seeds:
+        print(f"replicate: error: --only-seeds {','.join(map(str, seeds))}: expected seeds of "
+              f"0..{args.seeds - 1} (--seeds {args.seeds})", file=sys.stderr)
+        return 2
     folder = world.path.name + (f"__{recipe.path.stem}" if recipe.path else "")
     runs = (args.runs or args.data / "replication" / folder).resolve()
     settings = Settings(
-        world, runs, tuple(range(args.seeds)), args.tasks,
+        world, runs, seeds, args.tasks,
         pretrain_updates=args.pretrain_updates or recipe.pretrain_updates
         or DEFAULT_PRETRAIN_UPDATES,
         finetune_updates=args.finetune_updates or recipe.finetune_updates
