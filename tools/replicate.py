@@ -62,6 +62,14 @@ def _seed_ids(text: str) -> tuple[int, ...]:
     return seeds
 
 
+def _selected_seeds(count: int, only: tuple[int, ...] | None) -> tuple[int, ...]:
+    """Seeds 0..count-1, or those of ``only`` (--only-seeds), which must lie among them."""
+    if only and only[-1] >= count:
+        raise ValueError(f"--only-seeds {','.join(map(str, only))}: expected seeds of "
+                         f"0..{count - 1} (--seeds {count})")
+    return only or tuple(range(count))
+
+
 def _tasks(text: str) -> tuple[str, ...]:
     tasks = tuple(t.strip() for t in text.split(",") if t.strip())
     unknown = [t for t in tasks if t not in TASKS]
@@ -139,13 +147,9 @@ def main(argv: list[str] | None = None) -> int:
         recipe = load_recipe(args.recipe, TASKS) if args.recipe else Recipe()
         world = World.resolve(args.world or recipe.world or "demo", args.data)
         overrides = tuple(o for path in args.model_config for o in model_overrides(path))
+        seeds = _selected_seeds(args.seeds, args.only_seeds)
     except (ValueError, FileNotFoundError) as e:
         print(f"replicate: error: {e}", file=sys.stderr)
-        return 2
-    seeds = args.only_seeds or tuple(range(args.seeds))
-    if seeds[-1] >= args.seeds:
-        print(f"replicate: error: --only-seeds {','.join(map(str, seeds))}: expected seeds of "
-              f"0..{args.seeds - 1} (--seeds {args.seeds})", file=sys.stderr)
         return 2
     folder = world.path.name + (f"__{recipe.path.stem}" if recipe.path else "")
     runs = (args.runs or args.data / "replication" / folder).resolve()
