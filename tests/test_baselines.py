@@ -128,7 +128,7 @@ def _image(n: int = 3) -> dict:
 
 def test_pair_masking_masks_every_pair_and_gives_negatives_no_reconstruction_target():
     processor = PairMaskingProcessor(dict(PARAMS, mask_prob=1.0, mask_token_prob=1.0,
-                                          random_token_prob=0.0))
+                                          random_token_prob=0.0, zero_prob=1.0))
     image = _image()
     true_pair = processor(dict(image, sentence="a dog and a man", itm_label=1))
     length = int(true_pair["input_mask"].sum())
