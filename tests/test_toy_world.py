@@ -580,17 +580,18 @@ def calibrated_downstream():
     _, ve = ds.build_visual_entailment(rng, classes, {"train": preset.ve_hypotheses[0],
                                                       "val": 0, "test": 1500}, make_scene,
                                        ds.IdAllocator(rng, 10**9, 10**10))
-    _, nlvr = ds.build_nlvr2(rng, classes.first(preset.nlvr2_classes),
-                             {"train": preset.nlvr2_pairs[0], "val": 0,
-                              "test": preset.nlvr2_pairs[2]}, make_scene,
-                             ds.NLVR2_STATEMENTS[preset.nlvr2_statements])
+    _, nlvr = ds.build_nlvr2(rng, classes, {"train": preset.nlvr2_pairs[0], "val": 0,
+                                            "test": preset.nlvr2_pairs[2]}, make_scene,
+                             ds.NLVR2_STATEMENTS[preset.nlvr2_statements],
+                             classes.first(preset.nlvr2_classes), preset.nlvr2_classes_percent)
     return vqa, ve, nlvr
 
 
 def test_calibrated_sizes_keep_text_only_at_majority(calibrated_downstream):
     """With 12,000 training examples over 24 classes, neither a VQA question (within its
     type) nor a VE hypothesis predicts its label beyond the majority rate; nor does an
-    NLVR2 statement with the preset's 6,000 presence-statement pairs."""
+    NLVR2 statement with the preset's 6,000 presence-statement pairs, half of them about 4
+    classes (the narrow half is where a text-only model would find a cue if there were one)."""
     vqa, ve, nlvr = calibrated_downstream
     assert len(vqa["train"]) == len(ve["train"]) == 12_000
     _assert_vqa_text_only_at_majority(vqa)
