@@ -633,6 +633,41 @@ def _literal_values() -> None:
         assert "write training.lr_scheduler=True" in str(error), str(error)
     else:
         raise AssertionError("training.lr_scheduler=true was accepted as the string 'true'")
+    refusals = {
+        "dataset_config.vqa2.features.train=[features/cc.lmdb]":
+            "write \"dataset_config.vqa2.features.train=['features/cc.lmdb']\"",
+        "dataset_config.vqa2.annotations.train[0]=x.npy":
+            "give the whole list as a Python literal, e.g. \"dataset_config.vqa2.annotations.train=[",
+    }
+    for override, spelling in refusals.items():
+        try:
+            _configuration(["model=visual_bert", "dataset=vqa2", override]).get_config()
+        except UserConfigError as error:
+            assert spelling in str(error), str(error)
+        else:
+            raise AssertionError(f"{override} was accepted")
+    config = _configuration(["model=visual_bert", "dataset=vqa2",
+                             "dataset_config.vqa2.features.train=['a.lmdb','b.lmdb']"]).get_config()
+    assert list(config.dataset_config.vqa2.features.train) == ["a.lmdb", "b.lmdb"]
+
+
+@check("relative_data_dir")
+def _relative_data_dir() -> None:
+    import os
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        cwd = os.getcwd()
+        os.chdir(folder)
+        try:
+            config = _configuration(["model=visual_bert", "dataset=vqa2",
+                                     "env.data_dir=worlds/mine"]).get_config()
+        finally:
+            os.chdir(cwd)
+        expected = os.path.join(os.path.realpath(folder), "worlds", "mine")
+        assert os.path.realpath(config.env.data_dir) == expected, config.env.data_dir
+        assert os.path.realpath(config.dataset_config.vqa2.data_dir) == expected, \
+            config.dataset_config.vqa2.data_dir
 
 
 @check("one_line_user_errors")

@@ -63,3 +63,37 @@ def _plugin_resolvers_kept() -> None:
             BaseContainer._resolvers.setdefault(name, resolver)
 
     Configuration._register_resolvers = _register_resolvers
+
+
+@FIXES.fix(
+    "literal_command_line_values",
+    "training.lr_scheduler=true stores the string 'true' and the schedule silently stays "
+    "off; `key=[features/cc.lmdb]` is stored as the string '[features/cc.lmdb]' and fails "
+    "at the first batch (MMF main's _merge_with_dotlist, like rc10's, decodes values with "
+    "ast.literal_eval); such values are refused with the spelling MMF expects",
+    stage="post",
+)
+def _literal_command_line_values() -> None:
+    import mmf.utils.configuration as configuration
+
+    from mmf_uvlp.utils.user_config import check_command_line_lists, check_command_line_literals
+
+    merge_with_dotlist = configuration._merge_with_dotlist
+
+    @functools.wraps(merge_with_dotlist)
+    def _merge_with_dotlist(config, opts, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if not kwargs.get("skip_missing", args[0] if args else False):
+            check_command_line_literals(config, opts)
+            check_command_line_lists(config, opts)
+        return merge_with_dotlist(config, opts, *args, **kwargs)
+
+    configuration._merge_with_dotlist = _merge_with_dotlist
+
+
+@FIXES.fix(
+    "relative_data_dir",
+    "RuntimeError: Vocab file .../mmf/<env.data_dir>/.../answers_vqa.txt ... doesn't exist "
+    "(MMF main's VocabFromText, like rc10's, joins a relative env.data_dir to MMF's package "
+    "folder); a relative env.data_dir is now taken from the working directory",
+    stage="post",
+)(rc10._relative_data_dir)

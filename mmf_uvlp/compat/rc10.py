@@ -1024,21 +1024,55 @@ def _evaluation_keeps_training_stream() -> None:
     "training.lr_scheduler=true on the command line stores the string 'true' and the "
     "schedule silently stays off (Configuration._decode_value uses literal_eval, which "
     "knows True/False/None only); such values of boolean or null keys are now refused "
-    "with the spelling MMF expects",
+    "with the spelling MMF expects; likewise `key=[features/cc.lmdb]` (stored as the "
+    "string '[features/cc.lmdb]', failing at the first batch) and `key[0]=x` (dropped)",
     stage="post",
 )
 def _literal_command_line_values() -> None:
     from mmf.utils.configuration import Configuration
-    from mmf_uvlp.utils.user_config import check_command_line_literals
+    from mmf_uvlp.utils.user_config import check_command_line_lists, check_command_line_literals
 
     merge_with_dotlist = Configuration._merge_with_dotlist
 
     @functools.wraps(merge_with_dotlist)
     def _merge_with_dotlist(self: Configuration, config: Any, opts: Any) -> Any:
         check_command_line_literals(config, opts)
+        check_command_line_lists(config, opts)
         return merge_with_dotlist(self, config, opts)
 
     Configuration._merge_with_dotlist = _merge_with_dotlist
+
+
+def _data_dir_from_working_directory(update_specific: Callable) -> Callable:
+    """Wrap ``Configuration._update_specific`` so that a relative ``env.data_dir`` is made
+    absolute against the working directory before anything joins it to MMF's root."""
+
+    @functools.wraps(update_specific)
+    def _update_specific(self: Any, config: Any) -> Any:
+        from omegaconf import OmegaConf
+
+        data_dir = OmegaConf.select(config, "env.data_dir", default=None)
+        if isinstance(data_dir, str) and data_dir and "://" not in data_dir \
+                and not os.path.isabs(data_dir):
+            config.env.data_dir = os.path.abspath(os.path.expanduser(data_dir))
+        return update_specific(self, config)
+
+    return _update_specific
+
+
+@FIXES.fix(
+    "relative_data_dir",
+    "RuntimeError: Vocab file .../site-packages/mmf/<env.data_dir>/.../answers_vqa.txt "
+    "... doesn't exist (MMF's VocabFromText and Vocab join a relative env.data_dir to "
+    "MMF's package folder, so `env.data_dir=data/...` run from a project folder fails); "
+    "a relative env.data_dir is now taken from the working directory",
+    stage="post",
+)
+def _relative_data_dir() -> None:
+    from mmf.utils.configuration import Configuration
+
+    Configuration._update_specific = _data_dir_from_working_directory(
+        Configuration._update_specific)
 
 
 def _user_error_of(exc: BaseException) -> Optional[str]:
@@ -1054,6 +1088,24 @@ def _user_error_of(exc: BaseException) -> Optional[str]:
         if isinstance(seen, UserConfigError):
             return f"{seen} (config key {key})" if key else str(seen)
         seen = seen.__cause__ or seen.__context__
+    if isinstance(exc, (OSError, ImportError)):
+        return _missing_bert_of_config()
+    return None
+
+
+def _missing_bert_of_config() -> Optional[str]:
+    """The one line for a BERT of the run's config that is neither local nor cached."""
+    from mmf.common.registry import registry
+
+    from mmf_uvlp.utils.bert_source import configured_bert_names, missing_bert_message
+
+    config = registry.get("config", no_warning=True)
+    if config is None:
+        return None
+    for key, name in configured_bert_names(config).items():
+        message = missing_bert_message(name)
+        if message is not None:
+            return f"{key}={name!r}: {message}"
     return None
 
 

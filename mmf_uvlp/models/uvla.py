@@ -56,6 +56,7 @@ from mmf_uvlp.modules.heads import (
 )
 from mmf_uvlp.modules.pooling import check_pooling, pool
 from mmf_uvlp.training_progress import registered_train_samples
+from mmf_uvlp.utils.bert_source import load_or_explain
 from mmf_uvlp.utils.config_files import default_config
 
 ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")
@@ -214,16 +215,11 @@ class UVLA(BaseModel):
         layers = self.config.get("bert_layers", None)
         if layers is not None:
             overrides["num_hidden_layers"] = int(layers)  # keeps the first `layers` layers
-        try:
-            return BertForPreTraining.from_pretrained(
-                str(name), attn_implementation=attention, **overrides
-            )
-        except OSError as error:
-            raise OSError(
-                f"model_config.{self.config_key}.bert_model_name={name!r}: expected a local "
-                "folder with a BERT "
-                f"config.json and weights (or null for random init): {error}"
-            ) from error
+        return load_or_explain(
+            lambda source: BertForPreTraining.from_pretrained(
+                source, attn_implementation=attention, **overrides),
+            str(name), f"model_config.{self.config_key}.bert_model_name",
+        )
 
     def _head_names(self) -> List[str]:
         names = list(self._required("heads"))

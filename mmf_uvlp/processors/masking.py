@@ -47,6 +47,7 @@ from transformers import BertTokenizerFast
 
 from mmf.datasets.processors.processors import BaseProcessor
 from mmf_uvlp.modules.boxes import normalized_boxes
+from mmf_uvlp.utils.bert_source import load_or_explain
 
 IGNORE = -1
 RawItem = Mapping[str, Any]  # one raw sample, as the dataset hands it over
@@ -115,7 +116,8 @@ class UVLAMaskingProcessor(BaseProcessor):
         if path is None:
             raise ValueError(f"processor {type(self).__name__}: params.tokenizer_path (a local "
                              "BERT tokenizer folder) must be set")
-        self.tokenizer = BertTokenizerFast.from_pretrained(str(path))
+        self.tokenizer = load_or_explain(BertTokenizerFast.from_pretrained, str(path),
+                                         "processor params.tokenizer_path")
         self.max_seq_length = int(config.get("max_seq_length", 60))
         self.max_regions = int(config.get("max_regions", 100))
         self.max_phrase_tokens = int(config.get("max_phrase_tokens", 8))

@@ -6,7 +6,10 @@ with status 2 (see ``mmf_uvlp/compat``), instead of a stack trace.
 
 from __future__ import annotations
 
+import ast
 from typing import Any, Iterable, List, Optional, Tuple
+
+import yaml
 
 from omegaconf import OmegaConf
 
@@ -44,4 +47,44 @@ def check_command_line_literals(config: Any, opts: Optional[Iterable[str]]) -> N
             raise UserConfigError(
                 f"command line: {key}={value} would be stored as the string {value!r} (MMF reads "
                 f"command-line values as Python literals); write {key}={spelling}"
+            )
+
+
+def _python_literal(value: str) -> bool:
+    try:
+        ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        return False
+    return True
+
+
+def check_command_line_lists(config: Any, opts: Optional[Iterable[str]]) -> None:
+    """Refuse list overrides that MMF would store wrongly or drop.
+
+    ``key=[features/cc.lmdb]`` is not a Python literal, so MMF stores the string
+    ``'[features/cc.lmdb]'`` and fails at the first batch; ``key[0]=x`` is dropped by
+    MMF 1.0.0rc10's command-line merge. Both are refused with the spelling that works:
+    the whole list as a Python literal.
+    """
+    for key, value in _key_values(opts or []):
+        if "[" in key:
+            base = key[: key.index("[")]
+            current = OmegaConf.select(config, base, default=None, throw_on_missing=False)
+            example = (OmegaConf.to_container(current) if OmegaConf.is_list(current)
+                       else ["..."])
+            raise UserConfigError(
+                f"command line: {key}={value}: MMF does not set one item of a list; give the "
+                f"whole list as a Python literal, e.g. \"{base}={example!r}\""
+            )
+        text = value.strip()
+        if text[:1] in "[{" and not _python_literal(text):
+            try:
+                parsed = yaml.safe_load(text)
+            except yaml.YAMLError:
+                parsed = None
+            hint = (f"write \"{key}={parsed!r}\"" if isinstance(parsed, (list, dict))
+                    else "quote each string inside it")
+            raise UserConfigError(
+                f"command line: {key}={value} is not a Python literal, so MMF would store the "
+                f"string {value!r}; {hint}"
             )

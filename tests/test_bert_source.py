@@ -1,0 +1,99 @@
+"""Where the BERT comes from: env.bert, $UVLP_BERT, else bert-base-uncased through Hugging
+Face's own loading (cache, hub when online, HF_HUB_OFFLINE respected); one line when missing."""
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from mmf_uvlp.utils.bert_source import bert_source, load_or_explain, register_resolver
+from mmf_uvlp.utils.user_config import UserConfigError
+
+MINILM = os.environ["UVLP_BERT"]
+
+
+def _resolved(config: dict, monkeypatch, uvlp_bert=None) -> str:
+    if uvlp_bert is None:
+        monkeypatch.delenv("UVLP_BERT", raising=False)
+    else:
+        monkeypatch.setenv("UVLP_BERT", uvlp_bert)
+    register_resolver()
+    node = OmegaConf.create({**config, "model": "${uvlp_bert:bert-base-uncased}"})
+    return node.model
+
+
+def test_the_config_key_wins_over_the_variable(monkeypatch, tmp_path):
+    assert _resolved({"env": {"bert": str(tmp_path)}}, monkeypatch, uvlp_bert=MINILM) == str(tmp_path)
+
+
+def test_the_variable_wins_over_the_default(monkeypatch):
+    assert _resolved({"env": {"bert": None}}, monkeypatch, uvlp_bert=MINILM) == MINILM
+
+
+def test_nothing_set_is_the_hub_name_not_a_refusal(monkeypatch):
+    assert _resolved({}, monkeypatch) == "bert-base-uncased"
+    assert bert_source("prajjwal1/bert-tiny") == "prajjwal1/bert-tiny"
+
+
+def test_a_variable_that_is_no_bert_folder_is_refused_in_one_line(monkeypatch, tmp_path):
+    monkeypatch.setenv("UVLP_BERT", str(tmp_path))
+    with pytest.raises(UserConfigError, match=r"\$UVLP_BERT=.* is not a BERT folder"):
+        bert_source()
+
+
+def test_a_local_folder_loads_offline():
+    from transformers import BertTokenizerFast
+
+    tokenizer = load_or_explain(BertTokenizerFast.from_pretrained, MINILM, "key")
+    assert tokenizer.vocab_size == 30522
+
+
+def _load_in_a_fresh_process(hf_home: Path, offline: bool) -> subprocess.CompletedProcess:
+    """``BertTokenizerFast.from_pretrained('bert-base-uncased')`` through ``load_or_explain``
+    in a process whose Hugging Face cache is ``hf_home``."""
+    script = textwrap.dedent("""
+        from transformers import BertTokenizerFast
+        from mmf_uvlp.utils.bert_source import load_or_explain
+        tokenizer = load_or_explain(BertTokenizerFast.from_pretrained, "bert-base-uncased", "key")
+        print("loaded", tokenizer.vocab_size)
+    """)
+    env = {k: v for k, v in os.environ.items() if k not in ("UVLP_BERT", "TRANSFORMERS_OFFLINE")}
+    env["HF_HOME"] = str(hf_home)
+    env["HF_HUB_OFFLINE"] = "1" if offline else "0"
+    # online: a proxy that refuses every connection stands for a hub that cannot be reached
+    env.update({"HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9",
+                "HF_HUB_ETAG_TIMEOUT": "2", "HF_HUB_DOWNLOAD_TIMEOUT": "2"})
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
+                          timeout=300)
+
+
+def _hub_cache_holding(hf_home: Path, repo: str, folder: str) -> None:
+    """The Hugging Face cache layout (hub/models--org--name/{refs,snapshots}) holding ``folder``."""
+    root = hf_home / "hub" / f"models--{repo.replace('/', '--')}"
+    snapshot = root / "snapshots" / ("0" * 40)
+    shutil.copytree(folder, snapshot)
+    (root / "refs").mkdir(parents=True)
+    (root / "refs" / "main").write_text("0" * 40)
+
+
+def test_a_hub_name_in_the_cache_loads_offline(tmp_path):
+    _hub_cache_holding(tmp_path / "hf", "bert-base-uncased", MINILM)
+    result = _load_in_a_fresh_process(tmp_path / "hf", offline=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "loaded 30522" in result.stdout
+
+
+@pytest.mark.parametrize("offline", [True, False])
+def test_a_model_that_cannot_be_found_says_what_to_set(tmp_path, offline):
+    result = _load_in_a_fresh_process(tmp_path / "empty_hf_home", offline=offline)
+    assert result.returncode != 0
+    last = result.stderr.strip().splitlines()[-1]
+    assert "UserConfigError: key='bert-base-uncased': cannot load BERT 'bert-base-uncased'" in last, last
+    assert "env.bert=" in last and "$UVLP_BERT" in last, last
+    assert ("HF_HUB_OFFLINE=1 forbids" in last) == offline, last
+    assert ("its download failed" in last) == (not offline), last
