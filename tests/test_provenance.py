@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from mmf_uvlp.replication import runner
+from mmf_uvlp.replication import provenance, runner
 from mmf_uvlp.replication.aggregate import seed_cells, table_rows
 from mmf_uvlp.replication.provenance import (
     MIXED, MadeBy, cpu_model, precision, table_provenance,
@@ -50,13 +50,40 @@ def test_a_run_s_record_says_what_made_it(tmp_path, monkeypatch):
     record = json.loads(plain.record.read_text())
     assert record["commit"] == _git("rev-parse", "HEAD").strip()
     changed = _git("status", "--porcelain", "--untracked-files=no").strip()
-    assert record["tree_clean"] is (not changed)
+    outside = [line for line in changed.splitlines() if not line[3:].startswith("results/")]
+    assert record["tree_clean"] is (not outside)
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     assert record["device"] == (gpu or cpu_model()) and record["device"] != "unknown"
     assert record["precision"] == "fp32" and record["torch"] == torch.__version__
     assert record["threads"] == 3
     assert json.loads(half.record.read_text())["precision"] == "fp16"
     assert MadeBy.of(record).describe().startswith(f"commit {record['commit'][:10]} (")
+
+
+def test_the_tree_is_clean_unless_a_tracked_file_outside_results_changed(tmp_path,
+                                                                          monkeypatch):
+    repo = tmp_path / "repo"
+    (repo / "results").mkdir(parents=True)
+    (repo / "code.py").write_text("x = 1\n")
+    (repo / "results" / "step.json").write_text("{}\n")
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
+                              check=True).stdout
+
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "x")
+    monkeypatch.setattr(provenance, "REPO", repo)
+    head = git("rev-parse", "HEAD").strip()
+    assert provenance.commit() == (head, True)
+    (repo / "results" / "step.json").write_text('{"wall_s": 1}\n')  # a study archiving
+    (repo / "new.py").write_text("")  # untracked
+    assert provenance.commit() == (head, True)
+    (repo / "code.py").write_text("x = 2\n")
+    assert provenance.commit() == (head, False)
+    monkeypatch.setattr(provenance, "REPO", tmp_path / "elsewhere")  # no checkout
+    assert provenance.commit() == (None, None)
 
 
 def test_what_made_a_run_is_taken_when_it_starts(tmp_path, monkeypatch):

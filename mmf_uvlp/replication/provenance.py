@@ -1,8 +1,8 @@
 """What made a run: the commit, the device, the precision, the threads and torch.
 
 A run's ``step.json`` keeps, besides its command, what made it (:func:`made_by`, taken when
-the run starts): the commit of the repository and whether its tracked files were as
-committed (``commit``, ``tree_clean``), the device it trained on (``device``: the GPU's name
+the run starts): the commit of the repository and whether its tracked files, ``results/``
+aside, were as committed (``commit``, ``tree_clean``), the device it trained on (``device``: the GPU's name
 when torch sees one, as MMF then trains on it, else the CPU's model name), the precision
 (``precision``: ``fp16`` when the run asks MMF for mixed precision, ``training.fp16``, on
 its command line or in its config, else ``fp32``), the torch version (``torch``) and the
@@ -34,6 +34,7 @@ MIXED = "†"  # the mark of a cell whose runs were made differently
 PRECISION_OPTIONS = {"training.fp16": "fp16"}
 DEFAULT_PRECISION = "fp32"
 RUN_NAMES = {"pretrain": "pre-training", SPLITS_RUN: "RefCOCO+ splits"}
+RESULTS = "results"  # what studies write into the repository (archives), not what runs read
 
 
 def _git(*args: str) -> str | None:
@@ -46,12 +47,14 @@ def _git(*args: str) -> str | None:
 
 
 def commit() -> tuple[str | None, bool | None]:
-    """The repository's commit and whether its tracked files are as committed (None, None
-    outside a git checkout, e.g. an installed wheel)."""
+    """The repository's commit and whether its tracked files are as committed, those under
+    ``results/`` (the archives a study writes as it runs) aside; (None, None) outside a git
+    checkout, e.g. an installed wheel."""
     head = _git("rev-parse", "HEAD")
     if head is None:
         return None, None
-    changes = _git("status", "--porcelain", "--untracked-files=no")
+    changes = _git("status", "--porcelain", "--untracked-files=no", "--", ".",
+                   f":(exclude){RESULTS}")
     return head.strip(), None if changes is None else not changes.strip()
 
 
