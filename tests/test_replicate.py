@@ -27,7 +27,9 @@ from mmf_uvlp.replication.archive import Archive
 from mmf_uvlp.replication.aggregate import (
     meta_gap, seed_cells, summarize, summarize_row, table_rows,
 )
-from mmf_uvlp.replication.render import format_stat, gap_lines, markdown, write_table
+from mmf_uvlp.replication.render import (format_stat, gap_lines, markdown, ordering_lines,
+                                         write_table)
+from mmf_uvlp.replication import recipe as recipe_format
 from mmf_uvlp.replication.recipe import load_recipe
 from mmf_uvlp.replication.runner import (StaleRun, StepFailed, prerequisites, read_record,
                                          run_steps, set_aside_previous_log, stale_reason,
@@ -170,8 +172,11 @@ def test_tables_from_crafted_run_folders(tmp_path):
     assert lines[8] == "| *Trivial (majority / chance)* | — | 50.0 | — | — | 50.0* | – |"
     assert "- Trivial: Meta-Ave* is the mean of NLVR2; missing: VQA, VE, RefCOCO+." in lines
     # The gap to the first row: 58.0 - 58.5, SE sqrt(0.71² / 2 + 0² / 2) = 0.5.
-    assert lines[-1] == ("- w_ITM: -0.5 ± 0.5 (1.0 SE), within the noise; "
-                         "paired over seeds 0, 1: -0.5 ± 0.5 (1.0 SE)")
+    assert ("- w_ITM: -0.5 ± 0.5 (1.0 SE), within the noise; "
+            "paired over seeds 0, 1: -0.5 ± 0.5 (1.0 SE)") in lines
+    # The paper's ordering (w_ITM above w/o w_ITM, 75.8 vs 75.3), read against that gap.
+    assert lines[-1] == ("- w_ITM above w/o w_ITM (paper 75.8 vs 75.3, +0.5): -0.5 ± 0.5 "
+                         "(1.0 SE), paired -0.5 ± 0.5 (1.0 SE): within the noise")
     markdown_path, figure = write_table(TABLES["4"], rows, (0, 1), trivial, "World x.", 12.0,
                                         tmp_path / "out")
     assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -210,6 +215,42 @@ def test_meta_gap_and_its_standard_error():
         "paired over seeds 0, 1, 2: +1.0 ± 0.6 (1.7 SE)",
         "- Two: +5.0 ± 1.2 (4.3 SE); paired over seeds 0, 1: +5.5 ± 0.5 (11.0 SE)"]
     assert gap_lines([base]) == []
+
+
+def test_the_paper_s_orderings_are_read_against_the_measured_gap():
+    """Each ordering the paper reports between two rows of a table: holds / does not hold at
+    2 standard errors or more, else within the noise; undecided or not measured where a
+    side has one seed or none (crafted rows: the reading, not which system wins)."""
+    def row(label, system, metas):
+        return summarize_row(label, system, {
+            seed: {cell: v for cell in SEED0} for seed, v in enumerate(metas)})
+
+    rows = [row("Base", "base", [0.50, 0.51, 0.52]),
+            row("U-VisualBERT", "u_visualbert", [0.60]),
+            row("Random pairs", "random_pairs", []),
+            row("μ-VLA", "uvla", [0.56, 0.58, 0.60]),
+            row("Aligned VLP", "aligned_vlp", [0.50, 0.53, 0.54])]
+    lines = ordering_lines(TABLES["1"], rows)
+    assert lines[1].startswith("The paper's orderings (Meta-Ave above − below")
+    assert lines[2:] == [
+        "- U-VisualBERT above Base (paper 70.0 vs 65.9, +4.1): +9.0: not decided (no standard "
+        "error: one seed on a side)",
+        "- Random pairs above Base (paper 68.1 vs 65.9, +2.2): not measured yet (no Meta-Ave "
+        "for Random pairs)",
+        "- μ-VLA above Base (paper 75.8 vs 65.9, +9.9): +7.0 ± 1.3 (5.4 SE), paired +7.0 ± 0.6 "
+        "(12.1 SE): holds",
+        "- Aligned VLP above Base (paper 77.3 vs 65.9, +11.4): +1.3 ± 1.3 (1.0 SE), paired "
+        "+1.3 ± 0.7 (2.0 SE): within the noise",
+        "- μ-VLA above U-VisualBERT (paper 75.8 vs 70.0, +5.8): -2.0: not decided (no "
+        "standard error: one seed on a side)",
+        "- μ-VLA above Random pairs (paper 75.8 vs 68.1, +7.7): not measured yet (no Meta-Ave "
+        "for Random pairs)",
+        "- Aligned VLP above μ-VLA (paper 77.3 vs 75.8, +1.5): -5.7 ± 1.7 (3.4 SE), paired "
+        "-5.7 ± 0.3 (17.0 SE): does not hold (reversed)"]
+    # An ordering one of whose rows the table does not show is left out; none: no section.
+    assert len(ordering_lines(TABLES["1"], [rows[0], rows[3]])) == 3
+    assert ordering_lines(TABLES["1"], rows[:1]) == []
+    assert ordering_lines(TABLES["mix"], rows) == []
 
 
 def test_no_meta_gap_between_rows_that_average_different_tasks():
@@ -740,6 +781,75 @@ def test_a_recipe_gives_one_task_its_own_updates(tmp_path, capsys):
     assert "training.max_updates=9" in out and "training.max_updates=30" not in out
 
 
+def _keys(data: dict, section: str = "") -> set[tuple[str, str]]:
+    """(section, key) of every key a recipe uses, in recipe._KEYS's names."""
+    found = set()
+    for key, value in data.items():
+        found.add((section, key))
+        if section == "finetune" and key == "tasks":
+            for options in value.values():
+                if isinstance(options, dict):
+                    found |= _keys(options, "finetune.tasks.<task>")
+        elif isinstance(value, dict):
+            found |= _keys(value, key)
+    return found
+
+
+def test_every_recipe_option_reaches_the_planned_commands(tmp_path, capsys):
+    """A recipe with every key the format has (a key added to the format without a case here
+    fails), through `replicate --plan` on the tiny world."""
+    text = ("world: tiny\n"
+            "pretrain: {updates: 6, options: [optimizer.params.lr=2e-4]}\n"
+            "finetune:\n"
+            "  updates: 8\n"
+            "  evaluations: 2\n"
+            "  options: [optimizer.params.lr=1e-3]\n"
+            "  tasks:\n"
+            "    nlvr2: {updates: 12, options: [model_config.uvla.pooling=mean]}\n"
+            "    vqa2: [\"model_config.uvla.losses=[{'type':'softmax_kldiv'}]\"]\n")
+    recipe = tmp_path / "every.yaml"
+    recipe.write_text(text)
+    assert _keys(yaml.safe_load(text)) == {(section, key) for section, keys in
+                                           recipe_format._KEYS.items() for key in keys}
+    assert _tool().main(["--recipe", str(recipe), "--data", str(tmp_path), "--systems", "uvla",
+                         "--seeds", "1", "--tasks", "vqa2,nlvr2,refcoco_plus", "--plan"]) == 0
+    out = capsys.readouterr().out
+    commands = {line.split("env.save_dir=")[1].split()[0].rsplit("/", 1)[1]: line.split()
+                for line in out.splitlines() if "env.save_dir=" in line}
+    world = tmp_path / "toy_world_tiny"
+    assert f"--out {world} " in out  # world: the tiny preset, made in --data
+    assert all(f"env.data_dir={world}" in command for command in commands.values())
+    assert {"training.max_updates=6", "optimizer.params.lr=2e-4",
+            "training.evaluation_interval=6"} <= set(commands["pretrain"])
+    assert "optimizer.params.lr=1e-3" not in commands["pretrain"]
+    assert {"training.max_updates=12", "training.evaluation_interval=6",
+            "model_config.uvla.pooling=mean", "optimizer.params.lr=1e-3"} <= set(commands["nlvr2"])
+    assert {"training.max_updates=8", "training.evaluation_interval=4",
+            "model_config.uvla.losses=[{'type':'softmax_kldiv'}]"} <= set(commands["vqa2"])
+    assert "model_config.uvla.pooling=mean" not in commands["vqa2"]
+    assert "training.max_updates=8" in commands["refcoco_plus"]
+    assert any(a.endswith("refcoco_plus/best.ckpt") for a in commands["refcoco_plus_splits"])
+
+
+def test_the_calibrated_recipe_plans_tables_2_and_3(tmp_path, capsys):
+    """Tables 2 and 3 on the calibrated world: the granularities and μ-VLA_BC against random
+    pairs on the narrative text, with the recipe's schedule and options, and the corpora
+    they read."""
+    assert _tool().main(["--recipe", "configs/study/calibrated.yaml", "--tables", "2,3",
+                         "--seeds", "1", "--data", str(tmp_path), "--plan"]) == 0
+    out = capsys.readouterr().out
+    pretrainings = [line.split() for line in out.splitlines() if "/seed0/pretrain " in line]
+    systems = [next(a for a in c if a.startswith("env.save_dir=")).split("/")[-3]
+               for c in pretrainings]
+    assert systems == ["rt", "rn", "is", "rt_rn", "uvla", "random_pairs_bc", "uvla_bc"]
+    recipe = load_recipe(REPO / "configs/study/calibrated.yaml", TASKS)
+    assert all({"training.max_updates=5000", *recipe.pretrain_options} <= set(c)
+               for c in pretrainings)
+    assert "weakly aligned corpus corpus:" in out and "weakly aligned corpus corpus_bc:" in out
+    assert f"--corpus {tmp_path}/toy_world_calibrated/text/narrative_corpus.txt --out" in out
+    assert out.count("fine-tune ") == 7 * 4 and "base/" not in out
+
+
 def test_a_recipe_with_several_evaluations_tests_and_splits_the_best_checkpoint(tmp_path):
     path = tmp_path / "best.yaml"
     path.write_text("finetune: {updates: 1500, evaluations: 5}\n")
@@ -1214,7 +1324,8 @@ def test_replicate_on_the_tiny_world_end_to_end(tiny_world, tmp_path, monkeypatc
     launched = []
 
     def spy(command, *a, **k):
-        launched.append(list(command))
+        if command[0] != "git":  # the study's commands, not the commit a record names
+            launched.append(list(command))
         return real_run(command, *a, **k)
 
     monkeypatch.setattr(runner.subprocess, "run", spy)

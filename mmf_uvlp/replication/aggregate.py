@@ -19,6 +19,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+from mmf_uvlp.replication.provenance import MadeBy
 from mmf_uvlp.replication.steps import SPLITS_RUN, Step
 from mmf_uvlp.report.results import LOG_FILE, Cell, collect_run, parse_log
 from mmf_uvlp.report.table import MetaAverage, meta_average
@@ -167,19 +168,21 @@ def meta_gap(row: RowSummary, reference: RowSummary) -> Gap | None:
 @dataclass(frozen=True)
 class RunResult:
     """One step's outcome for ``runs.json``: every ``val/`` and ``test/`` value its log
-    ends with, and its wall time (None when it ran before wall times were recorded)."""
+    ends with, its wall time (None when it ran before wall times were recorded) and what
+    made it."""
 
     step: Step
     finished: bool
     metrics: dict[str, float]
     wall_s: float | None
+    made: MadeBy = MadeBy()
 
 
 def run_result(step: Step, record: dict | None) -> RunResult:
     log = step.folder / LOG_FILE
     metrics = parse_log(log) if log.exists() else {}
     wall = None if record is None else record.get("wall_s")
-    return RunResult(step, step.done(), metrics, wall)
+    return RunResult(step, step.done(), metrics, wall, MadeBy.of(record))
 
 
 def seed_cells(steps: Sequence[Step]) -> dict[tuple[str, int], dict[Cell, float]]:

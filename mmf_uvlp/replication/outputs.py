@@ -1,4 +1,5 @@
-"""Gathering a study's runs into its tables, figures and ``runs.json`` (see ``render.py``)."""
+"""Gathering a study's runs into its tables, figures and ``runs.json`` (see ``render.py``),
+each table with what made its runs (``provenance.py``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 import yaml
 
 from mmf_uvlp.replication.aggregate import run_result, seed_cells, table_rows
+from mmf_uvlp.replication.provenance import table_provenance
 from mmf_uvlp.replication.render import write_runs, write_table
 from mmf_uvlp.replication.runner import read_record
 from mmf_uvlp.replication.steps import Settings, Step
@@ -32,7 +34,8 @@ def write_study(tables: Sequence[StudyTable], steps: Sequence[Step], settings: S
                 out: Path, header: str, settings_json: Mapping[str, object]) -> list[Path]:
     """Every table's markdown and figure, and ``runs.json``, in ``out``; returns the
     markdown files in table order."""
-    results = [run_result(step, read_record(step)) for step in steps]
+    records = {step: read_record(step) for step in steps}
+    results = [run_result(step, records[step]) for step in steps]
     cells = seed_cells(steps)
     trivial = {cell: rate for cell, rate in
                trivial_rates(settings.world.path, refcoco_max_proposals()).items()
@@ -43,9 +46,10 @@ def write_study(tables: Sequence[StudyTable], steps: Sequence[Step], settings: S
         rows = [(label, system) for label, system in table.rows
                 if any(step.system == system for step in steps)]
         walls = [r.wall_s for r in results if r.step.system in systems and r.wall_s is not None]
+        made = table_provenance(rows, settings.seeds, steps, records, cells)
         markdown, _ = write_table(table, table_rows(rows, settings.seeds, cells),
                                   settings.seeds, trivial, header,
-                                  sum(walls) if walls else None, out)
+                                  sum(walls) if walls else None, out, made)
         written.append(markdown)
     write_runs(results, settings_json, out / "runs.json")
     return written

@@ -3,7 +3,10 @@
 Markdown rows are the paper's, each cell ``mean ± std`` over the seeds, with Meta-Ave, the
 number of seeds and a row of trivial rates; under it each row's Meta-Ave gap to the
 table's first row (the paper's reference: Base, R-T, w/o w_ITM, ...) with its standard
-error, "within the noise" under 2 standard errors. Figures: grouped bars with the seeds' std as
+error, "within the noise" under 2 standard errors; then each ordering the paper reports
+between two rows, read against the measured gap (holds / does not hold / within the
+noise); and what made the runs (``provenance.py``), a mark on each cell whose runs were
+made differently. Figures: grouped bars with the seeds' std as
 error bars and the trivial rates as black ticks; a table with ``x`` values (Table 6, top-K)
 is drawn as the Meta-Ave curve over x, the trivial Meta-Ave dashed.
 """
@@ -13,9 +16,11 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 from pathlib import Path
 
-from mmf_uvlp.replication.aggregate import RowSummary, RunResult, Stat, meta_gap
+from mmf_uvlp.replication.aggregate import Gap, RowSummary, RunResult, Stat, meta_gap
+from mmf_uvlp.replication.provenance import MIXED, TableProvenance
 from mmf_uvlp.replication.study import StudyTable
 from mmf_uvlp.report.results import Cell
 from mmf_uvlp.report.table import (
@@ -80,10 +85,61 @@ def gap_lines(rows: Sequence[RowSummary]) -> list[str]:
             "and head initialisation), reported beside it:", *lines]
 
 
+def reading(gap: Gap | None) -> str:
+    """How a gap above − below reads against the paper's finding that above is higher:
+    ``holds`` at :data:`NOISE_SE` standard errors or more in its direction, ``does not hold``
+    at as many against it, else ``within the noise``."""
+    if gap is None or gap.ratio is None:
+        return "not decided (no standard error: one seed on a side)"
+    if gap.ratio < NOISE_SE:
+        return "within the noise"
+    return "holds" if gap.difference > 0 else "does not hold (reversed)"
+
+
+def ordering_lines(table: StudyTable, rows: Sequence[RowSummary]) -> list[str]:
+    """One line per finding of the paper between two of ``rows``: the paper's Meta-Aves,
+    the measured gap above − below and its reading (:func:`reading`)."""
+    by_system = {row.system: row for row in rows}
+    lines = []
+    for ordering in table.orderings:
+        above, below = by_system.get(ordering.above), by_system.get(ordering.below)
+        if above is None or below is None:
+            continue
+        high, low = ordering.paper
+        text = (f"- {above.label} above {below.label} (paper {high:.1f} vs {low:.1f}, "
+                f"{high - low:+.1f}): ")
+        gap = meta_gap(above, below)
+        if gap is None:
+            missing = [row.label for row in (above, below) if row.meta is None]
+            lines.append(text + (f"not measured yet (no Meta-Ave for {', '.join(missing)})"
+                                 if missing else "the two average different tasks"))
+            continue
+        text += f"{100 * gap.difference:+.1f}"
+        if gap.stderr is not None:
+            text += f" ± {100 * gap.stderr:.1f} ({gap.ratio:.1f} SE)"
+        if gap.paired is not None:
+            text += (f", paired {100 * gap.paired.difference:+.1f} ± "
+                     f"{100 * gap.paired.stderr:.1f} ({gap.paired.ratio:.1f} SE)")
+        lines.append(f"{text}: {reading(gap)}")
+    if not lines:
+        return []
+    return ["", "The paper's orderings (Meta-Ave above − below, ± the standard error of the "
+            f"difference): holds at {NOISE_SE:g} SE or more in the paper's direction, does not "
+            f"hold at {NOISE_SE:g} SE or more against it, else within the noise. The paper's "
+            "Meta-Ave reads RefCOCO+ val only, ours the mean of val, testA and testB:", *lines]
+
+
 def markdown(table: StudyTable, rows: Sequence[RowSummary], seeds: Sequence[int],
-             trivial: Mapping[Cell, float], header: str, wall_s: float | None) -> str:
-    """The table in the paper's layout (see the module docstring)."""
+             trivial: Mapping[Cell, float], header: str, wall_s: float | None,
+             made: TableProvenance | None = None) -> str:
+    """The table in the paper's layout (see the module docstring); ``made``: what made its
+    runs, a footnote, and a mark on each cell whose runs were made differently."""
     cols = columns(table)
+    mixed = made.mixed if made is not None else frozenset()
+
+    def mark(system: str, cell: Cell | None, text: str) -> str:
+        return f"{text} {MIXED}" if (system, cell) in mixed else text
+
     titles = ["System"] + [title for title, _ in cols] + ["Meta-Ave", "Seeds"]
     lines = [f"# {table.title}", "", header]
     if wall_s is not None:
@@ -97,7 +153,9 @@ def markdown(table: StudyTable, rows: Sequence[RowSummary], seeds: Sequence[int]
         if row.meta_note:
             meta += "*"
             notes.append(f"- {row.label}: Meta-Ave* is the {row.meta_note}.")
-        values = [format_stat(row.cells.get(cell), len(row.seeds)) for _, cell in cols]
+        meta = mark(row.system, None, meta)
+        values = [mark(row.system, cell, format_stat(row.cells.get(cell), len(row.seeds)))
+                  for _, cell in cols]
         lines.append("| " + " | ".join([row.label, *values, meta, str(len(row.seeds))]) + " |")
     lines.append("| " + " | ".join([*trivial_row(dict(trivial), cols, notes), "–"]) + " |")
     lines += ["", f"Accuracy in %, mean ± sample standard deviation (n − 1) over the seeds "
@@ -110,7 +168,10 @@ def markdown(table: StudyTable, rows: Sequence[RowSummary], seeds: Sequence[int]
                      "averages val, testA and testB.")
     if notes:
         lines += ["", *notes]
+    if made is not None and made.lines:
+        lines += ["", *made.lines]
     lines += gap_lines(rows)
+    lines += ordering_lines(table, rows)
     return "\n".join(lines) + "\n"
 
 
@@ -179,12 +240,14 @@ def plot_curve(table: StudyTable, rows: Sequence[RowSummary], trivial: Mapping[C
 
 def write_table(table: StudyTable, rows: Sequence[RowSummary], seeds: Sequence[int],
                 trivial: Mapping[Cell, float], header: str, wall_s: float | None,
-                out: str | os.PathLike) -> tuple[Path, Path]:
+                out: str | os.PathLike, made: TableProvenance | None = None
+                ) -> tuple[Path, Path]:
     """``<stem>.md`` and ``<stem>.png`` of a table in ``out`` (created)."""
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     text, figure = folder / f"{table.stem}.md", folder / f"{table.stem}.png"
-    text.write_text(markdown(table, rows, seeds, trivial, header, wall_s), encoding="utf-8")
+    text.write_text(markdown(table, rows, seeds, trivial, header, wall_s, made),
+                    encoding="utf-8")
     if table.x is None:
         plot_bars(table, rows, trivial, figure)
     else:
@@ -194,11 +257,13 @@ def write_table(table: StudyTable, rows: Sequence[RowSummary], seeds: Sequence[i
 
 def write_runs(results: Sequence[RunResult], settings: Mapping[str, object],
                path: str | os.PathLike) -> Path:
-    """``runs.json``: the study's settings and every step with its metrics and wall time."""
+    """``runs.json``: the study's settings and every step with its metrics, wall time and
+    what made it."""
     runs = [{
         "kind": r.step.kind, "system": r.step.system, "seed": r.step.seed, "task": r.step.task,
         "title": r.step.title, "finished": r.finished, "metrics": r.metrics,
-        "wall_s": r.wall_s, "command": list(r.step.command), "folder": str(r.step.folder),
+        "wall_s": r.wall_s, "made_by": asdict(r.made), "command": list(r.step.command),
+        "folder": str(r.step.folder),
     } for r in results]
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,8 @@ reads what a finished run of its system made (a fine-tuning whose pre-training i
 weights and the session may not last, and a pre-training is worth its hours only with its
 fine-tunings), then the one most later steps wait for (a pre-training before the
 fine-tunings that need none: the longest chains start early), then the plan's order. When a
-command finishes, its ``step.json`` records the command, its wall time and thread count, and
+command finishes, its ``step.json`` records the command, its wall time, thread count and
+what made it (commit, device, precision: ``provenance.made_by``, taken when it started), and
 the checkpoints no later step reads are deleted (``Step.prune``). A finished step whose
 recorded command differs from the planned one (other updates, seeds of another world, ...)
 is an error rather than a silent mix of settings. A finished step made again for its output
@@ -33,6 +34,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Collection, Optional, Sequence
 
+from mmf_uvlp.replication.provenance import made_by
 from mmf_uvlp.replication.steps import Step
 from mmf_uvlp.replication.study import REPO
 from mmf_uvlp.replication.world import World
@@ -279,6 +281,7 @@ def run_steps(steps: Sequence[Step], run: Execute = execute, log: Log = print,
                if not finished and (kinds is None or steps[i].kind in kinds)]
     running: dict[Future, tuple[int, float]] = {}
     failures: list[str] = []
+    made: dict[int, dict] = {}  # what makes each running step (provenance.made_by)
     ran = 0
 
     def start(pool: ThreadPoolExecutor, i: int) -> None:
@@ -292,6 +295,7 @@ def run_steps(steps: Sequence[Step], run: Execute = execute, log: Log = print,
         log(f"\n=== {progress.line(i + 1, total, step, [step, *left])}\n"
             f"$ {' '.join(step.command)}{where}")
         set_aside_previous_log(step)
+        made[i] = made_by(step.command)
         args = (step.command,) if jobs == 1 else (step.command, step.record.with_suffix(".out"))
         running[pool.submit(run, *args)] = (i, time.perf_counter())
 
@@ -323,7 +327,7 @@ def run_steps(steps: Sequence[Step], run: Execute = execute, log: Log = print,
                     failures.append(f"{step.title}: the command ended without error but its "
                                     f"output is missing ({step.proof})")
                     continue
-                _record(step, wall)
+                _record(step, wall, made.pop(i))
                 again = compare_with_previous(step)
                 if again:
                     log(f"=== {again}")
@@ -338,12 +342,13 @@ def run_steps(steps: Sequence[Step], run: Execute = execute, log: Log = print,
     return ran
 
 
-def _record(step: Step, wall: float) -> None:
-    """``step.json`` of a finished step, then the checkpoints no later step reads go."""
+def _record(step: Step, wall: float, made: dict) -> None:
+    """``step.json`` of a finished step (``made``: what made it, taken when it started),
+    then the checkpoints no later step reads go."""
     step.record.parent.mkdir(parents=True, exist_ok=True)
     step.record.write_text(json.dumps({
         "title": step.title, "command": list(step.command), "wall_s": round(wall, 3),
-        "threads": threads(),
+        "threads": threads(), **made,
         "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         **({} if step.world is None else {"world": dict(step.world)}),
     }, indent=1) + "\n", encoding="utf-8")

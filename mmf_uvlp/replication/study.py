@@ -50,10 +50,21 @@ class System:
 
 
 @dataclass(frozen=True)
+class Ordering:
+    """The paper's finding that system ``above`` (a key) has a higher Meta-Ave than
+    ``below``, with the paper's two Meta-Aves (``paper``: above's, below's)."""
+
+    above: str
+    below: str
+    paper: tuple[float, float]
+
+
+@dataclass(frozen=True)
 class StudyTable:
     """A table of the paper: ``rows`` are (row label, system key); ``compact`` tables show
     one RefCOCO+ column (val, the paper's "Devs") as Tables 3-4 do; ``x`` (one value per
-    row) and ``x_label`` make its figure a Meta-Ave curve instead of bars."""
+    row) and ``x_label`` make its figure a Meta-Ave curve instead of bars; ``orderings``:
+    the paper's findings between its rows, each read against the measured gap."""
 
     key: str
     title: str
@@ -61,6 +72,7 @@ class StudyTable:
     compact: bool = False
     x: tuple[float, ...] | None = None
     x_label: str | None = None
+    orderings: tuple[Ordering, ...] = ()
 
     @property
     def stem(self) -> str:
@@ -95,23 +107,46 @@ SYSTEMS: dict[str, System] = {s.key: s for s in (
       for k in TOP_K),
 )}
 
+# The paper's Meta-Aves (its Tables 1-6; the random pairs of Table 1 are its Table 5's joint
+# MLM + MRM on shuffled captions) and the orderings it reports between them.
+PAPER_META = {"base": 65.9, "u_visualbert": 70.0, "random_pairs": 68.1, "uvla": 75.8,
+              "aligned_vlp": 77.3, "rt": 69.5, "rn": 73.7, "is": 73.9, "rt_rn": 75.0,
+              "random_pairs_bc": 68.3, "uvla_bc": 73.8, "no_witm": 75.3, "round_robin": 67.4,
+              **{f"true_pairs_{r}": m for r, m in zip(RATIOS, (68.1, 73.5, 74.5, 76.0, 76.8,
+                                                              77.3))}}
+
+
+def _above(*pairs: tuple[str, str]) -> tuple[Ordering, ...]:
+    return tuple(Ordering(a, b, (PAPER_META[a], PAPER_META[b])) for a, b in pairs)
+
+
 TABLES: dict[str, StudyTable] = {t.key: t for t in (
     StudyTable("1", "Table 1. μ-VLA against the baselines and the seed models", (
         ("Base", "base"), ("U-VisualBERT", "u_visualbert"), ("Random pairs", "random_pairs"),
         ("μ-VLA", "uvla"), ("Aligned VLP", "aligned_vlp"), ("VisualBERT", "visual_bert"),
-        ("ViLBERT", "vilbert"), ("VL-BERT", "vl_bert"))),
+        ("ViLBERT", "vilbert"), ("VL-BERT", "vl_bert")),
+        orderings=_above(("u_visualbert", "base"), ("random_pairs", "base"), ("uvla", "base"),
+                         ("aligned_vlp", "base"), ("uvla", "u_visualbert"),
+                         ("uvla", "random_pairs"), ("aligned_vlp", "uvla"))),
     StudyTable("2", "Table 2. Granularity of the alignment: R-T, R-N, I-S", (
         ("μ-VLA (R-T)", "rt"), ("μ-VLA (R-N)", "rn"), ("μ-VLA (I-S)", "is"),
-        ("μ-VLA (R-T + R-N)", "rt_rn"), ("μ-VLA (R-T + R-N + I-S)", "uvla"))),
+        ("μ-VLA (R-T + R-N)", "rt_rn"), ("μ-VLA (R-T + R-N + I-S)", "uvla")),
+        orderings=_above(("rt_rn", "rt"), ("uvla", "rt_rn"), ("uvla", "rt"), ("uvla", "rn"),
+                         ("uvla", "is"))),
     StudyTable("3", "Table 3. Realistic setting: narrative (BookCorpus-like) text only", (
-        ("random", "random_pairs_bc"), ("proposed (μ-VLA_BC)", "uvla_bc")), compact=True),
+        ("random", "random_pairs_bc"), ("proposed (μ-VLA_BC)", "uvla_bc")), compact=True,
+        orderings=_above(("uvla_bc", "random_pairs_bc"))),
     StudyTable("4", "Table 4. Weighted ITM", (
-        ("w/o w_ITM", "no_witm"), ("w_ITM", "uvla")), compact=True),
+        ("w/o w_ITM", "no_witm"), ("w_ITM", "uvla")), compact=True,
+        orderings=_above(("uvla", "no_witm"))),
     StudyTable("5", "Table 5. Joint vs round-robin MLM + MRM on shuffled captions", (
-        ("Round-Robin MLM+MRM", "round_robin"), ("Joint MLM+MRM", "true_pairs_0"))),
+        ("Round-Robin MLM+MRM", "round_robin"), ("Joint MLM+MRM", "true_pairs_0")),
+        orderings=_above(("true_pairs_0", "round_robin"))),
     StudyTable("6", "Table 6. Ratio of true image-caption pairs (Fig. 1)", tuple(
         (f"{r}%", f"true_pairs_{r}") for r in RATIOS),
-        x=tuple(float(r) for r in RATIOS), x_label="true pairs (%)"),
+        x=tuple(float(r) for r in RATIOS), x_label="true pairs (%)",
+        orderings=_above(*((f"true_pairs_{high}", f"true_pairs_{low}")
+                           for low, high in zip(RATIOS, RATIOS[1:])))),
     StudyTable("topk", "Top-K retrieved sentences per image (Fig. 3)", tuple(
         (f"K = {k}", f"topk{k}") for k in TOP_K),
         x=tuple(float(k) for k in TOP_K), x_label="K (retrieved sentences per image)"),

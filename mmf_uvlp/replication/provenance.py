@@ -1,0 +1,248 @@
+"""What made a run: the commit, the device, the precision, the threads and torch.
+
+A run's ``step.json`` keeps, besides its command, what made it (:func:`made_by`, taken when
+the run starts): the commit of the repository and whether its tracked files, ``results/``
+aside, were as committed (``commit``, ``tree_clean``), the device it trained on (``device``: the GPU's name
+when torch sees one, as MMF then trains on it, else the CPU's model name), the precision
+(``precision``: ``fp16`` when the run asks MMF for mixed precision, ``training.fp16``, on
+its command line or in its config, else ``fp32``), the torch version (``torch``) and the
+thread count (``threads``, written by the runner). The same command on another processor
+or thread count sums floats in another order and gives another sample, not the same
+number, so a table says which runs its cells come from (:func:`table_provenance`): one
+line when every run was made alike, else one line per kind of run naming its rows and
+seeds, and a mark on each cell whose seeds or runs were made differently. A record
+written before records kept these reads ``unknown``.
+"""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from mmf_uvlp.replication.steps import SPLITS_RUN, Step
+from mmf_uvlp.replication.study import REPO, _config_path, _load_yaml
+from mmf_uvlp.report.results import Cell
+
+UNKNOWN = "unknown"
+MIXED = "†"  # the mark of a cell whose runs were made differently
+# mmf_run options that set the precision, and the precision their True gives: MMF's
+# torch.cuda.amp switch (autocast to float16 with a gradient scaler)
+PRECISION_OPTIONS = {"training.fp16": "fp16"}
+DEFAULT_PRECISION = "fp32"
+RUN_NAMES = {"pretrain": "pre-training", SPLITS_RUN: "RefCOCO+ splits"}
+RESULTS = "results"  # what studies write into the repository (archives), not what runs read
+
+
+def _git(*args: str) -> str | None:
+    try:
+        result = subprocess.run(["git", "-C", str(REPO), *args], capture_output=True,
+                                text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return result.stdout if result.returncode == 0 else None
+
+
+def commit() -> tuple[str | None, bool | None]:
+    """The repository's commit and whether its tracked files are as committed, those under
+    ``results/`` (the archives a study writes as it runs) aside; (None, None) outside a git
+    checkout, e.g. an installed wheel."""
+    head = _git("rev-parse", "HEAD")
+    if head is None:
+        return None, None
+    changes = _git("status", "--porcelain", "--untracked-files=no", "--", ".",
+                   f":(exclude){RESULTS}")
+    return head.strip(), None if changes is None else not changes.strip()
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``, else what ``platform`` knows)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and value.strip():
+                return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or UNKNOWN
+
+
+@cache
+def device() -> str:
+    """What the runs train on: the first visible GPU's name when torch sees one (MMF then
+    trains there), else the CPU's model name."""
+    import torch
+
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_name(0)
+    return cpu_model()
+
+
+def _true(text: str) -> bool:
+    return text.strip().lower() in ("true", "1")
+
+
+def _config_option(path: Path, keys: Sequence[str]) -> object:
+    """The value at ``keys`` (nested) of a config, following its ``includes`` as MMF merges
+    them (the file's own value wins, a later include over an earlier one); None: unset.
+    Includes outside this repository (MMF's own configs, which never set the precision)
+    are not read."""
+    data = _load_yaml(path)
+    value: object = data
+    for key in keys:
+        value = value.get(key) if isinstance(value, dict) else None
+    if value is not None:
+        return value
+    for include in reversed(data.get("includes") or []):
+        if (path.parent / include).is_file():
+            found = _config_option(path.parent / include, keys)
+            if found is not None:
+                return found
+    return None
+
+
+def precision(command: Sequence[str]) -> str:
+    """The precision a run's command asks for: a :data:`PRECISION_OPTIONS` option on its
+    command line (the last one wins, as in MMF), else in its ``config=`` file, else fp32."""
+    found: str | None = None
+    config: str | None = None
+    for option in command:
+        key, sep, value = option.partition("=")
+        if not sep:
+            continue
+        if key == "config":
+            config = value
+        elif key in PRECISION_OPTIONS:
+            found = PRECISION_OPTIONS[key] if _true(value) else DEFAULT_PRECISION
+    if found is None and config is not None and _config_path(config).is_file():
+        for key, name in PRECISION_OPTIONS.items():
+            value = _config_option(_config_path(config), key.split("."))
+            if value is not None and _true(str(value)):
+                found = name
+    return found or DEFAULT_PRECISION
+
+
+def made_by(command: Sequence[str]) -> dict[str, object]:
+    """The record fields of a run of ``command`` starting now (``threads``: the runner's)."""
+    import torch
+
+    head, clean = commit()
+    return {"commit": head, "tree_clean": clean, "device": device(),
+            "precision": precision(command), "torch": torch.__version__}
+
+
+@dataclass(frozen=True)
+class MadeBy:
+    """What a record says made its run; :data:`UNKNOWN` (None for ``clean`` / ``threads``)
+    where it does not say."""
+
+    commit: str = UNKNOWN
+    clean: bool | None = None
+    device: str = UNKNOWN
+    precision: str = UNKNOWN
+    torch: str = UNKNOWN
+    threads: int | None = None
+
+    @classmethod
+    def of(cls, record: Mapping[str, object] | None) -> MadeBy:
+        record = record or {}
+
+        def text(key: str) -> str:
+            value = record.get(key)
+            return str(value) if value not in (None, "") else UNKNOWN
+
+        clean, threads = record.get("tree_clean"), record.get("threads")
+        return cls(text("commit"), clean if isinstance(clean, bool) else None, text("device"),
+                   text("precision"), text("torch"),
+                   threads if isinstance(threads, int) and not isinstance(threads, bool)
+                   else None)
+
+    def describe(self) -> str:
+        """``commit 1a2b3c4d5e (clean), Intel(R) Xeon(R) ..., fp32, torch 2.13.0, 1 thread``."""
+        threads = ("threads unknown" if self.threads is None
+                   else f"{self.threads} thread{'s' if self.threads != 1 else ''}")
+        if (self.commit, self.device, self.precision, self.torch) == (UNKNOWN,) * 4:
+            return (f"commit, device, precision and torch not recorded (runs recorded before "
+                    f"step.json kept them), {threads}")
+        state = {True: " (clean)", False: " (uncommitted changes)", None: ""}[self.clean]
+        return (f"commit {self.commit[:10]}{state}, {self.device}, {self.precision}, "
+                f"torch {self.torch}, {threads}")
+
+
+@dataclass(frozen=True)
+class TableProvenance:
+    """A table's footnote on what made its runs (``lines``) and the cells whose runs were
+    made differently (``mixed``: (system, cell); cell None for Meta-Ave)."""
+
+    lines: tuple[str, ...]
+    mixed: frozenset[tuple[str, Cell | None]]
+
+
+def _cell_runs(steps: Sequence[Step], system: str, seed: int) -> dict[Cell, list[Step]]:
+    """The runs each cell of (system, seed) comes from: its pre-training, the fine-tuning of
+    its task and, for the RefCOCO+ splits, their inference."""
+    unit = [step for step in steps if (step.system, step.seed) == (system, seed)]
+    pretrain = [step for step in unit if step.kind == "pretrain"]
+    runs: dict[Cell, list[Step]] = {}
+    for step in unit:
+        if step.kind == "finetune" and step.task != "refcoco_plus":
+            runs[step.task, "test"] = [*pretrain, step]
+    referring = [step for step in unit if step.task in ("refcoco_plus", SPLITS_RUN)]
+    if any(step.task == SPLITS_RUN for step in referring):
+        for split in ("val", "testA", "testB"):
+            runs["refcoco_plus", split] = [*pretrain, *referring]
+    return runs
+
+
+def _unit_list(units: Mapping[tuple[str, int], list[str] | None]) -> str:
+    """``Base seeds 0, 1; μ-VLA seed 2 (pre-training, vqa2)``: a seed alone when all its
+    runs are in the group, else with the runs that are."""
+    by_label: dict[str, list[str]] = {}
+    for (label, seed), runs in units.items():
+        by_label.setdefault(label, []).append(
+            str(seed) if runs is None else f"{seed} ({', '.join(runs)})")
+    return "; ".join(f"{label} seed{'s' if len(seeds) > 1 else ''} {', '.join(seeds)}"
+                     for label, seeds in by_label.items())
+
+
+def table_provenance(rows: Sequence[tuple[str, str]], seeds: Sequence[int],
+                     steps: Sequence[Step], records: Mapping[Step, Mapping | None],
+                     cells: Mapping[tuple[str, int], Mapping[Cell, float]]
+                     ) -> TableProvenance:
+    """What made the runs behind a table's ``rows`` ((label, system)) over ``seeds``:
+    ``records`` gives each step's ``step.json``, ``cells`` the (system, seed) cells the
+    table shows (only the runs behind those count)."""
+    made: dict[Step, MadeBy] = {}
+    used: dict[tuple[str, Cell | None], set[MadeBy]] = {}
+    for label, system in rows:
+        for seed in seeds:
+            shown = cells.get((system, seed), {})
+            for cell, runs in _cell_runs(steps, system, seed).items():
+                if cell not in shown:
+                    continue
+                kinds = {made.setdefault(run, MadeBy.of(records.get(run))) for run in runs}
+                used.setdefault((system, cell), set()).update(kinds)
+                used.setdefault((system, None), set()).update(kinds)
+    kinds = set().union(*used.values()) if used else set()
+    if not kinds:
+        return TableProvenance((), frozenset())
+    if len(kinds) == 1:
+        return TableProvenance((f"Made by: {next(iter(kinds)).describe()}.",), frozenset())
+    groups: dict[MadeBy, dict[tuple[str, int], list[str] | None]] = {}
+    for label, system in rows:
+        for seed in seeds:
+            unit = [run for run in made if (run.system, run.seed) == (system, seed)]
+            for kind in dict.fromkeys(made[run] for run in unit):
+                mine = [RUN_NAMES.get(run.task, run.task) for run in unit if made[run] == kind]
+                groups.setdefault(kind, {})[label, seed] = None if len(mine) == len(unit) \
+                    else mine
+    lines = [f"Runs made in {len(kinds)} different ways (commit, device, precision, torch or "
+             f"threads); a cell marked {MIXED} averages runs of more than one, and a number "
+             "made on other hardware or code is another sample, not the same number:"]
+    lines += [f"- {kind.describe()}: {_unit_list(units)}"
+              for kind, units in sorted(groups.items(), key=lambda item: item[0].describe())]
+    return TableProvenance(tuple(lines), frozenset(key for key, found in used.items()
+                                                   if len(found) > 1))
