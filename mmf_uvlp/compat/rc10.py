@@ -744,7 +744,9 @@ def _feature_files_run_no_code() -> None:
 
     from mmf_uvlp.data_formats.errors import FormatError
     from mmf_uvlp.data_formats.mmf_features import non_finite
-    from mmf_uvlp.utils.safe_loading import OutsideFolderError, UnsafeFileError, resolve_inside
+    from mmf_uvlp.utils.safe_loading import (
+        OutsideFolderError, UnsafeFileError, resolve_inside, stays_inside,
+    )
 
     feature_readers.np = _RestrictedNumpy("numpy")
     feature_readers.pickle = _RestrictedPickle("pickle")
@@ -760,8 +762,9 @@ def _feature_files_run_no_code() -> None:
                 if os.path.lexists(os.path.join(self.base_path, f"{name}_info.npy")):
                     resolve_inside(self.base_path, f"{name}_info.npy")
             except OutsideFolderError as error:
-                raise FormatError(self.base_path, "feature_path", "a name inside the features "
-                                  "folder", str(error)) from None
+                raise FormatError(self.base_path, "feature_path",
+                                  stays_inside("the features folder", error.reason),
+                                  error.name) from None
         result = read(self, image_feat_path)
         feature = result[0] if isinstance(result, tuple) else None
         if torch.is_tensor(feature) and feature.is_floating_point():

@@ -178,8 +178,8 @@ def load_npy(folder: str | os.PathLike, name: str, feature_dim: int | None = Non
         feature_path = safe_loading.resolve_inside(folder, f"{name}.npy")
         info_path = safe_loading.resolve_inside(folder, f"{name}_info.npy")
     except safe_loading.OutsideFolderError as e:
-        raise FormatError(folder, "name", "an image name inside the folder", str(e),
-                          key=name) from None
+        raise FormatError(folder, "name", safe_loading.stays_inside("the folder", e.reason),
+                          name, key=name) from None
     features = safe_loading.load_npy(feature_path)
     if features.dtype.hasobject:
         raise FormatError(feature_path, "features", "a plain float32 .npy array", "an object array")
@@ -226,8 +226,8 @@ class FeatureNames:
         name = feature_path[: -len(".npy")] if feature_path.endswith(".npy") else feature_path
         reason = safe_loading.unsafe_name(feature_path)
         if reason is not None:
-            raise FormatError(source, field, "a name inside the features folder (relative, "
-                              f"without '..'), not {reason}", name, line=line, key=key)
+            raise FormatError(source, field, safe_loading.stays_inside("the features", reason),
+                              name, line=line, key=key)
         if not feature_path.endswith(".npy"):
             raise FormatError(source, field, "a name ending in .npy", feature_path,
                               line=line, key=key)
@@ -237,8 +237,8 @@ class FeatureNames:
                 try:
                     found = safe_loading.resolve_inside(path, feature_path).is_file()
                 except safe_loading.OutsideFolderError as e:
-                    raise FormatError(source, field, f"a name inside the features folder {path}",
-                                      str(e), line=line, key=key) from None
+                    raise FormatError(source, field, safe_loading.stays_inside(path, e.reason),
+                                      name, line=line, key=key) from None
             else:
                 found = _lmdb_holds(keys, feature_path)
             if not found:

@@ -196,21 +196,27 @@ def _damaged_checkpoint(path: str, error: BaseException) -> FormatError:
 def unsafe_name(name: str) -> Optional[str]:
     """Why ``name`` (a relative path from a data file) could leave its folder, or None."""
     if not name:
-        return "an empty name"
+        return "is empty"
     if "\x00" in name:
-        return "a NUL character"
+        return "holds a NUL character"
     if os.path.isabs(name) or PurePosixPath(name).is_absolute() or re.match(r"^[A-Za-z]:", name):
-        return "an absolute path"
+        return "is an absolute path"
     if ".." in PurePosixPath(name.replace("\\", "/")).parts:
-        return "a '..' component"
+        return "has a '..' component"
     return None
+
+
+def stays_inside(where: str, reason: str) -> str:
+    """What a refused name was expected to be: a name inside ``where``; ``reason``: why this
+    one is not (from :func:`unsafe_name` or :class:`OutsideFolderError`)."""
+    return f"a relative name that stays inside {where} (this one {reason})"
 
 
 class OutsideFolderError(ValueError):
     """A name from a data file that leads outside the folder it must stay in."""
 
     def __init__(self, folder: str | os.PathLike, name: str, reason: str):
-        super().__init__(f"{name!r} leads outside {folder} ({reason})")
+        super().__init__(f"{name!r} leads outside {folder} (it {reason})")
         self.folder, self.name, self.reason = str(folder), name, reason
 
 
@@ -223,5 +229,5 @@ def resolve_inside(folder: str | os.PathLike, name: str) -> Path:
     root = Path(os.path.realpath(folder))
     target = Path(os.path.realpath(os.path.join(root, name)))
     if target != root and root not in target.parents:
-        raise OutsideFolderError(folder, name, f"a symlink to {target}")
+        raise OutsideFolderError(folder, name, f"is a symlink to {target}")
     return target

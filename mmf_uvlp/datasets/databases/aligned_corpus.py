@@ -29,7 +29,7 @@ from torch.utils.data import Dataset
 from mmf_uvlp.corpus.shards import part_paths, read_numbered_part
 from mmf_uvlp.data_formats.errors import FormatError
 from mmf_uvlp.data_formats.mmf_features import FeatureNames
-from mmf_uvlp.utils.safe_loading import unsafe_name
+from mmf_uvlp.utils.safe_loading import stays_inside, unsafe_name
 
 UNITS = ("image", "sentence")
 
@@ -128,8 +128,8 @@ def _check_feature_key(record: Dict[str, Any], part: str, line: int,
         raise FormatError(part, "feature_key", "a string", key, line=line)
     reason = unsafe_name(key)
     if reason is not None:
-        raise FormatError(part, "feature_key", "a name inside the features folder (relative, "
-                          f"without '..'), not {reason}", key, line=line)
+        raise FormatError(part, "feature_key", stays_inside("the features", reason), key,
+                          line=line)
     if features is not None:
         features.check(f"{key}.npy", part, "feature_key", line=line)
 

@@ -30,7 +30,7 @@ from mmf_uvlp.data_formats.errors import FormatError
 from mmf_uvlp.data_formats.mmf_features import FeatureNames
 from mmf_uvlp.data_formats.text import read_captions
 from mmf_uvlp.data_formats.vinvl import VinvlPrediction, read_detections_jsonl, read_predictions
-from mmf_uvlp.utils.safe_loading import unsafe_name
+from mmf_uvlp.utils.safe_loading import stays_inside, unsafe_name
 
 
 def read_detections(path: str) -> Iterator[VinvlPrediction]:
@@ -94,8 +94,8 @@ def _check_feature_path(feature_path: str, path: str, line: int,
     of its images): refused at build, naming the detections file and line."""
     reason = unsafe_name(feature_path)
     if reason is not None:
-        raise FormatError(path, "image_id", "an id that names a file inside the features "
-                          f"folder (through feature_key_template), not {reason}",
+        raise FormatError(path, "image_id", stays_inside("the features (through "
+                                                         "feature_key_template)", reason),
                           feature_path[: -len(".npy")], line=line)
     if features is not None:
         features.check(feature_path, path, "image_id", line=line)

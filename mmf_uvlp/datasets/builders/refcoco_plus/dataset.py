@@ -42,7 +42,7 @@ from mmf_uvlp.data_formats.refer import REFER_SPLITS, Refer
 from mmf_uvlp.datasets.annotation_db import AnnotationDbHook
 from mmf_uvlp.modules.boxes import normalized_boxes
 from mmf_uvlp.utils.boxes import MATCH_IOU, iou
-from mmf_uvlp.utils.safe_loading import unsafe_name
+from mmf_uvlp.utils.safe_loading import stays_inside, unsafe_name
 
 REQUIRED_INFO = ("bbox", "image_width", "image_height", "max_features")
 
@@ -90,8 +90,8 @@ def _check_feature_path(feature_path: str, instances: os.PathLike, image_id: int
     ``features``, one of its images), refused at build naming the instances file."""
     reason = unsafe_name(feature_path)
     if reason is not None:
-        raise FormatError(instances, "images.file_name", "a file name inside the features "
-                          f"folder, not {reason}", feature_path, key=f"image {image_id}")
+        raise FormatError(instances, "images.file_name", stays_inside("the features", reason),
+                          feature_path, key=f"image {image_id}")
     if features is not None:
         features.check(feature_path, instances, "images.file_name", key=f"image {image_id}")
 
