@@ -751,7 +751,8 @@ def _feature_files_run_no_code() -> None:
     feature_readers.np = _RestrictedNumpy("numpy")
     feature_readers.pickle = _RestrictedPickle("pickle")
     annotation_database.np = _RestrictedNumpy("numpy")
-    FeatureReader, LMDBFeatureReader = feature_readers.FeatureReader, feature_readers.LMDBFeatureReader
+    FeatureReader = feature_readers.FeatureReader
+    LMDBFeatureReader = feature_readers.LMDBFeatureReader
     read, load_lmdb = FeatureReader.read, LMDBFeatureReader._load
 
     def _read(self: Any, image_feat_path: str) -> Any:
