@@ -352,6 +352,53 @@ def _shared_lmdb() -> None:
     assert all(info["features"].shape == (2, 4) for info in loaded)
 
 
+class _CreatesFile:
+    """Pickles into a call of ``open(path, "w")``: loading it creates ``path``."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __reduce__(self) -> Any:
+        return open, (self.path, "w")
+
+
+@check("feature_files_run_no_code")
+def _feature_files() -> None:
+    import os
+    import pickle
+    import tempfile
+
+    import lmdb
+    import numpy as np
+
+    from mmf.datasets.databases.readers.feature_readers import FeatureReader, LMDBFeatureReader
+    from mmf_uvlp.data_formats.errors import FormatError
+
+    with tempfile.TemporaryDirectory() as folder:
+        path, marker = f"{folder}/features.lmdb", f"{folder}/created"
+        writer = lmdb.open(path, map_size=1 << 24)
+        with writer.begin(write=True) as txn:
+            txn.put(b"img_1", pickle.dumps({"features": _CreatesFile(marker)}))
+            txn.put(b"keys", pickle.dumps([b"img_1"]))
+        writer.close()
+        try:
+            LMDBFeatureReader(10, path)._load(f"{path}/img_1.npy")
+        except FormatError as error:
+            assert path in str(error) and "refused" in str(error), error
+        assert not os.path.exists(marker), "an LMDB value ran code"
+        npy = f"{folder}/npy"
+        os.mkdir(npy)
+        features = np.ones((2, 4), np.float32)
+        features[1, 2] = np.nan
+        np.save(f"{npy}/img_2.npy", features)
+        try:
+            FeatureReader(npy, depth_first=False, max_features=4).read("img_2.npy")
+        except FormatError as error:
+            assert npy in str(error) and "NaN" in str(error), error
+        else:
+            raise AssertionError("a NaN feature was read")
+
+
 @check("anomaly_detection_switch")
 def _anomaly() -> None:
     import torch

@@ -96,6 +96,8 @@ def test_image_sentence_dataset_names_holdout_every(corpus, tmp_path):
     registry.register("config", OmegaConf.create({"training": {"batch_size": 2}}))
     registry.register("current_device", torch.device("cpu"))
     (tmp_path / "features").mkdir()
+    for position in range(6):  # the dataset checks, when built, that every image has features
+        (tmp_path / "features" / f"img{position}.npy").touch()
     splits = ("train", "val", "test")
     config = OmegaConf.create({
         "data_dir": os.path.dirname(corpus), "use_features": True, "use_images": False,

@@ -54,6 +54,7 @@ CHECKS: Dict[str, Callable[[], None]] = {
     "model_and_datasets_from_config_file": _rc10_check("model_and_datasets_from_config_file"),
     "shared_lmdb_environments": _rc10_check("shared_lmdb_environments"),
     "seed_zero_seeds": _rc10_check("seed_zero_seeds"),
+    "feature_files_run_no_code": _rc10_check("feature_files_run_no_code"),
     "plugin_resolvers_kept": _plugin_resolvers_kept,
 }
 FIX_NAMES = [fix.name for fix in compat.fix_set_for(compat.MMF_MAIN_VERSION).fixes]

@@ -49,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
         config = uvla_config(args.config, args.opt)
         results = {}
         for name, spec in models:
-            model = load_pretrained(config, store.feature_dim, spec, ("mrc", "mlm"))
+            model = load_pretrained(config, store.feature_dim, spec, ("mrc", "mlm"),
+                                    args.trust_checkpoint)
             readings = {direction: measure_reading(model, probes, store,
                                                    tokenizer.mask_token_id, direction)
                         for direction in DIRECTIONS}

@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         config = uvla_config(args.config, args.opt)
         results = {}
         for name, spec in models:
-            model = load_pretrained(config, store.feature_dim, spec)
+            model = load_pretrained(config, store.feature_dim, spec, trust=args.trust_checkpoint)
             reliance = measure(model, probes, store, tokenizer.mask_token_id)
             results[name] = {"checkpoint": spec, **reliance.to_json()}
             print(f"{name}: class-word MLM {reliance.own:.3f} nats with its own image, "

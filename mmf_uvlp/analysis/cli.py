@@ -13,10 +13,12 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from mmf_uvlp.analysis.examples import Example, ExampleBuilder
 from mmf_uvlp.analysis.regions import RegionStore, read_class_names
 from mmf_uvlp.analysis.systems import System, load_system, parse_model_args, uvla_config
+from mmf_uvlp.data_formats.errors import FormatError
 from mmf_uvlp.data_formats.flickr30k_entities import SPLITS, Flickr30kEntities
 
 REPO = Path(__file__).resolve().parents[2]
@@ -53,8 +55,17 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--tokenizer", default=os.environ.get("UVLP_BERT"),
                        help="local BERT folder whose WordPiece vocabulary the models use "
                             "(default $UVLP_BERT)")
+    add_trust_argument(group)
     group.add_argument("--seed", type=int, default=0, help="seeds Base's new modules, t-SNE")
     group.add_argument("--batch-size", type=int, default=16)
+
+
+def add_trust_argument(parser: Any) -> None:
+    """``--trust-checkpoint`` on ``parser`` (an ArgumentParser or one of its groups)."""
+    parser.add_argument("--trust-checkpoint", action="store_true",
+                        help="also load legacy checkpoints holding objects other than tensors "
+                             "and plain data (torch.load weights_only=False: such a file can "
+                             "run code; only for files from a source you trust)")
 
 
 def add_pool_probe_arguments(parser: argparse.ArgumentParser) -> None:
@@ -70,6 +81,7 @@ def add_pool_probe_arguments(parser: argparse.ArgumentParser) -> None:
                         help="override, e.g. model_config.uvla.bert_layers=2; repeatable")
     parser.add_argument("--tokenizer", default=os.environ.get("UVLP_BERT"),
                         help="local BERT folder (default $UVLP_BERT)")
+    add_trust_argument(parser)
     parser.add_argument("--holdout-every", type=int, default=50,
                         help="the pre-training hold-out rule (dataset_config.*.holdout_every)")
     parser.add_argument("--max-regions", type=int, default=24)
@@ -152,9 +164,14 @@ def load_examples(data: Data, args: argparse.Namespace) -> tuple[list[Example], 
 
 
 def load_systems(args: argparse.Namespace, feature_dim: int) -> list[System]:
-    """The ``--model`` systems, in order."""
+    """The ``--model`` systems, in order; a damaged or refused checkpoint ends the tool
+    with one line naming the file."""
     pairs = parse_model_args(args.model)
     if not pairs:
         raise SystemExit("give at least one --model NAME=SPEC (e.g. --model Base=base)")
     config = uvla_config(args.config, args.opt)
-    return [load_system(name, spec, config, feature_dim, args.seed) for name, spec in pairs]
+    try:
+        return [load_system(name, spec, config, feature_dim, args.seed, args.trust_checkpoint)
+                for name, spec in pairs]
+    except FormatError as error:
+        raise SystemExit(f"error: {error}") from None

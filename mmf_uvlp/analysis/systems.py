@@ -9,6 +9,9 @@ A *spec* says what to load:
 - an MMF checkpoint from ``mmf_run`` (``*.ckpt``): its own config names the model
   (``uvla`` or ``visual_bert``) and its settings; its weights are loaded.
 
+Files load with ``torch.load(weights_only=True)``: tensors and plain data, nothing that
+runs; ``--trust-checkpoint`` opts in to a legacy file holding other objects.
+
 The model config is ``model_config.uvla`` of the plugin's defaults, merged with the
 ``--config`` yaml and ``key=value`` overrides; ``feature_dim`` always follows the data.
 A :class:`System` runs in eval mode and returns, for a :class:`Batch` over
@@ -28,6 +31,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from mmf_uvlp.analysis.regions import ImageRegions
 from mmf_uvlp.modules.boxes import normalized_boxes
+from mmf_uvlp.utils.safe_loading import load_checkpoint
+
+TRUST_HINT = "pass --trust-checkpoint (it may then run code)"
 
 BASE = "base"
 
@@ -207,14 +213,19 @@ def _visual_bert(name: str, spec: str, checkpoint: dict, feature_dim: int) -> Vi
 
 
 def load_system(name: str, spec: str, config: DictConfig, feature_dim: int,
-                seed: int = 0) -> System:
-    """The system ``name`` from ``spec`` (``base``, a ``.pth`` state dict or an MMF ``.ckpt``)."""
+                seed: int = 0, trust: bool = False) -> System:
+    """The system ``name`` from ``spec`` (``base``, a ``.pth`` state dict or an MMF ``.ckpt``).
+
+    Checkpoints load with ``weights_only``; ``trust`` (``--trust-checkpoint``) also loads a
+    legacy file holding other objects, which can run code.
+    """
     if spec == BASE:
         return _uvla(name, spec, _analysis_uvla(config, feature_dim, None), seed)
     if not os.path.isfile(spec):
         raise FileNotFoundError(f"model {name}={spec}: no such checkpoint (expected '{BASE}', "
                                 "a uvla state dict or an MMF .ckpt)")
-    checkpoint = torch.load(spec, map_location="cpu", weights_only=False)
+    checkpoint = load_checkpoint(spec, trust, trust_hint=TRUST_HINT)
+    config = OmegaConf.merge(config, {"trust_checkpoint": trust})
     mmf_config = checkpoint.get("config") if isinstance(checkpoint, dict) else None
     if mmf_config is None:
         return _uvla(name, spec, _analysis_uvla(config, feature_dim, spec), seed)

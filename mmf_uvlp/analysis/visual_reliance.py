@@ -144,17 +144,19 @@ def pool_paths(world: str | os.PathLike) -> tuple[Path, Path]:
 
 
 def load_pretrained(config: Any, feature_dim: int, spec: str,
-                    heads: Sequence[str] = ("mlm",)) -> torch.nn.Module:
+                    heads: Sequence[str] = ("mlm",), trust: bool = False) -> torch.nn.Module:
     """A uvla with pre-trained ``heads`` (``mlm``, ``mrc``, ...): ``spec`` a state dict
-    (``uvla_final.pth``) or an MMF ``.ckpt`` of a uvla pre-training run that has them."""
+    (``uvla_final.pth``) or an MMF ``.ckpt`` of a uvla pre-training run that has them,
+    loaded with ``weights_only`` unless ``trust`` (``--trust-checkpoint``)."""
     from omegaconf import OmegaConf
 
+    from mmf_uvlp.analysis.systems import TRUST_HINT
     from mmf_uvlp.models.uvla import UVLA, read_uvla_state
 
     if not os.path.isfile(spec):
         raise FileNotFoundError(f"{spec}: no such checkpoint (expected a uvla pre-training "
                                 "uvla_final.pth or MMF .ckpt)")
-    state = read_uvla_state(spec)
+    state = read_uvla_state(spec, trust, trust_hint=TRUST_HINT)
     prefixes = tuple(f"heads.{head}." for head in heads)
     for head, prefix in zip(heads, prefixes):
         if not any(key.startswith(prefix) for key in state):

@@ -34,6 +34,16 @@ FIXES.fix(
 )(rc10._shared_lmdb_environments)
 
 FIXES.fix(
+    "feature_files_run_no_code",
+    "a crafted feature file runs code (MMF main's feature readers, like rc10's, load "
+    "`<name>.npy`, `<name>_info.npy` and imdb `.npy` files with np.load(allow_pickle=True) "
+    "and LMDB values with pickle.loads, and follow a feature_path out of the features "
+    "folder); a NaN feature trains silently; truncated files and missing LMDB keys fail "
+    "naming no file",
+    stage="post",
+)(rc10._feature_files_run_no_code)
+
+FIXES.fix(
     "seed_zero_seeds",
     "training.seed=0 seeds nothing (MMF main's mmf.utils.env.set_seed, like rc10's, seeds "
     "only `if seed:` while the log says 'Using seed 0'), so runs of the plugin's configs "

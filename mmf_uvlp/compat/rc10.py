@@ -698,6 +698,101 @@ def _shared_lmdb_environments() -> None:
     feature_readers.lmdb = _SharedLmdb("lmdb")
 
 
+class _RestrictedNumpy(types.ModuleType):
+    """``numpy`` as seen by MMF's feature readers and annotation database: an object array
+    in an ``.npy`` file is unpickled with the plugin's restricted unpickler."""
+
+    def load(self, file: str, mmap_mode: Optional[str] = None, *args: Any, **kwargs: Any) -> Any:
+        from mmf_uvlp.utils.safe_loading import load_npy
+
+        return load_npy(file, mmap_mode)
+
+    def __getattr__(self, item: str) -> Any:
+        import numpy
+
+        return getattr(numpy, item)
+
+
+class _RestrictedPickle(types.ModuleType):
+    """``pickle`` as seen by MMF's LMDB feature reader: plain data and numpy arrays only."""
+
+    def loads(self, data: Any, *args: Any, **kwargs: Any) -> Any:
+        from mmf_uvlp.utils.safe_loading import restricted_loads
+
+        return restricted_loads(data, "an LMDB value", arrays=True)
+
+    def __getattr__(self, item: str) -> Any:
+        import pickle
+
+        return getattr(pickle, item)
+
+
+@FIXES.fix(
+    "feature_files_run_no_code",
+    "a crafted feature file runs code (MMF's readers load `<name>.npy`, `<name>_info.npy` "
+    "and imdb `.npy` files with np.load(allow_pickle=True) and LMDB values with "
+    "pickle.loads; a feature_path such as ../../elsewhere/evil.npy leaves the features "
+    "folder); a NaN feature trains silently into NaN weights; a truncated imdb .npy or "
+    "LMDB value fails with `_pickle.UnpicklingError: pickle data was truncated` and a "
+    "missing LMDB key with `KeyError: b'...'`, naming no file",
+    stage="post",
+)
+def _feature_files_run_no_code() -> None:
+    import mmf.datasets.databases.annotation_database as annotation_database
+    import mmf.datasets.databases.readers.feature_readers as feature_readers
+    import torch
+
+    from mmf_uvlp.data_formats.errors import FormatError
+    from mmf_uvlp.data_formats.mmf_features import non_finite
+    from mmf_uvlp.utils.safe_loading import (
+        OutsideFolderError, UnsafeFileError, resolve_inside, stays_inside,
+    )
+
+    feature_readers.np = _RestrictedNumpy("numpy")
+    feature_readers.pickle = _RestrictedPickle("pickle")
+    annotation_database.np = _RestrictedNumpy("numpy")
+    FeatureReader = feature_readers.FeatureReader
+    LMDBFeatureReader = feature_readers.LMDBFeatureReader
+    read, load_lmdb = FeatureReader.read, LMDBFeatureReader._load
+
+    def _read(self: Any, image_feat_path: str) -> Any:
+        if image_feat_path.endswith("npy") and not self.base_path.endswith(".lmdb"):
+            name = image_feat_path.split(".npy")[0]
+            try:
+                resolve_inside(self.base_path, image_feat_path)
+                if os.path.lexists(os.path.join(self.base_path, f"{name}_info.npy")):
+                    resolve_inside(self.base_path, f"{name}_info.npy")
+            except OutsideFolderError as error:
+                raise FormatError(self.base_path, "feature_path",
+                                  stays_inside("the features folder", error.reason),
+                                  error.name) from None
+        result = read(self, image_feat_path)
+        feature = result[0] if isinstance(result, tuple) else None
+        if torch.is_tensor(feature) and feature.is_floating_point():
+            finite = torch.isfinite(feature)
+            if not bool(finite.all()):
+                raise FormatError(self.base_path, "features", "finite values",
+                                  non_finite(feature.numpy(), finite.numpy()),
+                                  key=image_feat_path)
+        return result
+
+    def _load_lmdb(self: Any, image_file_path: str) -> Any:
+        name = os.path.relpath(image_file_path, self.db_path).split(".npy")[0]
+        try:
+            return load_lmdb(self, image_file_path)
+        except UnsafeFileError as error:
+            raise UnsafeFileError(self.db_path, error.refused, error.allowed, key=name) from None
+        except FormatError as error:
+            raise FormatError(self.db_path, error.field, error.expected, error.got,
+                              key=name) from None
+        except KeyError:
+            raise FormatError(self.db_path, "key", "an image key listed in its b'keys' entry",
+                              name) from None
+
+    FeatureReader.read = _read
+    LMDBFeatureReader._load = _load_lmdb
+
+
 @FIXES.fix(
     "model_and_datasets_from_config_file",
     "KeyError: Required argument 'model' not passed / 'dataset|datasets' not passed "
@@ -1076,9 +1171,12 @@ def _relative_data_dir() -> None:
 
 
 def _user_error_of(exc: BaseException) -> Optional[str]:
-    """The one-line message of a user's config mistake inside ``exc``, if it is one."""
+    """The one-line message of a user's config mistake, or of a data file that is refused
+    or damaged, inside ``exc``, if it is one."""
     from omegaconf.errors import OmegaConfBaseException
 
+    from mmf_uvlp.data_formats.errors import FormatError
+    from mmf_uvlp.utils.lmdb_envs import LmdbOpenError
     from mmf_uvlp.utils.user_config import UserConfigError
 
     key, seen = None, exc
@@ -1087,6 +1185,8 @@ def _user_error_of(exc: BaseException) -> Optional[str]:
             key = seen.full_key
         if isinstance(seen, UserConfigError):
             return f"{seen} (config key {key})" if key else str(seen)
+        if isinstance(seen, (FormatError, LmdbOpenError)):
+            return str(seen)
         seen = seen.__cause__ or seen.__context__
     if isinstance(exc, (OSError, ImportError)):
         return _missing_bert_of_config()
@@ -1113,8 +1213,9 @@ def _missing_bert_of_config() -> Optional[str]:
     "one_line_user_errors",
     "a config mistake (no BERT folder, `key=true`) ends a 40-frame stack trace, e.g. "
     "ImportError: ... requires the protobuf library from the tokenizer when "
-    "bert-base-uncased cannot be downloaded; mmf_run now prints `mmf_run: error: ...` "
-    "and exits with status 2",
+    "bert-base-uncased cannot be downloaded; a refused or damaged data file (its "
+    "FormatError names the file) also ends in a stack trace; mmf_run now prints "
+    "`mmf_run: error: ...` and exits with status 2",
     stage="post",
     trigger="mmf_cli.run",
 )

@@ -25,7 +25,7 @@ import io
 import json
 import os
 import shutil
-from typing import Dict, Iterator, List, Sequence
+from typing import Dict, Iterator, List, Sequence, Tuple
 
 SCHEMA_VERSION = 1
 INDEX_NAME = "index.json"
@@ -57,11 +57,29 @@ def write_part(directory: str, chunk: int, records: Sequence[Dict[str, object]],
 
 
 def read_part(path: str) -> Iterator[Dict[str, object]]:
+    for _, record in read_numbered_part(path):
+        yield record
+
+
+def read_numbered_part(path: str) -> Iterator[Tuple[int, Dict[str, object]]]:
+    """``(line number, record)`` of one part file; a line that is no JSON object is a
+    :class:`FormatError` naming the file and line."""
+    from mmf_uvlp.data_formats.errors import FormatError
+
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8") as handle:
-        for line in handle:
-            if line.strip():
-                yield json.loads(line)
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise FormatError(path, "json", f"a JSON record ({e.msg})", line.strip(),
+                                  line=number) from None
+            if not isinstance(record, dict):
+                raise FormatError(path, "record", "a JSON object", type(record).__name__,
+                                  line=number)
+            yield number, record
 
 
 def part_paths(path: str) -> List[str]:

@@ -1,7 +1,8 @@
 """MMF annotation files of the downstream sets: VQA2 imdb ``.npy`` and jsonl files.
 
 - VQA2 imdb: ``np.save`` of an object array of dicts; the first element may be a header
-  without ``image_id`` (skipped, as MMF's ``AnnotationDatabase`` does).
+  without ``image_id`` (skipped, as MMF's ``AnnotationDatabase`` does). Its pickle is read
+  by a restricted unpickler (plain data and numpy arrays, no other global).
 - NLVR2 (``identifier``, ``sentence``, ``label`` "True"/"False") and SNLI-VE
   (``Flikr30kID``, ``sentence1``, ``sentence2``, ``gold_label``) jsonl, one object a line.
 """
@@ -12,9 +13,8 @@ import json
 import os
 from typing import Iterator
 
-import numpy as np
-
 from mmf_uvlp.data_formats.errors import FormatError
+from mmf_uvlp.utils.safe_loading import load_npy
 
 VQA2_FIELDS = ("image_id", "image_name", "feature_path", "question_id", "question_str",
                "question_tokens", "answers", "all_answers")
@@ -34,10 +34,10 @@ def _check_fields(path, record, fields, line: int | None = None, key: str | None
 
 def read_vqa2_imdb(path: str | os.PathLike) -> Iterator[dict]:
     """Stream the question records of a VQA2 imdb (header skipped)."""
-    try:
-        data = np.load(path, allow_pickle=True)
-    except (ValueError, OSError) as e:
-        raise FormatError(path, "imdb", "an .npy object array of dicts", str(e)) from None
+    data = load_npy(path)
+    if not data.dtype.hasobject or data.ndim != 1:
+        raise FormatError(path, "imdb", "an .npy object array of dicts",
+                          f"a {data.dtype} array of shape {data.shape}")
     for index, record in enumerate(data):
         if index == 0 and isinstance(record, dict) and "image_id" not in record:
             continue

@@ -8,20 +8,22 @@
 - npy folder (``PaddedFasterRCNNFeatureReader``): ``<name>.npy`` (N, D) float32 and
   ``<name>_info.npy``, a pickled dict with the same fields except ``features``.
 
-Readers stream one image at a time and raise :class:`FormatError` on bad records.
+Readers stream one image at a time and raise :class:`FormatError` on bad records
+(non-finite features included). Pickled values are read by a restricted unpickler (plain
+data and numpy arrays: see :mod:`mmf_uvlp.utils.safe_loading`), and an image name never
+leads outside its npy folder.
 """
 
 from __future__ import annotations
 
 import os
-import pickle
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import numpy as np
 
 from mmf_uvlp.data_formats.errors import FormatError
-from mmf_uvlp.utils import lmdb_envs
+from mmf_uvlp.utils import lmdb_envs, safe_loading
 
 KEYS_ENTRY = b"keys"
 INFO_FIELDS = ("bbox", "num_boxes", "image_width", "image_height", "objects", "cls_prob")
@@ -56,8 +58,10 @@ def validate_record(
                               _shape(features), key=key)
         if feature_dim is not None and features.shape[1] != feature_dim:
             raise FormatError(path, "features", f"D = {feature_dim}", features.shape[1], key=key)
-        if not np.isfinite(features).all():
-            raise FormatError(path, "features", "finite values", "NaN or inf", key=key)
+        finite = np.isfinite(features)
+        if not finite.all():
+            raise FormatError(path, "features", "finite values", non_finite(features, finite),
+                              key=key)
     bbox = np.asarray(record["bbox"])
     if bbox.shape != (n, 4) or not np.isfinite(bbox).all():
         raise FormatError(path, "bbox", f"a finite array of shape ({n}, 4)", _shape(bbox),
@@ -80,6 +84,15 @@ def validate_record(
         raise FormatError(path, "objects", f"class ids in [0, {cls_prob.shape[1] - 1})",
                           objects.tolist()[:5], key=key)
     return record
+
+
+def non_finite(features: np.ndarray, finite: np.ndarray) -> str:
+    """What a feature array holds instead of finite values, e.g. ``2 NaN, 1 inf (row 3)``."""
+    nan = int(np.isnan(features).sum())
+    inf = int((~finite).sum()) - nan
+    row = int(np.argwhere(~finite)[0][0])
+    found = ", ".join(f"{n} {kind}" for n, kind in ((nan, "NaN"), (inf, "inf")) if n)
+    return f"{found} (first in row {row})"
 
 
 def _shape(value) -> str:
@@ -115,10 +128,7 @@ class LmdbFeatures:
         return [k.decode("utf-8") for k in keys]
 
     def _unpickle(self, raw: bytes, key: str):
-        try:
-            return pickle.loads(raw)
-        except Exception as e:  # any unpickling failure is a format error here
-            raise FormatError(self.path, "value", "a pickled object", str(e), key=key) from None
+        return safe_loading.restricted_loads(raw, self.path, arrays=True, key=key)
 
     def keys(self) -> list[str]:
         return list(self._keys)
@@ -164,16 +174,17 @@ def read_lmdb(path: str | os.PathLike, feature_dim: int | None = None,
 def load_npy(folder: str | os.PathLike, name: str, feature_dim: int | None = None,
              num_classes: int | None = None) -> dict:
     """One image of an npy feature folder: its info dict plus ``features``."""
-    feature_path = Path(folder) / f"{name}.npy"
-    info_path = Path(folder) / f"{name}_info.npy"
     try:
-        features = np.load(feature_path, allow_pickle=False)
-    except ValueError as e:
-        raise FormatError(feature_path, "features", "a plain float32 .npy array", str(e)) from None
-    try:
-        info = np.load(info_path, allow_pickle=True).item()
-    except (ValueError, OSError) as e:
-        raise FormatError(info_path, "info", "a pickled dict saved with np.save", str(e)) from None
+        feature_path = safe_loading.resolve_inside(folder, f"{name}.npy")
+        info_path = safe_loading.resolve_inside(folder, f"{name}_info.npy")
+    except safe_loading.OutsideFolderError as e:
+        raise FormatError(folder, "name", safe_loading.stays_inside("the folder", e.reason),
+                          name, key=name) from None
+    features = safe_loading.load_npy(feature_path)
+    if features.dtype.hasobject:
+        raise FormatError(feature_path, "features", "a plain float32 .npy array", "an object array")
+    info = safe_loading.load_npy(info_path)
+    info = info.item() if info.dtype.hasobject and info.shape == () else info
     if not isinstance(info, dict):
         raise FormatError(info_path, "info", "a dict", type(info).__name__)
     validate_record(info, info_path, name, require_features=False, num_classes=num_classes)
@@ -188,3 +199,60 @@ def read_npy_folder(folder: str | os.PathLike, feature_dim: int | None = None,
                    if not p.name.endswith("_info.npy"))
     for name in names:
         yield name, load_npy(folder, name, feature_dim, num_classes)
+
+
+class FeatureNames:
+    """Which ``feature_path`` names (``<key>.npy``) MMF's FeaturesDatabase finds in its
+    feature locations, checked when a dataset is built rather than when training reads
+    the image.
+
+    ``paths``: MMF's feature locations; one ending in ``.lmdb`` is an LMDB (a name is there
+    when its key, or the number after its last ``_``, is in ``b"keys"``, as MMF's
+    ``LMDBFeatureReader`` looks it up), any other an npy folder (``<key>.npy`` inside it).
+    """
+
+    def __init__(self, paths: Sequence[str]):
+        self.paths = [str(p) for p in paths]
+        self._keys: dict[str, set[str]] = {}
+        for path in self.paths:
+            if path.endswith(".lmdb"):
+                with LmdbFeatures(path) as db:
+                    self._keys[path] = set(db.keys())
+
+    def check(self, feature_path: str, source: str | os.PathLike, field: str,
+              line: int | None = None, key: str | None = None) -> None:
+        """Raise a :class:`FormatError` naming ``source`` (the data file holding the name),
+        ``line``/``key`` and ``field`` unless every location holds ``feature_path``."""
+        name = feature_path[: -len(".npy")] if feature_path.endswith(".npy") else feature_path
+        reason = safe_loading.unsafe_name(feature_path)
+        if reason is not None:
+            raise FormatError(source, field, safe_loading.stays_inside("the features", reason),
+                              name, line=line, key=key)
+        if not feature_path.endswith(".npy"):
+            raise FormatError(source, field, "a name ending in .npy", feature_path,
+                              line=line, key=key)
+        for path in self.paths:
+            keys = self._keys.get(path)
+            if keys is None:
+                try:
+                    found = safe_loading.resolve_inside(path, feature_path).is_file()
+                except safe_loading.OutsideFolderError as e:
+                    raise FormatError(source, field, safe_loading.stays_inside(path, e.reason),
+                                      name, line=line, key=key) from None
+            else:
+                found = _lmdb_holds(keys, feature_path)
+            if not found:
+                raise FormatError(source, field, f"an image of the features {path}", name,
+                                  line=line, key=key)
+
+
+def _lmdb_holds(keys: set[str], feature_path: str) -> bool:
+    """Whether MMF's LMDBFeatureReader finds ``feature_path``: the number after the last
+    ``_`` as a key, else the name itself."""
+    name = os.path.normpath(feature_path).split(".npy")[0]
+    try:
+        if str(int(name.split("_")[-1])) in keys:
+            return True
+    except ValueError:
+        pass
+    return name in keys

@@ -1,7 +1,9 @@
 """RefCOCO+ in the layout of the ``refer`` toolkit.
 
 ``<root>/refcoco+/refs(unc).p``: a pickled list of refs ``{ref_id, ann_id, image_id,
-split, category_id, file_name, sent_ids, sentences: [{sent, tokens, raw, sent_id}]}``;
+split, category_id, file_name, sent_ids, sentences: [{sent, tokens, raw, sent_id}]}``,
+read with a restricted unpickler (plain containers, numbers and strings: a pickle naming
+any other global is refused, as loading it could run code);
 ``<root>/refcoco+/instances.json``: COCO-style ``images``, ``annotations`` (``bbox`` =
 [x, y, w, h] pixels) and ``categories``.
 
@@ -13,12 +15,12 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 from mmf_uvlp.data_formats.errors import FormatError
+from mmf_uvlp.utils.safe_loading import restricted_load
 
 REFER_SPLITS = ("train", "val", "testA", "testB")
 REF_FIELDS = ("ref_id", "ann_id", "image_id", "split", "category_id", "sentences")
@@ -55,11 +57,7 @@ class Refer:
             if not path.exists():
                 raise FileNotFoundError(f"refer file not found: {path}")
         with open(self.refs_path, "rb") as f:
-            try:
-                refs = pickle.load(f)
-            except Exception as e:  # any unpickling failure is a format error here
-                raise FormatError(self.refs_path, "refs", "a pickled list of refs",
-                                  str(e)) from None
+            refs = restricted_load(f, self.refs_path)
         try:
             with open(self.instances_path, encoding="utf-8") as f:
                 instances = json.load(f)

@@ -58,6 +58,7 @@ from mmf_uvlp.modules.pooling import check_pooling, pool
 from mmf_uvlp.training_progress import registered_train_samples
 from mmf_uvlp.utils.bert_source import load_or_explain
 from mmf_uvlp.utils.config_files import default_config
+from mmf_uvlp.utils.safe_loading import load_checkpoint
 
 ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")
 PRETRAINING_HEADS = ("mlm", "mrc", "mrfr", "pmrtc", "itm")
@@ -66,10 +67,15 @@ VOCAB_HEADS = ("mlm", "pmrtc")
 PRETRAINED_PARTS = ("embeddings.", "encoder.", "pooler.")
 
 
-def read_uvla_state(path: str) -> Dict[str, torch.Tensor]:
+def read_uvla_state(path: str, trust: bool = False,
+                    trust_hint: str = "") -> Dict[str, torch.Tensor]:
     """The weights of a uvla checkpoint: an MMF ``.ckpt`` (weights under ``model``) or a
-    state dict (``uvla_final.pth``), with DistributedDataParallel's ``module.`` removed."""
-    state = torch.load(path, map_location="cpu", weights_only=False)
+    state dict (``uvla_final.pth``), with DistributedDataParallel's ``module.`` removed.
+
+    Loaded with ``weights_only`` (tensors and plain data: nothing in the file runs); a
+    legacy file holding other objects needs ``trust`` (``trust_hint``: how a user sets it).
+    """
+    state = load_checkpoint(path, trust=trust, trust_hint=trust_hint)
     if isinstance(state, dict) and isinstance(state.get("model"), dict):
         state = state["model"]
     if not isinstance(state, dict):
@@ -259,7 +265,8 @@ class UVLA(BaseModel):
         """Copy a pre-trained uvla's embeddings, encoder and pooler into this model.
 
         ``path``: an MMF checkpoint (``*.ckpt``, weights under ``model``) or a state dict
-        (``uvla_final.pth``). Heads are never copied (fine-tuning has its own). Any
+        (``uvla_final.pth``), loaded with ``weights_only`` unless ``trust_checkpoint`` is
+        true. Heads are never copied (fine-tuning has its own). Any
         missing or unexpected key inside those parts is an error: a silently partial
         initialisation would make Base-vs-pre-trained comparisons meaningless.
         The outcome is kept in ``self.pretrained_report``.
@@ -270,7 +277,9 @@ class UVLA(BaseModel):
                 "exist: run "
                 "pre-training first (make pretrain) or set it to null for the BERT init"
             )
-        state = read_uvla_state(path)
+        trust_key = f"model_config.{self.config_key}.trust_checkpoint"
+        state = read_uvla_state(path, bool(self.config.get("trust_checkpoint", False)),
+                                trust_hint=f"set {trust_key}=True (it may then run code)")
         wanted = {key: value for key, value in state.items() if key.startswith(PRETRAINED_PARTS)}
         if not wanted:
             raise ValueError(

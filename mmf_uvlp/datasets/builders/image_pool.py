@@ -29,5 +29,5 @@ class ImagePoolDataset(RegionsDataset):
         return ImagePoolDatabase(
             path, self.dataset_type, int(self.config.get("holdout_every", 0)),
             None if captions is None else self._add_root_dir(str(captions)),
-            str(self.config.get("feature_key_template", "{image_id}")),
+            str(self.config.get("feature_key_template", "{image_id}")), self.feature_names(),
         )

@@ -22,7 +22,7 @@ class WeaklyAlignedDataset(RegionsDataset):
         top_k = self.config.get("top_k", None)
         return AlignedCorpusDatabase(
             path, self.unit, self.dataset_type, holdout, None if top_k is None else int(top_k),
-            config_key=f"dataset_config.{self.dataset_name}",
+            config_key=f"dataset_config.{self.dataset_name}", features=self.feature_names(),
         )
 
 

@@ -4,6 +4,10 @@ One item per image (``unit: image``) or per retrieved (image, sentence) pair
 (``unit: sentence``). Every item carries ``feature_path`` = ``<feature_key>.npy``, the
 name MMF's FeaturesDatabase resolves in an LMDB or a ``.npy`` folder.
 
+A ``feature_key`` must be a relative name without ``..`` (it is a path in an npy feature
+folder); with ``features`` (:class:`FeatureNames`) every key must also be one of its images.
+Either error names the part file and line, when the dataset is built.
+
 ``top_k``: with ``unit: sentence``, use only each image's ``top_k`` best retrieved
 sentences (null = all K the corpus holds), e.g. the paper's K = 1 / 5 / 10 ablation
 from one corpus built with K = 10.
@@ -17,12 +21,15 @@ Split: images whose ``position`` (their line in the detections file) is a multip
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 from torch.utils.data import Dataset
 
-from mmf_uvlp.corpus.shards import iter_records
+from mmf_uvlp.corpus.shards import part_paths, read_numbered_part
+from mmf_uvlp.data_formats.errors import FormatError
+from mmf_uvlp.data_formats.mmf_features import FeatureNames
+from mmf_uvlp.utils.safe_loading import stays_inside, unsafe_name
 
 UNITS = ("image", "sentence")
 
@@ -31,7 +38,8 @@ class AlignedCorpusDatabase(Dataset):
     """Image records (or image-sentence pairs) of the aligned corpus in ``path``."""
 
     def __init__(self, path: str, unit: str, dataset_type: str, holdout_every: int = 0,
-                 top_k: Optional[int] = None, config_key: str = "aligned corpus"):
+                 top_k: Optional[int] = None, config_key: str = "aligned corpus",
+                 features: Optional[FeatureNames] = None):
         if unit not in UNITS:
             raise ValueError(f"aligned corpus: unit must be one of {UNITS}, got {unit!r}")
         if top_k is not None and top_k < 1:
@@ -47,7 +55,8 @@ class AlignedCorpusDatabase(Dataset):
         self.images: List[Dict[str, Any]] = []
         self.items: List[tuple] = []  # (image index, sentence index or -1)
         positions = []  # of every image of the corpus, for the split's error messages
-        for record in iter_records(path):
+        for part, line, record in _numbered_records(path):
+            _check_feature_key(record, part, line, features)
             positions.append(int(record["position"]))
             held_out = holdout_every > 0 and int(record["position"]) % holdout_every == 0
             if holdout_every > 0 and held_out == (dataset_type == "train"):
@@ -101,6 +110,28 @@ class AlignedCorpusDatabase(Dataset):
     def sentence_of(self, image: int, sentence: int) -> Dict[str, Any]:
         """Sentence ``sentence`` retrieved for image number ``image``."""
         return self.images[image]["sentences"][sentence]
+
+
+def _numbered_records(path: str) -> Iterator[Tuple[str, int, Dict[str, Any]]]:
+    """``(part file, line, record)`` of every image record, in position order."""
+    for part in part_paths(path):
+        for line, record in read_numbered_part(part):
+            yield part, line, record
+
+
+def _check_feature_key(record: Dict[str, Any], part: str, line: int,
+                       features: Optional[FeatureNames]) -> None:
+    """A record's ``feature_key`` is a relative name inside the features (and, given
+    ``features``, one of its images): refused at build, not when training reaches it."""
+    key = record.get("feature_key")
+    if not isinstance(key, str):
+        raise FormatError(part, "feature_key", "a string", key, line=line)
+    reason = unsafe_name(key)
+    if reason is not None:
+        raise FormatError(part, "feature_key", stays_inside("the features", reason), key,
+                          line=line)
+    if features is not None:
+        features.check(f"{key}.npy", part, "feature_key", line=line)
 
 
 def _check_top_k(path: str, top_k: Optional[int], config_key: str) -> None:

@@ -11,6 +11,10 @@ or a ``detections.jsonl`` (:mod:`mmf_uvlp.data_formats.vinvl`). One item per ima
 - with ``captions`` (a ``captions_gt.tsv``: image_id<TAB>caption), ``caption``: the
   image's own caption; every image of the split must have one.
 
+Every image's feature name must stay inside the features folder (no absolute path, no
+``..``) and, given ``features``, be one of its images: an error naming the detections file
+and line when the dataset is built.
+
 Split: as the aligned corpus's: images whose position is a multiple of ``holdout_every``
 form the val/test split, all others the train split; 0 = no hold-out.
 """
@@ -22,8 +26,11 @@ from typing import Any, Dict, Iterator, List, Optional
 
 from torch.utils.data import Dataset
 
+from mmf_uvlp.data_formats.errors import FormatError
+from mmf_uvlp.data_formats.mmf_features import FeatureNames
 from mmf_uvlp.data_formats.text import read_captions
 from mmf_uvlp.data_formats.vinvl import VinvlPrediction, read_detections_jsonl, read_predictions
+from mmf_uvlp.utils.safe_loading import stays_inside, unsafe_name
 
 
 def read_detections(path: str) -> Iterator[VinvlPrediction]:
@@ -40,7 +47,8 @@ class ImagePoolDatabase(Dataset):
     """Images of one detections file (``dataset_type``'s split), optionally with captions."""
 
     def __init__(self, path: str, dataset_type: str, holdout_every: int = 0,
-                 captions: Optional[str] = None, feature_key_template: str = "{image_id}"):
+                 captions: Optional[str] = None, feature_key_template: str = "{image_id}",
+                 features: Optional[FeatureNames] = None):
         if not os.path.isfile(path):
             raise FileNotFoundError(
                 f"image pool {path!r} does not exist: point dataset_config.<name>.annotations at "
@@ -55,10 +63,12 @@ class ImagePoolDatabase(Dataset):
             held_out = holdout_every > 0 and position % holdout_every == 0
             if holdout_every > 0 and held_out == (dataset_type == "train"):
                 continue
+            feature_path = feature_key_template.format(image_id=prediction.image_id) + ".npy"
+            _check_feature_path(feature_path, path, position + 1, features)
             item = {
                 "image_id": prediction.image_id,
                 "position": position,
-                "feature_path": feature_key_template.format(image_id=prediction.image_id) + ".npy",
+                "feature_path": feature_path,
                 "region_labels": [obj.cls for obj in prediction.objects],
             }
             if own is not None:
@@ -76,3 +86,16 @@ class ImagePoolDatabase(Dataset):
 
     def __getitem__(self, idx: int) -> Dict[str, Any]:
         return self.items[idx]
+
+
+def _check_feature_path(feature_path: str, path: str, line: int,
+                        features: Optional[FeatureNames]) -> None:
+    """An image's feature name stays inside the features (and, given ``features``, is one
+    of its images): refused at build, naming the detections file and line."""
+    reason = unsafe_name(feature_path)
+    if reason is not None:
+        raise FormatError(path, "image_id", stays_inside("the features (through "
+                                                         "feature_key_template)", reason),
+                          feature_path[: -len(".npy")], line=line)
+    if features is not None:
+        features.check(feature_path, path, "image_id", line=line)

@@ -55,7 +55,7 @@ class MaskedAlignedVLPDataset(AnnotationDbHook, MaskedCOCODataset):
         pool = ImagePoolDatabase(
             path, self.dataset_type, int(self.config.get("holdout_every", 0)),
             self._add_root_dir(str(captions)),
-            str(self.config.get("feature_key_template", "{image_id}")),
+            str(self.config.get("feature_key_template", "{image_id}")), self.feature_names(),
         )
         if len(pool) < 2 and self.config.get("false_caption", False):
             raise ValueError(

@@ -5,6 +5,8 @@ with :class:`mmf_uvlp.data_formats.refer.Refer`); ``refer_splits.<dataset type>`
 refer splits (train / val / testA / testB) a dataset type reads. The proposals are the
 regions of the image's MMF features (LMDB or npy folder, read by MMF's own
 ``FeaturesDatabase``; ``COCO_train2014_<id>.jpg`` -> ``COCO_train2014_<id>.npy``).
+An image whose file name leads outside the features or is not among them is an error
+naming ``instances.json`` and the image when the dataset is built.
 
 Every expression is kept, also when no proposal overlaps its gold box by IoU >= 0.5: its
 ``targets`` are all 0 and it can only count as a miss.
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 import torch
@@ -34,10 +36,13 @@ from mmf.datasets.mmf_dataset import MMFDataset
 from mmf.utils.general import get_absolute_path
 from torch.utils.data import Dataset
 
+from mmf_uvlp.data_formats.errors import FormatError
+from mmf_uvlp.data_formats.mmf_features import FeatureNames
 from mmf_uvlp.data_formats.refer import REFER_SPLITS, Refer
 from mmf_uvlp.datasets.annotation_db import AnnotationDbHook
 from mmf_uvlp.modules.boxes import normalized_boxes
 from mmf_uvlp.utils.boxes import MATCH_IOU, iou
+from mmf_uvlp.utils.safe_loading import stays_inside, unsafe_name
 
 REQUIRED_INFO = ("bbox", "image_width", "image_height", "max_features")
 
@@ -45,34 +50,50 @@ REQUIRED_INFO = ("bbox", "image_width", "image_height", "max_features")
 class ReferAnnotationDatabase(Dataset):
     """The sentences of some refer splits of one refer folder, as plain dicts."""
 
-    def __init__(self, folder: str, split_by: str, splits: Sequence[str]):
+    def __init__(self, folder: str, split_by: str, splits: Sequence[str],
+                 features: Optional[FeatureNames] = None):
         refer = Refer(os.path.dirname(folder), os.path.basename(folder), split_by)
         self.path = str(refer.refs_path)
         self.data: list[dict[str, Any]] = []
+        checked: set[str] = set()
         for split in splits:
             expressions = list(refer.expressions(split))
             if not expressions:
                 raise ValueError(f"{self.path}: no referring expressions of split {split!r}")
-            self.data.extend(
-                {
+            for e in expressions:
+                feature_path = os.path.splitext(e.image_file)[0] + ".npy"
+                if feature_path not in checked:
+                    _check_feature_path(feature_path, refer.instances_path, e.image_id, features)
+                    checked.add(feature_path)
+                self.data.append({
                     "ref_id": e.ref_id,
                     "sent_id": e.sent_id,
                     "split": e.split,
                     "sentence": e.sentence,
                     "image_id": e.image_id,
-                    "feature_path": os.path.splitext(e.image_file)[0] + ".npy",
+                    "feature_path": feature_path,
                     "image_width": e.image_width,
                     "image_height": e.image_height,
                     "gold_box": list(e.box),
-                }
-                for e in expressions
-            )
+                })
 
     def __len__(self) -> int:
         return len(self.data)
 
     def __getitem__(self, idx: int) -> dict[str, Any]:
         return self.data[idx]
+
+
+def _check_feature_path(feature_path: str, instances: os.PathLike, image_id: int,
+                        features: Optional[FeatureNames]) -> None:
+    """An image's ``file_name`` names a feature file inside the features (and, given
+    ``features``, one of its images), refused at build naming the instances file."""
+    reason = unsafe_name(feature_path)
+    if reason is not None:
+        raise FormatError(instances, "images.file_name", stays_inside("the features", reason),
+                          feature_path, key=f"image {image_id}")
+    if features is not None:
+        features.check(feature_path, instances, "images.file_name", key=f"image {image_id}")
 
 
 class RefCOCOPlusDataset(AnnotationDbHook, MMFDataset):
@@ -96,7 +117,8 @@ class RefCOCOPlusDataset(AnnotationDbHook, MMFDataset):
             raise ValueError(f"{key}: expected a list of refer splits from "
                              f"{list(REFER_SPLITS)}, got {splits!r}")
         return ReferAnnotationDatabase(get_absolute_path(folder),
-                                       self.config.get("split_by", "unc"), list(splits))
+                                       self.config.get("split_by", "unc"), list(splits),
+                                       self.feature_names())
 
     def __getitem__(self, idx: int) -> Sample:
         item = self.annotation_db[idx]

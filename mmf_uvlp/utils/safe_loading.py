@@ -1,0 +1,233 @@
+"""Loading the files a user is handed without running code from them.
+
+Checkpoints, pickles and ``.npy`` files can carry code that runs on load (pickle calls any
+importable function it names). Every such file the plugin reads, and every feature or
+annotation file MMF reads for it, goes through this module:
+
+- checkpoints (``.pth`` state dicts, MMF ``.ckpt``): ``torch.load(weights_only=True)``,
+  tensors, numbers, strings and plain containers only (:func:`load_checkpoint`); a legacy
+  file holding other objects loads only with an explicit ``trust=True``;
+- pickles (RefCOCO+ ``refs(unc).p``, MMF feature LMDB values): a restricted unpickler that
+  builds plain containers, numbers and strings and, where the format holds them, numpy
+  arrays, and refuses every other global (:func:`restricted_loads`, :func:`restricted_load`);
+- ``.npy`` files (features, ``_info.npy``, VQA2 imdb): numpy reads the header; an object
+  array is unpickled by the same restricted unpickler (:func:`load_npy`);
+- names taken from data files (feature keys, image file names) must stay inside their
+  folder: no absolute path, no ``..``, no symlink out (:func:`resolve_inside`).
+
+A refusal is an :class:`UnsafeFileError` naming the file and the refused global; a
+damaged file is a :class:`~mmf_uvlp.data_formats.errors.FormatError` naming the file.
+"""
+
+from __future__ import annotations
+
+import _compat_pickle
+import importlib
+import io
+import logging
+import os
+import pickle
+import re
+from pathlib import Path, PurePosixPath
+from typing import Any, BinaryIO, Optional
+
+import numpy as np
+
+from mmf_uvlp.data_formats.errors import FormatError
+
+logger = logging.getLogger(__name__)
+
+PLAIN = "plain containers, numbers and strings"
+ARRAYS = "plain containers, numbers, strings and numpy arrays"
+
+# Globals a plain-data pickle may name: containers without an opcode of their own, and
+# the bytes of protocol-2 pickles (``_codecs.encode(text, "latin1")``).
+PLAIN_GLOBALS = frozenset({
+    ("builtins", "set"), ("builtins", "frozenset"), ("builtins", "complex"),
+    ("builtins", "bytearray"), ("collections", "OrderedDict"), ("_codecs", "encode"),
+})
+# What ``pickle.dumps`` of numpy arrays, scalars and dtypes names (numpy 1.x and 2.x).
+ARRAY_GLOBALS = frozenset({
+    ("numpy", "ndarray"), ("numpy", "dtype"),
+    ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+    ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
+    ("numpy.core.numeric", "_frombuffer"), ("numpy._core.numeric", "_frombuffer"),
+})
+
+
+class UnsafeFileError(FormatError):
+    """A file refused because loading it would import ``refused`` (and could run code)."""
+
+    def __init__(self, path: str | os.PathLike, refused: str, allowed: str,
+                 key: Optional[str] = None, trust_hint: str = ""):
+        super().__init__(path, "pickle", allowed, refused, key=key)
+        self.refused, self.allowed, self.trust_hint = refused, allowed, trust_hint
+        where = str(path) + (f" [key {key!r}]" if key is not None else "")
+        message = (f"{where}: refused to load: it names {refused!r}, which a pickle calls to "
+                   f"build an object (it could run any code); only {allowed} are loaded")
+        if trust_hint:
+            message += f". If you trust this file and its origin, {trust_hint}"
+        self.args = (message,)
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+class _Refused(pickle.UnpicklingError):
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.name = name
+
+
+class RestrictedUnpickler(pickle.Unpickler):
+    """An unpickler that resolves only the globals of plain data (and numpy arrays)."""
+
+    def __init__(self, file: BinaryIO, arrays: bool = False, **kwargs: Any):
+        super().__init__(file, **kwargs)
+        self.allowed = PLAIN_GLOBALS | ARRAY_GLOBALS if arrays else PLAIN_GLOBALS
+
+    def find_class(self, module: str, name: str) -> Any:
+        # Python 2 names (``__builtin__.set``), mapped as pickle's own find_class does.
+        module, name = _compat_pickle.NAME_MAPPING.get((module, name), (module, name))
+        module = _compat_pickle.IMPORT_MAPPING.get(module, module)
+        if (module, name) not in self.allowed:
+            raise _Refused(f"{module}.{name}")
+        return _resolve(module, name)
+
+
+def _resolve(module: str, name: str) -> Any:
+    """An allowed global; ``numpy.core`` names resolve under numpy 2's ``numpy._core``."""
+    if module.startswith("numpy.core.") or module.startswith("numpy._core."):
+        tail = module.split(".", 2)[2]
+        for prefix in ("numpy._core.", "numpy.core."):
+            try:
+                return getattr(importlib.import_module(prefix + tail), name)
+            except (ImportError, AttributeError):
+                continue
+    return getattr(importlib.import_module(module), name)
+
+
+def restricted_load(file: BinaryIO, path: str | os.PathLike, arrays: bool = False,
+                    key: Optional[str] = None, **kwargs: Any) -> Any:
+    """Unpickle ``file`` (read from ``path``) with :class:`RestrictedUnpickler`."""
+    allowed = ARRAYS if arrays else PLAIN
+    try:
+        return RestrictedUnpickler(file, arrays=arrays, **kwargs).load()
+    except _Refused as refused:
+        raise UnsafeFileError(path, refused.name, allowed, key=key) from None
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError,
+            IndexError, KeyError, UnicodeDecodeError, MemoryError) as error:
+        raise FormatError(path, "pickle", f"a complete pickle of {allowed}",
+                          f"{type(error).__name__}: {error}", key=key) from None
+
+
+def restricted_loads(data: bytes | memoryview, path: str | os.PathLike, arrays: bool = False,
+                     key: Optional[str] = None) -> Any:
+    """:func:`restricted_load` of bytes (e.g. an LMDB value of ``path``)."""
+    if data is None:
+        raise FormatError(path, "value", "a pickled value", None, key=key)
+    return restricted_load(io.BytesIO(data), path, arrays, key)
+
+
+def load_npy(path: str | os.PathLike, mmap_mode: Optional[str] = None) -> np.ndarray:
+    """An ``.npy`` array; an object array (a pickle inside the file) is unpickled with the
+    restricted unpickler (plain data and numpy arrays only)."""
+    path = os.fspath(path)
+    expected = "a complete .npy file (numpy.save)"
+    try:
+        with open(path, "rb") as handle:
+            version = np.lib.format.read_magic(handle)
+            if version == (1, 0):
+                _, _, dtype = np.lib.format.read_array_header_1_0(handle)
+            elif version == (2, 0):
+                _, _, dtype = np.lib.format.read_array_header_2_0(handle)
+            else:
+                dtype = None
+            if dtype is not None and dtype.hasobject:
+                array = restricted_load(handle, path, arrays=True, encoding="ASCII")
+                if not isinstance(array, np.ndarray):
+                    raise FormatError(path, "array", "a numpy array", type(array).__name__)
+                return array
+        return np.load(path, mmap_mode=mmap_mode, allow_pickle=False)
+    except (ValueError, EOFError, OSError) as error:
+        if isinstance(error, (FormatError, FileNotFoundError)):
+            raise
+        raise FormatError(path, "npy", expected, f"{type(error).__name__}: {error}") from None
+
+
+_REFUSED_GLOBAL = re.compile(r"GLOBAL ([\w.]+)")
+
+
+def load_checkpoint(path: str | os.PathLike, trust: bool = False,
+                    trust_hint: str = "") -> Any:
+    """``torch.load`` of a user's checkpoint on the CPU: tensors, numbers, strings and plain
+    containers only, unless ``trust`` (a legacy file the user vouches for: it may run code).
+
+    ``trust_hint`` tells, in a refusal, how the user opts in (e.g. ``pass --trust-checkpoint``).
+    """
+    import torch
+
+    path = os.fspath(path)
+    if trust:
+        logger.warning("%s: loaded as a trusted checkpoint (any object it holds is built, "
+                       "which can run code)", path)
+    try:
+        return torch.load(path, map_location="cpu", weights_only=not trust)
+    except FileNotFoundError:
+        raise
+    except pickle.UnpicklingError as error:
+        text = str(error)
+        if "Weights only load failed" in text:
+            found = _REFUSED_GLOBAL.search(text)
+            refused = found.group(1) if found else "an object other than tensors and plain data"
+            raise UnsafeFileError(path, refused, "tensors, numbers, strings and plain "
+                                  "containers", trust_hint=trust_hint) from None
+        raise _damaged_checkpoint(path, error) from None
+    except (RuntimeError, EOFError, OSError, ValueError) as error:
+        raise _damaged_checkpoint(path, error) from None
+
+
+def _damaged_checkpoint(path: str, error: BaseException) -> FormatError:
+    first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    return FormatError(path, "checkpoint", "a complete file written by torch.save (damaged or "
+                       "truncated?)", f"{type(error).__name__}: {first}")
+
+
+def unsafe_name(name: str) -> Optional[str]:
+    """Why ``name`` (a relative path from a data file) could leave its folder, or None."""
+    if not name:
+        return "is empty"
+    if "\x00" in name:
+        return "holds a NUL character"
+    if os.path.isabs(name) or PurePosixPath(name).is_absolute() or re.match(r"^[A-Za-z]:", name):
+        return "is an absolute path"
+    if ".." in PurePosixPath(name.replace("\\", "/")).parts:
+        return "has a '..' component"
+    return None
+
+
+def stays_inside(where: str, reason: str) -> str:
+    """What a refused name was expected to be: a name inside ``where``; ``reason``: why this
+    one is not (from :func:`unsafe_name` or :class:`OutsideFolderError`)."""
+    return f"a relative name that stays inside {where} (this one {reason})"
+
+
+class OutsideFolderError(ValueError):
+    """A name from a data file that leads outside the folder it must stay in."""
+
+    def __init__(self, folder: str | os.PathLike, name: str, reason: str):
+        super().__init__(f"{name!r} leads outside {folder} (it {reason})")
+        self.folder, self.name, self.reason = str(folder), name, reason
+
+
+def resolve_inside(folder: str | os.PathLike, name: str) -> Path:
+    """``folder / name`` with symlinks resolved; :class:`OutsideFolderError` unless it stays
+    inside ``folder`` (itself resolved)."""
+    reason = unsafe_name(name)
+    if reason is not None:
+        raise OutsideFolderError(folder, name, reason)
+    root = Path(os.path.realpath(folder))
+    target = Path(os.path.realpath(os.path.join(root, name)))
+    if target != root and root not in target.parents:
+        raise OutsideFolderError(folder, name, f"is a symlink to {target}")
+    return target
