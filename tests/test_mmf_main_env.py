@@ -56,6 +56,8 @@ CHECKS: Dict[str, Callable[[], None]] = {
     "seed_zero_seeds": _rc10_check("seed_zero_seeds"),
     "feature_files_run_no_code": _rc10_check("feature_files_run_no_code"),
     "plugin_resolvers_kept": _plugin_resolvers_kept,
+    "literal_command_line_values": _rc10_check("literal_command_line_values"),
+    "relative_data_dir": _rc10_check("relative_data_dir"),
 }
 FIX_NAMES = [fix.name for fix in compat.fix_set_for(compat.MMF_MAIN_VERSION).fixes]
 
