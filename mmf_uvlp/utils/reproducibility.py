@@ -59,13 +59,19 @@ class EpochSampler(torch.utils.data.Sampler):
         self.set_epoch(0)
 
     def set_epoch(self, epoch: int) -> None:
-        """Use the order of ``epoch`` from the next iteration on."""
+        """Use the order of ``epoch``, from its start, from the next iteration on.
+
+        A skip still pending is dropped: it belonged to the epoch of the resumed run,
+        whose dataset may never have been iterated again (it had finished its epoch).
+        """
         self.epoch = int(epoch)
+        self._skip = 0
         if self.generator is not None:
             self.generator.manual_seed(derived_seed(self.seed, self.epoch, 1))
 
     def skip_next(self, samples: int) -> None:
-        """Leave out the first ``samples`` indices of the next iteration (a resumed epoch)."""
+        """Leave out the first ``samples`` indices of the next iteration of this epoch (a
+        resumed epoch)."""
         self._skip = int(samples)
 
     def _indices(self) -> List[int]:
