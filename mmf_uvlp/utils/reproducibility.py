@@ -1,4 +1,4 @@
-"""Reproducible runs: seeding, seeded data order, random-number state, crash-safe files.
+"""Reproducible runs: seeding, seeded data order, random-number state.
 
 What a seed promises (``training.seed``, 0 included; -1 draws a fresh one):
 
@@ -19,7 +19,6 @@ This module is version-independent; ``mmf_uvlp/compat`` wires it into MMF's trai
 from __future__ import annotations
 
 import contextlib
-import os
 import random
 from typing import Any, Dict, Iterator, List, Optional
 
@@ -135,17 +134,3 @@ def isolated_rng(seed: int) -> Iterator[None]:
         yield
     finally:
         set_rng_state(saved)
-
-
-# ------------------------------------------------------------------ files
-def atomic_torch_save(obj: Any, path: str) -> None:
-    """``torch.save`` to a temporary file beside ``path``, then rename: never a partial file."""
-    temporary = f"{path}.tmp-{os.getpid()}"
-    try:
-        torch.save(obj, temporary)
-        with open(temporary, "rb") as handle:
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
