@@ -677,7 +677,8 @@ def _max_updates_stop() -> None:
     "rc10 trains on (every weight Adam updates becomes NaN), exits with status 0 and names "
     "no sample, and a fine-tuning from that model reports chance accuracy as a result; now "
     "a non-finite training loss stops the run before its update, naming the update, the "
-    "dataset and the samples (mmf_uvlp.utils.finite_loss)",
+    "dataset and the samples (mmf_uvlp.utils.finite_loss); training.exit_on_nan_losses=False "
+    "(MMF main's switch) turns the check off",
     stage="post",
 )
 def _non_finite_loss_stops() -> None:
@@ -689,7 +690,7 @@ def _non_finite_loss_stops() -> None:
     @functools.wraps(forward_pass)
     def _forward_pass(self: BaseTrainer, batch: Any) -> Any:
         report = forward_pass(self, batch)
-        if self.model.training:
+        if self.model.training and self.config.training.get("exit_on_nan_losses", True):
             check_finite_loss(report.get("losses") or {}, batch, report.get("dataset_name", "?"),
                               self.num_updates + 1, self.model)
         return report

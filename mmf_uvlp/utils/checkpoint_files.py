@@ -143,3 +143,17 @@ def _pickle_globals(path: str) -> List[str]:
             except Exception:  # not (or no longer) a pickle: raw tensor bytes, damage
                 break
     return found
+
+
+def omegaconf_containers() -> List[Any]:
+    """What omegaconf's DictConfig and ListConfig need to be loaded as data (MMF main keeps
+    config values such as the optimizer's ``betas`` in its checkpoints as ListConfig)."""
+    import collections
+    import typing
+
+    from omegaconf import DictConfig, ListConfig, nodes
+    from omegaconf.base import ContainerMetadata, Metadata
+
+    return [DictConfig, ListConfig, ContainerMetadata, Metadata, nodes.AnyNode, nodes.StringNode,
+            nodes.IntegerNode, nodes.FloatNode, nodes.BooleanNode, (typing.Any, "typing.Any"),
+            collections.defaultdict, dict, list, int, float, str, bool]
