@@ -5,7 +5,6 @@ import math
 import pickle
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import lmdb
@@ -22,8 +21,8 @@ BATCH_IDS = ["cc_000003", "cc_000007", "cc_000012"]
 def batch_with(value: float) -> dict:
     features = torch.ones(3, 4, 8)
     features[1, 2, 5] = value
-    return {"image_id": list(BATCH_IDS), "image_feature_0": features, "image_info_0": {"bbox": features[:, :, :4]},
-            "input_ids": torch.ones(3, 6).long()}
+    return {"image_id": list(BATCH_IDS), "image_feature_0": features,
+            "image_info_0": {"bbox": features[:, :, :4]}, "input_ids": torch.ones(3, 6).long()}
 
 
 def losses(value: float) -> dict:
