@@ -630,21 +630,118 @@ def _data_order() -> None:
     assert [i for batch in loader for i in batch.index.tolist()] == orders[0][8:]
 
 
+class RunsCode:
+    """Unpickling this creates the file ``path`` (a stand-in for any code)."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __reduce__(self) -> Any:
+        return (open, (self.path, "w"))
+
+
 @check("resumable_checkpoints")
 def _damaged_checkpoint() -> None:
+    import errno
+    import os
     import tempfile
 
+    import torch
+
+    import mmf.utils.checkpoint as checkpoint_module
     from mmf.utils.checkpoint import Checkpoint
 
-    with tempfile.NamedTemporaryFile(suffix=".ckpt") as damaged:
-        damaged.write(b"PK\x03\x04 truncated")
-        damaged.flush()
+    loader = types.SimpleNamespace(device="cpu")
+    with tempfile.TemporaryDirectory() as folder:
+        damaged = os.path.join(folder, "damaged.ckpt")
+        with open(damaged, "wb") as handle:
+            handle.write(b"PK\x03\x04 truncated")
         try:
-            Checkpoint._torch_load(types.SimpleNamespace(device="cpu"), damaged.name)
+            Checkpoint._torch_load(loader, damaged)
         except Exception as exc:  # rc10: a zip-reader error that names no file
-            assert damaged.name in str(exc), str(exc)
+            assert damaged in str(exc), str(exc)
         else:
             raise AssertionError("a damaged checkpoint loaded")
+
+        crafted, ran = os.path.join(folder, "crafted.ckpt"), os.path.join(folder, "ran")
+        torch.save({"model": {}, "extra": RunsCode(ran)}, crafted)
+        os.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"  # torch.load's default: unpickle anything
+        try:
+            Checkpoint._torch_load(loader, crafted)
+        except Exception as exc:
+            assert f"checkpoint {crafted} refused: it holds objects that are not plain data " \
+                   "(io.open)" in str(exc), str(exc)
+        else:
+            raise AssertionError("a checkpoint holding code loaded")
+        finally:
+            del os.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"]
+        assert not os.path.exists(ran), "loading the checkpoint ran its code"
+
+        # the disk is full: the write of the checkpoint's temporary file fails with ENOSPC
+        target = os.path.join(folder, "model_4.ckpt")
+        os.symlink("/dev/full", f"{target}.tmp-{os.getpid()}")
+        try:
+            checkpoint_module.torch.save({"model": {"w": torch.zeros(1000)}}, target)
+        except Exception as exc:  # rc10: RuntimeError ... iostream error, no path
+            assert str(exc).startswith(f"cannot write checkpoint {target}: ENOSPC"), str(exc)
+            assert getattr(exc, "errno", None) == errno.ENOSPC
+        else:
+            raise AssertionError("a checkpoint was written to a full disk")
+        assert not os.path.lexists(target)
+
+
+def nan_batch_and_model() -> Any:
+    """A training batch of 4 whose sample cc_000002 has a NaN feature, and a model whose loss
+    reads the features."""
+    import math
+
+    import torch
+
+    from mmf.common.registry import registry
+    from mmf.common.sample import Sample, SampleList
+
+    if not hasattr(registry.get("writer", None, no_warning=True), "write"):
+        registry.register("writer", types.SimpleNamespace(write=lambda *a, **k: None))
+    samples = [Sample({"image_id": f"cc_00000{i}", "region_features": torch.ones(3, 2)}) for i in range(4)]
+    samples[2].region_features[1, 0] = math.nan
+    batch = SampleList(samples)
+    batch.dataset_name, batch.dataset_type = "uvla_region_tag", "train"
+
+    class Model(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(2, 1)
+
+        def forward(self, batch: Any) -> Dict[str, Any]:
+            return {"losses": {"train/uvla_region_tag/uvla_mrfr": self.linear(batch.region_features).mean()}}
+
+    return batch, Model()
+
+
+def expect_non_finite_loss_named(forward: Callable[[], Any]) -> None:
+    """``forward()`` (a trainer's forward pass at update 7 over :func:`nan_batch_and_model`'s
+    batch) stops, naming the update, the dataset and the sample."""
+    try:
+        forward()
+    except Exception as exc:  # MMF: the NaN loss goes on to its backward pass and update
+        message = str(exc)
+        assert message.startswith("non-finite loss at update 7 on dataset uvla_region_tag"), message
+        assert "image_id cc_000002 has non-finite values in region_features" in message, message
+    else:
+        raise AssertionError("a NaN loss went on to its update")
+
+
+@check("non_finite_loss_stops")
+def _non_finite_loss() -> None:
+    from mmf.trainers.base_trainer import BaseTrainer
+
+    batch, model = nan_batch_and_model()
+    from omegaconf import OmegaConf
+
+    trainer = types.SimpleNamespace(model=model, num_updates=6, profile=lambda *a: None,
+                                    config=OmegaConf.create({"training": {}}),
+                                    dataset_loader=types.SimpleNamespace(prepare_batch=lambda b: b))
+    expect_non_finite_loss_named(lambda: BaseTrainer._forward_pass(trainer, batch))
 
 
 @check("evaluation_keeps_training_stream")
@@ -732,6 +829,35 @@ def _one_line_errors() -> None:
         assert exit_.code == 2, exit_.code
     lines = stderr.getvalue().strip().splitlines()
     assert lines and lines[-1].startswith("mmf_run: error: command line: training.lr_scheduler=true"), lines
+    expect_run_stopped_in_one_line()
+
+
+def expect_run_stopped_in_one_line() -> None:
+    """A run stopped by its data or disk (a RunStopped raised while training) ends in one line
+    and exit status 1."""
+    import contextlib
+    import io
+
+    import mmf_cli.run
+
+    from mmf_uvlp.utils.run_errors import RunStopped
+
+    def stopped(*args: Any, **kwargs: Any) -> None:
+        raise RunStopped("cannot write checkpoint save/current.ckpt: ENOSPC (No space left on device)")
+
+    main, mmf_cli.run.main = mmf_cli.run.main, stopped
+    stderr = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(stderr):
+            mmf_cli.run.run(opts=["model=visual_bert", "dataset=vqa2"])
+    except SystemExit as exit_:
+        assert exit_.code == 1, exit_.code
+    else:
+        raise AssertionError("mmf_run went on after the run stopped")
+    finally:
+        mmf_cli.run.main = main
+    assert stderr.getvalue().strip().splitlines() == [
+        "mmf_run: error: cannot write checkpoint save/current.ckpt: ENOSPC (No space left on device)"]
 
 
 def _tiny_vilbert(head: str, **overrides: Any) -> Any:

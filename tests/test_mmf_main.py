@@ -335,3 +335,65 @@ def test_every_plugin_config_path_exists():
                   if cls.__module__.startswith("mmf_uvlp.")]
     assert len(paths) > 10
     assert [path for path in paths if not os.path.isfile(path)] == []
+
+
+# ----------------------------------------------------------------------------- run errors
+def test_main_stops_a_non_finite_loss_in_its_training_loop(monkeypatch):
+    """MMF main's TrainerTrainingLoopMixin._forward, as far as the fix sees it: a forward pass
+    returning a report; its own exit_on_nan_losses switches the check off."""
+    import compat_checks
+    from mmf.common.report import Report
+
+    class TrainerTrainingLoopMixin:
+        def _forward(self, batch):
+            return Report(batch, self.model(batch))
+
+    module = types.ModuleType("mmf.trainers.core.training_loop")
+    module.TrainerTrainingLoopMixin = TrainerTrainingLoopMixin
+    monkeypatch.setitem(sys.modules, "mmf.trainers.core.training_loop", module)
+    main_fixes._non_finite_loss_stops()
+    batch, model = compat_checks.nan_batch_and_model()
+    trainer = types.SimpleNamespace(model=model, num_updates=6,
+                                    training_config=OmegaConf.create({"exit_on_nan_losses": True}))
+    compat_checks.expect_non_finite_loss_named(lambda: TrainerTrainingLoopMixin._forward(trainer, batch))
+    trainer.training_config.exit_on_nan_losses = False
+    TrainerTrainingLoopMixin._forward(trainer, batch)
+
+
+def test_main_checkpoints_load_omegaconf_containers_and_refuse_code(tmp_path, monkeypatch):
+    import compat_checks
+    from mmf.utils.checkpoint import Checkpoint
+
+    monkeypatch.setattr(Checkpoint, "_torch_load", Checkpoint._torch_load)  # restored afterwards
+    main_fixes._plain_data_checkpoint_loads()
+    loader = types.SimpleNamespace(device="cpu")
+    betas = OmegaConf.create({"betas": [0.9, 0.999]}).betas  # MMF main's optimizer state holds it
+    torch.save({"model": {"w": torch.ones(2)}, "optimizer": {"param_groups": [{"betas": betas}]}},
+               tmp_path / "current.ckpt")
+    loaded = Checkpoint._torch_load(loader, str(tmp_path / "current.ckpt"))
+    assert list(loaded["optimizer"]["param_groups"][0]["betas"]) == [0.9, 0.999]
+    crafted, ran = tmp_path / "crafted.ckpt", tmp_path / "ran"
+    torch.save({"model": {}, "extra": compat_checks.RunsCode(str(ran))}, crafted)
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    with pytest.raises(Exception, match=r"refused: it holds objects that are not plain data \(io\.open\)"):
+        Checkpoint._torch_load(loader, str(crafted))
+    assert not ran.exists()
+
+
+def test_main_checkpoint_writes_name_enospc_and_the_file(tmp_path, monkeypatch):
+    import mmf.utils.checkpoint as checkpoint_module
+
+    def open_if_main(path, mode):  # MMF main's mmf.utils.distributed.open_if_main, on rank 0
+        return open(path, mode)
+
+    monkeypatch.setattr(checkpoint_module, "open_if_main", open_if_main, raising=False)
+    main_fixes._checkpoint_write_errors()
+    target = tmp_path / "current.ckpt"
+    target.symlink_to("/dev/full")
+    with pytest.raises(Exception) as error:
+        with checkpoint_module.open_if_main(str(target), "wb") as handle:
+            torch.save({"w": torch.zeros(1000)}, handle)
+    assert str(error.value).startswith(f"cannot write checkpoint {target}: ENOSPC (No space left on device)")
+    with checkpoint_module.open_if_main(str(tmp_path / "fine.ckpt"), "wb") as handle:
+        torch.save({"w": torch.zeros(3)}, handle)
+    assert torch.load(tmp_path / "fine.ckpt", weights_only=True)["w"].shape == (3,)

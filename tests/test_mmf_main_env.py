@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import types
 from pathlib import Path
 from typing import Callable, Dict, List, Tuple
 
@@ -50,6 +51,71 @@ def _plugin_resolvers_kept() -> None:
     assert config.uvlp_check == bert_source()
 
 
+def _one_line_user_errors() -> None:
+    import compat_checks
+
+    compat_checks.expect_run_stopped_in_one_line()
+
+
+def _non_finite_loss_stops() -> None:
+    import torch
+    from omegaconf import OmegaConf
+
+    import compat_checks
+    from mmf.trainers.core.training_loop import TrainerTrainingLoopMixin
+
+    batch, model = compat_checks.nan_batch_and_model()
+    trainer = types.SimpleNamespace(
+        model=model, num_updates=6, device=torch.device("cpu"), profile=lambda *a: None,
+        training_config=OmegaConf.create({"fp16": False, "exit_on_nan_losses": True}))
+    compat_checks.expect_non_finite_loss_named(lambda: TrainerTrainingLoopMixin._forward(trainer, batch))
+
+
+def _plain_data_checkpoint_loads() -> None:
+    import torch
+    from omegaconf import OmegaConf
+
+    import compat_checks
+    from mmf.utils.checkpoint import Checkpoint
+
+    loader = types.SimpleNamespace(device="cpu")
+    with tempfile.TemporaryDirectory() as folder:
+        resumable = os.path.join(folder, "current.ckpt")
+        betas = OmegaConf.create({"betas": [0.9, 0.999]}).betas  # as in MMF main's optimizer state
+        torch.save({"model": {"w": torch.ones(2)}, "optimizer": {"param_groups": [{"betas": betas}]}},
+                   resumable)
+        loaded = Checkpoint._torch_load(loader, resumable)
+        assert list(loaded["optimizer"]["param_groups"][0]["betas"]) == [0.9, 0.999]
+        crafted, ran = os.path.join(folder, "crafted.ckpt"), os.path.join(folder, "ran")
+        torch.save({"model": {}, "extra": compat_checks.RunsCode(ran)}, crafted)
+        os.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"  # MMF main environments set it
+        try:
+            Checkpoint._torch_load(loader, crafted)
+        except Exception as exc:
+            assert f"checkpoint {crafted} refused: it holds objects that are not plain data " \
+                   "(io.open)" in str(exc), str(exc)
+        else:
+            raise AssertionError("a checkpoint holding code loaded")
+        assert not os.path.exists(ran), "loading the checkpoint ran its code"
+
+
+def _checkpoint_write_errors() -> None:
+    import torch
+
+    import mmf.utils.checkpoint as checkpoint_module
+
+    with tempfile.TemporaryDirectory() as folder:
+        target = os.path.join(folder, "current.ckpt")
+        os.symlink("/dev/full", target)  # every write of it finds the disk full
+        try:
+            with checkpoint_module.open_if_main(target, "wb") as handle:
+                torch.save({"model": {"w": torch.zeros(1000)}}, handle)
+        except Exception as exc:  # MMF main: OSError: [Errno 28] No space left on device
+            assert str(exc).startswith(f"cannot write checkpoint {target}: ENOSPC"), str(exc)
+        else:
+            raise AssertionError("a checkpoint was written to a full disk")
+
+
 CHECKS: Dict[str, Callable[[], None]] = {
     "model_and_datasets_from_config_file": _rc10_check("model_and_datasets_from_config_file"),
     "shared_lmdb_environments": _rc10_check("shared_lmdb_environments"),
@@ -58,6 +124,10 @@ CHECKS: Dict[str, Callable[[], None]] = {
     "plugin_resolvers_kept": _plugin_resolvers_kept,
     "literal_command_line_values": _rc10_check("literal_command_line_values"),
     "relative_data_dir": _rc10_check("relative_data_dir"),
+    "one_line_user_errors": _one_line_user_errors,
+    "non_finite_loss_stops": _non_finite_loss_stops,
+    "plain_data_checkpoint_loads": _plain_data_checkpoint_loads,
+    "checkpoint_write_errors": _checkpoint_write_errors,
 }
 FIX_NAMES = [fix.name for fix in compat.fix_set_for(compat.MMF_MAIN_VERSION).fixes]
 

@@ -8,7 +8,9 @@ on MMF main; where MMF main kept rc10's code, the fix is rc10's, applied by name
 
 from __future__ import annotations
 
+import contextlib
 import functools
+from typing import Any, Iterator
 
 from mmf_uvlp.compat import FixSet, rc10
 
@@ -107,3 +109,87 @@ FIXES.fix(
     "folder); a relative env.data_dir is now taken from the working directory",
     stage="post",
 )(rc10._relative_data_dir)
+
+
+FIXES.fix(
+    "one_line_user_errors",
+    "a config mistake (no BERT folder, raised inside omegaconf's resolver) or a run stopped "
+    "by its data or its disk (a non-finite loss, ENOSPC during a checkpoint write, a refused "
+    "checkpoint) ends a multi-frame stack trace from MMF main's mmf_cli.run, as in rc10; "
+    "mmf_run now prints `mmf_run: error: ...` and exits with status 2 (config) or 1 (run)",
+    stage="post",
+    trigger="mmf_cli.run",
+)(rc10._one_line_user_errors)
+
+
+@FIXES.fix(
+    "non_finite_loss_stops",
+    "RuntimeError: NaN occurred in the following loss(es): ...; exiting the training (MMF "
+    "main's exit_on_nan_losses: a stack trace naming neither the update, the dataset nor the "
+    "samples), and an infinite loss (one 1e30 feature) is not caught at all: the run trains on "
+    "with NaN weights and exits with status 0; now a NaN or infinite training loss stops the "
+    "run naming them (mmf_uvlp.utils.finite_loss), unless training.exit_on_nan_losses=False",
+    stage="post",
+)
+def _non_finite_loss_stops() -> None:
+    from mmf.trainers.core.training_loop import TrainerTrainingLoopMixin
+    from mmf_uvlp.utils.finite_loss import check_finite_loss
+
+    forward = TrainerTrainingLoopMixin._forward
+
+    @functools.wraps(forward)
+    def _forward(self: Any, batch: Any) -> Any:
+        report = forward(self, batch)
+        if self.model.training and self.training_config.get("exit_on_nan_losses", True):
+            check_finite_loss(report.get("losses") or {}, batch, report.get("dataset_name", "?"),
+                              self.num_updates + 1, self.model)
+        return report
+
+    TrainerTrainingLoopMixin._forward = _forward
+
+
+@FIXES.fix(
+    "plain_data_checkpoint_loads",
+    "_pickle.UnpicklingError: Weights only load failed ... Unsupported global: GLOBAL "
+    "omegaconf.listconfig.ListConfig when a run resumes (MMF main's checkpoints keep the "
+    "optimizer's `betas` as a ListConfig, and torch >= 2.6 loads weights only by default); "
+    "environments that set TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 to get past it unpickle anything "
+    "a resume file holds, which runs its code. Now checkpoints load as plain data plus "
+    "omegaconf's containers; a file holding anything else is refused, naming it",
+    stage="post",
+)
+def _plain_data_checkpoint_loads() -> None:
+    from mmf.utils.checkpoint import Checkpoint
+    from mmf.utils.file_io import PathManager
+    from mmf_uvlp.utils.checkpoint_files import load_checkpoint, omegaconf_containers
+
+    def _torch_load(self: Checkpoint, file: str) -> Any:
+        local_path = PathManager.get_local_path(file, force=True)
+        device = self.device if "cuda" in str(self.device) else "cpu"
+        return load_checkpoint(local_path, map_location=device, allowed=omegaconf_containers())
+
+    Checkpoint._torch_load = _torch_load
+
+
+@FIXES.fix(
+    "checkpoint_write_errors",
+    "OSError: [Errno 28] No space left on device at the end of a stack trace naming no file "
+    "when the disk fills up during a checkpoint write (MMF main's Checkpoint.save and "
+    "finalize); now `cannot write checkpoint PATH: ENOSPC (...)`, in one line",
+    stage="post",
+)
+def _checkpoint_write_errors() -> None:
+    import mmf.utils.checkpoint as checkpoint_module
+    from mmf_uvlp.utils.checkpoint_files import CheckpointWriteError
+
+    open_if_main = checkpoint_module.open_if_main
+
+    @contextlib.contextmanager
+    def open_naming_write_errors(path: str, *args: Any) -> Iterator[Any]:
+        try:
+            with open_if_main(path, *args) as handle:
+                yield handle
+        except OSError as error:
+            raise CheckpointWriteError(str(path), error) from error
+
+    checkpoint_module.open_if_main = open_naming_write_errors

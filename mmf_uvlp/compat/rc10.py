@@ -16,7 +16,7 @@ import os
 import sys
 import types
 import warnings
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from mmf_uvlp.compat import FixSet
 
@@ -671,6 +671,33 @@ def _max_updates_stop() -> None:
     BaseTrainer._logistics = _logistics
 
 
+@FIXES.fix(
+    "non_finite_loss_stops",
+    "one NaN, inf or 1e30 in one sample's features makes the loss NaN from that update on; "
+    "rc10 trains on (every weight Adam updates becomes NaN), exits with status 0 and names "
+    "no sample, and a fine-tuning from that model reports chance accuracy as a result; now "
+    "a non-finite training loss stops the run before its update, naming the update, the "
+    "dataset and the samples (mmf_uvlp.utils.finite_loss); training.exit_on_nan_losses=False "
+    "(MMF main's switch) turns the check off",
+    stage="post",
+)
+def _non_finite_loss_stops() -> None:
+    from mmf.trainers.base_trainer import BaseTrainer
+    from mmf_uvlp.utils.finite_loss import check_finite_loss
+
+    forward_pass = BaseTrainer._forward_pass
+
+    @functools.wraps(forward_pass)
+    def _forward_pass(self: BaseTrainer, batch: Any) -> Any:
+        report = forward_pass(self, batch)
+        if self.model.training and self.config.training.get("exit_on_nan_losses", True):
+            check_finite_loss(report.get("losses") or {}, batch, report.get("dataset_name", "?"),
+                              self.num_updates + 1, self.model)
+        return report
+
+    BaseTrainer._forward_pass = _forward_pass
+
+
 class _SharedLmdb(types.ModuleType):
     """The ``lmdb`` module as seen by MMF's feature readers: one environment per file and process."""
 
@@ -939,14 +966,6 @@ def _data_position(loader: Any) -> Dict[str, Any]:
     }
 
 
-class DamagedCheckpoint(RuntimeError):
-    """A checkpoint file that cannot be read (truncated by a crash, or not a checkpoint)."""
-
-    def __init__(self, path: str, reason: str):
-        super().__init__(f"checkpoint {path} cannot be read ({reason}): the file is damaged or truncated")
-        self.path = path
-
-
 _PENDING_RUN_STATE: Dict[str, Any] = {}
 
 
@@ -954,7 +973,7 @@ class _TorchWithAtomicSave(types.ModuleType):
     """``torch`` as seen by mmf.utils.checkpoint: saves are atomic and carry the run state."""
 
     def save(self, obj: Any, path: str, *args: Any, **kwargs: Any) -> None:
-        from mmf_uvlp.utils.reproducibility import atomic_torch_save
+        from mmf_uvlp.utils.checkpoint_files import atomic_torch_save
 
         if isinstance(obj, dict) and "optimizer" in obj and "run_state" in _PENDING_RUN_STATE:
             obj = dict(obj, uvlp_run_state=_PENDING_RUN_STATE["run_state"])
@@ -972,8 +991,15 @@ class _TorchWithAtomicSave(types.ModuleType):
     "the data position nor the lr scheduler, which it rebuilds after loading, so a resumed "
     "warm-up restarts); a `kill -9` while current.ckpt is written makes every resume fail "
     "with 'OSError: [Errno 22] Invalid argument' naming no file, although a complete "
-    "models/model_N.ckpt exists; now checkpoints are written atomically, carry the run "
-    "state, and a damaged current.ckpt falls back to the newest complete one",
+    "models/model_N.ckpt exists, and with current.ckpt missing a resume silently restarts "
+    "at update 1; a full disk during a save ends in 'RuntimeError: [enforce fail at "
+    "inline_container.cc:672] . unexpected pos' (or '... iostream error') naming neither "
+    "ENOSPC nor the file; a resume "
+    "file unpickles with whatever torch.load defaults to (code runs when "
+    "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD is set). Now checkpoints are written atomically, "
+    "carry the run state, are read as plain data only (a file holding anything else is "
+    "refused, naming what it holds), a write error names its code and file, and a damaged "
+    "or missing current.ckpt falls back to the newest complete one",
     stage="post",
 )
 def _resumable_checkpoints() -> None:
@@ -982,13 +1008,12 @@ def _resumable_checkpoints() -> None:
 
     import mmf.utils.checkpoint as checkpoint_module
     from mmf.trainers.base_trainer import BaseTrainer
+    from mmf_uvlp.utils.checkpoint_files import DamagedCheckpoint, load_checkpoint
     from mmf_uvlp.utils.reproducibility import rng_state, set_rng_state
 
     Checkpoint = checkpoint_module.Checkpoint
     checkpoint_module.torch = _TorchWithAtomicSave("torch")
-    save, torch_load, load, load_state_dict = (
-        Checkpoint.save, Checkpoint._torch_load, Checkpoint._load, Checkpoint.load_state_dict
-    )
+    save, load, load_state_dict = Checkpoint.save, Checkpoint._load, Checkpoint.load_state_dict
     load_extras = BaseTrainer.load_extras
 
     def _save(self: Any, update: int, iteration: Optional[int] = None, update_best: bool = False) -> Any:
@@ -1006,12 +1031,8 @@ def _resumable_checkpoints() -> None:
             _PENDING_RUN_STATE.clear()
 
     def _torch_load(self: Any, file: str) -> Any:
-        try:
-            checkpoint = torch_load(self, file)
-        except FileNotFoundError:
-            raise
-        except Exception as exc:
-            raise DamagedCheckpoint(str(file), f"{type(exc).__name__}: {exc}") from exc
+        device = self.device if "cuda" in str(self.device) else "cpu"
+        checkpoint = load_checkpoint(str(file), map_location=device)
         self._uvlp_loaded = checkpoint
         return checkpoint
 
@@ -1039,7 +1060,8 @@ def _resumable_checkpoints() -> None:
             )
         trainer._uvlp_scheduler_state = state["lr_scheduler"]
 
-    def _newest_complete(self: Any, damaged: str) -> Optional[str]:
+    def _newest_complete(self: Any) -> Optional[str]:
+        """Loads the newest models/model_N.ckpt that can be read; its path, or None."""
         def update_of(path: str) -> int:
             return int(re.search(r"model_(\d+)\.ckpt$", path).group(1))
 
@@ -1052,22 +1074,32 @@ def _resumable_checkpoints() -> None:
             return candidate
         return None
 
+    def _fall_back(self: Any, message: str) -> None:
+        warnings.warn(message)
+        self.trainer.writer.write(message, "warning")
+
     def _load_state_dict(self: Any) -> Any:
+        config = self.config.checkpoint
+        current = os.path.join(self.ckpt_foldername, self.ckpt_prefix + "current.ckpt")
+        if config.resume and not config.resume_best and not os.path.exists(current):
+            # e.g. the disk filled up while the first current.ckpt was written
+            fallback = _newest_complete(self)
+            if fallback is not None:
+                _fall_back(self, f"{current} is missing; resuming from {fallback}, the newest "
+                                 "complete checkpoint")
+                return None
         try:
             return load_state_dict(self)
         except DamagedCheckpoint as damaged:
-            current = os.path.join(self.ckpt_foldername, self.ckpt_prefix + "current.ckpt")
-            if not self.config.checkpoint.resume or os.path.abspath(damaged.path) != os.path.abspath(current):
+            if not config.resume or os.path.abspath(damaged.path) != os.path.abspath(current):
                 raise
             message = f"{damaged}; resuming from "
-            fallback = _newest_complete(self, damaged.path)
+            fallback = _newest_complete(self)
             if fallback is None:
                 raise DamagedCheckpoint(
                     damaged.path, f"and no complete checkpoint in {self.models_foldername}"
                 ) from damaged
-            message += f"{fallback}, the newest complete checkpoint"
-            warnings.warn(message)
-            self.trainer.writer.write(message, "warning")
+            _fall_back(self, message + f"{fallback}, the newest complete checkpoint")
 
     def _load_extras(self: Any) -> None:
         load_extras(self)
@@ -1170,13 +1202,15 @@ def _relative_data_dir() -> None:
         Configuration._update_specific)
 
 
-def _user_error_of(exc: BaseException) -> Optional[str]:
-    """The one-line message of a user's config mistake, or of a data file that is refused
-    or damaged, inside ``exc``, if it is one."""
+def _user_error_of(exc: BaseException) -> Optional[Tuple[str, int]]:
+    """The one-line message of a user's config mistake or of a refused or damaged data file
+    (exit status 2), or of a run stopped for a reason the user can act on (status 1),
+    inside ``exc``, if it is one."""
     from omegaconf.errors import OmegaConfBaseException
 
     from mmf_uvlp.data_formats.errors import FormatError
     from mmf_uvlp.utils.lmdb_envs import LmdbOpenError
+    from mmf_uvlp.utils.run_errors import RunStopped
     from mmf_uvlp.utils.user_config import UserConfigError
 
     key, seen = None, exc
@@ -1184,12 +1218,15 @@ def _user_error_of(exc: BaseException) -> Optional[str]:
         if isinstance(seen, OmegaConfBaseException) and getattr(seen, "full_key", None):
             key = seen.full_key
         if isinstance(seen, UserConfigError):
-            return f"{seen} (config key {key})" if key else str(seen)
+            return (f"{seen} (config key {key})" if key else str(seen)), 2
         if isinstance(seen, (FormatError, LmdbOpenError)):
-            return str(seen)
+            return str(seen), 2
+        if isinstance(seen, RunStopped):
+            return str(seen), 1
         seen = seen.__cause__ or seen.__context__
     if isinstance(exc, (OSError, ImportError)):
-        return _missing_bert_of_config()
+        message = _missing_bert_of_config()
+        return (message, 2) if message else None
     return None
 
 
@@ -1214,13 +1251,16 @@ def _missing_bert_of_config() -> Optional[str]:
     "a config mistake (no BERT folder, `key=true`) ends a 40-frame stack trace, e.g. "
     "ImportError: ... requires the protobuf library from the tokenizer when "
     "bert-base-uncased cannot be downloaded; a refused or damaged data file (its "
-    "FormatError names the file) also ends in a stack trace; mmf_run now prints "
-    "`mmf_run: error: ...` and exits with status 2",
+    "FormatError names the file) also ends in a stack trace, and so does a run stopped by "
+    "its data or its disk (a non-finite loss, ENOSPC during a checkpoint write, a refused "
+    "checkpoint); mmf_run now prints `mmf_run: error: ...` and exits with status 2 "
+    "(config or data file) or 1 (run)",
     stage="post",
     trigger="mmf_cli.run",
 )
 def _one_line_user_errors() -> None:
     import mmf_cli.run as cli
+    from mmf.common.registry import registry
 
     run = cli.run
 
@@ -1229,11 +1269,15 @@ def _one_line_user_errors() -> None:
         try:
             return run(*args, **kwargs)
         except Exception as exc:
-            message = _user_error_of(exc)
-            if message is None:
+            found = _user_error_of(exc)
+            if found is None:
                 raise
+            message, status = found
+            writer = registry.get("writer", None, no_warning=True)
+            if hasattr(writer, "write"):  # rc10's Logger: the run's train.log gets it too
+                writer.write(f"error: {message}", "error", donot_print=True)
             print(f"mmf_run: error: {message}", file=sys.stderr)
-            raise SystemExit(2) from None
+            raise SystemExit(status) from None
 
     cli.run = run_reporting_user_errors
 

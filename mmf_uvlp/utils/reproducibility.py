@@ -1,4 +1,4 @@
-"""Reproducible runs: seeding, seeded data order, random-number state, crash-safe files.
+"""Reproducible runs: seeding, seeded data order, random-number state.
 
 What a seed promises (``training.seed``, 0 included; -1 draws a fresh one):
 
@@ -19,7 +19,6 @@ This module is version-independent; ``mmf_uvlp/compat`` wires it into MMF's trai
 from __future__ import annotations
 
 import contextlib
-import os
 import random
 from typing import Any, Dict, Iterator, List, Optional
 
@@ -59,13 +58,19 @@ class EpochSampler(torch.utils.data.Sampler):
         self.set_epoch(0)
 
     def set_epoch(self, epoch: int) -> None:
-        """Use the order of ``epoch`` from the next iteration on."""
+        """Use the order of ``epoch``, from its start, from the next iteration on.
+
+        A skip still pending is dropped: it belonged to the epoch of the resumed run,
+        whose dataset may never have been iterated again (it had finished its epoch).
+        """
         self.epoch = int(epoch)
+        self._skip = 0
         if self.generator is not None:
             self.generator.manual_seed(derived_seed(self.seed, self.epoch, 1))
 
     def skip_next(self, samples: int) -> None:
-        """Leave out the first ``samples`` indices of the next iteration (a resumed epoch)."""
+        """Leave out the first ``samples`` indices of the next iteration of this epoch (a
+        resumed epoch)."""
         self._skip = int(samples)
 
     def _indices(self) -> List[int]:
@@ -129,17 +134,3 @@ def isolated_rng(seed: int) -> Iterator[None]:
         yield
     finally:
         set_rng_state(saved)
-
-
-# ------------------------------------------------------------------ files
-def atomic_torch_save(obj: Any, path: str) -> None:
-    """``torch.save`` to a temporary file beside ``path``, then rename: never a partial file."""
-    temporary = f"{path}.tmp-{os.getpid()}"
-    try:
-        torch.save(obj, temporary)
-        with open(temporary, "rb") as handle:
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)

@@ -1,0 +1,159 @@
+"""Checkpoint files of a run: written atomically, read as plain data, each failure named.
+
+- :func:`atomic_torch_save` writes to a temporary file beside the target and renames it, so a
+  crash never leaves a partial checkpoint; a failed write (``ENOSPC``: the disk is full) is a
+  :class:`CheckpointWriteError` naming the error code and the file.
+- :func:`load_checkpoint` reads with ``torch.load(weights_only=True)``: tensors, numbers,
+  strings and containers, plus the classes a caller allows explicitly. A checkpoint is a file
+  users hand each other, and unpickling anything else can run code: such a file is refused
+  (:class:`RefusedCheckpoint`, naming the objects); one that cannot be read at all is a
+  :class:`DamagedCheckpoint`.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import pickletools
+import warnings
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+import torch
+
+from mmf_uvlp.utils.run_errors import RunStopped
+
+
+class DamagedCheckpoint(RunStopped):
+    """A checkpoint file that cannot be read (truncated by a crash, or not a checkpoint)."""
+
+    def __init__(self, path: str, reason: str):
+        super().__init__(f"checkpoint {path} cannot be read ({reason}): the file is damaged or truncated")
+        self.path = path
+
+
+class RefusedCheckpoint(RunStopped):
+    """A checkpoint file holding objects that loading would have to run as code."""
+
+    def __init__(self, path: str, refused: Sequence[str]):
+        super().__init__(
+            f"checkpoint {path} refused: it holds objects that are not plain data "
+            f"({', '.join(refused)}), which loading it would run as code; a checkpoint may hold "
+            "only tensors, numbers, strings and containers"
+        )
+        self.path = path
+        self.refused = list(refused)
+
+
+class CheckpointWriteError(RunStopped):
+    """A checkpoint that could not be written (the disk is full, the folder is read-only)."""
+
+    def __init__(self, path: str, error: OSError):
+        code = errno.errorcode.get(error.errno or 0, "no error code")
+        reason = error.strerror or str(error)
+        hint = ("; the disk is full: free space, then resume with checkpoint.resume=True from the "
+                "checkpoints written before, which are complete" if error.errno == errno.ENOSPC else "")
+        super().__init__(f"cannot write checkpoint {path}: {code} ({reason}){hint}")
+        self.path = path
+        self.errno = error.errno
+
+
+def atomic_torch_save(obj: Any, path: str) -> None:
+    """``torch.save`` to a temporary file beside ``path``, then rename: never a partial file.
+
+    The file is written through Python's file object, so a failed write surfaces as the
+    operating system's error (torch's own writer reports only "iostream error").
+    """
+    temporary = f"{path}.tmp-{os.getpid()}"
+    try:
+        with open(temporary, "wb") as handle:
+            torch.save(obj, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except OSError as error:
+        raise CheckpointWriteError(str(path), error) from error
+    finally:
+        if os.path.lexists(temporary):
+            os.remove(temporary)
+
+
+def load_checkpoint(path: str, map_location: Any = "cpu",
+                    allowed: Sequence[Callable] = ()) -> Dict[str, Any]:
+    """The checkpoint at ``path``, loaded as plain data (``allowed``: further classes to accept).
+
+    Raises FileNotFoundError, :class:`RefusedCheckpoint` or :class:`DamagedCheckpoint`.
+    """
+    with torch.serialization.safe_globals(list(allowed)), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Detected pickle protocol")
+        try:
+            return torch.load(path, map_location=map_location, weights_only=True)
+        except FileNotFoundError:
+            raise
+        except Exception as exc:
+            refused = refused_globals(str(path))
+            if refused:
+                raise RefusedCheckpoint(str(path), refused) from exc
+            first = next((line for line in str(exc).splitlines() if line.strip()), "").split(". ")[0]
+            raise DamagedCheckpoint(str(path), f"{type(exc).__name__}: {first}") from exc
+
+
+def refused_globals(path: str) -> List[str]:
+    """The classes and functions a pickle in ``path`` names that plain-data loading refuses
+    (read statically, nothing is executed); empty when none, or when the file is unreadable."""
+    try:
+        return sorted(torch.serialization.get_unsafe_globals_in_checkpoint(path))
+    except ValueError:  # not a zip file written by torch.save: a pickle stream
+        pass
+    except Exception:
+        return []
+    torch_own = ("torch.", "collections.OrderedDict")
+    return sorted(name for name in set(_pickle_globals(path)) if not name.startswith(torch_own))
+
+
+_PUT = {"PUT", "BINPUT", "LONG_BINPUT"}
+_GET = {"GET", "BINGET", "LONG_BINGET"}
+
+
+def _pickle_globals(path: str) -> List[str]:
+    """Every ``module.name`` the pickles at the start of ``path`` import (GLOBAL, INST,
+    STACK_GLOBAL), found by disassembling them with :mod:`pickletools`."""
+    found: List[str] = []
+    with open(path, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        while handle.tell() < size:
+            pushed: List[Optional[str]] = []  # what each push put on the stack, strings kept
+            memo: Dict[int, Optional[str]] = {}
+            try:
+                for opcode, arg, _ in pickletools.genops(handle):
+                    name = opcode.name
+                    if name in ("GLOBAL", "INST"):
+                        found.append(str(arg).replace(" ", "."))
+                    if name == "STACK_GLOBAL" and len(pushed) >= 2 and None not in pushed[-2:]:
+                        found.append(f"{pushed[-2]}.{pushed[-1]}")
+                    if name == "MEMOIZE":
+                        memo[len(memo)] = pushed[-1] if pushed else None
+                    elif name in _PUT:
+                        memo[int(arg)] = pushed[-1] if pushed else None
+                    elif name in _GET:
+                        pushed.append(memo.get(int(arg)))
+                    elif isinstance(arg, str) and opcode.stack_after:
+                        pushed.append(arg)
+                    elif opcode.stack_after:
+                        pushed.append(None)
+            except Exception:  # not (or no longer) a pickle: raw tensor bytes, damage
+                break
+    return found
+
+
+def omegaconf_containers() -> List[Any]:
+    """What omegaconf's DictConfig and ListConfig need to be loaded as data (MMF main keeps
+    config values such as the optimizer's ``betas`` in its checkpoints as ListConfig)."""
+    import collections
+    import typing
+
+    from omegaconf import DictConfig, ListConfig, nodes
+    from omegaconf.base import ContainerMetadata, Metadata
+
+    return [DictConfig, ListConfig, ContainerMetadata, Metadata, nodes.AnyNode, nodes.StringNode,
+            nodes.IntegerNode, nodes.FloatNode, nodes.BooleanNode, (typing.Any, "typing.Any"),
+            collections.defaultdict, dict, list, int, float, str, bool]
