@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import lmdb
@@ -27,7 +29,7 @@ from mmf_uvlp.data_formats import convert as convert_module
 from mmf_uvlp.data_formats.convert import Sources, convert_features
 from mmf_uvlp.data_formats.mmf_features import LmdbFeatures, load_npy
 from mmf_uvlp.data_formats.nlvr2_files import convert_nlvr2
-from test_detector_output import EXAMPLE, REPO, hand_written
+from own_data_example import EXAMPLE, REPO, hand_written
 
 LABELMAP = str(EXAMPLE / "labelmap.json")
 CLASS_IDS = {"dog": 1, "cat": 2, "ball": 3, "tree": 4, "car": 5, "person": 6, "bench": 7,
@@ -285,6 +287,41 @@ def test_an_interrupted_conversion_resumes_to_the_same_output(tmp_path, monkeypa
     _same(_contents(whole), _contents(out))
     assert (out / ".convert" / "keys.tsv").read_text() == \
         (whole / ".convert" / "keys.tsv").read_text()
+
+
+@pytest.mark.slow
+def test_a_conversion_killed_with_sigkill_resumes_to_the_same_output(tmp_path):
+    """A real ``kill -9`` of the command at some commit, then the same command again."""
+    predictions, hw = tmp_path / "predictions.tsv", tmp_path / "hw.tsv"
+    rows = (EXAMPLE / "detector" / "cc" / "predictions.tsv").read_text().splitlines()
+    sizes = (EXAMPLE / "detector" / "cc" / "hw.tsv").read_text().splitlines()
+    with open(predictions, "w") as p, open(hw, "w") as h:
+        for copy in range(250):  # 3,000 images: the example's 12, each under 250 keys
+            for row, size in zip(rows, sizes):
+                p.write(row.replace("cc_0000", f"cc_{copy:04d}_", 1) + "\n")
+                h.write(size.replace("cc_0000", f"cc_{copy:04d}_", 1) + "\n")
+    command = [sys.executable, str(REPO / "tools" / "convert_features.py"), "--predictions",
+               str(predictions), "--hw", str(hw), "--labelmap", LABELMAP, "--no-progress",
+               "--commit-every", "1", "--out", str(tmp_path / "killed.lmdb")]
+    state = tmp_path / "killed.lmdb" / ".convert" / "state.json"
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 600
+    while time.time() < deadline and process.poll() is None:
+        if state.exists() and json.loads(state.read_text())["images"] >= 20:
+            break
+        time.sleep(0.05)
+    assert process.poll() is None, "the conversion ended before it could be killed"
+    process.send_signal(signal.SIGKILL)
+    process.communicate()
+    killed_at = json.loads(state.read_text())["images"]
+    assert 20 <= killed_at < 3000
+    resumed = subprocess.run(command, capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "3000 images" in resumed.stdout and "3000 of 3000 images identical" in resumed.stdout
+    whole = tmp_path / "whole.lmdb"
+    convert_features(Sources(str(predictions), LABELMAP, hw=str(hw)), str(whole),
+                     commit_every=500, progress=False, verify=False)
+    _same(_contents(whole), _contents(tmp_path / "killed.lmdb"))
 
 
 def test_other_inputs_in_an_existing_output_are_refused_unless_restarted(tmp_path):

@@ -4,7 +4,6 @@ from them (the worked example's hand-written files in tests/fixtures/own_data)."
 from __future__ import annotations
 
 import base64
-import importlib.util
 import json
 import subprocess
 import sys
@@ -20,18 +19,7 @@ from mmf_uvlp.data_formats.labelmap import load_labelmap
 from mmf_uvlp.data_formats.vinvl_raw import (
     ImageSizes, infer_embedded_feature_dim, parse_detector_row, read_detector_rows,
 )
-
-REPO = Path(__file__).resolve().parents[1]
-EXAMPLE = REPO / "tests" / "fixtures" / "own_data"
-
-
-def hand_written():
-    """The worked example's hand-written detections (the literals its files encode)."""
-    spec = importlib.util.spec_from_file_location(
-        "own_data_detections", EXAMPLE / "encode_detector_output.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from own_data_example import EXAMPLE, REPO, hand_written
 
 
 def _write(path: Path, lines: list[str]) -> Path:
