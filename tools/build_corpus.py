@@ -27,6 +27,8 @@ FLAG_KEYS = {
     "detections_jsonl": "inputs.detections_jsonl",
     "captions_gt": "inputs.captions_gt",
     "objects_gt": "inputs.objects_gt",
+    "hw": "inputs.hw",
+    "labelmap": "inputs.labelmap",
     "k": "retrieve.k",
     "index": "retrieve.index",
     "model": "embed.model",
@@ -41,6 +43,8 @@ def _add_config_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", help="yaml overriding configs/corpus/default.yaml")
     p.add_argument("--predictions", help="VinVL predictions.tsv")
     p.add_argument("--features", help="VinVL features.tsv (validated alongside)")
+    p.add_argument("--hw", help="hw.tsv: image sizes of a detector's raw predictions.tsv")
+    p.add_argument("--labelmap", help="detector label map (json or tsv): classes given by id")
     p.add_argument("--detections-jsonl", dest="detections_jsonl", help="simple detections jsonl")
     p.add_argument("--corpus", nargs="+", help="text files, one sentence per line")
     p.add_argument("--captions-gt", dest="captions_gt", help="tsv image_id\\tcaption")

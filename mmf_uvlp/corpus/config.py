@@ -35,6 +35,8 @@ class InputsConfig:
     corpus: List[str] = field(default_factory=list)  # text files, one sentence per line
     captions_gt: Optional[str] = None  # tsv image_id \t caption (exclusion + quality)
     objects_gt: Optional[str] = None  # jsonl ground-truth objects (link precision)
+    hw: Optional[str] = None  # hw.tsv: image sizes of a detector's raw predictions.tsv
+    labelmap: Optional[str] = None  # detector label map (json or tsv): classes given by id
     feature_dim: Optional[int] = None  # appearance dims D of features.tsv (None: infer)
     validate_features: bool = True
     box_tolerance: float = 1.0  # pixels a box may stick out of the image
@@ -146,6 +148,8 @@ class CorpusConfig:
             raise ValueError("inputs: give predictions (VinVL tsv) or detections_jsonl")
         if self.inputs.predictions and self.inputs.detections_jsonl:
             raise ValueError("inputs: give predictions or detections_jsonl, not both")
+        if (self.inputs.hw or self.inputs.labelmap) and not self.inputs.predictions:
+            raise ValueError("inputs.hw and inputs.labelmap go with inputs.predictions")
         if not self.inputs.corpus:
             raise ValueError("inputs.corpus: give at least one text file")
         _choice("retrieve.index", self.retrieve.index, ("flat", "ivf", "hnsw"))
@@ -184,9 +188,13 @@ class CorpusConfig:
         data["deterministic_hnsw"] = run["deterministic_hnsw"]
         data["sentences"] = self.sentence_fingerprint()
         inputs = data["inputs"]
-        for key in ("predictions", "features", "detections_jsonl", "captions_gt", "objects_gt"):
+        for key in ("predictions", "features", "detections_jsonl", "captions_gt", "objects_gt",
+                    "hw", "labelmap"):
             if inputs[key]:
                 inputs[key] = file_signature(inputs[key])
+        for key in ("hw", "labelmap"):  # absent keys leave older fingerprints unchanged
+            if inputs[key] is None:
+                del inputs[key]
         inputs["corpus"] = None  # covered by data["sentences"]
         return _digest(data)
 

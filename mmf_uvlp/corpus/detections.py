@@ -19,6 +19,12 @@ image id already seen is a bad row too (the error names both lines); the first r
 the id. A features row of another image (the files out of step) and extra features rows are
 always fatal. D (``feature_dim``) is the configured size or, by default,
 ``mmf_uvlp.data_formats.vinvl.infer_feature_dim``'s majority of the first rows.
+
+A detector's raw output (scene_graph_benchmark's ``predictions.tsv``, see
+``mmf_uvlp.data_formats.vinvl_raw``) reads the same way: its image sizes come from ``hw``
+(the data set's ``hw.tsv``), the features embedded in its objects are checked in place of a
+``features.tsv`` (D: the configured size or the majority of the first rows), and ``labelmap``
+turns classes given by id into names (and checks names) for either kind of ``predictions.tsv``.
 """
 
 from __future__ import annotations
@@ -27,9 +33,13 @@ from dataclasses import dataclass
 from typing import BinaryIO, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 from mmf_uvlp.corpus.errors import FormatError
+from mmf_uvlp.data_formats.labelmap import load_labelmap
 from mmf_uvlp.data_formats.vinvl import (
     VinvlPrediction, duplicate_id_error, infer_feature_dim, is_blank,
-    parse_detections_jsonl_row, parse_features_row, parse_predictions_row, row_image_id,
+    parse_detections_jsonl_row, parse_features_row, row_image_id,
+)
+from mmf_uvlp.data_formats.vinvl_raw import (
+    ImageSizes, infer_embedded_feature_dim, parse_detector_row,
 )
 
 
@@ -116,20 +126,39 @@ class DetectionReader:
         feature_dim: Optional[int] = None,
         validate_features: bool = True,
         box_tolerance: float = 1.0,
+        hw: Optional[str] = None,
+        labelmap: Optional[str] = None,
     ) -> None:
         if bool(predictions) == bool(detections_jsonl):
             raise ValueError("give exactly one of predictions / detections_jsonl")
+        if (hw or labelmap) and not predictions:
+            raise ValueError("hw and labelmap go with predictions (a predictions.tsv)")
         self.path = predictions or detections_jsonl
         self.kind = "predictions" if predictions else "detections_jsonl"
         self.features = features if validate_features else None
+        self.validate_features = validate_features
         self.feature_dim = feature_dim
         self.box_tolerance = box_tolerance
+        self.hw, self.labelmap = hw, labelmap
+        self._sizes: Optional[ImageSizes] = None
+        self._labels = None
         self.positions = 0
         self._seen: Dict[str, int] = {}  # image id -> line of its first row
 
     def __iter__(self) -> Iterator[Tuple[int, str, Union[Detection, FormatError]]]:
+        if self.hw and self._sizes is None:
+            self._sizes = ImageSizes(self.hw)
+        if self.labelmap and self._labels is None:
+            self._labels = load_labelmap(self.labelmap)
+        if self.features and self.kind == "predictions" \
+                and infer_embedded_feature_dim(self.path) is not None:
+            raise ValueError(f"{self.path} embeds its features in its objects (a detector's "
+                             f"raw output): give no features.tsv ({self.features})")
         if self.features and self.feature_dim is None:
             self.feature_dim = infer_feature_dim(self.features)
+        elif self.kind == "predictions" and self.validate_features and not self.features \
+                and self.feature_dim is None:
+            self.feature_dim = infer_embedded_feature_dim(self.path)
         self._seen = {}
         if not self.features:
             for line, raw in _numbered(self.path):
@@ -201,14 +230,20 @@ class DetectionReader:
             yield position, self.kind, duplicate_id_error(self.path, line, self._id(raw),
                                                           first_line)
             return
-        parse = parse_predictions_row if self.kind == "predictions" else \
-            parse_detections_jsonl_row
         try:
-            prediction = parse(raw, self.path, line, self.box_tolerance)
+            if self.kind == "predictions":
+                row = parse_detector_row(raw, self.path, line, self._sizes, self._labels,
+                                         self.feature_dim, self.box_tolerance,
+                                         with_features=self.validate_features)
+                prediction, embedded_dim = row.prediction, row.feature_dim
+            else:
+                prediction = parse_detections_jsonl_row(raw, self.path, line, self.box_tolerance)
+                embedded_dim = None
         except FormatError as err:
             yield position, self.kind, err
             return
         detection = Detection.from_prediction(prediction, position)
+        detection.feature_dim = embedded_dim
         if features_raw is not None:
             try:
                 row = parse_features_row(features_raw, self.features, features_line,

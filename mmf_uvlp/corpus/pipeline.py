@@ -354,7 +354,8 @@ class CorpusBuilder:
             predictions=cfg.inputs.predictions, detections_jsonl=cfg.inputs.detections_jsonl,
             features=cfg.inputs.features, feature_dim=cfg.inputs.feature_dim,
             validate_features=cfg.inputs.validate_features,
-            box_tolerance=cfg.inputs.box_tolerance,
+            box_tolerance=cfg.inputs.box_tolerance, hw=cfg.inputs.hw,
+            labelmap=cfg.inputs.labelmap,
         ).select(lambda p: (p // size) % count == index and (p // size) not in finished)
         rule = cfg.tags
         t0 = time.time()

@@ -4,7 +4,9 @@
   without ``image_id`` (skipped, as MMF's ``AnnotationDatabase`` does). Its pickle is read
   by a restricted unpickler (plain data and numpy arrays, no other global).
 - NLVR2 (``identifier``, ``sentence``, ``label`` "True"/"False") and SNLI-VE
-  (``Flikr30kID``, ``sentence1``, ``sentence2``, ``gold_label``) jsonl, one object a line.
+  (``Flikr30kID``, ``sentence1``, ``sentence2``, ``gold_label``) jsonl, one object a line
+  (lil-lab ships NLVR2's as ``train.json``, ``dev.json``, ``test1.json``, the same layout
+  under a ``.json`` name: ``mmf_uvlp.data_formats.nlvr2_files``).
 """
 
 from __future__ import annotations
@@ -48,8 +50,10 @@ def read_vqa2_imdb(path: str | os.PathLike) -> Iterator[dict]:
         yield record
 
 
-def read_jsonl(path: str | os.PathLike, fields: tuple[str, ...] = ()) -> Iterator[dict]:
-    """Stream a jsonl file whose records must have ``fields``."""
+def numbered_jsonl(path: str | os.PathLike,
+                   fields: tuple[str, ...] = ()) -> Iterator[tuple[int, dict]]:
+    """Stream ``(line, record)`` of a jsonl file whose records must have ``fields``; blank
+    lines are passed over."""
     with open(path, encoding="utf-8") as f:
         for number, line in enumerate(f, start=1):
             if not line.strip():
@@ -60,23 +64,35 @@ def read_jsonl(path: str | os.PathLike, fields: tuple[str, ...] = ()) -> Iterato
                 raise FormatError(path, "json", f"valid json ({e.msg})", line.strip(),
                                   line=number) from None
             _check_fields(path, record, fields, line=number)
-            yield record
+            yield number, record
+
+
+def read_jsonl(path: str | os.PathLike, fields: tuple[str, ...] = ()) -> Iterator[dict]:
+    """Stream a jsonl file whose records must have ``fields``."""
+    for _, record in numbered_jsonl(path, fields):
+        yield record
+
+
+def check_nlvr2(path: str | os.PathLike, line: int, record: dict) -> dict:
+    """One NLVR2 record: ``label`` "True" or "False", ``identifier``
+    ``<split>-<set>-<pair>-<sentence>``; returned unchanged."""
+    if record["label"] not in ("True", "False"):
+        raise FormatError(path, "label", '"True" or "False"', record["label"], line=line)
+    if not isinstance(record["identifier"], str) or len(record["identifier"].split("-")) != 4:
+        raise FormatError(path, "identifier", "<split>-<set>-<pair>-<sentence>",
+                          record["identifier"], line=line)
+    return record
 
 
 def read_nlvr2(path: str | os.PathLike) -> Iterator[dict]:
-    """Stream NLVR2 records; ``label`` must be "True" or "False"."""
-    for number, record in enumerate(read_jsonl(path, NLVR2_FIELDS), start=1):
-        if record["label"] not in ("True", "False"):
-            raise FormatError(path, "label", '"True" or "False"', record["label"], line=number)
-        if len(record["identifier"].split("-")) != 4:
-            raise FormatError(path, "identifier", "<split>-<set>-<pair>-<sentence>",
-                              record["identifier"], line=number)
-        yield record
+    """Stream NLVR2 records (one json object a line), checked by :func:`check_nlvr2`."""
+    for number, record in numbered_jsonl(path, NLVR2_FIELDS):
+        yield check_nlvr2(path, number, record)
 
 
 def read_visual_entailment(path: str | os.PathLike) -> Iterator[dict]:
     """Stream SNLI-VE records; ``gold_label`` must be one of the three labels."""
-    for number, record in enumerate(read_jsonl(path, VE_FIELDS), start=1):
+    for number, record in numbered_jsonl(path, VE_FIELDS):
         if record["gold_label"] not in VE_LABELS:
             raise FormatError(path, "gold_label", f"one of {list(VE_LABELS)}",
                               record["gold_label"], line=number)

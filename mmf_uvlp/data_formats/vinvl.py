@@ -13,7 +13,9 @@ The project's one implementation of these rows: ``parse_predictions_row``,
 file in binary mode and return the record or raise :class:`FormatError` naming file, line,
 field and what was expected. A blank line, a non-UTF-8 line or a missing row is an error
 too. The ``read_*`` readers stream files through them; ``mmf_uvlp.corpus.detections``
-uses them with its skip-and-count policy.
+uses them with its skip-and-count policy. The detector's raw output (features embedded in the
+objects, sizes in ``hw.tsv``) is read by ``mmf_uvlp.data_formats.vinvl_raw`` with these
+checks.
 
 The appearance size D of ``features.tsv`` is the caller's ``feature_dim`` when given, else
 ``infer_feature_dim``: the most common D among the first ``FEATURE_DIM_SAMPLE`` rows with
