@@ -55,6 +55,7 @@ CHECKS: Dict[str, Callable[[], None]] = {
     "shared_lmdb_environments": _rc10_check("shared_lmdb_environments"),
     "seed_zero_seeds": _rc10_check("seed_zero_seeds"),
     "plugin_resolvers_kept": _plugin_resolvers_kept,
+    "run_folder_lock": _rc10_check("run_folder_lock"),
 }
 FIX_NAMES = [fix.name for fix in compat.fix_set_for(compat.MMF_MAIN_VERSION).fixes]
 
@@ -67,6 +68,7 @@ def _run_check(name: str, disabled: str = "") -> subprocess.CompletedProcess:
 
 def test_the_main_fix_set_is_active_and_applied():
     import mmf  # noqa: F401
+    import mmf_cli.run  # noqa: F401
     from mmf.common.registry import registry
 
     fix_set = compat.active_fix_set()

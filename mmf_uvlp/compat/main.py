@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 
 from mmf_uvlp.compat import FixSet, rc10
+from mmf_uvlp.training import run_lock
 
 FIXES = FixSet(mmf_version="1.0.0rc12")
 
@@ -32,6 +33,15 @@ FIXES.fix(
     "reading one features LMDB)",
     stage="post",
 )(rc10._shared_lmdb_environments)
+
+FIXES.fix(
+    "run_folder_lock",
+    "two mmf_run into one env.save_dir both exit 0 (MMF main, like rc10, takes no lock on "
+    "its save dir): the second overwrites the first's checkpoints and the two runs' lines "
+    "interleave in one train.log",
+    stage="post",
+    trigger="mmf_cli.run",
+)(run_lock.install)
 
 FIXES.fix(
     "seed_zero_seeds",
