@@ -149,6 +149,9 @@ def _fake_runs(settings: Settings, system: str, values: dict) -> None:
         elif step.kind == "pretrain":
             step.folder.mkdir(parents=True)
             (step.folder / "uvla_final.pth").write_bytes(b"weights")
+        # what the runner writes once a run finished
+        step.record.write_text(json.dumps({"title": step.title, "command": list(step.command),
+                                           "wall_s": 1.0}))
 
 
 def test_tables_from_crafted_run_folders(tmp_path):
