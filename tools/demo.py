@@ -39,6 +39,7 @@ from mmf_uvlp.replication.runner import (BadRecord, StaleRun, StepFailed, clock,
 from mmf_uvlp.replication.steps import RECORD, Step, schedule_options
 from mmf_uvlp.replication.study import SYSTEMS as STUDY_SYSTEMS, System
 from mmf_uvlp.replication.world import World
+from mmf_uvlp.report.mmf_log import LogFormatError
 
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
@@ -172,7 +173,7 @@ def main(argv: List[str] | None = None) -> int:
     start = time.perf_counter()
     try:
         run_steps(demo.steps(steps), log=lambda line: print(line, flush=True), jobs=args.jobs)
-    except (StepFailed, StaleRun, BadRecord) as e:
+    except (StepFailed, StaleRun, BadRecord, LogFormatError) as e:
         print(f"demo: error: {e}", file=sys.stderr)
         return 1
     except Interrupted as e:

@@ -45,6 +45,7 @@ from mmf_uvlp.replication.runner import (BadRecord, StaleRun, StepFailed, clock,
 from mmf_uvlp.replication.steps import Settings, model_overrides, plan
 from mmf_uvlp.replication.study import REPO, SYSTEMS, TABLES, TASKS, select
 from mmf_uvlp.replication.world import World
+from mmf_uvlp.report.mmf_log import LogFormatError
 from mmf_uvlp.training.run_lock import RunFolderBusy, RunLock
 
 
@@ -176,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
                 locks.enter_context(RunLock(runs, f"seed {seed} of the runs folder",
                                             f"seed{seed}.lock"))
             return _study(args, tables, systems, world, recipe, settings)
-    except (RunFolderBusy, BadRecord) as e:
+    except (RunFolderBusy, BadRecord, LogFormatError) as e:
         print(f"replicate: error: {e}", file=sys.stderr)
         return 2
     except Interrupted as e:

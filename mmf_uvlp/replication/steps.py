@@ -112,8 +112,9 @@ class Step:
             return False
         if not self.proof_keys:
             return True
-        log = self.folder / LOG_FILE
-        return log.exists() and all(key in parse_log(log) for key in self.proof_keys)
+        log = self.folder / LOG_FILE  # a value being written or cut off is not there yet
+        return log.exists() and all(key in parse_log(log, unfinished=True)
+                                    for key in self.proof_keys)
 
     def done(self) -> bool:
         """Finished: its output exists and, for a training or inference run (``system``),
