@@ -675,8 +675,11 @@ def _run_folder_lock() -> None:
         owner = RunLock(save_dir)
         owner.acquire()  # this process runs in the folder already
         try:
+            config = os.path.join(save_dir, "config.yaml")  # MMF main reads config= always
+            with open(config, "w") as handle:
+                handle.write("training:\n  seed: 1\n")
             with contextlib.redirect_stderr(stderr):
-                mmf_cli.run.run(opts=["model=visual_bert", "dataset=vqa2",
+                mmf_cli.run.run(opts=[f"config={config}", "model=visual_bert", "dataset=vqa2",
                                       f"env.save_dir={save_dir}"])
         except SystemExit as exit_:
             code = exit_.code

@@ -22,7 +22,7 @@ import pytest
 import torch
 import yaml
 
-from mmf_uvlp.replication import runner
+from mmf_uvlp.replication import children, runner
 from mmf_uvlp.replication.archive import Archive
 from mmf_uvlp.replication.aggregate import (
     meta_gap, seed_cells, summarize, summarize_row, table_rows,
@@ -1213,14 +1213,14 @@ def test_replicate_on_the_tiny_world_end_to_end(tiny_world, tmp_path, monkeypatc
 
     # Resume with everything done: no command runs, no file under runs changes.
     before = _mtimes(runs)
-    real_run = subprocess.run
+    real_popen = children.subprocess.Popen
     launched = []
 
     def spy(command, *a, **k):
         launched.append(list(command))
-        return real_run(command, *a, **k)
+        return real_popen(command, *a, **k)
 
-    monkeypatch.setattr(runner.subprocess, "run", spy)
+    monkeypatch.setattr(children.subprocess, "Popen", spy)
     tool = _tool()
     assert tool.main(args) == 0
     assert launched == []
