@@ -860,6 +860,48 @@ def expect_run_stopped_in_one_line() -> None:
         "mmf_run: error: cannot write checkpoint save/current.ckpt: ENOSPC (No space left on device)"]
 
 
+@check("run_folder_lock")
+def _run_folder_lock() -> None:
+    import contextlib
+    import io
+    import os
+    import tempfile
+
+    import mmf_cli.run
+    from mmf_uvlp.training.run_lock import RunLock
+
+    class TrainerBuilt(Exception):
+        pass
+
+    def build_trainer(config: Any) -> None:
+        raise TrainerBuilt
+
+    build = mmf_cli.run.build_trainer
+    mmf_cli.run.build_trainer = build_trainer
+    stderr, code = io.StringIO(), None
+    with tempfile.TemporaryDirectory() as save_dir:
+        owner = RunLock(save_dir)
+        owner.acquire()  # this process runs in the folder already
+        try:
+            config = os.path.join(save_dir, "config.yaml")  # MMF main reads config= always
+            with open(config, "w") as handle:
+                handle.write("training:\n  seed: 1\n")
+            with contextlib.redirect_stderr(stderr):
+                mmf_cli.run.run(opts=[f"config={config}", "model=visual_bert", "dataset=vqa2",
+                                      f"env.save_dir={save_dir}"])
+        except SystemExit as exit_:
+            code = exit_.code
+        except TrainerBuilt:
+            code = "a second run started in the folder"
+        finally:
+            mmf_cli.run.build_trainer = build
+            owner.release()
+    assert code == 2, code
+    line = stderr.getvalue().strip().splitlines()[-1]
+    assert line.startswith(f"mmf_run: error: run folder {save_dir} is in use by pid "
+                           f"{os.getpid()} on host "), line
+
+
 def _tiny_vilbert(head: str, **overrides: Any) -> Any:
     """A randomly initialised two-stream ViLBERT (bert_model_name: null) in eval mode."""
     import torch

@@ -128,6 +128,7 @@ CHECKS: Dict[str, Callable[[], None]] = {
     "non_finite_loss_stops": _non_finite_loss_stops,
     "plain_data_checkpoint_loads": _plain_data_checkpoint_loads,
     "checkpoint_write_errors": _checkpoint_write_errors,
+    "run_folder_lock": _rc10_check("run_folder_lock"),
 }
 FIX_NAMES = [fix.name for fix in compat.fix_set_for(compat.MMF_MAIN_VERSION).fixes]
 
@@ -140,6 +141,7 @@ def _run_check(name: str, disabled: str = "") -> subprocess.CompletedProcess:
 
 def test_the_main_fix_set_is_active_and_applied():
     import mmf  # noqa: F401
+    import mmf_cli.run  # noqa: F401
     from mmf.common.registry import registry
 
     fix_set = compat.active_fix_set()

@@ -22,7 +22,7 @@ import pytest
 import torch
 import yaml
 
-from mmf_uvlp.replication import runner
+from mmf_uvlp.replication import children, runner
 from mmf_uvlp.replication.archive import Archive
 from mmf_uvlp.replication.aggregate import (
     meta_gap, seed_cells, summarize, summarize_row, table_rows,
@@ -151,6 +151,9 @@ def _fake_runs(settings: Settings, system: str, values: dict) -> None:
         elif step.kind == "pretrain":
             step.folder.mkdir(parents=True)
             (step.folder / "uvla_final.pth").write_bytes(b"weights")
+        # what the runner writes once a run finished
+        step.record.write_text(json.dumps({"title": step.title, "command": list(step.command),
+                                           "wall_s": 1.0}))
 
 
 def test_tables_from_crafted_run_folders(tmp_path):
@@ -961,7 +964,7 @@ def test_a_run_records_the_world_settings_its_task_reads(tmp_path):
                 "refcoco_images"} & set(pretrain.world)
     assert steps["refcoco_plus_splits"].world == steps["refcoco_plus"].world
     run_steps([nlvr2], log=lambda line: None, run=lambda command: _log(
-        nlvr2.folder, "progress: 10/10, test/nlvr2/accuracy: 0.5") or 0)
+        nlvr2.folder, "progress: 10/10, test/nlvr2/accuracy: 0.5000") or 0)
     assert read_record(nlvr2)["world"] == nlvr2.world
     assert World(tmp_path / "data", None).settings_for("nlvr2") is None
 
@@ -1003,7 +1006,7 @@ def _pretrain_again(tmp_path: Path, value: str, lines: list[str]) -> Step:
     def run(command) -> int:
         step.folder.mkdir(exist_ok=True)
         with open(step.folder / "train.log", "a") as log:  # MMF appends to an existing log
-            log.write(f"progress: 8/8, val/x: {value}, val/y: 0.5\n")
+            log.write(f"progress: 8/8, val/x: {value}, val/y: 0.5000\n")
         return _finish(command)
 
     assert run_steps([step], run=run, log=lines.append) == 1
@@ -1012,14 +1015,14 @@ def _pretrain_again(tmp_path: Path, value: str, lines: list[str]) -> Step:
 
 def test_a_finished_step_made_again_writes_its_own_log_and_is_compared_with_it(tmp_path):
     lines = []
-    step = _pretrain_again(tmp_path, "0.25", lines)
+    step = _pretrain_again(tmp_path, "0.2500", lines)
     (step.folder / "done").unlink()  # its weights gone: it runs again
-    _pretrain_again(tmp_path, "0.25", lines)
+    _pretrain_again(tmp_path, "0.2500", lines)
     assert (step.folder / "train.log").read_text().count("progress") == 1
     assert not (step.folder / "train.previous.log").exists()
     assert lines[-2] == "=== p: made again, the same 2 val/test values as its previous run"
     (step.folder / "done").unlink()
-    _pretrain_again(tmp_path, "0.75", lines)
+    _pretrain_again(tmp_path, "0.7500", lines)
     assert lines[-2] == ("=== p: made again, and 1 of 2 val/test values differ from its "
                          "previous run: val/x 0.25 -> 0.75")
 
@@ -1171,7 +1174,7 @@ def _complete(steps) -> callable:
             step.proof_file.write_text("made")
         keys = step.proof_keys or ("val/total_loss",)
         if step.kind != "corpus":
-            _log(step.folder, "progress: 2/2, " + ", ".join(f"{key}: 0.5" for key in keys))
+            _log(step.folder, "progress: 2/2, " + ", ".join(f"{key}: 0.5000" for key in keys))
         return 0
     return run
 
@@ -1249,7 +1252,7 @@ def test_a_run_that_does_not_say_its_world_is_refused_before_it_is_archived(tmp_
     settings = Settings(World(tmp_path / "toy_world_tiny", "tiny"), tmp_path / "runs",
                         seeds=(0,), tasks=("nlvr2",))
     nlvr2 = next(s for s in plan([SYSTEMS["base"]], settings) if s.task == "nlvr2")
-    _log(nlvr2.folder, "progress: 2/2, test/nlvr2/accuracy: 0.5")
+    _log(nlvr2.folder, "progress: 2/2, test/nlvr2/accuracy: 0.5000")
     nlvr2.record.write_text(json.dumps({"command": list(nlvr2.command)}))
     archive = Archive(tmp_path / "archive", settings)
     with pytest.raises(StaleRun, match="does not say which world"):
@@ -1320,15 +1323,15 @@ def test_replicate_on_the_tiny_world_end_to_end(tiny_world, tmp_path, monkeypatc
 
     # Resume with everything done: no command runs, no file under runs changes.
     before = _mtimes(runs)
-    real_run = subprocess.run
+    real_popen = children.subprocess.Popen
     launched = []
 
     def spy(command, *a, **k):
         if command[0] != "git":  # the study's commands, not the commit a record names
             launched.append(list(command))
-        return real_run(command, *a, **k)
+        return real_popen(command, *a, **k)
 
-    monkeypatch.setattr(runner.subprocess, "run", spy)
+    monkeypatch.setattr(children.subprocess, "Popen", spy)
     tool = _tool()
     assert tool.main(args) == 0
     assert launched == []

@@ -38,10 +38,10 @@ def runs(tmp_path) -> dict:
     _results(base / "nlvr2", "nlvr2", {"test": 0.512, "val": 0.5})
     # VE and RefCOCO+ from MMF logs (simple format), RefCOCO+ val from an evaluation view
     # over the val/ fallback of the training run.
-    _log(base / "ve", "progress: 10/10, test/total_loss: 0.5, test/visual_entailment/accuracy: 0.7320")
+    _log(base / "ve", "progress: 10/10, test/total_loss: 0.5000, test/visual_entailment/accuracy: 0.7320")
     _log(base / "refcoco_train",
-         "progress: 2/4, val/total_loss: 9.0, val/refcoco_plus/refcoco_accuracy: 0.1000",
-         "progress: 4/4, val/total_loss: 8.0, val/refcoco_plus/refcoco_accuracy: 0.2000")
+         "progress: 2/4, val/total_loss: 9.0000, val/refcoco_plus/refcoco_accuracy: 0.1000",
+         "progress: 4/4, val/total_loss: 8.0000, val/refcoco_plus/refcoco_accuracy: 0.2000")
     _log(base / "refcoco_test",
          "Starting inference on test set",
          "progress: 4/4, test/total_loss: 7.4965, test/refcoco_plus_val/refcoco_accuracy: 0.6940, "
@@ -56,9 +56,9 @@ def runs(tmp_path) -> dict:
 
 
 def test_parse_log_keeps_the_last_value_of_each_key(tmp_path):
-    _log(tmp_path, "progress: 2/4, val/vqa2/vqa_accuracy: 0.1, num_updates: 2",
-         "no metrics here: 0.9", "progress: 4/4, val/vqa2/vqa_accuracy: 0.25, lr: 0.0001",
-         json.dumps({"progress": "4/4", "test/nlvr2/accuracy": "0.6", "best_val/total_loss": "1"}))
+    _log(tmp_path, "progress: 2/4, val/vqa2/vqa_accuracy: 0.1000, num_updates: 2",
+         "no metrics here: 0.9", "progress: 4/4, val/vqa2/vqa_accuracy: 0.2500, lr: 0.0001",
+         json.dumps({"progress": "4/4", "test/nlvr2/accuracy": "0.6000", "best_val/total_loss": "1"}))
     assert parse_log(tmp_path / "train.log") == {"val/vqa2/vqa_accuracy": 0.25,
                                                  "test/nlvr2/accuracy": 0.6}
 
@@ -161,8 +161,8 @@ def test_bad_results_files_are_named(tmp_path, entry, message):
 
 
 def test_conflicts_and_missing_runs(tmp_path, capsys):
-    _log(tmp_path / "a", "progress: 1/1, test/vqa2/vqa_accuracy: 0.5")
-    _log(tmp_path / "b", "progress: 1/1, test/vqa2/vqa_accuracy: 0.6")
+    _log(tmp_path / "a", "progress: 1/1, test/vqa2/vqa_accuracy: 0.5000")
+    _log(tmp_path / "b", "progress: 1/1, test/vqa2/vqa_accuracy: 0.6000")
     with pytest.raises(ValueError, match=r"two values for vqa2 test: 0.5 \(.*a/train.log.*0.6"):
         collect_run(tmp_path)
     with pytest.raises(SystemExit) as exit_:

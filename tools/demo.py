@@ -33,10 +33,13 @@ from typing import List
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mmf_uvlp.replication.runner import StaleRun, StepFailed, clock, run_steps, share_cores
+from mmf_uvlp.replication.children import Interrupted
+from mmf_uvlp.replication.runner import (BadRecord, StaleRun, StepFailed, clock, run_steps,
+                                         share_cores)
 from mmf_uvlp.replication.steps import RECORD, Step, schedule_options
 from mmf_uvlp.replication.study import SYSTEMS as STUDY_SYSTEMS, System
 from mmf_uvlp.replication.world import World
+from mmf_uvlp.report.mmf_log import LogFormatError
 
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
@@ -170,9 +173,12 @@ def main(argv: List[str] | None = None) -> int:
     start = time.perf_counter()
     try:
         run_steps(demo.steps(steps), log=lambda line: print(line, flush=True), jobs=args.jobs)
-    except (StepFailed, StaleRun) as e:
+    except (StepFailed, StaleRun, BadRecord, LogFormatError) as e:
         print(f"demo: error: {e}", file=sys.stderr)
         return 1
+    except Interrupted as e:
+        print(f"demo: {e}", file=sys.stderr)
+        return 128 + e.signum
     if "report" in steps:
         demo.report()
     if "calibrated" in steps:

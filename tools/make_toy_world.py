@@ -24,6 +24,7 @@ from mmf_uvlp.toy_world.downstream import NLVR2_STATEMENTS  # noqa: E402
 from mmf_uvlp.toy_world.generate import check_output  # noqa: E402
 from mmf_uvlp.toy_world.text import CAPTION_STYLES  # noqa: E402
 from mmf_uvlp.toy_world.vocabulary import MIN_FOREGROUND_CLASSES  # noqa: E402
+from mmf_uvlp.utils.output_folder import UnsafeOutputPath  # noqa: E402
 
 
 def _int_at_least(minimum: int, name: str) -> Callable[[str], int]:
@@ -149,10 +150,15 @@ def main(argv: list[str] | None = None) -> int:
         check_output(args.out, args.overwrite)
     except FileExistsError as e:
         parser.error(f"argument --out: {e}")
+    except UnsafeOutputPath as e:
+        parser.exit(2, f"make_toy_world.py: error: {e}\n")
 
     start = time.perf_counter()
-    manifest = generate_world(config, args.out, progress=not args.no_progress,
-                              overwrite=args.overwrite)
+    try:
+        manifest = generate_world(config, args.out, progress=not args.no_progress,
+                                  overwrite=args.overwrite)
+    except UnsafeOutputPath as e:
+        parser.exit(2, f"make_toy_world.py: error: {e}\n")
     seconds = time.perf_counter() - start
 
     counts = manifest["counts"]

@@ -20,11 +20,15 @@ interrupted training run continues from its last checkpoint). Steps:
         --model-config configs/models/vl_bert/tiny_random.yaml --pretrain-updates 4
 
 Writes ``<out>/table<k>.md`` + ``.png`` per table (printed too) and ``<out>/runs.json``.
+One process at a time runs a seed's steps in a runs folder (``<runs>/seed<s>.lock``, see
+``mmf_uvlp/training/run_lock.py``): processes that take other ``--only-seeds`` share it.
+SIGTERM / SIGINT stop the running commands too; the exit status is then 128 + the signal.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -33,13 +37,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mmf_uvlp.replication.archive import Archive
+from mmf_uvlp.replication.children import Interrupted
 from mmf_uvlp.replication.outputs import write_study
 from mmf_uvlp.replication.recipe import Recipe, load_recipe
-from mmf_uvlp.replication.runner import (StaleRun, StepFailed, clock, read_record, run_steps,
-                                         share_cores, spent, stale_reason)
+from mmf_uvlp.replication.runner import (BadRecord, StaleRun, StepFailed, clock, read_record,
+                                         run_steps, share_cores, spent, stale_reason)
 from mmf_uvlp.replication.steps import Settings, model_overrides, plan
 from mmf_uvlp.replication.study import REPO, SYSTEMS, TABLES, TASKS, select
 from mmf_uvlp.replication.world import World
+from mmf_uvlp.report.mmf_log import LogFormatError
+from mmf_uvlp.training.run_lock import RunFolderBusy, RunLock
 
 
 DEFAULT_PRETRAIN_UPDATES, DEFAULT_FINETUNE_UPDATES = 400, 120  # tools/demo.py's schedule
@@ -164,6 +171,24 @@ def main(argv: list[str] | None = None) -> int:
         pretrain_options=recipe.pretrain_options, finetune_options=recipe.finetune_options,
         task_options=recipe.task_options,
         task_updates=() if args.finetune_updates else recipe.task_updates)
+    try:
+        with contextlib.ExitStack() as locks:
+            for seed in settings.seeds:  # processes taking other seeds may share the folder
+                locks.enter_context(RunLock(runs, f"seed {seed} of the runs folder",
+                                            f"seed{seed}.lock"))
+            return _study(args, tables, systems, world, recipe, settings)
+    except (RunFolderBusy, BadRecord, LogFormatError) as e:
+        print(f"replicate: error: {e}", file=sys.stderr)
+        return 2
+    except Interrupted as e:
+        print(f"replicate: {e}", file=sys.stderr)
+        return 128 + e.signum
+
+
+def _study(args: argparse.Namespace, tables: list, systems: list, world: World,
+           recipe: Recipe, settings: Settings) -> int:
+    """Restore the archive, run the steps (or list them) and write the tables."""
+    runs = settings.runs
     steps = plan(systems, settings)
     archive = Archive(args.archive.resolve(), settings) if args.archive else None
     if archive is not None:

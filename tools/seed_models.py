@@ -87,7 +87,7 @@ class Runner:
     @staticmethod
     def _logged(folder: Path, keys: List[str]) -> bool:
         log = folder / LOG_FILE
-        return log.exists() and all(key in parse_log(log) for key in keys)
+        return log.exists() and all(key in parse_log(log, unfinished=True) for key in keys)
 
     def pretrain(self) -> None:
         if self.pretrained.exists():

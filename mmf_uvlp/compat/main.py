@@ -13,6 +13,7 @@ import functools
 from typing import Any, Iterator
 
 from mmf_uvlp.compat import FixSet, rc10
+from mmf_uvlp.training import run_lock
 
 FIXES = FixSet(mmf_version="1.0.0rc12")
 
@@ -44,6 +45,16 @@ FIXES.fix(
     "naming no file",
     stage="post",
 )(rc10._feature_files_run_no_code)
+
+
+FIXES.fix(
+    "run_folder_lock",
+    "two mmf_run into one env.save_dir both exit 0 (MMF main, like rc10, takes no lock on "
+    "its save dir): the second overwrites the first's checkpoints and the two runs' lines "
+    "interleave in one train.log",
+    stage="post",
+    trigger="mmf_cli.run",
+)(run_lock.install)
 
 FIXES.fix(
     "seed_zero_seeds",

@@ -19,6 +19,7 @@ import warnings
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from mmf_uvlp.compat import FixSet
+from mmf_uvlp.training import run_lock
 
 FIXES = FixSet(mmf_version="1.0.0rc10")
 
@@ -1280,6 +1281,17 @@ def _one_line_user_errors() -> None:
             raise SystemExit(status) from None
 
     cli.run = run_reporting_user_errors
+
+
+FIXES.fix(
+    "run_folder_lock",
+    "two mmf_run into one env.save_dir both exit 0: the second overwrites the first's "
+    "checkpoints and the two runs' lines interleave in one train.log (MMF takes no lock on "
+    "its save dir); now the second stops with `mmf_run: error: run folder ... is in use by "
+    "pid ... on host ...`",
+    stage="post",
+    trigger="mmf_cli.run",
+)(run_lock.install)
 
 
 def _rows_per_sample(values: Any, rows: int) -> Any:

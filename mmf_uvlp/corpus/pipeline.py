@@ -20,9 +20,12 @@ place with ``os.replace``, so a file that exists is complete), in the order they
 
 ``state.json`` records the config fingerprint; a rerun with another config refuses to mix
 outputs (use ``restart=True``, which also rebuilds a sentence cache of other inputs or
-settings). A build with nothing usable left (no image, no sentence) stops with
-``EmptyInputError`` naming the input files. Killing the process at any point and rerunning
-gives the same bytes as an uninterrupted run.
+settings). The build deletes and writes only inside its output folder: a symbolic link in
+place of one of its subfolders (``annotations/`` linked to a user's folder), or below one,
+is refused before anything is deleted (:mod:`mmf_uvlp.utils.output_folder`). A build with
+nothing usable left (no image, no sentence) stops with ``EmptyInputError`` naming the input
+files. Killing the process at any point and rerunning gives the same bytes as an
+uninterrupted run.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import os
 import resource
 import shutil
 import time
+from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -50,8 +54,10 @@ from mmf_uvlp.corpus.sentences import (
 )
 from mmf_uvlp.corpus.report import link_score_band
 from mmf_uvlp.corpus.tag_query import ranked_tags
+from mmf_uvlp.utils.output_folder import check_no_links_below
 
 STAGES = ("detections", "queries", "retrieve", "phrases", "link")
+OUTPUT_FOLDERS = ("work", "annotations", "stats", "report")  # what a build writes and deletes
 ABORT_ENV = "MMF_UVLP_CORPUS_ABORT_AFTER"  # "<stage>:<n>": exit abruptly after n chunks
 Hook = Callable[[str, int], None]
 
@@ -292,11 +298,16 @@ class CorpusBuilder:
             faiss.omp_set_num_threads(int(n))
 
     def _check_state(self, restart: bool) -> None:
+        own = OUTPUT_FOLDERS
+        if os.path.abspath(self.sentence_cache) == os.path.abspath(
+                os.path.join(self.out, "sentences")):
+            own += ("sentences",)  # the default cache is part of the output
+        check_no_links_below(Path(self.out), own, "build_corpus")
         path = os.path.join(self.out, "state.json")
         fingerprint = self.config.shard_fingerprint()
         state = read_json(path)
         if state is not None and restart:
-            for name in ("work", "annotations", "stats", "report"):
+            for name in OUTPUT_FOLDERS:
                 shutil.rmtree(os.path.join(self.out, name), ignore_errors=True)
             for name in ("timings.json", "shared.json"):
                 if os.path.exists(os.path.join(self.out, name)):
@@ -309,7 +320,7 @@ class CorpusBuilder:
                     f"{state.get('fingerprint')}, shard {state.get('shard')}); rerun with "
                     "--restart to discard it, or use another --out")
         os.makedirs(self.out, exist_ok=True)
-        for name in ("work", "annotations", "stats", "report"):  # leftovers of a killed run
+        for name in OUTPUT_FOLDERS:  # leftovers of a killed run
             for root, _, files in os.walk(os.path.join(self.out, name)):
                 for f in files:
                     if ".tmp." in f:
@@ -798,6 +809,7 @@ def merge(shard_dirs: Sequence[str], out_dir: str, config: Optional[CorpusConfig
     if not sum(int(part["images"]) for _, part in chunk_dirs.values()):
         raise EmptyInputError(f"no usable images in the shards {', '.join(shard_dirs)}: every "
                               "row was skipped or dropped (see their stats/); nothing written")
+    check_no_links_below(Path(out_dir), OUTPUT_FOLDERS, "build_corpus merge")
     ann_dir = os.path.join(out_dir, "annotations")
     stats_dir = os.path.join(out_dir, "stats")
     os.makedirs(ann_dir, exist_ok=True)

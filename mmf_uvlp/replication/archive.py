@@ -26,6 +26,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from mmf_uvlp.replication.runner import load_record
 from mmf_uvlp.replication.steps import Settings, Step
 from mmf_uvlp.replication.study import REPO
 from mmf_uvlp.report.results import LOG_FILE
@@ -86,7 +87,7 @@ class Archive:
         for source, copy in files:
             copy.parent.mkdir(parents=True, exist_ok=True)
             if source == step.record:
-                record = json.loads(source.read_text(encoding="utf-8"))
+                record = load_record(source)
                 record["command"] = self._program(
                     [self.relative(arg) for arg in record["command"]], BIN)
                 copy.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
@@ -102,12 +103,7 @@ class Archive:
         for target, copy in self._files(step):
             target.parent.mkdir(parents=True, exist_ok=True)
             if target == step.record:
-                try:
-                    record = json.loads(copy.read_text(encoding="utf-8"))
-                except json.JSONDecodeError as e:
-                    raise ValueError(f"{copy}:{e.lineno}: not valid json ({e.msg})") from None
-                if not isinstance(record.get("command"), list):
-                    raise ValueError(f"{copy}: expected a 'command' list in the record")
+                record = load_record(copy)
                 record["command"] = self._program(
                     [self.absolute(arg) for arg in record["command"]],
                     str(Path(sys.executable).parent))

@@ -18,6 +18,16 @@ recorded command differs from the planned one (other updates, seeds of another w
 is an error rather than a silent mix of settings. A finished step made again for its output
 (a pre-training whose weights are gone) writes a fresh log, and its val/test values are
 compared with those of its previous run.
+
+A run is done only with its record: ``step.json`` is written (to a temporary name, then
+moved in place) after its command ended and its output was checked, so a runner stopped
+between the two runs the step again (MMF resumes it from its last checkpoint) rather than
+counting it done unrecorded. Before a command starts, ``step.started.json`` records it; a
+run folder whose started command is not the planned one (a study re-planned with other
+updates) is refused like a finished one, instead of resuming a run of other settings.
+Commands run in process groups of their own (:mod:`~mmf_uvlp.replication.children`):
+SIGTERM / SIGINT to the runner stop them, the runner waits for them and raises
+:class:`~mmf_uvlp.replication.children.Interrupted`; no command outlives it.
 """
 
 from __future__ import annotations
@@ -25,8 +35,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import statistics
-import subprocess
 import time
 from collections import defaultdict
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -34,6 +44,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Collection, Optional, Sequence
 
+from mmf_uvlp.replication.children import CHILDREN, Interrupted, forwarding_signals
 from mmf_uvlp.replication.provenance import made_by
 from mmf_uvlp.replication.steps import Step
 from mmf_uvlp.replication.study import REPO
@@ -54,6 +65,10 @@ class StaleRun(RuntimeError):
     """A finished run was made by another command than the study now plans."""
 
 
+class BadRecord(ValueError):
+    """A step's record is not what the runner writes."""
+
+
 def share_cores(jobs: int) -> None:
     """Give each of ``jobs`` runs side by side cpu_count / jobs threads (``OMP_NUM_THREADS``,
     unless already set), so that they do not oversubscribe the cores. The number is pinned
@@ -69,37 +84,80 @@ def threads() -> Optional[int]:
 
 
 def execute(command: Sequence[str], output: Optional[Path] = None) -> int:
-    """Run a command from the repository root, its output on the terminal or in ``output``."""
-    if output is None:
-        return subprocess.run(list(command), cwd=REPO).returncode
-    output.parent.mkdir(parents=True, exist_ok=True)
-    with open(output, "w", encoding="utf-8") as out:
-        return subprocess.run(list(command), cwd=REPO, stdout=out,
-                              stderr=subprocess.STDOUT).returncode
+    """Run a command from the repository root in a process group of its own (stopped with
+    the runner), its output on the terminal or in ``output``."""
+    if output is not None:
+        output.parent.mkdir(parents=True, exist_ok=True)
+    return CHILDREN.run(command, REPO, output)
+
+
+def load_record(path: Path) -> dict:
+    """A record the runner wrote (``step.json``, ``step.started.json``), checked: a JSON
+    object with a ``command`` list of strings, ``wall_s`` a number or null and ``world``
+    an object where they are given. Raises :class:`BadRecord` naming the file."""
+    expected = ("expected a JSON object with a 'command' list of strings (the record the "
+                "runner writes for a step)")
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise BadRecord(f"{path}:{e.lineno}: not valid json ({e.msg}); {expected}; delete "
+                        "it to run the step again") from None
+    if not isinstance(record, dict):
+        raise BadRecord(f"{path}: {expected}, got a JSON {type(record).__name__}; delete it "
+                        "to run the step again")
+    command = record.get("command")
+    if not isinstance(command, list) or not command or not all(
+            isinstance(arg, str) for arg in command):
+        raise BadRecord(f"{path}: field 'command': {expected}, got {command!r}; delete it to "
+                        "run the step again")
+    wall = record.get("wall_s")
+    if wall is not None and (isinstance(wall, bool) or not isinstance(wall, (int, float))):
+        raise BadRecord(f"{path}: field 'wall_s': expected seconds (a number) or null, got "
+                        f"{wall!r}")
+    if record.get("world") is not None and not isinstance(record["world"], dict):
+        raise BadRecord(f"{path}: field 'world': expected an object of world settings, got "
+                        f"{record['world']!r}")
+    return record
 
 
 def read_record(step: Step) -> dict | None:
     """The ``step.json`` of a finished step (None when it has none)."""
-    if not step.record.exists():
-        return None
-    try:
-        return json.loads(step.record.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{step.record}:{e.lineno}: not valid json ({e.msg}); delete it "
-                         "and the step is taken as finished without a wall time") from None
+    return load_record(step.record) if step.record.exists() else None
 
 
-def stale_reason(step: Step, record: dict | None) -> str | None:
+def started_path(step: Step) -> Path:
+    """Where the command of a step's run in progress is recorded (``step.started.json``)."""
+    return step.record.with_suffix(".started.json")
+
+
+def read_started(step: Step) -> dict | None:
+    """The record of a step's command started but not finished (None when there is none)."""
+    path = started_path(step)
+    return load_record(path) if path.exists() else None
+
+
+def _write_json(path: Path, data: dict) -> None:
+    """``data`` as ``path``, whole or not at all (written aside, then moved in place)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def stale_reason(step: Step, record: dict | None, source: Path | None = None) -> str | None:
     """Why a finished step's output is not what the step would make now (None when it is):
     its world was generated with other settings; its run was made on a world of other
     settings, or on one its record does not say (a record written before records kept
-    them); or with another command."""
+    them); or with another command. ``source``: the record's file (default ``step.json``;
+    ``step.started.json`` for a run started and not finished)."""
+    source = step.record if source is None else source
+    made = "made" if source == step.record else "started, not finished,"
     reason = step.outdated() if step.outdated is not None else None
     if reason:
         return f"{step.title}: {reason}"
     made_on = None if record is None else record.get("world")
     if record is not None and step.world is not None and made_on is None:
-        return (f"{step.title}: {step.record} does not say which world's settings its run "
+        return (f"{step.title}: {source} does not say which world's settings its run "
                 "was made on (written before records kept them), so it may be another "
                 "world's run; delete that folder, and the step from the archive if one "
                 "holds it, to run it again on this world")
@@ -107,21 +165,30 @@ def stale_reason(step: Step, record: dict | None) -> str | None:
     if changed:
         what = "; ".join(f"{k} {then} where the world now has {now}"
                          for k, (then, now) in changed.items())
-        return (f"{step.title}: {step.folder} was made on a world with {what} (see "
-                f"{step.record}); delete that folder, and the step from the archive if one "
+        return (f"{step.title}: {step.folder} was {made} on a world with {what} (see "
+                f"{source}); delete that folder, and the step from the archive if one "
                 "holds it, to run it again on this world")
-    if record is None or list(record.get("command", [])[1:]) == list(step.command[1:]):
+    if record is None or list(record["command"][1:]) == list(step.command[1:]):
         return None
     recorded, planned = record["command"][1:], list(step.command[1:])
     now = [a for a in planned if a not in recorded]
     then = [a for a in recorded if a not in planned]
-    return (f"{step.title}: {step.folder} was run with another command ({then} where "
-            f"the study now has {now}, see {step.record}); use another --runs folder, "
+    ran = "was run" if source == step.record else "holds a run started, not finished,"
+    return (f"{step.title}: {step.folder} {ran} with another command ({then} where "
+            f"the study now has {now}, see {source}); use another --runs folder, "
             "or delete that folder to run it again with the current settings")
 
 
 def _check_record(step: Step, record: dict | None) -> None:
     reason = stale_reason(step, record)
+    if reason:
+        raise StaleRun(reason)
+
+
+def _check_started(step: Step) -> None:
+    """Refuse to resume a run whose folder was started by another command."""
+    record = read_started(step)
+    reason = None if record is None else stale_reason(step, record, started_path(step))
     if reason:
         raise StaleRun(reason)
 
@@ -266,6 +333,7 @@ def run_steps(steps: Sequence[Step], run: Execute = execute, log: Log = print,
         if done[index - 1]:
             _check_record(step, read_record(step))
             log(f"[{index}/{total}] {step.title}: already done ({step.proof})")
+            started_path(step).unlink(missing_ok=True)  # a runner stopped right after the record
             _prune(step)
         elif unneeded:
             _check_record(step, read_record(step))
@@ -279,9 +347,12 @@ def run_steps(steps: Sequence[Step], run: Execute = execute, log: Log = print,
     chained = [any(steps[j].system is not None for j in wanted) for wanted in needs]
     pending = [i for i, finished in enumerate(done)
                if not finished and (kinds is None or steps[i].kind in kinds)]
+    for i in pending:
+        _check_started(steps[i])
     running: dict[Future, tuple[int, float]] = {}
     failures: list[str] = []
     made: dict[int, dict] = {}  # what makes each running step (provenance.made_by)
+    stopped: list[str] = []
     ran = 0
 
     def start(pool: ThreadPoolExecutor, i: int) -> None:
@@ -296,12 +367,13 @@ def run_steps(steps: Sequence[Step], run: Execute = execute, log: Log = print,
             f"$ {' '.join(step.command)}{where}")
         set_aside_previous_log(step)
         made[i] = made_by(step.command)
+        _write_json(started_path(step), _record_of(step))
         args = (step.command,) if jobs == 1 else (step.command, step.record.with_suffix(".out"))
         running[pool.submit(run, *args)] = (i, time.perf_counter())
 
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
+    with forwarding_signals() as children, ThreadPoolExecutor(max_workers=jobs) as pool:
         while pending or running:
-            while not failures and len(running) < jobs:
+            while not failures and children.signum is None and len(running) < jobs:
                 candidates = [i for i in pending if all(done[j] for j in needs[i])]
                 if not candidates:
                     break
@@ -319,11 +391,14 @@ def run_steps(steps: Sequence[Step], run: Execute = execute, log: Log = print,
                 i, began = running.pop(future)
                 step, wall = steps[i], time.perf_counter() - began
                 code = future.result()
+                if code != 0 and children.signum is not None:
+                    stopped.append(step.title)
+                    continue
                 if code != 0:
                     failures.append(f"{step.title} failed (exit code {code}) after "
                                     f"{clock(wall)}: {' '.join(step.command)}")
                     continue
-                if not step.done():
+                if not step.has_output():
                     failures.append(f"{step.title}: the command ended without error but its "
                                     f"output is missing ({step.proof})")
                     continue
@@ -337,19 +412,35 @@ def run_steps(steps: Sequence[Step], run: Execute = execute, log: Log = print,
                 done[i] = True
                 ran += 1
                 log(f"=== [{i + 1}/{total}] {step.title}: done in {clock(wall)}")
+    if children.signum is not None:
+        name = signal.Signals(children.signum).name
+        raise Interrupted(children.signum, (
+            f"stopped by {name}: {ran} steps finished in this call"
+            + (f", stopped: {'; '.join(stopped)}" if stopped else "")
+            + (f", failed: {'; '.join(failures)}" if failures else "")
+            + "; run the study again to resume it"))
     if failures:
         raise StepFailed("\n".join(failures) + "\nrun the study again to resume it")
     return ran
 
 
+def _record_of(step: Step, wall: float | None = None, made: dict | None = None) -> dict:
+    """The record of ``step``'s command: started (no ``wall``) or finished (``made``: what
+    made it, taken when it started)."""
+    record: dict = {"title": step.title, "command": list(step.command)}
+    if wall is None:
+        record["started"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    else:
+        record.update(wall_s=round(wall, 3), threads=threads(), **(made or {}),
+                      finished=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    if step.world is not None:
+        record["world"] = dict(step.world)
+    return record
+
+
 def _record(step: Step, wall: float, made: dict) -> None:
-    """``step.json`` of a finished step (``made``: what made it, taken when it started),
-    then the checkpoints no later step reads go."""
-    step.record.parent.mkdir(parents=True, exist_ok=True)
-    step.record.write_text(json.dumps({
-        "title": step.title, "command": list(step.command), "wall_s": round(wall, 3),
-        "threads": threads(), **made,
-        "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        **({} if step.world is None else {"world": dict(step.world)}),
-    }, indent=1) + "\n", encoding="utf-8")
+    """``step.json`` of a finished step, written whole (the step is done from then on), then
+    the checkpoints no later step reads go."""
+    _write_json(step.record, _record_of(step, wall, made))
+    started_path(step).unlink(missing_ok=True)
     _prune(step)

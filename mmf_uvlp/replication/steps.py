@@ -10,9 +10,10 @@ seed model's own), the options that start fine-tuning from the pre-trained weigh
 of the split inference. Seed s is ``training.seed=s`` in pre-training and fine-tuning. Runs live in
 ``<runs>/<system>/seed<s>/<pretrain | task | refcoco_plus_splits>``.
 
-A step is done when the output proving it finished exists: ``world.json``, the corpus's
-``annotations/index.json``, the pre-trained weights (``<model>_final.pth``: ``uvla_final.pth``,
-``visual_bert_uvlp_final.pth``, ...), the test metric of a fine-tuning run in its
+A step is done when the output proving it finished exists (and, for a training or
+inference run, the ``step.json`` the runner writes when it finished): ``world.json``, the
+corpus's ``annotations/index.json``, the pre-trained weights (``<model>_final.pth``:
+``uvla_final.pth``, ``visual_bert_uvlp_final.pth``, ...), the test metric of a fine-tuning run in its
 ``train.log`` (MMF logs it after the final checkpoint), or the three RefCOCO+ split
 metrics. Training steps pass ``checkpoint.resume=True``, so an interrupted run continues
 from its last checkpoint as the same run.
@@ -105,13 +106,24 @@ class Step:
     outdated: Callable[[], str | None] | None = None
     world: Mapping[str, object] | None = field(default=None, compare=False)
 
-    def done(self) -> bool:
+    def has_output(self) -> bool:
+        """Whether the output proving it finished exists (``proof_file``, ``proof_keys``)."""
         if self.proof_file is not None and not self.proof_file.exists():
             return False
         if not self.proof_keys:
             return True
-        log = self.folder / LOG_FILE
-        return log.exists() and all(key in parse_log(log) for key in self.proof_keys)
+        log = self.folder / LOG_FILE  # a value being written or cut off is not there yet
+        return log.exists() and all(key in parse_log(log, unfinished=True)
+                                    for key in self.proof_keys)
+
+    def done(self) -> bool:
+        """Finished: its output exists and, for a training or inference run (``system``),
+        its ``record`` too, which the runner writes once the command ended with its output:
+        a run without its record (the runner stopped in between) is not done, since the
+        command and world it was made with are not known."""
+        if self.system is not None and not self.record.exists():
+            return False
+        return self.has_output()
 
     @property
     def proof(self) -> str:

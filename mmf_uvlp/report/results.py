@@ -3,8 +3,10 @@
 A run is a folder (searched recursively) holding MMF save dirs and/or result files.
 
 ``train.log``: MMF's progress lines, ``simple`` (``progress: 4/4, test/vqa2/vqa_accuracy:
-0.6123, ...``) or ``json`` log format. The last logged value of each key counts. Keys read
-(:data:`LOG_KEYS`, in order of preference for a cell):
+0.6123, ...``) or ``json`` log format, read strictly by :mod:`mmf_uvlp.report.mmf_log` (a
+value cut short, or two runs appended to one log, is an error naming the file and line).
+The last logged value of each key counts. Keys read (:data:`LOG_KEYS`, in order
+of preference for a cell):
 
 - ``test/vqa2/vqa_accuracy``, ``test/nlvr2/accuracy``, ``test/visual_entailment/accuracy``;
 - ``test/refcoco_plus_{val,testA,testB}/refcoco_accuracy`` (the RefCOCO+ evaluation views);
@@ -25,9 +27,10 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from mmf_uvlp.report.mmf_log import parse_log
 
 TASKS = ("vqa2", "nlvr2", "visual_entailment", "refcoco_plus")
 SPLITS = ("val", "test", "testA", "testB")
@@ -47,11 +50,6 @@ LOG_KEYS: dict[str, Cell] = {
     "val/refcoco_plus/refcoco_accuracy": ("refcoco_plus", "val"),
 }
 
-# `key: value` (simple format) or `"key": "value"` (json format) of a metric.
-_METRIC = re.compile(
-    r'"?(?<![\w/])((?:val|test)/[^\s,:"]+)"?:\s*"?(-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)"?'
-)
-
 
 @dataclass
 class RunResults:
@@ -61,18 +59,6 @@ class RunResults:
     cells: dict[Cell, float] = field(default_factory=dict)
     sources: dict[Cell, str] = field(default_factory=dict)
     systems: list[str] = field(default_factory=list)
-
-
-def parse_log(path: str | os.PathLike) -> dict[str, float]:
-    """The last logged value of every ``val/...`` and ``test/...`` key of an MMF log."""
-    values: dict[str, float] = {}
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            if "progress" not in line:
-                continue
-            for key, value in _METRIC.findall(line):
-                values[key] = float(value)
-    return values
 
 
 def read_results_file(path: str | os.PathLike) -> list[dict]:

@@ -8,7 +8,10 @@ A world is written into a temporary folder next to the output (``.<name>.partial
 moved in place at the end, so a killed run leaves the output as it was (the next run
 removes the leftover folder). ``world_files.txt`` lists every file the generator wrote;
 replacing a world (``overwrite``) removes only those files, and ``world.json`` is moved
-in last, so a folder with ``world.json`` holds a complete world.
+in last, so a folder with ``world.json`` holds a complete world. The list is checked before
+anything is removed or written (:mod:`mmf_uvlp.utils.output_folder`): an entry outside the
+world (absolute, ``..``) or a symbolic link on an entry's way (``text/`` linked to a user's
+folder) is refused, naming the list, the line and the entry.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import shutil
 import zlib
 from collections import Counter
 from dataclasses import asdict
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Iterable, Iterator
 
 import numpy as np
@@ -33,6 +36,9 @@ from mmf_uvlp.toy_world.text import CAPTION_STYLES, narrative_sentence, tokenize
 from mmf_uvlp.toy_world.vocabulary import CLASSES, vocabulary_json
 from mmf_uvlp.toy_world.writers import (
     PoolWriter, write_json, write_lines, write_object_npy, write_pickle, dumps,
+)
+from mmf_uvlp.utils.output_folder import (
+    UnsafeOutputPath, check_no_link_on_the_way, read_file_list,
 )
 
 FORMAT_VERSION = 1
@@ -265,6 +271,9 @@ def generate_world(config: WorldConfig, out: str | Path, progress: bool = False,
     out = Path(out).resolve()
     check_output(out, overwrite)
     partial = out.parent / f".{out.name}.partial"
+    if partial.is_symlink():
+        raise UnsafeOutputPath(f"{partial} (where a world is written before it is moved in) "
+                               "is a symbolic link; remove it")
     if partial.exists():
         shutil.rmtree(partial)  # left by a killed run
     partial.mkdir(parents=True)
@@ -274,7 +283,9 @@ def generate_world(config: WorldConfig, out: str | Path, progress: bool = False,
 
 
 def check_output(out: Path, overwrite: bool) -> None:
-    """Refuse an ``out`` that is a file, or a non-empty folder not holding a world."""
+    """Refuse an ``out`` that is a file, or a non-empty folder not holding a world, or whose
+    file list names a file outside it or reached through a symbolic link
+    (:class:`~mmf_uvlp.utils.output_folder.UnsafeOutputPath`, a ``ValueError``)."""
     if out.exists() and not out.is_dir():
         raise FileExistsError(f"{out} exists and is not a directory")
     if out.is_dir() and any(out.iterdir()):
@@ -284,12 +295,14 @@ def check_output(out: Path, overwrite: bool) -> None:
         if not (out / MANIFEST).is_file():
             raise FileExistsError(f"{out} has no {MANIFEST}; refusing to write into a "
                                   "directory that is not a generated world")
+        _listed(out)
 
 
 def _listed(root: Path) -> set[str]:
-    """The files a world in ``root`` lists (none for a world older than its file list)."""
-    path = root / FILE_LIST
-    return set(path.read_text(encoding="utf-8").splitlines()) if path.is_file() else set()
+    """The files a world in ``root`` lists (none for a world older than its file list),
+    each checked to lie inside ``root`` with no symbolic link on its way."""
+    return {path.relative_to(root).as_posix()
+            for path in read_file_list(root, root / FILE_LIST)}
 
 
 def _move_in(partial: Path, out: Path) -> None:
@@ -300,7 +313,10 @@ def _move_in(partial: Path, out: Path) -> None:
         os.rename(partial, out)  # atomic: the whole world appears at once
         return
     old, new = _listed(out), _listed(partial)
+    for rel in sorted(new - old):  # the old ones were checked by _listed
+        check_no_link_on_the_way(out, PurePosixPath(rel), f"{out}: new world file {rel!r}")
     # while files move, the list in ``out`` covers both worlds: a killed move is redone
+    (out / f"{FILE_LIST}.tmp").unlink(missing_ok=True)  # a link there is not written through
     write_lines(out / f"{FILE_LIST}.tmp", sorted(old | new))
     os.replace(out / f"{FILE_LIST}.tmp", out / FILE_LIST)
     for rel in sorted(old - new):
