@@ -125,7 +125,7 @@ def _stop_before_the_record(monkeypatch, step: Step) -> list:
     """Run ``step`` with a runner that dies after its command ended, before its record."""
     calls = []
 
-    def die(step, wall):
+    def die(step, wall, made):
         raise KeyboardInterrupt("the runner is killed")
 
     monkeypatch.setattr(runner, "_record", die)
