@@ -395,6 +395,45 @@ def _anomaly() -> None:
     assert seen == [False, True], seen
 
 
+@check("mixed_precision")
+def _mixed_precision() -> None:
+    import tempfile
+
+    import torch
+
+    from mmf.common.registry import registry
+    from mmf.common.report import Report
+    from mmf.common.sample import Sample, SampleList
+    from mmf.trainers.base_trainer import BaseTrainer
+
+    silent = types.SimpleNamespace(write=lambda *a, **k: None)
+    registry.register("writer", silent)
+    seen = []
+
+    def model(batch: Any) -> Dict[str, Any]:
+        seen.append((torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")))
+        return {"losses": {"loss": (layer(batch["x"]).float() ** 2).mean()}}
+
+    layer = torch.nn.Linear(4, 4)
+    with tempfile.TemporaryDirectory() as save_dir:
+        for dtype, scaled in (("bfloat16", False), ("float16", True)):
+            config = _configuration([
+                "model=visual_bert", "dataset=vqa2", "training.fp16=True",
+                f"training.amp_dtype={dtype}", f"env.save_dir={save_dir}"]).get_config()
+            trainer = BaseTrainer(config)
+            trainer.writer, trainer.device, trainer.model = silent, torch.device("cpu"), model
+            trainer.optimizer = torch.optim.SGD(layer.parameters(), lr=0.1)
+            trainer.load_extras()
+            trainer.dataset_loader = types.SimpleNamespace(prepare_batch=lambda batch: batch)
+            batch = SampleList([Sample({"x": torch.randn(4)}), Sample({"x": torch.randn(4)})])
+            report = trainer._forward_pass(batch)
+            assert isinstance(report, Report) and seen[-1] == (True, getattr(torch, dtype)), seen
+            trainer._backward(trainer._extract_loss(report))
+            assert trainer.scaler.is_enabled() is scaled and trainer.num_updates == 1
+            if scaled:  # the update went through the GradScaler
+                assert trainer.scaler.state_dict()["_growth_tracker"] == 1
+
+
 @check("max_updates_stop")
 def _max_updates() -> None:
     import torch

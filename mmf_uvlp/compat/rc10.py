@@ -215,7 +215,13 @@ RC10_DEFAULTS = {
         # the console (the log file is written either way).
         "stdout_capture": False,
         "detect_anomaly": False,
+        # MMF main's mixed precision (mmf_uvlp/training/mixed_precision.py) and its bf16 choice
+        "fp16": False,
+        "amp_dtype": "float16",
+        # MMF main's: DataLoader workers kept alive across epochs (with num_workers > 0)
+        "persistent_workers": True,
     },
+    "checkpoint": {"reset": {"fp16_scaler": False}},
     # MMF main's per-dataset mix of a multi-dataset run (see multitasking_sampling_ratios)
     "multitasking": {"enabled": True, "type": "size_proportional", "params": {}},
 }
@@ -458,6 +464,20 @@ def _anomaly_detection_switch() -> None:
             torch.autograd.set_detect_anomaly = set_detect_anomaly
 
     BaseTrainer.train = train_with_configured_anomaly_detection
+
+
+@FIXES.fix(
+    "mixed_precision",
+    "training.fp16=True (MMF main's mixed precision: autocast + GradScaler) is not known to "
+    "rc10, so a run meant for fp16 trains in float32, several times slower on a GPU; now "
+    "MMF main's behaviour, its checkpointed GradScaler and a bfloat16 choice "
+    "(training.amp_dtype)",
+    stage="post",
+)
+def _mixed_precision() -> None:
+    from mmf_uvlp.training.mixed_precision import install_on_rc10
+
+    install_on_rc10()
 
 
 @FIXES.fix(
