@@ -622,6 +622,25 @@ def _data_order() -> None:
     assert [i for batch in loader for i in batch.index.tolist()] == orders[0][8:]
 
 
+@check("persistent_dataloader_workers")
+def _persistent_workers() -> None:
+    from omegaconf import OmegaConf
+
+    from mmf.common.registry import registry
+    from mmf.utils.build import build_dataloader_and_sampler
+
+    saved = registry.get("config", None, no_warning=True)
+    try:
+        for workers, persistent in ((2, True), (0, False)):
+            training = OmegaConf.create({"batch_size": 4, "num_workers": workers,
+                                         "pin_memory": False, "persistent_workers": True})
+            registry.register("config", OmegaConf.create({"training": training}))
+            loader, _ = build_dataloader_and_sampler(_Indexed(), training)
+            assert loader.persistent_workers is persistent, (workers, loader.persistent_workers)
+    finally:
+        registry.register("config", saved)
+
+
 @check("resumable_checkpoints")
 def _damaged_checkpoint() -> None:
     import tempfile

@@ -692,12 +692,13 @@ def _max_updates_stop() -> None:
 
 
 class _SharedLmdb(types.ModuleType):
-    """The ``lmdb`` module as seen by MMF's feature readers: one environment per file and process."""
+    """The ``lmdb`` module as seen by MMF's feature readers: one environment per file and
+    process, each DataLoader worker reading through its own."""
 
     def open(self, path: str, **kwargs: Any) -> Any:  # noqa: A003  (mirrors lmdb.open)
         from mmf_uvlp.utils import lmdb_envs
 
-        return lmdb_envs.acquire(path, **kwargs)
+        return lmdb_envs.ProcessLocalEnvironment(path, **kwargs)
 
     def __getattr__(self, item: str) -> Any:
         import lmdb
@@ -709,13 +710,40 @@ class _SharedLmdb(types.ModuleType):
     "shared_lmdb_environments",
     "lmdb.Error: ...: environment is already open in this process (py-lmdb >= 1.0 "
     "refuses a second open of one file, and rc10 opens one per dataset split, e.g. "
-    "VQA2 train and val reading the same COCO features LMDB)",
+    "VQA2 train and val reading the same COCO features LMDB); with training.num_workers "
+    "> 0 a reader opened before the workers started used its parent's environment in each "
+    "forked worker (LMDB forbids it) and cannot be pickled for spawned ones (TypeError: "
+    "cannot pickle 'Environment' object); each process now reads through its own",
     stage="post",
 )
 def _shared_lmdb_environments() -> None:
     import mmf.datasets.databases.readers.feature_readers as feature_readers
 
     feature_readers.lmdb = _SharedLmdb("lmdb")
+
+
+@FIXES.fix(
+    "persistent_dataloader_workers",
+    "training.persistent_workers (MMF main's key, on by default) is unknown to rc10: with "
+    "training.num_workers > 0 every epoch and every evaluation starts its worker processes "
+    "anew, each re-opening the feature files, while the GPU waits; they now persist",
+    stage="post",
+)
+def _persistent_dataloader_workers() -> None:
+    import mmf.utils.build as build
+    from mmf.common.registry import registry
+
+    add_extra_args = build._add_extra_args_for_dataloader
+
+    def _add_extra_args_for_dataloader(dataset_instance: Any, other_args: Any = None) -> Any:
+        other_args = add_extra_args(dataset_instance, other_args)
+        config = registry.get("config", None, no_warning=True)
+        training = (config.get("training") if config is not None else None) or {}
+        if int(training.get("num_workers", 0) or 0) > 0:
+            other_args["persistent_workers"] = bool(training.get("persistent_workers", True))
+        return other_args
+
+    build._add_extra_args_for_dataloader = _add_extra_args_for_dataloader
 
 
 @FIXES.fix(
