@@ -31,7 +31,7 @@ from collections import defaultdict
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Collection, Optional, Sequence
+from typing import Callable, Collection, Mapping, Optional, Sequence
 
 from mmf_uvlp.replication.steps import Step
 from mmf_uvlp.replication.study import REPO
@@ -66,14 +66,16 @@ def threads() -> Optional[int]:
     return int(value) if value.isdigit() else None
 
 
-def execute(command: Sequence[str], output: Optional[Path] = None) -> int:
-    """Run a command from the repository root, its output on the terminal or in ``output``."""
+def execute(command: Sequence[str], output: Optional[Path] = None,
+            env: Optional[Mapping[str, str]] = None) -> int:
+    """Run a command from the repository root, its output on the terminal or in ``output``;
+    ``env``: its environment (default: this process's)."""
     if output is None:
-        return subprocess.run(list(command), cwd=REPO).returncode
+        return subprocess.run(list(command), cwd=REPO, env=env).returncode
     output.parent.mkdir(parents=True, exist_ok=True)
     with open(output, "w", encoding="utf-8") as out:
         return subprocess.run(list(command), cwd=REPO, stdout=out,
-                              stderr=subprocess.STDOUT).returncode
+                              stderr=subprocess.STDOUT, env=env).returncode
 
 
 def read_record(step: Step) -> dict | None:
