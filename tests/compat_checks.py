@@ -557,6 +557,27 @@ def _spawn() -> None:
     assert calls == [2], calls
 
 
+@check("torchrun_local_rank")
+def _torchrun_local_rank() -> None:
+    import os
+
+    import mmf_cli.run as cli
+    from omegaconf import OmegaConf
+
+    config = OmegaConf.create({"device_id": 0, "start_rank": 0,
+                               "distributed": {"no_spawn": True, "rank": 1}})
+    configuration = types.SimpleNamespace(get_config=lambda: config)
+    seen = []
+    main, cli.main = cli.main, lambda configuration, **kwargs: seen.append(config.device_id)
+    os.environ["LOCAL_RANK"] = "1"
+    try:
+        cli.distributed_main(0, configuration)  # what rc10's run() calls under torchrun
+    finally:
+        cli.main = main
+        del os.environ["LOCAL_RANK"]
+    assert seen == [1], seen
+
+
 @check("quiet_known_warnings")
 def _quiet() -> None:
     with warnings.catch_warnings(record=True) as caught:

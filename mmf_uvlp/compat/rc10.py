@@ -657,6 +657,31 @@ def _cpu_distributed_spawn() -> None:
 
 
 @FIXES.fix(
+    "torchrun_local_rank",
+    "with `torchrun --nproc_per_node=N mmf_run ...` every rank trains on cuda:0 (rc10 takes "
+    "env:// from RANK / WORLD_SIZE / MASTER_ADDR but never reads LOCAL_RANK, and "
+    "distributed_main sets device_id=0 for the one process it runs); each rank now uses "
+    "the GPU torchrun gives it",
+    stage="post",
+    trigger="mmf_cli.run",
+)
+def _torchrun_local_rank() -> None:
+    import mmf_cli.run as cli
+
+    distributed_main = cli.distributed_main
+
+    @functools.wraps(distributed_main)
+    def distributed_main_on_local_rank(device_id: int, configuration: Any,
+                                       predict: bool = False) -> Any:
+        config = configuration.get_config()
+        if config.distributed.get("no_spawn") and "LOCAL_RANK" in os.environ:
+            device_id = int(os.environ["LOCAL_RANK"])
+        return distributed_main(device_id, configuration, predict)
+
+    cli.distributed_main = distributed_main_on_local_rank
+
+
+@FIXES.fix(
     "quiet_known_warnings",
     "UserWarning: register_resolver() is deprecated / In the sequence "
     "`MMF_USER_DIR,` some elements are missing / The epoch parameter in "
