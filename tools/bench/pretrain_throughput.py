@@ -54,7 +54,6 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from itertools import chain
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
