@@ -12,10 +12,20 @@ SEED ?= 0
 DATA ?= data
 WORLD ?= $(DATA)/toy_world_$(PRESET)
 
-.PHONY: setup test demo doctor toy-world corpus pretrain finetune report clean
+.PHONY: setup wheelhouse test demo doctor toy-world corpus pretrain finetune report clean
 
+# Installs (docs/install.md). TORCH: auto (a CUDA build when nvidia-smi lists a GPU, else
+# the CPU build), cuda, cpu, or system (keep the torch PYTHON has). WHEELHOUSE=dir: install
+# from a folder written by `make wheelhouse` on a connected machine, with no index.
+TORCH ?= auto
+WHEELHOUSE ?=
+PYTHON ?= python3
 setup:
-	@VENV=$(VENV) bash tools/setup_env.sh
+	@VENV=$(VENV) PYTHON=$(PYTHON) TORCH=$(TORCH) WHEELHOUSE=$(WHEELHOUSE) bash tools/setup_env.sh
+
+wheelhouse:
+	@test -n "$(WHEELHOUSE)" || { echo "make wheelhouse: set WHEELHOUSE=<folder>" >&2; exit 2; }
+	@PYTHON=$(PYTHON) TORCH=$(TORCH) WHEELHOUSE=$(WHEELHOUSE) bash tools/wheelhouse.sh
 
 doctor: setup
 	$(PY) -m mmf_uvlp.doctor

@@ -442,6 +442,45 @@ def _anomaly() -> None:
     assert seen == [False, True], seen
 
 
+@check("mixed_precision")
+def _mixed_precision() -> None:
+    import tempfile
+
+    import torch
+
+    from mmf.common.registry import registry
+    from mmf.common.report import Report
+    from mmf.common.sample import Sample, SampleList
+    from mmf.trainers.base_trainer import BaseTrainer
+
+    silent = types.SimpleNamespace(write=lambda *a, **k: None)
+    registry.register("writer", silent)
+    seen = []
+
+    def model(batch: Any) -> Dict[str, Any]:
+        seen.append((torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")))
+        return {"losses": {"loss": (layer(batch["x"]).float() ** 2).mean()}}
+
+    layer = torch.nn.Linear(4, 4)
+    with tempfile.TemporaryDirectory() as save_dir:
+        for dtype, scaled in (("bfloat16", False), ("float16", True)):
+            config = _configuration([
+                "model=visual_bert", "dataset=vqa2", "training.fp16=True",
+                f"training.amp_dtype={dtype}", f"env.save_dir={save_dir}"]).get_config()
+            trainer = BaseTrainer(config)
+            trainer.writer, trainer.device, trainer.model = silent, torch.device("cpu"), model
+            trainer.optimizer = torch.optim.SGD(layer.parameters(), lr=0.1)
+            trainer.load_extras()
+            trainer.dataset_loader = types.SimpleNamespace(prepare_batch=lambda batch: batch)
+            batch = SampleList([Sample({"x": torch.randn(4)}), Sample({"x": torch.randn(4)})])
+            report = trainer._forward_pass(batch)
+            assert isinstance(report, Report) and seen[-1] == (True, getattr(torch, dtype)), seen
+            trainer._backward(trainer._extract_loss(report))
+            assert trainer.scaler.is_enabled() is scaled and trainer.num_updates == 1
+            if scaled:  # the update went through the GradScaler
+                assert trainer.scaler.state_dict()["_growth_tracker"] == 1
+
+
 @check("max_updates_stop")
 def _max_updates() -> None:
     import torch
@@ -565,6 +604,27 @@ def _spawn() -> None:
     assert calls == [2], calls
 
 
+@check("torchrun_local_rank")
+def _torchrun_local_rank() -> None:
+    import os
+
+    import mmf_cli.run as cli
+    from omegaconf import OmegaConf
+
+    config = OmegaConf.create({"device_id": 0, "start_rank": 0,
+                               "distributed": {"no_spawn": True, "rank": 1}})
+    configuration = types.SimpleNamespace(get_config=lambda: config)
+    seen = []
+    main, cli.main = cli.main, lambda configuration, **kwargs: seen.append(config.device_id)
+    os.environ["LOCAL_RANK"] = "1"
+    try:
+        cli.distributed_main(0, configuration)  # what rc10's run() calls under torchrun
+    finally:
+        cli.main = main
+        del os.environ["LOCAL_RANK"]
+    assert seen == [1], seen
+
+
 @check("quiet_known_warnings")
 def _quiet() -> None:
     with warnings.catch_warnings(record=True) as caught:
@@ -638,6 +698,25 @@ class RunsCode:
 
     def __reduce__(self) -> Any:
         return (open, (self.path, "w"))
+
+
+@check("persistent_dataloader_workers")
+def _persistent_workers() -> None:
+    from omegaconf import OmegaConf
+
+    from mmf.common.registry import registry
+    from mmf.utils.build import build_dataloader_and_sampler
+
+    saved = registry.get("config", None, no_warning=True)
+    try:
+        for workers, persistent in ((2, True), (0, False)):
+            training = OmegaConf.create({"batch_size": 4, "num_workers": workers,
+                                         "pin_memory": False, "persistent_workers": True})
+            registry.register("config", OmegaConf.create({"training": training}))
+            loader, _ = build_dataloader_and_sampler(_Indexed(), training)
+            assert loader.persistent_workers is persistent, (workers, loader.persistent_workers)
+    finally:
+        registry.register("config", saved)
 
 
 @check("resumable_checkpoints")

@@ -33,14 +33,17 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mmf_uvlp.replication.archive import Archive
 from mmf_uvlp.replication.children import Interrupted
+from mmf_uvlp.replication.devices import GpuPlacement, visible_gpus
 from mmf_uvlp.replication.outputs import write_study
 from mmf_uvlp.replication.recipe import Recipe, load_recipe
-from mmf_uvlp.replication.runner import (BadRecord, StaleRun, StepFailed, clock, read_record,
+from mmf_uvlp.replication.runner import (BadRecord, StaleRun, StepFailed, clock, execute,
+                                         read_record,
                                          run_steps, share_cores, spent, stale_reason)
 from mmf_uvlp.replication.steps import Settings, model_overrides, plan
 from mmf_uvlp.replication.study import REPO, SYSTEMS, TABLES, TASKS, select
@@ -128,8 +131,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "step reads)")
     parser.add_argument("--jobs", type=_positive, default=1,
                         help="steps run side by side (default 1); each run then gets "
-                             "cpu_count/jobs threads (OMP_NUM_THREADS, unless set) and its "
-                             "output goes to <run folder>/step.out")
+                             "cpu_count/jobs threads (OMP_NUM_THREADS, unless set) and, "
+                             "where GPUs are present, a GPU: run i goes on GPU i mod G "
+                             "(CUDA_VISIBLE_DEVICES); with jobs > 1 its output goes to "
+                             "<run folder>/step.out")
     parser.add_argument("--archive", type=Path,
                         help="a folder (meant to be committed) that keeps each finished step's "
                              "step.json and train.log, and restores those the runs folder "
@@ -143,6 +148,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="print the steps and whether each is done (after restoring the "
                              "archive; the finished ones are archived), run nothing")
     return parser.parse_args(argv)
+
+
+def placed_runs(jobs: int) -> Callable[..., int]:
+    """How each command runs: on a GPU of its own slot where GPUs are present (round robin
+    over them, ``CUDA_VISIBLE_DEVICES``), with its share of the CPU threads."""
+    gpus = visible_gpus()
+    if not gpus:
+        return execute
+    placement = GpuPlacement(jobs, gpus)
+    print(f"Placement: {placement.describe()}, {os.environ.get('OMP_NUM_THREADS', 'all')} CPU "
+          "threads each", flush=True)
+    return placement.wrap(execute)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -215,7 +232,8 @@ def _study(args: argparse.Namespace, tables: list, systems: list, world: World,
     print(f"Study: tables {[t.key for t in tables]}, systems {[s.key for s in systems]}, "
           f"seeds {list(settings.seeds)}, {len(steps)} steps; runs in {runs}", flush=True)
     try:
-        ran = run_steps(steps, log=lambda line: print(line, flush=True), jobs=args.jobs,
+        ran = run_steps(steps, run=placed_runs(args.jobs),
+                        log=lambda line: print(line, flush=True), jobs=args.jobs,
                         on_done=archive.store if archive is not None else None,
                         kinds=("world",) if args.recorded else None)
     except (StepFailed, StaleRun) as e:

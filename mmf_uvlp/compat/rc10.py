@@ -216,7 +216,13 @@ RC10_DEFAULTS = {
         # the console (the log file is written either way).
         "stdout_capture": False,
         "detect_anomaly": False,
+        # MMF main's mixed precision (mmf_uvlp/training/mixed_precision.py) and its bf16 choice
+        "fp16": False,
+        "amp_dtype": "float16",
+        # MMF main's: DataLoader workers kept alive across epochs (with num_workers > 0)
+        "persistent_workers": True,
     },
+    "checkpoint": {"reset": {"fp16_scaler": False}},
     # MMF main's per-dataset mix of a multi-dataset run (see multitasking_sampling_ratios)
     "multitasking": {"enabled": True, "type": "size_proportional", "params": {}},
 }
@@ -462,6 +468,20 @@ def _anomaly_detection_switch() -> None:
 
 
 @FIXES.fix(
+    "mixed_precision",
+    "training.fp16=True (MMF main's mixed precision: autocast + GradScaler) is not known to "
+    "rc10, so a run meant for fp16 trains in float32, several times slower on a GPU; now "
+    "MMF main's behaviour, its checkpointed GradScaler and a bfloat16 choice "
+    "(training.amp_dtype)",
+    stage="post",
+)
+def _mixed_precision() -> None:
+    from mmf_uvlp.training.mixed_precision import install_on_rc10
+
+    install_on_rc10()
+
+
+@FIXES.fix(
     "per_dataset_evaluation",
     "RuntimeError: Sizes of tensors must match ... in torch.cat (evaluation "
     "concatenates the scores of all datasets, so heads of different widths crash "
@@ -638,6 +658,31 @@ def _cpu_distributed_spawn() -> None:
 
 
 @FIXES.fix(
+    "torchrun_local_rank",
+    "with `torchrun --nproc_per_node=N mmf_run ...` every rank trains on cuda:0 (rc10 takes "
+    "env:// from RANK / WORLD_SIZE / MASTER_ADDR but never reads LOCAL_RANK, and "
+    "distributed_main sets device_id=0 for the one process it runs); each rank now uses "
+    "the GPU torchrun gives it",
+    stage="post",
+    trigger="mmf_cli.run",
+)
+def _torchrun_local_rank() -> None:
+    import mmf_cli.run as cli
+
+    distributed_main = cli.distributed_main
+
+    @functools.wraps(distributed_main)
+    def distributed_main_on_local_rank(device_id: int, configuration: Any,
+                                       predict: bool = False) -> Any:
+        config = configuration.get_config()
+        if config.distributed.get("no_spawn") and "LOCAL_RANK" in os.environ:
+            device_id = int(os.environ["LOCAL_RANK"])
+        return distributed_main(device_id, configuration, predict)
+
+    cli.distributed_main = distributed_main_on_local_rank
+
+
+@FIXES.fix(
     "quiet_known_warnings",
     "UserWarning: register_resolver() is deprecated / In the sequence "
     "`MMF_USER_DIR,` some elements are missing / The epoch parameter in "
@@ -700,12 +745,13 @@ def _non_finite_loss_stops() -> None:
 
 
 class _SharedLmdb(types.ModuleType):
-    """The ``lmdb`` module as seen by MMF's feature readers: one environment per file and process."""
+    """The ``lmdb`` module as seen by MMF's feature readers: one environment per file and
+    process, each DataLoader worker reading through its own."""
 
     def open(self, path: str, **kwargs: Any) -> Any:  # noqa: A003  (mirrors lmdb.open)
         from mmf_uvlp.utils import lmdb_envs
 
-        return lmdb_envs.acquire(path, **kwargs)
+        return lmdb_envs.ProcessLocalEnvironment(path, **kwargs)
 
     def __getattr__(self, item: str) -> Any:
         import lmdb
@@ -717,7 +763,10 @@ class _SharedLmdb(types.ModuleType):
     "shared_lmdb_environments",
     "lmdb.Error: ...: environment is already open in this process (py-lmdb >= 1.0 "
     "refuses a second open of one file, and rc10 opens one per dataset split, e.g. "
-    "VQA2 train and val reading the same COCO features LMDB)",
+    "VQA2 train and val reading the same COCO features LMDB); with training.num_workers "
+    "> 0 a reader opened before the workers started used its parent's environment in each "
+    "forked worker (LMDB forbids it) and cannot be pickled for spawned ones (TypeError: "
+    "cannot pickle 'Environment' object); each process now reads through its own",
     stage="post",
 )
 def _shared_lmdb_environments() -> None:
@@ -819,6 +868,30 @@ def _feature_files_run_no_code() -> None:
 
     FeatureReader.read = _read
     LMDBFeatureReader._load = _load_lmdb
+
+
+@FIXES.fix(
+    "persistent_dataloader_workers",
+    "training.persistent_workers (MMF main's key, on by default) is unknown to rc10: with "
+    "training.num_workers > 0 every epoch and every evaluation starts its worker processes "
+    "anew, each re-opening the feature files, while the GPU waits; they now persist",
+    stage="post",
+)
+def _persistent_dataloader_workers() -> None:
+    import mmf.utils.build as build
+    from mmf.common.registry import registry
+
+    add_extra_args = build._add_extra_args_for_dataloader
+
+    def _add_extra_args_for_dataloader(dataset_instance: Any, other_args: Any = None) -> Any:
+        other_args = add_extra_args(dataset_instance, other_args)
+        config = registry.get("config", None, no_warning=True)
+        training = (config.get("training") if config is not None else None) or {}
+        if int(training.get("num_workers", 0) or 0) > 0:
+            other_args["persistent_workers"] = bool(training.get("persistent_workers", True))
+        return other_args
+
+    build._add_extra_args_for_dataloader = _add_extra_args_for_dataloader
 
 
 @FIXES.fix(

@@ -36,12 +36,13 @@ class CurriculumWeighting:
         return self.epoch_fn() >= self.start_epoch
 
     def weights(self, itm_logits: torch.Tensor, weighted: torch.Tensor) -> torch.Tensor:
-        """Weights (B,): ITM match probability where ``weighted`` and active, else 1.
+        """Weights (B,) float32: ITM match probability where ``weighted`` and active, else 1.
 
-        itm_logits: (B, 2), class 1 = match; weighted: (B,) bool.
+        itm_logits: (B, 2), class 1 = match; weighted: (B,) bool. The softmax runs in float32
+        also when autocast gave the logits in float16 / bfloat16.
         """
-        ones = torch.ones(itm_logits.size(0), dtype=itm_logits.dtype, device=itm_logits.device)
+        ones = torch.ones(itm_logits.size(0), dtype=torch.float32, device=itm_logits.device)
         if not self.active():
             return ones
-        match_prob = torch.softmax(itm_logits.detach(), dim=-1)[:, 1]  # (B,)
+        match_prob = torch.softmax(itm_logits.detach().float(), dim=-1)[:, 1]  # (B,)
         return torch.where(weighted.to(torch.bool), match_prob, ones)

@@ -38,8 +38,8 @@ class MaskedRegionFeatureRegressionLoss(nn.Module):
             return zero_loss(model_output)
         original = require_field(sample_list, "region_features_target", "uvla_mrfr")  # (B, R, D)
         index = model_output["mrfr_index"]  # (M, 2)
-        target = original[index[:, 0], index[:, 1]].to(predicted.dtype)  # (M, D)
-        squared = (predicted.float() - target.float()) ** 2  # (M, D)
+        target = original[index[:, 0], index[:, 1]].float()  # (M, D), never rounded to fp16/bf16
+        squared = (predicted.float() - target) ** 2  # (M, D), float32 under autocast too
         if self.feature_reduction == "mean":
             per_region = squared.mean(-1)  # (M,)
         else:

@@ -17,7 +17,7 @@ import signal
 import subprocess
 import threading
 from pathlib import Path
-from typing import Iterator, Optional, Sequence
+from typing import Iterator, Mapping, Optional, Sequence
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -38,9 +38,10 @@ class Children:
         self._running: set[subprocess.Popen] = set()
         self.signum: Optional[int] = None
 
-    def run(self, command: Sequence[str], cwd: Path, output: Optional[Path] = None) -> int:
-        """Run ``command`` in a process group of its own; its exit status (-N: signal N).
-        Refused once the runner was stopped."""
+    def run(self, command: Sequence[str], cwd: Path, output: Optional[Path] = None,
+            env: Optional[Mapping[str, str]] = None) -> int:
+        """Run ``command`` in a process group of its own (``env``: its environment, default
+        this process's); its exit status (-N: signal N). Refused once the runner was stopped."""
         with contextlib.ExitStack() as stack:
             stdout = None if output is None else stack.enter_context(
                 open(output, "w", encoding="utf-8"))
@@ -50,7 +51,7 @@ class Children:
                 process = subprocess.Popen(
                     list(command), cwd=cwd, stdout=stdout,
                     stderr=None if output is None else subprocess.STDOUT,
-                    start_new_session=True)
+                    env=None if env is None else dict(env), start_new_session=True)
                 self._running.add(process)
             try:
                 return process.wait()

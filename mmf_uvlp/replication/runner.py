@@ -42,7 +42,7 @@ from collections import defaultdict
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Collection, Optional, Sequence
+from typing import Callable, Collection, Mapping, Optional, Sequence
 
 from mmf_uvlp.replication.children import CHILDREN, Interrupted, forwarding_signals
 from mmf_uvlp.replication.provenance import made_by
@@ -83,12 +83,14 @@ def threads() -> Optional[int]:
     return int(value) if value.isdigit() else None
 
 
-def execute(command: Sequence[str], output: Optional[Path] = None) -> int:
+def execute(command: Sequence[str], output: Optional[Path] = None,
+            env: Optional[Mapping[str, str]] = None) -> int:
     """Run a command from the repository root in a process group of its own (stopped with
-    the runner), its output on the terminal or in ``output``."""
+    the runner), its output on the terminal or in ``output``; ``env``: its environment
+    (default: this process's)."""
     if output is not None:
         output.parent.mkdir(parents=True, exist_ok=True)
-    return CHILDREN.run(command, REPO, output)
+    return CHILDREN.run(command, REPO, output, env=env)
 
 
 def load_record(path: Path) -> dict:

@@ -1,1 +1,2 @@
-"""Features of the plugin's training runs that MMF lacks (hooked at MMF's run start)."""
+"""How the plugin's training runs train where MMF lacks it: run-folder ownership,
+precision and data loading, independent of the MMF version."""

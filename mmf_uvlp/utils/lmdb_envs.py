@@ -6,6 +6,11 @@ A path that is no LMDB (missing, a folder without ``data.mdb``, another kind of 
 raises :class:`LmdbOpenError` naming the path and what was expected; so does a truncated
 data file (shorter than the last page its header records), which LMDB would otherwise
 map and read past its end (the process dies with ``Bus error``).
+
+DataLoader workers: LMDB forbids using an environment in a process forked after it was
+opened, and an environment cannot be pickled (workers started with ``spawn`` or
+``forkserver``). :class:`ProcessLocalEnvironment`, what MMF's feature readers get, opens
+the environment of the process it is used in, so each worker reads through its own.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ def acquire(path: str, **kwargs: Any) -> lmdb.Environment:
     """The process's environment for ``path`` (opened read-only on first use)."""
     key = (os.getpid(), os.path.realpath(path))
     if key not in _OPEN:
+        _close_inherited(key[1])
         options = dict(READ_ONLY, subdir=os.path.isdir(path))
         options.update(kwargs)
         try:
@@ -59,6 +65,14 @@ def _check_complete(path: str, env: lmdb.Environment, subdir: bool) -> None:
         )
 
 
+def _close_inherited(real_path: str) -> None:
+    """In a process forked while its parent had ``real_path`` open: close the copy of the
+    parent's environment (LMDB forbids using it here, and py-lmdb refuses to open the file
+    again while it is open; the parent's own stays open)."""
+    for key in [key for key in _OPEN if key[1] == real_path and key[0] != os.getpid()]:
+        _OPEN.pop(key)[0].close()
+
+
 def _found(path: str, error: lmdb.Error) -> str:
     if not os.path.exists(path):
         return "nothing at that path"
@@ -77,3 +91,37 @@ def release(path: str) -> None:
     if entry[1] == 0:
         entry[0].close()
         del _OPEN[key]
+
+
+def opened_in(environment: Any) -> int:
+    """The id of the process that opened ``environment`` (a handle: the one it now uses)."""
+    if isinstance(environment, ProcessLocalEnvironment):
+        environment = environment.environment()
+    for (pid, _), (opened, _) in _OPEN.items():
+        if opened is environment:
+            return pid
+    raise ValueError("not an environment opened through mmf_uvlp.utils.lmdb_envs")
+
+
+class ProcessLocalEnvironment:
+    """An LMDB environment by path: every call goes to the environment of the calling
+    process (opened on first use there), so it survives ``fork`` and pickling."""
+
+    def __init__(self, path: str, **kwargs: Any):
+        self.path, self._kwargs = path, kwargs
+        self._pid, self._environment = None, None
+        self.environment()  # a bad path fails here, in the process that configured it
+
+    def environment(self) -> lmdb.Environment:
+        """This process's environment for the path."""
+        if self._pid != os.getpid():
+            self._environment, self._pid = acquire(self.path, **self._kwargs), os.getpid()
+        return self._environment
+
+    def __getattr__(self, item: str) -> Any:  # begin, stat, info, ... of lmdb.Environment
+        if item.startswith("_"):  # not an environment's (e.g. looked up while unpickling)
+            raise AttributeError(item)
+        return getattr(self.environment(), item)
+
+    def __getstate__(self) -> Dict[str, Any]:
+        return {"path": self.path, "_kwargs": self._kwargs, "_pid": None, "_environment": None}

@@ -7,8 +7,10 @@ What a seed promises (``training.seed``, 0 included; -1 draws a fresh one):
 - a run stopped at a checkpoint and resumed (``checkpoint.resume=True``) continues with the
   same batches and random draws as the uninterrupted run: the checkpoint holds the data
   position of the epoch in progress, the random-number states and the scheduler state.
-  With ``training.num_workers > 0`` the data order is still exact, but the masks of the
-  rest of an interrupted epoch are drawn anew (the worker processes restart);
+  With ``training.num_workers > 0`` the data order is still exact, but the masks are drawn
+  by the workers' generators (seeded from the seed and the epoch the workers started in):
+  they differ between worker counts, and those of the rest of an interrupted epoch are
+  drawn anew (docs/gpu.md);
 - evaluation never changes the training stream: it runs on its own seeded generators.
 
 Not promised: equality across hardware, thread counts or library versions.

