@@ -172,7 +172,7 @@ def prepare_sentences(
             clear_sentence_cache(cache_dir)
             meta = None
         if meta is None:
-            t0 = time.time()
+            t0 = _Clock()
             policy = ErrorPolicy(config.run.on_error)
             counts = build_sentence_index(config.inputs.corpus, cache_dir, policy,
                                           progress=progress)
@@ -185,14 +185,14 @@ def prepare_sentences(
             meta = {"fingerprint": fingerprint, "files": list(config.inputs.corpus),
                     "counts": counts, "skipped": policy.to_dict()}
             atomic_write_json(meta_path, meta)
-            _add_timing(timings, "sentences_index", time.time() - t0, counts["lines"], "lines")
+            _add_timing(timings, "sentences_index", t0, counts["lines"], "lines")
         store = SentenceStore(cache_dir, config.inputs.corpus)
         if not os.path.exists(os.path.join(cache_dir, DONE_FILE)):
-            t0 = time.time()
+            t0 = _Clock()
             model = resources.sentence_model(config.embed)
             embed_corpus(store, cache_dir, model, config.embed.chunk_size,
                          config.embed.batch_size, progress=progress, hook=aborter)
-            _add_timing(timings, "sentences_embed", time.time() - t0, len(store), "sentences")
+            _add_timing(timings, "sentences_embed", t0, len(store), "sentences")
     return store
 
 
@@ -211,11 +211,26 @@ def clear_sentence_cache(cache_dir: str) -> None:
             os.remove(path)
 
 
-def _add_timing(timings, name, seconds, items, unit) -> None:
+class _Clock:
+    """Wall and CPU (all threads of this process) seconds since creation."""
+
+    def __init__(self) -> None:
+        self.wall0, self.cpu0 = time.time(), time.process_time()
+
+    def wall(self) -> float:
+        return time.time() - self.wall0
+
+    def cpu(self) -> float:
+        return time.process_time() - self.cpu0
+
+
+def _add_timing(timings, name, clock: _Clock, items, unit) -> None:
     if timings is None:
         return
-    entry = timings.setdefault(name, {"seconds": 0.0, "items": 0, "unit": unit})
-    entry["seconds"] += seconds
+    entry = timings.setdefault(name, {"seconds": 0.0, "cpu_seconds": 0.0, "items": 0,
+                                      "unit": unit})
+    entry["seconds"] += clock.wall()
+    entry["cpu_seconds"] += clock.cpu()
     entry["items"] += items
     entry["rate"] = entry["items"] / entry["seconds"] if entry["seconds"] > 0 else None
     entry["peak_rss_mb"] = round(peak_rss_mb(), 1)
@@ -357,7 +372,7 @@ class CorpusBuilder:
             box_tolerance=cfg.inputs.box_tolerance,
         ).select(lambda p: (p // size) % count == index and (p // size) not in finished)
         rule = cfg.tags
-        t0 = time.time()
+        t0 = _Clock()
         bar = self._progress("detections", None)
         current: Optional[int] = None
         images: List[Dict[str, object]] = []
@@ -430,7 +445,7 @@ class CorpusBuilder:
         done = {"positions": reader.positions, "total_chunks": total_chunks, "owned": owned,
                 "images": images_per_chunk, "feature_dim": feature_dim}
         atomic_write_json(success, done)
-        _add_timing(self.timings, "detections", time.time() - t0, rows, "images")
+        _add_timing(self.timings, "detections", t0, rows, "images")
         return done
 
     def _no_images(self, rows: int, skipped: Dict[str, int], dropped: int) -> None:
@@ -455,7 +470,7 @@ class CorpusBuilder:
         if not todo:
             return
         model = self.resources.sentence_model(self.config.embed)
-        t0, n = time.time(), 0
+        t0, n = _Clock(), 0
         bar = self._progress("embed queries", self._owned_images(det, todo))
         for c in todo:
             queries = [im["tag_query"] for im in self._load_detections(c)["images"]]
@@ -465,7 +480,7 @@ class CorpusBuilder:
             bar.update(len(queries))
             self.after_chunk("queries", c)
         bar.close()
-        _add_timing(self.timings, "queries", time.time() - t0, n, "images")
+        _add_timing(self.timings, "queries", t0, n, "images")
 
     # ------------------------------------------------------------------ ground truth
     def _shard_image_ids(self, chunks: Sequence[int]) -> set:
@@ -503,16 +518,16 @@ class CorpusBuilder:
         store = self._store
         embeddings = load_corpus_embeddings(self.sentence_cache)
         hashes = np.asarray(store.hashes)
-        t_build = time.time()
+        t_build = _Clock()
         index = build_index(embeddings, cfg.index, cfg, self.sentence_cache,
                             deterministic=self.config.run.deterministic_hnsw)
-        _add_timing(self.timings, "retrieve_index_build", time.time() - t_build, len(store),
+        _add_timing(self.timings, "retrieve_index_build", t_build, len(store),
                     "sentences")
         need_gt = cfg.exclude_own_caption or self.config.inputs.captions_gt
         if need_gt:
             self._ground_truth(chunks)
         edges = np.linspace(-1.0, 1.0, cfg.histogram_bins + 1)
-        t0, n = time.time(), 0
+        t0, n = _Clock(), 0
         bar = self._progress("retrieve", self._owned_images(det, todo))
         for c in todo:
             images = self._load_detections(c)["images"]
@@ -553,7 +568,7 @@ class CorpusBuilder:
             bar.update(len(images))
             self.after_chunk("retrieve", c)
         bar.close()
-        _add_timing(self.timings, "retrieve", time.time() - t0, n, "images")
+        _add_timing(self.timings, "retrieve", t0, n, "images")
 
     def _caption_recall(self, images, ids: np.ndarray, hashes: np.ndarray) -> Dict[str, object]:
         k = ids.shape[1]
@@ -588,7 +603,7 @@ class CorpusBuilder:
         if not todo:
             return
         extractor = PhraseExtractor(self.resources.nlp(cfg), cfg.batch_size, cfg.cache_size)
-        t0, n = time.time(), 0
+        t0, n = _Clock(), 0
         bar = self._progress("noun phrases", None, unit="sent")
         for c in todo:
             ids, _, _ = self._load_retrieval(c)
@@ -604,7 +619,7 @@ class CorpusBuilder:
             bar.update(len(distinct))
             self.after_chunk("phrases", c)
         bar.close()
-        _add_timing(self.timings, "phrases", time.time() - t0, n, "sentences")
+        _add_timing(self.timings, "phrases", t0, n, "sentences")
 
     # ------------------------------------------------------------------ stage 5
     def _linker(self):
@@ -632,7 +647,7 @@ class CorpusBuilder:
             self._ground_truth(chunks)
         linker = self._linker()
         digits = cfg.output.float_digits
-        t0, n = time.time(), 0
+        t0, n = _Clock(), 0
         bar = self._progress("link + write", self._owned_images(det, todo))
         for c in todo:
             detections = self._load_detections(c)
@@ -709,7 +724,7 @@ class CorpusBuilder:
             bar.update(len(records))
             self.after_chunk("link", c)
         bar.close()
-        _add_timing(self.timings, "link_write", time.time() - t0, n, "images")
+        _add_timing(self.timings, "link_write", t0, n, "images")
 
     # ------------------------------------------------------------------ finalize
     def finalize(self, det: Dict[str, object]) -> Dict[str, object]:
@@ -747,8 +762,10 @@ class CorpusBuilder:
         old = read_json(path, {"stages": {}, "peak_rss_mb": 0.0})
         stages = old["stages"]
         for name, t in self.timings.items():
-            entry = stages.setdefault(name, {"seconds": 0.0, "items": 0, "unit": t["unit"]})
+            entry = stages.setdefault(name, {"seconds": 0.0, "cpu_seconds": 0.0, "items": 0,
+                                             "unit": t["unit"]})
             entry["seconds"] += t["seconds"]
+            entry["cpu_seconds"] = entry.get("cpu_seconds", 0.0) + t["cpu_seconds"]
             entry["items"] += t["items"]
             entry["rate"] = entry["items"] / entry["seconds"] if entry["seconds"] > 0 else None
             entry["peak_rss_mb"] = max(entry.get("peak_rss_mb", 0.0), t["peak_rss_mb"])
