@@ -83,11 +83,30 @@ class Resources:
         return self._cache[key]
 
     def sentence_model(self, cfg):
-        from mmf_uvlp.corpus.embed import load_sentence_model
+        from mmf_uvlp.corpus.embed import load_sentence_model, resolve_devices
 
         key = ("sbert", cfg.model, cfg.device, cfg.max_seq_length)
         return self._get(key, lambda: load_sentence_model(
-            cfg.model, cfg.device, cfg.allow_download, cfg.max_seq_length))
+            cfg.model, resolve_devices(cfg.device)[0], cfg.allow_download, cfg.max_seq_length))
+
+    def encode_pool(self, cfg):
+        """sentence-transformers' multi-process pool when ``embed.device`` names several
+        devices (every GPU with ``auto``), else None (encoding in this process)."""
+        from mmf_uvlp.corpus.embed import resolve_devices
+
+        devices = resolve_devices(cfg.device)
+        if len(devices) < 2:
+            return None
+
+        def start():
+            import atexit
+
+            model = self.sentence_model(cfg)
+            pool = model.start_multi_process_pool(devices)
+            atexit.register(model.stop_multi_process_pool, pool)
+            return pool
+
+        return self._get(("pool", cfg.model, cfg.device, cfg.max_seq_length), start)
 
     def nlp(self, cfg):
         from mmf_uvlp.corpus.noun_phrases import load_spacy
@@ -141,6 +160,39 @@ class _Aborter:
             os._exit(75)
 
 
+def _index_corpus(config: CorpusConfig, cache_dir: str, rebuild: bool, progress: bool,
+                  timings: Optional[Dict[str, Dict[str, float]]]) -> None:
+    """``index.bin`` + ``meta.json`` of the corpus in ``cache_dir`` unless there (the
+    caller holds the cache's lock). A cache of other inputs/settings is an error, or with
+    ``rebuild`` cleared first."""
+    fingerprint = config.sentence_fingerprint()
+    meta_path = os.path.join(cache_dir, "meta.json")
+    meta = read_json(meta_path)
+    if meta is not None and meta.get("fingerprint") != fingerprint:
+        if not rebuild:
+            raise RuntimeError(
+                f"{cache_dir} holds sentences of other inputs/settings (fingerprint "
+                f"{meta.get('fingerprint')} != {fingerprint}); rerun with --restart to "
+                "rebuild it, or use another --sentence-cache")
+        clear_sentence_cache(cache_dir)
+        meta = None
+    if meta is None:
+        t0 = _Clock()
+        policy = ErrorPolicy(config.run.on_error)
+        counts = build_sentence_index(config.inputs.corpus, cache_dir, policy,
+                                      progress=progress)
+        if counts["sentences"] == 0:
+            skipped = dict(policy.counts)
+            raise EmptyInputError(
+                f"no usable sentences in {', '.join(config.inputs.corpus)}: "
+                f"{counts['lines']} lines" + (f", all skipped ({skipped})" if skipped
+                                              else "") + "; nothing to retrieve from")
+        meta = {"fingerprint": fingerprint, "files": list(config.inputs.corpus),
+                "counts": counts, "skipped": policy.to_dict()}
+        atomic_write_json(meta_path, meta)
+        _add_timing(timings, "sentences_index", t0, counts["lines"], "lines")
+
+
 def prepare_sentences(
     config: CorpusConfig,
     cache_dir: str,
@@ -153,47 +205,61 @@ def prepare_sentences(
     """Index and embed the text corpus once into ``cache_dir`` (shared by all shards).
 
     A cache of other inputs/settings is an error, or with ``rebuild`` cleared and rebuilt.
+    Chunks already embedded by ``prepare_sentences_part`` jobs are copied, not embedded.
     """
     from mmf_uvlp.corpus.embed import DONE_FILE, embed_corpus
 
     resources = resources or Resources()
     progress = config.run.progress if progress is None else progress
     aborter = hook if isinstance(hook, _Aborter) else _Aborter(hook)
-    fingerprint = config.sentence_fingerprint()
-    meta_path = os.path.join(cache_dir, "meta.json")
     with _Lock(os.path.join(cache_dir, ".lock")):
-        meta = read_json(meta_path)
-        if meta is not None and meta.get("fingerprint") != fingerprint:
-            if not rebuild:
-                raise RuntimeError(
-                    f"{cache_dir} holds sentences of other inputs/settings (fingerprint "
-                    f"{meta.get('fingerprint')} != {fingerprint}); rerun with --restart to "
-                    "rebuild it, or use another --sentence-cache")
-            clear_sentence_cache(cache_dir)
-            meta = None
-        if meta is None:
-            t0 = _Clock()
-            policy = ErrorPolicy(config.run.on_error)
-            counts = build_sentence_index(config.inputs.corpus, cache_dir, policy,
-                                          progress=progress)
-            if counts["sentences"] == 0:
-                skipped = dict(policy.counts)
-                raise EmptyInputError(
-                    f"no usable sentences in {', '.join(config.inputs.corpus)}: "
-                    f"{counts['lines']} lines" + (f", all skipped ({skipped})" if skipped
-                                                  else "") + "; nothing to retrieve from")
-            meta = {"fingerprint": fingerprint, "files": list(config.inputs.corpus),
-                    "counts": counts, "skipped": policy.to_dict()}
-            atomic_write_json(meta_path, meta)
-            _add_timing(timings, "sentences_index", t0, counts["lines"], "lines")
+        _index_corpus(config, cache_dir, rebuild, progress, timings)
         store = SentenceStore(cache_dir, config.inputs.corpus)
         if not os.path.exists(os.path.join(cache_dir, DONE_FILE)):
             t0 = _Clock()
             model = resources.sentence_model(config.embed)
             embed_corpus(store, cache_dir, model, config.embed.chunk_size,
-                         config.embed.batch_size, progress=progress, hook=aborter)
+                         config.embed.batch_size, progress=progress, hook=aborter,
+                         pool=resources.encode_pool(config.embed))
             _add_timing(timings, "sentences_embed", t0, len(store), "sentences")
     return store
+
+
+def prepare_sentences_part(
+    config: CorpusConfig,
+    cache_dir: str,
+    part: Tuple[int, int],
+    resources: Optional[Resources] = None,
+    hook: Optional[Hook] = None,
+) -> int:
+    """Part ``i/N`` of the corpus embedding (chunks ``c % N == i``) into part files of
+    ``cache_dir``, for N jobs that share it; the first indexes the corpus (under the cache's
+    lock; the others wait for it). ``prepare_sentences`` then assembles the parts. Returns
+    the chunks embedded."""
+    from mmf_uvlp.corpus.embed import embed_corpus_part
+
+    resources = resources or Resources()
+    with _Lock(os.path.join(cache_dir, ".lock")):
+        _index_corpus(config, cache_dir, False, False, None)
+    store = SentenceStore(cache_dir, config.inputs.corpus)
+    return embed_corpus_part(store, cache_dir, resources.sentence_model(config.embed),
+                             config.embed.chunk_size, config.embed.batch_size, part,
+                             hook=_Aborter(hook), pool=resources.encode_pool(config.embed))
+
+
+def prepare_index(config: CorpusConfig, cache_dir: str, embeddings: Optional[np.ndarray] = None):
+    """The search index over the embedded corpus of ``cache_dir`` (``retrieve.index``;
+    ``auto`` by corpus size); an approximate one is saved in the cache on first use and read
+    by every later shard."""
+    from mmf_uvlp.corpus.embed import load_corpus_embeddings
+    from mmf_uvlp.corpus.retrieve import build_index, resolve_index_kind
+
+    cfg = config.retrieve
+    if embeddings is None:
+        embeddings = load_corpus_embeddings(cache_dir)
+    kind = resolve_index_kind(cfg.index, embeddings.shape[0], cfg.exact_max)
+    return build_index(embeddings, kind, cfg, cache_dir,
+                       deterministic=config.run.deterministic_hnsw)
 
 
 def clear_sentence_cache(cache_dir: str) -> None:
@@ -204,7 +270,7 @@ def clear_sentence_cache(cache_dir: str) -> None:
 
     names = [DONE_FILE, PROGRESS_FILE, EMBEDDINGS_FILE, HASHES_FILE, INDEX_FILE]
     paths = [os.path.join(cache_dir, name) for name in names]
-    for pattern in ("faiss-*.index", "*.tmp*"):
+    for pattern in ("faiss-*.index", "embeddings.part-*.npy", "*.tmp*"):
         paths += sorted(glob.glob(os.path.join(cache_dir, pattern)))
     for path in paths + [os.path.join(cache_dir, META_FILE)]:
         if os.path.exists(path):
@@ -470,12 +536,13 @@ class CorpusBuilder:
         if not todo:
             return
         model = self.resources.sentence_model(self.config.embed)
+        pool = self.resources.encode_pool(self.config.embed)
         t0, n = _Clock(), 0
         bar = self._progress("embed queries", self._owned_images(det, todo))
         for c in todo:
             queries = [im["tag_query"] for im in self._load_detections(c)["images"]]
             _save_npy(_chunk_file(directory, c, "npy"),
-                      encode(model, queries, self.config.embed.batch_size))
+                      encode(model, queries, self.config.embed.batch_size, pool))
             n += len(queries)
             bar.update(len(queries))
             self.after_chunk("queries", c)
@@ -509,7 +576,9 @@ class CorpusBuilder:
     # ------------------------------------------------------------------ stage 3
     def stage_retrieve(self, chunks: Sequence[int], det: Dict[str, object]) -> None:
         from mmf_uvlp.corpus.embed import load_corpus_embeddings
-        from mmf_uvlp.corpus.retrieve import build_index, recall_at_k, retrieve, search
+        from mmf_uvlp.corpus.retrieve import (
+            recall_at_k, recall_sample_size, resolve_index_kind, retrieve, search,
+        )
 
         cfg = self.config.retrieve
         directory, todo = self._todo("retrieval", chunks, "npz")
@@ -518,9 +587,10 @@ class CorpusBuilder:
         store = self._store
         embeddings = load_corpus_embeddings(self.sentence_cache)
         hashes = np.asarray(store.hashes)
+        kind = resolve_index_kind(cfg.index, len(store), cfg.exact_max)
+        sample_size = recall_sample_size(cfg, det["total_chunks"])
         t_build = _Clock()
-        index = build_index(embeddings, cfg.index, cfg, self.sentence_cache,
-                            deterministic=self.config.run.deterministic_hnsw)
+        index = prepare_index(self.config, self.sentence_cache, embeddings)
         _add_timing(self.timings, "retrieve_index_build", t_build, len(store),
                     "sentences")
         need_gt = cfg.exclude_own_caption or self.config.inputs.captions_gt
@@ -550,9 +620,9 @@ class CorpusBuilder:
                 "top1_sum": float(np.nansum(scores[:, 0].astype(np.float64))) if len(images)
                 else 0.0,
             }
-            if cfg.index != "flat" and cfg.recall_sample_per_chunk > 0 and len(images):
+            if kind != "flat" and sample_size > 0 and len(images):
                 rng = np.random.default_rng([cfg.seed, c])
-                m = min(len(images), cfg.recall_sample_per_chunk)
+                m = min(len(images), sample_size)
                 sample = np.sort(rng.choice(len(images), size=m, replace=False))
                 _, approx = search(index, queries[sample], cfg.k, cfg.query_batch_size)
                 rec = recall_at_k(approx, queries[sample], embeddings, cfg.k)
@@ -596,20 +666,29 @@ class CorpusBuilder:
 
     # ------------------------------------------------------------------ stage 4
     def stage_phrases(self, chunks: Sequence[int], det: Dict[str, object]) -> None:
-        from mmf_uvlp.corpus.noun_phrases import PhraseExtractor
+        from mmf_uvlp.corpus.noun_phrases import PhraseExtractor, phrase_processes
 
         cfg = self.config.phrases
         directory, todo = self._todo("phrases", chunks, "jsonl")
         if not todo:
             return
         extractor = PhraseExtractor(self.resources.nlp(cfg), cfg.batch_size, cfg.cache_size)
+        processes = phrase_processes(cfg.n_process,
+                                     self._owned_images(det, todo) * self.config.retrieve.k,
+                                     self.config.run.num_threads)
         t0, n = _Clock(), 0
         bar = self._progress("noun phrases", None, unit="sent")
-        for c in todo:
-            ids, _, _ = self._load_retrieval(c)
-            distinct = np.unique(ids[ids >= 0]).tolist()
-            texts = self._store.texts(distinct)
-            phrases = extractor(distinct, texts)
+        sentences: Dict[int, Tuple[List[int], List[str]]] = {}  # chunks fed, not yet written
+
+        def groups():
+            for c in todo:
+                ids, _, _ = self._load_retrieval(c)
+                distinct = np.unique(ids[ids >= 0]).tolist()
+                sentences[c] = (distinct, self._store.texts(distinct))
+                yield c, *sentences[c]
+
+        for c, phrases in extractor.stream(groups(), processes):
+            distinct, texts = sentences.pop(c)
             lines = [json.dumps({"sentence_id": sid, "text": text, "phrases": ph},
                                 ensure_ascii=False, separators=(",", ":"))
                      for sid, text, ph in zip(distinct, texts, phrases)]

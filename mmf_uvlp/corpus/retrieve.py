@@ -1,6 +1,9 @@
 """Stage 4: top-K sentences per tag query by cosine similarity, with FAISS.
 
-* ``flat`` (default): exact, ``IndexFlatIP`` over the L2-normalised sentence embeddings.
+* ``auto`` (default): ``flat`` up to ``retrieve.exact_max`` corpus sentences, ``ivf`` above
+  (``resolve_index_kind``): exact search costs queries x sentences, which at Conceptual
+  Captions scale (3.3 M x 3.3 M) is days of CPU; see docs/benchmarks.md.
+* ``flat``: exact, ``IndexFlatIP`` over the L2-normalised sentence embeddings.
 * ``ivf``: ``IndexIVFFlat`` (inner product), ``nlist`` lists (default 4*sqrt(n)) trained on a
   seeded sample, ``nprobe`` lists searched.
 * ``hnsw``: ``IndexHNSWFlat`` (inner product), ``M`` links, ``efSearch``; built single-threaded
@@ -32,9 +35,44 @@ def _faiss():
     return faiss
 
 
+def resolve_index_kind(kind: str, sentences: int, exact_max: int) -> str:
+    """The index ``retrieve.index`` stands for over a corpus of ``sentences``."""
+    if kind != "auto":
+        return kind
+    return "flat" if sentences <= exact_max else "ivf"
+
+
+def recall_sample_size(cfg, total_chunks: int) -> int:
+    """Queries per chunk checked against exact search: ``recall_sample_per_chunk``, else
+    ``recall_sample`` spread over the chunks (at least 1 each while ``recall_sample`` > 0), so
+    that the exact check costs about the same whatever the number of images."""
+    if cfg.recall_sample_per_chunk is not None:
+        return max(0, int(cfg.recall_sample_per_chunk))
+    if cfg.recall_sample <= 0:
+        return 0
+    return max(1, math.ceil(cfg.recall_sample / max(1, total_chunks)))
+
+
 def index_key(kind: str, params: Dict[str, object], n: int, dim: int) -> str:
     text = repr((kind, sorted(params.items()), n, dim))
     return f"faiss-{kind}-{hashlib.sha256(text.encode()).hexdigest()[:12]}.index"
+
+
+def index_path(kind: str, cfg, n: int, dim: int, cache_dir: Optional[str],
+               deterministic: bool = True) -> Optional[str]:
+    """Where an approximate index of these settings over ``n`` x ``dim`` vectors is saved in
+    ``cache_dir`` (None for ``flat``, which is rebuilt: adding vectors is all it costs)."""
+    if kind == "ivf":
+        params = {"nlist": ivf_nlist(n, cfg.ivf_nlist), "train": cfg.ivf_train_size,
+                  "seed": cfg.seed}
+    elif kind == "hnsw":
+        params = {"m": cfg.hnsw_m, "efc": cfg.hnsw_ef_construction,
+                  "det": bool(deterministic)}
+    elif kind == "flat":
+        return None
+    else:
+        raise ValueError(f"unknown index kind {kind!r}")
+    return os.path.join(cache_dir, index_key(kind, params, n, dim)) if cache_dir else None
 
 
 def ivf_nlist(n: int, nlist: Optional[int]) -> int:
@@ -59,15 +97,8 @@ def build_index(
         for start in range(0, n, block):
             index.add(np.ascontiguousarray(embeddings[start:start + block], dtype=np.float32))
         return index
-    if kind == "ivf":
-        nlist = ivf_nlist(n, cfg.ivf_nlist)
-        params = {"nlist": nlist, "train": cfg.ivf_train_size, "seed": cfg.seed}
-    elif kind == "hnsw":
-        params = {"m": cfg.hnsw_m, "efc": cfg.hnsw_ef_construction,
-                  "det": bool(deterministic)}
-    else:
-        raise ValueError(f"unknown index kind {kind!r}")
-    path = os.path.join(cache_dir, index_key(kind, params, n, dim)) if cache_dir else None
+    nlist = ivf_nlist(n, cfg.ivf_nlist)
+    path = index_path(kind, cfg, n, dim, cache_dir, deterministic)
     if path and os.path.exists(path):
         index = faiss.read_index(path)
     else:
@@ -213,12 +244,16 @@ def exact_topk(
     for start in range(0, n, block):
         chunk = np.asarray(embeddings[start:start + block], dtype=np.float32)
         s = q @ chunk.T
-        ids = np.broadcast_to(np.arange(start, start + len(chunk)), s.shape)
+        if s.shape[1] > k:  # the block's own top k first: a partition, not a full sort
+            top = np.argpartition(-s, k - 1, axis=1)[:, :k]
+            s, ids = np.take_along_axis(s, top, axis=1), top + start
+        else:
+            ids = np.broadcast_to(np.arange(start, start + len(chunk)), s.shape)
         all_s = np.concatenate([best_s, s], axis=1)
         all_i = np.concatenate([best_i, ids], axis=1)
-        part = np.argsort(-all_s, axis=1, kind="stable")[:, :k]
-        best_s = np.take_along_axis(all_s, part, axis=1)
-        best_i = np.take_along_axis(all_i, part, axis=1)
+        order = np.lexsort((all_i, -all_s), axis=1)[:, :k]  # score desc, then id asc
+        best_s = np.take_along_axis(all_s, order, axis=1)
+        best_i = np.take_along_axis(all_i, order, axis=1)
     return best_s, best_i
 
 
