@@ -577,7 +577,7 @@ class CorpusBuilder:
     def stage_retrieve(self, chunks: Sequence[int], det: Dict[str, object]) -> None:
         from mmf_uvlp.corpus.embed import load_corpus_embeddings
         from mmf_uvlp.corpus.retrieve import (
-            recall_at_k, recall_sample_size, resolve_index_kind, retrieve, search,
+            ExactSearch, output_recall, recall_sample_size, resolve_index_kind, retrieve,
         )
 
         cfg = self.config.retrieve
@@ -620,13 +620,17 @@ class CorpusBuilder:
                 "top1_sum": float(np.nansum(scores[:, 0].astype(np.float64))) if len(images)
                 else 0.0,
             }
-            if kind != "flat" and sample_size > 0 and len(images):
+            rows = np.flatnonzero(~empty)
+            if kind != "flat" and sample_size > 0 and rows.size:
                 rng = np.random.default_rng([cfg.seed, c])
-                m = min(len(images), sample_size)
-                sample = np.sort(rng.choice(len(images), size=m, replace=False))
-                _, approx = search(index, queries[sample], cfg.k, cfg.query_batch_size)
-                rec = recall_at_k(approx, queries[sample], embeddings, cfg.k)
-                stats["recall_sample"] = {"n": int(m), "sum": float(rec.sum())}
+                sample = np.sort(rng.choice(rows, size=min(rows.size, sample_size),
+                                            replace=False))
+                _, exact, _ = retrieve(ExactSearch(embeddings), queries[sample], embeddings,
+                                       hashes, cfg.k, cfg.overfetch,
+                                       [own[i] for i in sample] if own is not None else None,
+                                       cfg.unique_texts)
+                rec = output_recall(scores[sample], exact)
+                stats["recall_sample"] = {"n": int(sample.size), "sum": float(rec.sum())}
             if self.config.inputs.captions_gt:
                 stats["gt"] = self._caption_recall(images, ids, hashes)
             atomic_write_json(_chunk_file(directory, c, "json"), stats)

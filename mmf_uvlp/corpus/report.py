@@ -131,8 +131,9 @@ def aggregate(out_dir: str, meta: Dict[str, object], shared: Dict[str, object], 
                                       "(retrieve.exact_max), ivf above")
     if kind != "flat":
         retrieval["recall_vs_exact"] = {
-            "definition": "share of the index's top-k that is in the exact top-k (a tie with "
-                          "the exact k-th score counts), on a seeded sample of queries",
+            "definition": "share of the k sentences retrieval over an exact search gives "
+                          "(same exclusions) that the index's retrieval gave (a tie with the "
+                          "exact k-th score counts), on a seeded sample of queries",
             "sample": recall_n, f"recall@{k}": _ratio(recall_sum, recall_n)}
     return {
         "fingerprint": meta["fingerprint"],

@@ -10,8 +10,10 @@
   by default so that the graph (and the output) is reproducible.
 
 Approximate indexes are saved next to the sentence embeddings and shared by all shards. Their
-quality is measured, not assumed: ``recall_at_k`` compares them with an exact, streamed
-brute-force search on a seeded sample of queries.
+quality is measured, not assumed: on a seeded sample of queries (``retrieve.recall_sample`` in
+all, spread over the chunks) the retrieved sentences are compared with those the same
+retrieval gives over an exact, streamed brute-force search (``ExactSearch``,
+``output_recall``).
 
 Candidates are re-scored in float64 and ordered by (score desc, sentence id asc), so that the
 output does not depend on how queries were batched. ``overfetch`` extra candidates are searched
@@ -255,6 +257,34 @@ def exact_topk(
         best_s = np.take_along_axis(all_s, order, axis=1)
         best_i = np.take_along_axis(all_i, order, axis=1)
     return best_s, best_i
+
+
+class ExactSearch:
+    """``search`` of an index, done by ``exact_topk`` over the (memory-mapped) embeddings: the
+    reference an approximate index is measured against, without holding a flat index."""
+
+    def __init__(self, embeddings: np.ndarray) -> None:
+        self.embeddings = embeddings
+        self.ntotal = int(embeddings.shape[0])
+
+    def search(self, queries: np.ndarray, k: int) -> Tuple[np.ndarray, np.ndarray]:
+        return exact_topk(self.embeddings, queries, k)
+
+
+def output_recall(approx_scores: np.ndarray, exact_scores: np.ndarray,
+                  eps: float = 1e-5) -> np.ndarray:
+    """Per query: share of the sentences an exact search would give (``retrieve`` over
+    ``ExactSearch``: the same exclusions and de-duplication) that the approximate retrieval
+    gave, a sentence scoring at least the exact k-th score (minus ``eps``) counting as found,
+    so that ties between equal-scoring sentences are not misses."""
+    out = np.ones(len(exact_scores), dtype=np.float64)
+    for i, (approx, exact) in enumerate(zip(approx_scores, exact_scores)):
+        exact = exact[~np.isnan(exact)]
+        if exact.size == 0:
+            continue
+        approx = approx[~np.isnan(approx)]
+        out[i] = min(1.0, float(np.sum(approx >= exact[-1] - eps)) / exact.size)
+    return out
 
 
 def recall_at_k(
