@@ -121,9 +121,9 @@ def test_exact_topk_streamed_in_blocks_equals_a_full_sort():
     np.testing.assert_allclose(scores, np.take_along_axis(full, want, axis=1), rtol=1e-6)
 
 
-def test_auto_index_is_exact_up_to_exact_max_then_ivf():
+def test_auto_index_is_exact_up_to_exact_max_then_hnsw():
     assert resolve_index_kind("auto", 100000, 100000) == "flat"
-    assert resolve_index_kind("auto", 100001, 100000) == "ivf"
+    assert resolve_index_kind("auto", 100001, 100000) == "hnsw"
     assert resolve_index_kind("hnsw", 10, 100000) == "hnsw"
     assert resolve_index_kind("flat", 10 ** 7, 100000) == "flat"
 
@@ -136,3 +136,36 @@ def test_the_exact_check_sample_is_spread_over_the_chunks():
     cfg.recall_sample_per_chunk = 32
     assert recall_sample_size(cfg, 3300) == 32
     assert recall_sample_size(RetrieveConfig(recall_sample=0), 10) == 0
+
+
+def test_hnsw_is_built_with_every_thread_and_gives_the_same_graph():
+    """FAISS's lock-free HNSW build: the same index bytes with one thread or several, so the
+    builder need not build it single-threaded to be reproducible."""
+    import faiss
+
+    from mmf_uvlp.corpus.retrieve import parallel_hnsw_is_deterministic
+
+    assert parallel_hnsw_is_deterministic()  # the pinned FAISS
+    rng = np.random.default_rng(3)
+    corpus = rng.standard_normal((3000, 16)).astype(np.float32)
+    corpus /= np.linalg.norm(corpus, axis=1, keepdims=True)
+    cfg = RetrieveConfig(hnsw_m=8, hnsw_ef_construction=20)
+    threads = faiss.omp_get_max_threads()
+    seen = []
+    real_add = faiss.IndexHNSWFlat.add
+
+    def add(index, x):
+        seen.append(faiss.omp_get_max_threads())
+        return real_add(index, x)
+
+    built = []
+    try:
+        for count in (1, 3):
+            faiss.omp_set_num_threads(count)
+            faiss.IndexHNSWFlat.add = add
+            built.append(faiss.serialize_index(build_index(corpus, "hnsw", cfg)).tobytes())
+    finally:
+        faiss.IndexHNSWFlat.add = real_add
+        faiss.omp_set_num_threads(threads)
+    assert seen == [1, 3]  # not forced down to one thread
+    assert built[0] == built[1]

@@ -67,7 +67,7 @@ class EmbedConfig:
 @dataclass
 class RetrieveConfig:
     k: int = 5
-    index: str = "auto"  # auto (flat up to exact_max sentences, else ivf) | flat | ivf | hnsw
+    index: str = "auto"  # auto (flat up to exact_max sentences, else hnsw) | flat | ivf | hnsw
     exact_max: int = 100000  # auto: exact search up to this many corpus sentences
     overfetch: int = 10  # extra candidates searched before exclusion / de-duplication
     exclude_own_caption: bool = False
@@ -127,7 +127,8 @@ class RunConfig:
     on_error: str = "raise"  # raise | skip
     progress: bool = True
     num_threads: Optional[int] = None  # torch / faiss threads (None: library default)
-    deterministic_hnsw: bool = True  # build HNSW single-threaded (reproducible graph)
+    deterministic_hnsw: bool = True  # the same HNSW graph at any thread count (FAISS < 1.15:
+    # built single-threaded)
 
 
 @dataclass

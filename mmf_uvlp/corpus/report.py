@@ -128,7 +128,7 @@ def aggregate(out_dir: str, meta: Dict[str, object], shared: Dict[str, object], 
     }
     if cfg_r.index == "auto":
         retrieval["index_setting"] = (f"auto: exact up to {cfg_r.exact_max} corpus sentences "
-                                      "(retrieve.exact_max), ivf above")
+                                      "(retrieve.exact_max), hnsw above")
     if kind != "flat":
         retrieval["recall_vs_exact"] = {
             "definition": "share of the k sentences retrieval over an exact search gives "

@@ -1,13 +1,17 @@
 """Stage 4: top-K sentences per tag query by cosine similarity, with FAISS.
 
-* ``auto`` (default): ``flat`` up to ``retrieve.exact_max`` corpus sentences, ``ivf`` above
+* ``auto`` (default): ``flat`` up to ``retrieve.exact_max`` corpus sentences, ``hnsw`` above
   (``resolve_index_kind``): exact search costs queries x sentences, which at Conceptual
-  Captions scale (3.3 M x 3.3 M) is days of CPU; see docs/benchmarks.md.
+  Captions scale (3.3 M x 3.3 M) is a day of CPU, and an IVF index keeps its recall only by
+  probing a fixed share of the lists, which costs as much again; HNSW's search grows with
+  the log of the corpus (measured in docs/benchmarks.md).
 * ``flat``: exact, ``IndexFlatIP`` over the L2-normalised sentence embeddings.
 * ``ivf``: ``IndexIVFFlat`` (inner product), ``nlist`` lists (default 4*sqrt(n)) trained on a
   seeded sample, ``nprobe`` lists searched.
-* ``hnsw``: ``IndexHNSWFlat`` (inner product), ``M`` links, ``efSearch``; built single-threaded
-  by default so that the graph (and the output) is reproducible.
+* ``hnsw``: ``IndexHNSWFlat`` (inner product), ``M`` links, ``efSearch``. FAISS >= 1.15 builds
+  the same graph with any number of threads (``parallel_hnsw_is_deterministic``); with an
+  older FAISS it is built single-threaded (``run.deterministic_hnsw``) so that the graph (and
+  the output) is reproducible.
 
 Approximate indexes are saved next to the sentence embeddings and shared by all shards. Their
 quality is measured, not assumed: on a seeded sample of queries (``retrieve.recall_sample`` in
@@ -41,7 +45,7 @@ def resolve_index_kind(kind: str, sentences: int, exact_max: int) -> str:
     """The index ``retrieve.index`` stands for over a corpus of ``sentences``."""
     if kind != "auto":
         return kind
-    return "flat" if sentences <= exact_max else "ivf"
+    return "flat" if sentences <= exact_max else "hnsw"
 
 
 def recall_sample_size(cfg, total_chunks: int) -> int:
@@ -119,7 +123,7 @@ def build_index(
             index = faiss.IndexHNSWFlat(dim, int(cfg.hnsw_m), faiss.METRIC_INNER_PRODUCT)
             index.hnsw.efConstruction = int(cfg.hnsw_ef_construction)
             threads = faiss.omp_get_max_threads()
-            if deterministic:
+            if deterministic and not parallel_hnsw_is_deterministic():
                 faiss.omp_set_num_threads(1)
             try:
                 for start in range(0, n, block):
@@ -133,6 +137,13 @@ def build_index(
             os.replace(tmp, path)
     set_search_params(index, kind, cfg)
     return index
+
+
+def parallel_hnsw_is_deterministic() -> bool:
+    """Whether FAISS builds the same HNSW graph with any number of threads (its lock-free
+    deterministic build, FAISS >= 1.15); older versions build it single-threaded when
+    ``run.deterministic_hnsw`` is on."""
+    return hasattr(_faiss(), "hnsw_add_vertices_deterministic")
 
 
 def set_search_params(index, kind: str, cfg) -> None:
