@@ -160,3 +160,33 @@ def test_a_launch_refuses_an_output_of_another_config(world, tmp_path):
         other._check_out()
     with pytest.raises(RuntimeError, match="another config or shard count"):
         Launcher(tiny_config(world), str(out), 3, JobOptions(), progress=False)._check_out()
+
+
+class _Ended:
+    """A finished job whose result raises ``error`` (submitit's own exception types)."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def result(self):
+        raise self.error
+
+
+def test_a_failed_job_is_told_in_one_line():
+    from submitit.core.utils import FailedJobError, UncompletedJobError
+
+    from mmf_uvlp.corpus.launch import _failure
+
+    trace = ("Traceback (most recent call last):\n  File \"pipeline.py\", line 9, in build\n"
+             "ValueError: predictions.tsv:3: boxes: expected 4 numbers")
+    failed = FailedJobError(  # the message submitit builds for a job that raised
+        "Job (task=0) failed during processing with trace:\n----------------------\n"
+        f"{trace}\n----------------------\nYou can check full logs with 'job.stderr(0)' and "
+        "'job.stdout(0)'or at paths:\n  - /x/1_0_log.err\n  - /x/1_0_log.out")
+    assert _failure(_Ended(failed)) == "ValueError: predictions.tsv:3: boxes: expected 4 numbers"
+    killed = UncompletedJobError("Job 11559 (task: 0) with path /x/11559_0_result.pkl\nhas not "
+                                 "produced any output (state: NO PROCESS AND NO RESULT)\nNo "
+                                 "error stream produced. Look at stdout: /x/11559_0_log.out")
+    assert _failure(_Ended(killed)) == (
+        "the job ended without a result (state NO PROCESS AND NO RESULT: it exited, was killed "
+        "or ran out of time or memory)")

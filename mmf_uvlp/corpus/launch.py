@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -165,12 +166,20 @@ def submit(executor, tasks: Sequence[Task]) -> list:
 
 
 def _failure(job) -> Optional[str]:
-    """None when the job returned, else the last line of its error."""
+    """None when the job returned, else what went wrong in one line: the last line of the
+    job's traceback, or that it ended without a result (killed, out of time or memory)."""
     try:
         job.result()
-    except Exception as exc:  # the job's own exception, or submitit's FailedJobError
-        lines = [line for line in str(exc).strip().splitlines() if line.strip()]
-        return lines[-1].strip() if lines else type(exc).__name__
+    except Exception as exc:  # submitit's FailedJobError / UncompletedJobError
+        text = str(exc)
+        if type(exc).__name__ == "UncompletedJobError":
+            state = re.search(r"\(state: ([^)]*)\)", text)
+            return ("the job ended without a result (state "
+                    f"{state.group(1) if state else 'unknown'}: it exited, was killed or ran "
+                    "out of time or memory)")
+        lines = [line.strip() for line in text.split("You can check full logs")[0].splitlines()
+                 if line.strip() and not set(line.strip()) <= {"-"}]
+        return lines[-1] if lines else type(exc).__name__
     return None
 
 

@@ -339,23 +339,28 @@ def step_fit(args, builds: Dict[str, Dict[str, object]], search: Dict[str, objec
     recall = {p["n"]: p.get(f"recall@{args.k}") for p in chosen}
     parallel = ("detections", "queries", "retrieve", "phrases", "link_write")
 
-    def timeline(jobs: int, embed_rate: Optional[float] = None, gpus: int = 0) -> float:
+    def timeline(jobs: int, index_cores: int, embed_rate: Optional[float] = None,
+                 gpus: int = 0) -> float:
+        """Wall seconds of a launch: the corpus index (one job), the embedding array, the
+        search index (one job of ``index_cores``), the shard array; each job one core."""
         embed = cost["sentences_embed"] / jobs
         queries = cost["queries"] / jobs
         if embed_rate:  # the encoder on GPUs: sentences and tag queries at embed_rate each
             embed = sentences / (embed_rate * gpus)
             queries = images / (embed_rate * gpus)
         rest = sum(cost[name] for name in parallel if name != "queries") / jobs
-        return (cost["sentences_index"] + embed + cost["retrieve_index_build"] + queries + rest
-                + 2 * args.job_start_s)  # the embed and shard arrays each start jobs once
+        return (cost["sentences_index"] + embed + cost["retrieve_index_build"] / index_cores
+                + queries + rest + 3 * args.job_start_s)  # embed, index, shards: job starts
 
     scenarios = {
-        f"one {args.cores}-core machine ({args.cores} local jobs)": timeline(args.cores),
-        f"{args.jobs} Slurm jobs, 1 core each": timeline(args.jobs),
-        f"one {args.cores}-core machine with a GPU encoder": timeline(
-            args.cores, args.gpu_embed_rate, 1),
-        f"{args.jobs} Slurm jobs with a GPU each": timeline(
-            args.jobs, args.gpu_embed_rate, args.jobs),
+        f"one {args.cores}-core machine ({args.cores} local jobs)":
+            timeline(args.cores, args.cores),
+        f"{args.jobs} Slurm jobs of 1 core (the search-index job {args.index_cores} cores)":
+            timeline(args.jobs, args.index_cores),
+        f"one {args.cores}-core machine with one GPU for the encoder":
+            timeline(args.cores, args.cores, args.gpu_embed_rate, 1),
+        f"{args.jobs} Slurm jobs of 1 core and 1 GPU":
+            timeline(args.jobs, args.index_cores, args.gpu_embed_rate, args.jobs),
     }
     return {"target": {"images": images, "sentences": sentences, "index": kind},
             "stages": stages, "parsed_per_image": parsed_per_image,
@@ -364,7 +369,7 @@ def step_fit(args, builds: Dict[str, Dict[str, object]], search: Dict[str, objec
                        "check_queries": check_queries},
             "cost_cpu_s": cost, "scenarios_h": {k: v / 3600 for k, v in scenarios.items()},
             "assumptions": {"gpu_embed_rate": args.gpu_embed_rate,
-                            "job_start_s": args.job_start_s}}
+                            "job_start_s": args.job_start_s, "index_cores": args.index_cores}}
 
 
 def _fmt_h(hours: float) -> str:
@@ -458,7 +463,10 @@ def main(argv=None) -> int:
     p.add_argument("--ef-searches", type=int, nargs="*", default=[64, 256])
     p.add_argument("--target-images", type=int, default=3_300_000)
     p.add_argument("--target-sentences", type=int, default=3_300_000)
-    p.add_argument("--target-index", default="ivf", choices=["ivf", "hnsw", "flat"])
+    p.add_argument("--target-index", default="hnsw", choices=["ivf", "hnsw", "flat"],
+                   help="the index at the target size (default hnsw: retrieve.index auto)")
+    p.add_argument("--index-cores", type=int, default=8,
+                   help="cores of the search-index job in the cluster projection")
     p.add_argument("--cores", type=int, default=2, help="cores of the one-machine projection")
     p.add_argument("--jobs", type=int, default=16, help="jobs of the cluster projection")
     p.add_argument("--gpu-embed-rate", type=float, default=14200.0,
