@@ -221,8 +221,10 @@ class Launcher:
         embed = [Task(f"embed-{i}", f"embedding part {i}/{n}", embed_job,
                       (cfg, cache, (i, n), self.threads),
                       lambda i=i: embed_part_done(cfg, cache, (i, n))) for i in range(n)]
+        index_threads = self.options.cpus or (
+            max(1, os.cpu_count() or 1) if self.options.executor == "local" else 1)
         index = [Task("index", "embeddings + search index", index_job,
-                      (cfg, cache, self.options.cpus or max(1, os.cpu_count() or 1)),
+                      (cfg, cache, index_threads),
                       lambda: index_done(cfg, cache))]
         shards = [Task(f"shard-{i}", f"shard {i}/{n}", shard_job,
                        (cfg, self.shard_dir(i), (i, n), cache, self.threads),
