@@ -51,19 +51,22 @@ def _in_job(config: CorpusConfig, threads: int) -> CorpusConfig:
                                        num_threads=config.run.num_threads or int(threads)))
 
 
-def _set_threads(threads: int) -> None:
+def _set_threads(config: CorpusConfig, threads: int) -> None:
+    """``run.num_threads`` when set, else the job's share of the cores: the thread count
+    sums floats in its own order, so a job embeds like a single run with as many threads."""
     import faiss
     import torch
 
-    torch.set_num_threads(int(threads))
-    faiss.omp_set_num_threads(int(threads))
+    count = int(config.run.num_threads or threads)
+    torch.set_num_threads(count)
+    faiss.omp_set_num_threads(count)
 
 
 def embed_job(config: CorpusConfig, cache: str, part: Tuple[int, int], threads: int) -> int:
     """Phase 1: the corpus chunks ``c % N == i`` into part files of the sentence cache."""
     from mmf_uvlp.corpus.pipeline import prepare_sentences_part
 
-    _set_threads(threads)
+    _set_threads(config, threads)
     return prepare_sentences_part(config, cache, part)
 
 
@@ -71,7 +74,7 @@ def index_job(config: CorpusConfig, cache: str, threads: int) -> int:
     """Phase 2: the parts into the cache's embeddings, then the search index."""
     from mmf_uvlp.corpus.pipeline import prepare_index, prepare_sentences
 
-    _set_threads(threads)
+    _set_threads(config, threads)
     store = prepare_sentences(config, cache, progress=False)
     prepare_index(config, cache)
     return len(store)
