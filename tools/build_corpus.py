@@ -6,6 +6,8 @@
     build_corpus.py prepare --corpus a.txt ... --sentence-cache CACHE   # shared embeddings
     build_corpus.py merge --out MERGED SHARD_DIR [SHARD_DIR ...]
     build_corpus.py report --out OUT                                     # rewrite the report
+    build_corpus.py launch --corpus ... --out OUT --shards N [--executor slurm --partition P \
+        --time MIN --cpus C --mem-gb G --gpus G --array-parallelism K]  # shards as jobs
 
 Settings: configs/corpus/default.yaml <- --config yaml <- flags <- --set overrides.
 """
@@ -20,6 +22,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from mmf_uvlp.corpus.config import load_config  # noqa: E402
+from mmf_uvlp.utils.cluster import add_job_arguments  # noqa: E402
 
 FLAG_KEYS = {
     "predictions": "inputs.predictions",
@@ -50,7 +53,8 @@ def _add_config_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--captions-gt", dest="captions_gt", help="tsv image_id\\tcaption")
     p.add_argument("--objects-gt", dest="objects_gt", help="jsonl of true objects")
     p.add_argument("--k", type=int, help="sentences per image (default 5)")
-    p.add_argument("--index", choices=["flat", "ivf", "hnsw"])
+    p.add_argument("--index", choices=["auto", "flat", "ivf", "hnsw"],
+                   help="search index (default auto: exact up to retrieve.exact_max sentences)")
     p.add_argument("--model", help="sentence-transformers folder (default: packaged MiniLM)")
     p.add_argument("--link-method", dest="link_method", choices=["glove", "sbert"])
     p.add_argument("--on-error", dest="on_error", choices=["raise", "skip"])
@@ -101,6 +105,15 @@ def main(argv=None) -> int:
     mrg.add_argument("shards", nargs="+")
     rep = sub.add_parser("report", help="rewrite OUT/report from a finished single run")
     rep.add_argument("--out", required=True)
+    lau = sub.add_parser("launch", help="embed, build N shards and merge them as submitit jobs "
+                                        "(Slurm job arrays or local processes)")
+    _add_config_flags(lau)
+    lau.add_argument("--out", required=True, help="merged output (shards, logs: OUT/shards, "
+                                                  "OUT/launch)")
+    lau.add_argument("--shards", type=int, default=1, help="jobs per array (default 1)")
+    lau.add_argument("--retries", type=int, default=2,
+                     help="times a failed job is submitted again (default 2)")
+    add_job_arguments(lau)
     args = parser.parse_args(argv)
 
     from mmf_uvlp.corpus import pipeline
@@ -119,6 +132,17 @@ def main(argv=None) -> int:
             parser.error("prepare needs --corpus (or inputs.corpus in --config)")
         store = pipeline.prepare_sentences(config, args.sentence_cache, rebuild=args.restart)
         print(f"{len(store)} sentences indexed and embedded in {args.sentence_cache}")
+    elif args.command == "launch":
+        import logging
+
+        from mmf_uvlp.corpus.launch import launch
+        from mmf_uvlp.utils.cluster import JobOptions
+
+        logging.basicConfig(level=logging.INFO, format="%(message)s")
+        config = _config(args)
+        report = launch(config, args.out, args.shards, JobOptions.from_args(args),
+                        args.sentence_cache, args.retries, progress=not args.no_progress)
+        _print_summary(report, args.out)
     elif args.command == "merge":
         summary = pipeline.merge(args.shards, args.out, sentence_cache=args.sentence_cache)
         _print_summary(summary, args.out)

@@ -15,6 +15,8 @@ interrupted training run continues from its last checkpoint). Steps:
     python tools/replicate.py --tables 1 --seeds 3 --jobs 2    # two runs at a time
     python tools/replicate.py --recipe configs/study/calibrated.yaml --tables 1 --jobs 2 \\
         --archive results/archive/calibrated      # finished runs kept across sessions
+    python tools/replicate.py --recipe configs/study/calibrated.yaml --jobs 8 \\
+        --executor slurm --partition learnfair --time 600 --cpus 8 --gpus 1  # steps as jobs
     python tools/replicate.py --world tiny --seeds 2 --systems base,uvla,vl_bert \\
         --model-config configs/models/uvla/tiny_random.yaml \\
         --model-config configs/models/vl_bert/tiny_random.yaml --pretrain-updates 4
@@ -42,14 +44,16 @@ from mmf_uvlp.replication.children import Interrupted
 from mmf_uvlp.replication.devices import GpuPlacement, visible_gpus
 from mmf_uvlp.replication.outputs import write_study
 from mmf_uvlp.replication.recipe import Recipe, load_recipe
+from mmf_uvlp.replication.executor import JobRun
 from mmf_uvlp.replication.runner import (BadRecord, StaleRun, StepFailed, clock, execute,
-                                         read_record,
-                                         run_steps, share_cores, spent, stale_reason)
+                                         read_record, run_steps, share_cores, spent,
+                                         stale_reason)
 from mmf_uvlp.replication.steps import Settings, model_overrides, plan
 from mmf_uvlp.replication.study import REPO, SYSTEMS, TABLES, TASKS, select
 from mmf_uvlp.replication.world import World
 from mmf_uvlp.report.mmf_log import LogFormatError
 from mmf_uvlp.training.run_lock import RunFolderBusy, RunLock
+from mmf_uvlp.utils.cluster import JobOptions, add_job_arguments
 
 
 DEFAULT_PRETRAIN_UPDATES, DEFAULT_FINETUNE_UPDATES = 400, 120  # tools/demo.py's schedule
@@ -131,9 +135,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "step reads)")
     parser.add_argument("--jobs", type=_positive, default=1,
                         help="steps run side by side (default 1); each run then gets "
-                             "cpu_count/jobs threads (OMP_NUM_THREADS, unless set) and, "
-                             "where GPUs are present, a GPU: run i goes on GPU i mod G "
-                             "(CUDA_VISIBLE_DEVICES); with jobs > 1 its output goes to "
+                             "cpu_count/jobs threads (OMP_NUM_THREADS, unless set; with "
+                             "--executor slurm its --cpus) and, where GPUs are present, a GPU: "
+                             "run i goes on GPU i mod G (CUDA_VISIBLE_DEVICES); with jobs > 1 "
+                             "its output goes to "
                              "<run folder>/step.out")
     parser.add_argument("--archive", type=Path,
                         help="a folder (meant to be committed) that keeps each finished step's "
@@ -147,6 +152,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--plan", action="store_true",
                         help="print the steps and whether each is done (after restoring the "
                              "archive; the finished ones are archived), run nothing")
+    add_job_arguments(parser, default_executor=None)
     return parser.parse_args(argv)
 
 
@@ -165,6 +171,13 @@ def placed_runs(jobs: int) -> Callable[..., int]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        job_options = JobOptions.from_args(args) if args.executor else None
+    except ValueError as e:
+        print(f"replicate: error: {e}", file=sys.stderr)
+        return 2
+    if job_options is not None and job_options.executor == "slurm" and job_options.cpus:
+        os.environ.setdefault("OMP_NUM_THREADS", str(job_options.cpus))
     share_cores(args.jobs)
     try:
         tables, systems = select(args.tables, args.systems)
@@ -231,9 +244,11 @@ def _study(args: argparse.Namespace, tables: list, systems: list, world: World,
     start = time.perf_counter()
     print(f"Study: tables {[t.key for t in tables]}, systems {[s.key for s in systems]}, "
           f"seeds {list(settings.seeds)}, {len(steps)} steps; runs in {runs}", flush=True)
+    log = lambda line: print(line, flush=True)  # noqa: E731
+    execute = (placed_runs(args.jobs) if job_options is None
+               else JobRun(job_options, runs / "jobs", REPO, log))
     try:
-        ran = run_steps(steps, run=placed_runs(args.jobs),
-                        log=lambda line: print(line, flush=True), jobs=args.jobs,
+        ran = run_steps(steps, run=execute, log=log, jobs=args.jobs,
                         on_done=archive.store if archive is not None else None,
                         kinds=("world",) if args.recorded else None)
     except (StepFailed, StaleRun) as e:

@@ -25,6 +25,7 @@ import yaml
 from mmf_uvlp.utils.config_files import default_config
 
 DEFAULT_CONFIG_PATH = Path(default_config("corpus", "default.yaml"))
+INDEX_KINDS = ("auto", "flat", "ivf", "hnsw")
 
 
 @dataclass
@@ -60,7 +61,7 @@ class EmbedConfig:
     model: Optional[str] = None  # None: the packaged offline all-MiniLM-L6-v2
     batch_size: int = 128
     chunk_size: int = 16384  # sentences per resumable chunk of the corpus embedding
-    device: str = "cpu"
+    device: str = "auto"  # auto: every visible GPU, else cpu | cpu | cuda:N | a,b (pool)
     max_seq_length: Optional[int] = None
     allow_download: bool = False
 
@@ -68,7 +69,8 @@ class EmbedConfig:
 @dataclass
 class RetrieveConfig:
     k: int = 5
-    index: str = "flat"  # flat (exact) | ivf | hnsw
+    index: str = "auto"  # auto (flat up to exact_max sentences, else hnsw) | flat | ivf | hnsw
+    exact_max: int = 100000  # auto: exact search up to this many corpus sentences
     overfetch: int = 10  # extra candidates searched before exclusion / de-duplication
     exclude_own_caption: bool = False
     unique_texts: bool = True  # no two retrieved sentences of one image with the same text
@@ -78,7 +80,8 @@ class RetrieveConfig:
     hnsw_m: int = 32
     hnsw_ef_construction: int = 80
     hnsw_ef_search: int = 128
-    recall_sample_per_chunk: int = 32  # queries per chunk checked against exact search
+    recall_sample: int = 2000  # queries checked against exact search, spread over the chunks
+    recall_sample_per_chunk: Optional[int] = None  # None: ceil(recall_sample / chunks)
     query_batch_size: int = 1024
     seed: int = 0
     histogram_bins: int = 50
@@ -90,6 +93,7 @@ class PhrasesConfig:
     disable: List[str] = field(default_factory=lambda: ["ner", "lemmatizer"])
     batch_size: int = 256
     cache_size: int = 200000  # distinct sentences whose phrases are kept in memory
+    n_process: Optional[int] = None  # spaCy processes; None: 1 per 20,000 sentences, <= CPUs
 
 
 @dataclass
@@ -125,7 +129,8 @@ class RunConfig:
     on_error: str = "raise"  # raise | skip
     progress: bool = True
     num_threads: Optional[int] = None  # torch / faiss threads (None: library default)
-    deterministic_hnsw: bool = True  # build HNSW single-threaded (reproducible graph)
+    deterministic_hnsw: bool = True  # the same HNSW graph at any thread count (FAISS < 1.15:
+    # built single-threaded)
 
 
 @dataclass
@@ -152,7 +157,7 @@ class CorpusConfig:
             raise ValueError("inputs.hw and inputs.labelmap go with inputs.predictions")
         if not self.inputs.corpus:
             raise ValueError("inputs.corpus: give at least one text file")
-        _choice("retrieve.index", self.retrieve.index, ("flat", "ivf", "hnsw"))
+        _choice("retrieve.index", self.retrieve.index, INDEX_KINDS)
         _choice("link.method", self.link.method, ("glove", "sbert"))
         _choice("link.pooling", self.link.pooling, ("mean", "max", "head"))
         for name in ("glove", "sbert"):

@@ -14,12 +14,17 @@ results across chunks). A phrase keeps
 * ``head`` — the lower-cased root word of the chunk.
 
 Attributes stay inside the phrase ("a red sofa"), as the paper wants.
+
+``PhraseExtractor.stream`` parses the sentences of many chunks through one ``nlp.pipe``, so
+that spaCy's ``n_process`` worker processes start once per stage, not once per chunk.
 """
 
 from __future__ import annotations
 
+import math
+import os
 from collections import OrderedDict
-from typing import Dict, List, Sequence
+from typing import Dict, Hashable, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 SKIP_POS = {"DET", "PRON", "ADP", "CCONJ", "SCONJ", "PART", "NUM", "PUNCT", "AUX", "SYM"}
 
@@ -43,6 +48,22 @@ def doc_phrases(doc) -> List[Dict[str, object]]:
             "head": chunk.root.text.lower(),
         })
     return phrases
+
+
+def phrase_processes(setting: Optional[int], sentences: int, threads: Optional[int] = None,
+                     per_process: int = 20000) -> int:
+    """spaCy processes for a stage: ``phrases.n_process``, else (None) one per
+    ``per_process`` sentences to parse, at most the CPUs this process may use (and
+    ``run.num_threads`` when set): starting a worker costs a model load."""
+    if setting:
+        return max(1, int(setting))
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cpus = os.cpu_count() or 1
+    if threads:
+        cpus = min(cpus, int(threads))
+    return max(1, min(cpus, math.ceil(sentences / per_process)))
 
 
 class PhraseExtractor:
@@ -69,3 +90,48 @@ class PhraseExtractor:
         while len(self.cache) > self.cache_size:
             self.cache.popitem(last=False)
         return out
+
+    def stream(
+        self, groups: Iterable[Tuple[Hashable, Sequence[int], Sequence[str]]], n_process: int = 1,
+    ) -> Iterator[Tuple[Hashable, List[List[Dict[str, object]]]]]:
+        """``(key, ids, texts)`` groups in, ``(key, phrases per id)`` out in the same order,
+        every sentence not in the cache parsed through one ``nlp.pipe`` over all groups."""
+        waiting: "OrderedDict[Hashable, Tuple[List[int], Dict[int, object]]]" = OrderedDict()
+        pending: Dict[int, List[Hashable]] = {}  # sentence id -> groups waiting for it
+
+        def feed() -> Iterator[Tuple[str, int]]:
+            for key, ids, texts in groups:
+                found: Dict[int, object] = {}
+                waiting[key] = (list(ids), found)
+                for sid, text in zip(ids, texts):
+                    if sid in found:
+                        continue
+                    if sid in self.cache:
+                        found[sid] = self.cache[sid]
+                    elif sid in pending:
+                        pending[sid].append(key)
+                    else:
+                        pending[sid] = [key]
+                        yield text, sid
+
+        def ready() -> Iterator[Tuple[Hashable, List[List[Dict[str, object]]]]]:
+            while waiting:
+                key, (ids, found) = next(iter(waiting.items()))
+                if any(sid not in found for sid in ids):
+                    return
+                waiting.popitem(last=False)
+                yield key, [found[sid] for sid in ids]
+
+        docs = self.nlp.pipe(feed(), batch_size=self.batch_size, as_tuples=True,
+                             n_process=max(1, int(n_process)))
+        for doc, sid in docs:
+            phrases = doc_phrases(doc)
+            self.parsed += 1
+            self.cache[sid] = phrases
+            self.cache.move_to_end(sid)
+            for key in pending.pop(sid):
+                waiting[key][1][sid] = phrases
+            yield from ready()
+            while len(self.cache) > self.cache_size:
+                self.cache.popitem(last=False)
+        yield from ready()

@@ -89,11 +89,30 @@ class Resources:
         return self._cache[key]
 
     def sentence_model(self, cfg):
-        from mmf_uvlp.corpus.embed import load_sentence_model
+        from mmf_uvlp.corpus.embed import load_sentence_model, resolve_devices
 
         key = ("sbert", cfg.model, cfg.device, cfg.max_seq_length)
         return self._get(key, lambda: load_sentence_model(
-            cfg.model, cfg.device, cfg.allow_download, cfg.max_seq_length))
+            cfg.model, resolve_devices(cfg.device)[0], cfg.allow_download, cfg.max_seq_length))
+
+    def encode_pool(self, cfg):
+        """sentence-transformers' multi-process pool when ``embed.device`` names several
+        devices (every GPU with ``auto``), else None (encoding in this process)."""
+        from mmf_uvlp.corpus.embed import resolve_devices
+
+        devices = resolve_devices(cfg.device)
+        if len(devices) < 2:
+            return None
+
+        def start():
+            import atexit
+
+            model = self.sentence_model(cfg)
+            pool = model.start_multi_process_pool(devices)
+            atexit.register(model.stop_multi_process_pool, pool)
+            return pool
+
+        return self._get(("pool", cfg.model, cfg.device, cfg.max_seq_length), start)
 
     def nlp(self, cfg):
         from mmf_uvlp.corpus.noun_phrases import load_spacy
@@ -147,6 +166,39 @@ class _Aborter:
             os._exit(75)
 
 
+def _index_corpus(config: CorpusConfig, cache_dir: str, rebuild: bool, progress: bool,
+                  timings: Optional[Dict[str, Dict[str, float]]]) -> None:
+    """``index.bin`` + ``meta.json`` of the corpus in ``cache_dir`` unless there (the
+    caller holds the cache's lock). A cache of other inputs/settings is an error, or with
+    ``rebuild`` cleared first."""
+    fingerprint = config.sentence_fingerprint()
+    meta_path = os.path.join(cache_dir, "meta.json")
+    meta = read_json(meta_path)
+    if meta is not None and meta.get("fingerprint") != fingerprint:
+        if not rebuild:
+            raise RuntimeError(
+                f"{cache_dir} holds sentences of other inputs/settings (fingerprint "
+                f"{meta.get('fingerprint')} != {fingerprint}); rerun with --restart to "
+                "rebuild it, or use another --sentence-cache")
+        clear_sentence_cache(cache_dir)
+        meta = None
+    if meta is None:
+        t0 = _Clock()
+        policy = ErrorPolicy(config.run.on_error)
+        counts = build_sentence_index(config.inputs.corpus, cache_dir, policy,
+                                      progress=progress)
+        if counts["sentences"] == 0:
+            skipped = dict(policy.counts)
+            raise EmptyInputError(
+                f"no usable sentences in {', '.join(config.inputs.corpus)}: "
+                f"{counts['lines']} lines" + (f", all skipped ({skipped})" if skipped
+                                              else "") + "; nothing to retrieve from")
+        meta = {"fingerprint": fingerprint, "files": list(config.inputs.corpus),
+                "counts": counts, "skipped": policy.to_dict()}
+        atomic_write_json(meta_path, meta)
+        _add_timing(timings, "sentences_index", t0, counts["lines"], "lines")
+
+
 def prepare_sentences(
     config: CorpusConfig,
     cache_dir: str,
@@ -159,47 +211,61 @@ def prepare_sentences(
     """Index and embed the text corpus once into ``cache_dir`` (shared by all shards).
 
     A cache of other inputs/settings is an error, or with ``rebuild`` cleared and rebuilt.
+    Chunks already embedded by ``prepare_sentences_part`` jobs are copied, not embedded.
     """
     from mmf_uvlp.corpus.embed import DONE_FILE, embed_corpus
 
     resources = resources or Resources()
     progress = config.run.progress if progress is None else progress
     aborter = hook if isinstance(hook, _Aborter) else _Aborter(hook)
-    fingerprint = config.sentence_fingerprint()
-    meta_path = os.path.join(cache_dir, "meta.json")
     with _Lock(os.path.join(cache_dir, ".lock")):
-        meta = read_json(meta_path)
-        if meta is not None and meta.get("fingerprint") != fingerprint:
-            if not rebuild:
-                raise RuntimeError(
-                    f"{cache_dir} holds sentences of other inputs/settings (fingerprint "
-                    f"{meta.get('fingerprint')} != {fingerprint}); rerun with --restart to "
-                    "rebuild it, or use another --sentence-cache")
-            clear_sentence_cache(cache_dir)
-            meta = None
-        if meta is None:
-            t0 = time.time()
-            policy = ErrorPolicy(config.run.on_error)
-            counts = build_sentence_index(config.inputs.corpus, cache_dir, policy,
-                                          progress=progress)
-            if counts["sentences"] == 0:
-                skipped = dict(policy.counts)
-                raise EmptyInputError(
-                    f"no usable sentences in {', '.join(config.inputs.corpus)}: "
-                    f"{counts['lines']} lines" + (f", all skipped ({skipped})" if skipped
-                                                  else "") + "; nothing to retrieve from")
-            meta = {"fingerprint": fingerprint, "files": list(config.inputs.corpus),
-                    "counts": counts, "skipped": policy.to_dict()}
-            atomic_write_json(meta_path, meta)
-            _add_timing(timings, "sentences_index", time.time() - t0, counts["lines"], "lines")
+        _index_corpus(config, cache_dir, rebuild, progress, timings)
         store = SentenceStore(cache_dir, config.inputs.corpus)
         if not os.path.exists(os.path.join(cache_dir, DONE_FILE)):
-            t0 = time.time()
+            t0 = _Clock()
             model = resources.sentence_model(config.embed)
             embed_corpus(store, cache_dir, model, config.embed.chunk_size,
-                         config.embed.batch_size, progress=progress, hook=aborter)
-            _add_timing(timings, "sentences_embed", time.time() - t0, len(store), "sentences")
+                         config.embed.batch_size, progress=progress, hook=aborter,
+                         pool=resources.encode_pool(config.embed))
+            _add_timing(timings, "sentences_embed", t0, len(store), "sentences")
     return store
+
+
+def prepare_sentences_part(
+    config: CorpusConfig,
+    cache_dir: str,
+    part: Tuple[int, int],
+    resources: Optional[Resources] = None,
+    hook: Optional[Hook] = None,
+) -> int:
+    """Part ``i/N`` of the corpus embedding (chunks ``c % N == i``) into part files of
+    ``cache_dir``, for N jobs that share it; the first indexes the corpus (under the cache's
+    lock; the others wait for it). ``prepare_sentences`` then assembles the parts. Returns
+    the chunks embedded."""
+    from mmf_uvlp.corpus.embed import embed_corpus_part
+
+    resources = resources or Resources()
+    with _Lock(os.path.join(cache_dir, ".lock")):
+        _index_corpus(config, cache_dir, False, False, None)
+    store = SentenceStore(cache_dir, config.inputs.corpus)
+    return embed_corpus_part(store, cache_dir, resources.sentence_model(config.embed),
+                             config.embed.chunk_size, config.embed.batch_size, part,
+                             hook=_Aborter(hook), pool=resources.encode_pool(config.embed))
+
+
+def prepare_index(config: CorpusConfig, cache_dir: str, embeddings: Optional[np.ndarray] = None):
+    """The search index over the embedded corpus of ``cache_dir`` (``retrieve.index``;
+    ``auto`` by corpus size); an approximate one is saved in the cache on first use and read
+    by every later shard."""
+    from mmf_uvlp.corpus.embed import load_corpus_embeddings
+    from mmf_uvlp.corpus.retrieve import build_index, resolve_index_kind
+
+    cfg = config.retrieve
+    if embeddings is None:
+        embeddings = load_corpus_embeddings(cache_dir)
+    kind = resolve_index_kind(cfg.index, embeddings.shape[0], cfg.exact_max)
+    return build_index(embeddings, kind, cfg, cache_dir,
+                       deterministic=config.run.deterministic_hnsw)
 
 
 def clear_sentence_cache(cache_dir: str) -> None:
@@ -210,18 +276,33 @@ def clear_sentence_cache(cache_dir: str) -> None:
 
     names = [DONE_FILE, PROGRESS_FILE, EMBEDDINGS_FILE, HASHES_FILE, INDEX_FILE]
     paths = [os.path.join(cache_dir, name) for name in names]
-    for pattern in ("faiss-*.index", "*.tmp*"):
+    for pattern in ("faiss-*.index", "embeddings.part-*.npy", "*.tmp*"):
         paths += sorted(glob.glob(os.path.join(cache_dir, pattern)))
     for path in paths + [os.path.join(cache_dir, META_FILE)]:
         if os.path.exists(path):
             os.remove(path)
 
 
-def _add_timing(timings, name, seconds, items, unit) -> None:
+class _Clock:
+    """Wall and CPU (all threads of this process) seconds since creation."""
+
+    def __init__(self) -> None:
+        self.wall0, self.cpu0 = time.time(), time.process_time()
+
+    def wall(self) -> float:
+        return time.time() - self.wall0
+
+    def cpu(self) -> float:
+        return time.process_time() - self.cpu0
+
+
+def _add_timing(timings, name, clock: _Clock, items, unit) -> None:
     if timings is None:
         return
-    entry = timings.setdefault(name, {"seconds": 0.0, "items": 0, "unit": unit})
-    entry["seconds"] += seconds
+    entry = timings.setdefault(name, {"seconds": 0.0, "cpu_seconds": 0.0, "items": 0,
+                                      "unit": unit})
+    entry["seconds"] += clock.wall()
+    entry["cpu_seconds"] += clock.cpu()
     entry["items"] += items
     entry["rate"] = entry["items"] / entry["seconds"] if entry["seconds"] > 0 else None
     entry["peak_rss_mb"] = round(peak_rss_mb(), 1)
@@ -369,7 +450,7 @@ class CorpusBuilder:
             labelmap=cfg.inputs.labelmap,
         ).select(lambda p: (p // size) % count == index and (p // size) not in finished)
         rule = cfg.tags
-        t0 = time.time()
+        t0 = _Clock()
         bar = self._progress("detections", None)
         current: Optional[int] = None
         images: List[Dict[str, object]] = []
@@ -442,7 +523,7 @@ class CorpusBuilder:
         done = {"positions": reader.positions, "total_chunks": total_chunks, "owned": owned,
                 "images": images_per_chunk, "feature_dim": feature_dim}
         atomic_write_json(success, done)
-        _add_timing(self.timings, "detections", time.time() - t0, rows, "images")
+        _add_timing(self.timings, "detections", t0, rows, "images")
         return done
 
     def _no_images(self, rows: int, skipped: Dict[str, int], dropped: int) -> None:
@@ -467,17 +548,18 @@ class CorpusBuilder:
         if not todo:
             return
         model = self.resources.sentence_model(self.config.embed)
-        t0, n = time.time(), 0
+        pool = self.resources.encode_pool(self.config.embed)
+        t0, n = _Clock(), 0
         bar = self._progress("embed queries", self._owned_images(det, todo))
         for c in todo:
             queries = [im["tag_query"] for im in self._load_detections(c)["images"]]
             _save_npy(_chunk_file(directory, c, "npy"),
-                      encode(model, queries, self.config.embed.batch_size))
+                      encode(model, queries, self.config.embed.batch_size, pool))
             n += len(queries)
             bar.update(len(queries))
             self.after_chunk("queries", c)
         bar.close()
-        _add_timing(self.timings, "queries", time.time() - t0, n, "images")
+        _add_timing(self.timings, "queries", t0, n, "images")
 
     # ------------------------------------------------------------------ ground truth
     def _shard_image_ids(self, chunks: Sequence[int]) -> set:
@@ -506,7 +588,9 @@ class CorpusBuilder:
     # ------------------------------------------------------------------ stage 3
     def stage_retrieve(self, chunks: Sequence[int], det: Dict[str, object]) -> None:
         from mmf_uvlp.corpus.embed import load_corpus_embeddings
-        from mmf_uvlp.corpus.retrieve import build_index, recall_at_k, retrieve, search
+        from mmf_uvlp.corpus.retrieve import (
+            ExactSearch, output_recall, recall_sample_size, resolve_index_kind, retrieve,
+        )
 
         cfg = self.config.retrieve
         directory, todo = self._todo("retrieval", chunks, "npz")
@@ -515,16 +599,17 @@ class CorpusBuilder:
         store = self._store
         embeddings = load_corpus_embeddings(self.sentence_cache)
         hashes = np.asarray(store.hashes)
-        t_build = time.time()
-        index = build_index(embeddings, cfg.index, cfg, self.sentence_cache,
-                            deterministic=self.config.run.deterministic_hnsw)
-        _add_timing(self.timings, "retrieve_index_build", time.time() - t_build, len(store),
+        kind = resolve_index_kind(cfg.index, len(store), cfg.exact_max)
+        sample_size = recall_sample_size(cfg, det["total_chunks"])
+        t_build = _Clock()
+        index = prepare_index(self.config, self.sentence_cache, embeddings)
+        _add_timing(self.timings, "retrieve_index_build", t_build, len(store),
                     "sentences")
         need_gt = cfg.exclude_own_caption or self.config.inputs.captions_gt
         if need_gt:
             self._ground_truth(chunks)
         edges = np.linspace(-1.0, 1.0, cfg.histogram_bins + 1)
-        t0, n = time.time(), 0
+        t0, n = _Clock(), 0
         bar = self._progress("retrieve", self._owned_images(det, todo))
         for c in todo:
             images = self._load_detections(c)["images"]
@@ -547,13 +632,17 @@ class CorpusBuilder:
                 "top1_sum": float(np.nansum(scores[:, 0].astype(np.float64))) if len(images)
                 else 0.0,
             }
-            if cfg.index != "flat" and cfg.recall_sample_per_chunk > 0 and len(images):
+            rows = np.flatnonzero(~empty)
+            if kind != "flat" and sample_size > 0 and rows.size:
                 rng = np.random.default_rng([cfg.seed, c])
-                m = min(len(images), cfg.recall_sample_per_chunk)
-                sample = np.sort(rng.choice(len(images), size=m, replace=False))
-                _, approx = search(index, queries[sample], cfg.k, cfg.query_batch_size)
-                rec = recall_at_k(approx, queries[sample], embeddings, cfg.k)
-                stats["recall_sample"] = {"n": int(m), "sum": float(rec.sum())}
+                sample = np.sort(rng.choice(rows, size=min(rows.size, sample_size),
+                                            replace=False))
+                _, exact, _ = retrieve(ExactSearch(embeddings), queries[sample], embeddings,
+                                       hashes, cfg.k, cfg.overfetch,
+                                       [own[i] for i in sample] if own is not None else None,
+                                       cfg.unique_texts)
+                rec = output_recall(scores[sample], exact)
+                stats["recall_sample"] = {"n": int(sample.size), "sum": float(rec.sum())}
             if self.config.inputs.captions_gt:
                 stats["gt"] = self._caption_recall(images, ids, hashes)
             atomic_write_json(_chunk_file(directory, c, "json"), stats)
@@ -565,7 +654,7 @@ class CorpusBuilder:
             bar.update(len(images))
             self.after_chunk("retrieve", c)
         bar.close()
-        _add_timing(self.timings, "retrieve", time.time() - t0, n, "images")
+        _add_timing(self.timings, "retrieve", t0, n, "images")
 
     def _caption_recall(self, images, ids: np.ndarray, hashes: np.ndarray) -> Dict[str, object]:
         k = ids.shape[1]
@@ -593,20 +682,29 @@ class CorpusBuilder:
 
     # ------------------------------------------------------------------ stage 4
     def stage_phrases(self, chunks: Sequence[int], det: Dict[str, object]) -> None:
-        from mmf_uvlp.corpus.noun_phrases import PhraseExtractor
+        from mmf_uvlp.corpus.noun_phrases import PhraseExtractor, phrase_processes
 
         cfg = self.config.phrases
         directory, todo = self._todo("phrases", chunks, "jsonl")
         if not todo:
             return
         extractor = PhraseExtractor(self.resources.nlp(cfg), cfg.batch_size, cfg.cache_size)
-        t0, n = time.time(), 0
+        processes = phrase_processes(cfg.n_process,
+                                     self._owned_images(det, todo) * self.config.retrieve.k,
+                                     self.config.run.num_threads)
+        t0, n = _Clock(), 0
         bar = self._progress("noun phrases", None, unit="sent")
-        for c in todo:
-            ids, _, _ = self._load_retrieval(c)
-            distinct = np.unique(ids[ids >= 0]).tolist()
-            texts = self._store.texts(distinct)
-            phrases = extractor(distinct, texts)
+        sentences: Dict[int, Tuple[List[int], List[str]]] = {}  # chunks fed, not yet written
+
+        def groups():
+            for c in todo:
+                ids, _, _ = self._load_retrieval(c)
+                distinct = np.unique(ids[ids >= 0]).tolist()
+                sentences[c] = (distinct, self._store.texts(distinct))
+                yield c, *sentences[c]
+
+        for c, phrases in extractor.stream(groups(), processes):
+            distinct, texts = sentences.pop(c)
             lines = [json.dumps({"sentence_id": sid, "text": text, "phrases": ph},
                                 ensure_ascii=False, separators=(",", ":"))
                      for sid, text, ph in zip(distinct, texts, phrases)]
@@ -616,7 +714,7 @@ class CorpusBuilder:
             bar.update(len(distinct))
             self.after_chunk("phrases", c)
         bar.close()
-        _add_timing(self.timings, "phrases", time.time() - t0, n, "sentences")
+        _add_timing(self.timings, "phrases", t0, n, "sentences")
 
     # ------------------------------------------------------------------ stage 5
     def _linker(self):
@@ -644,7 +742,7 @@ class CorpusBuilder:
             self._ground_truth(chunks)
         linker = self._linker()
         digits = cfg.output.float_digits
-        t0, n = time.time(), 0
+        t0, n = _Clock(), 0
         bar = self._progress("link + write", self._owned_images(det, todo))
         for c in todo:
             detections = self._load_detections(c)
@@ -721,7 +819,7 @@ class CorpusBuilder:
             bar.update(len(records))
             self.after_chunk("link", c)
         bar.close()
-        _add_timing(self.timings, "link_write", time.time() - t0, n, "images")
+        _add_timing(self.timings, "link_write", t0, n, "images")
 
     # ------------------------------------------------------------------ finalize
     def finalize(self, det: Dict[str, object]) -> Dict[str, object]:
@@ -759,8 +857,10 @@ class CorpusBuilder:
         old = read_json(path, {"stages": {}, "peak_rss_mb": 0.0})
         stages = old["stages"]
         for name, t in self.timings.items():
-            entry = stages.setdefault(name, {"seconds": 0.0, "items": 0, "unit": t["unit"]})
+            entry = stages.setdefault(name, {"seconds": 0.0, "cpu_seconds": 0.0, "items": 0,
+                                             "unit": t["unit"]})
             entry["seconds"] += t["seconds"]
+            entry["cpu_seconds"] = entry.get("cpu_seconds", 0.0) + t["cpu_seconds"]
             entry["items"] += t["items"]
             entry["rate"] = entry["items"] / entry["seconds"] if entry["seconds"] > 0 else None
             entry["peak_rss_mb"] = max(entry.get("peak_rss_mb", 0.0), t["peak_rss_mb"])

@@ -113,8 +113,12 @@ def aggregate(out_dir: str, meta: Dict[str, object], shared: Dict[str, object], 
             "grounded_rate": _ratio(link.get("gt_grounded", 0), link.get("gt_linked", 0)),
             "by_link_score": _by_band(link),
         }
+    from mmf_uvlp.corpus.retrieve import resolve_index_kind
+
+    kind = resolve_index_kind(cfg_r.index, int(sentences.get("counts", {}).get("sentences") or 0),
+                              cfg_r.exact_max)
     retrieval = {
-        "index": cfg_r.index, "k": k,
+        "index": kind, "k": k,
         "queries": ret["queries"], "retrieved": ret["retrieved"],
         "images_short_of_k": ret["short"],
         "own_caption_dropped": ret["own_caption_dropped"],
@@ -122,9 +126,15 @@ def aggregate(out_dir: str, meta: Dict[str, object], shared: Dict[str, object], 
         "mean_top1_score": _ratio(ret["top1_sum"], ret["queries"]),
         "histogram": {"edges": [-1.0, 1.0], "bins": len(hist or []), "counts": hist or []},
     }
-    if cfg_r.index != "flat":
-        retrieval["recall_vs_exact"] = {"sample": recall_n,
-                                        f"recall@{k}": _ratio(recall_sum, recall_n)}
+    if cfg_r.index == "auto":
+        retrieval["index_setting"] = (f"auto: exact up to {cfg_r.exact_max} corpus sentences "
+                                      "(retrieve.exact_max), hnsw above")
+    if kind != "flat":
+        retrieval["recall_vs_exact"] = {
+            "definition": "share of the k sentences retrieval over an exact search gives "
+                          "(same exclusions) that the index's retrieval gave (a tie with the "
+                          "exact k-th score counts), on a seeded sample of queries",
+            "sample": recall_n, f"recall@{k}": _ratio(recall_sum, recall_n)}
     return {
         "fingerprint": meta["fingerprint"],
         "inputs": {
@@ -178,8 +188,12 @@ def _markdown(report: Dict[str, object]) -> str:
     lines += ["## Retrieval", "", f"index: `{ret['index']}`, mean score {ret['mean_score']}, "
               f"mean top-1 score {ret['mean_top1_score']}", "",
               "![retrieval scores](scores_hist.png)", ""]
+    if "index_setting" in ret:
+        lines += [f"index chosen by corpus size ({ret['index_setting']})", ""]
     if "recall_vs_exact" in ret:
-        lines += [f"recall vs exact search: {ret['recall_vs_exact']}", ""]
+        rec, key = ret["recall_vs_exact"], f"recall@{ret['k']}"
+        lines += [f"{key} of the `{ret['index']}` index against exact search: **{rec[key]}** "
+                  f"on {rec['sample']} sampled queries ({rec['definition']})", ""]
     lines += ["## Phrases", "", f"linked rate {ph['linked_rate']}, mention rate "
               f"{ph['mention_rate']} (linked phrases naming their region's label)", ""]
     if report["quality"]:

@@ -1,14 +1,23 @@
 """Stage 4: top-K sentences per tag query by cosine similarity, with FAISS.
 
-* ``flat`` (default): exact, ``IndexFlatIP`` over the L2-normalised sentence embeddings.
+* ``auto`` (default): ``flat`` up to ``retrieve.exact_max`` corpus sentences, ``hnsw`` above
+  (``resolve_index_kind``): exact search costs queries x sentences, which at Conceptual
+  Captions scale (3.3 M x 3.3 M) is a day of CPU, and an IVF index keeps its recall only by
+  probing a fixed share of the lists, which costs as much again; HNSW's search grows with
+  the log of the corpus (measured in docs/benchmarks.md).
+* ``flat``: exact, ``IndexFlatIP`` over the L2-normalised sentence embeddings.
 * ``ivf``: ``IndexIVFFlat`` (inner product), ``nlist`` lists (default 4*sqrt(n)) trained on a
   seeded sample, ``nprobe`` lists searched.
-* ``hnsw``: ``IndexHNSWFlat`` (inner product), ``M`` links, ``efSearch``; built single-threaded
-  by default so that the graph (and the output) is reproducible.
+* ``hnsw``: ``IndexHNSWFlat`` (inner product), ``M`` links, ``efSearch``. FAISS >= 1.15 builds
+  the same graph with any number of threads (``parallel_hnsw_is_deterministic``); with an
+  older FAISS it is built single-threaded (``run.deterministic_hnsw``) so that the graph (and
+  the output) is reproducible.
 
 Approximate indexes are saved next to the sentence embeddings and shared by all shards. Their
-quality is measured, not assumed: ``recall_at_k`` compares them with an exact, streamed
-brute-force search on a seeded sample of queries.
+quality is measured, not assumed: on a seeded sample of queries (``retrieve.recall_sample`` in
+all, spread over the chunks) the retrieved sentences are compared with those the same
+retrieval gives over an exact, streamed brute-force search (``ExactSearch``,
+``output_recall``).
 
 Candidates are re-scored in float64 and ordered by (score desc, sentence id asc), so that the
 output does not depend on how queries were batched. ``overfetch`` extra candidates are searched
@@ -32,9 +41,44 @@ def _faiss():
     return faiss
 
 
+def resolve_index_kind(kind: str, sentences: int, exact_max: int) -> str:
+    """The index ``retrieve.index`` stands for over a corpus of ``sentences``."""
+    if kind != "auto":
+        return kind
+    return "flat" if sentences <= exact_max else "hnsw"
+
+
+def recall_sample_size(cfg, total_chunks: int) -> int:
+    """Queries per chunk checked against exact search: ``recall_sample_per_chunk``, else
+    ``recall_sample`` spread over the chunks (at least 1 each while ``recall_sample`` > 0), so
+    that the exact check costs about the same whatever the number of images."""
+    if cfg.recall_sample_per_chunk is not None:
+        return max(0, int(cfg.recall_sample_per_chunk))
+    if cfg.recall_sample <= 0:
+        return 0
+    return max(1, math.ceil(cfg.recall_sample / max(1, total_chunks)))
+
+
 def index_key(kind: str, params: Dict[str, object], n: int, dim: int) -> str:
     text = repr((kind, sorted(params.items()), n, dim))
     return f"faiss-{kind}-{hashlib.sha256(text.encode()).hexdigest()[:12]}.index"
+
+
+def index_path(kind: str, cfg, n: int, dim: int, cache_dir: Optional[str],
+               deterministic: bool = True) -> Optional[str]:
+    """Where an approximate index of these settings over ``n`` x ``dim`` vectors is saved in
+    ``cache_dir`` (None for ``flat``, which is rebuilt: adding vectors is all it costs)."""
+    if kind == "ivf":
+        params = {"nlist": ivf_nlist(n, cfg.ivf_nlist), "train": cfg.ivf_train_size,
+                  "seed": cfg.seed}
+    elif kind == "hnsw":
+        params = {"m": cfg.hnsw_m, "efc": cfg.hnsw_ef_construction,
+                  "det": bool(deterministic)}
+    elif kind == "flat":
+        return None
+    else:
+        raise ValueError(f"unknown index kind {kind!r}")
+    return os.path.join(cache_dir, index_key(kind, params, n, dim)) if cache_dir else None
 
 
 def ivf_nlist(n: int, nlist: Optional[int]) -> int:
@@ -59,15 +103,8 @@ def build_index(
         for start in range(0, n, block):
             index.add(np.ascontiguousarray(embeddings[start:start + block], dtype=np.float32))
         return index
-    if kind == "ivf":
-        nlist = ivf_nlist(n, cfg.ivf_nlist)
-        params = {"nlist": nlist, "train": cfg.ivf_train_size, "seed": cfg.seed}
-    elif kind == "hnsw":
-        params = {"m": cfg.hnsw_m, "efc": cfg.hnsw_ef_construction,
-                  "det": bool(deterministic)}
-    else:
-        raise ValueError(f"unknown index kind {kind!r}")
-    path = os.path.join(cache_dir, index_key(kind, params, n, dim)) if cache_dir else None
+    nlist = ivf_nlist(n, cfg.ivf_nlist)
+    path = index_path(kind, cfg, n, dim, cache_dir, deterministic)
     if path and os.path.exists(path):
         index = faiss.read_index(path)
     else:
@@ -86,7 +123,7 @@ def build_index(
             index = faiss.IndexHNSWFlat(dim, int(cfg.hnsw_m), faiss.METRIC_INNER_PRODUCT)
             index.hnsw.efConstruction = int(cfg.hnsw_ef_construction)
             threads = faiss.omp_get_max_threads()
-            if deterministic:
+            if deterministic and not parallel_hnsw_is_deterministic():
                 faiss.omp_set_num_threads(1)
             try:
                 for start in range(0, n, block):
@@ -100,6 +137,13 @@ def build_index(
             os.replace(tmp, path)
     set_search_params(index, kind, cfg)
     return index
+
+
+def parallel_hnsw_is_deterministic() -> bool:
+    """Whether FAISS builds the same HNSW graph with any number of threads (its lock-free
+    deterministic build, FAISS >= 1.15); older versions build it single-threaded when
+    ``run.deterministic_hnsw`` is on."""
+    return hasattr(_faiss(), "hnsw_add_vertices_deterministic")
 
 
 def set_search_params(index, kind: str, cfg) -> None:
@@ -213,13 +257,45 @@ def exact_topk(
     for start in range(0, n, block):
         chunk = np.asarray(embeddings[start:start + block], dtype=np.float32)
         s = q @ chunk.T
-        ids = np.broadcast_to(np.arange(start, start + len(chunk)), s.shape)
+        if s.shape[1] > k:  # the block's own top k first: a partition, not a full sort
+            top = np.argpartition(-s, k - 1, axis=1)[:, :k]
+            s, ids = np.take_along_axis(s, top, axis=1), top + start
+        else:
+            ids = np.broadcast_to(np.arange(start, start + len(chunk)), s.shape)
         all_s = np.concatenate([best_s, s], axis=1)
         all_i = np.concatenate([best_i, ids], axis=1)
-        part = np.argsort(-all_s, axis=1, kind="stable")[:, :k]
-        best_s = np.take_along_axis(all_s, part, axis=1)
-        best_i = np.take_along_axis(all_i, part, axis=1)
+        order = np.lexsort((all_i, -all_s), axis=1)[:, :k]  # score desc, then id asc
+        best_s = np.take_along_axis(all_s, order, axis=1)
+        best_i = np.take_along_axis(all_i, order, axis=1)
     return best_s, best_i
+
+
+class ExactSearch:
+    """``search`` of an index, done by ``exact_topk`` over the (memory-mapped) embeddings: the
+    reference an approximate index is measured against, without holding a flat index."""
+
+    def __init__(self, embeddings: np.ndarray) -> None:
+        self.embeddings = embeddings
+        self.ntotal = int(embeddings.shape[0])
+
+    def search(self, queries: np.ndarray, k: int) -> Tuple[np.ndarray, np.ndarray]:
+        return exact_topk(self.embeddings, queries, k)
+
+
+def output_recall(approx_scores: np.ndarray, exact_scores: np.ndarray,
+                  eps: float = 1e-5) -> np.ndarray:
+    """Per query: share of the sentences an exact search would give (``retrieve`` over
+    ``ExactSearch``: the same exclusions and de-duplication) that the approximate retrieval
+    gave, a sentence scoring at least the exact k-th score (minus ``eps``) counting as found,
+    so that ties between equal-scoring sentences are not misses."""
+    out = np.ones(len(exact_scores), dtype=np.float64)
+    for i, (approx, exact) in enumerate(zip(approx_scores, exact_scores)):
+        exact = exact[~np.isnan(exact)]
+        if exact.size == 0:
+            continue
+        approx = approx[~np.isnan(approx)]
+        out[i] = min(1.0, float(np.sum(approx >= exact[-1] - eps)) / exact.size)
+    return out
 
 
 def recall_at_k(
