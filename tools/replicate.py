@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
             for seed in settings.seeds:  # processes taking other seeds may share the folder
                 locks.enter_context(RunLock(runs, f"seed {seed} of the runs folder",
                                             f"seed{seed}.lock"))
-            return _study(args, tables, systems, world, recipe, settings)
+            return _study(args, tables, systems, world, recipe, settings, job_options)
     except (RunFolderBusy, BadRecord, LogFormatError) as e:
         print(f"replicate: error: {e}", file=sys.stderr)
         return 2
@@ -216,8 +216,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _study(args: argparse.Namespace, tables: list, systems: list, world: World,
-           recipe: Recipe, settings: Settings) -> int:
-    """Restore the archive, run the steps (or list them) and write the tables."""
+           recipe: Recipe, settings: Settings, job_options: JobOptions | None) -> int:
+    """Restore the archive, run the steps (or list them) and write the tables (each step on
+    the local pool, or as a submitit job with ``job_options``)."""
     runs = settings.runs
     steps = plan(systems, settings)
     archive = Archive(args.archive.resolve(), settings) if args.archive else None
