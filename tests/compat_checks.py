@@ -457,11 +457,17 @@ def _mixed_precision() -> None:
     registry.register("writer", silent)
     seen = []
 
-    def model(batch: Any) -> Dict[str, Any]:
-        seen.append((torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")))
-        return {"losses": {"loss": (layer(batch["x"]).float() ** 2).mean()}}
+    class Model(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(4, 4)
 
-    layer = torch.nn.Linear(4, 4)
+        def forward(self, batch: Any) -> Dict[str, Any]:
+            seen.append((torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")))
+            return {"losses": {"loss": (self.layer(batch["x"]).float() ** 2).mean()}}
+
+    model = Model()
+    layer = model.layer
     with tempfile.TemporaryDirectory() as save_dir:
         for dtype, scaled in (("bfloat16", False), ("float16", True)):
             config = _configuration([
