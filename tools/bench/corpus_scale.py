@@ -8,19 +8,26 @@
    peak RSS reached by the end of the stage, and the disk its folder takes; with the share of a
    CPU the build got (user + system time / wall time) and the load average seen meanwhile, so
    a measurement disturbed by other processes shows as such.
-3. ``search``: exact and approximate search on the full build's own embeddings (corpus
-   sentences and tag queries) at several corpus sizes: index build seconds, queries/s of the
-   whole retrieval step (search + exact re-scoring + selection), recall@k against exact search.
-4. ``fit``: ``seconds = a * n ** b`` per stage over the fractions (``n`` = the stage's items)
-   and per index over the corpus sizes (queries/s against the corpus size), then the projection
-   to ``--target-images`` x ``--target-sentences`` on one machine, on ``--jobs`` cluster jobs
-   and with a GPU encoder (``--gpu-embed-rate``), written to ``OUT/projection.md``.
+3. ``search``: exact and approximate search on the largest build's own embeddings (corpus
+   sentences; tag queries of a build) at several corpus sizes (``--search-sizes``), every
+   search setting of ``--nprobes`` / ``--ef-searches``: index build CPU seconds, CPU ms per
+   query of the whole retrieval step (search + exact re-scoring + selection), recall@k of its
+   output against the same step over an exact search.
+4. ``fit``: ``CPU seconds = a * items ** b`` per stage over the fractions; per-query CPU, index
+   build CPU and the share of neighbours missed against the corpus size; then the CPU hours
+   per stage at ``--target-images`` x ``--target-sentences`` and the wall time on one machine
+   of ``--cores`` cores, on ``--jobs`` cluster jobs and with a GPU encoder
+   (``--gpu-embed-rate``, not measured here), written to ``OUT/projection.md``.
 
-Every step writes ``OUT/results/<step>.json`` and is skipped when that file exists, so an
-interrupted benchmark is rerun with the same command.
+Rates are per CPU second of one thread (user + system time of the process), so that a machine
+shared with other processes slows the wall time, not the figures. Every step writes
+``OUT/results/<step>.json`` and is skipped when that file exists, so an interrupted benchmark
+is rerun with the same command.
 
-    nice -n 10 python tools/bench/corpus_scale.py --world data/toy_bench --out /tmp/corpus_scale \\
-        --fractions 0.0625 0.25 1 --threads 1
+    python tools/make_toy_world.py --preset bench --out data/toy_bench --num-images 100000 \\
+        --extra-captions 20000 --narrative-sentences 80000
+    nice -n 5 python tools/bench/corpus_scale.py --world data/toy_bench \\
+        --out /tmp/corpus_scale --fractions 1 0.0625 --threads 1 --set retrieve.index=ivf
 """
 
 from __future__ import annotations
@@ -468,7 +475,7 @@ def main(argv=None) -> int:
                    help="fraction whose embedded corpus the search step uses (default: the "
                         "largest of --fractions)")
     p.add_argument("--nprobes", type=int, nargs="*", default=[16, 64, 128])
-    p.add_argument("--ef-searches", type=int, nargs="*", default=[64, 256])
+    p.add_argument("--ef-searches", type=int, nargs="*", default=[64, 128, 512])
     p.add_argument("--target-images", type=int, default=3_300_000)
     p.add_argument("--target-sentences", type=int, default=3_300_000)
     p.add_argument("--target-index", default="hnsw", choices=["ivf", "hnsw", "flat"],
