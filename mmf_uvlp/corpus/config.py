@@ -70,7 +70,7 @@ class EmbedConfig:
 class RetrieveConfig:
     k: int = 5
     index: str = "auto"  # auto (flat up to exact_max sentences, else hnsw) | flat | ivf | hnsw
-    exact_max: int = 100000  # auto: exact search up to this many corpus sentences
+    exact_max: int = 200000  # auto: exact search up to this many corpus sentences
     overfetch: int = 10  # extra candidates searched before exclusion / de-duplication
     exclude_own_caption: bool = False
     unique_texts: bool = True  # no two retrieved sentences of one image with the same text
@@ -79,7 +79,7 @@ class RetrieveConfig:
     ivf_train_size: int = 100000
     hnsw_m: int = 32
     hnsw_ef_construction: int = 80
-    hnsw_ef_search: int = 128
+    hnsw_ef_search: int = 256  # recall@5 0.99 at 200k sentences (docs/benchmarks.md)
     recall_sample: int = 2000  # queries checked against exact search, spread over the chunks
     recall_sample_per_chunk: Optional[int] = None  # None: ceil(recall_sample / chunks)
     query_batch_size: int = 1024

@@ -8,19 +8,26 @@
    peak RSS reached by the end of the stage, and the disk its folder takes; with the share of a
    CPU the build got (user + system time / wall time) and the load average seen meanwhile, so
    a measurement disturbed by other processes shows as such.
-3. ``search``: exact and approximate search on the full build's own embeddings (corpus
-   sentences and tag queries) at several corpus sizes: index build seconds, queries/s of the
-   whole retrieval step (search + exact re-scoring + selection), recall@k against exact search.
-4. ``fit``: ``seconds = a * n ** b`` per stage over the fractions (``n`` = the stage's items)
-   and per index over the corpus sizes (queries/s against the corpus size), then the projection
-   to ``--target-images`` x ``--target-sentences`` on one machine, on ``--jobs`` cluster jobs
-   and with a GPU encoder (``--gpu-embed-rate``), written to ``OUT/projection.md``.
+3. ``search``: exact and approximate search on the largest build's own embeddings (corpus
+   sentences; tag queries of a build) at several corpus sizes (``--search-sizes``), every
+   search setting of ``--nprobes`` / ``--ef-searches``: index build CPU seconds, CPU ms per
+   query of the whole retrieval step (search + exact re-scoring + selection), recall@k of its
+   output against the same step over an exact search.
+4. ``fit``: ``CPU seconds = a * items ** b`` per stage over the fractions; per-query CPU, index
+   build CPU and the share of neighbours missed against the corpus size; then the CPU hours
+   per stage at ``--target-images`` x ``--target-sentences`` and the wall time on one machine
+   of ``--cores`` cores, on ``--jobs`` cluster jobs and with a GPU encoder
+   (``--gpu-embed-rate``, not measured here), written to ``OUT/projection.md``.
 
-Every step writes ``OUT/results/<step>.json`` and is skipped when that file exists, so an
-interrupted benchmark is rerun with the same command.
+Rates are per CPU second of one thread (user + system time of the process), so that a machine
+shared with other processes slows the wall time, not the figures. Every step writes
+``OUT/results/<step>.json`` and is skipped when that file exists, so an interrupted benchmark
+is rerun with the same command.
 
-    nice -n 10 python tools/bench/corpus_scale.py --world data/toy_bench --out /tmp/corpus_scale \\
-        --fractions 0.0625 0.25 1 --threads 1
+    python tools/make_toy_world.py --preset bench --out data/toy_bench --num-images 100000 \\
+        --extra-captions 20000 --narrative-sentences 80000
+    nice -n 5 python tools/bench/corpus_scale.py --world data/toy_bench \\
+        --out /tmp/corpus_scale --fractions 1 0.0625 --threads 1 --set retrieve.index=ivf
 """
 
 from __future__ import annotations
@@ -255,13 +262,12 @@ def step_search(args, build_dirs: List[str], cache: str) -> Dict[str, object]:
             vectors = np.ascontiguousarray(embeddings[:n])
             flat, exact, _ = search_point(vectors, hashes[:n], sample, "flat", base, args.k)
             add(flat)
-            largest = n == max(args.search_sizes)  # the search settings' trade-off there
             for kind, key, values in (("ivf", "ivf_nprobe", args.nprobes),
                                       ("hnsw", "hnsw_ef_search", args.ef_searches)):
                 point, _, index = search_point(vectors, hashes[:n], sample, kind, base, args.k,
                                                exact)
                 add(point)
-                for value in (values if largest else []):
+                for value in values:  # other search settings of the same index
                     cfg = load_config(overrides=args.set + [f"retrieve.{key}={value}"]).retrieve
                     add(search_point(vectors, hashes[:n], sample, kind, cfg, args.k, exact,
                                      index)[0])
@@ -337,6 +343,10 @@ def step_fit(args, builds: Dict[str, Dict[str, object]], search: Dict[str, objec
     cost["retrieve_index_build"] = _at(build_fit, sentences)
     cost["exact_search_instead"] = images * _at(exact_fit, sentences) / 1000
     recall = {p["n"]: p.get(f"recall@{args.k}") for p in chosen}
+    missed = [(p["n"], 1 - p[f"recall@{args.k}"]) for p in chosen
+              if p.get(f"recall@{args.k}", 1) < 1]
+    miss_fit = power_fit([n for n, _ in missed], [m for _, m in missed]) if missed else None
+    recall_at_target = 1 - _at(miss_fit, sentences) if miss_fit else 1.0
     parallel = ("detections", "queries", "retrieve", "phrases", "link_write")
 
     def timeline(jobs: int, index_cores: int, embed_rate: Optional[float] = None,
@@ -366,6 +376,7 @@ def step_fit(args, builds: Dict[str, Dict[str, object]], search: Dict[str, objec
             "stages": stages, "parsed_per_image": parsed_per_image,
             "search": {"query_ms_fit": query_fit, "build_s_fit": build_fit,
                        "exact_query_ms_fit": exact_fit, "recall_by_n": recall,
+                       "missed_fit": miss_fit, "recall_at_target": recall_at_target,
                        "check_queries": check_queries},
             "cost_cpu_s": cost, "scenarios_h": {k: v / 3600 for k, v in scenarios.items()},
             "assumptions": {"gpu_embed_rate": args.gpu_embed_rate,
@@ -420,13 +431,17 @@ def write_markdown(out: str, builds: Dict[str, Dict[str, object]], search: Dict[
                      f"{p['cpu_ms_per_query']:.3f} | {recall:.4f} |")
     sf = fit["search"]
     t = fit["target"]
+    recall_line = "" if not sf["missed_fit"] else (
+        f" recall@{fit_k(search)} at the target, from the share missed (1 - recall = "
+        f"{sf['missed_fit']['a']:.3g}·n^{sf['missed_fit']['b']:.2f}): "
+        f"**{sf['recall_at_target']:.3f}**.")
     lines += ["", f"Projection to {t['images']:,} images x {t['sentences']:,} sentences "
               f"(index `{t['index']}`): per-query CPU ms = {sf['query_ms_fit']['a']:.3g}·n^"
               f"{sf['query_ms_fit']['b']:.2f}, build CPU s = {sf['build_s_fit']['a']:.3g}·n^"
               f"{sf['build_s_fit']['b']:.2f}; exact search would be "
               f"{sf['exact_query_ms_fit']['a']:.3g}·n^{sf['exact_query_ms_fit']['b']:.2f} ms "
               f"per query ({fit['cost_cpu_s']['exact_search_instead'] / 3600:,.0f} CPU hours "
-              "for the search alone).", "",
+              f"for the search alone).{recall_line}", "",
               "| stage | CPU hours at the target |", "|---|---|"]
     for name, seconds in fit["cost_cpu_s"].items():
         if name != "exact_search_instead":
@@ -460,7 +475,7 @@ def main(argv=None) -> int:
                    help="fraction whose embedded corpus the search step uses (default: the "
                         "largest of --fractions)")
     p.add_argument("--nprobes", type=int, nargs="*", default=[16, 64, 128])
-    p.add_argument("--ef-searches", type=int, nargs="*", default=[64, 256])
+    p.add_argument("--ef-searches", type=int, nargs="*", default=[64, 128, 512])
     p.add_argument("--target-images", type=int, default=3_300_000)
     p.add_argument("--target-sentences", type=int, default=3_300_000)
     p.add_argument("--target-index", default="hnsw", choices=["ivf", "hnsw", "flat"],
