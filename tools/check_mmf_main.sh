@@ -10,15 +10,15 @@
 #   --work DIR     where the tiny world, the runs and the step logs go (default: a new
 #                  temporary folder)
 #
-# The environment is the recipe of ../shared/notes/mmf-main-deployment.md: MMF main and its
-# stack by ../shared/tools/mmf-main/setup.sh (or $MMF_MAIN_TOOLS/setup.sh), whose
-# sitecustomize.py makes MMF main itself run on that stack; then the plugin's runtime
-# libraries, constrained to what is installed (MMF main's pins never move), and this
-# checkout, editable (next to the editable MMF: the layout where the import hook must not
-# rely on sys.path). Steps: the MMF main fixes and the curriculum's update count
-# (tests/test_mmf_main_env.py), the tiny world and its corpus, pre-training, VQA2
-# fine-tuning from the pre-trained checkpoint, RefCOCO+ training, and RefCOCO+ inference
-# on val, testA and testB.
+# The environment: MMF main and its stack, installed by setup.sh of the MMF main set-up
+# tools ($MMF_MAIN_TOOLS), whose sitecustomize.py makes MMF main itself run on that stack;
+# then the plugin's runtime libraries, constrained to what is installed (MMF main's pins
+# never move), and this checkout, editable (next to the editable MMF: the layout where the
+# import hook must not rely on sys.path). Steps: the MMF main fixes and the curriculum's
+# update count (tests/test_mmf_main_env.py), the tiny world and its corpus, pre-training,
+# VQA2 fine-tuning from the pre-trained checkpoint, RefCOCO+ training, and RefCOCO+
+# inference on val, testA and testB.
+#
 set -uo pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
