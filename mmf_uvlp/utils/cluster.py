@@ -111,9 +111,10 @@ def add_job_arguments(parser: argparse.ArgumentParser, default_executor: Optiona
                       ) -> None:
     """The job options of ``JobOptions`` as command-line flags."""
     group = parser.add_argument_group("jobs (submitit)")
+    default = default_executor or "none: not as submitit jobs"
     group.add_argument("--executor", choices=EXECUTORS, default=default_executor,
-                       help="slurm: sbatch job arrays; local: child processes on this computer "
-                            f"(default {default_executor})")
+                       help="slurm: sbatch jobs (arrays where there are several); local: child "
+                            f"processes of this computer (default {default})")
     group.add_argument("--partition", help="Slurm partition")
     group.add_argument("--time", type=int, default=24 * 60,
                        help="time limit of one job in minutes (default 1440; the local "

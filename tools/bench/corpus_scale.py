@@ -324,16 +324,19 @@ def step_fit(args, builds: Dict[str, Dict[str, object]], search: Dict[str, objec
     points = search["points"]
     kind = args.target_index
 
+    from mmf_uvlp.corpus.config import load_config
+
+    defaults = load_config(overrides=args.set).retrieve  # the builder's search settings
+
     def default_points(kind_: str) -> List[Dict[str, object]]:
-        defaults = search["defaults"]
         return [p for p in points if p["kind"] == kind_ and (
-            kind_ == "flat" or (kind_ == "ivf" and p["ivf_nprobe"] == defaults["ivf_nprobe"])
-            or (kind_ == "hnsw" and p["hnsw_ef_search"] == defaults["hnsw_ef_search"]))]
+            kind_ == "flat" or (kind_ == "ivf" and p["ivf_nprobe"] == defaults.ivf_nprobe)
+            or (kind_ == "hnsw" and p["hnsw_ef_search"] == defaults.hnsw_ef_search))]
 
     chosen = default_points(kind)
     query_fit = power_fit([p["n"] for p in chosen], [p["cpu_ms_per_query"] for p in chosen])
-    build_fit = power_fit([p["n"] for p in chosen], [max(p["build_cpu_s"], 1e-3)
-                                                     for p in chosen])
+    built = [p for p in points if p["kind"] == kind and p["build_cpu_s"] > 0]  # one per size
+    build_fit = power_fit([p["n"] for p in built], [p["build_cpu_s"] for p in built])
     exact_fit = power_fit([p["n"] for p in default_points("flat")],
                           [p["cpu_ms_per_query"] for p in default_points("flat")])
     chunks = math.ceil(images / 1000)
@@ -343,8 +346,10 @@ def step_fit(args, builds: Dict[str, Dict[str, object]], search: Dict[str, objec
     cost["retrieve_index_build"] = _at(build_fit, sentences)
     cost["exact_search_instead"] = images * _at(exact_fit, sentences) / 1000
     recall = {p["n"]: p.get(f"recall@{args.k}") for p in chosen}
+    # the share missed against the corpus size, from the two largest sizes: at the smaller
+    # ones it is a handful of the sampled results, too few to set a slope
     missed = [(p["n"], 1 - p[f"recall@{args.k}"]) for p in chosen
-              if p.get(f"recall@{args.k}", 1) < 1]
+              if p.get(f"recall@{args.k}", 1) < 1][-2:]
     miss_fit = power_fit([n for n, _ in missed], [m for _, m in missed]) if missed else None
     recall_at_target = 1 - _at(miss_fit, sentences) if miss_fit else 1.0
     parallel = ("detections", "queries", "retrieve", "phrases", "link_write")
@@ -372,7 +377,9 @@ def step_fit(args, builds: Dict[str, Dict[str, object]], search: Dict[str, objec
         f"{args.jobs} Slurm jobs of 1 core and 1 GPU":
             timeline(args.jobs, args.index_cores, args.gpu_embed_rate, args.jobs),
     }
-    return {"target": {"images": images, "sentences": sentences, "index": kind},
+    return {"target": {"images": images, "sentences": sentences, "index": kind,
+                       "ivf_nprobe": defaults.ivf_nprobe,
+                       "hnsw_ef_search": defaults.hnsw_ef_search},
             "stages": stages, "parsed_per_image": parsed_per_image,
             "search": {"query_ms_fit": query_fit, "build_s_fit": build_fit,
                        "exact_query_ms_fit": exact_fit, "recall_by_n": recall,
@@ -432,11 +439,14 @@ def write_markdown(out: str, builds: Dict[str, Dict[str, object]], search: Dict[
     sf = fit["search"]
     t = fit["target"]
     recall_line = "" if not sf["missed_fit"] else (
-        f" recall@{fit_k(search)} at the target, from the share missed (1 - recall = "
+        f" recall@{fit_k(search)} at the target, from the share missed at the two largest "
+        f"sizes (1 - recall = "
         f"{sf['missed_fit']['a']:.3g}·n^{sf['missed_fit']['b']:.2f}): "
         f"**{sf['recall_at_target']:.3f}**.")
+    setting = (f", efSearch {t['hnsw_ef_search']}" if t["index"] == "hnsw" else
+               f", nprobe {t['ivf_nprobe']}" if t["index"] == "ivf" else "")
     lines += ["", f"Projection to {t['images']:,} images x {t['sentences']:,} sentences "
-              f"(index `{t['index']}`): per-query CPU ms = {sf['query_ms_fit']['a']:.3g}·n^"
+              f"(index `{t['index']}`{setting}): per-query CPU ms = {sf['query_ms_fit']['a']:.3g}·n^"
               f"{sf['query_ms_fit']['b']:.2f}, build CPU s = {sf['build_s_fit']['a']:.3g}·n^"
               f"{sf['build_s_fit']['b']:.2f}; exact search would be "
               f"{sf['exact_query_ms_fit']['a']:.3g}·n^{sf['exact_query_ms_fit']['b']:.2f} ms "
