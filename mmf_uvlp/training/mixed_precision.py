@@ -218,7 +218,10 @@ def install_on_rc10() -> None:
     def _load(self: Any, file: str, force: bool = False, load_zoo: bool = False,
               load_pretrained: bool = False) -> Any:
         result = load(self, file, force, load_zoo, load_pretrained)
-        checkpoint = self.__dict__.pop("_uvlp_precision_state", None)
+        # the checkpoint as read here, or by the resumable checkpoints' safe loader, which
+        # replaces Checkpoint._torch_load when installed after this one
+        checkpoint = (self.__dict__.pop("_uvlp_precision_state", None)
+                      or self.__dict__.get("_uvlp_loaded"))
         reset = self.config.checkpoint.reset
         if checkpoint is not None and not (load_pretrained or reset.all
                                            or reset.get("fp16_scaler", False)):
