@@ -71,27 +71,44 @@ def poison(world: Path, value: float) -> str:
     return image
 
 
-@pytest.mark.slow
-def test_one_nan_feature_stops_pretraining_naming_update_dataset_and_image(tiny_corpus, tmp_path):
+def run_poisoned(tiny_corpus, tmp_path: Path, value: float) -> tuple:
+    """``mmf_run`` of the tiny pre-training over a world with one feature value set to ``value``."""
     world = tmp_path / "world"
     shutil.copytree(tiny_corpus.parent, world)
-    image = poison(world, math.nan)
+    image = poison(world, value)
     config = tmp_path / "pretrain.yaml"
     config.write_text(TINY.format(repo=REPO))
     save = tmp_path / "save"
     command = [MMF_RUN, f"config={config}", f"env.data_dir={world}", f"env.save_dir={save}", *HOLDOUT,
                "training.max_updates=13", "training.checkpoint_interval=1"]
     result = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=REPO)
+    return result, image, world, save
+
+
+@pytest.mark.slow
+def test_one_nan_feature_is_refused_when_read_naming_file_and_image(tiny_corpus, tmp_path):
+    result, image, world, _ = run_poisoned(tiny_corpus, tmp_path, math.nan)
+    assert result.returncode == 2, (result.stdout + result.stderr)[-3000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert last == (f"mmf_run: error: {world / 'features/cc.lmdb'} [key '{image}.npy']: field "
+                    "'features': expected finite values, got '1 NaN (first in row 0)'"), last
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.slow
+def test_one_overflowing_feature_stops_pretraining_naming_update_dataset_and_image(tiny_corpus,
+                                                                                   tmp_path):
+    result, image, _, save = run_poisoned(tiny_corpus, tmp_path, 1e30)
     assert result.returncode == 1, (result.stdout + result.stderr)[-3000:]
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("mmf_run: error: non-finite loss at update "), result.stderr[-3000:]
-    assert f"image_id {image} has non-finite values in region_features" in last
+    assert f"the largest, 1e+30 in region_features of image_id {image}" in last, last
     assert "Traceback" not in result.stderr
     update = int(last.split("at update ")[1].split()[0])
     dataset = last.split("on dataset ")[1].split()[0]
     assert dataset.startswith("uvla_")
     assert f"non-finite loss at update {update} on dataset {dataset}" in (save / "train.log").read_text()
-    # no update was made with the NaN loss: every checkpoint's weights are finite
+    # no update was made with the non-finite loss: every checkpoint's weights are finite
     checkpoints = sorted((save / "models").glob("model_*.ckpt"))
     assert len(checkpoints) == update - 1
     for path in checkpoints:
