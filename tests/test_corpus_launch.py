@@ -190,3 +190,25 @@ def test_a_failed_job_is_told_in_one_line():
     assert _failure(_Ended(killed)) == (
         "the job ended without a result (state NO PROCESS AND NO RESULT: it exited, was killed "
         "or ran out of time or memory)")
+
+
+def test_a_slurm_job_of_an_interrupted_launch_still_running_is_waited_for(world, tmp_path):
+    from submitit.core.test_core import MockedSubprocess
+
+    from mmf_uvlp.corpus.launch import Launcher
+
+    options = JobOptions(executor="slurm", partition="learnfair")
+    launcher = Launcher(tiny_config(world), str(tmp_path / "out"), 2, options, progress=False)
+    shards = dict(launcher.phases())["shards"]
+    launcher.folder.mkdir(parents=True)
+    launcher._record("shards", "shard-0", "41")
+    launcher._record("shards", "shard-1", "42")
+    mock = MockedSubprocess(known_cmds=["srun"])
+    with mock.context():
+        mock.set_job_state("41", "RUNNING")
+        job = launcher._reattach("shards", shards[0])
+        assert job is not None and job.job_id == "41"
+        mock.set_job_state("42", "FAILED")
+        assert launcher._reattach("shards", shards[1]) is None  # submitted again instead
+    local = Launcher(tiny_config(world), str(tmp_path / "out"), 2, JobOptions(), progress=False)
+    assert local._reattach("shards", shards[0]) is None  # local jobs end with their launcher

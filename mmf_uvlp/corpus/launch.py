@@ -187,9 +187,9 @@ def _failure(job) -> Optional[str]:
 
 
 def _log_of(job) -> str:
-    paths = job.paths
-    stderr = Path(str(paths.stderr).replace("%j", str(job.job_id)))
-    return str(stderr if stderr.exists() else paths.stdout)
+    """The job's error log when it holds something, else its output log."""
+    stderr = Path(job.paths.stderr)
+    return str(stderr if stderr.exists() and stderr.stat().st_size else job.paths.stdout)
 
 
 class Launcher:

@@ -314,12 +314,27 @@ def step_fit(args, builds: Dict[str, Dict[str, object]], search: Dict[str, objec
     images, sentences = args.target_images, args.target_sentences
     parsed_per_image = (full["timings"]["stages"]["phrases"]["items"]
                         / full["timings"]["stages"]["link_write"]["items"])
+    full_stages = full["timings"]["stages"]
+
+    def grown(name: str, items: float) -> float:
+        """CPU seconds at ``items``: the larger of the fitted growth and a linear
+        extrapolation from the largest size (a fitted b below 1 in a stage that is linear per
+        item only says that the smaller build ran on a busier machine)."""
+        t = full_stages[name]
+        return max(_at(stages[name]["fit"], items), t["cpu_seconds"] * items / t["items"])
+
     cost: Dict[str, float] = {}  # CPU seconds of one thread at the target size
     for name in SENTENCE_STAGES:
-        cost[name] = _at(stages[name]["fit"], sentences)
+        cost[name] = grown(name, sentences)
     for name in IMAGE_STAGES:
-        cost[name] = _at(stages[name]["fit"], images)
-    cost["phrases"] = _at(stages["phrases"]["fit"], images * parsed_per_image)
+        cost[name] = grown(name, images)
+    cost["phrases"] = grown("phrases", images * parsed_per_image)
+    per_item = {"sentences_index": sentences, "sentences_embed": sentences,
+                "retrieve_index_build": sentences, "detections": images, "queries": images,
+                "retrieve": images, "phrases": images, "link_write": images}
+    disk = {name: full["disk_bytes"][name] / (full["sentences"] if items == sentences
+                                              else full["images"]) * items
+            for name, items in per_item.items()}
     # the search: per-query CPU against the corpus size, from the search step
     points = search["points"]
     kind = args.target_index
@@ -385,7 +400,8 @@ def step_fit(args, builds: Dict[str, Dict[str, object]], search: Dict[str, objec
                        "exact_query_ms_fit": exact_fit, "recall_by_n": recall,
                        "missed_fit": miss_fit, "recall_at_target": recall_at_target,
                        "check_queries": check_queries},
-            "cost_cpu_s": cost, "scenarios_h": {k: v / 3600 for k, v in scenarios.items()},
+            "cost_cpu_s": cost, "disk_bytes_at_target": disk,
+            "scenarios_h": {k: v / 3600 for k, v in scenarios.items()},
             "assumptions": {"gpu_embed_rate": args.gpu_embed_rate,
                             "job_start_s": args.job_start_s, "index_cores": args.index_cores}}
 
@@ -452,10 +468,14 @@ def write_markdown(out: str, builds: Dict[str, Dict[str, object]], search: Dict[
               f"{sf['exact_query_ms_fit']['a']:.3g}·n^{sf['exact_query_ms_fit']['b']:.2f} ms "
               f"per query ({fit['cost_cpu_s']['exact_search_instead'] / 3600:,.0f} CPU hours "
               f"for the search alone).{recall_line}", "",
-              "| stage | CPU hours at the target |", "|---|---|"]
+              "| stage | CPU hours at the target | disk at the target (linear per item) |",
+              "|---|---|---|"]
     for name, seconds in fit["cost_cpu_s"].items():
         if name != "exact_search_instead":
-            lines.append(f"| {name} | {seconds / 3600:.2f} |")
+            lines.append(f"| {name} | {seconds / 3600:.2f} | "
+                         f"{fit['disk_bytes_at_target'].get(name, 0) / 2 ** 30:.1f} GiB |")
+    lines.append(f"| total | {sum(v for k, v in fit['cost_cpu_s'].items() if k != 'exact_search_instead') / 3600:.2f} | "
+                 f"{sum(fit['disk_bytes_at_target'].values()) / 2 ** 30:.1f} GiB |")
     lines += ["", "| scenario | projected wall time |", "|---|---|"]
     for name, hours in fit["scenarios_h"].items():
         lines.append(f"| {name} | {_fmt_h(hours)} |")
