@@ -90,7 +90,7 @@ def _literal_command_line_values() -> None:
     configuration._merge_with_dotlist = _merge_with_dotlist
 
 
-@FIXES.fix(
+FIXES.fix(
     "relative_data_dir",
     "RuntimeError: Vocab file .../mmf/<env.data_dir>/.../answers_vqa.txt ... doesn't exist "
     "(MMF main's VocabFromText, like rc10's, joins a relative env.data_dir to MMF's package "
