@@ -32,6 +32,8 @@ def _configuration(opts: List[str]) -> Any:
     from mmf.utils.env import setup_imports
 
     setup_imports()
+    if not any(opt.startswith("config=") for opt in opts):
+        opts = ["config=None", *opts]  # MMF main reads opts.config without a default
     return Configuration(argparse.Namespace(config_override=None, opts=opts))
 
 
@@ -680,7 +682,8 @@ def _one_line_errors() -> None:
     stderr = io.StringIO()
     try:
         with contextlib.redirect_stderr(stderr):
-            mmf_cli.run.run(opts=["model=visual_bert", "dataset=vqa2", "training.lr_scheduler=true"])
+            mmf_cli.run.run(opts=["config=None", "model=visual_bert", "dataset=vqa2",
+                                  "training.lr_scheduler=true"])
     except SystemExit as exit_:
         assert exit_.code == 2, exit_.code
     lines = stderr.getvalue().strip().splitlines()

@@ -206,9 +206,11 @@ def build_model(name: str, config: DictConfig) -> torch.nn.Module:
 
 
 def build_uvla(dim: int, attention: str) -> torch.nn.Module:
-    return build_model("uvla", model_config(
+    config = model_config(
         "uvla", [os.path.join(REPO, "configs", "models", "uvla", "defaults.yaml")],
-        {"feature_dim": dim, "attention": attention, "num_region_classes": NUM_REGION_CLASSES}))
+        {"feature_dim": dim, "attention": attention, "num_region_classes": NUM_REGION_CLASSES})
+    config.heads, config.losses = config.tasks.pretraining.heads, config.tasks.pretraining.losses
+    return build_model("uvla", config)
 
 
 def build_visual_bert(dim: int) -> torch.nn.Module:
