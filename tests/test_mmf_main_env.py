@@ -53,13 +53,12 @@ def _plugin_resolvers_kept() -> None:
 
 
 def _lightning_follows_training_keys() -> None:
+    from compat_checks import _configuration
     from mmf.trainers.lightning_trainer import LightningTrainer
-    from mmf.utils.configuration import Configuration
 
-    opts = ["config=None", "model=visual_bert", "dataset=vqa2", "training.trainer=lightning",
+    opts = ["model=visual_bert", "dataset=vqa2", "training.trainer=lightning",
             "training.max_updates=8", "training.evaluation_interval=4"]
-    config = Configuration(argparse.Namespace(config_override=None, opts=opts)).get_config()
-    params = LightningTrainer(config).trainer_config
+    params = LightningTrainer(_configuration(opts).get_config()).trainer_config
     assert (params.max_steps, params.val_check_interval) == (8, 4), params
 
 

@@ -85,7 +85,11 @@ def _literal_command_line_values() -> None:
 
     @functools.wraps(merge_with_dotlist)
     def _merge_with_dotlist(config, opts, *args, **kwargs):  # type: ignore[no-untyped-def]
-        if not kwargs.get("skip_missing", args[0] if args else False):
+        if kwargs.get("skip_missing", args[0] if args else False):
+            # MMF main's first pass writes the overrides into its defaults, which the second
+            # pass then finds: the boolean defaults are checked here
+            check_command_line_literals(config, opts, existing_only=True)
+        else:
             check_command_line_literals(config, opts)
             check_command_line_lists(config, opts)
         return merge_with_dotlist(config, opts, *args, **kwargs)

@@ -31,20 +31,22 @@ def _key_values(opts: Iterable[str]) -> List[Tuple[str, str]]:
     return list(zip(opts[0::2], opts[1::2]))
 
 
-def check_command_line_literals(config: Any, opts: Optional[Iterable[str]]) -> None:
+def check_command_line_literals(config: Any, opts: Optional[Iterable[str]],
+                                existing_only: bool = False) -> None:
     """Refuse ``key=true``-style overrides of boolean / null keys.
 
     MMF decodes command-line values with ``ast.literal_eval``: ``true`` stays the string
     ``'true'``, which every ``if config.x is True`` then silently ignores. A key whose
     current value is a boolean or null (or that does not exist yet) must be given as
     ``True`` / ``False`` / ``None``; string-valued keys may take any text.
+    ``existing_only``: check only keys whose current value is a boolean (a partial config).
     """
     for key, value in _key_values(opts or []):
         spelling = _YAML_SPELLINGS.get(value.strip().lower())
         if spelling is None or value.strip() == spelling:
             continue
         current = OmegaConf.select(config, key, default=None, throw_on_missing=False)
-        if current is None or isinstance(current, bool):
+        if isinstance(current, bool) or (current is None and not existing_only):
             raise UserConfigError(
                 f"command line: {key}={value} would be stored as the string {value!r} (MMF reads "
                 f"command-line values as Python literals); write {key}={spelling}"
