@@ -299,6 +299,25 @@ def test_without_the_registrys_num_updates_the_epoch_follows_the_trainer(progres
     assert registry.get(training_progress.TRAINER_KEY, None, no_warning=True) is None
 
 
+def test_under_lightning_the_epoch_follows_the_lightning_trainers_step(progress_state):
+    """MMF main's Lightning trainer builds no training.callbacks: the model's own trainer."""
+    class Attached:  # what a LightningModule attached to a pytorch_lightning.Trainer shows
+        trainer = types.SimpleNamespace(global_step=0, accumulate_grad_batches=2)
+
+    class Detached:  # a LightningModule outside Lightning (MMF main's own trainer)
+        @property
+        def trainer(self):
+            raise RuntimeError("Detached is not attached to a `Trainer`.")
+
+    registry.register("num_updates", 3)
+    for step in (0, 1, 5):
+        Attached.trainer.global_step = step
+        assert training_progress.updates_done(Attached()) == step
+        assert current_epoch(module=Attached()) == pytest.approx(step * 8 * 2 / 40)
+    assert training_progress.updates_done(Detached()) == 3  # rc10's registry count
+    assert current_epoch(module=Detached()) == pytest.approx(3 / 5)
+
+
 def test_mmf_with_trainer_callbacks_but_no_progress_callback_is_a_clear_error(progress_state, monkeypatch):
     monkeypatch.setattr(training_progress, "trainer_has_callbacks", lambda: True)
     with pytest.raises(RuntimeError, match=f"training.callbacks must include .type: {CALLBACK_NAME}"):
@@ -340,3 +359,38 @@ def test_every_plugin_config_path_exists():
                   if cls.__module__.startswith("mmf_uvlp.")]
     assert len(paths) > 10
     assert [path for path in paths if not os.path.isfile(path)] == []
+
+
+# ---------------------------------------------------------------- Lightning's run length
+LIGHTNING_DEFAULTS = {  # MMF main's defaults.yaml, the keys concerned
+    "training": {"max_updates": 22000, "max_epochs": None, "evaluation_interval": 1000,
+                 "log_interval": 100, "update_frequency": 1},
+    "trainer": {"params": {"max_steps": 22000, "max_epochs": None, "val_check_interval": 1000,
+                           "log_every_n_steps": 100, "accumulate_grad_batches": 1}},
+}
+
+
+def _lightning_run(training=None, params=None):
+    config = OmegaConf.merge(LIGHTNING_DEFAULTS, {"training": training or {},
+                                                  "trainer": {"params": params or {}}})
+    main_fixes.lightning_params_from_training(config, OmegaConf.create(LIGHTNING_DEFAULTS))
+    return config
+
+
+def test_lightning_follows_the_training_keys_the_user_wrote():
+    config = _lightning_run({"max_updates": 8, "evaluation_interval": 4, "update_frequency": 2})
+    params = config.trainer.params
+    assert (params.max_steps, params.val_check_interval, params.accumulate_grad_batches) == (8, 8, 2)
+    assert params.check_val_every_n_epoch is None  # the interval spans epochs, as in MMF's trainer
+    # a Lightning key the user wrote sets the training key the schedule and curriculum read
+    config = _lightning_run(params={"max_steps": 50})
+    assert (config.training.max_updates, config.trainer.params.max_steps) == (50, 50)
+
+
+def test_lightning_and_training_keys_that_disagree_are_refused_in_one_line():
+    from mmf_uvlp.utils.user_config import UserConfigError
+
+    with pytest.raises(UserConfigError, match=r"^training.max_updates=8 and trainer.params.max_steps="
+                       r"50 disagree \(training.trainer=lightning follows trainer.params.max_steps\); "
+                       r"set only one of them$"):
+        _lightning_run({"max_updates": 8}, {"max_steps": 50})

@@ -279,7 +279,8 @@ class UVLA(BaseModel):
         """Copy a pre-trained uvla's embeddings, encoder and pooler into this model.
 
         ``path``: an MMF checkpoint (``*.ckpt``, weights under ``model``; MMF main's
-        Lightning trainer: under ``state_dict``) or a state dict (``uvla_final.pth``). Heads are never copied (fine-tuning has its own). Any
+        Lightning trainer: under ``state_dict``) or a state dict (``uvla_final.pth``). Heads
+        are never copied (fine-tuning has its own). Any
         missing or unexpected key inside those parts is an error: a silently partial
         initialisation would make Base-vs-pre-trained comparisons meaningless.
         The outcome is kept in ``self.pretrained_report``.
