@@ -1,7 +1,8 @@
 """MMF's own benchmark configs with the uvla model (projects/uvla/benchmarks/).
 
 Each task's config includes MMF's visual_bert benchmark config (RefCOCO+, which MMF lacks:
-the plugin's dataset config) and adds only the uvla block; the heads follow from the task;
+the plugin's dataset config) and adds only the uvla block (and the schedule's end tied to
+``training.max_updates``, MMF's value); the heads follow from the task;
 running one on the tiny world needs only its data paths and the feature size (and a run
 length of a few updates), and a run missing one of those says in one line what to set.
 
@@ -49,11 +50,14 @@ def test_a_benchmark_config_is_mmfs_own_plus_the_uvla_block(task):
     ours = yaml.safe_load((REPO / f"projects/uvla/benchmarks/{task}.yaml").read_text())
     include = f"projects/visual_bert/configs/{task}/defaults.yaml"
     assert ours["includes"] == [include]
-    assert set(ours) == {"includes", "model", "dataset", "model_config"}
+    assert set(ours) == {"includes", "model", "dataset", "model_config", "scheduler"}
     assert (ours["model"], ours["dataset"], list(ours["model_config"])) == ("uvla", task, ["uvla"])
+    # the schedule's end follows training.max_updates (the project's rule), MMF's value
+    assert ours["scheduler"] == {"params": {"num_training_steps": "${training.max_updates}"}}
     assert (_mmf_root() / include).is_file()  # found from MMF's root, as MMF resolves includes
-    merged = load_yaml(str(REPO / f"projects/uvla/benchmarks/{task}.yaml"))
-    mmf_own = OmegaConf.load(_mmf_root() / include)
+    merged = OmegaConf.to_container(
+        load_yaml(str(REPO / f"projects/uvla/benchmarks/{task}.yaml")), resolve=True)
+    mmf_own = OmegaConf.to_container(OmegaConf.load(_mmf_root() / include))
     for key in ("optimizer", "scheduler", "evaluation", "training"):
         assert merged[key] == mmf_own[key], key
 
