@@ -133,7 +133,7 @@ lightning() {
 }
 
 pretrain_lightning() {
-    step "Lightning pre-training (10 updates, 5 losses)" \
+    step "Lightning: pre-training (10 updates)" \
         "trainer.params.max_steps=10 (from training.max_updates)" "progress: 10/10" "uvla_itm" \
         "\`max_steps=10\` reached" -- \
         mmf_run config=projects/uvla/pretrain.yaml $(lightning) env.data_dir="$WORLD" \
@@ -143,7 +143,7 @@ pretrain_lightning() {
 }
 
 finetune_vqa2_lightning() {
-    step "Lightning VQA2 fine-tuning from current.ckpt" \
+    step "Lightning: VQA2 from current.ckpt" \
         "pre-trained tensors from $WORK/pretrain_lightning/current.ckpt" "progress: 4/4" \
         "val/vqa2/vqa_accuracy" "\`max_steps=4\` reached" -- \
         mmf_run config=projects/uvla/finetune/vqa2.yaml $(lightning) env.data_dir="$WORLD" \
@@ -192,12 +192,12 @@ if step "tiny world and its corpus" "images written to" -- bash -c "
     if pretrain_lightning; then
         finetune_vqa2_lightning
     else
-        skip "Lightning VQA2 fine-tuning from current.ckpt" "Lightning pre-training"
+        skip "Lightning: VQA2 from current.ckpt" "Lightning: pre-training"
     fi
 else
     for name in "pre-training (10 updates, 5 losses)" "VQA2 fine-tuning from the checkpoint" "RefCOCO+ training" \
-                "RefCOCO+ inference val, testA, testB" "Lightning pre-training (10 updates, 5 losses)" \
-                "Lightning VQA2 fine-tuning from current.ckpt"; do
+                "RefCOCO+ inference val, testA, testB" "Lightning: pre-training (10 updates)" \
+                "Lightning: VQA2 from current.ckpt"; do
         skip "$name" "the tiny world"
     done
 fi
