@@ -21,9 +21,13 @@ Datasets call :func:`register_train_samples` once when their train split is buil
 The sizes live in MMF's registry under ``uvla_train_samples.<dataset_name>``.
 
 The update count: rc10's trainer registers ``num_updates`` in MMF's registry after every
-update. MMF main keeps it on the trainer only (its registry has it only after a checkpoint
-was restored), and hands the trainer to the callbacks named in ``training.callbacks``: the
-uvla model's defaults name :class:`TrainingProgressCallback` (``uvla_training_progress``).
+update. MMF main's own trainer (``training.trainer=mmf``) keeps it on the trainer only (its
+registry has it only after a checkpoint was restored), and hands the trainer to the
+callbacks named in ``training.callbacks``: the uvla model's defaults name
+:class:`TrainingProgressCallback` (``uvla_training_progress``). MMF main's Lightning trainer
+(``training.trainer=lightning``) builds no ``training.callbacks``; there the model is a
+LightningModule attached to PyTorch Lightning's trainer, whose ``global_step`` is the count
+(and ``accumulate_grad_batches`` the batches per update): pass the model as ``module``.
 """
 
 from __future__ import annotations
@@ -65,12 +69,29 @@ if trainer_has_callbacks():
     registry.register_callback(CALLBACK_NAME)(TrainingProgressCallback)
 
 
-def updates_done() -> int:
+def lightning_trainer(module: Any) -> Optional[Any]:
+    """The PyTorch Lightning trainer that ``module`` (a model) is attached to, or None.
+
+    MMF main's models are LightningModules; only the ``lightning`` trainer attaches them
+    (rc10's models are plain ``nn.Module``).
+    """
+    try:
+        trainer = module.trainer
+    except (AttributeError, RuntimeError):  # no LightningModule / not attached
+        return None
+    return trainer if hasattr(trainer, "global_step") else None
+
+
+def updates_done(module: Optional[Any] = None) -> int:
     """Updates MMF's trainer has made so far (restored ones included).
 
-    MMF main: the trainer's own counter, reached through :class:`TrainingProgressCallback`;
-    rc10: ``num_updates`` in MMF's registry (0 before the first update).
+    ``module`` under MMF main's Lightning trainer: Lightning's ``global_step``; MMF main's own
+    trainer: its counter, reached through :class:`TrainingProgressCallback`; rc10:
+    ``num_updates`` in MMF's registry (0 before the first update).
     """
+    lightning = lightning_trainer(module)
+    if lightning is not None:
+        return int(lightning.global_step)
     trainer = registry.get(TRAINER_KEY, None, no_warning=True)
     if trainer is not None:
         return int(trainer.num_updates)
@@ -79,7 +100,7 @@ def updates_done() -> int:
             "the epoch cannot be derived: MMF's trainer keeps its update count to itself; "
             f"training.callbacks must include {{type: {CALLBACK_NAME}, params: {{}}}} (the "
             "uvla model's defaults name it; a training.callbacks list of your own replaces "
-            "that one, so add it there)"
+            "that one, so add it there; training.trainer=lightning needs no callback)"
         )
     return int(registry.get("num_updates", 0, no_warning=True))
 
@@ -109,12 +130,13 @@ def clear_train_samples() -> None:
     registry.register(TRAIN_SAMPLES_KEY, {})
 
 
-def current_epoch(batch_size: Optional[int] = None) -> float:
+def current_epoch(batch_size: Optional[int] = None, module: Optional[Any] = None) -> float:
     """Epochs completed so far (fractional), from :func:`updates_done` and the registered sizes.
 
-    ``batch_size`` (samples per update) defaults to ``training.batch_size *
-    training.update_frequency`` of the config in MMF's registry. Raises ``RuntimeError``
-    when no dataset registered its size.
+    ``batch_size`` (samples per update) defaults to ``training.batch_size`` of the config in
+    MMF's registry times the batches per update (``training.update_frequency``, or Lightning's
+    ``accumulate_grad_batches`` when ``module`` runs under it). Raises ``RuntimeError`` when
+    no dataset registered its size.
     """
     sizes = registered_train_samples()
     if not sizes:
@@ -130,5 +152,8 @@ def current_epoch(batch_size: Optional[int] = None) -> float:
             raise RuntimeError(
                 "the epoch cannot be derived: no training.batch_size in the registered MMF config"
             )
-        batch_size = int(training.batch_size) * int(training.get("update_frequency", 1) or 1)
-    return updates_done() * int(batch_size) / sum(sizes.values())
+        lightning = lightning_trainer(module)
+        per_update = (lightning.accumulate_grad_batches if lightning is not None
+                      else training.get("update_frequency", 1))
+        batch_size = int(training.batch_size) * int(per_update or 1)
+    return updates_done(module) * int(batch_size) / sum(sizes.values())

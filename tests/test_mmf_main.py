@@ -84,7 +84,9 @@ def _run_with_editable_mmf(tmp_path: Path, version: str, program: str) -> subpro
     dist_info.mkdir(parents=True)
     (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: mmf\nVersion: {version}\n")
     code = f"SOURCE = {str(source)!r}\n" + EDITABLE_FINDER + REGISTRATIONS + textwrap.dedent(program)
-    env = dict(os.environ, PYTHONPATH=str(site))
+    # the fake MMF's metadata first; the rest of PYTHONPATH keeps the checkout under test
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        filter(None, [str(site), os.environ.get("PYTHONPATH", "")])))
     return subprocess.run([sys.executable, "-c", code], env=env,
                           capture_output=True, text=True, timeout=120)
 
@@ -126,14 +128,16 @@ def test_with_only_env_user_dir_the_fixes_run_when_the_plugin_is_imported(tmp_pa
     import mmf.common.registry
     importlib.import_module("mmf_uvlp")  # what MMF's import_user_module does
     from mmf_uvlp import compat
-    print({fix.failure for fix in compat.active_fix_set().fixes if fix.trigger == "mmf"},
-          registered)
+    fixes = compat.active_fix_set().fixes
+    print({fix.failure for fix in fixes if fix.trigger in sys.modules}, registered,
+          all(fix.failure is None for fix in fixes if fix.trigger not in sys.modules))
     """
     disabled = ",".join(fix.name for fix in compat.fix_set_for("1.0.0rc12").fixes)
     monkeypatch.setenv(compat.DISABLE_VARIABLE, disabled)
     result = _run_with_editable_mmf(tmp_path, "1.0.0rc12", program)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "{'disabled by $MMF_UVLP_DISABLE_FIXES'} [True]"
+    # fixes of modules not imported yet (mmf_cli.run, the Lightning trainer) wait for them
+    assert result.stdout.strip() == "{'disabled by $MMF_UVLP_DISABLE_FIXES'} [True] True"
 
 
 def test_the_hook_runs_the_fixes_of_an_editable_mmf(tmp_path):
@@ -295,6 +299,25 @@ def test_without_the_registrys_num_updates_the_epoch_follows_the_trainer(progres
     assert registry.get(training_progress.TRAINER_KEY, None, no_warning=True) is None
 
 
+def test_under_lightning_the_epoch_follows_the_lightning_trainers_step(progress_state):
+    """MMF main's Lightning trainer builds no training.callbacks: the model's own trainer."""
+    class Attached:  # what a LightningModule attached to a pytorch_lightning.Trainer shows
+        trainer = types.SimpleNamespace(global_step=0, accumulate_grad_batches=2)
+
+    class Detached:  # a LightningModule outside Lightning (MMF main's own trainer)
+        @property
+        def trainer(self):
+            raise RuntimeError("Detached is not attached to a `Trainer`.")
+
+    registry.register("num_updates", 3)
+    for step in (0, 1, 5):
+        Attached.trainer.global_step = step
+        assert training_progress.updates_done(Attached()) == step
+        assert current_epoch(module=Attached()) == pytest.approx(step * 8 * 2 / 40)
+    assert training_progress.updates_done(Detached()) == 3  # rc10's registry count
+    assert current_epoch(module=Detached()) == pytest.approx(3 / 5)
+
+
 def test_mmf_with_trainer_callbacks_but_no_progress_callback_is_a_clear_error(progress_state, monkeypatch):
     monkeypatch.setattr(training_progress, "trainer_has_callbacks", lambda: True)
     with pytest.raises(RuntimeError, match=f"training.callbacks must include .type: {CALLBACK_NAME}"):
@@ -398,3 +421,38 @@ def test_main_checkpoint_writes_name_enospc_and_the_file(tmp_path, monkeypatch):
     with checkpoint_module.open_if_main(str(tmp_path / "fine.ckpt"), "wb") as handle:
         torch.save({"w": torch.zeros(3)}, handle)
     assert torch.load(tmp_path / "fine.ckpt", weights_only=True)["w"].shape == (3,)
+
+
+# ---------------------------------------------------------------- Lightning's run length
+LIGHTNING_DEFAULTS = {  # MMF main's defaults.yaml, the keys concerned
+    "training": {"max_updates": 22000, "max_epochs": None, "evaluation_interval": 1000,
+                 "log_interval": 100, "update_frequency": 1},
+    "trainer": {"params": {"max_steps": 22000, "max_epochs": None, "val_check_interval": 1000,
+                           "log_every_n_steps": 100, "accumulate_grad_batches": 1}},
+}
+
+
+def _lightning_run(training=None, params=None):
+    config = OmegaConf.merge(LIGHTNING_DEFAULTS, {"training": training or {},
+                                                  "trainer": {"params": params or {}}})
+    main_fixes.lightning_params_from_training(config, OmegaConf.create(LIGHTNING_DEFAULTS))
+    return config
+
+
+def test_lightning_follows_the_training_keys_the_user_wrote():
+    config = _lightning_run({"max_updates": 8, "evaluation_interval": 4, "update_frequency": 2})
+    params = config.trainer.params
+    assert (params.max_steps, params.val_check_interval, params.accumulate_grad_batches) == (8, 8, 2)
+    assert params.check_val_every_n_epoch is None  # the interval spans epochs, as in MMF's trainer
+    # a Lightning key the user wrote sets the training key the schedule and curriculum read
+    config = _lightning_run(params={"max_steps": 50})
+    assert (config.training.max_updates, config.trainer.params.max_steps) == (50, 50)
+
+
+def test_lightning_and_training_keys_that_disagree_are_refused_in_one_line():
+    from mmf_uvlp.utils.user_config import UserConfigError
+
+    with pytest.raises(UserConfigError, match=r"^training.max_updates=8 and trainer.params.max_steps="
+                       r"50 disagree \(training.trainer=lightning follows trainer.params.max_steps\); "
+                       r"set only one of them$"):
+        _lightning_run({"max_updates": 8}, {"max_steps": 50})

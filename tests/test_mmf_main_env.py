@@ -2,7 +2,9 @@
 
 Every fix of ``mmf_uvlp/compat/main.py`` repairs its error there (its check passes, and
 fails with the fix disabled, as tests/test_compat.py does for rc10), and in a real
-``mmf_run`` the curriculum's epoch follows the trainer's update count. Skipped under any
+``mmf_run`` the curriculum's epoch follows the trainer's update count, under MMF main's own
+trainer and under its Lightning trainer (whose run stops at ``training.max_updates`` and
+whose ``current.ckpt`` loads as ``pretrained_checkpoint``). Skipped under any
 other MMF version: CI has rc10, where tests/test_mmf_main.py fakes what can be faked.
 
 ``python tests/test_mmf_main_env.py NAME`` runs the check of fix NAME (exit 0: it works).
@@ -116,6 +118,16 @@ def _checkpoint_write_errors() -> None:
             raise AssertionError("a checkpoint was written to a full disk")
 
 
+def _lightning_follows_training_keys() -> None:
+    from compat_checks import _configuration
+    from mmf.trainers.lightning_trainer import LightningTrainer
+
+    opts = ["model=visual_bert", "dataset=vqa2", "training.trainer=lightning",
+            "training.max_updates=8", "training.evaluation_interval=4"]
+    params = LightningTrainer(_configuration(opts).get_config()).trainer_config
+    assert (params.max_steps, params.val_check_interval) == (8, 4), params
+
+
 CHECKS: Dict[str, Callable[[], None]] = {
     "model_and_datasets_from_config_file": _rc10_check("model_and_datasets_from_config_file"),
     "shared_lmdb_environments": _rc10_check("shared_lmdb_environments"),
@@ -129,6 +141,7 @@ CHECKS: Dict[str, Callable[[], None]] = {
     "plain_data_checkpoint_loads": _plain_data_checkpoint_loads,
     "checkpoint_write_errors": _checkpoint_write_errors,
     "run_folder_lock": _rc10_check("run_folder_lock"),
+    "lightning_follows_training_keys": _lightning_follows_training_keys,
 }
 FIX_NAMES = [fix.name for fix in compat.fix_set_for(compat.MMF_MAIN_VERSION).fixes]
 
@@ -141,7 +154,8 @@ def _run_check(name: str, disabled: str = "") -> subprocess.CompletedProcess:
 
 def test_the_main_fix_set_is_active_and_applied():
     import mmf  # noqa: F401
-    import mmf_cli.run  # noqa: F401
+    import mmf.trainers.lightning_trainer  # noqa: F401  (triggers the Lightning fix)
+    import mmf_cli.run  # noqa: F401  (triggers the command-line fix)
     from mmf.common.registry import registry
 
     fix_set = compat.active_fix_set()
@@ -181,6 +195,9 @@ training:
 """
 
 
+LIGHTNING = ("training.trainer=lightning", "trainer.params.gpus=0")  # CPU: no accelerator
+
+
 def _pretrain_in_process(tmp_path: Path, world: Path, *opts: str) -> List[Tuple[int, float, bool]]:
     """(updates done, epoch, curriculum active) at each training forward of a real mmf_run."""
     import mmf_cli.run  # first: importing MMF registers the plugin's components
@@ -193,7 +210,8 @@ def _pretrain_in_process(tmp_path: Path, world: Path, *opts: str) -> List[Tuple[
 
     def spy(self: CurriculumWeighting) -> bool:
         result = active(self)
-        seen.append((updates_done(), self.epoch_fn(), result))
+        model = self.epoch_fn.__self__  # the curriculum's clock is its model's epochs_done
+        seen.append((updates_done(model), self.epoch_fn(), result))
         return result
 
     config = tmp_path / "pretrain.yaml"
@@ -209,8 +227,15 @@ def _pretrain_in_process(tmp_path: Path, world: Path, *opts: str) -> List[Tuple[
     return seen
 
 
-def test_the_curriculum_follows_the_trainers_update_count(tiny_corpus, tmp_path):
-    seen = _pretrain_in_process(tmp_path, tiny_corpus.parent)
+@pytest.fixture(scope="module")
+def lightning_pretraining(tiny_corpus, tmp_path_factory) -> Tuple[List[Tuple[int, float, bool]], Path]:
+    """A real pre-training run under MMF main's Lightning trainer: what the curriculum saw, and
+    the run's folder."""
+    folder = tmp_path_factory.mktemp("lightning")
+    return _pretrain_in_process(folder, tiny_corpus.parent, *LIGHTNING), folder / "save"
+
+
+def _check_the_curriculum_clock(seen: List[Tuple[int, float, bool]]) -> None:
     from mmf_uvlp.training_progress import registered_train_samples
 
     training = seen[:6]  # one forward per update; the evaluation forwards follow
@@ -220,6 +245,45 @@ def test_the_curriculum_follows_the_trainers_update_count(tiny_corpus, tmp_path)
         assert epoch == pytest.approx(updates * 16 / total)
         assert active == (epoch >= 0.2)
     assert {active for _, _, active in training} == {False, True}, (training, total)
+
+
+def test_the_curriculum_follows_the_trainers_update_count(tiny_corpus, tmp_path):
+    _check_the_curriculum_clock(_pretrain_in_process(tmp_path, tiny_corpus.parent))
+
+
+def test_under_lightning_the_curriculum_follows_lightnings_step_count(lightning_pretraining):
+    seen, _ = lightning_pretraining
+    _check_the_curriculum_clock(seen)
+
+
+def test_under_lightning_the_run_stops_at_training_max_updates(lightning_pretraining):
+    import torch
+
+    seen, save = lightning_pretraining
+    last = torch.load(save / "current.ckpt", map_location="cpu", weights_only=True)
+    assert last["global_step"] == 6  # trainer.params.max_steps would have been 22000
+    assert [updates for updates, _, _ in seen if updates < 6] == [0, 1, 2, 3, 4, 5]
+    assert max(updates for updates, _, _ in seen) == 6  # the evaluation after the last update
+
+
+def test_a_lightning_checkpoint_loads_as_pretrained_checkpoint(lightning_pretraining):
+    from omegaconf import OmegaConf
+
+    from mmf_uvlp.models.uvla import UVLA, read_uvla_state
+
+    _, save = lightning_pretraining
+    checkpoint = str(save / "current.ckpt")
+    run = OmegaConf.load(REPO / "configs/models/uvla/tiny_random.yaml").model_config.uvla
+    config = OmegaConf.merge(OmegaConf.load(UVLA.config_path()).model_config.uvla, run, {
+        "feature_dim": 64, "heads": ["pooled_classifier"], "num_labels": 3,
+        "losses": [{"type": "cross_entropy"}], "curriculum": {"enabled": False},
+        "pretrained_checkpoint": checkpoint})
+    model = UVLA(config)
+    model.build()
+    state = read_uvla_state(checkpoint)
+    assert model.pretrained_report["loaded"] and not model.pretrained_report["missing"]
+    for key in model.pretrained_report["loaded"]:
+        assert model.state_dict()[key].equal(state[key]), key
 
 
 def test_without_the_progress_callback_the_curriculum_says_what_to_add(tiny_corpus, tmp_path):

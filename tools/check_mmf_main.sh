@@ -15,9 +15,11 @@
 # then the plugin's runtime libraries, constrained to what is installed (MMF main's pins
 # never move), and this checkout, editable (next to the editable MMF: the layout where the
 # import hook must not rely on sys.path). Steps: the MMF main fixes and the curriculum's
-# update count (tests/test_mmf_main_env.py), the tiny world and its corpus, pre-training,
-# VQA2 fine-tuning from the pre-trained checkpoint, RefCOCO+ training, and RefCOCO+
-# inference on val, testA and testB.
+# update count under both trainers (tests/test_mmf_main_env.py), the tiny world and its
+# corpus; with MMF's own trainer: pre-training, VQA2 fine-tuning from the pre-trained
+# checkpoint, RefCOCO+ training, and RefCOCO+ inference on val, testA and testB; with its
+# Lightning trainer (training.trainer=lightning): pre-training that stops at
+# training.max_updates, and VQA2 fine-tuning from its current.ckpt.
 #
 set -uo pipefail
 
@@ -31,7 +33,7 @@ while [ $# -gt 0 ]; do
         --env) ENV_DIR=$2; shift 2 ;;
         --mirror) MIRROR=$2; shift 2 ;;
         --work) WORK=$2; shift 2 ;;
-        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
         *) echo "check_mmf_main: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -123,6 +125,35 @@ train_refcoco() {
             training.evaluation_interval=4 training.checkpoint_interval=4
 }
 
+# MMF main's Lightning trainer, on the GPU when there is one
+lightning() {
+    local gpus
+    gpus=$("$PY" -c "import torch; print(int(torch.cuda.is_available()))")
+    echo training.trainer=lightning "trainer.params.gpus=$gpus"
+}
+
+pretrain_lightning() {
+    step "Lightning: pre-training (10 updates)" \
+        "trainer.params.max_steps=10 (from training.max_updates)" "progress: 10/10" "uvla_itm" \
+        "\`max_steps=10\` reached" -- \
+        mmf_run config=projects/uvla/pretrain.yaml $(lightning) env.data_dir="$WORLD" \
+            env.save_dir="$WORK/pretrain_lightning" model_config.uvla.feature_dim=64 \
+            training.max_updates=10 training.log_interval=5 training.evaluation_interval=10 \
+            training.checkpoint_interval=10 "${HOLDOUT[@]}"
+}
+
+finetune_vqa2_lightning() {
+    step "Lightning: VQA2 from current.ckpt" \
+        "pre-trained tensors from $WORK/pretrain_lightning/current.ckpt" "progress: 4/4" \
+        "val/vqa2/vqa_accuracy" "\`max_steps=4\` reached" -- \
+        mmf_run config=projects/uvla/finetune/vqa2.yaml $(lightning) env.data_dir="$WORLD" \
+            env.save_dir="$WORK/vqa2_lightning" env.dataset_zoo="$WORK/no_dataset_zoo.yaml" \
+            model_config.uvla.feature_dim=64 \
+            model_config.uvla.pretrained_checkpoint="$WORK/pretrain_lightning/current.ckpt" \
+            training.max_updates=4 training.batch_size=8 training.log_interval=2 \
+            training.evaluation_interval=4 training.checkpoint_interval=4
+}
+
 infer_refcoco() {
     step "RefCOCO+ inference val, testA, testB" "test/refcoco_plus_val/refcoco_accuracy" \
         "test/refcoco_plus_testA/refcoco_accuracy" "test/refcoco_plus_testB/refcoco_accuracy" -- \
@@ -158,9 +189,15 @@ if step "tiny world and its corpus" "images written to" -- bash -c "
             skip "$name" "pre-training"
         done
     fi
+    if pretrain_lightning; then
+        finetune_vqa2_lightning
+    else
+        skip "Lightning: VQA2 from current.ckpt" "Lightning: pre-training"
+    fi
 else
     for name in "pre-training (10 updates, 5 losses)" "VQA2 fine-tuning from the checkpoint" "RefCOCO+ training" \
-                "RefCOCO+ inference val, testA, testB"; do
+                "RefCOCO+ inference val, testA, testB" "Lightning: pre-training (10 updates)" \
+                "Lightning: VQA2 from current.ckpt"; do
         skip "$name" "the tiny world"
     done
 fi

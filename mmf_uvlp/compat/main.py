@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from typing import Any, Iterator
+import logging
+from typing import Any, Iterator, List
 
 from mmf_uvlp.compat import FixSet, rc10
 from mmf_uvlp.training import run_lock
 
 FIXES = FixSet(mmf_version="1.0.0rc12")
+logger = logging.getLogger(__name__)
 
 FIXES.fix(
     "model_and_datasets_from_config_file",
@@ -105,7 +107,11 @@ def _literal_command_line_values() -> None:
 
     @functools.wraps(merge_with_dotlist)
     def _merge_with_dotlist(config, opts, *args, **kwargs):  # type: ignore[no-untyped-def]
-        if not kwargs.get("skip_missing", args[0] if args else False):
+        if kwargs.get("skip_missing", args[0] if args else False):
+            # MMF main's first pass writes the overrides into its defaults, which the second
+            # pass then finds: the boolean defaults are checked here
+            check_command_line_literals(config, opts, existing_only=True)
+        else:
             check_command_line_literals(config, opts)
             check_command_line_lists(config, opts)
         return merge_with_dotlist(config, opts, *args, **kwargs)
@@ -124,10 +130,11 @@ FIXES.fix(
 
 FIXES.fix(
     "one_line_user_errors",
-    "a config mistake (no BERT folder, raised inside omegaconf's resolver) or a run stopped "
-    "by its data or its disk (a non-finite loss, ENOSPC during a checkpoint write, a refused "
-    "checkpoint) ends a multi-frame stack trace from MMF main's mmf_cli.run, as in rc10; "
-    "mmf_run now prints `mmf_run: error: ...` and exits with status 2 (config) or 1 (run)",
+    "a config mistake (no BERT folder, raised inside omegaconf's resolver; `key=true`; a run "
+    "length that the Lightning trainer would not follow) or a run stopped by its data or its "
+    "disk (a non-finite loss, ENOSPC during a checkpoint write, a refused checkpoint) ends a "
+    "multi-frame stack trace from MMF main's mmf_cli.run, as in rc10; mmf_run now prints "
+    "`mmf_run: error: ...` and exits with status 2 (config) or 1 (run)",
     stage="post",
     trigger="mmf_cli.run",
 )(rc10._one_line_user_errors)
@@ -204,3 +211,89 @@ def _checkpoint_write_errors() -> None:
             raise CheckpointWriteError(str(path), error) from error
 
     checkpoint_module.open_if_main = open_naming_write_errors
+
+
+# (training key, its Lightning twin in trainer.params): MMF main's Lightning trainer reads
+# only the latter. val_check_interval counts batches, the others updates.
+LIGHTNING_TWINS = (
+    ("max_updates", "max_steps"),
+    ("max_epochs", "max_epochs"),
+    ("evaluation_interval", "val_check_interval"),
+    ("log_interval", "log_every_n_steps"),
+    ("update_frequency", "accumulate_grad_batches"),
+)
+
+
+def lightning_params_from_training(config: Any, defaults: Any) -> List[str]:
+    """Make ``config.trainer.params`` follow ``config.training`` (MMF's defaults: ``defaults``).
+
+    A training key the user set (it differs from MMF's default) sets its Lightning twin left
+    at MMF's default; a twin the user set sets the training key left at its default (the
+    schedule's ``${training.max_updates}`` and the curriculum then see the real run length);
+    both set and different is a :class:`UserConfigError`. An evaluation interval in batches
+    spans epochs (``check_val_every_n_epoch: null``), as MMF's own trainer counts it.
+    Returns one line per key set.
+    """
+    from omegaconf import open_dict
+
+    from mmf_uvlp.utils.user_config import UserConfigError
+
+    training, params = config.training, config.trainer.params
+    default_training, default_params = defaults.training, defaults.trainer.params
+    batches = int(training.get("update_frequency", 1) or 1)
+    if params.get("accumulate_grad_batches", 1) != default_params.get("accumulate_grad_batches", 1):
+        batches = int(params.accumulate_grad_batches)
+    changed: List[str] = []
+    with open_dict(training), open_dict(params):
+        for key, twin in LIGHTNING_TWINS:
+            scale = batches if twin == "val_check_interval" else 1
+            value, twin_value = training.get(key, None), params.get(twin, None)
+            wanted = None if value is None else value * scale
+            if twin_value == wanted:
+                continue
+            if twin_value == default_params.get(twin, None):
+                params[twin] = wanted
+                changed.append(f"trainer.params.{twin}={wanted} (from training.{key})")
+            elif value == default_training.get(key, None) and not isinstance(twin_value, float):
+                training[key] = None if twin_value is None else twin_value // scale
+                changed.append(f"training.{key}={training[key]} (from trainer.params.{twin})")
+            else:
+                unit = f", counted in batches, {scale} an update" if scale > 1 else ""
+                raise UserConfigError(
+                    f"training.{key}={value} and trainer.params.{twin}={twin_value} disagree "
+                    f"(training.trainer=lightning follows trainer.params.{twin}{unit}); "
+                    "set only one of them"
+                )
+        if isinstance(params.get("val_check_interval"), int) \
+                and "check_val_every_n_epoch" not in params:
+            params.check_val_every_n_epoch = None
+            changed.append("trainer.params.check_val_every_n_epoch=None (the evaluation "
+                           "interval spans epochs, as in MMF's trainer)")
+    return changed
+
+
+@FIXES.fix(
+    "lightning_follows_training_keys",
+    "with training.trainer=lightning a run goes on past training.max_updates (MMF main's "
+    "Lightning trainer reads trainer.params.max_steps, 22000 by default; likewise max_epochs, "
+    "val_check_interval, log_every_n_steps, accumulate_grad_batches for training.max_epochs, "
+    "evaluation_interval, log_interval, update_frequency), and a small dataset stops with "
+    "`ValueError: val_check_interval (1000) must be less than or equal to the number of the "
+    "training batches`; each training key now sets its Lightning twin, two that disagree are "
+    "refused in one line",
+    stage="post",
+    trigger="mmf.trainers.lightning_trainer",
+)
+def _lightning_follows_training_keys() -> None:
+    from mmf.trainers.lightning_trainer import LightningTrainer
+    from mmf.utils.configuration import get_default_config_path, load_yaml
+
+    init = LightningTrainer.__init__
+
+    @functools.wraps(init)
+    def __init__(self: LightningTrainer, config: Any) -> None:
+        for line in lightning_params_from_training(config, load_yaml(get_default_config_path())):
+            logger.info("lightning trainer: %s", line)
+        init(self, config)
+
+    LightningTrainer.__init__ = __init__

@@ -1298,23 +1298,45 @@ def _user_error_of(exc: BaseException) -> Optional[Tuple[str, int]]:
         if isinstance(seen, RunStopped):
             return str(seen), 1
         seen = seen.__cause__ or seen.__context__
+    missing = _missing_data_file_of_config(exc)
+    if missing is not None:
+        return missing, 2
     if isinstance(exc, (OSError, ImportError)):
         message = _missing_bert_of_config()
         return (message, 2) if message else None
     return None
 
 
+def _missing_data_file_of_config(exc: BaseException) -> Optional[str]:
+    """The one line for a dataset file of the run's config that does not exist."""
+    from mmf.common.registry import registry
+
+    from mmf_uvlp.utils.user_config import missing_data_file_message
+
+    config = registry.get("config", no_warning=True)
+    return None if config is None else missing_data_file_message(config, exc)
+
+
 def _missing_bert_of_config() -> Optional[str]:
     """The one line for a BERT of the run's config that is neither local nor cached."""
     from mmf.common.registry import registry
 
-    from mmf_uvlp.utils.bert_source import configured_bert_names, missing_bert_message
+    from mmf_uvlp.utils.bert_source import (
+        HOW_TO_SET,
+        configured_bert_names,
+        missing_bert_message,
+    )
 
     config = registry.get("config", no_warning=True)
     if config is None:
         return None
+    written = configured_bert_names(config, resolve=False)
     for key, name in configured_bert_names(config).items():
-        message = missing_bert_message(name)
+        # a name written literally (MMF's own configs: bert-base-uncased) ignores env.bert
+        how = (HOW_TO_SET if "uvlp_bert" in written.get(key, "") else
+               f"set {key}=<local BERT folder or hub name>; online, `huggingface-cli download "
+               f"{name}` fills the cache once")
+        message = missing_bert_message(name, how)
         if message is not None:
             return f"{key}={name!r}: {message}"
     return None
@@ -1322,9 +1344,10 @@ def _missing_bert_of_config() -> Optional[str]:
 
 @FIXES.fix(
     "one_line_user_errors",
-    "a config mistake (no BERT folder, `key=true`) ends a 40-frame stack trace, e.g. "
-    "ImportError: ... requires the protobuf library from the tokenizer when "
-    "bert-base-uncased cannot be downloaded; a refused or damaged data file (its "
+    "a config mistake (no BERT folder, `key=true`, a data path that does not exist) ends a "
+    "40-frame stack trace, e.g. ImportError: ... requires the protobuf library from the "
+    "tokenizer when bert-base-uncased cannot be downloaded, or FileNotFoundError: ... "
+    "imdb_train2014.npy naming no config key; a refused or damaged data file (its "
     "FormatError names the file) also ends in a stack trace, and so does a run stopped by "
     "its data or its disk (a non-finite loss, ENOSPC during a checkpoint write, a refused "
     "checkpoint); mmf_run now prints `mmf_run: error: ...` and exits with status 2 "

@@ -15,7 +15,7 @@ The epoch comes from :func:`mmf_uvlp.training_progress.current_epoch`.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Optional
 
 import torch
 
@@ -35,14 +35,16 @@ class CurriculumWeighting:
         """Whether ``w_ITM`` weighting applies now (epoch >= m)."""
         return self.epoch_fn() >= self.start_epoch
 
-    def weights(self, itm_logits: torch.Tensor, weighted: torch.Tensor) -> torch.Tensor:
+    def weights(self, itm_logits: torch.Tensor, weighted: torch.Tensor,
+                active: Optional[bool] = None) -> torch.Tensor:
         """Weights (B,) float32: ITM match probability where ``weighted`` and active, else 1.
 
-        itm_logits: (B, 2), class 1 = match; weighted: (B,) bool. The softmax runs in float32
-        also when autocast gave the logits in float16 / bfloat16.
+        itm_logits: (B, 2), class 1 = match; weighted: (B,) bool; ``active``: the step's
+        :meth:`active` when the caller asked already (one decision per step), else asked here.
+        The softmax runs in float32 also when autocast gave the logits in float16 / bfloat16.
         """
         ones = torch.ones(itm_logits.size(0), dtype=torch.float32, device=itm_logits.device)
-        if not self.active():
+        if not (self.active() if active is None else active):
             return ones
         match_prob = torch.softmax(itm_logits.detach().float(), dim=-1)[:, 1]  # (B,)
         return torch.where(weighted.to(torch.bool), match_prob, ones)

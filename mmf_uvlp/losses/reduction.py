@@ -17,6 +17,8 @@ from typing import Any, Mapping, Tuple
 
 import torch
 
+from mmf_uvlp.utils.user_config import UserConfigError
+
 Fields = Mapping[str, Any]  # a SampleList or a model output
 
 
@@ -63,8 +65,14 @@ def zero_loss(model_output: Fields) -> torch.Tensor:
 
 
 def require_field(sample_list: Fields, field: str, loss_name: str) -> torch.Tensor:
-    """``sample_list[field]``, or a ValueError naming the loss and the field."""
+    """``sample_list[field]``, or a :class:`UserConfigError` naming the loss, the field and
+    what to set (a pre-training loss on a dataset without its targets is a config mistake)."""
     value = sample_list.get(field)
     if value is None:
-        raise ValueError(f"loss {loss_name}: the batch has no field '{field}' (its targets)")
+        dataset = sample_list.get("dataset_name", None)
+        raise UserConfigError(
+            f"loss {loss_name}: the batch{f' of dataset {dataset!r}' if dataset else ''} has "
+            f"no field '{field}' (its targets): take {loss_name} out of "
+            "model_config.<model>.losses, or for the uvla model leave heads and losses null "
+            "to get the heads of the dataset's task (model_config.uvla.tasks)")
     return value

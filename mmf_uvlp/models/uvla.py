@@ -40,7 +40,9 @@ from transformers import BertConfig, BertForPreTraining
 
 from mmf.common.registry import registry
 from mmf.models.base_model import BaseModel
+from mmf.modules.losses import Losses
 from mmf_uvlp.losses.curriculum import CurriculumWeighting
+from mmf_uvlp.models.head_spec import head_spec
 from mmf_uvlp.modules.boxes import normalized_boxes
 from mmf_uvlp.modules.embeddings import BOX_DIM, UVLAEmbeddings
 from mmf_uvlp.modules.heads import (
@@ -55,10 +57,11 @@ from mmf_uvlp.modules.heads import (
     RegionScorerHead,
 )
 from mmf_uvlp.modules.pooling import check_pooling, pool
-from mmf_uvlp.training_progress import registered_train_samples
+from mmf_uvlp.training_progress import current_epoch, registered_train_samples
 from mmf_uvlp.utils.bert_source import load_or_explain
 from mmf_uvlp.utils.config_files import default_config
 from mmf_uvlp.utils.safe_loading import load_checkpoint
+from mmf_uvlp.utils.user_config import UserConfigError
 
 ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")
 PRETRAINING_HEADS = ("mlm", "mrc", "mrfr", "pmrtc", "itm")
@@ -78,6 +81,8 @@ def read_uvla_state(path: str, trust: bool = False,
     state = load_checkpoint(path, trust=trust, trust_hint=trust_hint)
     if isinstance(state, dict) and isinstance(state.get("model"), dict):
         state = state["model"]
+    elif isinstance(state, dict) and isinstance(state.get("state_dict"), dict):  # Lightning .ckpt
+        state = state["state_dict"]
     if not isinstance(state, dict):
         raise ValueError(f"{path}: expected a state dict or an MMF checkpoint, found "
                          f"{type(state).__name__}")
@@ -142,6 +147,7 @@ class UVLA(BaseModel):
         self.encoder = bert.bert.encoder
         self.pooler = bert.bert.pooler
         self.pooling = check_pooling(self.config.get("pooling", "cls"), self.config_key)
+        self.head_spec = head_spec(self.config, self.config_key)
         self.heads = nn.ModuleDict(
             {name: self._build_head(name, bert) for name in self._head_names()}
         )
@@ -155,19 +161,28 @@ class UVLA(BaseModel):
         self._visual_lr_multiplier()  # a bad value fails at build, not at the optimizer
 
         curriculum = self.config.get("curriculum", {}) or {}
+        enabled = curriculum.get("enabled", None)
         self.curriculum: Optional[CurriculumWeighting] = None
-        if curriculum.get("enabled", False):
+        if enabled or (enabled is None and "itm" in self.heads):
             if "itm" not in self.heads:
-                raise ValueError(
-                    f"model_config.{self.config_key}.curriculum.enabled needs the 'itm' head "
-                    "in heads"
+                raise UserConfigError(
+                    f"model_config.{self.config_key}.curriculum.enabled needs the 'itm' head, "
+                    f"and the heads are {list(self.heads)} (from {self.head_spec.source}): set "
+                    f"model_config.{self.config_key}.curriculum.enabled=False (or None: on "
+                    "exactly when the heads include itm)"
                 )
-            self.curriculum = CurriculumWeighting(float(curriculum.get("start_epoch", 1)))
+            self.curriculum = CurriculumWeighting(float(curriculum.get("start_epoch", 1)),
+                                                  epoch_fn=self.epochs_done)
 
         self.pretrained_report: Optional[Dict[str, Any]] = None
         pretrained = self.config.get("pretrained_checkpoint", None)
         if pretrained:
             self._load_pretrained(str(pretrained))
+
+    def epochs_done(self) -> float:
+        """Training progress in epochs, the curriculum's clock (MMF's update count, or
+        Lightning's when MMF main's ``lightning`` trainer runs this model)."""
+        return current_epoch(module=self)
 
     def visual_parameters(self) -> List[nn.Parameter]:
         """The region path's own parameters: feature and box projections and their norms."""
@@ -228,7 +243,7 @@ class UVLA(BaseModel):
         )
 
     def _head_names(self) -> List[str]:
-        names = list(self._required("heads"))
+        names = self.head_spec.heads
         unknown = [n for n in names if n not in PRETRAINING_HEADS + TASK_HEADS]
         if unknown:
             raise ValueError(
@@ -243,14 +258,15 @@ class UVLA(BaseModel):
         return names
 
     def _num_labels(self) -> int:
-        """``num_labels``, or the registry value named by ``num_labels_from``.
+        """``num_labels``, or the registry value named by ``num_labels_from`` (the head
+        spec's: the config's, or the task's).
 
         MMF's builders register their answer-space size (e.g. vqa2 registers
         ``vqa2_num_final_outputs`` from its answer vocabulary) before the model is built.
         """
-        if self.config.get("num_labels", None) is not None:
-            return int(self.config.num_labels)
-        key = self.config.get("num_labels_from", None)
+        if self.head_spec.num_labels is not None:
+            return int(self.head_spec.num_labels)
+        key = self.head_spec.num_labels_from
         value = registry.get(key, no_warning=True) if key else None
         if value is None:
             raise ValueError(
@@ -260,13 +276,18 @@ class UVLA(BaseModel):
             )
         return int(value)
 
+    def init_losses(self) -> None:
+        """MMF's losses of the head spec (``losses``, or the task's when ``heads`` is null)."""
+        self.losses = Losses(self.head_spec.losses)
+
     # ------------------------------------------------------ pre-trained weights
     def _load_pretrained(self, path: str) -> None:
         """Copy a pre-trained uvla's embeddings, encoder and pooler into this model.
 
-        ``path``: an MMF checkpoint (``*.ckpt``, weights under ``model``) or a state dict
-        (``uvla_final.pth``), loaded with ``weights_only`` unless ``trust_checkpoint`` is
-        true. Heads are never copied (fine-tuning has its own). Any
+        ``path``: an MMF checkpoint (``*.ckpt``, weights under ``model``; MMF main's
+        Lightning trainer: under ``state_dict``) or a state dict (``uvla_final.pth``), loaded
+        with ``weights_only`` unless ``trust_checkpoint`` is true. Heads are never copied
+        (fine-tuning has its own). Any
         missing or unexpected key inside those parts is an error: a silently partial
         initialisation would make Base-vs-pre-trained comparisons meaningless.
         The outcome is kept in ``self.pretrained_report``.
@@ -388,9 +409,10 @@ class UVLA(BaseModel):
                 f"need model_config.{self.config_key}.text_only_batches: true)"
             )
         if features.size(-1) != self.feature_dim:
-            raise ValueError(f"{self.config_key}: region features have dimension "
-                             f"{features.size(-1)}, model_config.{self.config_key}.feature_dim "
-                             f"is {self.feature_dim}")
+            raise UserConfigError(
+                f"{self.config_key}: region features have dimension {features.size(-1)}, "
+                f"model_config.{self.config_key}.feature_dim is {self.feature_dim}: set "
+                f"model_config.{self.config_key}.feature_dim={features.size(-1)}")
         if boxes.shape != (*features.shape[:2], BOX_DIM):
             raise ValueError(
                 f"{self.config_key}: '{prefix}region_boxes' must be (B, R, 5), got "
@@ -480,9 +502,10 @@ class UVLA(BaseModel):
         schedulable = self.training or bool(registered_train_samples())
         if self.curriculum is not None and weighted is not None and schedulable:
             logits = output["itm_logits"]
-            if self.curriculum.active() and bool(weighted.any()):
+            active = self.curriculum.active()  # asked once a step
+            if active and bool(weighted.any()):
                 logits = self._clean_match_logits(sample_list)
-            output["curriculum_weights"] = self.curriculum.weights(logits, weighted)
+            output["curriculum_weights"] = self.curriculum.weights(logits, weighted, active)
         if encoded.attentions is not None:
             output["attentions"] = encoded.attentions
         return output

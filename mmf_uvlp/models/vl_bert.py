@@ -32,6 +32,7 @@ import torch
 from mmf.common.registry import registry
 from torch import nn
 
+from mmf_uvlp.models.head_spec import head_spec
 from mmf_uvlp.models.uvla import ATTENTION_IMPLEMENTATIONS, TASK_HEADS, VOCAB_HEADS, UVLA
 from mmf_uvlp.modules.heads import Encoded
 from mmf_uvlp.modules.pooling import check_pooling, pool
@@ -71,6 +72,7 @@ class VLBERT(UVLA):
         self.encoder = bert.bert.encoder
         self.pooler = bert.bert.pooler
         self.pooling = check_pooling(self.config.get("pooling", "cls"), self.config_key)
+        self.head_spec = head_spec(self.config, self.config_key)
         self.heads = nn.ModuleDict(
             {name: self._build_head(name, bert) for name in self._head_names()}
         )
@@ -87,7 +89,7 @@ class VLBERT(UVLA):
             self._load_pretrained(str(pretrained))
 
     def _head_names(self) -> List[str]:
-        names = list(self._required("heads"))
+        names = self.head_spec.heads
         allowed = VL_BERT_PRETRAINING_HEADS + TASK_HEADS
         unknown = [name for name in names if name not in allowed]
         if unknown:

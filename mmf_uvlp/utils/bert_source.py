@@ -60,8 +60,9 @@ def _locally_available(name: str) -> bool:
         return False
 
 
-def missing_bert_message(name: str) -> Optional[str]:
-    """One line saying what to set when ``name`` is neither a local folder nor cached, or None.
+def missing_bert_message(name: str, how_to_set: str = HOW_TO_SET) -> Optional[str]:
+    """One line saying what to set (``how_to_set``) when ``name`` is neither a local folder
+    nor cached, or None.
 
     transformers' own error for such a name is misleading when offline (an ImportError about
     protobuf for the fast tokenizer), so the cause is decided here, not from its message.
@@ -72,12 +73,13 @@ def missing_bert_message(name: str) -> Optional[str]:
     where = ("not a local folder and not in the Hugging Face cache, and HF_HUB_OFFLINE=1 forbids "
              "downloading it" if offline else
              "not a local folder, not in the Hugging Face cache, and its download failed")
-    return f"cannot load BERT {name!r}: {where}; {HOW_TO_SET}"
+    return f"cannot load BERT {name!r}: {where}; {how_to_set}"
 
 
-def configured_bert_names(config: Any) -> Dict[str, str]:
+def configured_bert_names(config: Any, resolve: bool = True) -> Dict[str, str]:
     """The BERT names a run's config asks for, by key: models' ``bert_model_name`` and
-    processors' ``tokenizer_path`` / ``tokenizer_config.type``."""
+    processors' ``tokenizer_path`` / ``tokenizer_config.type`` (``resolve=False``: as
+    written, e.g. ``${uvlp_bert:bert-base-uncased}``)."""
     from omegaconf import OmegaConf
 
     found: Dict[str, str] = {}
@@ -98,7 +100,7 @@ def configured_bert_names(config: Any) -> Dict[str, str]:
                 walk(value, f"{key}[{index}]")
 
     try:
-        container = OmegaConf.to_container(config, resolve=True)
+        container = OmegaConf.to_container(config, resolve=resolve)
     except Exception:  # an unresolvable config has other errors to report first
         return found
     walk(container, "")

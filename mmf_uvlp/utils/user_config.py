@@ -7,6 +7,7 @@ with status 2 (see ``mmf_uvlp/compat``), instead of a stack trace.
 from __future__ import annotations
 
 import ast
+import os
 from typing import Any, Iterable, List, Optional, Tuple
 
 import yaml
@@ -30,20 +31,22 @@ def _key_values(opts: Iterable[str]) -> List[Tuple[str, str]]:
     return list(zip(opts[0::2], opts[1::2]))
 
 
-def check_command_line_literals(config: Any, opts: Optional[Iterable[str]]) -> None:
+def check_command_line_literals(config: Any, opts: Optional[Iterable[str]],
+                                existing_only: bool = False) -> None:
     """Refuse ``key=true``-style overrides of boolean / null keys.
 
     MMF decodes command-line values with ``ast.literal_eval``: ``true`` stays the string
     ``'true'``, which every ``if config.x is True`` then silently ignores. A key whose
     current value is a boolean or null (or that does not exist yet) must be given as
     ``True`` / ``False`` / ``None``; string-valued keys may take any text.
+    ``existing_only``: check only keys whose current value is a boolean (a partial config).
     """
     for key, value in _key_values(opts or []):
         spelling = _YAML_SPELLINGS.get(value.strip().lower())
         if spelling is None or value.strip() == spelling:
             continue
         current = OmegaConf.select(config, key, default=None, throw_on_missing=False)
-        if current is None or isinstance(current, bool):
+        if isinstance(current, bool) or (current is None and not existing_only):
             raise UserConfigError(
                 f"command line: {key}={value} would be stored as the string {value!r} (MMF reads "
                 f"command-line values as Python literals); write {key}={spelling}"
@@ -88,3 +91,54 @@ def check_command_line_lists(config: Any, opts: Optional[Iterable[str]]) -> None
                 f"command line: {key}={value} is not a Python literal, so MMF would store the "
                 f"string {value!r}; {hint}"
             )
+
+
+def _data_path_values(node: Any, key: str) -> Iterable[Tuple[str, str, bool]]:
+    """(config key, path, in a list) for every string under a dataset's config; MMF's
+    ``a,b`` feature entries give one path each."""
+    if isinstance(node, dict):
+        for name, value in node.items():
+            yield from _data_path_values(value, f"{key}.{name}")
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            for child, path, _ in _data_path_values(value, f"{key}[{index}]"):
+                yield child, path, True
+    elif isinstance(node, str) and node:
+        for part in node.split(","):
+            yield key, part.strip(), False
+
+
+def missing_data_file_message(config: Any, error: BaseException) -> Optional[str]:
+    """One line naming the dataset key whose file ``error`` did not find, or None.
+
+    ``error`` (and what caused it) names an absolute path; a string under
+    ``dataset_config.<dataset>`` of the run's datasets that, relative to the dataset's
+    ``data_dir`` as MMF reads it, is that path (or a folder of it) and does not exist, is the
+    key to set.
+    """
+    texts, seen, visited = [], error, set()
+    while seen is not None and id(seen) not in visited:
+        visited.add(id(seen))
+        texts += [str(seen), str(getattr(seen, "filename", "") or "")]
+        seen = seen.__cause__ or seen.__context__
+    names = config.get("datasets", None) or ""
+    names = names.split(",") if isinstance(names, str) else list(names)
+    for dataset in (name.strip() for name in names):
+        node = OmegaConf.select(config, f"dataset_config.{dataset}", default=None)
+        if node is None:
+            continue
+        try:
+            values = OmegaConf.to_container(node, resolve=True)
+        except Exception:  # an unresolvable config has other errors to report
+            continue
+        data_dir = values.get("data_dir") or OmegaConf.select(config, "env.data_dir", default="")
+        for key, value, in_list in _data_path_values(values, f"dataset_config.{dataset}"):
+            path = os.path.normpath(value if os.path.isabs(value)
+                                    else os.path.join(str(data_dir), value))
+            if os.path.exists(path) or not any(path in text for text in texts):
+                continue
+            where = "" if os.path.isabs(value) else f" (relative to data_dir {data_dir})"
+            list_key = key.rsplit("[", 1)[0]
+            spelling = f"{list_key}=['<file>']" if in_list else f"{key}=<file>"
+            return f"{key}={value!r}: {path} does not exist{where}; set {spelling}"
+    return None

@@ -261,7 +261,10 @@ def build_model(name: str, config: DictConfig, device: torch.device) -> torch.nn
 
 def build_uvla(size: Size, device: torch.device, attention: str = "sdpa") -> torch.nn.Module:
     files = [REPO / "configs/models/uvla/defaults.yaml", REPO / "projects/uvla/pretrain.yaml"]
-    return build_model("uvla", _merged("uvla", files, uvla_config(size, attention)), device)
+    config = _merged("uvla", files, uvla_config(size, attention))
+    if config.heads is None:
+        config.heads, config.losses = config.tasks.pretraining.heads, config.tasks.pretraining.losses
+    return build_model("uvla", config, device)
 
 
 def build_visual_bert(size: Size, device: torch.device) -> torch.nn.Module:
