@@ -570,6 +570,27 @@ def test_demo_chain_pretrains_uvla_and_aligned_vlp_and_fine_tunes_three_rows(tmp
     assert [s.system for s in steps if s.kind == "evaluate"] == ["base", "uvla", "aligned_vlp"]
 
 
+def test_demo_fine_tunes_with_its_recipe_s_options(tmp_path):
+    """make demo's fine-tunings take configs/study/demo.yaml's options: lr 3e-4 (VE and
+    NLVR2 1e-4, after it, so MMF keeps theirs), softmax VQA, the pooled heads on the mean;
+    another model's model_config options stay out of uvla's commands."""
+    demo = _tool("demo")
+    recipe = load_recipe(REPO / "configs/study/demo.yaml", TASKS)
+    assert (recipe.world, recipe.pretrain_updates, recipe.finetune_updates) == ("demo", 400, 120)
+    steps = {(s.system, s.task): s.command for s in demo.Demo(tmp_path, 0, 4, 2).steps(["finetune"])}
+    softmax = "model_config.uvla.losses=[{'type':'softmax_kldiv'}]"
+    for system in ("base", "uvla", "aligned_vlp"):
+        vqa, nlvr2, ve, refcoco = (list(steps[system, task]) for task in TASKS)
+        assert softmax in vqa and "model_config.uvla.pooling=mean" in vqa
+        for command in (nlvr2, ve):
+            assert "model_config.uvla.pooling=mean" in command
+            lrs = [a for a in command if a.startswith("optimizer.params.lr=")]
+            assert lrs == ["optimizer.params.lr=3e-4", "optimizer.params.lr=1e-4"]
+        assert [a for a in refcoco if a.startswith("optimizer.")] == ["optimizer.params.lr=3e-4"]
+        assert not any("pooling" in a or "softmax" in a for a in refcoco)
+        assert not any(a.startswith("model_config.vl_bert.") for c in (vqa, nlvr2, ve) for a in c)
+
+
 def test_side_by_side_runs_share_the_cores(monkeypatch):
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(runner.os, "cpu_count", lambda: 8)
