@@ -35,6 +35,15 @@ def tiny_world(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def skewed_world(tiny_world, tmp_path_factory) -> Path:
+    """The tiny world with NLVR2's and VE's test labels rewritten so that the train split's
+    majority label is the test split's minority (``trivial_by_hand.skewed_copy``)."""
+    from trivial_by_hand import skewed_copy
+
+    return skewed_copy(tiny_world, tmp_path_factory.mktemp("skewed") / "tiny")
+
+
+@pytest.fixture(scope="session")
 def tiny_corpus(tiny_world) -> Path:
     """The weakly aligned corpus of the tiny world, built by tools/build_corpus.py."""
     import subprocess

@@ -48,6 +48,7 @@ from mmf_uvlp.replication.world import World
 from mmf_uvlp.seed_models import SEED_MODELS
 from mmf_uvlp.seed_models import SYSTEMS as SEED_SYSTEMS
 from mmf_uvlp.toy_world import PRESETS
+import trivial_by_hand
 from tool_loader import load_tool
 
 REPO = Path(__file__).resolve().parents[1]
@@ -317,17 +318,28 @@ def test_majority_and_proposal_chance():
     assert proposal_chance(torch.zeros(0, 4), gold) == 0.0
 
 
-def test_trivial_rates_of_the_tiny_world(tiny_world):
-    rates = trivial_rates(tiny_world, 24)
-    assert set(rates) == {("vqa2", "test"), ("nlvr2", "test"), ("visual_entailment", "test"),
-                          ("refcoco_plus", "val"), ("refcoco_plus", "testA"),
-                          ("refcoco_plus", "testB")}
-    train, test = ([json.loads(line)["label"] for line in
-                    (tiny_world / f"mmf/nlvr2/annotations/{name}.jsonl").read_text().splitlines()]
-                   for name in ("train", "test1"))
-    majority = max(sorted(set(train)), key=train.count)
-    assert rates["nlvr2", "test"] == test.count(majority) / len(test)
-    assert all(0 < value < 1 for value in rates.values())
+def test_trivial_rates_of_the_tiny_world(tiny_world, skewed_world):
+    """Every rate equals its recomputation by hand, on a world where fitting on the wrong
+    split gives another number: VQA's per-type prior fitted on test, NLVR2's and VE's
+    majority taken from test, or one RefCOCO+ split's chance for all three would differ."""
+    cells = {("vqa2", "test"), ("nlvr2", "test"), ("visual_entailment", "test"),
+             ("refcoco_plus", "val"), ("refcoco_plus", "testA"), ("refcoco_plus", "testB")}
+    for world in (tiny_world, skewed_world):
+        rates, expected = trivial_rates(world, 24), trivial_by_hand.by_hand(world, 24)
+        assert set(rates) == cells
+        for cell in cells:
+            assert rates[cell] == pytest.approx(expected[cell], abs=1e-12), (world, cell)
+    # The case tells right from wrong: the wrong fits give other numbers on these worlds.
+    vqa_test = trivial_by_hand.typed_answers(tiny_world / trivial_by_hand.VQA.format("test"))
+    assert trivial_by_hand.vqa_prior(vqa_test, vqa_test) > expected["vqa2", "test"] + 0.1
+    for pattern, key, test, task in ((trivial_by_hand.NLVR2, "label", "test1", "nlvr2"),
+                                     (trivial_by_hand.VE, "gold_label", "test",
+                                      "visual_entailment")):
+        labels = trivial_by_hand.labels(skewed_world / pattern.format(test), key)
+        assert trivial_by_hand.share(trivial_by_hand.majority(labels), labels) == 0.75
+        assert expected[task, "test"] == 0.25
+    refcoco = [expected["refcoco_plus", split] for split in ("val", "testA", "testB")]
+    assert len({round(value, 6) for value in refcoco}) == 3
     assert trivial_rates(tiny_world / "absent", 24) == {}
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from mmf_uvlp.report import Table, collect_run, meta_average, parse_log
+import trivial_by_hand
 from tool_loader import load_tool
 
 REPO = Path(__file__).resolve().parents[1]
@@ -111,13 +112,14 @@ def test_table_markdown_and_chart(runs, tmp_path, capsys):
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
 
 
-def test_trivial_row_of_a_world(runs, tiny_world, tmp_path, capsys):
+def test_trivial_row_of_a_world(runs, skewed_world, tmp_path, capsys):
+    """The row holds the world's rates recomputed by hand, on a world where a rate fitted on
+    the test split (or one RefCOCO+ split's chance for all three) would print another."""
     from mmf_uvlp.replication.outputs import refcoco_max_proposals
-    from mmf_uvlp.replication.trivial import trivial_rates
 
-    rates = trivial_rates(tiny_world, refcoco_max_proposals())
+    rates = trivial_by_hand.by_hand(skewed_world, refcoco_max_proposals())
     out = tmp_path / "report"
-    assert _tool().main(["--run", f"Base={runs['base']}", "--trivial", str(tiny_world),
+    assert _tool().main(["--run", f"Base={runs['base']}", "--trivial", str(skewed_world),
                          "--out", str(out)]) == 0
     lines = (out / "table.md").read_text(encoding="utf-8").splitlines()
     meta = meta_average(rates).value
