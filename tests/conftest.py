@@ -43,6 +43,22 @@ def skewed_world(tiny_world, tmp_path_factory) -> Path:
     return skewed_copy(tiny_world, tmp_path_factory.mktemp("skewed") / "tiny")
 
 
+@pytest.fixture
+def saved_figures(monkeypatch) -> list:
+    """Every matplotlib figure saved during the test (still written to its file), so that
+    a test can check what was drawn: its axes' bars, lines and ticks."""
+    from matplotlib.figure import Figure
+
+    figures, save = [], Figure.savefig
+
+    def savefig(self, *args, **kwargs):
+        figures.append(self)
+        return save(self, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", savefig)
+    return figures
+
+
 @pytest.fixture(scope="session")
 def tiny_corpus(tiny_world) -> Path:
     """The weakly aligned corpus of the tiny world, built by tools/build_corpus.py."""

@@ -125,8 +125,36 @@ def test_attention_maps_of_chosen_captions(tiny_world, tmp_path):
             "--model", "Base=base", "--examples", f"{image_id}#9", "--out", str(tmp_path)])
 
 
-def test_alignment_plot_and_mrr(tiny_world, checkpoints, tmp_path):
-    assert _tool("plot_alignment")(
+def _mrr_by_loop(vectors: np.ndarray, classes: list, modalities: list) -> float:
+    """Each region's class word rank among the classes' word centroids (mean of the unit
+    word vectors, by cosine; ties count for the region), averaged as 1 / rank."""
+    unit = [v / np.linalg.norm(v) for v in vectors]
+    names = sorted(set(classes))
+    centroid = {}
+    for name in names:
+        mean = np.mean([u for u, c, m in zip(unit, classes, modalities)
+                        if c == name and m == "word"], axis=0)
+        centroid[name] = mean / np.linalg.norm(mean)
+    reciprocal = []
+    for u, c, m in zip(unit, classes, modalities):
+        if m == "region":
+            score = {name: float(u @ centroid[name]) for name in names}
+            reciprocal.append(1 / (1 + sum(score[n] > score[c] for n in names)))
+    return float(np.mean(reciprocal))
+
+
+def test_alignment_plot_and_mrr(tiny_world, checkpoints, tmp_path, monkeypatch, saved_figures):
+    tool = load_tool("plot_alignment")
+    represented = {}
+
+    def represent(system, *args, **kwargs):  # the tool's own, keeping what it returns
+        reps = represent_for_real(system, *args, **kwargs)
+        represented[system.name] = reps
+        return reps
+
+    represent_for_real = tool.represent
+    monkeypatch.setattr(tool, "represent", represent)
+    assert tool.main(
         _common(tiny_world) + ["--model", "Base=base", "--model", f"VisualBERT={checkpoints[1]}",
                                "--classes", "5", "--per-class", "6", "--out", str(tmp_path)]) == 0
     assert (tmp_path / "alignment.png").read_bytes().startswith(PNG)
@@ -137,10 +165,24 @@ def test_alignment_plot_and_mrr(tiny_world, checkpoints, tmp_path):
     assert set(base["points"]) == {"word", "region", "tag"}
     assert set(visual_bert["points"]) == {"word", "region"}
     assert base["points"]["word"] == base["points"]["region"] == report["instances"]
-    for system in (base, visual_bert):
-        assert 0 < system["mrr"] <= 1 and system["chance_mrr"] == pytest.approx(
-            np.mean(1 / np.arange(1, 6)), abs=1e-4)
-        assert len(system["tsne"]) == sum(system["points"].values())
+    chance = np.mean(1 / np.arange(1, 6))
+    for name, system in (("Base", base), ("VisualBERT", visual_bert)):
+        reps = represented[name]
+        # the MRR of these representations, recomputed here; this case is away from chance
+        mrr = _mrr_by_loop(reps.vectors, reps.classes, reps.modalities)
+        assert system["mrr"] == pytest.approx(mrr, abs=1e-4), name
+        assert system["chance_mrr"] == pytest.approx(chance, abs=1e-4)
+        assert len(system["tsne"]) == sum(system["points"].values()) == len(reps.classes)
+    assert abs(base["mrr"] - chance) > 0.01 or abs(visual_bert["mrr"] - chance) > 0.01
+    # The figure: one panel per system, titled with its MRR, a point per representation.
+    (figure,) = saved_figures
+    panels = [ax for ax in figure.axes if ax.get_title()]
+    assert [ax.get_title() for ax in panels] == [
+        f"Base (region->word MRR {base['mrr']:.2f})",
+        f"VisualBERT (region->word MRR {visual_bert['mrr']:.2f})"]
+    for ax, system in zip(panels, (base, visual_bert)):
+        drawn = sorted(tuple(np.round(xy, 3)) for c in ax.collections for xy in c.get_offsets())
+        assert drawn == sorted((round(x, 3), round(y, 3)) for _, _, x, y in system["tsne"])
 
 
 def test_checkpoint_errors_are_clear(tiny_world, checkpoints, tmp_path):

@@ -62,14 +62,21 @@ def test_word_gold_and_shown_words():
 
 
 def test_region_word_mrr_by_hand():
-    # words: class a along x, class b along y; region of a near x (rank 1), region of b
-    # nearer x than y (rank 2)
-    vectors = np.array([[1, 0], [1, 0.1], [0, 1], [0.9, 0.5], [0.5, 0.3]], dtype=float)
-    reps = Representations(vectors, ["a", "a", "b", "a", "b"],
-                           ["word", "word", "word", "region", "region"])
+    # Three classes; class words along x (a), y (b) and z (c): two words of a, of different
+    # lengths (cosine, so the length does not count). Region of a: nearest a (rank 1);
+    # region of b, ten times longer: nearest b (rank 1); region of c: nearer a and b than c
+    # (rank 3). MRR (1 + 1 + 1/3) / 3 = 7/9, where chance is (1 + 1/2 + 1/3) / 3 = 11/18.
+    vectors = np.array([[1, 0, 0], [3, 0.3, 0], [0, 1, 0], [0, 0, 1],
+                        [0.9, 0.2, 0.1], [1, 10, 3], [0.8, 0.5, 0.2]], dtype=float)
+    reps = Representations(vectors, ["a", "a", "b", "c", "a", "b", "c"],
+                           ["word"] * 4 + ["region"] * 3)
     mrr, chance = region_word_mrr(reps)
-    assert mrr == pytest.approx((1 + 1 / 2) / 2)
-    assert chance == pytest.approx((1 + 1 / 2) / 2)
+    assert mrr == pytest.approx(7 / 9)
+    assert chance == pytest.approx(11 / 18)
+    # A region tied with a wrong class keeps its rank (only strictly closer classes count).
+    tied = Representations(np.array([[1, 0], [0, 1], [1, 1], [0, 2]], dtype=float),
+                           ["a", "b", "a", "b"], ["word", "word", "region", "region"])
+    assert region_word_mrr(tied) == pytest.approx((1.0, 0.75))
 
 
 def test_sample_instances_takes_the_most_frequent_classes_reproducibly():

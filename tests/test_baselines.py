@@ -426,7 +426,10 @@ def test_uvla_encodes_text_only_batches_when_allowed():
     image = ImageTagMaskingProcessor(PARAMS)
     images = SampleList(default_collate([image(_image(), g) for _ in range(2)]))
     images.dataset_name, images.dataset_type = "u_visualbert_image", "train"
-    assert model(images)["losses"]["train/u_visualbert_image/uvla_mrc"] >= 0
+    image_output = model(images)
+    masked = int((images.region_class_targets != -1).sum())  # regions with an MRC target
+    assert masked > 0 and image_output["mrc_logits"].shape[0] == masked
+    assert image_output["losses"]["train/u_visualbert_image/uvla_mrc"] > 0
 
     model.text_only_batches = False
     with pytest.raises(ValueError, match="text_only_batches: true"):

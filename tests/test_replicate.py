@@ -157,7 +157,7 @@ def _fake_runs(settings: Settings, system: str, values: dict) -> None:
                                            "wall_s": 1.0}))
 
 
-def test_tables_from_crafted_run_folders(tmp_path):
+def test_tables_from_crafted_run_folders(tmp_path, saved_figures):
     settings = Settings(World(tmp_path / "world"), tmp_path / "runs", seeds=(0, 1))
     _fake_runs(settings, "uvla", {0: SEED0, 1: SEED1})
     _fake_runs(settings, "no_witm", {0: SEED1, 1: SEED1})
@@ -181,10 +181,30 @@ def test_tables_from_crafted_run_folders(tmp_path):
     # The paper's ordering (w_ITM above w/o w_ITM, 75.8 vs 75.3), read against that gap.
     assert lines[-1] == ("- w_ITM above w/o w_ITM (paper 75.8 vs 75.3, +0.5): -0.5 ± 0.5 "
                          "(1.0 SE), paired -0.5 ± 0.5 (1.0 SE): within the noise")
-    markdown_path, figure = write_table(TABLES["4"], rows, (0, 1), trivial, "World x.", 12.0,
+    markdown_path, figure = write_table(TABLES["4"], rows, (0, 1), trivial, "World x.", 5400.0,
                                         tmp_path / "out")
     assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "Wall time" in markdown_path.read_text()
+    assert markdown_path.read_text().splitlines()[3] == (
+        "Wall time of this table's runs (sum of the recorded runs): 1.50 h.")
+    # The figure: per row one bar a column (VQA, NLVR2, VE, RefCOCO+ val) and Meta-Ave, at
+    # the mean, with the seeds' std as error bars; the trivial rates as ticks over their group.
+    (drawn,) = saved_figures
+    (ax,) = drawn.axes
+    bars = [c for c in ax.containers if type(c).__name__ == "BarContainer"]
+    assert [c.get_label() for c in bars] == ["w/o w_ITM", "w_ITM"]
+    assert [p.get_height() for p in bars[0].patches] == pytest.approx([54, 64, 66, 46, 58.5])
+    assert [p.get_height() for p in bars[1].patches] == pytest.approx([52, 62, 68, 43, 58])
+    assert bars[0].errorbar is None  # equal seeds: no spread to draw
+    tops = [segment[1][1] for segment in bars[1].errorbar.lines[2][0].get_segments()]
+    assert tops == pytest.approx([52 + 2.828, 62 + 2.828, 68 + 2.828, 43 + 4.243, 58 + 0.707],
+                                 abs=1e-3)
+    centres = [[p.get_x() + p.get_width() / 2 for p in c.patches] for c in bars]
+    assert centres[0] == pytest.approx([g - 0.2 for g in range(5)])
+    assert centres[1] == pytest.approx([g + 0.2 for g in range(5)])
+    ticks = [segment for c in ax.collections for segment in c.get_segments()
+             if segment[0][1] == segment[1][1]]  # horizontal: the error bars are vertical
+    assert sorted((round(a[0], 2), round(b[0], 2), a[1]) for a, b in ticks) == [
+        (0.58, 1.42, 50.0), (3.58, 4.42, 50.0)]  # NLVR2 and the trivial Meta-Ave (NLVR2's)
 
 
 def test_meta_gap_and_its_standard_error():
@@ -268,11 +288,51 @@ def test_no_meta_gap_between_rows_that_average_different_tasks():
     assert meta_gap(also_partial, partial).difference == pytest.approx(0.0)
 
 
-def test_the_ratio_table_is_drawn_as_a_curve_over_the_rows_present(tmp_path):
+def test_a_table_s_wall_time_sums_the_recorded_runs_of_its_systems(tmp_path):
+    """The wall time under a table: its systems' runs (each step.json's wall_s), not the
+    world's or the corpora's, nor another table's systems; a run without one is left out."""
+    from mmf_uvlp.replication.outputs import write_study
+
+    settings = Settings(World(tmp_path / "world"), tmp_path / "runs", seeds=(0, 1))
+    _fake_runs(settings, "uvla", {0: SEED0, 1: SEED1})
+    _fake_runs(settings, "no_witm", {0: SEED1, 1: SEED1})
+    steps = plan([SYSTEMS["uvla"], SYSTEMS["no_witm"]], settings)
+    walls = {None: 5000.0, "uvla": 600.0, "no_witm": 300.0}
+    for step in steps:
+        step.record.parent.mkdir(parents=True, exist_ok=True)
+        if step.system == "no_witm" and step.task == "vqa2" and step.seed == 1:
+            continue  # an unrecorded run: no wall time
+        step.record.write_text(json.dumps({"command": list(step.command),
+                                           "wall_s": walls[step.system]}))
+    uvla = sum(1 for s in steps if s.system == "uvla")
+    no_witm = sum(1 for s in steps if s.system == "no_witm") - 1
+    assert uvla == no_witm + 1 == 12 and any(s.system is None for s in steps)
+    written = write_study([TABLES["4"], TABLES["2"]], steps, settings, tmp_path / "out",
+                          "World x.", {})
+    table4, table2 = (_wall_line(path.read_text()) for path in written)
+    assert table4 == _wall_line_of([{"system": "s", "wall_s": 12 * 600 + 11 * 300}])  # 2.92 h
+    assert table2 == _wall_line_of([{"system": "s", "wall_s": 12 * 600}])  # 2.00 h: μ-VLA only
+
+
+def test_the_ratio_table_is_drawn_as_a_curve_over_the_rows_present(tmp_path, saved_figures):
     rows = [summarize_row("20%", "true_pairs_20", {0: SEED0}),
-            summarize_row("80%", "true_pairs_80", {0: SEED1})]
-    _, figure = write_table(TABLES["6"], rows, (0,), {}, "World x.", None, tmp_path)
-    assert figure.stat().st_size > 1000
+            summarize_row("80%", "true_pairs_80", {0: SEED1, 1: SEED0})]
+    _, figure = write_table(TABLES["6"], rows, (0, 1), {("nlvr2", "test"): 0.5}, "World x.",
+                            None, tmp_path)
+    assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    (drawn,) = saved_figures
+    (ax,) = drawn.axes
+    assert not ax.patches  # no bars: one curve
+    (curve,) = ax.containers  # the Meta-Ave points with their error bars
+    line = curve.lines[0]
+    assert list(line.get_xdata()) == [20.0, 80.0] and line.get_marker() == "o"
+    # Meta-Ave: seed 0 57.5; seeds 1 and 0 of 80 %: 58.5 and 57.5 -> 58.0 ± 0.71.
+    assert list(line.get_ydata()) == pytest.approx([57.5, 58.0])
+    ((_, top_20), (_, top_80)) = (segment[1] for segment in curve.lines[2][0].get_segments())
+    assert (top_20, top_80) == pytest.approx([57.5, 58.0 + 100 * math.sqrt(0.5) * 0.01])
+    (trivial,) = [l for l in ax.lines if l.get_label() == "trivial"]
+    assert trivial.get_linestyle() == "--" and list(trivial.get_ydata()) == [50.0, 50.0]
+    assert list(ax.get_xticks()) == [0.0, 20.0, 40.0, 60.0, 80.0, 100.0]
 
 
 # ----------------------------------------------------------------------------- trivial rates
@@ -1318,6 +1378,17 @@ def _mtimes(folder: Path) -> dict:
 
 
 @pytest.mark.slow
+def _wall_line(table: str) -> str:
+    return next(line for line in table.splitlines() if line.startswith("Wall time"))
+
+
+def _wall_line_of(entries: list) -> str:
+    """The wall time a table prints: the sum of its systems' runs (not the world's or the
+    corpus's) in runs.json."""
+    hours = sum(e["wall_s"] for e in entries if e["system"] is not None) / 3600
+    return f"Wall time of this table's runs (sum of the recorded runs): {hours:.2f} h."
+
+
 def test_replicate_on_the_tiny_world_end_to_end(tiny_world, tmp_path, monkeypatch, capsys):
     runs, out = tmp_path / "runs", tmp_path / "out"
     args = ["--world", str(tiny_world), "--runs", str(runs), "--out", str(out), *ARGS]
@@ -1350,6 +1421,7 @@ def test_replicate_on_the_tiny_world_end_to_end(tiny_world, tmp_path, monkeypatc
         assert row.endswith(" | 2 |")
     assert max(stds) > 0  # the seeds differ: each run got its own training.seed
     assert "| *Trivial (majority / chance)* |" in table
+    assert _wall_line(table) == _wall_line_of(entries)
     # Only the fine-tuning logs are left of the fine-tuning runs; the pre-training keeps its model.
     assert not list(runs.rglob("*.ckpt"))
     assert [p.parent.name for p in runs.rglob("uvla_final.pth")] == ["pretrain"] * 2
@@ -1383,6 +1455,8 @@ def test_replicate_on_the_tiny_world_end_to_end(tiny_world, tmp_path, monkeypatc
     assert {p: t for p, t in after.items() if p in kept} == kept
     assert all((folder / "step.json").exists() for folder in redo)
     table = (out / "table1.md").read_text()  # its wall time now sums the two new runs
+    new_entries = json.loads((out / "runs.json").read_text())["runs"]
+    assert _wall_line(table) == _wall_line_of(new_entries)
 
     # Archived (by --plan, which runs nothing), then the runs folder lost (a new session):
     # the same table, nothing runs.

@@ -92,7 +92,7 @@ def test_meta_average_arithmetic_and_notes():
     assert meta_average({}).value is None
 
 
-def test_table_markdown_and_chart(runs, tmp_path, capsys):
+def test_table_markdown_and_chart(runs, tmp_path, capsys, saved_figures):
     code = _tool().main(["--run", f"Base={runs['base']}", "--run", f"μ-VLA={runs['uvla']}",
                          "--out", str(tmp_path / "report")])
     assert code == 0
@@ -109,7 +109,21 @@ def test_table_markdown_and_chart(runs, tmp_path, capsys):
             "missing: NLVR2.") in lines
     assert not any(line.startswith("- Base") for line in lines)
     png = (tmp_path / "report" / "table.png").read_bytes()
-    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    # The chart: one bar per cell at its value, Base left of μ-VLA in each column group,
+    # a dash where a cell is missing, μ-VLA's Meta-Ave over fewer tasks hatched.
+    (drawn,) = saved_figures
+    (ax,) = drawn.axes
+    bars = [(round(p.get_x() + p.get_width() / 2, 3), round(p.get_height(), 3), p.get_hatch())
+            for p in ax.patches]
+    assert bars == [(-0.2, 70.1, None), (0.8, 51.2, None), (1.8, 73.2, None), (2.8, 69.4, None),
+                    (3.8, 74.8, None), (4.8, 60.3, None), (5.8, round(100 * base_meta, 3), None),
+                    (0.2, 72.1, None), (2.2, 77.3, None), (3.2, 80.3, None), (4.2, 85.5, None),
+                    (6.2, round(100 * uvla_meta, 3), "//")]
+    assert sorted((round(t.get_position()[0], 3), t.get_text()) for t in ax.texts) == [
+        (1.2, "—"), (5.2, "—")]
+    assert [t.get_text() for t in ax.get_xticklabels()] == [
+        "VQA", "NLVR2", "VE", "RefCOCO+ val", "testA", "testB", "Meta-Ave"]
 
 
 def test_trivial_row_of_a_world(runs, skewed_world, tmp_path, capsys):
