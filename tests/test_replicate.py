@@ -1320,6 +1320,24 @@ def test_an_archive_carries_a_study_to_another_clone(tmp_path):
         ["corpus", "pretrain", "finetune"]
 
 
+def test_a_step_made_again_by_the_same_command_leaves_its_archived_copy(tmp_path):
+    """A step made again by the command its archived copy holds (replicate --recorded makes
+    the world again for the trivial rates) leaves the archive as it is: the committed archive
+    stays unchanged; a step made by another command replaces its copy."""
+    settings, steps = _two_clones(tmp_path, "one")
+    archive = Archive(tmp_path / "archive", settings)
+    run_steps(steps, run=_complete(steps), log=lambda line: None, on_done=archive.store)
+    step = next(s for s in steps if s.kind == "pretrain")
+    copy = tmp_path / "archive" / step.record.relative_to(settings.runs)
+    archived = copy.read_bytes()
+    record = json.loads(step.record.read_text())
+    step.record.write_text(json.dumps({**record, "wall_s": 99.0, "finished": "later"}))
+    assert archive.store(step) and copy.read_bytes() == archived
+    step.record.write_text(json.dumps({**record, "command": [*record["command"], "x=1"]}))
+    assert archive.store(step)
+    assert json.loads(copy.read_text())["command"][-1] == "x=1"
+
+
 def test_an_archived_run_of_other_settings_is_refused_and_bad_records_named(tmp_path):
     settings, steps = _two_clones(tmp_path, "one")
     archive = Archive(tmp_path / "archive", settings)

@@ -1,7 +1,7 @@
-"""A study's finished runs kept in the repository, so that a study can span sessions.
+"""A study's finished runs kept in the repository, so that a study can be resumed anywhere.
 
-A study on a 2-core CPU takes longer than one session, and its runs folder (under ``data/``,
-checkpoints included) need not survive one. ``replicate --archive DIR`` keeps what the
+A study can take longer than a machine or its ``data/`` folder is kept, and its runs folder
+(checkpoints included) need not survive. ``replicate --archive DIR`` keeps what the
 tables read of every finished step, its ``step.json`` and ``train.log`` (a few KB, meant to
 be committed), in ``DIR`` at the step's place in the runs folder. Paths in an archived
 command are written relative to the study: ``<runs>`` (the runs folder), ``<world>`` (the
@@ -14,8 +14,9 @@ it is then done (its metrics are in ``train.log``), its recorded command is comp
 the planned one as for any finished run, and a step whose output only it read (a
 pre-training whose fine-tunings all finished) is not run again for its weights (see
 ``runner.run_steps``). Every finished step is archived when it ends, and the finished steps
-of an existing runs folder when the study starts. To run a step again, delete it from the
-archive as well as from the runs folder.
+of an existing runs folder when the study starts; an archived copy made by the same
+command stays as it is. To run a step again, delete it from the archive as well as from the
+runs folder.
 """
 
 from __future__ import annotations
@@ -79,17 +80,23 @@ class Archive:
         return all(copy.exists() for _, copy in self._files(step))
 
     def store(self, step: Step) -> bool:
-        """Archive a finished ``step`` (its record with relative paths), replacing an older
-        copy; False when it has no record (run outside a study)."""
+        """Archive a finished ``step`` (its record with relative paths), replacing a copy made
+        by another command; a copy made by the same command stays as it is (a world made
+        again from the archive's record, as ``replicate --recorded`` does for the trivial
+        rates, leaves the archive unchanged). False when it has no record (run outside a
+        study)."""
         files = self._files(step)
         if not all(source.exists() for source, _ in files):
             return False
+        record = load_record(step.record)
+        record["command"] = self._program([self.relative(arg) for arg in record["command"]],
+                                          BIN)
+        archived = self.root / step.record.relative_to(self.settings.runs)
+        if self.holds(step) and load_record(archived)["command"] == record["command"]:
+            return True
         for source, copy in files:
             copy.parent.mkdir(parents=True, exist_ok=True)
             if source == step.record:
-                record = load_record(source)
-                record["command"] = self._program(
-                    [self.relative(arg) for arg in record["command"]], BIN)
                 copy.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
             else:
                 shutil.copyfile(source, copy)
