@@ -2,7 +2,9 @@
 # The plugin against MMF main (1.0.0rc12, MMF's main branch installed editable from source),
 # on the tiny toy world: one PASS/FAIL line per step, exit status 1 when a step failed.
 #
-# usage: tools/check_mmf_main.sh [--env DIR] [--mirror PATH] [--work DIR]
+# usage: tools/check_mmf_main.sh --tools DIR [--env DIR] [--mirror PATH] [--work DIR]
+#   --tools DIR    the MMF main set-up tools (setup.sh, sitecustomize.py; required, or
+#                  $MMF_MAIN_TOOLS)
 #   --env DIR      the MMF main environment (default: $MMF_MAIN_ENV, else
 #                  ~/.cache/mmf_uvlp/mmf_main); built there when it has no working one
 #   --mirror PATH  a bare git repository of facebookresearch/mmf, needed only to build the
@@ -11,7 +13,7 @@
 #                  temporary folder)
 #
 # The environment: MMF main and its stack, installed by setup.sh of the MMF main set-up
-# tools ($MMF_MAIN_TOOLS), whose sitecustomize.py makes MMF main itself run on that stack;
+# tools (--tools), whose sitecustomize.py makes MMF main itself run on that stack;
 # then the plugin's runtime libraries, constrained to what is installed (MMF main's pins
 # never move), and this checkout, editable (next to the editable MMF: the layout where the
 # import hook must not rely on sys.path). Steps: the MMF main fixes and the curriculum's
@@ -26,21 +28,24 @@ set -uo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 ENV_DIR=${MMF_MAIN_ENV:-$HOME/.cache/mmf_uvlp/mmf_main}
 MIRROR=${MMF_MAIN_MIRROR:-}
-TOOLS=${MMF_MAIN_TOOLS:-$REPO/../shared/tools/mmf-main}
+TOOLS=${MMF_MAIN_TOOLS:-}
 WORK=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --env) ENV_DIR=$2; shift 2 ;;
         --mirror) MIRROR=$2; shift 2 ;;
         --work) WORK=$2; shift 2 ;;
-        -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+        --tools) TOOLS=$2; shift 2 ;;
+        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
         *) echo "check_mmf_main: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
+[ -n "$TOOLS" ] || { echo "check_mmf_main: the MMF main set-up tools are needed: --tools DIR or MMF_MAIN_TOOLS (see --help)" >&2; exit 2; }
+[ -f "$TOOLS/setup.sh" ] || { echo "check_mmf_main: --tools $TOOLS: no setup.sh there (expected the MMF main set-up tools)" >&2; exit 2; }
+TOOLS=$(cd "$TOOLS" && pwd)
 [ -n "$WORK" ] || WORK=$(mktemp -d -t mmf_main_check.XXXXXX)
 mkdir -p "$WORK/logs"
 ENV_DIR=$(mkdir -p "$ENV_DIR" && cd "$ENV_DIR" && pwd)
-TOOLS=$(cd "$TOOLS" 2>/dev/null && pwd) || { echo "check_mmf_main: no MMF main tools at $TOOLS (set MMF_MAIN_TOOLS)" >&2; exit 2; }
 PY=$ENV_DIR/venv/bin/python
 WORLD=$WORK/world
 HOLDOUT=(dataset_config.uvla_region_tag.holdout_every=6 dataset_config.uvla_region_phrase.holdout_every=6

@@ -110,7 +110,7 @@ if [ ! -x "$VENV/bin/python" ]; then
 elif [ "$mode" = system ] && ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
     fail "TORCH=system: $VENV/bin/python cannot import torch (a venv made without --system-site-packages?); remove $VENV or choose another VENV"
 fi
-# pip's notes about local index folders absent on this machine are dropped;
+# pip's notes about local index folders that do not exist are dropped;
 # its exit status is kept.
 pip() { "$VENV/bin/python" -m pip --disable-pip-version-check -q "$@" 2> >(grep -v "is ignored" >&2); }
 
