@@ -86,7 +86,7 @@ analyze: setup
 #   make replicate RECIPE=calibrated TABLES=1 JOBS=2  # configs/study/calibrated.yaml: its
 #                                                   # world, schedules and options
 # ARCHIVE keeps each finished run's step.json and train.log there (committed) and restores
-# those the runs folder lacks, so that a study spans sessions; the calibrated recipe's is
+# those the runs folder lacks, so that a study can be resumed in another clone; the calibrated recipe's is
 # results/archive/calibrated (ARCHIVE= turns it off).
 # On the tiny world it is a smoke test: the tiny random models, 10 updates a run
 # (REPLICATE_OPTS overrides that; on the demo world it is empty: demo.py's 400 / 120 updates).

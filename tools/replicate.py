@@ -14,7 +14,7 @@ interrupted training run continues from its last checkpoint). Steps:
     python tools/replicate.py                          # every table, demo world, 3 seeds
     python tools/replicate.py --tables 1 --seeds 3 --jobs 2    # two runs at a time
     python tools/replicate.py --recipe configs/study/calibrated.yaml --tables 1 --jobs 2 \\
-        --archive results/archive/calibrated      # finished runs kept across sessions
+        --archive results/archive/calibrated      # finished runs kept in the repository
     python tools/replicate.py --recipe configs/study/calibrated.yaml --jobs 8 \\
         --executor slurm --partition learnfair --time 600 --cpus 8 --gpus 1  # steps as jobs
     python tools/replicate.py --world tiny --seeds 2 --systems base,uvla,vl_bert \\
@@ -143,7 +143,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--archive", type=Path,
                         help="a folder (meant to be committed) that keeps each finished step's "
                              "step.json and train.log, and restores those the runs folder "
-                             "lacks: a study that spans sessions (docs/replication.md)")
+                             "lacks: a study resumed anywhere (docs/replication.md)")
     parser.add_argument("--recorded", action="store_true",
                         help="run nothing but the toy world (the trivial rates are read from "
                              "it): the tables show the runs that finished or were restored "

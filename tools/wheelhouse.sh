@@ -10,7 +10,7 @@
 #   (requirements-build.txt).
 #
 # WHEELHOUSE_PYTHON (X.Y) and WHEELHOUSE_PLATFORM (a pip platform tag, e.g.
-# manylinux_2_28_x86_64) choose another target than this machine's; source distributions
+# manylinux_2_28_x86_64) choose another target than the running interpreter's; source distributions
 # then stay sources, built on the target (mmf needs a C compiler there).
 set -euo pipefail
 

@@ -1,14 +1,14 @@
 """Running a study's steps: what is done is skipped, the rest runs one or ``jobs`` at a time.
 
 Before each command: ``[i/n] title | elapsed | ETA``, the ETA from the mean wall time of
-each kind of step (pre-training, fine-tuning, ...), measured in this session or recorded by
+each kind of step (pre-training, fine-tuning, ...), measured in this call or recorded by
 earlier ones, divided by the number of jobs. With ``jobs > 1`` independent steps run side
 by side (a fine-tuning waits for its system's pre-training, the RefCOCO+ split inference
 for its fine-tuning, everything for the world and corpora) and each command's output goes
 to ``<record>.out`` beside its ``step.json`` instead of the terminal. Of the steps ready to
 start, an evaluation goes first (its checkpoint is pruned once it ran), then a step that
 reads what a finished run of its system made (a fine-tuning whose pre-training is done: the
-weights and the session may not last, and a pre-training is worth its hours only with its
+weights and the runs folder may not last, and a pre-training is worth its hours only with its
 fine-tunings), then the one most later steps wait for (a pre-training before the
 fine-tunings that need none: the longest chains start early), then the plan's order. When a
 command finishes, its ``step.json`` records the command, its wall time, thread count and
@@ -202,7 +202,7 @@ def clock(seconds: float) -> str:
 
 
 class Progress:
-    """Elapsed time of this session and the ETA of the steps left."""
+    """Elapsed time of this call and the ETA of the steps left."""
 
     def __init__(self, jobs: int = 1) -> None:
         self.start = time.perf_counter()
