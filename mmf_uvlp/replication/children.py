@@ -3,10 +3,11 @@ with the runner.
 
 A command (``mmf_run``, a tool) starts in a new process session (``setsid``), so that the
 signal meant for the runner is forwarded to the whole command: its DataLoader workers and
-spawned ranks too. While :func:`forwarding_signals` is active, SIGTERM or SIGINT to the runner goes to every
-running command's process group, no new command starts, and the runner waits for the
-running ones to end (a second signal sends SIGKILL). Nothing keeps running after the runner:
-a rerun finds no orphan writing into a run folder, and resumes from the last checkpoint.
+spawned ranks too. While :func:`forwarding_signals` is active, SIGTERM or SIGINT to the
+runner goes to every running command's process group, no new command starts, and the runner
+waits for the running ones to end (a second signal sends SIGKILL). Nothing keeps running
+after the runner: a rerun finds no orphan writing into a run folder, and resumes from the
+last checkpoint.
 """
 
 from __future__ import annotations
