@@ -137,12 +137,17 @@ def _environment() -> dict[str, str]:
 
 def _argv(text: str, env: dict[str, str]) -> list[str]:
     """``text`` split by the shell (variables and ``$(...)`` expanded, no globbing), with
-    ``<placeholder>`` as ``PLACEHOLDER`` and ``...`` dropped."""
-    text = re.sub(r"<[^<>]+>", "PLACEHOLDER", text)
+    ``<placeholder>`` as ``PLACEHOLDER`` (``<checkout>`` as this checkout) and ``...`` dropped
+    (``mmf_run ...`` stands for any command: there the pre-training's)."""
+    text = re.sub(r"<[^<>]+>", lambda m: str(REPO) if m.group() == "<checkout>" else "PLACEHOLDER",
+                  text)
     result = subprocess.run(["bash", "-c", 'set -f; eval "set -- $1"; printf "%s\\0" "$@"',
                              "bash", text], capture_output=True, text=True, env=env, timeout=60)
     assert result.returncode == 0, f"{text}: {result.stderr}"
-    return [arg for arg in result.stdout.split("\0")[:-1] if arg != "..."]
+    argv = result.stdout.split("\0")[:-1]
+    if argv[:2] == ["mmf_run", "..."]:
+        argv[1] = "config=projects/uvla/pretrain.yaml"
+    return [arg for arg in argv if arg != "..."]
 
 
 def _rule(command: DocCommand, argv: list[str]) -> str | None:
@@ -254,7 +259,7 @@ PARSE_TOOL = textwrap.dedent("""\
 def test_tool_commands_parse_with_the_tools_own_argparse():
     """Each ``python tools/...`` command's arguments pass the tool's parser (the tool stops
     right after parsing: nothing is built, trained or read)."""
-    commands = _of("tool") + [(c, a) for c, a in _of("run") if a[0].startswith("python")]
+    commands = _of("tool")
     assert commands
     failed = []
     for command, argv in commands:
