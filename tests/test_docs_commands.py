@@ -50,6 +50,11 @@ RUN = (
     "python tools/make_toy_world.py --preset tiny --seed 0 --out data/toy_tiny",
     "python tools/make_toy_world.py --preset tiny --out data/toy_tiny",
     "python tools/replicate.py --plan",
+    "python tools/build_corpus.py run --predictions data/toy_tiny/detections/cc/predictions.tsv "
+    "--features data/toy_tiny/detections/cc/features.tsv --corpus "
+    "data/toy_tiny/text/caption_corpus.txt data/toy_tiny/text/narrative_corpus.txt "
+    "--captions-gt data/toy_tiny/text/captions_gt.tsv "
+    "--objects-gt data/toy_tiny/images_gt/cc.jsonl --out data/toy_tiny/corpus",
 )
 
 # Commands that are only parsed here, with the reason; they keep to their rule's check
@@ -335,7 +340,7 @@ def test_pip_commands_pass_pips_parser_and_name_this_version():
 def _checkout_copy(tmp_path: Path) -> Path:
     """A folder with this checkout's files (linked) and an empty ``data/``."""
     root = tmp_path / "checkout"
-    root.mkdir()
+    root.mkdir(parents=True)
     for entry in REPO.iterdir():
         if entry.name not in ("data", ".git"):
             (root / entry.name).symlink_to(entry)
@@ -345,13 +350,18 @@ def _checkout_copy(tmp_path: Path) -> Path:
 
 @pytest.mark.slow
 def test_cheap_commands_run_as_written(tmp_path):
-    """The commands of ``RUN``, as the docs write them, in the docs' order."""
-    root = _checkout_copy(tmp_path)
-    ran = []
+    """The commands of ``RUN``, as the docs write them, in the docs' order; each page's from
+    its own folder (a reader follows one page)."""
+    ran, roots = [], {}
     for command, argv in _of("run"):
-        result = subprocess.run(argv, cwd=root, capture_output=True, text=True,
+        if command.page not in roots:
+            roots[command.page] = _checkout_copy(tmp_path / str(len(roots)))
+        result = subprocess.run(argv, cwd=roots[command.page], capture_output=True, text=True,
                                 env=_environment(), timeout=600)
         assert result.returncode == 0, f"{command}\n{result.stderr[-3000:]}"
         ran.append(command.text)
     assert sorted(set(ran)) == sorted(RUN)
-    assert (root / "data" / "toy_tiny" / "world.json").is_file()
+    corpus = roots["docs/corpus.md"] / "data" / "toy_tiny" / "corpus"
+    assert list((corpus / "annotations").glob("part-*.jsonl.gz"))
+    assert (corpus / "report" / "report.md").is_file()
+    assert (roots["docs/toy_world.md"] / "data" / "toy_tiny" / "world.json").is_file()
