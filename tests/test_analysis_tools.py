@@ -165,12 +165,12 @@ def test_alignment_plot_and_mrr(tiny_world, checkpoints, tmp_path, monkeypatch, 
     assert set(base["points"]) == {"word", "region", "tag"}
     assert set(visual_bert["points"]) == {"word", "region"}
     assert base["points"]["word"] == base["points"]["region"] == report["instances"]
-    chance = np.mean(1 / np.arange(1, 6))
+    chance, mrr = np.mean(1 / np.arange(1, 6)), {}
     for name, system in (("Base", base), ("VisualBERT", visual_bert)):
         reps = represented[name]
         # the MRR of these representations, recomputed here; this case is away from chance
-        mrr = _mrr_by_loop(reps.vectors, reps.classes, reps.modalities)
-        assert system["mrr"] == pytest.approx(mrr, abs=1e-4), name
+        mrr[name] = _mrr_by_loop(reps.vectors, reps.classes, reps.modalities)
+        assert system["mrr"] == pytest.approx(mrr[name], abs=1e-4), name
         assert system["chance_mrr"] == pytest.approx(chance, abs=1e-4)
         assert len(system["tsne"]) == sum(system["points"].values()) == len(reps.classes)
     assert abs(base["mrr"] - chance) > 0.01 or abs(visual_bert["mrr"] - chance) > 0.01
@@ -178,8 +178,7 @@ def test_alignment_plot_and_mrr(tiny_world, checkpoints, tmp_path, monkeypatch, 
     (figure,) = saved_figures
     panels = [ax for ax in figure.axes if ax.get_title()]
     assert [ax.get_title() for ax in panels] == [
-        f"Base (region->word MRR {base['mrr']:.2f})",
-        f"VisualBERT (region->word MRR {visual_bert['mrr']:.2f})"]
+        f"{name} (region->word MRR {mrr[name]:.2f})" for name in ("Base", "VisualBERT")]
     for ax, system in zip(panels, (base, visual_bert)):
         drawn = sorted(tuple(np.round(xy, 3)) for c in ax.collections for xy in c.get_offsets())
         assert drawn == sorted((round(x, 3), round(y, 3)) for _, _, x, y in system["tsne"])
