@@ -229,6 +229,25 @@ def test_info_npy_with_a_payload_is_refused_by_both_readers(tmp_path):
     assert feature.shape == (4, 4) and info["num_boxes"] == 2
 
 
+def test_npy_given_as_an_open_file_is_read_with_the_same_rules(tmp_path):
+    """MMF main's ``load_feat`` hands ``np.load`` an open file, not a path."""
+    from mmf_uvlp.utils.safe_loading import load_npy
+
+    marker = tmp_path / "created"
+    record = _feature_record()
+    np.save(tmp_path / "img.npy", record.pop("features"))
+    np.save(tmp_path / "img_info.npy", record, allow_pickle=True)
+    np.save(tmp_path / "bad_info.npy", dict(record, objects=CreatesFile(marker)), allow_pickle=True)
+    with open(tmp_path / "img.npy", "rb") as handle:
+        assert np.array_equal(load_npy(handle), np.load(tmp_path / "img.npy"))
+    with open(tmp_path / "img_info.npy", "rb") as handle:
+        assert load_npy(handle).item()["num_boxes"] == 2
+    with open(tmp_path / "bad_info.npy", "rb") as handle, \
+            pytest.raises(FormatError, match=r"bad_info\.npy.*refused"):
+        load_npy(handle)
+    assert not marker.exists()
+
+
 def test_feature_names_leaving_the_folder_are_refused(tmp_path):
     from mmf.datasets.databases.readers.feature_readers import FeatureReader
     from mmf_uvlp.data_formats.mmf_features import load_npy
