@@ -5,6 +5,7 @@ Base and the three seed models)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import re
@@ -16,6 +17,7 @@ import threading
 import time
 from dataclasses import replace
 from pathlib import Path
+from types import ModuleType
 from typing import Sequence
 
 import pytest
@@ -48,14 +50,22 @@ from mmf_uvlp.replication.world import World
 from mmf_uvlp.seed_models import SEED_MODELS
 from mmf_uvlp.seed_models import SYSTEMS as SEED_SYSTEMS
 from mmf_uvlp.toy_world import PRESETS
-from tool_loader import load_tool
+from mmf_uvlp.cli import replicate as replicate_cli
 
 REPO = Path(__file__).resolve().parents[1]
 PREFIX = "2026-01-01T00:00:00 | INFO | mmf.train : "
 
 
-def _tool(name: str = "replicate"):
-    return load_tool(name)
+def _tool() -> ModuleType:
+    return replicate_cli
+
+
+def _demo() -> ModuleType:
+    """``tools/demo.py``, a checkout's script rather than a console script, as a module."""
+    spec = importlib.util.spec_from_file_location("demo_tool", REPO / "tools" / "demo.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 # ----------------------------------------------------------------------------- aggregation
@@ -539,7 +549,7 @@ def test_demo_chain_pretrains_uvla_and_aligned_vlp_and_fine_tunes_three_rows(tmp
     """make demo: the world, the study's corpus, μ-VLA and Aligned VLP pre-training, then
     each of Base, μ-VLA and Aligned VLP fine-tuned on the four tasks from its own weights,
     each fine-tuning after its system's pre-training only."""
-    demo = _tool("demo")
+    demo = _demo()
     steps = demo.Demo(tmp_path, 0, 4, 2).steps(list(demo.STEPS))
     world = World((tmp_path / "toy_world_demo").resolve(), "demo")
     assert [s.kind for s in steps[:2]] == ["world", "corpus"]
@@ -587,7 +597,7 @@ def test_side_by_side_runs_share_the_cores(monkeypatch):
 
 
 def test_demo_steps_option_selects_the_chain_s_part(tmp_path):
-    demo = _tool("demo")
+    demo = _demo()
     d = demo.Demo(tmp_path, 0, 4, 2)
     assert [s.kind for s in d.steps(["toy-world", "corpus"])] == ["world", "corpus"]
     assert {s.kind for s in d.steps(["pretrain"])} == {"pretrain"}
@@ -597,7 +607,7 @@ def test_demo_steps_option_selects_the_chain_s_part(tmp_path):
 def test_demo_ends_with_the_calibrated_study_s_recorded_runs(tmp_path):
     """make demo's last step: Table 1's three rows on the calibrated world, trained by nobody
     in this call (replicate --recorded) but read from the committed archive."""
-    demo = _tool("demo").Demo(tmp_path, 0, 4, 2)
+    demo = _demo().Demo(tmp_path, 0, 4, 2)
     command = demo.calibrated_command()
     assert command[1] == "tools/replicate.py"
     args = _tool().parse_args(command[2:])

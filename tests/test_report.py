@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 
 from mmf_uvlp.report import Table, collect_run, meta_average, parse_log
-from tool_loader import load_tool
+from mmf_uvlp.cli import report
 
 REPO = Path(__file__).resolve().parents[1]
 PREFIX = "2026-01-01T00:00:00 | INFO | mmf.train : "
 
 
 def _tool():
-    return load_tool("report")
+    return report
 
 
 def _results(folder: Path, task: str, metrics: dict, system: str | None = None) -> None:

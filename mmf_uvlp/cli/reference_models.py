@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """The seed models (VisualBERT, ViLBERT, VL-BERT) on the demo world, beside ``make demo``'s runs.
 
 For each system (``mmf_uvlp/seed_models.py``): pre-training with its config, fine-tuning
@@ -28,13 +27,11 @@ import time
 from pathlib import Path
 from typing import Dict, List
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from mmf_uvlp.replication.steps import schedule_options
 from mmf_uvlp.report.results import LOG_FILE, parse_log
 from mmf_uvlp.seed_models import METRICS, REFCOCO_SPLITS, SEED_MODELS, SYSTEMS, TASKS, SeedSystem
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]  # the checkout: projects/ and configs/
 PYTHON = sys.executable
 MMF_RUN = str(Path(sys.executable).with_name("mmf_run"))
 DEMO_ROWS = {"Base": "base", "μ-VLA": "uvla"}  # make demo's runs, table row -> folder
@@ -132,7 +129,7 @@ def report(data: Path, systems: List[SeedSystem], out: Path) -> None:
             runs += ["--run", f"{name}={data / 'runs' / folder}"]
     for system in systems:
         runs += ["--run", f"{system.name}={data / 'runs' / system.key}"]
-    command = [PYTHON, "tools/report.py", *runs, "--out", str(out)]
+    command = [PYTHON, "-m", "mmf_uvlp.cli.report", *runs, "--out", str(out)]
     print(f"\n=== Table 1\n$ {' '.join(command)}", flush=True)
     subprocess.run(command, check=True, cwd=REPO)
 
