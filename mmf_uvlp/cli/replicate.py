@@ -2,7 +2,7 @@
 
 For every system of the chosen tables and every seed: pre-training with its config
 (``mmf_run config=projects/...``; none for Base), fine-tuning on VQA2, NLVR2, VE and
-RefCOCO+ with ``projects/uvla/finetune/<task>.yaml`` (the seed models VisualBERT, ViLBERT
+RefCOCO+ with ``projects/uvla/finetune/<task>.yaml`` (the reference models VisualBERT, ViLBERT
 and VL-BERT of Table 1: with their own fine-tuning configs, from their own pre-trained
 weights), and RefCOCO+ val / testA / testB inference, as ``tools/demo.py`` does; the toy
 world and the corpora the systems read are made first. Each step is the command a user
