@@ -42,7 +42,7 @@ from mmf_uvlp.replication.steps import (
 from mmf_uvlp.replication.study import (
     SYSTEMS, TABLES, TASKS, UVLA, config_datasets, config_model, select,
 )
-from mmf_uvlp.replication.trivial import (
+from mmf_uvlp.report.trivial import (
     answer_per_type, best_constant_vqa, majority_rate, proposal_chance, trivial_rates, vqa_answer_score,
     vqa_prior_rate,
 )

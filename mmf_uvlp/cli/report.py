@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from mmf_uvlp.replication.outputs import refcoco_max_proposals
-from mmf_uvlp.replication.trivial import trivial_rates
+from mmf_uvlp.report.trivial import trivial_rates
 from mmf_uvlp.report import Table
 
 
@@ -39,7 +39,7 @@ def main(argv: list | None = None) -> int:
     parser.add_argument("--out", default="report", help="output folder (default: report)")
     parser.add_argument("--trivial", type=Path, metavar="WORLD",
                         help="a data folder in the toy world's layout: add its trivial rates "
-                             "(majority / chance, mmf_uvlp/replication/trivial.py) as a row")
+                             "(majority / chance, mmf_uvlp/report/trivial.py) as a row")
     args = parser.parse_args(argv)
     try:
         trivial = None
