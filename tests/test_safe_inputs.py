@@ -18,8 +18,8 @@ import lmdb
 import numpy as np
 import pytest
 import torch
-from tool_loader import load_tool
 
+from mmf_uvlp.cli import probe_grounding, probe_visual_reliance
 from mmf_uvlp.data_formats.errors import FormatError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -108,10 +108,10 @@ def test_analysis_tools_refuse_a_checkpoint_with_a_payload(tiny_world, state_dic
     marker, evil = tmp_path / "created", tmp_path / "evil.pth"
     torch.save({"model": state_dict, "extra": CreatesFile(marker)}, evil)
     with pytest.raises(SystemExit) as refused:
-        load_tool("probe_grounding").main(_analysis_args(tiny_world, f"X={evil}", tmp_path / "p"))
+        probe_grounding.main(_analysis_args(tiny_world, f"X={evil}", tmp_path / "p"))
     assert str(evil) in str(refused.value.code) and "--trust-checkpoint" in str(refused.value.code)
     assert not marker.exists()
-    reliance = load_tool("probe_visual_reliance").main(
+    reliance = probe_visual_reliance.main(
         ["--world", str(tiny_world), "--config", TINY, "--opt", "model_config.uvla.feature_dim=64",
          "--holdout-every", "6", "--model", f"X={evil}"])
     assert reliance == 2 and not marker.exists()
@@ -124,10 +124,10 @@ def test_analysis_tools_name_a_truncated_checkpoint(tiny_world, state_dict, tmp_
     torch.save(state_dict, whole)
     cut.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])
     with pytest.raises(SystemExit) as failed:
-        load_tool("probe_grounding").main(_analysis_args(tiny_world, f"X={cut}", tmp_path / "p"))
+        probe_grounding.main(_analysis_args(tiny_world, f"X={cut}", tmp_path / "p"))
     message = str(failed.value.code)
     assert str(cut) in message and "truncated" in message and "\n" not in message
-    assert load_tool("probe_visual_reliance").main(
+    assert probe_visual_reliance.main(
         ["--world", str(tiny_world), "--config", TINY, "--opt", "model_config.uvla.feature_dim=64",
          "--holdout-every", "6", "--model", f"X={cut}"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
