@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 from mmf_uvlp.data_formats.annotations import read_vqa2_imdb
-from mmf_uvlp.replication.trivial import refcoco_chance, vqa_answer_score
+from mmf_uvlp.report.trivial import refcoco_chance, vqa_answer_score
 
 VQA = "mmf/vqa2/annotations/imdb_{}.npy"
 NLVR2 = "mmf/nlvr2/annotations/{}.jsonl"
