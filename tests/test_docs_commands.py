@@ -8,8 +8,8 @@ handled by the first rule that takes it:
   files and an empty ``data/`` (what they write stays out of the checkout);
 - ``make``: ``make -n`` with the same targets and variables (the Makefile parses, the
   targets exist; nothing runs);
-- a Python tool (``python tools/...``): its own argparse parses the arguments, and the tool
-  stops right after (nothing runs);
+- a Python tool (``python tools/...``, or a console script of ``pyproject.toml``): its own
+  argparse parses the arguments, and the tool stops right after (nothing runs);
 - ``mmf_run`` (also under ``torchrun``): MMF composes the config with the overrides, which
   refuses a config file that does not exist and a key the merged config lacks (``...`` and
   ``<placeholder>`` stand for what the reader fills in);
@@ -30,6 +30,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +42,9 @@ PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 RUN_ELSEWHERE = {"docs/own-data.md": "tests/test_own_data_walkthrough.py runs its every block"}
 FENCE = re.compile(r"^```(?:bash|sh|console)\n(.*?)^```$", re.S | re.M)
 # Values of the shell variables the docs leave to the reader (cluster nodes, shards).
+# The project's console scripts (name -> "module:function"), parsed as the tools are.
+SCRIPTS = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"][
+    "scripts"]
 READER_VARIABLES = {"NODE": "0", "HEAD": "localhost", "i": "0", "N": "2",
                     "CONDA_PREFIX": "/opt/conda"}
 
@@ -165,6 +169,8 @@ def _rule(command: DocCommand, argv: list[str]) -> str | None:
         return "make"
     if program in ("python", "python3") and len(argv) > 1 and argv[1].endswith(".py"):
         return "tool"
+    if program in SCRIPTS:
+        return "tool"
     if program in ("mmf_run", "torchrun"):
         return "mmf_run"
     if program == "pip":
@@ -252,7 +258,11 @@ PARSE_TOOL = textwrap.dedent("""\
     argparse.ArgumentParser.parse_args = parse_args
     sys.argv = sys.argv[1:]
     try:
-        runpy.run_path(sys.argv[0], run_name="__main__")
+        if sys.argv[0].endswith(".py"):
+            runpy.run_path(sys.argv[0], run_name="__main__")
+        else:  # a console script: module:function
+            module, function = sys.argv[0].split(":")
+            sys.exit(getattr(__import__(module, fromlist=[function]), function)())
     except Parsed:
         print("PARSED")
         sys.exit(0)
@@ -262,13 +272,15 @@ PARSE_TOOL = textwrap.dedent("""\
 
 @pytest.mark.slow
 def test_tool_commands_parse_with_the_tools_own_argparse():
-    """Each ``python tools/...`` command's arguments pass the tool's parser (the tool stops
-    right after parsing: nothing is built, trained or read)."""
+    """Each ``python tools/...`` or console-script command's arguments pass the tool's parser
+    (the tool stops right after parsing: nothing is built, trained or read)."""
     commands = _of("tool")
     assert commands
     failed = []
     for command, argv in commands:
-        result = subprocess.run([sys.executable, "-c", PARSE_TOOL, *argv[1:]], cwd=REPO,
+        program = [SCRIPTS[argv[0]]] if argv[0] in SCRIPTS else argv[1:2]
+        tool = [*program, *argv[1 + (argv[0] not in SCRIPTS):]]
+        result = subprocess.run([sys.executable, "-c", PARSE_TOOL, *tool], cwd=REPO,
                                 capture_output=True, text=True, env=_environment(), timeout=300)
         if result.returncode != 0 or "PARSED" not in result.stdout:
             failed.append(f"{command}\n    {result.stderr.strip().splitlines()[-1:]}")
