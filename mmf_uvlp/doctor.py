@@ -1,7 +1,9 @@
 """``python -m mmf_uvlp.doctor``: is this environment able to run MMF with mmf_uvlp?
 
 Prints MMF's version, the Python / torch / transformers versions, every
-compatibility fix and whether it applied, whether MMF's yaml configs are found
+compatibility fix and the plugin's training behaviour, whether it applied and when it
+is on (every MMF run, plugin runs and runs that ask for it, or disabled by the
+environment), whether MMF's yaml configs are found
 and whether the plugin's components are registered; ends with ``OK`` or a list
 of problems with how to fix each. Exits non-zero on problems.
 """
@@ -26,6 +28,19 @@ def _version(dist: str) -> Optional[str]:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
         return None
+
+
+def _when(fix: compat.Fix, disabled: List[str]) -> str:
+    """Whether ``fix`` is on, and why."""
+    if fix.name in disabled:
+        return f"off: disabled by ${compat.DISABLE_VARIABLE}"
+    if fix.scope == "plugin":
+        from mmf_uvlp.training.scope import BEHAVIOUR_KEY
+
+        return (f"on for plugin runs (a model, dataset, processor or loss of mmf_uvlp) and runs "
+                f"with {BEHAVIOUR_KEY}=True; off for other MMF runs and with "
+                f"{BEHAVIOUR_KEY}=False (the plugin's training behaviour)")
+    return "on for every MMF run (global fix: MMF needs it on this stack)"
 
 
 def diagnose(out=sys.stdout, quiet: bool = False) -> List[str]:
@@ -56,9 +71,11 @@ def diagnose(out=sys.stdout, quiet: bool = False) -> List[str]:
         say(f"compatibility fixes: none for MMF {mmf_version} (layer inert)")
     else:
         say(f"compatibility fixes for MMF {fix_set.mmf_version}:")
+        disabled = compat.disabled_fixes()
         for fix in fix_set.fixes:
             state = "applied" if fix.applied else f"FAILED ({fix.failure})" if fix.failure else "not applied"
             say(f"  [{state}] {fix.name}: {fix.error}")
+            say(f"      {_when(fix, disabled)}")
             if not fix.applied and import_error is None:
                 problems.append(f"fix {fix.name} did not apply ({fix.failure or 'never ran'})")
 

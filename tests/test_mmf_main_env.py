@@ -1,6 +1,6 @@
 """Inside an MMF main environment (1.0.0rc12 from source; tools/check_mmf_main.sh runs this).
 
-Every fix of ``mmf_uvlp/compat/main.py`` repairs its error there (its check passes, and
+Every fix of ``mmf_uvlp/compat/mmf_main.py`` repairs its error there (its check passes, and
 fails with the fix disabled, as tests/test_compat.py does for rc10), and in a real
 ``mmf_run`` the curriculum's epoch follows the trainer's update count, under MMF main's own
 trainer and under its Lightning trainer (whose run stops at ``training.max_updates`` and
@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _rc10_check(name: str) -> Callable[[], None]:
-    """rc10's check of a fix that main.py applies unchanged (the behaviour is the same)."""
+    """rc10's check of a fix that mmf_main.py applies unchanged (the behaviour is the same)."""
 
     def check() -> None:
         import compat_checks
