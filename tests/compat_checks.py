@@ -41,6 +41,20 @@ def _empty_config_file() -> str:
     return path
 
 
+# The checks configure plugin runs: the plugin's training behaviour (fixes of scope
+# "plugin") acts on those only (tests/test_plugin_scope.py checks MMF's own runs).
+PLUGIN_RUN = "training.uvlp_behaviour=True"
+
+
+def _plugin_run() -> None:
+    """Register the config of a plugin run, for checks that call MMF's classes directly."""
+    from omegaconf import OmegaConf
+
+    from mmf.common.registry import registry
+
+    registry.register("config", OmegaConf.create({"training": {"uvlp_behaviour": True}}))
+
+
 def _configuration(opts: List[str]) -> Any:
     from mmf.utils.configuration import Configuration
     from mmf.utils.env import setup_imports
@@ -48,6 +62,7 @@ def _configuration(opts: List[str]) -> Any:
     setup_imports()
     if not any(opt.startswith("config=") for opt in opts):
         opts = [f"config={_empty_config_file()}", *opts]
+    opts = [*opts, PLUGIN_RUN]
     return Configuration(argparse.Namespace(config_override=None, opts=opts))
 
 
@@ -660,6 +675,7 @@ def _quiet() -> None:
 
 @check("seed_zero_seeds")
 def _seed_zero() -> None:
+    _plugin_run()
     import torch
 
     from mmf.utils.env import set_seed
@@ -693,7 +709,8 @@ def _data_order() -> None:
     from mmf.utils.build import build_dataloader_and_sampler
 
     saved = {key: registry.get(key, None, no_warning=True) for key in ("config", "seed")}
-    registry.register("config", OmegaConf.create({"training": {"batch_size": 4}}))
+    registry.register("config", OmegaConf.create({"training": {"batch_size": 4,
+                                                               "uvlp_behaviour": True}}))
     registry.register("seed", 5)
     training = OmegaConf.create({"num_workers": 0, "pin_memory": False})
     orders = []
@@ -733,7 +750,8 @@ def _persistent_workers() -> None:
     try:
         for workers, persistent in ((2, True), (0, False)):
             training = OmegaConf.create({"batch_size": 4, "num_workers": workers,
-                                         "pin_memory": False, "persistent_workers": True})
+                                         "pin_memory": False, "persistent_workers": True,
+                                         "uvlp_behaviour": True})
             registry.register("config", OmegaConf.create({"training": training}))
             loader, _ = build_dataloader_and_sampler(_Indexed(), training)
             assert loader.persistent_workers is persistent, (workers, loader.persistent_workers)
@@ -743,6 +761,7 @@ def _persistent_workers() -> None:
 
 @check("resumable_checkpoints")
 def _damaged_checkpoint() -> None:
+    _plugin_run()
     import errno
     import os
     import tempfile
@@ -834,6 +853,7 @@ def expect_non_finite_loss_named(forward: Callable[[], Any]) -> None:
 
 @check("non_finite_loss_stops")
 def _non_finite_loss() -> None:
+    _plugin_run()
     from mmf.trainers.base_trainer import BaseTrainer
 
     batch, model = nan_batch_and_model()
@@ -847,6 +867,7 @@ def _non_finite_loss() -> None:
 
 @check("evaluation_keeps_training_stream")
 def _evaluation_stream() -> None:
+    _plugin_run()
     import torch
 
     from mmf.common.report import Report
@@ -927,7 +948,7 @@ def _one_line_errors() -> None:
     try:
         with contextlib.redirect_stderr(stderr):
             mmf_cli.run.run(opts=[f"config={_empty_config_file()}", "model=visual_bert",
-                                  "dataset=vqa2", "training.lr_scheduler=true"])
+                                  "dataset=vqa2", "training.lr_scheduler=true", PLUGIN_RUN])
     except SystemExit as exit_:
         assert exit_.code == 2, exit_.code
     lines = stderr.getvalue().strip().splitlines()
@@ -991,7 +1012,7 @@ def _run_folder_lock() -> None:
                 handle.write("training:\n  seed: 1\n")
             with contextlib.redirect_stderr(stderr):
                 mmf_cli.run.run(opts=[f"config={config}", "model=visual_bert", "dataset=vqa2",
-                                      f"env.save_dir={save_dir}"])
+                                      f"env.save_dir={save_dir}", PLUGIN_RUN])
         except SystemExit as exit_:
             code = exit_.code
         except TrainerBuilt:
