@@ -48,11 +48,7 @@ PLUGIN_RUN = "training.uvlp_behaviour=True"
 
 def _plugin_run() -> None:
     """Register the config of a plugin run, for checks that call MMF's classes directly."""
-    from omegaconf import OmegaConf
-
-    from mmf.common.registry import registry
-
-    registry.register("config", OmegaConf.create({"training": {"uvlp_behaviour": True}}))
+    _configuration(["model=visual_bert", "dataset=vqa2"])
 
 
 def _configuration(opts: List[str]) -> Any:
