@@ -7,7 +7,7 @@ import argparse
 import pytest
 import torch
 
-from test_mmf_e2e import TRAINING, _config, _num_answers, mmf_run
+from test_mmf_e2e import REPO, TRAINING, _num_answers, mmf_run
 
 BEHAVIOUR = "training.uvlp_behaviour=True"
 
@@ -29,6 +29,9 @@ def _run_config(*opts: str):
     (["model=visual_bert", "dataset=refcoco_plus"], "dataset refcoco_plus is the plugin's"),
     (["model=visual_bert", "dataset=vqa2", BEHAVIOUR], BEHAVIOUR),
     (["model=uvla", "dataset=vqa2", "training.uvlp_behaviour=False"], None),
+    # the project's baselines: MMF's own models, asking for the plugin's behaviour
+    ([f"config={REPO / 'projects/baselines/visual_bert/vqa2.yaml'}"], BEHAVIOUR),
+    ([f"config={REPO / 'projects/baselines/vilbert/finetune/nlvr2.yaml'}"], BEHAVIOUR),
 ])
 def test_a_run_is_a_plugin_run_by_its_components_or_its_config_key(opts, expected):
     from mmf_uvlp.training import scope
@@ -64,11 +67,11 @@ def test_mmf_s_own_run_keeps_mmf_s_sampler_and_seeding_unless_asked(asked):
 
 @pytest.mark.slow
 def test_mmf_s_own_run_keeps_mmf_s_checkpoint_contents_unless_asked(tiny_world, tmp_path):
-    config = _config(
-        tmp_path,
-        ["projects/baselines/visual_bert/vqa2.yaml", "configs/models/visual_bert/tiny_random.yaml"],
-        TRAINING,
-    )
+    config = tmp_path / "run.yaml"  # MMF's own benchmark config on the toy world's vqa2
+    config.write_text("\n".join([
+        "includes:", "- projects/visual_bert/configs/vqa2/defaults.yaml",
+        f"- {REPO / 'configs/datasets/toy_world/vqa2.yaml'}",
+        f"- {REPO / 'configs/models/visual_bert/tiny_random.yaml'}", TRAINING]))
     base = ["model=visual_bert", "dataset=vqa2", "run_type=train", "training.max_updates=2",
             f"model_config.visual_bert.num_labels={_num_answers(tiny_world)}"]
     plugin_keys = {"uvlp_run_state", "fp16_scaler"}  # run state; mixed precision's scaler
