@@ -27,23 +27,25 @@ def check(name: str) -> Callable:
     return decorator
 
 
-def _empty_config_file() -> str:
+def _empty_config_file(text: str = "{}\n") -> str:
     """An empty user config (``config=`` of a check without one: MMF main reads
-    ``opts.config`` without a default), removed when the process ends."""
+    ``opts.config`` without a default), or one holding ``text``, removed when the process
+    ends."""
     import atexit
     import os
     import tempfile
 
     handle, path = tempfile.mkstemp(suffix=".yaml")
-    os.write(handle, b"{}\n")
+    os.write(handle, text.encode())
     os.close(handle)
     atexit.register(os.remove, path)
     return path
 
 
 # The checks configure plugin runs: the plugin's training behaviour (fixes of scope
-# "plugin") acts on those only (tests/test_plugin_scope.py checks MMF's own runs).
-PLUGIN_RUN = "training.uvlp_behaviour=True"
+# "plugin") acts on those only (tests/test_plugin_scope.py checks MMF's own runs). The key
+# is set in the user config (MMF main's defaults do not have it).
+PLUGIN_RUN = "training:\n  uvlp_behaviour: True\n"
 
 
 def _plugin_run() -> None:
@@ -57,8 +59,7 @@ def _configuration(opts: List[str]) -> Any:
 
     setup_imports()
     if not any(opt.startswith("config=") for opt in opts):
-        opts = [f"config={_empty_config_file()}", *opts]
-    opts = [*opts, PLUGIN_RUN]
+        opts = [f"config={_empty_config_file(PLUGIN_RUN)}", *opts]
     return Configuration(argparse.Namespace(config_override=None, opts=opts))
 
 
@@ -943,8 +944,8 @@ def _one_line_errors() -> None:
     stderr = io.StringIO()
     try:
         with contextlib.redirect_stderr(stderr):
-            mmf_cli.run.run(opts=[f"config={_empty_config_file()}", "model=visual_bert",
-                                  "dataset=vqa2", "training.lr_scheduler=true", PLUGIN_RUN])
+            mmf_cli.run.run(opts=[f"config={_empty_config_file(PLUGIN_RUN)}", "model=visual_bert",
+                                  "dataset=vqa2", "training.lr_scheduler=true"])
     except SystemExit as exit_:
         assert exit_.code == 2, exit_.code
     lines = stderr.getvalue().strip().splitlines()
@@ -1005,10 +1006,10 @@ def _run_folder_lock() -> None:
         try:
             config = os.path.join(save_dir, "config.yaml")  # MMF main reads config= always
             with open(config, "w") as handle:
-                handle.write("training:\n  seed: 1\n")
+                handle.write(PLUGIN_RUN + "  seed: 1\n")
             with contextlib.redirect_stderr(stderr):
                 mmf_cli.run.run(opts=[f"config={config}", "model=visual_bert", "dataset=vqa2",
-                                      f"env.save_dir={save_dir}", PLUGIN_RUN])
+                                      f"env.save_dir={save_dir}"])
         except SystemExit as exit_:
             code = exit_.code
         except TrainerBuilt:

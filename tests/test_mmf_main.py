@@ -23,11 +23,12 @@ from omegaconf import OmegaConf
 
 import test_mmf_main_env
 from mmf.common.registry import registry
-from mmf_uvlp import compat, training_progress
+from mmf_uvlp import compat
 from mmf_uvlp.compat import mmf_main as main_fixes
-from mmf_uvlp.training import non_finite_loss, resumable_checkpoints
 from mmf_uvlp.datasets.annotation_db import AnnotationDbHook
-from mmf_uvlp.training_progress import (
+from mmf_uvlp.training import non_finite_loss, resumable_checkpoints
+from mmf_uvlp.training import progress as training_progress
+from mmf_uvlp.training.progress import (
     CALLBACK_NAME,
     TrainingProgressCallback,
     clear_train_samples,
