@@ -49,6 +49,7 @@ def cpu_only() -> bool:
 
 
 def install_gloo() -> None:
+    """MMF 1.0.0rc10's distributed init, device and DDP wrapping over gloo on a CPU-only torch."""
     import torch
 
     import mmf.utils.distributed as distributed
@@ -105,6 +106,7 @@ def _distributed_main_then_shut_down(device_id: int, configuration: Any, predict
 
 
 def install_spawn() -> None:
+    """``mmf_run distributed.world_size=N`` spawns N gloo processes on a CPU-only torch."""
     import random
 
     import torch

@@ -13,6 +13,8 @@ from mmf_uvlp.training.seeding import run_seed
 
 
 def install() -> None:
+    """MMF 1.0.0rc10's DataLoaders draw their order from an :class:`EpochSampler` seeded by
+    (seed, epoch); its MultiDatasetLoader counts, and resumes at, its position."""
     import torch
 
     import mmf.utils.build as build

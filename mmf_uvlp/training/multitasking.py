@@ -37,6 +37,7 @@ def train_probabilities(multitasking: Any, datasets: List[str]) -> List[float]:
 
 
 def install() -> None:
+    """MMF 1.0.0rc10's MultiDatasetLoader samples training datasets by ``multitasking``."""
     from mmf.datasets.multi_dataset_loader import MultiDatasetLoader
 
     infer = MultiDatasetLoader._infer_dataset_probabilities

@@ -8,6 +8,7 @@ from typing import Any, Optional
 
 
 def install_seed_zero_seeds() -> None:
+    """MMF's ``set_seed`` seeds every generator, for seed 0 too."""
     import mmf.utils.env as env
     from mmf_uvlp.utils.reproducibility import seed_everything
 
@@ -25,14 +26,15 @@ def install_seed_zero_seeds() -> None:
 
 
 def run_seed() -> int:
+    """The seed MMF registered for the run (0 before it did)."""
     from mmf.common.registry import registry
 
     seed = registry.get("seed", None, no_warning=True)
     return 0 if seed is None else int(seed)
 
 
-
 def install_evaluation_keeps_training_stream() -> None:
+    """MMF 1.0.0rc10's evaluation runs on generators of its own, seeded from the run's seed."""
     from mmf.trainers.base_trainer import BaseTrainer
     from mmf_uvlp.utils.reproducibility import derived_seed, isolated_rng
 

@@ -7,6 +7,7 @@ from typing import Any
 
 
 def install() -> None:
+    """MMF 1.0.0rc10's DataLoaders keep their workers (``training.persistent_workers``)."""
     import mmf.utils.build as build
     from mmf.common.registry import registry
 
