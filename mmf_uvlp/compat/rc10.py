@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import collections
 import collections.abc
-import contextlib
 import functools
 import importlib
 import os
 import sys
 import types
 import warnings
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Optional
 
 from mmf_uvlp.compat import FixSet
 from mmf_uvlp.training import (
@@ -756,7 +755,8 @@ FIXES.fix(
     stage="post",
     scope="plugin",
 )(plugin_only(data_order.install, "mmf.utils.build", "mmf.datasets.multi_dataset_loader:MultiDatasetLoader"))
-_PENDING_RUN_STATE: Dict[str, Any] = {}
+
+
 FIXES.fix(
     "resumable_checkpoints",
     "a resumed run is not the same run (rc10 saves neither the random-number states nor "
