@@ -3,6 +3,8 @@ own dataset keeps MMF's data order, seeding and checkpoint contents unless its c
 (training.uvlp_behaviour=True)."""
 
 import argparse
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -82,3 +84,21 @@ def test_mmf_s_own_run_keeps_mmf_s_checkpoint_contents_unless_asked(tiny_world, 
         keys[asked] = set(torch.load(save / "current.ckpt", weights_only=False))
         assert (keys[asked] & plugin_keys == plugin_keys) is asked, (asked, sorted(keys[asked]))
     assert keys[True] - keys[False] == plugin_keys, keys
+
+
+def test_doctor_says_why_each_entry_is_on_or_off_for_a_run():
+    def doctor(*opts):
+        result = subprocess.run([sys.executable, "-m", "mmf_uvlp.doctor", "--run", *opts],
+                                capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        lines = result.stdout.splitlines()
+        return {name: lines[i + 1].strip() for i, line in enumerate(lines)
+                for name in ("seed_zero_seeds", "demjson_alias") if f"] {name}:" in line}
+
+    mmf_s_own = doctor("model=visual_bert", "dataset=vqa2")
+    assert mmf_s_own["seed_zero_seeds"].startswith("off for `model=visual_bert dataset=vqa2`: "
+                                                   "not a plugin run")
+    assert mmf_s_own["demjson_alias"] == "on for every MMF run (global fix: MMF needs it on this stack)"
+    asked = doctor("model=visual_bert", "dataset=vqa2", BEHAVIOUR)
+    assert asked["seed_zero_seeds"].endswith(f": {BEHAVIOUR}")
+    assert doctor("model=uvla", "dataset=vqa2")["seed_zero_seeds"].endswith(": model uvla is the plugin's")
