@@ -79,7 +79,7 @@ analyze: setup
 	$(PY) tools/plot_alignment.py $(ANALYSIS_ARGS) --out $(ANALYSIS)/alignment
 
 # The replication study (docs/replication.md): the paper's Tables 1-6 and the top-K ablation
-# (Table 1 with the seed models VisualBERT, ViLBERT and VL-BERT as rows too), mean ± std
+# (Table 1 with the reference models VisualBERT, ViLBERT and VL-BERT as rows too), mean ± std
 # over SEEDS seeds, into REPLICATION; each step is skipped when its output exists.
 #   make replicate                                  # demo world, every table, 3 seeds
 #   make replicate WORLD=tiny SEEDS=2 TABLES=1      # (or PRESET=tiny); SYSTEMS=base,uvla

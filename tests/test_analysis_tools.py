@@ -6,16 +6,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from tool_loader import load_tool
+
+from mmf_uvlp.cli import attention_maps, plot_alignment, probe_grounding
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = str(REPO / "configs" / "models" / "uvla" / "tiny_random.yaml")
+TOOLS = {module.__name__.rsplit(".", 1)[1]: module
+         for module in (attention_maps, plot_alignment, probe_grounding)}
 FEATURE_DIM = 64  # the tiny preset's
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
 def _tool(name: str):
-    return load_tool(name).main
+    return TOOLS[name].main
 
 
 @pytest.fixture(scope="module")

@@ -10,9 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tool_loader import TOOLS
-
-BENCH = TOOLS / "bench" / "pretrain_throughput.py"
+BENCH = Path(__file__).resolve().parents[1] / "tools" / "bench" / "pretrain_throughput.py"
 QUICK = ["--sizes", "tiny", "--precisions", "fp32", "bf16", "--rounds", "1", "--warmup", "1",
          "--threads", "1"]
 

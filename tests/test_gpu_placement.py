@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from mmf_uvlp.replication.devices import GpuPlacement, visible_gpus
-from tool_loader import load_tool
+from mmf_uvlp.cli import replicate
 
 
 def test_visible_gpus_follow_torch_and_a_scheduler_s_choice(monkeypatch):
@@ -47,7 +47,6 @@ def test_runs_side_by_side_spread_round_robin_over_the_gpus():
 
 
 def test_replicate_places_its_runs_only_where_gpus_exist(monkeypatch, capsys):
-    replicate = load_tool("replicate")
     monkeypatch.setattr(replicate, "visible_gpus", lambda: [])
     assert replicate.placed_runs(4) is replicate.execute
     calls = []

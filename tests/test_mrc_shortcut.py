@@ -16,7 +16,7 @@ from mmf_uvlp.analysis.mrc_shortcut import (
 )
 from mmf_uvlp.processors.region_tag_masking import tag_word_pieces
 from mmf_uvlp.analysis.regions import ImageRegions
-from tool_loader import load_tool
+from mmf_uvlp.cli import probe_mrc_shortcut
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = str(REPO / "configs" / "models" / "uvla" / "tiny_random.yaml")
@@ -99,7 +99,7 @@ def test_the_r_t_input_drops_the_tags_that_do_not_fit_whole():
 
 
 def _tool():
-    return load_tool("probe_mrc_shortcut").main
+    return probe_mrc_shortcut.main
 
 
 def test_tool_on_the_tiny_world(tiny_world, tmp_path, capsys):

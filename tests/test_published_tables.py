@@ -25,7 +25,7 @@ from mmf_uvlp.replication.recipe import Recipe, load_recipe
 from mmf_uvlp.replication.study import TABLES, TASKS
 from mmf_uvlp.report.table import TRIVIAL_LABEL
 from mmf_uvlp.toy_world import PRESETS
-from tool_loader import load_tool
+from mmf_uvlp.cli import replicate
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "docs" / "results.md"
@@ -120,8 +120,7 @@ def rebuild(item: Published, tmp_path: Path, archive: Path | None = None
             {"preset": preset, "feature_dim": PRESETS[preset].feature_dim}))
         extra = ["--world", str(world)]
     out = tmp_path / "out"
-    code = load_tool("replicate").main([*args, *extra, "--runs", str(tmp_path / "runs"),
-                                        "--out", str(out)])
+    code = replicate.main([*args, *extra, "--runs", str(tmp_path / "runs"), "--out", str(out)])
     assert code == 0, f"`{' '.join(item.args)}` exited with {code}"
     text = (out / f"{TABLES[tables[0]].stem}.md").read_text(encoding="utf-8").splitlines()
     start = next(i for i, line in enumerate(text) if line.startswith("|"))

@@ -1,10 +1,11 @@
 """The replication study: aggregation on crafted runs (hand-computed answers), trivial rates,
-the study definition and its commands (the seed models' too), the runner's skip / resume /
+the study definition and its commands (the reference models' too), the runner's skip / resume /
 records, and `tools/replicate.py` end to end on the tiny world (2 seeds, 2 systems; 1 seed,
-Base and the three seed models)."""
+Base and the three reference models)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import re
@@ -16,6 +17,7 @@ import threading
 import time
 from dataclasses import replace
 from pathlib import Path
+from types import ModuleType
 from typing import Sequence
 
 import pytest
@@ -40,22 +42,30 @@ from mmf_uvlp.replication.steps import (
 from mmf_uvlp.replication.study import (
     SYSTEMS, TABLES, TASKS, UVLA, config_datasets, config_model, select,
 )
-from mmf_uvlp.replication.trivial import (
+from mmf_uvlp.report.trivial import (
     answer_per_type, best_constant_vqa, majority_rate, proposal_chance, trivial_rates, vqa_answer_score,
     vqa_prior_rate,
 )
 from mmf_uvlp.replication.world import World
-from mmf_uvlp.seed_models import SEED_MODELS
-from mmf_uvlp.seed_models import SYSTEMS as SEED_SYSTEMS
+from mmf_uvlp.reference_models import REFERENCE_MODELS
+from mmf_uvlp.reference_models import SYSTEMS as REFERENCE_SYSTEMS
 from mmf_uvlp.toy_world import PRESETS
-from tool_loader import load_tool
+from mmf_uvlp.cli import replicate as replicate_cli
 
 REPO = Path(__file__).resolve().parents[1]
 PREFIX = "2026-01-01T00:00:00 | INFO | mmf.train : "
 
 
-def _tool(name: str = "replicate"):
-    return load_tool(name)
+def _tool() -> ModuleType:
+    return replicate_cli
+
+
+def _demo() -> ModuleType:
+    """``tools/demo.py``, a checkout's script rather than a console script, as a module."""
+    spec = importlib.util.spec_from_file_location("demo_tool", REPO / "tools" / "demo.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 # ----------------------------------------------------------------------------- aggregation
@@ -341,11 +351,11 @@ def test_selection_follows_the_tables():
     tables, systems = select(None, "uvla,base")
     assert [t.key for t in tables] == ["1", "2", "4", "mix"]  # the tables holding either system
     assert [s.key for s in systems] == ["base", "uvla"]
-    tables, systems = select(None, "vl_bert,base")  # the seed models are Table 1's only
+    tables, systems = select(None, "vl_bert,base")  # the reference models are Table 1's only
     assert [t.key for t in tables] == ["1"]
     assert [s.key for s in systems] == ["base", "vl_bert"]
-    assert all(SYSTEMS[key].model is SEED_SYSTEMS[key] for key in SEED_MODELS)
-    assert all(s.model is UVLA for s in SYSTEMS.values() if s.key not in SEED_MODELS)
+    assert all(SYSTEMS[key].model is REFERENCE_SYSTEMS[key] for key in REFERENCE_MODELS)
+    assert all(s.model is UVLA for s in SYSTEMS.values() if s.key not in REFERENCE_MODELS)
     with pytest.raises(ValueError, match=r"--tables: unknown \['7'\]"):
         select("1,7")
     with pytest.raises(ValueError, match=r"--systems: unknown \['uvla2'\]"):
@@ -420,19 +430,19 @@ def test_the_commands_of_a_study(tmp_path):
 
 
 TINY_MODELS = tuple(f"configs/models/{model}/tiny_random.yaml"
-                    for model in ("uvla", *SEED_MODELS))
+                    for model in ("uvla", *REFERENCE_MODELS))
 
 
 def _tiny_overrides() -> tuple[str, ...]:
     return tuple(option for path in TINY_MODELS for option in model_overrides(path))
 
 
-@pytest.mark.parametrize("key", SEED_MODELS)
-def test_the_commands_of_a_seed_model_system(tmp_path, key):
+@pytest.mark.parametrize("key", REFERENCE_MODELS)
+def test_the_commands_of_a_reference_model_system(tmp_path, key):
     """Its own pre-training and fine-tuning configs, fine-tuning from its own final weights,
     split inference on the fine-tuned checkpoint, its feature size key and only its own
     section of the model overrides; the same schedule and seeds as the uvla systems."""
-    seed_system = SEED_SYSTEMS[key]
+    seed_system = REFERENCE_SYSTEMS[key]
     world = World(tmp_path / "toy_world_tiny", "tiny")
     settings = Settings(world, tmp_path / "runs", seeds=(0, 1), pretrain_updates=40,
                         finetune_updates=12, model_overrides=_tiny_overrides())
@@ -479,7 +489,7 @@ def test_the_commands_of_a_seed_model_system(tmp_path, key):
                                       for view in ("val", "testA", "testB"))
 
 
-def test_how_the_seed_models_load_their_weights(tmp_path):
+def test_how_the_reference_models_load_their_weights(tmp_path):
     settings = Settings(World(tmp_path / "w"), tmp_path / "runs", seeds=(0,))
     visual_bert, vl_bert = (system_steps(SYSTEMS[key], 0, settings)
                             for key in ("visual_bert", "vl_bert"))
@@ -503,7 +513,7 @@ def test_how_the_seed_models_load_their_weights(tmp_path):
 
 
 def _compose(command: tuple[str, ...]):
-    """MMF's configuration of an ``mmf_run`` command (as ``tests/test_seed_models.py``)."""
+    """MMF's configuration of an ``mmf_run`` command (as ``tests/test_reference_models.py``)."""
     import argparse
 
     from mmf.common.registry import registry
@@ -520,8 +530,8 @@ def _compose(command: tuple[str, ...]):
         registry.register("config", previous)
 
 
-@pytest.mark.parametrize("key", SEED_MODELS)
-def test_mmf_takes_a_seed_models_commands_with_the_tiny_overrides(tmp_path, key):
+@pytest.mark.parametrize("key", REFERENCE_MODELS)
+def test_mmf_takes_a_reference_models_commands_with_the_tiny_overrides(tmp_path, key):
     """Every key of the tiny model files exists in MMF's config of that model (MMF refuses
     command-line keys its config lacks) and reaches the model each command builds."""
     settings = Settings(World(tmp_path / "toy_world_tiny", "tiny"), tmp_path / "runs",
@@ -539,7 +549,7 @@ def test_demo_chain_pretrains_uvla_and_aligned_vlp_and_fine_tunes_three_rows(tmp
     """make demo: the world, the study's corpus, μ-VLA and Aligned VLP pre-training, then
     each of Base, μ-VLA and Aligned VLP fine-tuned on the four tasks from its own weights,
     each fine-tuning after its system's pre-training only."""
-    demo = _tool("demo")
+    demo = _demo()
     steps = demo.Demo(tmp_path, 0, 4, 2).steps(list(demo.STEPS))
     world = World((tmp_path / "toy_world_demo").resolve(), "demo")
     assert [s.kind for s in steps[:2]] == ["world", "corpus"]
@@ -587,7 +597,7 @@ def test_side_by_side_runs_share_the_cores(monkeypatch):
 
 
 def test_demo_steps_option_selects_the_chain_s_part(tmp_path):
-    demo = _tool("demo")
+    demo = _demo()
     d = demo.Demo(tmp_path, 0, 4, 2)
     assert [s.kind for s in d.steps(["toy-world", "corpus"])] == ["world", "corpus"]
     assert {s.kind for s in d.steps(["pretrain"])} == {"pretrain"}
@@ -597,7 +607,7 @@ def test_demo_steps_option_selects_the_chain_s_part(tmp_path):
 def test_demo_ends_with_the_calibrated_study_s_recorded_runs(tmp_path):
     """make demo's last step: Table 1's three rows on the calibrated world, trained by nobody
     in this call (replicate --recorded) but read from the committed archive."""
-    demo = _tool("demo").Demo(tmp_path, 0, 4, 2)
+    demo = _demo().Demo(tmp_path, 0, 4, 2)
     command = demo.calibrated_command()
     assert command[1] == "tools/replicate.py"
     args = _tool().parse_args(command[2:])
@@ -1385,8 +1395,8 @@ SEED_ROWS = {"Base": "base", "VisualBERT": "visual_bert", "ViLBERT": "vilbert",
 
 
 @pytest.mark.slow
-def test_replicate_with_the_seed_models_on_the_tiny_world_end_to_end(tiny_world, tmp_path):
-    """Table 1's seed-model rows run by the same harness as Base: 1 seed, RefCOCO+ only,
+def test_replicate_with_the_reference_models_on_the_tiny_world_end_to_end(tiny_world, tmp_path):
+    """Table 1's reference-model rows run by the same harness as Base: 1 seed, RefCOCO+ only,
     2 updates, each model's tiny random version (about 2 minutes); each fine-tuning is
     evaluated twice and its best checkpoint tested."""
     runs, out = tmp_path / "runs", tmp_path / "out"
@@ -1399,7 +1409,7 @@ def test_replicate_with_the_seed_models_on_the_tiny_world_end_to_end(tiny_world,
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
     entries = json.loads((out / "runs.json").read_text())["runs"]
     assert len(entries) == 1 * 2 + 3 * 3 and all(e["finished"] for e in entries)
-    assert {e["system"] for e in entries if e["kind"] == "pretrain"} == set(SEED_MODELS)
+    assert {e["system"] for e in entries if e["kind"] == "pretrain"} == set(REFERENCE_MODELS)
     table = (out / "table1.md").read_text()
     rows = [line for line in table.splitlines() if line.startswith("| ")][1:]  # no header
     assert [row.split(" | ")[0][2:] for row in rows] == [*SEED_ROWS,
@@ -1419,4 +1429,4 @@ def test_replicate_with_the_seed_models_on_the_tiny_world_end_to_end(tiny_world,
     # Each pre-training kept only the weights its model's fine-tuning loaded.
     assert not list(runs.rglob("*.ckpt"))
     assert sorted(p.relative_to(runs).as_posix() for p in runs.rglob("*.pth")) == sorted(
-        f"{key}/seed0/pretrain/{SEED_SYSTEMS[key].final_weights}" for key in SEED_MODELS)
+        f"{key}/seed0/pretrain/{REFERENCE_SYSTEMS[key].final_weights}" for key in REFERENCE_MODELS)

@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 
 import pytest
 
 from mmf_uvlp.report import Table, collect_run, meta_average, parse_log
-from tool_loader import load_tool
+from mmf_uvlp.cli import report
 
 REPO = Path(__file__).resolve().parents[1]
 PREFIX = "2026-01-01T00:00:00 | INFO | mmf.train : "
 
 
 def _tool():
-    return load_tool("report")
+    return report
 
 
 def _results(folder: Path, task: str, metrics: dict, system: str | None = None) -> None:
@@ -113,7 +114,7 @@ def test_table_markdown_and_chart(runs, tmp_path, capsys):
 
 def test_trivial_row_of_a_world(runs, tiny_world, tmp_path, capsys):
     from mmf_uvlp.replication.outputs import refcoco_max_proposals
-    from mmf_uvlp.replication.trivial import trivial_rates
+    from mmf_uvlp.report.trivial import trivial_rates
 
     rates = trivial_rates(tiny_world, refcoco_max_proposals())
     out = tmp_path / "report"
@@ -172,3 +173,16 @@ def test_conflicts_and_missing_runs(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match="no train.log or results.json under"):
         collect_run(tmp_path / "empty")
+
+
+def test_the_report_package_imports_nothing_of_the_replication_study():
+    """The import graph is one-way: mmf_uvlp.replication builds on mmf_uvlp.report."""
+    imported = set()
+    for path in (REPO / "mmf_uvlp" / "report").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                imported |= {(path.name, node.module)}
+            elif isinstance(node, ast.Import):
+                imported |= {(path.name, alias.name) for alias in node.names}
+    assert ("vqa_breakdown.py", "mmf_uvlp.report.trivial") in imported
+    assert [(f, m) for f, m in imported if m.startswith("mmf_uvlp.replication")] == []

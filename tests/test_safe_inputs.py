@@ -18,8 +18,8 @@ import lmdb
 import numpy as np
 import pytest
 import torch
-from tool_loader import load_tool
 
+from mmf_uvlp.cli import probe_grounding, probe_visual_reliance
 from mmf_uvlp.data_formats.errors import FormatError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -108,10 +108,10 @@ def test_analysis_tools_refuse_a_checkpoint_with_a_payload(tiny_world, state_dic
     marker, evil = tmp_path / "created", tmp_path / "evil.pth"
     torch.save({"model": state_dict, "extra": CreatesFile(marker)}, evil)
     with pytest.raises(SystemExit) as refused:
-        load_tool("probe_grounding").main(_analysis_args(tiny_world, f"X={evil}", tmp_path / "p"))
+        probe_grounding.main(_analysis_args(tiny_world, f"X={evil}", tmp_path / "p"))
     assert str(evil) in str(refused.value.code) and "--trust-checkpoint" in str(refused.value.code)
     assert not marker.exists()
-    reliance = load_tool("probe_visual_reliance").main(
+    reliance = probe_visual_reliance.main(
         ["--world", str(tiny_world), "--config", TINY, "--opt", "model_config.uvla.feature_dim=64",
          "--holdout-every", "6", "--model", f"X={evil}"])
     assert reliance == 2 and not marker.exists()
@@ -124,10 +124,10 @@ def test_analysis_tools_name_a_truncated_checkpoint(tiny_world, state_dict, tmp_
     torch.save(state_dict, whole)
     cut.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])
     with pytest.raises(SystemExit) as failed:
-        load_tool("probe_grounding").main(_analysis_args(tiny_world, f"X={cut}", tmp_path / "p"))
+        probe_grounding.main(_analysis_args(tiny_world, f"X={cut}", tmp_path / "p"))
     message = str(failed.value.code)
     assert str(cut) in message and "truncated" in message and "\n" not in message
-    assert load_tool("probe_visual_reliance").main(
+    assert probe_visual_reliance.main(
         ["--world", str(tiny_world), "--config", TINY, "--opt", "model_config.uvla.feature_dim=64",
          "--holdout-every", "6", "--model", f"X={cut}"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -227,6 +227,25 @@ def test_info_npy_with_a_payload_is_refused_by_both_readers(tmp_path):
     np.save(folder / "img_info.npy", record, allow_pickle=True)  # the real format still loads
     feature, info = FeatureReader(str(folder), depth_first=False, max_features=4).read("img.npy")
     assert feature.shape == (4, 4) and info["num_boxes"] == 2
+
+
+def test_npy_given_as_an_open_file_is_read_with_the_same_rules(tmp_path):
+    """MMF main's ``load_feat`` hands ``np.load`` an open file, not a path."""
+    from mmf_uvlp.utils.safe_loading import load_npy
+
+    marker = tmp_path / "created"
+    record = _feature_record()
+    np.save(tmp_path / "img.npy", record.pop("features"))
+    np.save(tmp_path / "img_info.npy", record, allow_pickle=True)
+    np.save(tmp_path / "bad_info.npy", dict(record, objects=CreatesFile(marker)), allow_pickle=True)
+    with open(tmp_path / "img.npy", "rb") as handle:
+        assert np.array_equal(load_npy(handle), np.load(tmp_path / "img.npy"))
+    with open(tmp_path / "img_info.npy", "rb") as handle:
+        assert load_npy(handle).item()["num_boxes"] == 2
+    with open(tmp_path / "bad_info.npy", "rb") as handle, \
+            pytest.raises(FormatError, match=r"bad_info\.npy.*refused"):
+        load_npy(handle)
+    assert not marker.exists()
 
 
 def test_feature_names_leaving_the_folder_are_refused(tmp_path):

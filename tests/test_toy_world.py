@@ -18,6 +18,7 @@ import pytest
 from sklearn.feature_extraction.text import CountVectorizer
 from sklearn.linear_model import LogisticRegression
 
+from mmf_uvlp.cli import make_toy_world
 from mmf_uvlp.data_formats.annotations import (
     read_nlvr2, read_visual_entailment, read_vqa2_imdb,
 )
@@ -622,15 +623,15 @@ def test_refcoco_text_does_not_tell_where_the_target_is(large_downstream):
 
 
 def _run_tool(capsys, *argv: str) -> tuple[int, str, str]:
-    sys.path.insert(0, str(TOOL.parent))
-    try:
-        import make_toy_world
-    finally:
-        sys.path.remove(str(TOOL.parent))
+    """``python tools/make_toy_world.py *argv`` in-process: its name is the program's."""
+    program = sys.argv[0]
+    sys.argv[0] = str(TOOL)
     try:
         code = make_toy_world.main(list(argv))
     except SystemExit as e:
         code = e.code
+    finally:
+        sys.argv[0] = program
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from mmf_uvlp.analysis.regions import ImageRegions
 from mmf_uvlp.analysis.visual_reliance import Probe, make_probes, measure
 from mmf_uvlp.data_formats.text import read_captions
-from tool_loader import load_tool
+from mmf_uvlp.cli import probe_visual_reliance
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = str(REPO / "configs" / "models" / "uvla" / "tiny_random.yaml")
@@ -81,7 +81,7 @@ def test_probes_mask_a_class_word_of_held_out_captions_only(tmp_path):
 
 
 def _tool():
-    return load_tool("probe_visual_reliance").main
+    return probe_visual_reliance.main
 
 
 def test_tool_on_the_tiny_world(tiny_world, tmp_path, capsys):

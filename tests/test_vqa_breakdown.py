@@ -17,7 +17,7 @@ from mmf_uvlp.report.vqa_breakdown import (
     ALL, breakdown, find_predictions, prior_breakdown, read_predictions,
 )
 from mmf_uvlp.replication.steps import model_overrides
-from tool_loader import load_tool
+from mmf_uvlp.cli import vqa_breakdown
 
 REPO = Path(__file__).resolve().parents[1]
 MMF_RUN = str(Path(sys.executable).with_name("mmf_run"))
@@ -39,7 +39,7 @@ QUESTIONS = [
 
 
 def _tool():
-    return load_tool("vqa_breakdown")
+    return vqa_breakdown
 
 
 def test_accuracy_per_type_is_the_soft_vqa_score():

@@ -3,10 +3,13 @@ environment next to MMF 1.0.0rc10, and pre-training through `mmf_run` on the tin
 without the checkout in sight (default configs and the compatibility hook come from the
 wheel)."""
 
+import configparser
 import os
 import subprocess
 import sys
 import sysconfig
+import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -82,3 +85,23 @@ def test_pretraining_runs_from_the_wheel(wheel_env, tiny_corpus, tmp_path):
     assert result.returncode == 0, output[-4000:]
     assert "progress: 3/3" in output and "val/uvla_region_tag/uvla_mlm" in output, output[-4000:]
     assert (save / "current.ckpt").is_file() and (save / "uvla_final.pth").is_file()
+
+
+def test_the_wheel_installs_the_console_scripts(wheel_env, tmp_path):
+    """Every ``[project.scripts]`` entry is in the wheel's entry_points.txt and installed
+    into the venv's bin/, where it runs without the checkout in sight."""
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    (wheel,) = (wheel_env.parents[2] / "dist").glob("mmf_uvlp-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        (entry_points,) = [n for n in archive.namelist() if n.endswith(".dist-info/entry_points.txt")]
+        parser = configparser.ConfigParser()
+        parser.read_string(archive.read(entry_points).decode())
+    assert dict(parser["console_scripts"]) == scripts and len(scripts) == 13
+    for script in scripts:
+        assert (wheel_env.parent / script).is_file(), script
+    for script, expected in (("uvlp-report", "usage: uvlp-report"),
+                             ("uvlp-world", "usage: uvlp-world")):
+        result = subprocess.run([str(wheel_env.parent / script), "--help"], cwd=tmp_path,
+                                env=_clean_env(), capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert result.stdout.startswith(expected), result.stdout[:500]

@@ -29,10 +29,16 @@ turns classes given by id into names (and checks names) for either kind of ``pre
 
 from __future__ import annotations
 
+import glob
+import json
+import math
+import os
 from dataclasses import dataclass
-from typing import BinaryIO, Callable, Dict, Iterator, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, BinaryIO, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
-from mmf_uvlp.corpus.errors import FormatError
+from mmf_uvlp.corpus.errors import EmptyInputError, ErrorPolicy, FormatError
+from mmf_uvlp.corpus.sentences import atomic_write_bytes, atomic_write_json, read_json
+from mmf_uvlp.corpus.work import Clock, add_timing, chunk_file
 from mmf_uvlp.data_formats.labelmap import load_labelmap
 from mmf_uvlp.data_formats.vinvl import (
     VinvlPrediction, duplicate_id_error, infer_feature_dim, is_blank,
@@ -41,6 +47,9 @@ from mmf_uvlp.data_formats.vinvl import (
 from mmf_uvlp.data_formats.vinvl_raw import (
     ImageSizes, infer_embedded_feature_dim, parse_detector_row,
 )
+
+if TYPE_CHECKING:
+    from mmf_uvlp.corpus.pipeline import CorpusBuilder
 
 
 @dataclass
@@ -269,3 +278,149 @@ def _numbered(path: str) -> Iterator[Tuple[int, bytes]]:
 def _blank_line_error(path: str, line: int) -> FormatError:
     """The error of a blank features line that stands for no image's row."""
     return FormatError(path, "row", "a non-empty row", "an empty line", line=line)
+
+
+class _ChunkWriter:
+    """The images of the chunk being read (with their stats and skipped rows), written as
+    the chunk's ``work/detections`` file when the next chunk starts."""
+
+    def __init__(self, builder: CorpusBuilder, directory: str) -> None:
+        self.builder = builder
+        self.directory = directory
+        self.chunk: Optional[int] = None
+        self.images: List[Dict[str, object]] = []
+        self.policy = ErrorPolicy(builder.config.run.on_error)
+        self.stats: Dict[str, object] = {}
+
+    def start(self, chunk: int) -> None:
+        self.flush()
+        self.chunk, self.images = chunk, []
+        self.policy = ErrorPolicy(self.builder.config.run.on_error)
+        self.stats = {"rows": 0, "images": 0, "dropped_no_tags": 0, "regions": 0, "tags": 0,
+                      "feature_dim": None}
+
+    def flush(self) -> None:
+        if self.chunk is None:
+            return
+        self.stats["images"] = len(self.images)
+        data = {"chunk": self.chunk, "stats": dict(self.stats, skipped=self.policy.to_dict()),
+                "images": self.images}
+        atomic_write_bytes(chunk_file(self.directory, self.chunk, "json"),
+                           json.dumps(data, separators=(",", ":")).encode())
+        self.builder.after_chunk("detections", self.chunk)
+
+    def add(self, position: int, detection: Detection, tags: List[str]) -> None:
+        """A usable image with its ranked ``tags``."""
+        inputs, separator = self.builder.config.inputs, self.builder.config.tags.separator
+        if detection.feature_dim:
+            self.stats["feature_dim"] = detection.feature_dim
+        self.stats["regions"] += detection.num_boxes
+        self.stats["tags"] += len(tags)
+        self.images.append({
+            "position": position,
+            "image_id": detection.image_id,
+            "feature_key": inputs.feature_key_template.format(image_id=detection.image_id),
+            "image_w": detection.image_w,
+            "image_h": detection.image_h,
+            "tag_query": separator.join(tags),
+            "regions": [{"box": box, "label": label, "conf": conf} for box, label, conf
+                        in zip(detection.boxes, detection.labels, detection.confs)],
+        })
+
+
+def _reader(builder: CorpusBuilder, directory: str) -> DetectionReader:
+    """The detections of the shard's chunks not written yet."""
+    inputs, size = builder.config.inputs, builder.config.output.chunk_images
+    index, count = builder.shard
+    finished = {int(os.path.basename(path)[6:12])
+                for path in glob.glob(os.path.join(directory, "chunk-*.json"))}
+    return DetectionReader(
+        predictions=inputs.predictions, detections_jsonl=inputs.detections_jsonl,
+        features=inputs.features, feature_dim=inputs.feature_dim,
+        validate_features=inputs.validate_features, box_tolerance=inputs.box_tolerance,
+        hw=inputs.hw, labelmap=inputs.labelmap,
+    ).select(lambda position: (position // size) % count == index
+             and (position // size) not in finished)
+
+
+def _read_chunks(builder: CorpusBuilder, directory: str, reader: DetectionReader) -> int:
+    """Write the chunk files of ``reader``'s images; the rows read."""
+    from mmf_uvlp.corpus.tag_query import ranked_tags
+
+    config = builder.config
+    writer = _ChunkWriter(builder, directory)
+    bar = builder.progress("detections", None)
+    rows, last_position = 0, -1
+    for position, source, item in reader:
+        chunk = position // config.output.chunk_images
+        if chunk != writer.chunk:
+            writer.start(chunk)
+        if position != last_position:  # a row may come with several errors
+            last_position = position
+            writer.stats["rows"] += 1
+            rows += 1
+            bar.update(1)
+        if isinstance(item, Exception):
+            writer.policy.handle(source, item)
+            continue
+        tags = ranked_tags(item, config.tags)
+        if not tags and config.tags.on_empty == "drop":
+            writer.stats["dropped_no_tags"] += 1
+            continue
+        writer.add(position, item, tags)
+    writer.flush()
+    bar.close()
+    return rows
+
+
+def _no_images(inputs, rows: int, skipped: Dict[str, int], dropped: int) -> None:
+    """Stop a build left without images, naming the input files and why."""
+    files = " and ".join(path for path in (inputs.predictions or inputs.detections_jsonl,
+                                           inputs.features if inputs.validate_features else None)
+                         if path)
+    why = "no rows" if rows == 0 else ", ".join(
+        [f"{rows} rows"] + ([f"{sum(skipped.values())} skipped {skipped}"] if skipped else [])
+        + ([f"{dropped} without tags (tags.*)"] if dropped else []))
+    raise EmptyInputError(f"no usable images in {files}: {why}; nothing written")
+
+
+def _summary(builder: CorpusBuilder, directory: str, positions: int) -> Dict[str, object]:
+    """The shard's chunks, their image counts and D, from the chunk files."""
+    size = builder.config.output.chunk_images
+    index, count = builder.shard
+    total_chunks = math.ceil(positions / size)
+    owned = [chunk for chunk in range(total_chunks) if chunk % count == index]
+    images_per_chunk, feature_dim = {}, None
+    skipped, dropped = ErrorPolicy("skip"), 0
+    for chunk in owned:
+        path = chunk_file(directory, chunk, "json")
+        if not os.path.exists(path):
+            raise RuntimeError(f"{path} missing after reading detections (file changed?)")
+        with open(path) as handle:
+            data = json.load(handle)
+        images_per_chunk[str(chunk)] = len(data["images"])
+        feature_dim = feature_dim or data["stats"].get("feature_dim")
+        skipped.merge(ErrorPolicy.from_dict(data["stats"]["skipped"]))
+        dropped += data["stats"]["dropped_no_tags"]
+    if positions == 0 or (count == 1 and not sum(images_per_chunk.values())):
+        _no_images(builder.config.inputs, positions, dict(skipped.counts), dropped)
+    return {"positions": positions, "total_chunks": total_chunks, "owned": owned,
+            "images": images_per_chunk, "feature_dim": feature_dim}
+
+
+def stage_detections(builder: CorpusBuilder) -> Dict[str, object]:
+    """Stage 1: the shard's images with their regions and tag queries, one
+    ``work/detections`` file per chunk; the summary of the shard's chunks (``_SUCCESS.json``)."""
+    directory = os.path.join(builder.work, "detections")
+    success = os.path.join(directory, "_SUCCESS.json")
+    done = read_json(success)
+    if done is not None:
+        return done
+    os.makedirs(directory, exist_ok=True)
+    reader = _reader(builder, directory)
+    clock = Clock()
+    rows = _read_chunks(builder, directory, reader)
+    done = _summary(builder, directory, reader.positions)
+    atomic_write_json(success, done)
+    add_timing(builder.timings, "detections", clock, rows, "images")
+    return done

@@ -1,4 +1,4 @@
-"""Stage 3: sentence-BERT embeddings of tag queries and corpus sentences.
+"""Stage 3: sentence-BERT embeddings of tag queries (``stage_queries``) and corpus sentences.
 
 The model is any sentence-transformers model given by a local folder (or by a name already
 in the local cache); by default the packaged, offline all-MiniLM-L6-v2
@@ -20,9 +20,14 @@ not bit-identical to CPU ones: build the shards of one corpus on one kind of dev
 from __future__ import annotations
 
 import os
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
+
+from mmf_uvlp.corpus.work import Clock, add_timing, chunk_file, save_npy
+
+if TYPE_CHECKING:
+    from mmf_uvlp.corpus.pipeline import CorpusBuilder
 
 EMBEDDINGS_FILE = "embeddings.npy"
 PROGRESS_FILE = "embeddings.progress.json"
@@ -204,3 +209,25 @@ def embed_corpus_part(
 
 def load_corpus_embeddings(cache_dir: str) -> np.ndarray:
     return np.load(os.path.join(cache_dir, EMBEDDINGS_FILE), mmap_mode="r")
+
+
+def stage_queries(builder: CorpusBuilder, chunks: Sequence[int],
+                  detected: Dict[str, object]) -> None:
+    """The tag queries of ``chunks`` embedded, one ``work/queries`` ``.npy`` per chunk."""
+    directory, todo = builder.todo("queries", chunks, "npy")
+    if not todo:
+        return
+    config = builder.config.embed
+    model = builder.resources.sentence_model(config)
+    pool = builder.resources.encode_pool(config)
+    clock, count = Clock(), 0
+    bar = builder.progress("embed queries", builder.owned_images(detected, todo))
+    for chunk in todo:
+        queries = [image["tag_query"] for image in builder.load_detections(chunk)["images"]]
+        save_npy(chunk_file(directory, chunk, "npy"),
+                 encode(model, queries, config.batch_size, pool))
+        count += len(queries)
+        bar.update(len(queries))
+        builder.after_chunk("queries", chunk)
+    bar.close()
+    add_timing(builder.timings, "queries", clock, count, "images")

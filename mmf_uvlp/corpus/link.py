@@ -37,10 +37,20 @@ first two kinds and drops most generic words ("photo", "image").
 
 from __future__ import annotations
 
+import json
 import os
-from typing import Dict, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
+
+from mmf_uvlp.corpus.quality import mentions
+from mmf_uvlp.corpus.report import link_score_band
+from mmf_uvlp.corpus.sentences import atomic_write_json
+from mmf_uvlp.corpus.shards import part_name, write_part
+from mmf_uvlp.corpus.work import Clock, add_timing, chunk_file, rounded
+
+if TYPE_CHECKING:
+    from mmf_uvlp.corpus.pipeline import CorpusBuilder
 
 
 def default_glove_dir() -> str:
@@ -184,3 +194,140 @@ class Linker:
         linked = s >= self.threshold
         score = rescale(s, self.threshold, self.rescale_mode) if linked else 0.0
         return candidates[best], s, score, linked
+
+
+def _linker(builder: CorpusBuilder) -> Linker:
+    """The linker of ``link.method``, its vectors from the build's resources."""
+    config = builder.config.link
+    if config.method == "glove":
+        return Linker.from_config(config, glove=builder.resources.glove(config.glove_dir))
+    return Linker.from_config(
+        config, sbert_model=builder.resources.sentence_model(builder.config.embed))
+
+
+def _read_phrases(path: str) -> Dict[int, Dict[str, object]]:
+    """sentence id -> its line of a ``work/phrases`` chunk file (text, phrases)."""
+    sentences = {}
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                item = json.loads(line)
+                sentences[item["sentence_id"]] = item
+    return sentences
+
+
+class _ChunkLinker:
+    """Links the phrases of one chunk's sentences to its images' regions, counting in
+    ``stats`` (with the true objects: links to a true class, mentioned, per score band)."""
+
+    def __init__(self, linker: Linker, digits: int, region_min_conf: float,
+                 sentences: Dict[int, Dict[str, object]]) -> None:
+        self.linker = linker
+        self.digits = digits
+        self.region_min_conf = region_min_conf
+        self.sentences = sentences
+        self.stats = {"sentences": 0, "phrases": 0, "linked": 0, "no_vector": 0,
+                      "mention": 0, "gt_linked": 0, "gt_grounded": 0, "gt_correct": 0}
+
+    def image(self, image: Dict[str, object], sentence_ids: np.ndarray, scores: np.ndarray,
+              true: Optional[Set[str]]) -> Dict[str, object]:
+        """The annotation record of ``image`` and its ranked sentences (id -1: none)."""
+        digits, regions = self.digits, image["regions"]
+        labels = [region["label"] for region in regions]
+        confs = [region["conf"] for region in regions]
+        candidates = [i for i, region in enumerate(regions)
+                      if region["conf"] >= self.region_min_conf]
+        out_sentences = []
+        for rank, sentence_id in enumerate(int(s) for s in sentence_ids):
+            if sentence_id < 0:
+                continue
+            sentence = self.sentences[sentence_id]
+            phrases = [self._phrase(phrase, labels, confs, candidates, true)
+                       for phrase in sentence["phrases"]]
+            self.stats["sentences"] += 1
+            out_sentences.append({
+                "rank": rank, "sentence_id": sentence_id, "text": sentence["text"],
+                "score": rounded(scores[rank], digits), "noun_phrases": phrases,
+            })
+        return {
+            "image_id": image["image_id"], "feature_key": image["feature_key"],
+            "position": image["position"],
+            "image_w": rounded(image["image_w"], 4), "image_h": rounded(image["image_h"], 4),
+            "tag_query": image["tag_query"],
+            "regions": [{"box": [rounded(value, 4) for value in region["box"]],
+                         "label": region["label"], "conf": rounded(region["conf"], digits)}
+                        for region in regions],
+            "sentences": out_sentences,
+        }
+
+    def _phrase(self, phrase: Dict[str, object], labels: List[str], confs: List[float],
+                candidates: List[int], true: Optional[Set[str]]) -> Dict[str, object]:
+        region, similarity, score, linked = self.linker.link(phrase, labels, confs, candidates)
+        self.stats["phrases"] += 1
+        self.stats["no_vector"] += int(similarity is None)
+        if linked:
+            self._count_link(phrase["text"], labels[region].lower(), score, true)
+        return {
+            "text": phrase["text"], "char_span": phrase["char_span"],
+            "token_span": phrase["token_span"], "region": region,
+            "similarity": rounded(similarity, self.digits),
+            "link_score": rounded(score, self.digits), "linked": bool(linked),
+        }
+
+    def _count_link(self, text: str, label: str, score: float,
+                    true: Optional[Set[str]]) -> None:
+        stats = self.stats
+        stats["linked"] += 1
+        mentioned = mentions(text, label)
+        stats["mention"] += int(mentioned)
+        if true is None:
+            return
+        correct = int(label in true and mentioned)
+        band = link_score_band(score)
+        stats["gt_linked"] += 1
+        stats["gt_grounded"] += int(label in true)
+        stats["gt_correct"] += correct
+        stats[f"gt_linked@{band}"] = stats.get(f"gt_linked@{band}", 0) + 1
+        stats[f"gt_correct@{band}"] = stats.get(f"gt_correct@{band}", 0) + correct
+
+
+def stage_link(builder: CorpusBuilder, chunks: Sequence[int],
+               detected: Dict[str, object]) -> None:
+    """Stage 6: each phrase linked to a region; the output ``annotations/part-*`` and
+    ``stats/chunk-*.json`` of each chunk."""
+    config = builder.config
+    annotations = os.path.join(builder.out, "annotations")
+    stats_dir = os.path.join(builder.out, "stats")
+    os.makedirs(annotations, exist_ok=True)
+    os.makedirs(stats_dir, exist_ok=True)
+    todo = [chunk for chunk in chunks if not os.path.exists(
+        os.path.join(annotations, part_name(chunk, config.output.format)))]
+    if not todo:
+        return
+    if config.inputs.objects_gt:
+        builder.ground_truth(chunks)
+    linker = _linker(builder)
+    clock, count = Clock(), 0
+    bar = builder.progress("link + write", builder.owned_images(detected, todo))
+    for chunk in todo:
+        detections = builder.load_detections(chunk)
+        ids, scores, retrieval_stats = builder.load_retrieval(chunk)
+        sentences = _read_phrases(chunk_file(os.path.join(builder.work, "phrases"), chunk,
+                                             "jsonl"))
+        linker.precompute([phrase["text"] for sentence in sentences.values()
+                           for phrase in sentence["phrases"]])
+        chunk_linker = _ChunkLinker(linker, config.output.float_digits,
+                                    config.link.region_min_conf, sentences)
+        records = [chunk_linker.image(image, ids[row], scores[row],
+                                      builder.objects.get(image["image_id"])
+                                      if builder.objects else None)
+                   for row, image in enumerate(detections["images"])]
+        atomic_write_json(os.path.join(stats_dir, f"chunk-{chunk:06d}.json"),
+                          {"chunk": chunk, "detections": detections["stats"],
+                           "retrieval": retrieval_stats, "link": chunk_linker.stats})
+        write_part(annotations, chunk, records, config.output.format)
+        count += len(records)
+        bar.update(len(records))
+        builder.after_chunk("link", chunk)
+    bar.close()
+    add_timing(builder.timings, "link_write", clock, count, "images")

@@ -16,15 +16,26 @@ results across chunks). A phrase keeps
 Attributes stay inside the phrase ("a red sofa"), as the paper wants.
 
 ``PhraseExtractor.stream`` parses the sentences of many chunks through one ``nlp.pipe``, so
-that spaCy's ``n_process`` worker processes start once per stage, not once per chunk.
+that spaCy's ``n_process`` worker processes start once per stage, not once per chunk;
+``stage_phrases`` writes them per chunk.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections import OrderedDict
-from typing import Dict, Hashable, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import (TYPE_CHECKING, Dict, Hashable, Iterable, Iterator, List, Optional, Sequence,
+                    Tuple)
+
+import numpy as np
+
+from mmf_uvlp.corpus.sentences import atomic_write_bytes
+from mmf_uvlp.corpus.work import Clock, add_timing, chunk_file
+
+if TYPE_CHECKING:
+    from mmf_uvlp.corpus.pipeline import CorpusBuilder
 
 SKIP_POS = {"DET", "PRON", "ADP", "CCONJ", "SCONJ", "PART", "NUM", "PUNCT", "AUX", "SYM"}
 
@@ -135,3 +146,42 @@ class PhraseExtractor:
             while len(self.cache) > self.cache_size:
                 self.cache.popitem(last=False)
         yield from ready()
+
+
+def stage_phrases(builder: CorpusBuilder, chunks: Sequence[int],
+                  detected: Dict[str, object]) -> None:
+    """The noun phrases of the distinct sentences retrieved for ``chunks``, one
+    ``work/phrases`` jsonl per chunk (a line per sentence)."""
+    config = builder.config.phrases
+    directory, todo = builder.todo("phrases", chunks, "jsonl")
+    if not todo:
+        return
+    extractor = PhraseExtractor(builder.resources.nlp(config), config.batch_size,
+                                config.cache_size)
+    processes = phrase_processes(
+        config.n_process, builder.owned_images(detected, todo) * builder.config.retrieve.k,
+        builder.config.run.num_threads)
+    clock, count = Clock(), 0
+    bar = builder.progress("noun phrases", None, unit="sent")
+    sentences: Dict[int, Tuple[List[int], List[str]]] = {}  # chunks fed, not yet written
+
+    def groups() -> Iterator[Tuple[int, List[int], List[str]]]:
+        for chunk in todo:
+            ids, _, _ = builder.load_retrieval(chunk)
+            distinct = np.unique(ids[ids >= 0]).tolist()
+            sentences[chunk] = (distinct, builder.store.texts(distinct))
+            yield chunk, *sentences[chunk]
+
+    for chunk, phrases in extractor.stream(groups(), processes):
+        distinct, texts = sentences.pop(chunk)
+        lines = [json.dumps({"sentence_id": sentence_id, "text": text,
+                             "phrases": sentence_phrases},
+                            ensure_ascii=False, separators=(",", ":"))
+                 for sentence_id, text, sentence_phrases in zip(distinct, texts, phrases)]
+        atomic_write_bytes(chunk_file(directory, chunk, "jsonl"),
+                           ("\n".join(lines) + "\n" if lines else "").encode("utf-8"))
+        count += len(distinct)
+        bar.update(len(distinct))
+        builder.after_chunk("phrases", chunk)
+    bar.close()
+    add_timing(builder.timings, "phrases", clock, count, "sentences")

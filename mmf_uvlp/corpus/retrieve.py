@@ -30,9 +30,15 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
+
+from mmf_uvlp.corpus.sentences import atomic_write_json
+from mmf_uvlp.corpus.work import Clock, add_timing, chunk_file
+
+if TYPE_CHECKING:
+    from mmf_uvlp.corpus.pipeline import CorpusBuilder
 
 
 def _faiss():
@@ -317,3 +323,116 @@ def recall_at_k(
         scores = np.asarray(embeddings[np.sort(ids)], dtype=np.float32) @ queries[i]
         out[i] = float(np.sum(scores >= kth - eps)) / exact_s.shape[1]
     return out
+
+
+class _ChunkSearch:
+    """What the retrieve stage searches with: the index, the corpus embeddings and
+    hashes, and the settings of ``retrieve``."""
+
+    def __init__(self, builder: CorpusBuilder, detected: Dict[str, object]) -> None:
+        from mmf_uvlp.corpus.embed import load_corpus_embeddings
+
+        self.builder = builder
+        self.config = builder.config.retrieve
+        store = builder.store
+        self.embeddings = load_corpus_embeddings(builder.sentence_cache)
+        self.hashes = np.asarray(store.hashes)
+        self.kind = resolve_index_kind(self.config.index, len(store), self.config.exact_max)
+        self.sample_size = recall_sample_size(self.config, detected["total_chunks"])
+        build_clock = Clock()
+        self.index = builder.sentence_index(self.embeddings)
+        add_timing(builder.timings, "retrieve_index_build", build_clock, len(store),
+                   "sentences")
+        self.edges = np.linspace(-1.0, 1.0, self.config.histogram_bins + 1)
+
+    def chunk(self, chunk: int, images: List[Dict[str, object]]
+              ) -> Tuple[np.ndarray, np.ndarray, Dict[str, object]]:
+        """Sentence ids and scores (images x k; -1 / NaN where none) of ``chunk``, and its
+        stats (score histogram, sampled recall against exact search, caption recall)."""
+        config = self.config
+        queries = np.load(chunk_file(os.path.join(self.builder.work, "queries"), chunk, "npy"))
+        own = [set(self.builder.captions.get(image["image_id"], ())) for image in images] \
+            if config.exclude_own_caption else None
+        ids, scores, dropped = retrieve(self.index, queries, self.embeddings, self.hashes,
+                                        config.k, config.overfetch, own, config.unique_texts,
+                                        config.query_batch_size)
+        empty = np.array([not image["tag_query"] for image in images], dtype=bool)
+        ids[empty], scores[empty] = -1, np.nan  # tags.on_empty=keep: no query, no sentences
+        valid = scores[~np.isnan(scores)]
+        stats = {
+            "queries": len(images),
+            "retrieved": int(valid.size),
+            "short": int(np.sum(np.sum(ids >= 0, axis=1) < config.k)),
+            "own_caption_dropped": int(dropped),
+            "histogram": np.histogram(np.clip(valid, -1, 1), bins=self.edges)[0].tolist(),
+            "score_sum": float(np.sum(valid.astype(np.float64))),
+            "top1_sum": float(np.nansum(scores[:, 0].astype(np.float64))) if len(images)
+            else 0.0,
+        }
+        rows = np.flatnonzero(~empty)
+        if self.kind != "flat" and self.sample_size > 0 and rows.size:
+            stats["recall_sample"] = self._sampled_recall(chunk, rows, queries, scores, own)
+        if self.builder.config.inputs.captions_gt:
+            stats["gt"] = self._caption_recall(images, ids)
+        return ids, scores, stats
+
+    def _sampled_recall(self, chunk: int, rows: np.ndarray, queries: np.ndarray,
+                        scores: np.ndarray, own: Optional[List[Set[int]]]) -> Dict[str, object]:
+        """Recall of the index against exact search on a seeded sample of the queries."""
+        config = self.config
+        generator = np.random.default_rng([config.seed, chunk])
+        sample = np.sort(generator.choice(rows, size=min(rows.size, self.sample_size),
+                                          replace=False))
+        _, exact, _ = retrieve(ExactSearch(self.embeddings), queries[sample], self.embeddings,
+                               self.hashes, config.k, config.overfetch,
+                               [own[i] for i in sample] if own is not None else None,
+                               config.unique_texts)
+        recall = output_recall(scores[sample], exact)
+        return {"n": int(sample.size), "sum": float(recall.sum())}
+
+    def _caption_recall(self, images: List[Dict[str, object]],
+                        ids: np.ndarray) -> Dict[str, object]:
+        """Per rank r: the images whose true caption is among their first r sentences."""
+        k = ids.shape[1]
+        out = {"images_with_caption": 0, "caption_in_pool": 0, "hits": [0] * k}
+        for row, image in enumerate(images):
+            true = self.builder.captions.get(image["image_id"])
+            if not true:
+                continue
+            out["images_with_caption"] += 1
+            if not self.builder.store.in_pool(np.array(true, dtype=np.uint64)).any():
+                continue
+            out["caption_in_pool"] += 1
+            true_set = set(true)
+            got = [int(self.hashes[s]) in true_set if s >= 0 else False for s in ids[row]]
+            for rank in range(k):
+                if any(got[: rank + 1]):
+                    out["hits"][rank] += 1
+        return out
+
+
+def stage_retrieve(builder: CorpusBuilder, chunks: Sequence[int],
+                   detected: Dict[str, object]) -> None:
+    """Stage 4: the top-K sentences of each image of ``chunks``, one ``work/retrieval``
+    ``.npz`` (ids, scores) and ``.json`` (stats) per chunk."""
+    directory, todo = builder.todo("retrieval", chunks, "npz")
+    if not todo:
+        return
+    search = _ChunkSearch(builder, detected)
+    if search.config.exclude_own_caption or builder.config.inputs.captions_gt:
+        builder.ground_truth(chunks)
+    clock, count = Clock(), 0
+    bar = builder.progress("retrieve", builder.owned_images(detected, todo))
+    for chunk in todo:
+        images = builder.load_detections(chunk)["images"]
+        ids, scores, stats = search.chunk(chunk, images)
+        atomic_write_json(chunk_file(directory, chunk, "json"), stats)
+        path = chunk_file(directory, chunk, "npz")
+        temporary = f"{path}.tmp.{os.getpid()}.npz"
+        np.savez(temporary, ids=ids, scores=scores)
+        os.replace(temporary, path)
+        count += len(images)
+        bar.update(len(images))
+        builder.after_chunk("retrieve", chunk)
+    bar.close()
+    add_timing(builder.timings, "retrieve", clock, count, "images")

@@ -14,7 +14,7 @@ from mmf_uvlp.replication.render import write_runs, write_table
 from mmf_uvlp.replication.runner import read_record
 from mmf_uvlp.replication.steps import Settings, Step
 from mmf_uvlp.replication.study import REPO, StudyTable
-from mmf_uvlp.replication.trivial import trivial_rates
+from mmf_uvlp.report.trivial import trivial_rates
 
 REFCOCO_CONFIG = REPO / "projects/uvla/finetune/refcoco_plus.yaml"
 

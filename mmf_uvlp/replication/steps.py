@@ -6,7 +6,7 @@ fine-tuning on each task (``run_type=train_inference``) and RefCOCO+ val / testA
 inference from the fine-tuned ``refcoco_plus/current.ckpt`` (``best.ckpt`` when fine-tuning
 evaluates more than once: the checkpoint with the best val score, which MMF tests). The
 system's ``model`` gives the fine-tuning configs (``projects/uvla/finetune/<task>.yaml``, a
-seed model's own), the options that start fine-tuning from the pre-trained weights and those
+reference model's own), the options that start fine-tuning from the pre-trained weights and those
 of the split inference. Seed s is ``training.seed=s`` in pre-training and fine-tuning. Runs live in
 ``<runs>/<system>/seed<s>/<pretrain | task | refcoco_plus_splits>``.
 
@@ -38,7 +38,7 @@ from mmf_uvlp.replication.study import (
 )
 from mmf_uvlp.replication.world import World
 from mmf_uvlp.report.results import LOG_FILE, parse_log
-from mmf_uvlp.seed_models import SeedSystem
+from mmf_uvlp.reference_models import HarnessModel
 
 MMF_RUN = str(Path(sys.executable).with_name("mmf_run"))
 METRICS = {"vqa2": "vqa_accuracy", "nlvr2": "accuracy", "visual_entailment": "accuracy",
@@ -176,14 +176,14 @@ def schedule_options(updates: int, checkpoints: int, seed: int,
             f"scheduler.params.num_warmup_steps={updates // 10}", "checkpoint.resume=True"]
 
 
-def _data(settings: Settings, model: SeedSystem) -> list[str]:
+def _data(settings: Settings, model: HarnessModel) -> list[str]:
     options = [f"env.data_dir={settings.world.path}"]
     if settings.world.feature_dim is not None:
         options += model.feature_dim(settings.world.feature_dim)
     return options
 
 
-def _for_model(options: Iterable[str], model: SeedSystem) -> tuple[str, ...]:
+def _for_model(options: Iterable[str], model: HarnessModel) -> tuple[str, ...]:
     """``options`` less those of another model's ``model_config`` section."""
     own = f"model_config.{model.model_section}."
     return tuple(option for option in options

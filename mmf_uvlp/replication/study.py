@@ -2,9 +2,9 @@
 
 A **system** is one way of pre-training (a config of ``projects/``, or none for Base) plus
 the weakly aligned corpus it reads, if any, and the model it fine-tunes. Every system but
-the seed models (VisualBERT, ViLBERT, VL-BERT: ``mmf_uvlp/seed_models.py``) is the ``uvla``
-model, fine-tuned by the same ``projects/uvla/finetune/<task>.yaml`` on the four downstream
-tasks; a seed model fine-tunes with its own heads and configs under the same budget. A
+the reference models (VisualBERT, ViLBERT, VL-BERT: ``mmf_uvlp/reference_models.py``) is
+the ``uvla`` model, fine-tuned by the same ``projects/uvla/finetune/<task>.yaml`` on the four downstream
+tasks; a reference model fine-tunes with its own heads and configs under the same budget. A
 **table** names its rows (the paper's row labels) and the system behind each; one system
 can appear in several tables (μ-VLA is in Tables 1, 2 and 4) and is run once per seed.
 """
@@ -17,8 +17,8 @@ from typing import Iterable, Sequence
 
 import yaml
 
-from mmf_uvlp.seed_models import SEED_MODELS, SeedSystem
-from mmf_uvlp.seed_models import SYSTEMS as SEED_SYSTEMS
+from mmf_uvlp.reference_models import REFERENCE_MODELS, HarnessModel
+from mmf_uvlp.reference_models import SYSTEMS as REFERENCE_SYSTEMS
 
 REPO = Path(__file__).resolve().parents[2]
 TASKS = ("vqa2", "nlvr2", "visual_entailment", "refcoco_plus")
@@ -28,9 +28,9 @@ TOP_K = (1, 5, 10)
 _UVLA = "projects/uvla/pretrain.yaml"
 _ABLATIONS = "projects/uvla/ablations"
 _BASELINES = "projects/baselines"
-# How every system but the seed models fine-tunes: the uvla model and its task configs.
-UVLA = SeedSystem("uvla", "μ-VLA", _UVLA, "projects/uvla/finetune/{task}.yaml", "uvla_final.pth",
-                  "uvla", "model_config.uvla.feature_dim")
+# How every system but the reference models fine-tunes: the uvla model and its task configs.
+UVLA = HarnessModel("uvla", "μ-VLA", _UVLA, "projects/uvla/finetune/{task}.yaml",
+                    "uvla_final.pth", "uvla", "model_config.uvla.feature_dim")
 
 
 @dataclass(frozen=True)
@@ -40,13 +40,13 @@ class System:
     of the world it reads (None: it reads the image pool and text files directly);
     ``model``: how it fine-tunes (configs, the weights file its pre-training writes, how
     fine-tuning and the split inference load weights, the feature size option): ``uvla``'s
-    but for the seed models."""
+    but for the reference models."""
 
     key: str
     name: str
     config: str | None
     corpus: str | None = None
-    model: SeedSystem = UVLA
+    model: HarnessModel = UVLA
 
 
 @dataclass(frozen=True)
@@ -89,8 +89,8 @@ SYSTEMS: dict[str, System] = {s.key: s for s in (
     System("random_pairs", "Random pairs", f"{_BASELINES}/random_pairs/pretrain.yaml"),
     System("uvla", "μ-VLA", _UVLA, "corpus"),
     System("aligned_vlp", "Aligned VLP", f"{_BASELINES}/aligned_vlp/pretrain.yaml"),
-    *(System(key, SEED_SYSTEMS[key].name, SEED_SYSTEMS[key].pretrain_config,
-             model=SEED_SYSTEMS[key]) for key in SEED_MODELS),
+    *(System(key, REFERENCE_SYSTEMS[key].name, REFERENCE_SYSTEMS[key].pretrain_config,
+             model=REFERENCE_SYSTEMS[key]) for key in REFERENCE_MODELS),
     System("rt", "μ-VLA (R-T)", f"{_ABLATIONS}/rt.yaml", "corpus"),
     System("rn", "μ-VLA (R-N)", f"{_ABLATIONS}/rn.yaml", "corpus"),
     System("is", "μ-VLA (I-S)", f"{_ABLATIONS}/is.yaml", "corpus"),
@@ -121,7 +121,7 @@ def _above(*pairs: tuple[str, str]) -> tuple[Ordering, ...]:
 
 
 TABLES: dict[str, StudyTable] = {t.key: t for t in (
-    StudyTable("1", "Table 1. μ-VLA against the baselines and the seed models", (
+    StudyTable("1", "Table 1. μ-VLA against the baselines and the reference models", (
         ("Base", "base"), ("U-VisualBERT", "u_visualbert"), ("Random pairs", "random_pairs"),
         ("μ-VLA", "uvla"), ("Aligned VLP", "aligned_vlp"), ("VisualBERT", "visual_bert"),
         ("ViLBERT", "vilbert"), ("VL-BERT", "vl_bert")),

@@ -4,7 +4,7 @@ A fine-tuning run with ``evaluation.predict=True`` writes its test predictions t
 ``<save_dir>/<experiment>/reports/vqa2_run_test_<time>.json``, a list of
 ``{"question_id", "answer"}``. The types and the ten annotator answers come from the
 split's imdb (``imdb_test.npy``, fields ``question_type`` / ``answer_type``). Scores are
-MMF's soft VQA accuracy (:func:`~mmf_uvlp.replication.trivial.vqa_answer_score`), so the
+MMF's soft VQA accuracy (:func:`~mmf_uvlp.report.trivial.vqa_answer_score`), so the
 "all" row equals the run's logged ``vqa_accuracy``. The prior of a type is the best single
 train answer of that type, scored on the same questions: the trivial rate beside each row.
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from mmf_uvlp.data_formats.errors import FormatError
-from mmf_uvlp.replication.trivial import answer_per_type, vqa_answer_score
+from mmf_uvlp.report.trivial import answer_per_type, vqa_answer_score
 
 ALL = "all"
 

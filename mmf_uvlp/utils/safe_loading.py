@@ -29,7 +29,7 @@ import os
 import pickle
 import re
 from pathlib import Path, PurePosixPath
-from typing import Any, BinaryIO, Optional
+from typing import Any, BinaryIO, Callable, Optional
 
 import numpy as np
 
@@ -129,30 +129,50 @@ def restricted_loads(data: bytes | memoryview, path: str | os.PathLike, arrays: 
     return restricted_load(io.BytesIO(data), path, arrays, key)
 
 
-def load_npy(path: str | os.PathLike, mmap_mode: Optional[str] = None) -> np.ndarray:
-    """An ``.npy`` array; an object array (a pickle inside the file) is unpickled with the
-    restricted unpickler (plain data and numpy arrays only)."""
-    path = os.fspath(path)
-    expected = "a complete .npy file (numpy.save)"
+def load_npy(file: str | os.PathLike | BinaryIO, mmap_mode: Optional[str] = None) -> np.ndarray:
+    """An ``.npy`` array from a path or an open binary file (MMF main's ``load_feat`` passes
+    one); an object array (a pickle inside the file) is unpickled with the restricted
+    unpickler (plain data and numpy arrays only)."""
+    if hasattr(file, "read"):
+        path = str(getattr(file, "name", "<stream>"))
+        start = file.tell()
+        try:
+            return _read_npy(file, path, mmap_mode=None, reread=lambda: (file.seek(start), file)[1])
+        except (ValueError, EOFError, OSError) as error:
+            raise _npy_error(path, error) from None
+    path = os.fspath(file)
     try:
         with open(path, "rb") as handle:
-            version = np.lib.format.read_magic(handle)
-            if version == (1, 0):
-                _, _, dtype = np.lib.format.read_array_header_1_0(handle)
-            elif version == (2, 0):
-                _, _, dtype = np.lib.format.read_array_header_2_0(handle)
-            else:
-                dtype = None
-            if dtype is not None and dtype.hasobject:
-                array = restricted_load(handle, path, arrays=True, encoding="ASCII")
-                if not isinstance(array, np.ndarray):
-                    raise FormatError(path, "array", "a numpy array", type(array).__name__)
-                return array
-        return np.load(path, mmap_mode=mmap_mode, allow_pickle=False)
+            return _read_npy(handle, path, mmap_mode, reread=lambda: path)
     except (ValueError, EOFError, OSError) as error:
-        if isinstance(error, (FormatError, FileNotFoundError)):
-            raise
-        raise FormatError(path, "npy", expected, f"{type(error).__name__}: {error}") from None
+        raise _npy_error(path, error) from None
+
+
+def _read_npy(handle: BinaryIO, path: str, mmap_mode: Optional[str],
+              reread: Callable[[], Any]) -> np.ndarray:
+    """The array of an open ``.npy`` file: an object array through the restricted unpickler,
+    any other read again by ``np.load`` from ``reread()`` without pickles."""
+    version = np.lib.format.read_magic(handle)
+    if version == (1, 0):
+        _, _, dtype = np.lib.format.read_array_header_1_0(handle)
+    elif version == (2, 0):
+        _, _, dtype = np.lib.format.read_array_header_2_0(handle)
+    else:
+        dtype = None
+    if dtype is not None and dtype.hasobject:
+        array = restricted_load(handle, path, arrays=True, encoding="ASCII")
+        if not isinstance(array, np.ndarray):
+            raise FormatError(path, "array", "a numpy array", type(array).__name__)
+        return array
+    return np.load(reread(), mmap_mode=mmap_mode, allow_pickle=False)
+
+
+def _npy_error(path: str, error: BaseException) -> BaseException:
+    """``error`` of reading ``path`` as the one to raise: a FormatError naming the file."""
+    if isinstance(error, (FormatError, FileNotFoundError)):
+        return error
+    return FormatError(path, "npy", "a complete .npy file (numpy.save)",
+                       f"{type(error).__name__}: {error}")
 
 
 _REFUSED_GLOBAL = re.compile(r"GLOBAL ([\w.]+)")

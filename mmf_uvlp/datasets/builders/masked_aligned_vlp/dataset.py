@@ -7,7 +7,7 @@ captions masked by MMF's ``masked_token`` processor (``lm_label_ids``) and, with
 :class:`MaskedAlignedVLPDataset` is that dataset class unchanged, except where its items
 come from: the pre-training pool of Aligned VLP (the detector's output plus
 ``captions_gt.tsv``, read by :class:`ImagePoolDatabase`), with the same ``holdout_every``
-split, so MMF's seed models pre-train on exactly the images and captions Aligned VLP does.
+split, so MMF's reference models pre-train on exactly the images and captions Aligned VLP does.
 """
 
 from __future__ import annotations

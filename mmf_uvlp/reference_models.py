@@ -1,4 +1,4 @@
-"""The seed models as systems of the harness: how each pre-trains, fine-tunes on the four
+"""The reference models as systems of the harness: how each pre-trains, fine-tunes on the four
 tasks and starts fine-tuning from its pre-trained weights.
 
 - VisualBERT and ViLBERT are MMF's own models; their pre-trained weights load through
@@ -7,7 +7,7 @@ tasks and starts fine-tuning from its pre-trained weights.
 - VL-BERT, and Aligned VLP (uvla's upper bound, run alongside for the comparison), copy
   the embeddings, encoder and pooler named by ``model_config.<model>.pretrained_checkpoint``.
 
-``tools/seed_models.py`` runs them step by step as ``tools/demo.py`` runs Base and μ-VLA;
+``tools/reference_models.py`` runs them step by step as ``tools/demo.py`` runs Base and μ-VLA;
 ``tools/report.py`` gathers their rows into Table 1.
 """
 
@@ -24,8 +24,8 @@ REFCOCO_SPLITS = ("refcoco_plus_val", "refcoco_plus_testA", "refcoco_plus_testB"
 
 
 @dataclass(frozen=True)
-class SeedSystem:
-    """One system. ``finetune_config`` holds ``{task}``; ``final_weights``: the file MMF
+class HarnessModel:
+    """One model of the harness. ``finetune_config`` holds ``{task}``; ``final_weights``: the file MMF
     writes at the end of pre-training (``<model>_final.pth``); ``weights_model``: None for
     MMF's loading, else the model whose ``pretrained_checkpoint`` takes the weights;
     ``feature_dim_key``: the model config key of the region feature size."""
@@ -71,18 +71,18 @@ class SeedSystem:
 
 
 _BASELINES = "projects/baselines"
-SYSTEMS: Dict[str, SeedSystem] = {system.key: system for system in (
-    SeedSystem("visual_bert", "VisualBERT", f"{_BASELINES}/visual_bert/pretrain.yaml",
-               f"{_BASELINES}/visual_bert/{{task}}.yaml", "visual_bert_uvlp_final.pth", None,
-               "model_config.visual_bert.visual_embedding_dim"),
-    SeedSystem("vilbert", "ViLBERT", f"{_BASELINES}/vilbert/pretrain.yaml",
-               f"{_BASELINES}/vilbert/finetune/{{task}}.yaml", "vilbert_uvlp_final.pth", None,
-               "model_config.vilbert.v_feature_size"),
-    SeedSystem("vl_bert", "VL-BERT", f"{_BASELINES}/vl_bert/pretrain.yaml",
-               f"{_BASELINES}/vl_bert/finetune/{{task}}.yaml", "vl_bert_final.pth", "vl_bert",
-               "model_config.vl_bert.feature_dim"),
-    SeedSystem("aligned_vlp", "Aligned VLP", f"{_BASELINES}/aligned_vlp/pretrain.yaml",
-               "projects/uvla/finetune/{task}.yaml", "uvla_final.pth", "uvla",
-               "model_config.uvla.feature_dim"),
+SYSTEMS: Dict[str, HarnessModel] = {system.key: system for system in (
+    HarnessModel("visual_bert", "VisualBERT", f"{_BASELINES}/visual_bert/pretrain.yaml",
+                 f"{_BASELINES}/visual_bert/{{task}}.yaml", "visual_bert_uvlp_final.pth", None,
+                 "model_config.visual_bert.visual_embedding_dim"),
+    HarnessModel("vilbert", "ViLBERT", f"{_BASELINES}/vilbert/pretrain.yaml",
+                 f"{_BASELINES}/vilbert/finetune/{{task}}.yaml", "vilbert_uvlp_final.pth", None,
+                 "model_config.vilbert.v_feature_size"),
+    HarnessModel("vl_bert", "VL-BERT", f"{_BASELINES}/vl_bert/pretrain.yaml",
+                 f"{_BASELINES}/vl_bert/finetune/{{task}}.yaml", "vl_bert_final.pth", "vl_bert",
+                 "model_config.vl_bert.feature_dim"),
+    HarnessModel("aligned_vlp", "Aligned VLP", f"{_BASELINES}/aligned_vlp/pretrain.yaml",
+                 "projects/uvla/finetune/{task}.yaml", "uvla_final.pth", "uvla",
+                 "model_config.uvla.feature_dim"),
 )}
-SEED_MODELS = ("visual_bert", "vilbert", "vl_bert")
+REFERENCE_MODELS = ("visual_bert", "vilbert", "vl_bert")

@@ -1,7 +1,6 @@
-#!/usr/bin/env python
-"""The seed models (VisualBERT, ViLBERT, VL-BERT) on the demo world, beside ``make demo``'s runs.
+"""The reference models (VisualBERT, ViLBERT, VL-BERT) on the demo world, beside ``make demo``.
 
-For each system (``mmf_uvlp/seed_models.py``): pre-training with its config, fine-tuning
+For each system (``mmf_uvlp/reference_models.py``): pre-training with its config, fine-tuning
 on VQA2, NLVR2, VE and RefCOCO+ from the pre-trained weights (``run_type=train_inference``,
 the demo's budget: 400 pre-training and 120 fine-tuning updates, warm-up 10 %), and
 RefCOCO+ val / testA / testB inference; then ``tools/report.py`` with Base and μ-VLA
@@ -12,8 +11,8 @@ Runs: ``<data>/runs/<system>_pretrain`` and ``<data>/runs/<system>/<task>``; the
 CPU seconds of each step in ``<data>/runs/<system>/timings.json`` (CPU time, summed over
 threads, does not depend on what else the machine runs).
 
-    python tools/seed_models.py                                  # the three seed models
-    python tools/seed_models.py --systems vl_bert,aligned_vlp --no-report
+    python tools/reference_models.py                             # the three reference models
+    python tools/reference_models.py --systems vl_bert,aligned_vlp --no-report
 """
 
 from __future__ import annotations
@@ -28,13 +27,12 @@ import time
 from pathlib import Path
 from typing import Dict, List
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from mmf_uvlp.replication.steps import schedule_options
 from mmf_uvlp.report.results import LOG_FILE, parse_log
-from mmf_uvlp.seed_models import METRICS, REFCOCO_SPLITS, SEED_MODELS, SYSTEMS, TASKS, SeedSystem
+from mmf_uvlp.reference_models import (METRICS, REFCOCO_SPLITS, REFERENCE_MODELS, SYSTEMS, TASKS,
+                                       HarnessModel)
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]  # the checkout: projects/ and configs/
 PYTHON = sys.executable
 MMF_RUN = str(Path(sys.executable).with_name("mmf_run"))
 DEMO_ROWS = {"Base": "base", "μ-VLA": "uvla"}  # make demo's runs, table row -> folder
@@ -49,7 +47,7 @@ def _children_cpu() -> float:
 class Runner:
     """The steps of one system on one world; each step is skipped once its output exists."""
 
-    def __init__(self, system: SeedSystem, data: Path, seed: int, pretrain_updates: int,
+    def __init__(self, system: HarnessModel, data: Path, seed: int, pretrain_updates: int,
                  finetune_updates: int):
         self.system = system
         self.world = data / "toy_world_demo"
@@ -125,14 +123,14 @@ class Runner:
         self.evaluate_refcoco_splits()
 
 
-def report(data: Path, systems: List[SeedSystem], out: Path) -> None:
+def report(data: Path, systems: List[HarnessModel], out: Path) -> None:
     runs: List[str] = []
     for name, folder in DEMO_ROWS.items():
         if (data / "runs" / folder).exists():
             runs += ["--run", f"{name}={data / 'runs' / folder}"]
     for system in systems:
         runs += ["--run", f"{system.name}={data / 'runs' / system.key}"]
-    command = [PYTHON, "tools/report.py", *runs, "--out", str(out)]
+    command = [PYTHON, "-m", "mmf_uvlp.cli.report", *runs, "--out", str(out)]
     print(f"\n=== Table 1\n$ {' '.join(command)}", flush=True)
     subprocess.run(command, check=True, cwd=REPO)
 
@@ -141,13 +139,13 @@ def main(argv: List[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=REPO / "data",
                         help="folder holding toy_world_demo and runs (default: data)")
-    parser.add_argument("--systems", default=",".join(SEED_MODELS),
+    parser.add_argument("--systems", default=",".join(REFERENCE_MODELS),
                         help=f"comma-separated subset of {sorted(SYSTEMS)}")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--pretrain-updates", type=int, default=400)
     parser.add_argument("--finetune-updates", type=int, default=120)
     parser.add_argument("--report-dir", type=Path, default=None,
-                        help="where Table 1 goes (default: <data>/report_seed_models)")
+                        help="where Table 1 goes (default: <data>/report_reference_models)")
     parser.add_argument("--no-report", action="store_true", help="skip tools/report.py")
     args = parser.parse_args(argv)
     keys = [key.strip() for key in args.systems.split(",") if key.strip()]
@@ -167,7 +165,7 @@ def main(argv: List[str] | None = None) -> int:
         print(f"=== {system.name}: its steps took {wall / 60:.1f} min wall, "
               f"{cpu / 60:.1f} min CPU", flush=True)
     if not args.no_report:
-        report(data, systems, args.report_dir or data / "report_seed_models")
+        report(data, systems, args.report_dir or data / "report_reference_models")
     return 0
 
 

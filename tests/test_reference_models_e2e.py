@@ -1,4 +1,4 @@
-"""Every seed-model config through a real `mmf_run` on the tiny toy world (a few updates of a
+"""Every reference-model config through a real `mmf_run` on the tiny toy world (a few updates of a
 tiny model): VisualBERT, ViLBERT and VL-BERT pre-training, fine-tuning on the four tasks from
 the pre-trained weights, RefCOCO+ val/testA/testB inference, and the pre-trained weights
 arriving in each fine-tuning model (lr 0: the encoder equals the pre-trained one)."""
@@ -14,7 +14,7 @@ from typing import Dict, List
 import pytest
 import torch
 
-from mmf_uvlp.seed_models import METRICS, REFCOCO_SPLITS, SEED_MODELS, SYSTEMS, TASKS
+from mmf_uvlp.reference_models import METRICS, REFCOCO_SPLITS, REFERENCE_MODELS, SYSTEMS, TASKS
 
 REPO = Path(__file__).resolve().parents[1]
 MMF_RUN = str(Path(sys.executable).with_name("mmf_run"))
@@ -64,9 +64,9 @@ def _mmf_run(system: str, config: str, updates: int, folder: Path, world: Path,
 
 @pytest.fixture(scope="module")
 def pretrained(tiny_world, tmp_path_factory) -> Dict[str, tuple]:
-    """Each seed model pre-trained for 3 updates: system -> (its mmf_run output, weights)."""
+    """Each reference model pre-trained for 3 updates: system -> (its mmf_run output, weights)."""
     runs = {}
-    for system in SEED_MODELS:
+    for system in REFERENCE_MODELS:
         folder = tmp_path_factory.mktemp(f"{system}_pretrain")
         holdout = [f"dataset_config.{name}.holdout_every=6" for name in PRETRAIN_DATASETS[system]]
         output = _mmf_run(system, SYSTEMS[system].pretrain_config, 3, folder, tiny_world,
@@ -75,7 +75,7 @@ def pretrained(tiny_world, tmp_path_factory) -> Dict[str, tuple]:
     return runs
 
 
-@pytest.mark.parametrize("system", SEED_MODELS)
+@pytest.mark.parametrize("system", REFERENCE_MODELS)
 def test_pretraining_config_through_mmf_run(system, pretrained):
     output, weights = pretrained[system]
     updates = [int(n) for n in re.findall(r"progress: (\d+)/3, train/total_loss", output)]
@@ -95,7 +95,7 @@ def test_pretraining_config_through_mmf_run(system, pretrained):
 
 
 @pytest.mark.parametrize("task", TASKS)
-@pytest.mark.parametrize("system", SEED_MODELS)
+@pytest.mark.parametrize("system", REFERENCE_MODELS)
 def test_finetuning_config_through_mmf_run(system, task, pretrained, tiny_world, tmp_path):
     seed_system = SYSTEMS[system]
     output = _mmf_run(system, seed_system.finetune(task), 2, tmp_path / task, tiny_world,
@@ -124,7 +124,7 @@ def _encoder(state: Dict[str, torch.Tensor], system: str) -> Dict[str, torch.Ten
     return {key: value for key, value in state.items() if key.startswith(ENCODER[system])}
 
 
-@pytest.mark.parametrize("system", SEED_MODELS)
+@pytest.mark.parametrize("system", REFERENCE_MODELS)
 def test_pretrained_weights_reach_the_finetuning_model(system, pretrained, tiny_world, tmp_path):
     """RefCOCO+ fine-tuning with lr 0 for one update: started from the pre-trained weights,
     the encoder is exactly the pre-trained one (and the region head, which pre-training

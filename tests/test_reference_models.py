@@ -1,4 +1,4 @@
-"""The seed models on tiny batches: MMF's VisualBERT and ViLBERT with their ITM and region
+"""The reference models on tiny batches: MMF's VisualBERT and ViLBERT with their ITM and region
 heads (``visual_bert_uvlp`` / ``vilbert_uvlp``), VL-BERT (``vl_bert``) with its masking that
 never leaks a masked region, and MMF's masked-caption data over the aligned pairs."""
 
@@ -30,7 +30,7 @@ from mmf_uvlp.models.vl_bert import VLBERT
 from mmf_uvlp.modules.alignment import matching_loss
 from mmf_uvlp.modules.heads import PADDED_REGION_SCORE
 from mmf_uvlp.modules.vl_bert_embeddings import IMAGE_SEGMENT, sinusoidal_geometry
-from mmf_uvlp.seed_models import SEED_MODELS, SYSTEMS, TASKS
+from mmf_uvlp.reference_models import REFERENCE_MODELS, SYSTEMS, TASKS
 
 REPO = Path(__file__).resolve().parents[1]
 BERT = os.environ["UVLP_BERT"]
@@ -464,7 +464,7 @@ def uvla_runs():
 
 
 def _configs():
-    for key in SEED_MODELS:
+    for key in REFERENCE_MODELS:
         yield key, "pretrain", SYSTEMS[key].pretrain_config
         for task in TASKS:
             yield key, "finetune", SYSTEMS[key].finetune(task)
@@ -500,7 +500,7 @@ def test_mmf_variants_read_mmfs_own_model_settings():
     assert vilbert.dataset_config.masked_aligned_vlp.use_image_feature_masks is True
 
 
-def test_seed_systems_name_existing_configs_and_their_weight_options(tmp_path):
+def test_reference_systems_name_existing_configs_and_their_weight_options(tmp_path):
     for system in SYSTEMS.values():
         assert (REPO / system.pretrain_config).is_file(), system.pretrain_config
         for task in TASKS:

@@ -1,0 +1,17 @@
+"""The console scripts (``[project.scripts]`` in pyproject.toml); ``tools/<module>.py``
+runs each from a checkout.
+
+    uvlp-attention-maps          mmf_uvlp.cli.attention_maps
+    uvlp-convert-features        mmf_uvlp.cli.convert_features
+    uvlp-convert-nlvr2           mmf_uvlp.cli.convert_nlvr2
+    uvlp-corpus                  mmf_uvlp.cli.build_corpus
+    uvlp-plot-alignment          mmf_uvlp.cli.plot_alignment
+    uvlp-probe-grounding         mmf_uvlp.cli.probe_grounding
+    uvlp-probe-mrc-shortcut      mmf_uvlp.cli.probe_mrc_shortcut
+    uvlp-probe-visual-reliance   mmf_uvlp.cli.probe_visual_reliance
+    uvlp-reference-models        mmf_uvlp.cli.reference_models
+    uvlp-replicate               mmf_uvlp.cli.replicate
+    uvlp-report                  mmf_uvlp.cli.report
+    uvlp-vqa-breakdown           mmf_uvlp.cli.vqa_breakdown
+    uvlp-world                   mmf_uvlp.cli.make_toy_world
+"""
