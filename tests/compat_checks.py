@@ -27,18 +27,30 @@ def check(name: str) -> Callable:
     return decorator
 
 
-def _empty_config_file() -> str:
+def _empty_config_file(text: str = "{}\n") -> str:
     """An empty user config (``config=`` of a check without one: MMF main reads
-    ``opts.config`` without a default), removed when the process ends."""
+    ``opts.config`` without a default), or one holding ``text``, removed when the process
+    ends."""
     import atexit
     import os
     import tempfile
 
     handle, path = tempfile.mkstemp(suffix=".yaml")
-    os.write(handle, b"{}\n")
+    os.write(handle, text.encode())
     os.close(handle)
     atexit.register(os.remove, path)
     return path
+
+
+# The checks configure plugin runs: the plugin's training behaviour (fixes of scope
+# "plugin") acts on those only (tests/test_plugin_scope.py checks MMF's own runs). The key
+# is set in the user config (MMF main's defaults do not have it).
+PLUGIN_RUN = "training:\n  uvlp_behaviour: True\n"
+
+
+def _plugin_run() -> None:
+    """Register the config of a plugin run, for checks that call MMF's classes directly."""
+    _configuration(["model=visual_bert", "dataset=vqa2"])
 
 
 def _configuration(opts: List[str]) -> Any:
@@ -47,7 +59,7 @@ def _configuration(opts: List[str]) -> Any:
 
     setup_imports()
     if not any(opt.startswith("config=") for opt in opts):
-        opts = [f"config={_empty_config_file()}", *opts]
+        opts = [f"config={_empty_config_file(PLUGIN_RUN)}", *opts]
     return Configuration(argparse.Namespace(config_override=None, opts=opts))
 
 
@@ -660,6 +672,7 @@ def _quiet() -> None:
 
 @check("seed_zero_seeds")
 def _seed_zero() -> None:
+    _plugin_run()
     import torch
 
     from mmf.utils.env import set_seed
@@ -693,7 +706,8 @@ def _data_order() -> None:
     from mmf.utils.build import build_dataloader_and_sampler
 
     saved = {key: registry.get(key, None, no_warning=True) for key in ("config", "seed")}
-    registry.register("config", OmegaConf.create({"training": {"batch_size": 4}}))
+    registry.register("config", OmegaConf.create({"training": {"batch_size": 4,
+                                                               "uvlp_behaviour": True}}))
     registry.register("seed", 5)
     training = OmegaConf.create({"num_workers": 0, "pin_memory": False})
     orders = []
@@ -733,7 +747,8 @@ def _persistent_workers() -> None:
     try:
         for workers, persistent in ((2, True), (0, False)):
             training = OmegaConf.create({"batch_size": 4, "num_workers": workers,
-                                         "pin_memory": False, "persistent_workers": True})
+                                         "pin_memory": False, "persistent_workers": True,
+                                         "uvlp_behaviour": True})
             registry.register("config", OmegaConf.create({"training": training}))
             loader, _ = build_dataloader_and_sampler(_Indexed(), training)
             assert loader.persistent_workers is persistent, (workers, loader.persistent_workers)
@@ -743,6 +758,7 @@ def _persistent_workers() -> None:
 
 @check("resumable_checkpoints")
 def _damaged_checkpoint() -> None:
+    _plugin_run()
     import errno
     import os
     import tempfile
@@ -834,6 +850,7 @@ def expect_non_finite_loss_named(forward: Callable[[], Any]) -> None:
 
 @check("non_finite_loss_stops")
 def _non_finite_loss() -> None:
+    _plugin_run()
     from mmf.trainers.base_trainer import BaseTrainer
 
     batch, model = nan_batch_and_model()
@@ -847,6 +864,7 @@ def _non_finite_loss() -> None:
 
 @check("evaluation_keeps_training_stream")
 def _evaluation_stream() -> None:
+    _plugin_run()
     import torch
 
     from mmf.common.report import Report
@@ -926,7 +944,7 @@ def _one_line_errors() -> None:
     stderr = io.StringIO()
     try:
         with contextlib.redirect_stderr(stderr):
-            mmf_cli.run.run(opts=[f"config={_empty_config_file()}", "model=visual_bert",
+            mmf_cli.run.run(opts=[f"config={_empty_config_file(PLUGIN_RUN)}", "model=visual_bert",
                                   "dataset=vqa2", "training.lr_scheduler=true"])
     except SystemExit as exit_:
         assert exit_.code == 2, exit_.code
@@ -992,7 +1010,7 @@ def _run_folder_lock() -> None:
         try:
             config = os.path.join(save_dir, "config.yaml")  # MMF main reads config= always
             with open(config, "w") as handle:
-                handle.write("training:\n  seed: 1\n")
+                handle.write(PLUGIN_RUN + "  seed: 1\n")
             with contextlib.redirect_stderr(stderr):
                 mmf_cli.run.run(opts=[f"config={config}", "model=visual_bert", "dataset=vqa2",
                                       f"env.save_dir={save_dir}"])

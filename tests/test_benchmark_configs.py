@@ -192,14 +192,14 @@ def test_a_missing_data_file_names_its_key(tmp_path):
 
 
 def test_a_missing_bert_written_literally_names_its_own_key(run_config, monkeypatch):
-    from mmf_uvlp.compat import rc10
+    from mmf_uvlp.training import cli_errors
     from mmf_uvlp.utils import bert_source
 
     monkeypatch.setattr(bert_source, "_locally_available", lambda name: False)
     run_config({"dataset_config": {"vqa2": {"processors": {"text_processor": {"params": {
         "tokenizer_config": {"type": "bert-base-uncased"}}}}}}})
     key = "dataset_config.vqa2.processors.text_processor.params.tokenizer_config.type"
-    message = rc10._missing_bert_of_config()
+    message = cli_errors.missing_bert_of_config()
     assert message.startswith(f"{key}='bert-base-uncased': cannot load BERT")
     assert message.endswith(f"set {key}=<local BERT folder or hub name>; online, "
                             "`huggingface-cli download bert-base-uncased` fills the cache once")

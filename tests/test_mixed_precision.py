@@ -22,7 +22,7 @@ from mmf_uvlp.models.uvla import UVLA
 from mmf_uvlp.processors.image_sentence_masking import ImageSentenceMaskingProcessor
 from mmf_uvlp.processors.region_tag_masking import RegionTagMaskingProcessor
 from mmf_uvlp.training.mixed_precision import SCALER_KEY, Precision, restore_scaler
-from mmf_uvlp.training_progress import clear_train_samples, register_train_samples
+from mmf_uvlp.training.progress import clear_train_samples, register_train_samples
 from mmf_uvlp.utils.reproducibility import set_rng_state
 from mmf_uvlp.utils.user_config import UserConfigError
 

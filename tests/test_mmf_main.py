@@ -23,10 +23,12 @@ from omegaconf import OmegaConf
 
 import test_mmf_main_env
 from mmf.common.registry import registry
-from mmf_uvlp import compat, training_progress
-from mmf_uvlp.compat import main as main_fixes
+from mmf_uvlp import compat
+from mmf_uvlp.compat import mmf_main as main_fixes
 from mmf_uvlp.datasets.annotation_db import AnnotationDbHook
-from mmf_uvlp.training_progress import (
+from mmf_uvlp.training import non_finite_loss, resumable_checkpoints
+from mmf_uvlp.training import progress as training_progress
+from mmf_uvlp.training.progress import (
     CALLBACK_NAME,
     TrainingProgressCallback,
     clear_train_samples,
@@ -144,7 +146,7 @@ def test_the_hook_runs_the_fixes_of_an_editable_mmf(tmp_path):
     """A fix whose trigger is the editable MMF runs before and after its code executes."""
     program = """
     from mmf_uvlp import compat
-    from mmf_uvlp.compat import main
+    from mmf_uvlp.compat import mmf_main as main
     order = []
     main.FIXES.fix("probe_pre", "probe")(lambda: order.append("pre"))
     main.FIXES.fix("probe_post", "probe", stage="post")(lambda: order.append("post"))
@@ -375,7 +377,7 @@ def test_main_stops_a_non_finite_loss_in_its_training_loop(monkeypatch):
     module = types.ModuleType("mmf.trainers.core.training_loop")
     module.TrainerTrainingLoopMixin = TrainerTrainingLoopMixin
     monkeypatch.setitem(sys.modules, "mmf.trainers.core.training_loop", module)
-    main_fixes._non_finite_loss_stops()
+    non_finite_loss.install_on_mmf_main()
     batch, model = compat_checks.nan_batch_and_model()
     trainer = types.SimpleNamespace(model=model, num_updates=6,
                                     training_config=OmegaConf.create({"exit_on_nan_losses": True}))
@@ -411,7 +413,7 @@ def test_main_checkpoint_writes_name_enospc_and_the_file(tmp_path, monkeypatch):
         return open(path, mode)
 
     monkeypatch.setattr(checkpoint_module, "open_if_main", open_if_main, raising=False)
-    main_fixes._checkpoint_write_errors()
+    resumable_checkpoints.install_write_errors_on_mmf_main()
     target = tmp_path / "current.ckpt"
     target.symlink_to("/dev/full")
     with pytest.raises(Exception) as error:

@@ -1,6 +1,6 @@
 """Inside an MMF main environment (1.0.0rc12 from source; tools/check_mmf_main.sh runs this).
 
-Every fix of ``mmf_uvlp/compat/main.py`` repairs its error there (its check passes, and
+Every fix of ``mmf_uvlp/compat/mmf_main.py`` repairs its error there (its check passes, and
 fails with the fix disabled, as tests/test_compat.py does for rc10), and in a real
 ``mmf_run`` the curriculum's epoch follows the trainer's update count, under MMF main's own
 trainer and under its Lightning trainer (whose run stops at ``training.max_updates`` and
@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _rc10_check(name: str) -> Callable[[], None]:
-    """rc10's check of a fix that main.py applies unchanged (the behaviour is the same)."""
+    """rc10's check of a fix that mmf_main.py applies unchanged (the behaviour is the same)."""
 
     def check() -> None:
         import compat_checks
@@ -66,6 +66,7 @@ def _non_finite_loss_stops() -> None:
     import compat_checks
     from mmf.trainers.core.training_loop import TrainerTrainingLoopMixin
 
+    compat_checks._plugin_run()
     batch, model = compat_checks.nan_batch_and_model()
     trainer = types.SimpleNamespace(
         model=model, num_updates=6, device=torch.device("cpu"), profile=lambda *a: None,
@@ -104,8 +105,10 @@ def _plain_data_checkpoint_loads() -> None:
 def _checkpoint_write_errors() -> None:
     import torch
 
+    import compat_checks
     import mmf.utils.checkpoint as checkpoint_module
 
+    compat_checks._plugin_run()
     with tempfile.TemporaryDirectory() as folder:
         target = os.path.join(folder, "current.ckpt")
         os.symlink("/dev/full", target)  # every write of it finds the disk full
@@ -203,7 +206,7 @@ def _pretrain_in_process(tmp_path: Path, world: Path, *opts: str) -> List[Tuple[
     import mmf_cli.run  # first: importing MMF registers the plugin's components
 
     from mmf_uvlp.losses.curriculum import CurriculumWeighting
-    from mmf_uvlp.training_progress import updates_done
+    from mmf_uvlp.training.progress import updates_done
 
     seen: List[Tuple[int, float, bool]] = []
     active = CurriculumWeighting.active
@@ -236,7 +239,7 @@ def lightning_pretraining(tiny_corpus, tmp_path_factory) -> Tuple[List[Tuple[int
 
 
 def _check_the_curriculum_clock(seen: List[Tuple[int, float, bool]]) -> None:
-    from mmf_uvlp.training_progress import registered_train_samples
+    from mmf_uvlp.training.progress import registered_train_samples
 
     training = seen[:6]  # one forward per update; the evaluation forwards follow
     assert [updates for updates, _, _ in training] == [0, 1, 2, 3, 4, 5]

@@ -9,8 +9,10 @@ library that MMF needs shimmed, such as ``torchvision``) and runs either
 *before* that module's code executes (module aliases, library shims) or *after*
 it (patches of MMF's classes). After ``import mmf`` the mmf_uvlp plugin
 components are registered. MMF 1.0.0rc10 (the package index) and 1.0.0rc12 (MMF's
-main branch, installed from source) each have a fix set (``rc10.py``, ``main.py``); for
-another version nothing is patched.
+main branch, installed from source) each have a fix set (``rc10.py``, ``mmf_main.py``); for
+another version nothing is patched. The plugin's own training behaviour lives in
+``mmf_uvlp.training`` and is registered here too, with scope ``plugin``: it acts on plugin
+runs only (``mmf_uvlp.training.scope``).
 
 The hook finds ``mmf`` with the finders that follow it on ``sys.meta_path`` (an editable
 MMF is served by a finder of its own, not by ``sys.path``), so the plugin registers
@@ -42,6 +44,9 @@ class Fix:
     apply: Callable[[], None]
     trigger: str  # top-level module whose first import runs the fix
     stage: str  # "pre": before the trigger module executes, "post": after it
+    # "global": every MMF run (MMF needs it on this stack); "plugin": the plugin's own
+    # training behaviour, acting on plugin runs only (mmf_uvlp.training.scope)
+    scope: str = "global"
     applied: bool = False
     failure: Optional[str] = None
 
@@ -53,11 +58,13 @@ class FixSet:
     mmf_version: str
     fixes: List[Fix] = field(default_factory=list)
 
-    def fix(self, name: str, error: str, stage: str = "pre", trigger: str = "mmf") -> Callable:
-        """Decorator registering ``fn`` as a fix repairing ``error``."""
+    def fix(self, name: str, error: str, stage: str = "pre", trigger: str = "mmf",
+            scope: str = "global") -> Callable:
+        """Decorator registering ``fn`` as a fix repairing ``error`` (``scope``: see
+        :class:`Fix`)."""
 
         def decorator(fn: Callable[[], None]) -> Callable[[], None]:
-            self.fixes.append(Fix(name, error, fn, trigger=trigger, stage=stage))
+            self.fixes.append(Fix(name, error, fn, trigger=trigger, stage=stage, scope=scope))
             return fn
 
         return decorator
@@ -88,9 +95,9 @@ def fix_set_for(version: Optional[str]) -> Optional[FixSet]:
 
         return rc10.FIXES
     if version == MMF_MAIN_VERSION:
-        from mmf_uvlp.compat import main
+        from mmf_uvlp.compat import mmf_main
 
-        return main.FIXES
+        return mmf_main.FIXES
     return None
 
 

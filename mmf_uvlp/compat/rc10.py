@@ -3,23 +3,39 @@
 Each fix names the exact error it repairs. "pre" fixes run before MMF's code is
 executed (they make its imports succeed); "post" fixes patch MMF's classes once
 ``import mmf`` finished. Nothing here edits MMF's files.
+
+The plugin's own training behaviour (``mmf_uvlp.training``) is registered here as well,
+naming what MMF 1.0.0rc10 does without it, with scope ``plugin``: its patches act on plugin
+runs only (``mmf_uvlp.training.scope``).
 """
 
 from __future__ import annotations
 
 import collections
 import collections.abc
-import contextlib
 import functools
 import importlib
 import os
 import sys
 import types
 import warnings
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Optional
 
 from mmf_uvlp.compat import FixSet
-from mmf_uvlp.training import run_lock
+from mmf_uvlp.training import (
+    cli_errors,
+    command_line_values,
+    cpu_distributed,
+    data_order,
+    multitasking,
+    non_finite_loss,
+    resumable_checkpoints,
+    run_lock,
+    seeding,
+    workers,
+)
+from mmf_uvlp.training.cpu_distributed import cuda_calls_to
+from mmf_uvlp.training.scope import plugin_only
 
 FIXES = FixSet(mmf_version="1.0.0rc10")
 
@@ -221,6 +237,9 @@ RC10_DEFAULTS = {
         "amp_dtype": "float16",
         # MMF main's: DataLoader workers kept alive across epochs (with num_workers > 0)
         "persistent_workers": True,
+        # the plugin's training behaviour: None decides by the run's components, True or
+        # False asks for it or turns it off (mmf_uvlp.training.scope)
+        "uvlp_behaviour": None,
     },
     "checkpoint": {"reset": {"fp16_scaler": False}},
     # MMF main's per-dataset mix of a multi-dataset run (see multitasking_sampling_ratios)
@@ -247,25 +266,12 @@ def _rc10_default_config_keys() -> None:
     Configuration._build_default_config = _build_default_config
 
 
-@contextlib.contextmanager
-def _cuda_calls_to(device: Any) -> Iterator[None]:
-    """Inside the block, ``Tensor.cuda()`` moves tensors to ``device`` instead."""
-    import torch
-
-    original = torch.Tensor.cuda
-    torch.Tensor.cuda = lambda tensor, *args, **kwargs: tensor.to(device)
-    try:
-        yield
-    finally:
-        torch.Tensor.cuda = original
-
-
 def _cuda_calls_on_module_device(forward: Callable) -> Callable:
     """Wrap ``forward`` so that ``Tensor.cuda()`` inside it moves to the module's device."""
 
     @functools.wraps(forward)
     def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
-        with _cuda_calls_to(next(self.parameters()).device):
+        with cuda_calls_to(next(self.parameters()).device):
             return forward(self, *args, **kwargs)
 
     return wrapped
@@ -375,70 +381,14 @@ def _multi_dataset_loader_epoch_reset() -> None:
     MultiDatasetLoader.__next__ = __next__
 
 
-def _train_probabilities(multitasking: Any, datasets: List[str]) -> List[float]:
-    """The per-dataset sampling probabilities of a ``multitasking`` config of type ``random``
-    (uniform) or ``ratios`` (``params.sampling_ratios``: one non-negative number per dataset,
-    normalized), as MMF main's iteration strategies of those names."""
-    from mmf_uvlp.utils.user_config import UserConfigError
-
-    if not multitasking.get("enabled", True) or multitasking.type not in ("random", "ratios"):
-        raise UserConfigError(f"multitasking: enabled={multitasking.get('enabled')} "
-                              f"type={multitasking.type} is not available on MMF 1.0.0rc10; "
-                              "expected enabled=True with type size_proportional, random or "
-                              "ratios")
-    if multitasking.type == "random":
-        return [1 / len(datasets)] * len(datasets)
-    ratios = (multitasking.get("params") or {}).get("sampling_ratios") or {}
-    missing = [name for name in datasets if name not in ratios]
-    if missing:
-        raise UserConfigError(f"multitasking.params.sampling_ratios has no ratio for {missing}; "
-                              f"expected one non-negative number for each of {datasets}")
-    weights = [float(ratios[name]) for name in datasets]
-    if min(weights) < 0 or sum(weights) <= 0:
-        raise UserConfigError(f"multitasking.params.sampling_ratios "
-                              f"{dict(zip(datasets, weights))}: expected non-negative numbers, "
-                              "at least one positive")
-    return [weight / sum(weights) for weight in weights]
-
-
-@FIXES.fix(
+FIXES.fix(
     "multitasking_sampling_ratios",
     "multitasking: {type: ratios, params: {sampling_ratios: ...}} (MMF main's explicit "
     "per-dataset mix of a multi-dataset run) is silently ignored: rc10's MultiDatasetLoader "
     "samples datasets by size or uniformly only (training.dataset_size_proportional_sampling)",
     stage="post",
-)
-def _multitasking_sampling_ratios() -> None:
-    from mmf.datasets.multi_dataset_loader import MultiDatasetLoader
-
-    infer = MultiDatasetLoader._infer_dataset_probabilities
-
-    def _infer_dataset_probabilities(self: MultiDatasetLoader) -> None:
-        infer(self)
-        multitasking = self.config.get("multitasking")
-        if (self._dataset_type != "train" or multitasking is None
-                or (multitasking.get("enabled", True) and multitasking.type == "size_proportional")):
-            return  # rc10's own choice: training.dataset_size_proportional_sampling
-        self._dataset_probabilities = _train_probabilities(multitasking, list(self._given_datasets))
-        self._proportional_sampling = False
-        self.writer.write(
-            "Using per-dataset sampling probabilities: " + ", ".join(
-                f"{name}: {p:.3f}" for name, p in zip(self._given_datasets,
-                                                      self._dataset_probabilities)))
-
-    next_ = MultiDatasetLoader.__next__
-
-    def __next__(self: MultiDatasetLoader) -> Any:
-        # without proportional sampling an epoch ends when a dataset runs out once every
-        # dataset was drawn; one with ratio 0 is never drawn, and the loader would spin
-        for index, probability in enumerate(self._dataset_probabilities):
-            if probability == 0:
-                self._used_once[index] = 1
-        return next_(self)
-
-    MultiDatasetLoader._infer_dataset_probabilities = _infer_dataset_probabilities
-    MultiDatasetLoader.__next__ = __next__
-
+    scope="plugin",
+)(plugin_only(multitasking.install, "mmf.datasets.multi_dataset_loader:MultiDatasetLoader"))
 
 @FIXES.fix(
     "anomaly_detection_switch",
@@ -474,11 +424,13 @@ def _anomaly_detection_switch() -> None:
     "MMF main's behaviour, its checkpointed GradScaler and a bfloat16 choice "
     "(training.amp_dtype)",
     stage="post",
+    scope="plugin",
 )
 def _mixed_precision() -> None:
     from mmf_uvlp.training.mixed_precision import install_on_rc10
 
-    install_on_rc10()
+    plugin_only(install_on_rc10, "mmf.trainers.base_trainer:BaseTrainer",
+                "mmf.utils.checkpoint:Checkpoint")()
 
 
 @FIXES.fix(
@@ -523,139 +475,24 @@ def _per_dataset_evaluation() -> None:
     BaseTrainer.evaluate = evaluate
 
 
-class _DistributedWithoutNCCL(types.ModuleType):
-    """``torch.distributed`` as seen by mmf.utils.distributed on a CPU-only torch.
-
-    rc10 treats "NCCL unavailable" as "not distributed"; with gloo, a process
-    group exists without NCCL, so availability means ``dist.is_available()``.
-    """
-
-    def __getattr__(self, item: str) -> Any:
-        import torch.distributed
-
-        if item == "is_nccl_available":
-            return torch.distributed.is_available
-        return getattr(torch.distributed, item)
-
-
-def _cpu_only() -> bool:
-    import torch
-
-    return not torch.cuda.is_available()
-
-
-@FIXES.fix(
+FIXES.fix(
     "cpu_distributed_gloo",
     "rc10's distributed path is CUDA-only: get_world_size() is 1 without NCCL, "
     "'AssertionError' (world size checked against the GPU count), all_reduce on "
     ".cuda() tensors and DDP only for CUDA models; on a CPU-only torch, processes "
     "now train in sync over gloo",
     stage="post",
-)
-def _cpu_distributed_gloo() -> None:
-    import torch
-
-    import mmf.utils.distributed as distributed
-    from mmf.common.registry import registry
-    from mmf.trainers.base_trainer import BaseTrainer
-
-    distributed.dist = _DistributedWithoutNCCL("torch.distributed")
-    distributed_init = distributed.distributed_init
-
-    @functools.wraps(distributed_init)
-    def distributed_init_any_backend(config: Any) -> Any:
-        if _cpu_only():
-            config.distributed.backend = "gloo"
-            with _cuda_calls_to("cpu"):
-                return distributed_init(config)
-        return distributed_init(config)
-
-    distributed.distributed_init = distributed_init_any_backend
-
-    set_device = BaseTrainer._set_device
-    parallelize_model = BaseTrainer.parallelize_model
-
-    def _set_device(self: BaseTrainer) -> None:
-        set_device(self)
-        if self.distributed and _cpu_only():
-            self.device = torch.device("cpu")
-            registry.register("current_device", self.device)
-
-    def _parallelize_model(self: BaseTrainer) -> None:
-        parallelize_model(self)
-        if self.distributed and self.device.type == "cpu":
-            registry.register("distributed", True)
-            self.model = torch.nn.parallel.DistributedDataParallel(
-                self.model,
-                find_unused_parameters=self.config.training.find_unused_parameters,
-            )
-
-    BaseTrainer._set_device = _set_device
-    BaseTrainer.parallelize_model = _parallelize_model
+)(cpu_distributed.install_gloo)
 
 
-def _distributed_main_then_shut_down(device_id: int, configuration: Any, predict: bool) -> None:
-    """One spawned rank: MMF's ``distributed_main``, then the gloo group torn down by all
-    ranks together. Left to interpreter exit, a rank aborted now and then with "terminate
-    called without an active exception" (SIGABRT) while gloo's threads were still joinable."""
-    import torch.distributed as dist
-
-    import mmf_cli.run as cli
-
-    cli.distributed_main(device_id, configuration, predict)
-    if dist.is_available() and dist.is_initialized():
-        dist.barrier()
-        dist.destroy_process_group()
-
-
-@FIXES.fix(
+FIXES.fix(
     "cpu_distributed_spawn",
     "AssertionError in mmf_cli.run (distributed.world_size is checked against "
     "torch.cuda.device_count(), so `distributed.world_size=2` cannot spawn CPU "
     "processes); on a CPU-only torch, world_size processes are spawned with gloo",
     stage="post",
     trigger="mmf_cli.run",
-)
-def _cpu_distributed_spawn() -> None:
-    import random
-
-    import torch
-
-    import mmf_cli.run as cli
-
-    run = cli.run
-
-    @functools.wraps(run)
-    def run_cpu_processes_too(opts: Optional[list] = None, predict: bool = False) -> Any:
-        cli.setup_imports()
-        configuration = _configuration_from(opts)
-        config = configuration.get_config()
-        world_size = config.distributed.world_size
-        if not (_cpu_only() and world_size > 1 and config.distributed.init_method is None):
-            return run(opts, predict)
-        cli.infer_init_method(config)
-        if config.distributed.init_method is not None:
-            return run(opts, predict)
-        config.start_rank = 0
-        config.distributed.init_method = f"tcp://localhost:{random.randint(10000, 20000)}"
-        config.distributed.rank = None
-        torch.multiprocessing.spawn(
-            fn=_distributed_main_then_shut_down, args=(configuration, predict), nprocs=world_size
-        )
-
-    def _configuration_from(opts: Optional[list]) -> Any:
-        import argparse
-
-        if opts is None:
-            args = cli.flags.get_parser().parse_args()
-        else:
-            args = argparse.Namespace(config_override=None, opts=opts)
-        configuration = cli.Configuration(args)
-        configuration.args = args
-        return configuration
-
-    cli.run = run_cpu_processes_too
-
+)(cpu_distributed.install_spawn)
 
 @FIXES.fix(
     "torchrun_local_rank",
@@ -717,7 +554,7 @@ def _max_updates_stop() -> None:
     BaseTrainer._logistics = _logistics
 
 
-@FIXES.fix(
+FIXES.fix(
     "non_finite_loss_stops",
     "one NaN, inf or 1e30 in one sample's features makes the loss NaN from that update on; "
     "rc10 trains on (every weight Adam updates becomes NaN), exits with status 0 and names "
@@ -726,23 +563,8 @@ def _max_updates_stop() -> None:
     "dataset and the samples (mmf_uvlp.utils.finite_loss); training.exit_on_nan_losses=False "
     "(MMF main's switch) turns the check off",
     stage="post",
-)
-def _non_finite_loss_stops() -> None:
-    from mmf.trainers.base_trainer import BaseTrainer
-    from mmf_uvlp.utils.finite_loss import check_finite_loss
-
-    forward_pass = BaseTrainer._forward_pass
-
-    @functools.wraps(forward_pass)
-    def _forward_pass(self: BaseTrainer, batch: Any) -> Any:
-        report = forward_pass(self, batch)
-        if self.model.training and self.config.training.get("exit_on_nan_losses", True):
-            check_finite_loss(report.get("losses") or {}, batch, report.get("dataset_name", "?"),
-                              self.num_updates + 1, self.model)
-        return report
-
-    BaseTrainer._forward_pass = _forward_pass
-
+    scope="plugin",
+)(plugin_only(non_finite_loss.install, "mmf.trainers.base_trainer:BaseTrainer"))
 
 class _SharedLmdb(types.ModuleType):
     """The ``lmdb`` module as seen by MMF's feature readers: one environment per file and
@@ -870,29 +692,14 @@ def _feature_files_run_no_code() -> None:
     LMDBFeatureReader._load = _load_lmdb
 
 
-@FIXES.fix(
+FIXES.fix(
     "persistent_dataloader_workers",
     "training.persistent_workers (MMF main's key, on by default) is unknown to rc10: with "
     "training.num_workers > 0 every epoch and every evaluation starts its worker processes "
     "anew, each re-opening the feature files, while the GPU waits; they now persist",
     stage="post",
-)
-def _persistent_dataloader_workers() -> None:
-    import mmf.utils.build as build
-    from mmf.common.registry import registry
-
-    add_extra_args = build._add_extra_args_for_dataloader
-
-    def _add_extra_args_for_dataloader(dataset_instance: Any, other_args: Any = None) -> Any:
-        other_args = add_extra_args(dataset_instance, other_args)
-        config = registry.get("config", None, no_warning=True)
-        training = (config.get("training") if config is not None else None) or {}
-        if int(training.get("num_workers", 0) or 0) > 0:
-            other_args["persistent_workers"] = bool(training.get("persistent_workers", True))
-        return other_args
-
-    build._add_extra_args_for_dataloader = _add_extra_args_for_dataloader
-
+    scope="plugin",
+)(plugin_only(workers.install, "mmf.utils.build"))
 
 @FIXES.fix(
     "model_and_datasets_from_config_file",
@@ -930,37 +737,15 @@ def _model_and_datasets_from_config_file() -> None:
     Configuration._build_dataset_config = _build_dataset_config
 
 
-@FIXES.fix(
+FIXES.fix(
     "seed_zero_seeds",
     "training.seed=0 seeds nothing (mmf.utils.env.set_seed seeds only `if seed:`, while "
     "the log says 'Using seed 0'), so runs with the default seed were not reproducible",
     stage="post",
-)
-def _seed_zero_seeds() -> None:
-    import mmf.utils.env as env
-    from mmf_uvlp.utils.reproducibility import seed_everything
+    scope="plugin",
+)(plugin_only(seeding.install_seed_zero_seeds, "mmf.utils.env"))
 
-    set_seed = env.set_seed
-
-    @functools.wraps(set_seed)
-    def set_seed_including_zero(seed: Optional[int]) -> Optional[int]:
-        if seed is None:
-            return None
-        seed = set_seed(seed)  # -1 draws a fresh seed, as in rc10
-        seed_everything(int(seed))
-        return seed
-
-    env.set_seed = set_seed_including_zero
-
-
-def _run_seed() -> int:
-    from mmf.common.registry import registry
-
-    seed = registry.get("seed", None, no_warning=True)
-    return 0 if seed is None else int(seed)
-
-
-@FIXES.fix(
+FIXES.fix(
     "seeded_resumable_data_order",
     "the same seed gives other batches (the DataLoader shuffles, and seeds its workers, "
     "from torch's global generator, which dropout and masking also consume), and a resumed "
@@ -968,98 +753,11 @@ def _run_seed() -> int:
     "begins a new epoch after loading); now the order is a function of (seed, epoch) and "
     "the position in the epoch is counted",
     stage="post",
-)
-def _seeded_resumable_data_order() -> None:
-    import torch
-
-    import mmf.utils.build as build
-    from mmf.datasets.multi_dataset_loader import MultiDatasetLoader
-    from mmf_uvlp.utils.reproducibility import EpochSampler
-
-    add_extra_args = build._add_extra_args_for_dataloader
-
-    def _add_extra_args_for_dataloader(dataset_instance: Any, other_args: Any = None) -> Any:
-        other_args = add_extra_args(dataset_instance, other_args)
-        sampler = other_args.get("sampler")
-        shuffle = other_args.pop("shuffle", None)
-        if shuffle is None:
-            shuffle = bool(getattr(sampler, "shuffle", True))
-        replicas = getattr(sampler, "num_replicas", 1)
-        rank = getattr(sampler, "rank", 0)
-        generator = torch.Generator()
-        other_args["sampler"] = EpochSampler(
-            len(dataset_instance), _run_seed(), shuffle, replicas, rank, generator
-        )
-        other_args["generator"] = generator
-        return other_args
-
-    build._add_extra_args_for_dataloader = _add_extra_args_for_dataloader
-
-    def seed_sampler(self: MultiDatasetLoader, epoch: int) -> None:
-        for sampler in self.samplers:
-            if hasattr(sampler, "set_epoch"):
-                sampler.set_epoch(epoch)
-
-    iter_ = MultiDatasetLoader.__iter__
-    prepare_batch = MultiDatasetLoader.prepare_batch
-
-    def __iter__(self: MultiDatasetLoader) -> Any:
-        resume = self.__dict__.pop("_uvlp_resume", None)
-        if resume is not None:
-            for sampler, loader, consumed in zip(self.samplers, self.loaders, resume["consumed"]):
-                sampler.skip_next(consumed * loader.batch_size)
-            self.current_index = resume["current_index"]
-            self.current_dataset = self.datasets[self.current_index]
-            self.current_loader = self.loaders[self.current_index]
-        iterator = iter_(self)
-        self._uvlp_consumed = list(resume["consumed"]) if resume else [0] * self.num_datasets
-        if resume is not None and self.num_datasets > 1:
-            self._finished_iterators = dict.fromkeys(resume["finished"], 1)
-            self._used_once = dict.fromkeys(resume["used_once"], 1)
-            self._chosen_iterator = self.iterators[self.current_index]
-        return iterator
-
-    def _prepare_batch(self: MultiDatasetLoader, batch: Any) -> Any:
-        consumed = self.__dict__.setdefault("_uvlp_consumed", [0] * self.num_datasets)
-        consumed[self.current_index] += 1
-        return prepare_batch(self, batch)
-
-    MultiDatasetLoader.seed_sampler = seed_sampler
-    MultiDatasetLoader.__iter__ = __iter__
-    MultiDatasetLoader.prepare_batch = _prepare_batch
+    scope="plugin",
+)(plugin_only(data_order.install, "mmf.utils.build", "mmf.datasets.multi_dataset_loader:MultiDatasetLoader"))
 
 
-def _data_position(loader: Any) -> Dict[str, Any]:
-    """Where the train MultiDatasetLoader stands in its epoch (batches consumed per dataset)."""
-    return {
-        "consumed": list(getattr(loader, "_uvlp_consumed", [0] * loader.num_datasets)),
-        "sizes": [len(dataset) for dataset in loader.datasets],
-        "current_index": int(loader.current_index),
-        "finished": sorted(int(i) for i in loader._finished_iterators),
-        "used_once": sorted(int(i) for i in loader._used_once),
-    }
-
-
-_PENDING_RUN_STATE: Dict[str, Any] = {}
-
-
-class _TorchWithAtomicSave(types.ModuleType):
-    """``torch`` as seen by mmf.utils.checkpoint: saves are atomic and carry the run state."""
-
-    def save(self, obj: Any, path: str, *args: Any, **kwargs: Any) -> None:
-        from mmf_uvlp.utils.checkpoint_files import atomic_torch_save
-
-        if isinstance(obj, dict) and "optimizer" in obj and "run_state" in _PENDING_RUN_STATE:
-            obj = dict(obj, uvlp_run_state=_PENDING_RUN_STATE["run_state"])
-        atomic_torch_save(obj, path)
-
-    def __getattr__(self, item: str) -> Any:
-        import torch
-
-        return getattr(torch, item)
-
-
-@FIXES.fix(
+FIXES.fix(
     "resumable_checkpoints",
     "a resumed run is not the same run (rc10 saves neither the random-number states nor "
     "the data position nor the lr scheduler, which it rebuilds after loading, so a resumed "
@@ -1075,152 +773,20 @@ class _TorchWithAtomicSave(types.ModuleType):
     "refused, naming what it holds), a write error names its code and file, and a damaged "
     "or missing current.ckpt falls back to the newest complete one",
     stage="post",
-)
-def _resumable_checkpoints() -> None:
-    import glob
-    import re
+    scope="plugin",
+)(plugin_only(resumable_checkpoints.install, "mmf.trainers.base_trainer:BaseTrainer", "mmf.utils.checkpoint:Checkpoint"))
 
-    import mmf.utils.checkpoint as checkpoint_module
-    from mmf.trainers.base_trainer import BaseTrainer
-    from mmf_uvlp.utils.checkpoint_files import DamagedCheckpoint, load_checkpoint
-    from mmf_uvlp.utils.reproducibility import rng_state, set_rng_state
-
-    Checkpoint = checkpoint_module.Checkpoint
-    checkpoint_module.torch = _TorchWithAtomicSave("torch")
-    save, load, load_state_dict = Checkpoint.save, Checkpoint._load, Checkpoint.load_state_dict
-    load_extras = BaseTrainer.load_extras
-
-    def _save(self: Any, update: int, iteration: Optional[int] = None, update_best: bool = False) -> Any:
-        trainer = self.trainer
-        scheduler = getattr(trainer, "lr_scheduler", None)
-        _PENDING_RUN_STATE["run_state"] = {
-            "rng": rng_state(),
-            "data": _data_position(trainer.train_loader),
-            "epoch": int(trainer.current_epoch),
-            "lr_scheduler": None if scheduler is None else scheduler.state_dict(),
-        }
-        try:
-            return save(self, update, iteration, update_best)
-        finally:
-            _PENDING_RUN_STATE.clear()
-
-    def _torch_load(self: Any, file: str) -> Any:
-        device = self.device if "cuda" in str(self.device) else "cpu"
-        checkpoint = load_checkpoint(str(file), map_location=device)
-        self._uvlp_loaded = checkpoint
-        return checkpoint
-
-    def _load(self: Any, file: str, force: bool = False, load_zoo: bool = False,
-              load_pretrained: bool = False) -> Any:
-        result = load(self, file, force, load_zoo, load_pretrained)
-        checkpoint = self.__dict__.pop("_uvlp_loaded", None)
-        reset = self.config.checkpoint.reset
-        if (checkpoint is None or force or load_pretrained or reset.all or reset.counts
-                or "uvlp_run_state" not in checkpoint):
-            return result
-        _restore_run_state(self.trainer, checkpoint["uvlp_run_state"], str(file))
-        return result
-
-    def _restore_run_state(trainer: Any, state: Dict[str, Any], file: str) -> None:
-        set_rng_state(state["rng"])
-        loader, data = trainer.train_loader, state["data"]
-        if data["sizes"] == [len(dataset) for dataset in loader.datasets]:
-            loader._uvlp_resume = data
-            trainer.current_epoch = state["epoch"] - 1  # train() re-enters the epoch in progress
-        else:
-            warnings.warn(
-                f"{file}: its training data ({data['sizes']} samples per dataset) differ from "
-                f"this run's; the data order restarts with a new epoch"
-            )
-        trainer._uvlp_scheduler_state = state["lr_scheduler"]
-
-    def _newest_complete(self: Any) -> Optional[str]:
-        """Loads the newest models/model_N.ckpt that can be read; its path, or None."""
-        def update_of(path: str) -> int:
-            return int(re.search(r"model_(\d+)\.ckpt$", path).group(1))
-
-        candidates = glob.glob(os.path.join(self.models_foldername, "model_*.ckpt"))
-        for candidate in sorted(candidates, key=update_of, reverse=True):
-            try:
-                self._load(candidate)
-            except DamagedCheckpoint:
-                continue
-            return candidate
-        return None
-
-    def _fall_back(self: Any, message: str) -> None:
-        warnings.warn(message)
-        self.trainer.writer.write(message, "warning")
-
-    def _load_state_dict(self: Any) -> Any:
-        config = self.config.checkpoint
-        current = os.path.join(self.ckpt_foldername, self.ckpt_prefix + "current.ckpt")
-        if config.resume and not config.resume_best and not os.path.exists(current):
-            # e.g. the disk filled up while the first current.ckpt was written
-            fallback = _newest_complete(self)
-            if fallback is not None:
-                _fall_back(self, f"{current} is missing; resuming from {fallback}, the newest "
-                                 "complete checkpoint")
-                return None
-        try:
-            return load_state_dict(self)
-        except DamagedCheckpoint as damaged:
-            if not config.resume or os.path.abspath(damaged.path) != os.path.abspath(current):
-                raise
-            message = f"{damaged}; resuming from "
-            fallback = _newest_complete(self)
-            if fallback is None:
-                raise DamagedCheckpoint(
-                    damaged.path, f"and no complete checkpoint in {self.models_foldername}"
-                ) from damaged
-            _fall_back(self, message + f"{fallback}, the newest complete checkpoint")
-
-    def _load_extras(self: Any) -> None:
-        load_extras(self)
-        state = self.__dict__.pop("_uvlp_scheduler_state", None)
-        if state is not None and self.lr_scheduler is not None:
-            scheduler = self.lr_scheduler
-            scheduler.load_state_dict(state)
-            # Building the scheduler set the lr of step 0; the next update uses the lr of
-            # the restored step under this run's schedule (a longer max_updates extends it).
-            lambdas = getattr(scheduler, "lr_lambdas", None)
-            if lambdas is None:
-                rates = scheduler.get_last_lr()
-            else:
-                rates = [base * fn(scheduler.last_epoch) for base, fn in zip(scheduler.base_lrs, lambdas)]
-            for group, rate in zip(self.optimizer.param_groups, rates):
-                group["lr"] = rate
-
-    Checkpoint.save = _save
-    Checkpoint._torch_load = _torch_load
-    Checkpoint._load = _load
-    Checkpoint.load_state_dict = _load_state_dict
-    BaseTrainer.load_extras = _load_extras
-
-
-@FIXES.fix(
+FIXES.fix(
     "evaluation_keeps_training_stream",
     "validation during training draws from the global generators (masking, ITM "
     "negatives), so the batches after an evaluation depend on when it ran and a resumed "
     "run diverges; two evaluations also used different masks. Evaluation now runs on "
     "generators seeded from training.seed and leaves the training stream as it was",
     stage="post",
-)
-def _evaluation_keeps_training_stream() -> None:
-    from mmf.trainers.base_trainer import BaseTrainer
-    from mmf_uvlp.utils.reproducibility import derived_seed, isolated_rng
+    scope="plugin",
+)(plugin_only(seeding.install_evaluation_keeps_training_stream, "mmf.trainers.base_trainer:BaseTrainer"))
 
-    evaluate = BaseTrainer.evaluate
-
-    @functools.wraps(evaluate)
-    def _evaluate(self: BaseTrainer, *args: Any, **kwargs: Any) -> Any:
-        with isolated_rng(derived_seed(_run_seed(), 2)):
-            return evaluate(self, *args, **kwargs)
-
-    BaseTrainer.evaluate = _evaluate
-
-
-@FIXES.fix(
+FIXES.fix(
     "literal_command_line_values",
     "training.lr_scheduler=true on the command line stores the string 'true' and the "
     "schedule silently stays off (Configuration._decode_value uses literal_eval, which "
@@ -1228,21 +794,8 @@ def _evaluation_keeps_training_stream() -> None:
     "with the spelling MMF expects; likewise `key=[features/cc.lmdb]` (stored as the "
     "string '[features/cc.lmdb]', failing at the first batch) and `key[0]=x` (dropped)",
     stage="post",
-)
-def _literal_command_line_values() -> None:
-    from mmf.utils.configuration import Configuration
-    from mmf_uvlp.utils.user_config import check_command_line_lists, check_command_line_literals
-
-    merge_with_dotlist = Configuration._merge_with_dotlist
-
-    @functools.wraps(merge_with_dotlist)
-    def _merge_with_dotlist(self: Configuration, config: Any, opts: Any) -> Any:
-        check_command_line_literals(config, opts)
-        check_command_line_lists(config, opts)
-        return merge_with_dotlist(self, config, opts)
-
-    Configuration._merge_with_dotlist = _merge_with_dotlist
-
+    scope="plugin",
+)(command_line_values.install)
 
 def _data_dir_from_working_directory(update_specific: Callable) -> Callable:
     """Wrap ``Configuration._update_specific`` so that a relative ``env.data_dir`` is made
@@ -1276,73 +829,7 @@ def _relative_data_dir() -> None:
         Configuration._update_specific)
 
 
-def _user_error_of(exc: BaseException) -> Optional[Tuple[str, int]]:
-    """The one-line message of a user's config mistake or of a refused or damaged data file
-    (exit status 2), or of a run stopped for a reason the user can act on (status 1),
-    inside ``exc``, if it is one."""
-    from omegaconf.errors import OmegaConfBaseException
-
-    from mmf_uvlp.data_formats.errors import FormatError
-    from mmf_uvlp.utils.lmdb_envs import LmdbOpenError
-    from mmf_uvlp.utils.run_errors import RunStopped
-    from mmf_uvlp.utils.user_config import UserConfigError
-
-    key, seen = None, exc
-    while seen is not None:
-        if isinstance(seen, OmegaConfBaseException) and getattr(seen, "full_key", None):
-            key = seen.full_key
-        if isinstance(seen, UserConfigError):
-            return (f"{seen} (config key {key})" if key else str(seen)), 2
-        if isinstance(seen, (FormatError, LmdbOpenError)):
-            return str(seen), 2
-        if isinstance(seen, RunStopped):
-            return str(seen), 1
-        seen = seen.__cause__ or seen.__context__
-    missing = _missing_data_file_of_config(exc)
-    if missing is not None:
-        return missing, 2
-    if isinstance(exc, (OSError, ImportError)):
-        message = _missing_bert_of_config()
-        return (message, 2) if message else None
-    return None
-
-
-def _missing_data_file_of_config(exc: BaseException) -> Optional[str]:
-    """The one line for a dataset file of the run's config that does not exist."""
-    from mmf.common.registry import registry
-
-    from mmf_uvlp.utils.user_config import missing_data_file_message
-
-    config = registry.get("config", no_warning=True)
-    return None if config is None else missing_data_file_message(config, exc)
-
-
-def _missing_bert_of_config() -> Optional[str]:
-    """The one line for a BERT of the run's config that is neither local nor cached."""
-    from mmf.common.registry import registry
-
-    from mmf_uvlp.utils.bert_source import (
-        HOW_TO_SET,
-        configured_bert_names,
-        missing_bert_message,
-    )
-
-    config = registry.get("config", no_warning=True)
-    if config is None:
-        return None
-    written = configured_bert_names(config, resolve=False)
-    for key, name in configured_bert_names(config).items():
-        # a name written literally (MMF's own configs: bert-base-uncased) ignores env.bert
-        how = (HOW_TO_SET if "uvlp_bert" in written.get(key, "") else
-               f"set {key}=<local BERT folder or hub name>; online, `huggingface-cli download "
-               f"{name}` fills the cache once")
-        message = missing_bert_message(name, how)
-        if message is not None:
-            return f"{key}={name!r}: {message}"
-    return None
-
-
-@FIXES.fix(
+FIXES.fix(
     "one_line_user_errors",
     "a config mistake (no BERT folder, `key=true`, a data path that does not exist) ends a "
     "40-frame stack trace, e.g. ImportError: ... requires the protobuf library from the "
@@ -1354,29 +841,8 @@ def _missing_bert_of_config() -> Optional[str]:
     "(config or data file) or 1 (run)",
     stage="post",
     trigger="mmf_cli.run",
-)
-def _one_line_user_errors() -> None:
-    import mmf_cli.run as cli
-    from mmf.common.registry import registry
-
-    run = cli.run
-
-    @functools.wraps(run)
-    def run_reporting_user_errors(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return run(*args, **kwargs)
-        except Exception as exc:
-            found = _user_error_of(exc)
-            if found is None:
-                raise
-            message, status = found
-            writer = registry.get("writer", None, no_warning=True)
-            if hasattr(writer, "write"):  # rc10's Logger: the run's train.log gets it too
-                writer.write(f"error: {message}", "error", donot_print=True)
-            print(f"mmf_run: error: {message}", file=sys.stderr)
-            raise SystemExit(status) from None
-
-    cli.run = run_reporting_user_errors
+    scope="plugin",
+)(cli_errors.install)
 
 
 FIXES.fix(
@@ -1387,8 +853,8 @@ FIXES.fix(
     "pid ... on host ...`",
     stage="post",
     trigger="mmf_cli.run",
+    scope="plugin",
 )(run_lock.install)
-
 
 def _rows_per_sample(values: Any, rows: int) -> Any:
     """Per-sample ``(n_i, C)`` arrays as one ``(B, rows, C)`` float32 array, each sample's

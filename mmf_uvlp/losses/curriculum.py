@@ -10,7 +10,7 @@ flagged ``curriculum_weighted`` (R-N and I-S); every other sample keeps weight 1
 reference code reduced the batch first and so only scaled the batch mean; here every
 loss module multiplies its per-sample losses by these weights (see ``reduction.py``).
 
-The epoch comes from :func:`mmf_uvlp.training_progress.current_epoch`.
+The epoch comes from :func:`mmf_uvlp.training.progress.current_epoch`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Callable, Optional
 
 import torch
 
-from mmf_uvlp.training_progress import current_epoch
+from mmf_uvlp.training.progress import current_epoch
 
 
 class CurriculumWeighting:

@@ -57,7 +57,7 @@ from mmf_uvlp.modules.heads import (
     RegionScorerHead,
 )
 from mmf_uvlp.modules.pooling import check_pooling, pool
-from mmf_uvlp.training_progress import current_epoch, registered_train_samples
+from mmf_uvlp.training.progress import current_epoch, registered_train_samples
 from mmf_uvlp.utils.bert_source import load_or_explain
 from mmf_uvlp.utils.config_files import default_config
 from mmf_uvlp.utils.safe_loading import load_checkpoint

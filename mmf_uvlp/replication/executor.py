@@ -11,6 +11,7 @@ the terminal as it comes.
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import threading
@@ -21,6 +22,7 @@ from typing import Callable, Optional, Sequence
 from mmf_uvlp.utils.cluster import JobOptions
 
 Log = Callable[[str], None]
+logger = logging.getLogger(__name__)
 
 
 def run_command(command: Sequence[str], cwd: str, output: Optional[str] = None) -> int:
@@ -36,7 +38,7 @@ def run_command(command: Sequence[str], cwd: str, output: Optional[str] = None) 
 class JobRun:
     """Run each command as a submitit job under ``folder`` (see the module docstring)."""
 
-    def __init__(self, options: JobOptions, folder: Path, cwd: Path, log: Log = print,
+    def __init__(self, options: JobOptions, folder: Path, cwd: Path, log: Log = logger.info,
                  poll_s: float = 5.0) -> None:
         self.executor = options.executor_for(folder, "uvlp-study")
         self.cwd = str(cwd)

@@ -33,6 +33,7 @@ SIGTERM / SIGINT to the runner stop them, the runner waits for them and raises
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -55,6 +56,7 @@ PREVIOUS_LOG = "train.previous.log"  # a finished run's log while the run is mad
 
 Execute = Callable[..., int]  # (command) or, with jobs > 1, (command, output file)
 Log = Callable[[str], None]
+logger = logging.getLogger(__name__)
 
 
 class StepFailed(RuntimeError):
@@ -313,7 +315,7 @@ def spent(steps: Sequence[Step], done: Sequence[bool]) -> list[bool]:
     return used
 
 
-def run_steps(steps: Sequence[Step], run: Execute = execute, log: Log = print,
+def run_steps(steps: Sequence[Step], run: Execute = execute, log: Log = logger.info,
               jobs: int = 1, on_done: Callable[[Step], object] | None = None,
               kinds: Collection[str] | None = None) -> int:
     """Run the steps not done yet, ``jobs`` at a time, each after its prerequisites;

@@ -216,7 +216,8 @@ def _rank(config: Any, init_distributed: bool) -> int:
 
 def install() -> None:
     """Make MMF's per-process ``main`` (``mmf_cli.run``) run under the lock of
-    ``env.save_dir`` (rank 0 only); a busy folder ends the command with status 2."""
+    ``env.save_dir`` (rank 0 only) in plugin runs; a busy folder ends the command with
+    status 2."""
     import mmf_cli.run as cli
 
     main = cli.main
@@ -224,8 +225,10 @@ def install() -> None:
     @functools.wraps(main)
     def main_owning_its_folder(configuration: Any, init_distributed: bool = False,
                                predict: bool = False) -> Any:
+        from mmf_uvlp.training.scope import applies
+
         config = configuration.get_config()
-        if _rank(config, init_distributed) != 0:
+        if _rank(config, init_distributed) != 0 or not applies(config):
             return main(configuration, init_distributed, predict)
         lock = RunLock(os.path.abspath(str(config.env.save_dir)))
         try:

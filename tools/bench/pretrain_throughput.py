@@ -82,7 +82,7 @@ from mmf_uvlp.processors.image_sentence_masking import ImageSentenceMaskingProce
 from mmf_uvlp.processors.region_phrase_masking import RegionPhraseMaskingProcessor  # noqa: E402
 from mmf_uvlp.processors.region_tag_masking import RegionTagMaskingProcessor  # noqa: E402
 from mmf_uvlp.training.mixed_precision import Precision  # noqa: E402
-from mmf_uvlp.training_progress import clear_train_samples, register_train_samples  # noqa: E402
+from mmf_uvlp.training.progress import clear_train_samples, register_train_samples  # noqa: E402
 
 KINDS = ("rt", "rn", "is")
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}

@@ -16,7 +16,7 @@ from mmf.common.sample import Sample
 from mmf.datasets.mmf_dataset import MMFDataset
 from mmf.datasets.mmf_dataset_builder import MMFDatasetBuilder
 from mmf_uvlp.datasets.annotation_db import AnnotationDbHook
-from mmf_uvlp.training_progress import register_train_samples
+from mmf_uvlp.training.progress import register_train_samples
 from mmf_uvlp.utils.config_files import default_config
 
 

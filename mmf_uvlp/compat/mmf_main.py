@@ -4,17 +4,26 @@ MMF main runs on a modern stack itself (its own environment makes it import and 
 so unlike ``rc10.py`` nothing here shims a library: only MMF main's own behaviour that
 the plugin's documented usage trips over. Each fix names the exact error it repairs
 on MMF main; where MMF main kept rc10's code, the fix is rc10's, applied by name here.
+The plugin's own training behaviour that MMF main lacks (``mmf_uvlp.training``) is
+registered here with scope ``plugin``, as in ``rc10.py``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
-from typing import Any, Iterator, List
+from typing import Any, List
 
 from mmf_uvlp.compat import FixSet, rc10
-from mmf_uvlp.training import run_lock
+from mmf_uvlp.training import (
+    cli_errors,
+    command_line_values,
+    non_finite_loss,
+    resumable_checkpoints,
+    run_lock,
+    seeding,
+)
+from mmf_uvlp.training.scope import plugin_only
 
 FIXES = FixSet(mmf_version="1.0.0rc12")
 logger = logging.getLogger(__name__)
@@ -56,6 +65,7 @@ FIXES.fix(
     "interleave in one train.log",
     stage="post",
     trigger="mmf_cli.run",
+    scope="plugin",
 )(run_lock.install)
 
 FIXES.fix(
@@ -64,7 +74,8 @@ FIXES.fix(
     "only `if seed:` while the log says 'Using seed 0'), so runs of the plugin's configs "
     "(seed 0) start from other weights and batches each time",
     stage="post",
-)(rc10._seed_zero_seeds)
+    scope="plugin",
+)(plugin_only(seeding.install_seed_zero_seeds, "mmf.utils.env"))
 
 @FIXES.fix(
     "plugin_resolvers_kept",
@@ -90,33 +101,15 @@ def _plugin_resolvers_kept() -> None:
     Configuration._register_resolvers = _register_resolvers
 
 
-@FIXES.fix(
+FIXES.fix(
     "literal_command_line_values",
     "training.lr_scheduler=true stores the string 'true' and the schedule silently stays "
     "off; `key=[features/cc.lmdb]` is stored as the string '[features/cc.lmdb]' and fails "
     "at the first batch (MMF main's _merge_with_dotlist, like rc10's, decodes values with "
     "ast.literal_eval); such values are refused with the spelling MMF expects",
     stage="post",
-)
-def _literal_command_line_values() -> None:
-    import mmf.utils.configuration as configuration
-
-    from mmf_uvlp.utils.user_config import check_command_line_lists, check_command_line_literals
-
-    merge_with_dotlist = configuration._merge_with_dotlist
-
-    @functools.wraps(merge_with_dotlist)
-    def _merge_with_dotlist(config, opts, *args, **kwargs):  # type: ignore[no-untyped-def]
-        if kwargs.get("skip_missing", args[0] if args else False):
-            # MMF main's first pass writes the overrides into its defaults, which the second
-            # pass then finds: the boolean defaults are checked here
-            check_command_line_literals(config, opts, existing_only=True)
-        else:
-            check_command_line_literals(config, opts)
-            check_command_line_lists(config, opts)
-        return merge_with_dotlist(config, opts, *args, **kwargs)
-
-    configuration._merge_with_dotlist = _merge_with_dotlist
+    scope="plugin",
+)(command_line_values.install_on_mmf_main)
 
 
 FIXES.fix(
@@ -137,10 +130,11 @@ FIXES.fix(
     "`mmf_run: error: ...` and exits with status 2 (config) or 1 (run)",
     stage="post",
     trigger="mmf_cli.run",
-)(rc10._one_line_user_errors)
+    scope="plugin",
+)(cli_errors.install)
 
 
-@FIXES.fix(
+FIXES.fix(
     "non_finite_loss_stops",
     "RuntimeError: NaN occurred in the following loss(es): ...; exiting the training (MMF "
     "main's exit_on_nan_losses: a stack trace naming neither the update, the dataset nor the "
@@ -148,22 +142,9 @@ FIXES.fix(
     "with NaN weights and exits with status 0; now a NaN or infinite training loss stops the "
     "run naming them (mmf_uvlp.utils.finite_loss), unless training.exit_on_nan_losses=False",
     stage="post",
-)
-def _non_finite_loss_stops() -> None:
-    from mmf.trainers.core.training_loop import TrainerTrainingLoopMixin
-    from mmf_uvlp.utils.finite_loss import check_finite_loss
-
-    forward = TrainerTrainingLoopMixin._forward
-
-    @functools.wraps(forward)
-    def _forward(self: Any, batch: Any) -> Any:
-        report = forward(self, batch)
-        if self.model.training and self.training_config.get("exit_on_nan_losses", True):
-            check_finite_loss(report.get("losses") or {}, batch, report.get("dataset_name", "?"),
-                              self.num_updates + 1, self.model)
-        return report
-
-    TrainerTrainingLoopMixin._forward = _forward
+    scope="plugin",
+)(plugin_only(non_finite_loss.install_on_mmf_main,
+               "mmf.trainers.core.training_loop:TrainerTrainingLoopMixin"))
 
 
 @FIXES.fix(
@@ -189,28 +170,14 @@ def _plain_data_checkpoint_loads() -> None:
     Checkpoint._torch_load = _torch_load
 
 
-@FIXES.fix(
+FIXES.fix(
     "checkpoint_write_errors",
     "OSError: [Errno 28] No space left on device at the end of a stack trace naming no file "
     "when the disk fills up during a checkpoint write (MMF main's Checkpoint.save and "
     "finalize); now `cannot write checkpoint PATH: ENOSPC (...)`, in one line",
     stage="post",
-)
-def _checkpoint_write_errors() -> None:
-    import mmf.utils.checkpoint as checkpoint_module
-    from mmf_uvlp.utils.checkpoint_files import CheckpointWriteError
-
-    open_if_main = checkpoint_module.open_if_main
-
-    @contextlib.contextmanager
-    def open_naming_write_errors(path: str, *args: Any) -> Iterator[Any]:
-        try:
-            with open_if_main(path, *args) as handle:
-                yield handle
-        except OSError as error:
-            raise CheckpointWriteError(str(path), error) from error
-
-    checkpoint_module.open_if_main = open_naming_write_errors
+    scope="plugin",
+)(plugin_only(resumable_checkpoints.install_write_errors_on_mmf_main, "mmf.utils.checkpoint"))
 
 
 # (training key, its Lightning twin in trainer.params): MMF main's Lightning trainer reads

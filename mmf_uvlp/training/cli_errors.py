@@ -1,0 +1,104 @@
+"""A user's config mistake, a refused data file or a run stopped by its data or its disk
+ends ``mmf_run`` with one line, ``mmf_run: error: ...``, and status 2 (config or data file)
+or 1 (run), instead of a stack trace."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from typing import Any, Optional, Tuple
+
+
+def user_error_of(exc: BaseException) -> Optional[Tuple[str, int]]:
+    """The one-line message of a user's config mistake or of a refused or damaged data file
+    (exit status 2), or of a run stopped for a reason the user can act on (status 1),
+    inside ``exc``, if it is one."""
+    from omegaconf.errors import OmegaConfBaseException
+
+    from mmf_uvlp.data_formats.errors import FormatError
+    from mmf_uvlp.training.scope import applies
+    from mmf_uvlp.utils.lmdb_envs import LmdbOpenError
+    from mmf_uvlp.utils.run_errors import RunStopped
+    from mmf_uvlp.utils.user_config import UserConfigError
+
+    key, seen = None, exc
+    while seen is not None:
+        if isinstance(seen, OmegaConfBaseException) and getattr(seen, "full_key", None):
+            key = seen.full_key
+        if isinstance(seen, UserConfigError):
+            return (f"{seen} (config key {key})" if key else str(seen)), 2
+        if isinstance(seen, (FormatError, LmdbOpenError)):
+            return str(seen), 2
+        if isinstance(seen, RunStopped):
+            return str(seen), 1
+        seen = seen.__cause__ or seen.__context__
+    if not applies():  # MMF's own runs keep MMF's stack traces for MMF's errors
+        return None
+    missing = missing_data_file_of_config(exc)
+    if missing is not None:
+        return missing, 2
+    if isinstance(exc, (OSError, ImportError)):
+        message = missing_bert_of_config()
+        return (message, 2) if message else None
+    return None
+
+
+def missing_data_file_of_config(exc: BaseException) -> Optional[str]:
+    """The one line for a dataset file of the run's config that does not exist."""
+    from mmf.common.registry import registry
+
+    from mmf_uvlp.utils.user_config import missing_data_file_message
+
+    config = registry.get("config", no_warning=True)
+    return None if config is None else missing_data_file_message(config, exc)
+
+
+def missing_bert_of_config() -> Optional[str]:
+    """The one line for a BERT of the run's config that is neither local nor cached."""
+    from mmf.common.registry import registry
+
+    from mmf_uvlp.utils.bert_source import (
+        HOW_TO_SET,
+        configured_bert_names,
+        missing_bert_message,
+    )
+
+    config = registry.get("config", no_warning=True)
+    if config is None:
+        return None
+    written = configured_bert_names(config, resolve=False)
+    for key, name in configured_bert_names(config).items():
+        # a name written literally (MMF's own configs: bert-base-uncased) ignores env.bert
+        how = (HOW_TO_SET if "uvlp_bert" in written.get(key, "") else
+               f"set {key}=<local BERT folder or hub name>; online, `huggingface-cli download "
+               f"{name}` fills the cache once")
+        message = missing_bert_message(name, how)
+        if message is not None:
+            return f"{key}={name!r}: {message}"
+    return None
+
+
+def install() -> None:
+    """``mmf_cli.run.run`` ends a plugin's error (or any config error of a plugin run) with
+    one line and its exit status."""
+    import mmf_cli.run as cli
+    from mmf.common.registry import registry
+
+    run = cli.run
+
+    @functools.wraps(run)
+    def run_reporting_user_errors(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return run(*args, **kwargs)
+        except Exception as exc:
+            found = user_error_of(exc)
+            if found is None:
+                raise
+            message, status = found
+            writer = registry.get("writer", None, no_warning=True)
+            if hasattr(writer, "write"):  # rc10's Logger: the run's train.log gets it too
+                writer.write(f"error: {message}", "error", donot_print=True)
+            print(f"mmf_run: error: {message}", file=sys.stderr)
+            raise SystemExit(status) from None
+
+    cli.run = run_reporting_user_errors

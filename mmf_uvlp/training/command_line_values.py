@@ -1,0 +1,58 @@
+"""Command-line values MMF would store silently wrong are refused with the spelling MMF
+expects: ``key=true`` for a boolean or null key, ``key=[a.lmdb]`` (a string, not a list)
+and ``key[0]=x`` (dropped)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Optional, Sequence
+
+
+def wanted(config: Any, opts: Optional[Sequence[str]]) -> bool:
+    """Whether the run being configured (``config`` before ``opts`` are merged) is one the
+    plugin's behaviour applies to (:mod:`mmf_uvlp.training.scope`)."""
+    from mmf_uvlp.training.scope import asked_on_command_line, reason
+
+    asked = asked_on_command_line(opts)
+    return asked if asked is not None else reason(config) is not None
+
+
+def install() -> None:
+    """MMF 1.0.0rc10's ``Configuration._merge_with_dotlist`` checks a plugin run's values."""
+    from mmf.utils.configuration import Configuration
+    from mmf_uvlp.utils.user_config import check_command_line_lists, check_command_line_literals
+
+    merge_with_dotlist = Configuration._merge_with_dotlist
+
+    @functools.wraps(merge_with_dotlist)
+    def _merge_with_dotlist(self: Configuration, config: Any, opts: Any) -> Any:
+        if wanted(config, opts):
+            check_command_line_literals(config, opts)
+            check_command_line_lists(config, opts)
+        return merge_with_dotlist(self, config, opts)
+
+    Configuration._merge_with_dotlist = _merge_with_dotlist
+
+
+def install_on_mmf_main() -> None:
+    """MMF main's ``mmf.utils.configuration._merge_with_dotlist`` checks a plugin run's
+    values; its first pass (``skip_missing``) writes the overrides into MMF's defaults,
+    which the second pass then finds, so that pass checks the boolean defaults only."""
+    import mmf.utils.configuration as configuration
+
+    from mmf_uvlp.utils.user_config import check_command_line_lists, check_command_line_literals
+
+    merge_with_dotlist = configuration._merge_with_dotlist
+
+    @functools.wraps(merge_with_dotlist)
+    def _merge_with_dotlist(config, opts, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if not wanted(config, opts):
+            pass
+        elif kwargs.get("skip_missing", args[0] if args else False):
+            check_command_line_literals(config, opts, existing_only=True)
+        else:
+            check_command_line_literals(config, opts)
+            check_command_line_lists(config, opts)
+        return merge_with_dotlist(config, opts, *args, **kwargs)
+
+    configuration._merge_with_dotlist = _merge_with_dotlist

@@ -1,0 +1,218 @@
+"""Checkpoints that resume the same run, written atomically and read as plain data.
+
+A checkpoint carries ``uvlp_run_state``: the random-number states, the data position
+(:mod:`mmf_uvlp.training.data_order`), the epoch and the lr scheduler's state. It is written
+under a temporary name and renamed (a write error names its code and file), loaded with the
+restricted loader of :mod:`mmf_uvlp.utils.checkpoint_files`, and a damaged or missing
+``current.ckpt`` falls back to the newest complete ``models/model_N.ckpt``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import re
+import types
+import warnings
+from typing import Any, Callable, Dict, Iterator, Optional
+
+from mmf_uvlp.training.data_order import data_position
+
+RUN_STATE_KEY = "uvlp_run_state"
+_PENDING_RUN_STATE: Dict[str, Any] = {}
+
+
+class _TorchWithAtomicSave(types.ModuleType):
+    """``torch`` as seen by mmf.utils.checkpoint: in plugin runs, saves are atomic and carry
+    the run state."""
+
+    def save(self, obj: Any, path: str, *args: Any, **kwargs: Any) -> None:
+        import torch
+
+        from mmf_uvlp.training.scope import applies
+        from mmf_uvlp.utils.checkpoint_files import atomic_torch_save
+
+        if not applies():
+            torch.save(obj, path, *args, **kwargs)
+            return
+        if isinstance(obj, dict) and "optimizer" in obj and "run_state" in _PENDING_RUN_STATE:
+            obj = dict(obj, **{RUN_STATE_KEY: _PENDING_RUN_STATE["run_state"]})
+        atomic_torch_save(obj, path)
+
+    def __getattr__(self, item: str) -> Any:
+        import torch
+
+        return getattr(torch, item)
+
+
+def run_state(trainer: Any) -> Dict[str, Any]:
+    """What a checkpoint of ``trainer`` needs beyond MMF's to resume the same run."""
+    from mmf_uvlp.utils.reproducibility import rng_state
+
+    scheduler = getattr(trainer, "lr_scheduler", None)
+    return {
+        "rng": rng_state(),
+        "data": data_position(trainer.train_loader),
+        "epoch": int(trainer.current_epoch),
+        "lr_scheduler": None if scheduler is None else scheduler.state_dict(),
+    }
+
+
+def restore_run_state(trainer: Any, state: Dict[str, Any], file: str) -> None:
+    """Put ``trainer`` back where the checkpoint ``file`` of ``state`` was written; data of
+    other sizes restart the data order with a new epoch (with a warning)."""
+    from mmf_uvlp.utils.reproducibility import set_rng_state
+
+    set_rng_state(state["rng"])
+    loader, data = trainer.train_loader, state["data"]
+    if data["sizes"] == [len(dataset) for dataset in loader.datasets]:
+        loader._uvlp_resume = data
+        trainer.current_epoch = state["epoch"] - 1  # train() re-enters the epoch in progress
+    else:
+        warnings.warn(
+            f"{file}: its training data ({data['sizes']} samples per dataset) differ from "
+            f"this run's; the data order restarts with a new epoch"
+        )
+    trainer._uvlp_scheduler_state = state["lr_scheduler"]
+
+
+def restore_scheduler(trainer: Any) -> None:
+    """The lr scheduler state of the resumed checkpoint, and the lr of its next update."""
+    state = trainer.__dict__.pop("_uvlp_scheduler_state", None)
+    if state is None or trainer.lr_scheduler is None:
+        return
+    scheduler = trainer.lr_scheduler
+    scheduler.load_state_dict(state)
+    # Building the scheduler set the lr of step 0; the next update uses the lr of
+    # the restored step under this run's schedule (a longer max_updates extends it).
+    lambdas = getattr(scheduler, "lr_lambdas", None)
+    if lambdas is None:
+        rates = scheduler.get_last_lr()
+    else:
+        rates = [base * fn(scheduler.last_epoch) for base, fn in zip(scheduler.base_lrs, lambdas)]
+    for group, rate in zip(trainer.optimizer.param_groups, rates):
+        group["lr"] = rate
+
+
+def newest_complete(checkpoint: Any) -> Optional[str]:
+    """Loads the newest models/model_N.ckpt of ``checkpoint`` (MMF's Checkpoint) that can be
+    read; its path, or None."""
+    from mmf_uvlp.utils.checkpoint_files import DamagedCheckpoint
+
+    def update_of(path: str) -> int:
+        return int(re.search(r"model_(\d+)\.ckpt$", path).group(1))
+
+    candidates = glob.glob(os.path.join(checkpoint.models_foldername, "model_*.ckpt"))
+    for candidate in sorted(candidates, key=update_of, reverse=True):
+        try:
+            checkpoint._load(candidate)
+        except DamagedCheckpoint:
+            continue
+        return candidate
+    return None
+
+
+def _fall_back(checkpoint: Any, message: str) -> None:
+    warnings.warn(message)
+    checkpoint.trainer.writer.write(message, "warning")
+
+
+def load_or_fall_back(checkpoint: Any, load_state_dict: Callable[[Any], Any]) -> Any:
+    """MMF's ``load_state_dict`` of ``checkpoint``; a resume whose current.ckpt is missing
+    or damaged loads the newest complete checkpoint instead (with a warning)."""
+    from mmf_uvlp.utils.checkpoint_files import DamagedCheckpoint
+
+    config = checkpoint.config.checkpoint
+    current = os.path.join(checkpoint.ckpt_foldername, checkpoint.ckpt_prefix + "current.ckpt")
+    if config.resume and not config.resume_best and not os.path.exists(current):
+        # e.g. the disk filled up while the first current.ckpt was written
+        fallback = newest_complete(checkpoint)
+        if fallback is not None:
+            _fall_back(checkpoint, f"{current} is missing; resuming from {fallback}, the "
+                                   "newest complete checkpoint")
+            return None
+    try:
+        return load_state_dict(checkpoint)
+    except DamagedCheckpoint as damaged:
+        if not config.resume or os.path.abspath(damaged.path) != os.path.abspath(current):
+            raise
+        fallback = newest_complete(checkpoint)
+        if fallback is None:
+            raise DamagedCheckpoint(
+                damaged.path, f"and no complete checkpoint in {checkpoint.models_foldername}"
+            ) from damaged
+        _fall_back(checkpoint, f"{damaged}; resuming from {fallback}, the newest complete "
+                               "checkpoint")
+    return None
+
+
+def install() -> None:
+    """MMF 1.0.0rc10's Checkpoint saves the run state atomically, loads plain data only,
+    restores the run state and falls back to a complete checkpoint; its trainer restores
+    the lr scheduler after building it."""
+    import mmf.utils.checkpoint as checkpoint_module
+    from mmf.trainers.base_trainer import BaseTrainer
+    from mmf_uvlp.utils.checkpoint_files import load_checkpoint
+
+    Checkpoint = checkpoint_module.Checkpoint
+    checkpoint_module.torch = _TorchWithAtomicSave("torch")
+    save, load, load_state_dict = Checkpoint.save, Checkpoint._load, Checkpoint.load_state_dict
+    load_extras = BaseTrainer.load_extras
+
+    def _save(self: Any, update: int, iteration: Optional[int] = None,
+              update_best: bool = False) -> Any:
+        _PENDING_RUN_STATE["run_state"] = run_state(self.trainer)
+        try:
+            return save(self, update, iteration, update_best)
+        finally:
+            _PENDING_RUN_STATE.clear()
+
+    def _torch_load(self: Any, file: str) -> Any:
+        device = self.device if "cuda" in str(self.device) else "cpu"
+        checkpoint = load_checkpoint(str(file), map_location=device)
+        self._uvlp_loaded = checkpoint
+        return checkpoint
+
+    def _load(self: Any, file: str, force: bool = False, load_zoo: bool = False,
+              load_pretrained: bool = False) -> Any:
+        result = load(self, file, force, load_zoo, load_pretrained)
+        checkpoint = self.__dict__.pop("_uvlp_loaded", None)
+        reset = self.config.checkpoint.reset
+        if (checkpoint is None or force or load_pretrained or reset.all or reset.counts
+                or RUN_STATE_KEY not in checkpoint):
+            return result
+        restore_run_state(self.trainer, checkpoint[RUN_STATE_KEY], str(file))
+        return result
+
+    def _load_state_dict(self: Any) -> Any:
+        return load_or_fall_back(self, load_state_dict)
+
+    def _load_extras(self: Any) -> None:
+        load_extras(self)
+        restore_scheduler(self)
+
+    Checkpoint.save = _save
+    Checkpoint._torch_load = _torch_load
+    Checkpoint._load = _load
+    Checkpoint.load_state_dict = _load_state_dict
+    BaseTrainer.load_extras = _load_extras
+
+
+def install_write_errors_on_mmf_main() -> None:
+    """MMF main's checkpoint writes (``open_if_main`` in Checkpoint.save and finalize) name
+    their error code and file in one line (:class:`CheckpointWriteError`)."""
+    import mmf.utils.checkpoint as checkpoint_module
+    from mmf_uvlp.utils.checkpoint_files import CheckpointWriteError
+
+    open_if_main = checkpoint_module.open_if_main
+
+    @contextlib.contextmanager
+    def open_naming_write_errors(path: str, *args: Any) -> Iterator[Any]:
+        try:
+            with open_if_main(path, *args) as handle:
+                yield handle
+        except OSError as error:
+            raise CheckpointWriteError(str(path), error) from error
+
+    checkpoint_module.open_if_main = open_naming_write_errors
