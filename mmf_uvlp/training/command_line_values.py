@@ -5,7 +5,7 @@ and ``key[0]=x`` (dropped)."""
 from __future__ import annotations
 
 import functools
-from typing import Any, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 
 def wanted(config: Any, opts: Optional[Sequence[str]]) -> bool:
@@ -36,21 +36,34 @@ def install() -> None:
 
 def install_on_mmf_main() -> None:
     """MMF main's ``mmf.utils.configuration._merge_with_dotlist`` checks a plugin run's
-    values; its first pass (``skip_missing``) writes the overrides into MMF's defaults,
-    which the second pass then finds, so that pass checks the boolean defaults only."""
+    values. Its first pass (``skip_missing``) merges the overrides into MMF's defaults alone,
+    before the user config and the model config that tell whether the run is a plugin run,
+    and the second pass then finds ``'true'`` already written there: so the first pass
+    notes what it would refuse, and the second, over the whole config, refuses it for a
+    plugin run."""
     import mmf.utils.configuration as configuration
 
-    from mmf_uvlp.utils.user_config import check_command_line_lists, check_command_line_literals
+    from mmf_uvlp.utils.user_config import (
+        UserConfigError,
+        check_command_line_lists,
+        check_command_line_literals,
+    )
 
     merge_with_dotlist = configuration._merge_with_dotlist
+    noted: Dict[Tuple[str, ...], UserConfigError] = {}
 
     @functools.wraps(merge_with_dotlist)
     def _merge_with_dotlist(config, opts, *args, **kwargs):  # type: ignore[no-untyped-def]
-        if not wanted(config, opts):
-            pass
-        elif kwargs.get("skip_missing", args[0] if args else False):
-            check_command_line_literals(config, opts, existing_only=True)
-        else:
+        key = tuple(str(opt) for opt in opts or [])
+        if kwargs.get("skip_missing", args[0] if args else False):
+            noted.pop(key, None)
+            try:
+                check_command_line_literals(config, opts, existing_only=True)
+            except UserConfigError as error:
+                noted[key] = error
+        elif wanted(config, opts):
+            if key in noted:
+                raise noted.pop(key)
             check_command_line_literals(config, opts)
             check_command_line_lists(config, opts)
         return merge_with_dotlist(config, opts, *args, **kwargs)
