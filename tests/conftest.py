@@ -38,7 +38,7 @@ def tiny_world(tmp_path_factory) -> Path:
 def skewed_world(tiny_world, tmp_path_factory) -> Path:
     """The tiny world with NLVR2's and VE's test labels rewritten so that the train split's
     majority label is the test split's minority (``trivial_by_hand.skewed_copy``)."""
-    from trivial_by_hand import skewed_copy
+    from helpers.trivial_by_hand import skewed_copy
 
     return skewed_copy(tiny_world, tmp_path_factory.mktemp("skewed") / "tiny")
 

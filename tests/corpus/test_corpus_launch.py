@@ -1,0 +1,214 @@
+"""`build_corpus.py launch`: the corpus build as submitit jobs. With the local executor on the
+tiny world: the jobs' merged output is byte for byte a single run's, a shard that fails once is
+submitted again (its log named), an interrupted launch resumes without redoing finished
+shards. With the Slurm executor (submission mocked): the sbatch scripts of the job arrays."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from mmf_uvlp.corpus.launch import Launcher, launch, submit
+from mmf_uvlp.corpus.pipeline import ABORT_ENV, build
+from mmf_uvlp.utils.cluster import JobOptions
+
+from helpers import REPO
+from helpers.corpus import output_files, shared_resources, tiny_config, write_tiny_world
+
+SINGLE_THREAD = "run.num_threads=1"  # the single run and every job sum floats alike
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    return write_tiny_world(tmp_path_factory.mktemp("world"))
+
+
+@pytest.fixture(scope="module")
+def reference(world, tmp_path_factory):
+    """An uninterrupted single run: the bytes every launch must reproduce."""
+    out = str(tmp_path_factory.mktemp("reference"))
+    build(tiny_config(world, SINGLE_THREAD), out, resources=shared_resources())
+    return out
+
+
+def _chunk_files(out: str) -> dict:
+    found = {}
+    for root, _, files in os.walk(out):
+        for name in files:
+            if name.startswith(("chunk-", "part-")) and ".tmp." not in name:
+                stat = os.stat(os.path.join(root, name))
+                found[os.path.relpath(os.path.join(root, name), out)] = \
+                    (stat.st_ino, stat.st_mtime_ns)
+    return found
+
+
+@pytest.mark.slow
+def test_launch_on_the_local_executor_equals_a_single_run_and_retries_a_failed_shard(
+        world, reference, tmp_path, monkeypatch, caplog):
+    # shard 0 of 2 owns chunks 0 and 2: each of its jobs exits after linking 2 chunks, so its
+    # first attempt fails (before writing its index) and the second finishes it
+    monkeypatch.setenv(ABORT_ENV, "link:2")
+    out = tmp_path / "launched"
+    options = JobOptions(executor="local", time_min=30, array_parallelism=2)
+    with caplog.at_level(logging.INFO, logger="mmf_uvlp.corpus.launch"):
+        report = launch(tiny_config(world, SINGLE_THREAD), str(out), 2, options,
+                        progress=False, poll_s=0.5)
+    assert report["output"]["images"] == 5
+    assert output_files(str(out)) == output_files(reference)
+    retried = [r.getMessage() for r in caplog.records if "failed (attempt 1 of 3)" in r.getMessage()]
+    assert len(retried) == 1 and retried[0].startswith("shard 0/2 failed"), retried
+    log = retried[0].split("; log ")[1].split(";")[0]
+    assert log.startswith(str(out / "launch" / "shards")) and os.path.exists(log)
+    submitted = [r.getMessage() for r in caplog.records if r.getMessage().startswith("shard ")
+                 and ": job " in r.getMessage()]
+    assert sorted(m.split(":")[0] for m in submitted) == ["shard 0/2", "shard 0/2", "shard 1/2"]
+    # the sentence cache was embedded in two parts, then assembled: no part file is left
+    assert not list((out / "sentences").glob("embeddings.part-*"))
+    assert len(list((out / "launch" / "embed").glob("*_result.pkl"))) == 2
+
+    # everything done: a second launch submits nothing
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="mmf_uvlp.corpus.launch"):
+        launch(tiny_config(world, SINGLE_THREAD), str(out), 2, options, progress=False)
+    assert not [r for r in caplog.records if ": job " in r.getMessage()]
+    assert len([r for r in caplog.records if "already done" in r.getMessage()]) == 4
+
+
+@pytest.mark.slow
+def test_an_interrupted_launch_resumes_without_redoing_finished_shards(world, reference,
+                                                                        tmp_path):
+    out = tmp_path / "launched"
+    command = [sys.executable, str(REPO / "tools" / "build_corpus.py"), "launch",
+               "--predictions", world["predictions"], "--features", world["features"],
+               "--corpus", world["corpus"], "--captions-gt", world["captions_gt"],
+               "--objects-gt", world["objects_gt"], "--k", "3", "--chunk-images", "2",
+               "--set", "embed.chunk_size=5", "--set", "embed.batch_size=4",
+               "--set", "report.num_examples=3", "--set", SINGLE_THREAD, "--no-progress",
+               "--out", str(out), "--shards", "3", "--array-parallelism", "1"]
+    first = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+    done_shard = out / "shards" / "shard-0000-of-0003" / "shared.json"
+    deadline = time.time() + 900
+    while not done_shard.exists() and first.poll() is None and time.time() < deadline:
+        time.sleep(0.5)
+    assert done_shard.exists(), first.communicate()[0][-3000:]
+    first.send_signal(signal.SIGINT)  # Ctrl-C: the launcher stops its local job and exits
+    printed = first.communicate(timeout=120)[0]
+    assert first.returncode != 0, printed[-3000:]
+    assert not (out / "annotations" / "index.json").exists()
+    finished = _chunk_files(str(out / "shards" / "shard-0000-of-0003"))
+
+    again = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=1200)
+    assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
+    assert "embed: 3 of 3 jobs already done" in again.stderr
+    assert "shard 0/3: job" not in again.stderr  # finished before the interrupt: not redone
+    assert "shard 2/3: job" in again.stderr
+    assert _chunk_files(str(out / "shards" / "shard-0000-of-0003")) == finished
+    assert output_files(str(out)) == output_files(reference)
+
+
+def test_slurm_job_arrays_and_their_sbatch_scripts(world, tmp_path):
+    from submitit.core.test_core import MockedSubprocess
+
+    options = JobOptions(executor="slurm", partition="learnfair", time_min=240, gpus=1,
+                         cpus=8, mem_gb=32, array_parallelism=2,
+                         slurm=(("account", "vision"), ("constraint", "volta32gb")))
+    launcher = Launcher(tiny_config(world), str(tmp_path / "out"), 4, options, progress=False)
+    phases = dict(launcher.phases())
+    assert [len(phases[name]) for name in ("embed", "index", "shards", "merge")] == [4, 1, 4, 1]
+    assert [t.args[2] for t in phases["shards"]] == [(i, 4) for i in range(4)]
+    assert launcher.threads == 8  # each job uses its --cpus
+    mock = MockedSubprocess(known_cmds=["srun"])
+    with mock.context():
+        executor = options.executor_for(tmp_path / "out" / "launch" / "shards", "corpus-shards")
+        jobs = submit(executor, phases["shards"])
+        again = submit(executor, phases["shards"][1:2])  # a failed shard submitted again
+    array_id = jobs[0].job_id.split("_")[0]
+    assert [job.job_id for job in jobs] == [f"{array_id}_{i}" for i in range(4)]
+    script = jobs[0].paths.submission_file.read_text()
+    sbatch = {line.split()[1] for line in script.splitlines() if line.startswith("#SBATCH")}
+    assert {"--array=0-3%2", "--partition=learnfair", "--time=240", "--gpus-per-node=1",
+            "--cpus-per-task=8", "--mem=32GB", "--account=vision", "--constraint=volta32gb",
+            "--job-name=corpus-shards"} <= sbatch, sbatch
+    single = again[0].paths.submission_file.read_text()
+    assert "--array" not in single and "--partition=learnfair" in single
+    assert again[0].job_id == str(int(array_id) + 1) and "_" not in again[0].job_id
+
+
+def test_job_options_are_checked_and_named():
+    with pytest.raises(ValueError, match="--executor"):
+        JobOptions(executor="ray")
+    with pytest.raises(ValueError, match="--cpus"):
+        JobOptions(cpus=0)
+    assert JobOptions(executor="local", cpus=None).threads(parallel=1) >= 1
+    assert JobOptions(executor="slurm").parallelism() is None  # Slurm schedules the array
+
+
+def test_a_launch_refuses_an_output_of_another_config(world, tmp_path):
+    out = tmp_path / "out"
+    first = Launcher(tiny_config(world), str(out), 2, JobOptions(), progress=False)
+    first._check_out()
+    other = Launcher(tiny_config(world, "retrieve.k=4"), str(out), 2, JobOptions(),
+                     progress=False)
+    with pytest.raises(RuntimeError, match="another config or shard count"):
+        other._check_out()
+    with pytest.raises(RuntimeError, match="another config or shard count"):
+        Launcher(tiny_config(world), str(out), 3, JobOptions(), progress=False)._check_out()
+
+
+class _Ended:
+    """A finished job whose result raises ``error`` (submitit's own exception types)."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def result(self):
+        raise self.error
+
+
+def test_a_failed_job_is_told_in_one_line():
+    from submitit.core.utils import FailedJobError, UncompletedJobError
+
+    from mmf_uvlp.corpus.launch import _failure
+
+    trace = ("Traceback (most recent call last):\n  File \"pipeline.py\", line 9, in build\n"
+             "ValueError: predictions.tsv:3: boxes: expected 4 numbers")
+    failed = FailedJobError(  # the message submitit builds for a job that raised
+        "Job (task=0) failed during processing with trace:\n----------------------\n"
+        f"{trace}\n----------------------\nYou can check full logs with 'job.stderr(0)' and "
+        "'job.stdout(0)'or at paths:\n  - /x/1_0_log.err\n  - /x/1_0_log.out")
+    assert _failure(_Ended(failed)) == "ValueError: predictions.tsv:3: boxes: expected 4 numbers"
+    killed = UncompletedJobError("Job 11559 (task: 0) with path /x/11559_0_result.pkl\nhas not "
+                                 "produced any output (state: NO PROCESS AND NO RESULT)\nNo "
+                                 "error stream produced. Look at stdout: /x/11559_0_log.out")
+    assert _failure(_Ended(killed)) == (
+        "the job ended without a result (state NO PROCESS AND NO RESULT: it exited, was killed "
+        "or ran out of time or memory)")
+
+
+def test_a_slurm_job_of_an_interrupted_launch_still_running_is_waited_for(world, tmp_path):
+    from submitit.core.test_core import MockedSubprocess
+
+    from mmf_uvlp.corpus.launch import Launcher
+
+    options = JobOptions(executor="slurm", partition="learnfair")
+    launcher = Launcher(tiny_config(world), str(tmp_path / "out"), 2, options, progress=False)
+    shards = dict(launcher.phases())["shards"]
+    launcher.folder.mkdir(parents=True)
+    launcher._record("shards", "shard-0", "41")
+    launcher._record("shards", "shard-1", "42")
+    mock = MockedSubprocess(known_cmds=["srun"])
+    with mock.context():
+        mock.set_job_state("41", "RUNNING")
+        job = launcher._reattach("shards", shards[0])
+        assert job is not None and job.job_id == "41"
+        mock.set_job_state("42", "FAILED")
+        assert launcher._reattach("shards", shards[1]) is None  # submitted again instead
+    local = Launcher(tiny_config(world), str(tmp_path / "out"), 2, JobOptions(), progress=False)
+    assert local._reattach("shards", shards[0]) is None  # local jobs end with their launcher

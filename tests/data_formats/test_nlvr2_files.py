@@ -1,0 +1,95 @@
+"""NLVR2 under lil-lab's file names: tools/convert_nlvr2.py and what MMF reads."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+import mmf_uvlp  # noqa: F401  (installs the compatibility layer before MMF)
+from mmf.datasets.databases.annotation_database import AnnotationDatabase
+from mmf_uvlp.data_formats import FormatError
+from mmf_uvlp.data_formats.annotations import read_nlvr2
+from mmf_uvlp.data_formats.nlvr2_files import convert_nlvr2, image_keys
+
+from helpers import REPO
+
+
+LIL_LAB = REPO / "tests" / "fixtures" / "own_data" / "nlvr2"
+NAMES = ("train", "dev", "test1")
+
+
+def test_mmf_reads_lil_labs_json_only_once_converted(tmp_path):
+    with pytest.raises(json.JSONDecodeError, match="Extra data"):
+        AnnotationDatabase(OmegaConf.create({}), str(LIL_LAB / "train.json"))
+    counts = convert_nlvr2([LIL_LAB / f"{n}.json" for n in NAMES], tmp_path)
+    assert counts == {str(tmp_path / "train.jsonl"): {"records": 7, "True": 4, "False": 3},
+                      str(tmp_path / "dev.jsonl"): {"records": 2, "True": 1, "False": 1},
+                      str(tmp_path / "test1.jsonl"): {"records": 2, "True": 1, "False": 1}}
+    for name in NAMES:
+        database = AnnotationDatabase(OmegaConf.create({}), str(tmp_path / f"{name}.jsonl"))
+        original = [json.loads(line) for line in (LIL_LAB / f"{name}.json").read_text().splitlines()]
+        assert [database[i] for i in range(len(database))] == original
+
+
+def test_image_keys_are_those_mmfs_nlvr2_dataset_looks_up():
+    assert image_keys("dev-850-0-3") == ("dev-850-0-img0", "dev-850-0-img1")
+
+
+def _write(path: Path, records: list) -> Path:
+    path.write_text("".join((json.dumps(r) if isinstance(r, dict) else r) + "\n" for r in records))
+    return path
+
+
+GOOD = {"identifier": "train-1-0-0", "sentence": "A dog.", "label": "True"}
+
+
+@pytest.mark.parametrize("records, line, field, expected", [
+    ([GOOD, dict(GOOD, identifier="train-2-0-0", label="yes")], 2, "label", '"True" or "False"'),
+    ([GOOD, "", dict(GOOD, identifier="train-2-0")], 3, "identifier", "<split>-<set>"),
+    ([GOOD, dict(GOOD, sentence="Two dogs.")], 2, "identifier", ":1 has it already"),
+    ([GOOD, {"identifier": "train-2-0-0", "label": "True"}], 2, "sentence", "fields"),
+    ([GOOD, "{not json"], 2, "json", "valid json"),
+])
+def test_bad_records_name_file_line_and_field(tmp_path, records, line, field, expected):
+    source = _write(tmp_path / "train.json", records)
+    with pytest.raises(FormatError) as info:
+        convert_nlvr2([source], tmp_path / "out")
+    assert str(info.value).startswith(f"{source}:{line}: field '{field}'")
+    assert expected in str(info.value)
+    assert not (tmp_path / "out" / "train.jsonl").exists()
+    assert not (tmp_path / "out" / "train.jsonl.tmp").exists()
+
+
+def test_read_nlvr2_names_the_line_after_blank_lines(tmp_path):
+    source = _write(tmp_path / "dev.jsonl", [GOOD, "", dict(GOOD, label="maybe")])
+    with pytest.raises(FormatError, match=r"dev\.jsonl:3: field 'label'"):
+        list(read_nlvr2(source))
+
+
+def test_pairs_whose_images_are_not_in_the_features_are_refused(tmp_path):
+    features = tmp_path / "features"
+    features.mkdir()
+    for key in ("train-1-0-img0", "train-1-0-img1", "train-2-0-img0"):
+        (features / f"{key}.npy").write_bytes(b"")
+    source = _write(tmp_path / "train.json", [GOOD, dict(GOOD, identifier="train-2-0-0")])
+    with pytest.raises(FormatError, match=r"train\.json:2: field 'identifier': expected a pair "
+                                          r"whose images are in .*missing train-2-0-img1"):
+        convert_nlvr2([source], tmp_path / "out", features=features)
+
+
+def test_the_cli_writes_the_jsonl_files_or_one_error_line(tmp_path):
+    tool = [sys.executable, str(REPO / "tools" / "convert_nlvr2.py")]
+    done = subprocess.run(tool + [str(LIL_LAB / f"{n}.json") for n in NAMES]
+                          + ["--out", str(tmp_path / "ok")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert f"{tmp_path / 'ok' / 'dev.jsonl'}: 2 records (1 True, 1 False)" in done.stdout
+    bad = _write(tmp_path / "dev.json", [GOOD, GOOD])
+    failed = subprocess.run(tool + [str(bad), "--out", str(tmp_path / "bad")],
+                            capture_output=True, text=True)
+    assert failed.returncode == 2 and failed.stderr.count("\n") == 1
+    assert failed.stderr.startswith(f"convert_nlvr2: error: {bad}:2: field 'identifier'")

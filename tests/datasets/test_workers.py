@@ -1,0 +1,144 @@
+"""Data loading with ``training.num_workers > 0``: each worker reads the features LMDB
+through its own environment, readers survive pickling (spawned workers), workers persist,
+and the batches equal those of ``num_workers = 0`` (LMDB and ``.npy`` features)."""
+
+import argparse
+import os
+import pickle
+
+import lmdb
+import numpy as np
+import pytest
+import torch
+
+import mmf  # noqa: F401  (applies the compatibility fixes)
+from mmf.common.registry import registry
+from mmf.datasets.databases.readers.feature_readers import LMDBFeatureReader
+from mmf_uvlp.utils import lmdb_envs
+
+from helpers import REPO
+
+
+@pytest.fixture
+def features_lmdb(tmp_path):
+    """An MMF feature LMDB of 6 images, written with py-lmdb as MMF's extractor writes it."""
+    path = str(tmp_path / "features.lmdb")
+    writer = lmdb.open(path, map_size=1 << 24)
+    with writer.begin(write=True) as txn:
+        for index in range(6):
+            record = {"features": np.full((2, 4), index, np.float32), "image_id": f"img_{index}"}
+            txn.put(f"img_{index}".encode(), pickle.dumps(record))
+        txn.put(b"keys", pickle.dumps([f"img_{index}".encode() for index in range(6)]))
+    writer.close()
+    return path
+
+
+class _ReaderDataset(torch.utils.data.Dataset):
+    """Each sample: the process reading it, the process whose environment it read through,
+    and the features."""
+
+    def __init__(self, path: str):
+        self.path, self.reader = path, LMDBFeatureReader(10, path)
+
+    def __len__(self) -> int:
+        return 6
+
+    def __getitem__(self, index: int):
+        features = self.reader._load(f"{self.path}/img_{index}.npy")["features"]
+        return os.getpid(), lmdb_envs.opened_in(self.reader.env), features
+
+
+def test_each_worker_reads_through_its_own_lmdb_environment(features_lmdb):
+    dataset = _ReaderDataset(features_lmdb)
+    dataset[0]  # the parent opened the environment before the workers fork
+    loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2,
+                                         persistent_workers=True)
+    for epoch in range(2):
+        rows = list(loader)
+        readers = {pid for pid, _, _ in rows}
+        assert len(readers) == 2 and os.getpid() not in readers
+        assert all(pid == opened for pid, opened, _ in rows), rows
+        assert [int(features[0, 0]) for _, _, features in rows] == list(range(6))
+    assert dataset[5][1] == os.getpid()  # the parent still reads through its own
+
+
+def test_a_feature_reader_pickles_for_spawned_workers(features_lmdb):
+    dataset = _ReaderDataset(features_lmdb)
+    before = dataset[3][2]
+    copy = pickle.loads(pickle.dumps(dataset))  # what a spawn / forkserver worker receives
+    assert torch.equal(torch.as_tensor(copy[3][2]), torch.as_tensor(before))
+
+
+PRETRAIN = """
+includes:
+- {repo}/projects/uvla/pretrain.yaml
+datasets: uvla_region_tag
+dataset_config:
+  uvla_region_tag:
+    holdout_every: 6
+    features:
+      train: [{features}]
+      val: [{features}]
+      test: [{features}]
+    processors:
+      masking_processor:
+        params:
+          mask_prob: 0.0   # no random masks: every field is a function of the data
+"""
+
+
+@pytest.fixture
+def registry_kept():
+    missing = object()
+    keys = ("config", "current_device", "writer", "seed")
+    saved = {key: registry.get(key, missing, no_warning=True) for key in keys}
+    yield
+    for key, value in saved.items():
+        if value is missing:
+            registry.unregister(key)
+        else:
+            registry.register(key, value)
+
+
+def _batches(tmp_path, world, features: str, workers: int) -> list:
+    """Two epochs of the R-T train loader that MMF's trainer builds."""
+    from mmf.common.dataset_loader import DatasetLoader
+    from mmf.utils.configuration import Configuration
+    from mmf.utils.env import setup_imports
+
+    setup_imports()
+    config_file = tmp_path / "pretrain.yaml"
+    config_file.write_text(PRETRAIN.format(repo=REPO, features=features))
+    opts = [f"config={config_file}", f"env.data_dir={world}", "training.batch_size=8",
+            f"training.num_workers={workers}"]
+    config = Configuration(argparse.Namespace(config_override=None, opts=opts)).get_config()
+    registry.register("config", config)
+    registry.register("current_device", torch.device("cpu"))
+    registry.register("writer", type("Quiet", (), {"write": lambda *a, **k: None})())
+    registry.register("seed", 0)
+    loader = DatasetLoader(config)
+    loader.load_datasets()
+    train = loader.train_loader
+    assert [one.persistent_workers for one in train.loaders] == [workers > 0]
+    batches = []
+    for epoch in (1, 2):
+        loader.seed_sampler("train", epoch)
+        batches += [train.prepare_batch(batch) for batch in train]
+    return batches
+
+
+@pytest.mark.parametrize("features", ["features/cc.lmdb", "features/cc"], ids=["lmdb", "npy"])
+def test_workers_give_the_same_batches_as_no_workers(tiny_corpus, tmp_path, registry_kept,
+                                                     features):
+    world = tiny_corpus.parent
+    alone = _batches(tmp_path, world, features, workers=0)
+    with_workers = _batches(tmp_path, world, features, workers=2)
+    assert len(alone) == len(with_workers) > 2
+    for one, other in zip(alone, with_workers):
+        assert sorted(one.keys()) == sorted(other.keys())
+        for key in one.keys():
+            if torch.is_tensor(one[key]):
+                assert torch.equal(one[key], other[key]), key
+            else:
+                assert one[key] == other[key], key
+    assert alone[0].image_id != alone[len(alone) // 2].image_id  # the epochs' orders differ

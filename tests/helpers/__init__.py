@@ -1,0 +1,59 @@
+"""What several test folders share: the checkout, ``mmf_run``, and a tiny pre-training run
+of the toy world (tiny random uvla, R-T / R-N / I-S with every 6th image held out)."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, List
+
+import torch
+
+REPO = Path(__file__).resolve().parents[2]
+MMF_RUN = str(Path(sys.executable).with_name("mmf_run"))
+
+TINY = """
+includes:
+- {repo}/projects/uvla/pretrain.yaml
+- {repo}/configs/models/uvla/tiny_random.yaml
+model_config:
+  uvla:
+    feature_dim: 64
+optimizer:
+  params:
+    lr: 1e-3
+training:
+  batch_size: 16
+  log_interval: 1
+  evaluation_interval: 1000
+  checkpoint_interval: 4
+  seed: 3
+"""
+HOLDOUT = [f"dataset_config.uvla_{name}.holdout_every=6" for name in ("region_tag", "region_phrase", "image_sentence")]
+
+
+def mmf_run(*args: str, ok: bool = True, timeout: int = 600) -> str:
+    """``mmf_run ARGS`` run from the checkout: its output (stdout, then stderr); the test fails
+    unless it exits with 0 (``ok``), or with another status (``ok=False``)."""
+    result = subprocess.run([MMF_RUN, *args], capture_output=True, text=True, timeout=timeout, cwd=REPO)
+    output = result.stdout + result.stderr
+    assert (result.returncode == 0) == ok, output[-4000:]
+    return output
+
+
+def pretrain(tmp_path: Path, world: Path, save: Path, *opts: str, config: str = TINY, ok: bool = True) -> str:
+    path = tmp_path / "pretrain.yaml"
+    path.write_text(config.format(repo=REPO))
+    return mmf_run(f"config={path}", f"env.data_dir={world}", f"env.save_dir={save}", *HOLDOUT, *opts, ok=ok)
+
+
+def rows(output: str, split: str = "train") -> List[Dict[str, str]]:
+    found = []
+    for line in output.splitlines():
+        if "progress:" in line and f"{split}/total_loss:" in line:
+            found.append(dict(re.findall(r"(\S+): ([0-9.e-]+)", line)))
+    return found
+
+
+def same(a: Dict[str, torch.Tensor], b: Dict[str, torch.Tensor]) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

@@ -1,0 +1,137 @@
+"""Checkpoint files that cannot be written or must not be read stop a run with one line
+naming the file and the reason; a resume whose current.ckpt is missing continues from the
+newest complete checkpoint and says so."""
+
+import errno
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+from typing import Optional
+
+import pytest
+import torch
+
+from mmf_uvlp.utils.checkpoint_files import (
+    CheckpointWriteError,
+    DamagedCheckpoint,
+    RefusedCheckpoint,
+    atomic_torch_save,
+    load_checkpoint,
+)
+
+from helpers import HOLDOUT, MMF_RUN, REPO, TINY, rows
+
+
+class RunsCode:
+    """Unpickling this creates the file ``path`` (a stand-in for any code)."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def full_disk_at(path: Path) -> None:
+    """Writes of ``path`` by this process fail with ENOSPC: the temporary file the atomic save
+    writes first is /dev/full."""
+    os.symlink("/dev/full", f"{path}.tmp-{os.getpid()}")
+
+
+def test_a_write_to_a_full_disk_names_enospc_and_the_file_and_leaves_nothing(tmp_path):
+    target = tmp_path / "model_4.ckpt"
+    full_disk_at(target)
+    with pytest.raises(CheckpointWriteError) as error:
+        atomic_torch_save({"model": {"w": torch.zeros(10000)}}, str(target))
+    assert str(error.value).startswith(f"cannot write checkpoint {target}: ENOSPC (No space left on device); "
+                                       "the disk is full")
+    assert error.value.errno == errno.ENOSPC and "\n" not in str(error.value)
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("fmt", ["torch.save", "pickle"])
+def test_a_file_holding_code_is_refused_naming_the_file_and_the_object(tmp_path, fmt):
+    crafted, ran = tmp_path / "crafted.ckpt", tmp_path / "ran"
+    content = {"model": {"w": torch.zeros(2)}, "extra": RunsCode(str(ran))}
+    if fmt == "torch.save":
+        torch.save(content, crafted)
+    else:
+        crafted.write_bytes(pickle.dumps(content))
+    with pytest.raises(RefusedCheckpoint) as error:
+        load_checkpoint(str(crafted))
+    assert str(error.value).startswith(f"checkpoint {crafted} refused: it holds objects that are not "
+                                       "plain data (io.open), which loading it would run as code")
+    assert "damaged" not in str(error.value) and not ran.exists()
+
+
+def test_a_truncated_file_is_damaged_not_refused(tmp_path):
+    whole, cut = tmp_path / "whole.ckpt", tmp_path / "cut.ckpt"
+    torch.save({"model": {"w": torch.zeros(1000)}}, whole)
+    cut.write_bytes(whole.read_bytes()[:600])
+    assert load_checkpoint(str(whole))["model"]["w"].shape == (1000,)
+    with pytest.raises(DamagedCheckpoint) as error:
+        load_checkpoint(str(cut))
+    assert str(error.value).startswith(f"checkpoint {cut} cannot be read (RuntimeError: ")
+    assert str(error.value).endswith("the file is damaged or truncated") and "\n" not in str(error.value)
+
+
+def mmf_run(tmp_path: Path, world: Path, save: Path, *opts: str, full_disk: str = "",
+            env: Optional[dict] = None) -> subprocess.CompletedProcess:
+    """mmf_run on the tiny world; ``full_disk``: the checkpoint file (relative to ``save``)
+    whose write finds the disk full."""
+    config = tmp_path / "pretrain.yaml"
+    config.write_text(TINY.format(repo=REPO))
+    command = [MMF_RUN, f"config={config}", f"env.data_dir={world}", f"env.save_dir={save}", *HOLDOUT, *opts]
+    if full_disk:
+        driver = tmp_path / "full_disk_run.py"
+        driver.write_text(
+            "import os, sys\n"
+            f"os.makedirs({str(save / 'models')!r}, exist_ok=True)\n"
+            f"os.symlink('/dev/full', {str(save / full_disk)!r} + '.tmp-%d' % os.getpid())\n"
+            "from mmf_cli.run import run\n"
+            "sys.argv = ['mmf_run'] + sys.argv[1:]\n"
+            "run()\n")
+        command = [sys.executable, str(driver), *command[1:]]
+    return subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=REPO,
+                          env=dict(os.environ, **(env or {})))
+
+
+@pytest.mark.slow
+def test_a_full_disk_stops_in_one_line_and_the_resume_falls_back_to_model_4(tiny_corpus, tmp_path):
+    world, save = tiny_corpus.parent, tmp_path / "save"
+    # the disk fills up while current.ckpt of update 4 is written: models/model_4.ckpt is complete
+    result = mmf_run(tmp_path, world, save, "training.max_updates=8", full_disk="current.ckpt")
+    assert result.returncode == 1, (result.stdout + result.stderr)[-3000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"mmf_run: error: cannot write checkpoint {save / 'current.ckpt'}: ENOSPC "
+                           "(No space left on device); the disk is full"), result.stderr[-3000:]
+    assert "Traceback" not in result.stderr and "iostream" not in result.stderr
+    assert f"cannot write checkpoint {save / 'current.ckpt'}: ENOSPC" in (save / "train.log").read_text()
+    assert not (save / "current.ckpt").exists() and (save / "models/model_4.ckpt").exists()
+    assert sorted(os.listdir(save / "models")) == ["model_4.ckpt"]
+
+    resumed = mmf_run(tmp_path, world, save, "training.max_updates=8", "checkpoint.resume=True")
+    output = resumed.stdout + resumed.stderr
+    assert resumed.returncode == 0, output[-3000:]
+    message = (f"{save / 'current.ckpt'} is missing; resuming from {save / 'models/model_4.ckpt'}, "
+               "the newest complete checkpoint")
+    assert message in output and message in (save / "train.log").read_text()
+    assert [row["num_updates"] for row in rows(output)] == ["5", "6", "7", "8"]
+    assert torch.load(save / "current.ckpt", weights_only=True)["num_updates"] == 8
+
+
+@pytest.mark.slow
+def test_a_crafted_resume_file_is_refused_in_one_line_and_runs_nothing(tiny_corpus, tmp_path):
+    crafted, ran = tmp_path / "crafted.ckpt", tmp_path / "ran"
+    torch.save({"model": {}, "optimizer": {}, "extra": RunsCode(str(ran))}, crafted)
+    # even with torch.load's default switched back to unpickling anything
+    result = mmf_run(tmp_path, tiny_corpus.parent, tmp_path / "save", "training.max_updates=1",
+                     f"checkpoint.resume_file={crafted}", env={"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"})
+    assert result.returncode == 1, (result.stdout + result.stderr)[-3000:]
+    assert not ran.exists(), "loading the resume file ran its code"
+    last = result.stderr.strip().splitlines()[-1]
+    assert last == (f"mmf_run: error: checkpoint {crafted} refused: it holds objects that are not plain "
+                    "data (io.open), which loading it would run as code; a checkpoint may hold only "
+                    "tensors, numbers, strings and containers"), result.stderr[-3000:]
