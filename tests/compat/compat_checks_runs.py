@@ -20,6 +20,29 @@ class RunsCode:
         return (open, (self.path, "w"))
 
 
+def expect_crafted_checkpoint_refused(load: Callable[[str], Any], folder: str) -> None:
+    """``load`` of a checkpoint in ``folder`` holding code is refused, naming the file and
+    the global, and runs nothing, even with ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1`` (which
+    makes torch.load unpickle anything; MMF main environments set it)."""
+    import os
+
+    import torch
+
+    crafted, ran = os.path.join(folder, "crafted.ckpt"), os.path.join(folder, "ran")
+    torch.save({"model": {}, "extra": RunsCode(ran)}, crafted)
+    os.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"
+    try:
+        load(crafted)
+    except Exception as exc:
+        assert f"checkpoint {crafted} refused: it holds objects that are not plain data " \
+               "(io.open)" in str(exc), str(exc)
+    else:
+        raise AssertionError("a checkpoint holding code loaded")
+    finally:
+        del os.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"]
+    assert not os.path.exists(ran), "loading the checkpoint ran its code"
+
+
 @check("resumable_checkpoints")
 def _damaged_checkpoint() -> None:
     _plugin_run()
@@ -44,19 +67,7 @@ def _damaged_checkpoint() -> None:
         else:
             raise AssertionError("a damaged checkpoint loaded")
 
-        crafted, ran = os.path.join(folder, "crafted.ckpt"), os.path.join(folder, "ran")
-        torch.save({"model": {}, "extra": RunsCode(ran)}, crafted)
-        os.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"  # torch.load's default: unpickle anything
-        try:
-            Checkpoint._torch_load(loader, crafted)
-        except Exception as exc:
-            assert f"checkpoint {crafted} refused: it holds objects that are not plain data " \
-                   "(io.open)" in str(exc), str(exc)
-        else:
-            raise AssertionError("a checkpoint holding code loaded")
-        finally:
-            del os.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"]
-        assert not os.path.exists(ran), "loading the checkpoint ran its code"
+        expect_crafted_checkpoint_refused(lambda path: Checkpoint._torch_load(loader, path), folder)
 
         # the disk is full: the write of the checkpoint's temporary file fails with ENOSPC
         target = os.path.join(folder, "model_4.ckpt")

@@ -89,17 +89,8 @@ def _plain_data_checkpoint_loads() -> None:
                    resumable)
         loaded = Checkpoint._torch_load(loader, resumable)
         assert list(loaded["optimizer"]["param_groups"][0]["betas"]) == [0.9, 0.999]
-        crafted, ran = os.path.join(folder, "crafted.ckpt"), os.path.join(folder, "ran")
-        torch.save({"model": {}, "extra": compat_checks.RunsCode(ran)}, crafted)
-        os.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"  # MMF main environments set it
-        try:
-            Checkpoint._torch_load(loader, crafted)
-        except Exception as exc:
-            assert f"checkpoint {crafted} refused: it holds objects that are not plain data " \
-                   "(io.open)" in str(exc), str(exc)
-        else:
-            raise AssertionError("a checkpoint holding code loaded")
-        assert not os.path.exists(ran), "loading the checkpoint ran its code"
+        compat_checks.expect_crafted_checkpoint_refused(
+            lambda path: Checkpoint._torch_load(loader, path), folder)
 
 
 def _checkpoint_write_errors() -> None:
