@@ -77,6 +77,7 @@ FIXES.fix(
     scope="plugin",
 )(plugin_only(seeding.install_seed_zero_seeds, "mmf.utils.env"))
 
+
 @FIXES.fix(
     "plugin_resolvers_kept",
     "omegaconf.errors.UnsupportedInterpolationType: Unsupported interpolation type "

@@ -390,6 +390,7 @@ FIXES.fix(
     scope="plugin",
 )(plugin_only(multitasking.install, "mmf.datasets.multi_dataset_loader:MultiDatasetLoader"))
 
+
 @FIXES.fix(
     "anomaly_detection_switch",
     "training runs several times slower than it should (BaseTrainer.train "
@@ -494,6 +495,7 @@ FIXES.fix(
     trigger="mmf_cli.run",
 )(cpu_distributed.install_spawn)
 
+
 @FIXES.fix(
     "torchrun_local_rank",
     "with `torchrun --nproc_per_node=N mmf_run ...` every rank trains on cuda:0 (rc10 takes "
@@ -565,6 +567,7 @@ FIXES.fix(
     stage="post",
     scope="plugin",
 )(plugin_only(non_finite_loss.install, "mmf.trainers.base_trainer:BaseTrainer"))
+
 
 class _SharedLmdb(types.ModuleType):
     """The ``lmdb`` module as seen by MMF's feature readers: one environment per file and
@@ -701,6 +704,7 @@ FIXES.fix(
     scope="plugin",
 )(plugin_only(workers.install, "mmf.utils.build"))
 
+
 @FIXES.fix(
     "model_and_datasets_from_config_file",
     "KeyError: Required argument 'model' not passed / 'dataset|datasets' not passed "
@@ -797,6 +801,7 @@ FIXES.fix(
     scope="plugin",
 )(command_line_values.install)
 
+
 def _data_dir_from_working_directory(update_specific: Callable) -> Callable:
     """Wrap ``Configuration._update_specific`` so that a relative ``env.data_dir`` is made
     absolute against the working directory before anything joins it to MMF's root."""
@@ -855,6 +860,7 @@ FIXES.fix(
     trigger="mmf_cli.run",
     scope="plugin",
 )(run_lock.install)
+
 
 def _rows_per_sample(values: Any, rows: int) -> Any:
     """Per-sample ``(n_i, C)`` arrays as one ``(B, rows, C)`` float32 array, each sample's

@@ -29,6 +29,7 @@ KEYS_ENTRY = b"keys"
 INFO_FIELDS = ("bbox", "num_boxes", "image_width", "image_height", "objects", "cls_prob")
 BOX_TOLERANCE = 1.0
 
+
 def validate_record(
     record: dict, path: str | os.PathLike, key: str, feature_dim: int | None = None,
     num_classes: int | None = None, require_features: bool = True,
