@@ -317,8 +317,10 @@ def test_the_committed_calibrated_archive_matches_the_recipe(tmp_path, capsys):
     archive = tmp_path / "archive"
     shutil.copytree(REPO / "results" / "archive" / "calibrated", archive)
     records = len(list(archive.rglob("*.json")))  # step.json of each run, setup/*.json
+    systems = sorted(d.name for d in archive.iterdir() if d.is_dir() and d.name != "setup")
+    assert {"base", "uvla", "aligned_vlp"} <= set(systems)
     assert replicate_tool().main(["--recipe", "configs/study/calibrated.yaml", "--tables", "1",
-                         "--systems", "base,uvla,aligned_vlp", "--data", str(tmp_path),
+                         "--systems", ",".join(systems), "--data", str(tmp_path),
                          "--archive", str(archive), "--plan"]) == 0
     printed = capsys.readouterr().out
     assert "stale" not in printed
