@@ -137,13 +137,7 @@ class UVLA(BaseModel):
         self.feature_dim = int(self._required("feature_dim"))
         self.text_only_batches = bool(self.config.get("text_only_batches", False))
 
-        self.embeddings = UVLAEmbeddings(
-            bert.bert.embeddings,
-            feature_dim=self.feature_dim,
-            visual_token_type=int(self.config.get("visual_token_type", 1)),
-            layer_norm_eps=bert.config.layer_norm_eps,
-            dropout=bert.config.hidden_dropout_prob,
-        )
+        self.embeddings = self._build_embeddings(bert)
         self.encoder = bert.bert.encoder
         self.pooler = bert.bert.pooler
         self.pooling = check_pooling(self.config.get("pooling", "cls"), self.config_key)
@@ -151,33 +145,49 @@ class UVLA(BaseModel):
         self.heads = nn.ModuleDict(
             {name: self._build_head(name, bert) for name in self._head_names()}
         )
-
-        new_modules = [self.embeddings.feature_projection, self.embeddings.feature_norm,
-                       self.embeddings.box_projection, self.embeddings.box_norm,
-                       self.embeddings.visual_norm]
-        new_modules += [head for name, head in self.heads.items() if name not in VOCAB_HEADS]
-        for module in new_modules:
-            module.apply(bert._init_weights)
+        self._init_new_weights(bert)
         self._visual_lr_multiplier()  # a bad value fails at build, not at the optimizer
-
-        curriculum = self.config.get("curriculum", {}) or {}
-        enabled = curriculum.get("enabled", None)
-        self.curriculum: Optional[CurriculumWeighting] = None
-        if enabled or (enabled is None and "itm" in self.heads):
-            if "itm" not in self.heads:
-                raise UserConfigError(
-                    f"model_config.{self.config_key}.curriculum.enabled needs the 'itm' head, "
-                    f"and the heads are {list(self.heads)} (from {self.head_spec.source}): set "
-                    f"model_config.{self.config_key}.curriculum.enabled=False (or None: on "
-                    "exactly when the heads include itm)"
-                )
-            self.curriculum = CurriculumWeighting(float(curriculum.get("start_epoch", 1)),
-                                                  epoch_fn=self.epochs_done)
+        self.curriculum = self._build_curriculum()
 
         self.pretrained_report: Optional[Dict[str, Any]] = None
         pretrained = self.config.get("pretrained_checkpoint", None)
         if pretrained:
             self._load_pretrained(str(pretrained))
+
+    def _build_embeddings(self, bert: BertForPreTraining) -> nn.Module:
+        """The input embeddings: BERT's word embeddings beside the region path."""
+        return UVLAEmbeddings(
+            bert.bert.embeddings,
+            feature_dim=self.feature_dim,
+            visual_token_type=int(self.config.get("visual_token_type", 1)),
+            layer_norm_eps=bert.config.layer_norm_eps,
+            dropout=bert.config.hidden_dropout_prob,
+        )
+
+    def _init_new_weights(self, bert: BertForPreTraining) -> None:
+        """BERT's initialisation for what a BERT checkpoint does not have: the embeddings'
+        new modules and the heads other than BERT's vocabulary heads."""
+        new_modules = self.embeddings.new_modules()
+        new_modules += [head for name, head in self.heads.items() if name not in VOCAB_HEADS]
+        for module in new_modules:
+            module.apply(bert._init_weights)
+
+    def _build_curriculum(self) -> Optional[CurriculumWeighting]:
+        """The w_ITM curriculum: on when ``curriculum.enabled`` (None: when there is an ITM
+        head)."""
+        curriculum = self.config.get("curriculum", {}) or {}
+        enabled = curriculum.get("enabled", None)
+        if not (enabled or (enabled is None and "itm" in self.heads)):
+            return None
+        if "itm" not in self.heads:
+            raise UserConfigError(
+                f"model_config.{self.config_key}.curriculum.enabled needs the 'itm' head, "
+                f"and the heads are {list(self.heads)} (from {self.head_spec.source}): set "
+                f"model_config.{self.config_key}.curriculum.enabled=False (or None: on "
+                "exactly when the heads include itm)"
+            )
+        return CurriculumWeighting(float(curriculum.get("start_epoch", 1)),
+                                   epoch_fn=self.epochs_done)
 
     def epochs_done(self) -> float:
         """Training progress in epochs, the curriculum's clock (MMF's update count, or
@@ -185,11 +195,9 @@ class UVLA(BaseModel):
         return current_epoch(module=self)
 
     def visual_parameters(self) -> List[nn.Parameter]:
-        """The region path's own parameters: feature and box projections and their norms."""
-        e = self.embeddings
-        modules = (e.feature_projection, e.feature_norm, e.box_projection, e.box_norm,
-                   e.visual_norm)
-        return [p for module in modules for p in module.parameters()]
+        """The region path's own parameters: the embeddings' modules a BERT checkpoint does
+        not have (uvla: feature and box projections and their norms)."""
+        return [p for module in self.embeddings.new_modules() for p in module.parameters()]
 
     def _visual_lr_multiplier(self) -> float:
         value = float(self.config.get("visual_lr_multiplier", 1.0))

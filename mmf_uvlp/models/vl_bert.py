@@ -31,11 +31,11 @@ from typing import Any, List, Mapping, Optional
 import torch
 from mmf.common.registry import registry
 from torch import nn
+from transformers import BertForPreTraining
 
-from mmf_uvlp.models.head_spec import head_spec
-from mmf_uvlp.models.uvla import ATTENTION_IMPLEMENTATIONS, TASK_HEADS, VOCAB_HEADS, UVLA
+from mmf_uvlp.models.uvla import TASK_HEADS, UVLA
 from mmf_uvlp.modules.heads import Encoded
-from mmf_uvlp.modules.pooling import check_pooling, pool
+from mmf_uvlp.modules.pooling import pool
 from mmf_uvlp.modules.vl_bert_embeddings import VLBERTEmbeddings
 from mmf_uvlp.utils.config_files import default_config
 
@@ -52,41 +52,17 @@ class VLBERT(UVLA):
     def config_path(cls) -> str:
         return default_config("models", "vl_bert", "defaults.yaml")
 
-    def build(self) -> None:
-        attention = self.config.get("attention", "sdpa")
-        if attention not in ATTENTION_IMPLEMENTATIONS:
-            raise ValueError(f"model_config.{self.config_key}.attention must be one of "
-                             f"{ATTENTION_IMPLEMENTATIONS}, got {attention!r}")
-        bert = self._load_bert(attention)
-        self.bert_config = bert.config
-        self.output_attentions = bool(self.config.get("output_attentions", False))
-        self.feature_dim = int(self._required("feature_dim"))
-        self.text_only_batches = bool(self.config.get("text_only_batches", False))
-
-        self.embeddings = VLBERTEmbeddings(
+    def _build_embeddings(self, bert: BertForPreTraining) -> nn.Module:
+        return VLBERTEmbeddings(
             bert.bert.embeddings, feature_dim=self.feature_dim,
             geometry_dim=int(self._required("geometry_dim")),
             initializer_range=bert.config.initializer_range,
             layer_norm_eps=bert.config.layer_norm_eps,
         )
-        self.encoder = bert.bert.encoder
-        self.pooler = bert.bert.pooler
-        self.pooling = check_pooling(self.config.get("pooling", "cls"), self.config_key)
-        self.head_spec = head_spec(self.config, self.config_key)
-        self.heads = nn.ModuleDict(
-            {name: self._build_head(name, bert) for name in self._head_names()}
-        )
-        new_modules = self.embeddings.new_modules()
-        new_modules += [head for name, head in self.heads.items() if name not in VOCAB_HEADS]
-        for module in new_modules:
-            module.apply(bert._init_weights)
-        self.embeddings.start_text_visual_at_zero()
-        self.curriculum = None
 
-        self.pretrained_report = None
-        pretrained = self.config.get("pretrained_checkpoint", None)
-        if pretrained:
-            self._load_pretrained(str(pretrained))
+    def _init_new_weights(self, bert: BertForPreTraining) -> None:
+        super()._init_new_weights(bert)
+        self.embeddings.start_text_visual_at_zero()
 
     def _head_names(self) -> List[str]:
         names = self.head_spec.heads

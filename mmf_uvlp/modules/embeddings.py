@@ -11,7 +11,7 @@ The box embedding ``LayerNorm(W_b b)`` is one module shared by regions and tags.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import List, Optional
 
 import torch
 from torch import nn
@@ -41,6 +41,11 @@ class UVLAEmbeddings(nn.Module):
         self.box_norm = nn.LayerNorm(hidden, eps=layer_norm_eps)
         self.visual_norm = nn.LayerNorm(hidden, eps=layer_norm_eps)
         self.dropout = nn.Dropout(dropout)
+
+    def new_modules(self) -> List[nn.Module]:
+        """Modules a BERT checkpoint does not have (for BERT's weight initialisation)."""
+        return [self.feature_projection, self.feature_norm, self.box_projection, self.box_norm,
+                self.visual_norm]
 
     def box(self, boxes: torch.Tensor) -> torch.Tensor:
         """``LayerNorm(W_b b)``: (..., 5) -> (..., H)."""

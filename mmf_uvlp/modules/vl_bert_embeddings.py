@@ -26,7 +26,6 @@ is undisturbed at initialisation.
 
 from __future__ import annotations
 
-import math
 from typing import List
 
 import torch

@@ -25,8 +25,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
-import shutil
 import subprocess
 import sys
 import textwrap

@@ -7,7 +7,6 @@ every test asserts the file was not created and that the error names the loaded 
 
 import gzip
 import json
-import os
 import pickle
 import shutil
 import subprocess

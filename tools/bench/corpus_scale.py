@@ -37,7 +37,6 @@ import json
 import math
 import os
 import resource
-import shutil
 import subprocess
 import sys
 import threading
