@@ -68,9 +68,12 @@ def add_trust_argument(parser: Any) -> None:
                              "run code; only for files from a source you trust)")
 
 
-def add_pool_probe_arguments(parser: argparse.ArgumentParser) -> None:
-    """The arguments of the probes over the pre-training pool's held-out images
-    (``tools/probe_visual_reliance.py``, ``tools/probe_mrc_shortcut.py``)."""
+def parse_pool_probe_args(description: str, argv: list[str] | None, *, max_length_help: str,
+                          seed_help: str) -> tuple[argparse.Namespace, list[tuple[str, str]]]:
+    """The command line of the probes over the pre-training pool's held-out images
+    (``tools/probe_visual_reliance.py``, ``tools/probe_mrc_shortcut.py``): the arguments and
+    the ``--model`` (name, checkpoint) pairs, at least one."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--world", type=Path, required=True,
                         help="a toy world (text/captions_gt.tsv, features/cc.lmdb, vocabulary.json)")
     parser.add_argument("--model", action="append", default=[], metavar="NAME=CHECKPOINT",
@@ -85,7 +88,14 @@ def add_pool_probe_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--holdout-every", type=int, default=50,
                         help="the pre-training hold-out rule (dataset_config.*.holdout_every)")
     parser.add_argument("--max-regions", type=int, default=24)
+    parser.add_argument("--max-length", type=int, default=24, help=max_length_help)
+    parser.add_argument("--seed", type=int, default=0, help=seed_help)
     parser.add_argument("--out", type=Path, help="write the results as json")
+    args = parser.parse_args(argv)
+    models = parse_model_args(args.model)
+    if not models:
+        parser.error("give at least one --model NAME=CHECKPOINT")
+    return args, models
 
 
 def load_pool(args: argparse.Namespace) -> tuple[list[tuple[str, str]], list[str], RegionStore]:

@@ -12,28 +12,21 @@ reads nothing.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
-from mmf_uvlp.analysis.cli import add_pool_probe_arguments, load_pool, load_tokenizer
+from mmf_uvlp.analysis.cli import load_pool, parse_pool_probe_args, load_tokenizer
 from mmf_uvlp.analysis.mrc_shortcut import (
     DIRECTIONS, class_prior_entropy, make_tag_probes, measure_reading,
 )
-from mmf_uvlp.analysis.systems import parse_model_args, uvla_config
+from mmf_uvlp.analysis.systems import uvla_config
 from mmf_uvlp.analysis.visual_reliance import held_out_captions, load_pretrained
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_pool_probe_arguments(parser)
-    parser.add_argument("--max-length", type=int, default=24,
-                        help="R-T word-pieces (the R-T processor's max_seq_length)")
-    parser.add_argument("--seed", type=int, default=0, help="which region is masked")
-    args = parser.parse_args(argv)
-    models = parse_model_args(args.model)
-    if not models:
-        parser.error("give at least one --model NAME=CHECKPOINT")
+    args, models = parse_pool_probe_args(
+        __doc__.split("\n\n")[0], argv, seed_help="which region is masked",
+        max_length_help="R-T word-pieces (the R-T processor's max_seq_length)")
     try:
         captions, names, store = load_pool(args)
         if len(set(names)) != len(names):

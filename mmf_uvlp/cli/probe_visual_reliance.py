@@ -10,26 +10,20 @@ object words of a caption; the paired standard error says how far from 0 a gain 
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
-from mmf_uvlp.analysis.cli import add_pool_probe_arguments, load_pool, load_tokenizer
-from mmf_uvlp.analysis.systems import parse_model_args, uvla_config
+from mmf_uvlp.analysis.cli import load_pool, parse_pool_probe_args, load_tokenizer
+from mmf_uvlp.analysis.systems import uvla_config
 from mmf_uvlp.analysis.visual_reliance import (
     class_word_starts, load_pretrained, make_probes, measure,
 )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_pool_probe_arguments(parser)
-    parser.add_argument("--max-length", type=int, default=24, help="caption word-pieces")
-    parser.add_argument("--seed", type=int, default=0, help="which class word is masked")
-    args = parser.parse_args(argv)
-    models = parse_model_args(args.model)
-    if not models:
-        parser.error("give at least one --model NAME=CHECKPOINT")
+    args, models = parse_pool_probe_args(__doc__.split("\n\n")[0], argv,
+                                         max_length_help="caption word-pieces",
+                                         seed_help="which class word is masked")
     try:
         captions, names, store = load_pool(args)
         tokenizer = load_tokenizer(args)

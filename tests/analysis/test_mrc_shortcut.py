@@ -17,10 +17,9 @@ from mmf_uvlp.processors.region_tag_masking import tag_word_pieces
 from mmf_uvlp.analysis.regions import ImageRegions
 from mmf_uvlp.cli import probe_mrc_shortcut
 
-from helpers import REPO
+from helpers.probes import tiny_probe_run
 
 
-TINY = str(REPO / "configs" / "models" / "uvla" / "tiny_random.yaml")
 CLASSES = 4
 MASK = 103  # 103 % 4 == 3: a hidden tag reads as class 3
 
@@ -104,19 +103,7 @@ def _tool():
 
 
 def test_tool_on_the_tiny_world(tiny_world, tmp_path, capsys):
-    from omegaconf import OmegaConf
-
-    from mmf_uvlp.analysis.systems import uvla_config
-    from mmf_uvlp.models.uvla import UVLA
-
-    config = OmegaConf.merge(uvla_config(TINY), {"feature_dim": 64, "heads": ["mrc", "mlm"],
-                                                 "losses": [], "curriculum": {"enabled": False}})
-    torch.manual_seed(0)
-    model = UVLA(config)
-    model.build()
-    torch.save(model.state_dict(), tmp_path / "uvla_final.pth")
-    args = ["--world", str(tiny_world), "--config", TINY, "--opt",
-            "model_config.uvla.feature_dim=64", "--holdout-every", "6"]
+    model, args = tiny_probe_run(tiny_world, tmp_path, ["mrc", "mlm"])
     assert _tool()([*args, "--model", f"tiny={tmp_path / 'uvla_final.pth'}",
                     "--out", str(tmp_path / "r.json")]) == 0
     out = json.loads((tmp_path / "r.json").read_text())

@@ -14,10 +14,7 @@ from mmf_uvlp.analysis.visual_reliance import Probe, make_probes, measure
 from mmf_uvlp.data_formats.text import read_captions
 from mmf_uvlp.cli import probe_visual_reliance
 
-from helpers import REPO
-
-
-TINY = str(REPO / "configs" / "models" / "uvla" / "tiny_random.yaml")
+from helpers.probes import tiny_probe_run
 
 
 class _Stub(torch.nn.Module):
@@ -86,19 +83,7 @@ def _tool():
 
 
 def test_tool_on_the_tiny_world(tiny_world, tmp_path, capsys):
-    from omegaconf import OmegaConf
-
-    from mmf_uvlp.analysis.systems import uvla_config
-    from mmf_uvlp.models.uvla import UVLA
-
-    config = OmegaConf.merge(uvla_config(TINY), {"feature_dim": 64, "heads": ["mlm"],
-                                                 "losses": [], "curriculum": {"enabled": False}})
-    torch.manual_seed(0)
-    model = UVLA(config)
-    model.build()
-    torch.save(model.state_dict(), tmp_path / "uvla_final.pth")
-    args = ["--world", str(tiny_world), "--config", TINY, "--opt",
-            "model_config.uvla.feature_dim=64", "--holdout-every", "6"]
+    model, args = tiny_probe_run(tiny_world, tmp_path, ["mlm"])
     assert _tool()([*args, "--model", f"tiny={tmp_path / 'uvla_final.pth'}",
                     "--out", str(tmp_path / "r.json")]) == 0
     result = json.loads((tmp_path / "r.json").read_text())["models"]["tiny"]

@@ -21,7 +21,7 @@ import torch
 from mmf_uvlp.cli import probe_grounding, probe_visual_reliance
 from mmf_uvlp.data_formats.errors import FormatError
 
-from helpers import HOLDOUT, MMF_RUN, REPO, tiny_pretrain_template
+from helpers import HOLDOUT, MMF_RUN, REPO, tiny_uvla_template
 
 
 TINY = str(REPO / "configs" / "models" / "uvla" / "tiny_random.yaml")
@@ -360,7 +360,7 @@ def test_truncated_imdb_npy_names_the_file(tiny_world, tmp_path):
 
 
 # ------------------------------------------------------------------ through mmf_run
-PRETRAIN = tiny_pretrain_template(batch_size=8, max_updates=1, evaluation_interval=1000)
+PRETRAIN = tiny_uvla_template(batch_size=8, max_updates=1, evaluation_interval=1000)
 
 
 def _mmf_run(tmp_path: Path, data_dir: Path) -> subprocess.CompletedProcess:

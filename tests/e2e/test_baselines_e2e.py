@@ -11,7 +11,7 @@ from typing import List
 
 import pytest
 
-from helpers import REPO, mmf_run
+from helpers import REPO, mmf_run, tiny_uvla_template
 
 
 BUILD_CORPUS = [sys.executable, str(REPO / "tools" / "build_corpus.py"), "run", "--no-progress"]
@@ -19,41 +19,13 @@ UVLA_DATASETS = ["uvla_region_tag", "uvla_region_phrase", "uvla_image_sentence"]
 
 pytestmark = pytest.mark.slow
 
-TINY = """
-includes:
-- {repo}/projects/{config}
-- {repo}/configs/models/uvla/tiny_random.yaml
-model_config:
-  uvla:
-    feature_dim: 64
-training:
-  batch_size: 8
-  max_updates: 3
-  log_interval: 1
-  evaluation_interval: 1000
-  checkpoint_interval: 1000
-scheduler:
-  params:
-    num_warmup_steps: 1
-"""
+TINY = tiny_uvla_template("{config}", batch_size=8, max_updates=3, log_interval=1,
+                          evaluation_interval=1000, checkpoint_interval=1000,
+                          scheduler={"num_warmup_steps": 1})
 
-FINETUNE = """
-includes:
-- {repo}/projects/uvla/finetune/vqa2.yaml
-- {repo}/configs/models/uvla/tiny_random.yaml
-model_config:
-  uvla:
-    feature_dim: 64
-training:
-  batch_size: 8
-  max_updates: 2
-  log_interval: 1
-  evaluation_interval: 2
-  checkpoint_interval: 2
-scheduler:
-  params:
-    num_warmup_steps: 1
-"""
+FINETUNE = tiny_uvla_template("uvla/finetune/vqa2.yaml", batch_size=8, max_updates=2,
+                              log_interval=1, evaluation_interval=2, checkpoint_interval=2,
+                              scheduler={"num_warmup_steps": 1})
 
 # config -> the datasets it trains on (the tiny world's 48 images: every 6th is held out)
 SYSTEMS = {

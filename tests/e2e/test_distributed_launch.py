@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers import HOLDOUT, REPO, tiny_pretrain_template
+from helpers import HOLDOUT, REPO, tiny_uvla_template
 
 
 BIN = Path(sys.executable).parent
-TINY = tiny_pretrain_template(batch_size=8, log_interval=2, evaluation_interval=1000,
-                              checkpoint_interval=4, seed=3)
+TINY = tiny_uvla_template(batch_size=8, log_interval=2, evaluation_interval=1000,
+                          checkpoint_interval=4, seed=3)
 
 
 @pytest.mark.slow

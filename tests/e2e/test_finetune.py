@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 from mmf.common.registry import registry
 from mmf_uvlp.models.uvla import UVLA
 
-from helpers import REPO, mmf_run, tiny_pretrain_template
+from helpers import REPO, mmf_run, tiny_uvla_template
 
 
 SIZES = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2,
@@ -77,27 +77,12 @@ def test_missing_pretrained_checkpoint_is_a_clear_error(tmp_path):
         _model(2, pretrained_checkpoint=str(tmp_path / "absent.pth"))
 
 
-PRETRAIN = tiny_pretrain_template(batch_size=16, max_updates=3, log_interval=3,
-                                  evaluation_interval=1000, checkpoint_interval=3)
+PRETRAIN = tiny_uvla_template(batch_size=16, max_updates=3, log_interval=3,
+                              evaluation_interval=1000, checkpoint_interval=3)
 
-FINETUNE = """
-includes:
-- {repo}/projects/uvla/finetune/{task}.yaml
-- {repo}/configs/models/uvla/tiny_random.yaml
-model_config:
-  uvla:
-    feature_dim: 64
-training:
-  batch_size: 8
-  max_updates: 4
-  log_interval: 2
-  evaluation_interval: 4
-  checkpoint_interval: 4
-scheduler:
-  params:
-    num_warmup_steps: 1
-    num_training_steps: 4
-"""
+FINETUNE = tiny_uvla_template("uvla/finetune/{task}.yaml", batch_size=8, max_updates=4,
+                              log_interval=2, evaluation_interval=4, checkpoint_interval=4,
+                              scheduler={"num_warmup_steps": 1, "num_training_steps": 4})
 
 
 def _mmf_run(config_text: str, path: Path, *opts: str) -> str:

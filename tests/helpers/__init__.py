@@ -12,21 +12,25 @@ import torch
 REPO = Path(__file__).resolve().parents[2]
 MMF_RUN = str(Path(sys.executable).with_name("mmf_run"))
 
-def tiny_pretrain_template(lr: Optional[float] = None, **training: Any) -> str:
-    """The tiny pre-training config (``projects/uvla/pretrain.yaml`` with the random tiny
-    uvla at 64-d features) with ``training``'s keys and, given, the optimizer's ``lr``; a
-    template whose ``{repo}`` is the checkout."""
-    lines = ["includes:", "- {repo}/projects/uvla/pretrain.yaml",
+
+def tiny_uvla_template(project: str = "uvla/pretrain.yaml", lr: Optional[float] = None,
+                       scheduler: Optional[Dict[str, Any]] = None, **training: Any) -> str:
+    """A tiny run of ``projects/<project>`` (the random tiny uvla at 64-d features) with
+    ``training``'s keys and, given, the optimizer's ``lr`` and the scheduler's params; a
+    template whose ``{repo}`` is the checkout (``project`` may hold placeholders too)."""
+    lines = ["includes:", f"- {{repo}}/projects/{project}",
              "- {repo}/configs/models/uvla/tiny_random.yaml",
              "model_config:", "  uvla:", "    feature_dim: 64"]
     if lr is not None:
         lines += ["optimizer:", "  params:", f"    lr: {lr}"]
     lines += ["training:", *(f"  {key}: {value}" for key, value in training.items())]
+    if scheduler:
+        lines += ["scheduler:", "  params:", *(f"    {key}: {value}" for key, value in scheduler.items())]
     return "\n".join(lines) + "\n"
 
 
-TINY = tiny_pretrain_template(lr=1e-3, batch_size=16, log_interval=1, evaluation_interval=1000,
-                              checkpoint_interval=4, seed=3)
+TINY = tiny_uvla_template(lr=1e-3, batch_size=16, log_interval=1, evaluation_interval=1000,
+                          checkpoint_interval=4, seed=3)
 HOLDOUT = [f"dataset_config.uvla_{name}.holdout_every=6" for name in ("region_tag", "region_phrase", "image_sentence")]
 
 
