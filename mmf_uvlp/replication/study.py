@@ -97,6 +97,10 @@ SYSTEMS: dict[str, System] = {s.key: s for s in (
     System("rt_rn", "μ-VLA (R-T + R-N)", f"{_ABLATIONS}/rt_rn.yaml", "corpus"),
     System("no_witm", "μ-VLA w/o w_ITM", f"{_ABLATIONS}/no_witm.yaml", "corpus"),
     System("equal_mix", "μ-VLA, equal mix", f"{_ABLATIONS}/equal_mix.yaml", "corpus"),
+    System("curriculum_early", "μ-VLA, w_ITM from m = 0.05",
+           f"{_ABLATIONS}/curriculum_early.yaml", "corpus"),
+    System("uvla_paper", "μ-VLA, the paper's settings", f"{_ABLATIONS}/paper_settings.yaml",
+           "corpus_k10"),
     System("uvla_bc", "μ-VLA_BC", f"{_BASELINES}/uvla_bc/pretrain.yaml", "corpus_bc"),
     System("random_pairs_bc", "Random pairs (narrative text)",
            f"{_BASELINES}/uvla_bc/random_pairs.yaml"),
@@ -152,6 +156,11 @@ TABLES: dict[str, StudyTable] = {t.key: t for t in (
         x=tuple(float(k) for k in TOP_K), x_label="K (retrieved sentences per image)"),
     StudyTable("mix", "Mix of R-T, R-N and I-S batches (the paper sums the three losses)", (
         ("size-proportional", "uvla"), ("equal", "equal_mix")), compact=True),
+    StudyTable("paper", "μ-VLA with the paper's settings: K = 5, an equal mix, w_ITM over "
+               "about 95 % of training", (
+        ("calibrated (K = 2, size-proportional, m = 0.5)", "uvla"), ("K = 5", "topk5"),
+        ("equal mix", "equal_mix"), ("m = 0.05", "curriculum_early"),
+        ("all three", "uvla_paper")), compact=True),
 )}
 
 

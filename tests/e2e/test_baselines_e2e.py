@@ -36,6 +36,8 @@ SYSTEMS = {
     "baselines/uvla_bc/random_pairs.yaml": ["random_pairs"],
     "baselines/uvla_bc/pretrain.yaml": UVLA_DATASETS,
     "uvla/ablations/topk10.yaml": UVLA_DATASETS,
+    "uvla/ablations/curriculum_early.yaml": UVLA_DATASETS,
+    "uvla/ablations/paper_settings.yaml": UVLA_DATASETS,
 }
 
 
@@ -53,8 +55,9 @@ def _build_corpus(world: Path, out: str, *options: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def world(tiny_world) -> Path:
-    """The tiny world plus the corpora μ-VLA_BC (narrative text only) and top-K (K = 10) read."""
+def world(tiny_world, tiny_corpus) -> Path:
+    """The tiny world with its corpus (``tiny_corpus``) and the corpora μ-VLA_BC (narrative
+    text only) and top-K (K = 10) read."""
     text = tiny_world / "text"
     _build_corpus(tiny_world, "corpus_bc", "--corpus", str(text / "narrative_corpus.txt"))
     _build_corpus(tiny_world, "corpus_k10", "--corpus", str(text / "caption_corpus.txt"),

@@ -236,6 +236,28 @@ def test_the_calibrated_recipe_plans_tables_2_and_3(tmp_path, capsys):
     assert out.count("fine-tune ") == 7 * 4 and "base/" not in out
 
 
+def test_the_paper_settings_table_plans_each_departure_and_all_three(tmp_path, capsys):
+    """μ-VLA under the recipe's schedule with K = 5, an equal mix, the early curriculum and
+    all three: the K = 10 corpus is built once, for the rows that read it."""
+    assert replicate_tool().main(["--recipe", "configs/study/calibrated.yaml", "--tables",
+                                  "paper", "--seeds", "1", "--data", str(tmp_path), "--plan"]) == 0
+    out = capsys.readouterr().out
+    pretrainings = [line.split() for line in out.splitlines() if "/seed0/pretrain " in line]
+    configs = {next(a for a in c if a.startswith("env.save_dir=")).split("/")[-3]:
+               next(a for a in c if a.startswith("config=")) for c in pretrainings}
+    assert configs == {"uvla": "config=projects/uvla/pretrain.yaml",
+                       "topk5": "config=projects/uvla/ablations/topk5.yaml",
+                       "equal_mix": "config=projects/uvla/ablations/equal_mix.yaml",
+                       "curriculum_early": "config=projects/uvla/ablations/curriculum_early.yaml",
+                       "uvla_paper": "config=projects/uvla/ablations/paper_settings.yaml"}
+    recipe = load_recipe(REPO / "configs/study/calibrated.yaml", TASKS)
+    assert all({"training.max_updates=5000", *recipe.pretrain_options} <= set(c)
+               for c in pretrainings)
+    assert out.count("weakly aligned corpus corpus_k10:") == 1
+    assert out.count("weakly aligned corpus corpus:") == 1
+    assert out.count("fine-tune ") == 5 * 4
+
+
 def test_a_recipe_with_several_evaluations_tests_and_splits_the_best_checkpoint(tmp_path):
     path = tmp_path / "best.yaml"
     path.write_text("finetune: {updates: 1500, evaluations: 5}\n")

@@ -41,7 +41,7 @@ def test_selection_follows_the_tables():
                                        "aligned_vlp", "visual_bert", "vilbert", "vl_bert"]
     assert [label for label, _ in tables[0].rows][5:] == ["VisualBERT", "ViLBERT", "VL-BERT"]
     tables, systems = select(None, "uvla,base")
-    assert [t.key for t in tables] == ["1", "2", "4", "mix"]  # the tables holding either system
+    assert [t.key for t in tables] == ["1", "2", "4", "mix", "paper"]  # those holding either
     assert [s.key for s in systems] == ["base", "uvla"]
     tables, systems = select(None, "vl_bert,base")  # the reference models are Table 1's only
     assert [t.key for t in tables] == ["1"]
@@ -81,6 +81,36 @@ def test_every_system_config_exists_and_trains_on_its_data():
     text = round_robin["dataset_config"]["u_visualbert_text"]["annotations"]["train"]
     assert text == joint["dataset_config"]["random_pairs"]["sentences"] == \
         ["text/caption_corpus.txt"]
+
+
+def test_the_paper_settings_row_is_the_three_ablations_together():
+    """μ-VLA with the paper's settings: K = 5 of the K = 10 corpus (topk5), R-T / R-N / I-S
+    drawn equally (equal_mix), the curriculum from m = 0.05 (curriculum_early); each of
+    those changes only its own keys of the calibrated μ-VLA."""
+    from mmf.utils.configuration import load_yaml
+    from omegaconf import OmegaConf
+
+    def config(key: str) -> dict:
+        return OmegaConf.to_container(load_yaml(str(REPO / SYSTEMS[key].config)))
+
+    paper, calibrated = config("uvla_paper"), config("uvla")
+    topk5, equal_mix, early = config("topk5"), config("equal_mix"), config("curriculum_early")
+    datasets = ("uvla_region_phrase", "uvla_image_sentence")
+    assert [calibrated["dataset_config"][name]["top_k"] for name in datasets] == [2, 2]
+    assert [paper["dataset_config"][name]["top_k"] for name in datasets] == [5, 5]
+    assert paper["dataset_config"] == topk5["dataset_config"]
+    assert SYSTEMS["uvla_paper"].corpus == SYSTEMS["topk5"].corpus == "corpus_k10"
+    assert calibrated["multitasking"]["type"] == "size_proportional"
+    assert paper["multitasking"] == equal_mix["multitasking"] == {
+        "enabled": True, "type": "ratios", "params": {"sampling_ratios": {
+            name: 1 for name in config_datasets(SYSTEMS["uvla"].config)}}}
+    assert calibrated["model_config"]["uvla"]["curriculum"]["start_epoch"] == 0.5
+    assert early["model_config"]["uvla"]["curriculum"]["start_epoch"] == 0.05
+    assert paper["model_config"] == early["model_config"]
+    for key in set(calibrated) - {"dataset_config", "multitasking", "model_config"}:
+        assert paper[key] == calibrated[key], key
+    assert {k: v for k, v in early.items() if k != "model_config"} == \
+        {k: v for k, v in calibrated.items() if k != "model_config"}
 
 
 def test_the_commands_of_a_study(tmp_path):
