@@ -141,8 +141,9 @@ def _tiny_visual_bert(**overrides: Any) -> Any:
     return model
 
 
-@check("hard_coded_cuda")
-def _cuda() -> None:
+def _visual_bert_batch(max_features: int, dataset_type: str, **fields: Any) -> Any:
+    """Two VQA2 samples for the tiny VisualBERT: text [1, 2, 3, PAD], 5 regions of which the
+    first ``max_features`` count, and ``fields`` (tensors) on each."""
     import torch
 
     from mmf.common.sample import Sample, SampleList
@@ -154,11 +155,20 @@ def _cuda() -> None:
         sample.input_mask = torch.tensor([1, 1, 1, 0])
         sample.segment_ids = torch.zeros(4, dtype=torch.long)
         sample.image_feature_0 = torch.randn(5, 8)
-        sample.image_info_0 = {"max_features": torch.tensor(5)}
-        sample.targets = torch.zeros(3)
+        sample.image_info_0 = {"max_features": torch.tensor(max_features)}
+        for name, value in fields.items():
+            setattr(sample, name, value.clone())
         samples.append(sample)
     batch = SampleList(samples)
-    batch.dataset_name, batch.dataset_type = "vqa2", "train"
+    batch.dataset_name, batch.dataset_type = "vqa2", dataset_type
+    return batch
+
+
+@check("hard_coded_cuda")
+def _cuda() -> None:
+    import torch
+
+    batch = _visual_bert_batch(5, "train", targets=torch.zeros(3))
     output = _tiny_visual_bert()(batch)
     assert output["scores"].shape == (2, 3)
 
@@ -167,21 +177,9 @@ def _cuda() -> None:
 def _visual_bert_attentions() -> None:
     import torch
 
-    from mmf.common.sample import Sample, SampleList
-
     for head in ("classification", "pretraining"):
-        samples = []
-        for _ in range(2):
-            sample = Sample()
-            sample.input_ids = torch.tensor([1, 2, 3, 0])
-            sample.input_mask = torch.tensor([1, 1, 1, 0])
-            sample.segment_ids = torch.zeros(4, dtype=torch.long)
-            sample.image_feature_0 = torch.randn(5, 8)
-            sample.image_info_0 = {"max_features": torch.tensor(3)}
-            sample.lm_label_ids = torch.tensor([-1, 5, -1, -1])  # pretraining: one masked word
-            samples.append(sample)
-        batch = SampleList(samples)
-        batch.dataset_name, batch.dataset_type = "vqa2", "val"
+        # pretraining: one masked word
+        batch = _visual_bert_batch(3, "val", lm_label_ids=torch.tensor([-1, 5, -1, -1]))
         model = _tiny_visual_bert(training_head_type=head, num_hidden_layers=2,
                                   output_attentions=True).eval()
         with torch.no_grad():
