@@ -10,7 +10,7 @@ import os
 import signal
 import subprocess
 import sys
-import time
+import threading
 
 import pytest
 
@@ -93,14 +93,20 @@ def test_an_interrupted_launch_resumes_without_redoing_finished_shards(world, re
                "--out", str(out), "--shards", "3", "--array-parallelism", "1"]
     first = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True)
-    done_shard = out / "shards" / "shard-0000-of-0003" / "shared.json"
-    deadline = time.time() + 900
-    while not done_shard.exists() and first.poll() is None and time.time() < deadline:
-        time.sleep(0.5)
-    assert done_shard.exists(), first.communicate()[0][-3000:]
-    first.send_signal(signal.SIGINT)  # Ctrl-C: the launcher stops its local job and exits
-    printed = first.communicate(timeout=120)[0]
-    assert first.returncode != 0, printed[-3000:]
+    watchdog = threading.Timer(900, first.kill)
+    watchdog.start()
+    printed = ""
+    # One job at a time: shard 1 is submitted once shard 0 is done. Ctrl-C as its line is
+    # printed, while its job starts: the launcher stops that local job and exits.
+    for line in first.stdout:
+        printed += line
+        if "shard 1/3: job" in line:
+            first.send_signal(signal.SIGINT)
+            break
+    printed += first.communicate(timeout=120)[0]
+    watchdog.cancel()
+    assert "shard 1/3: job" in printed and first.returncode != 0, printed[-3000:]
+    assert (out / "shards" / "shard-0000-of-0003" / "shared.json").exists()
     assert not (out / "annotations" / "index.json").exists()
     finished = _chunk_files(str(out / "shards" / "shard-0000-of-0003"))
 
