@@ -6,7 +6,8 @@ the reference models (VisualBERT, ViLBERT, VL-BERT: ``mmf_uvlp/reference_models.
 the ``uvla`` model, fine-tuned by the same ``projects/uvla/finetune/<task>.yaml`` on the four downstream
 tasks; a reference model fine-tunes with its own heads and configs under the same budget. A
 **table** names its rows (the paper's row labels) and the system behind each; one system
-can appear in several tables (μ-VLA is in Tables 1, 2 and 4) and is run once per seed.
+can appear in several tables (μ-VLA is in Tables 1, 2 and 4, mix and paper) and is run once
+per seed.
 """
 
 from __future__ import annotations
