@@ -91,8 +91,11 @@ def test_an_interrupted_launch_resumes_without_redoing_finished_shards(world, re
                "--set", "embed.chunk_size=5", "--set", "embed.batch_size=4",
                "--set", "report.num_examples=3", "--set", SINGLE_THREAD, "--no-progress",
                "--out", str(out), "--shards", "3", "--array-parallelism", "1"]
+    # Ctrl-C reaches the launcher even where the test runner was started with SIGINT ignored
+    # (a background job of a shell, nohup): a Python started so would ignore it too.
     first = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True)
+                             stderr=subprocess.STDOUT, text=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     watchdog = threading.Timer(900, first.kill)
     watchdog.start()
     printed = ""
