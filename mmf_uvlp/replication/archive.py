@@ -15,8 +15,11 @@ the planned one as for any finished run, and a step whose output only it read (a
 pre-training whose fine-tunings all finished) is not run again for its weights (see
 ``runner.run_steps``). Every finished step is archived when it ends, and the finished steps
 of an existing runs folder when the study starts; an archived copy made by the same
-command stays as it is. To run a step again, delete it from the archive as well as from the
-runs folder.
+command stays as it is, unless it is a pre-training made again that wrote other weights (its
+record's ``weights_sha256``): the new copy is archived, since the fine-tunings still to run
+read its weights, and the earlier one is kept beside it as ``step.earlier<k>.json`` and
+``train.earlier<k>.log`` (:data:`EARLIER`), the run the fine-tunings already archived read.
+To run a step again, delete it from the archive as well as from the runs folder.
 """
 
 from __future__ import annotations
@@ -27,12 +30,14 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from mmf_uvlp.replication.provenance import WEIGHTS_MADE
 from mmf_uvlp.replication.runner import load_record
 from mmf_uvlp.replication.steps import Settings, Step
 from mmf_uvlp.replication.study import REPO
 from mmf_uvlp.report.results import LOG_FILE
 
 BIN = "<bin>"  # an archived command's program folder: this interpreter's when restored
+EARLIER = "earlier"  # step.earlier<k>.json: an archived run superseded by one made again
 
 
 @dataclass(frozen=True)
@@ -92,8 +97,13 @@ class Archive:
         record["command"] = self._program([self.relative(arg) for arg in record["command"]],
                                           BIN)
         archived = self.root / step.record.relative_to(self.settings.runs)
-        if self.holds(step) and load_record(archived)["command"] == record["command"]:
-            return True
+        if self.holds(step):
+            kept = load_record(archived)
+            if kept["command"] == record["command"]:
+                if kept.get(WEIGHTS_MADE) == record.get(WEIGHTS_MADE) \
+                        or record.get(WEIGHTS_MADE) is None:
+                    return True
+                self._set_aside(files)
         for source, copy in files:
             copy.parent.mkdir(parents=True, exist_ok=True)
             if source == step.record:
@@ -101,6 +111,18 @@ class Archive:
             else:
                 shutil.copyfile(source, copy)
         return True
+
+    @staticmethod
+    def _set_aside(files: list[tuple[Path, Path]]) -> None:
+        """Move the archived copies in ``files`` to the first free ``<stem>.earlier<k>``
+        names (``step.earlier1.json``, ``train.earlier1.log``)."""
+        copies = [copy for _, copy in files]
+        k = 1
+        while any(copy.with_name(f"{copy.stem}.{EARLIER}{k}{copy.suffix}").exists()
+                  for copy in copies):
+            k += 1
+        for copy in copies:
+            copy.rename(copy.with_name(f"{copy.stem}.{EARLIER}{k}{copy.suffix}"))
 
     def restore(self, step: Step) -> bool:
         """Bring an archived ``step`` the runs folder lacks into it; False when the runs

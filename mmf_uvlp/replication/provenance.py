@@ -12,10 +12,17 @@ number, so a table says which runs its cells come from (:func:`table_provenance`
 line when every run was made alike, else one line per kind of run naming its rows and
 seeds, and a mark on each cell whose seeds or runs were made differently. A record
 written before records kept these reads ``unknown``.
+
+A pre-training's record also keeps the SHA-256 of the weights it wrote (``weights_sha256``)
+and a fine-tuning's the SHA-256 of the pre-trained weights it read (``pretrained_sha256``):
+weights are not archived, so a seed whose fine-tunings did not all finish in one runs folder
+gets its pre-training made again, and on another processor that gives other weights. A table
+then marks that seed's cells (:data:`REMADE`) and names which fine-tunings read which weights.
 """
 
 from __future__ import annotations
 
+import hashlib
 import platform
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -29,6 +36,9 @@ from mmf_uvlp.report.results import Cell
 
 UNKNOWN = "unknown"
 MIXED = "†"  # the mark of a cell whose runs were made differently
+REMADE = "‡"  # the mark of a cell whose seed's fine-tunings read different pre-trained weights
+WEIGHTS_MADE = "weights_sha256"  # a pre-training's record: the weights it wrote
+WEIGHTS_READ = "pretrained_sha256"  # a fine-tuning's record: the pre-trained weights it read
 # mmf_run options that set the precision, and the precision their True gives: MMF's
 # torch.cuda.amp switch (autocast to float16 with a gradient scaler)
 PRECISION_OPTIONS = {"training.fp16": "fp16"}
@@ -125,6 +135,15 @@ def precision(command: Sequence[str]) -> str:
     return found or DEFAULT_PRECISION
 
 
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a file's bytes, in hex."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def made_by(command: Sequence[str]) -> dict[str, object]:
     """The record fields of a run of ``command`` starting now (``threads``: the runner's)."""
     import torch
@@ -174,11 +193,18 @@ class MadeBy:
 
 @dataclass(frozen=True)
 class TableProvenance:
-    """A table's footnote on what made its runs (``lines``) and the cells whose runs were
-    made differently (``mixed``: (system, cell); cell None for Meta-Ave)."""
+    """A table's footnote on what made its runs (``lines``), the cells whose runs were
+    made differently (``mixed``: (system, cell); cell None for Meta-Ave) and those with a seed
+    whose fine-tunings read different pre-trained weights (``remade``)."""
 
     lines: tuple[str, ...]
     mixed: frozenset[tuple[str, Cell | None]]
+    remade: frozenset[tuple[str, Cell | None]] = frozenset()
+
+    def marks(self, system: str, cell: Cell | None) -> str:
+        """The marks of a cell: :data:`MIXED`, :data:`REMADE`, both or none."""
+        return "".join(mark for mark, cells in ((MIXED, self.mixed), (REMADE, self.remade))
+                       if (system, cell) in cells)
 
 
 def _cell_runs(steps: Sequence[Step], system: str, seed: int) -> dict[Cell, list[Step]]:
@@ -208,6 +234,47 @@ def _unit_list(units: Mapping[tuple[str, int], list[str] | None]) -> str:
                      for label, seeds in by_label.items())
 
 
+def _weights_read(steps: Sequence[Step], records: Mapping[Step, Mapping | None],
+                  system: str, seed: int) -> dict[str, list[str]]:
+    """The pre-trained weights (SHA-256) that the fine-tunings of (system, seed) read, each
+    with the tasks of the fine-tunings that read it; fine-tunings whose record does not say
+    are left out."""
+    read: dict[str, list[str]] = {}
+    for step in steps:
+        if (step.system, step.seed, step.kind) == (system, seed, "finetune"):
+            sha = (records.get(step) or {}).get(WEIGHTS_READ)
+            if isinstance(sha, str) and sha:
+                read.setdefault(sha, []).append(str(step.task))
+    return read
+
+
+def _remade(rows: Sequence[tuple[str, str]], seeds: Sequence[int], steps: Sequence[Step],
+            records: Mapping[Step, Mapping | None],
+            cells: Mapping[tuple[str, int], Mapping[Cell, float]]
+            ) -> tuple[list[str], set[tuple[str, Cell | None]]]:
+    """The footnote lines and the marked cells of the seeds whose shown cells come from
+    fine-tunings that read different pre-trained weights."""
+    lines: list[str] = []
+    marked: set[tuple[str, Cell | None]] = set()
+    for label, system in rows:
+        for seed in seeds:
+            shown = cells.get((system, seed), {})
+            read = _weights_read(steps, records, system, seed)
+            if len(read) < 2 or not shown:
+                continue
+            marked |= {(system, cell) for cell in shown} | {(system, None)}
+            lines.append(f"- {label} seed {seed}: its fine-tunings read {len(read)} different "
+                         "pre-trained weights (" + "; ".join(
+                             f"SHA-256 {sha[:12]}: {', '.join(tasks)}"
+                             for sha, tasks in read.items()) + ")")
+    if lines:
+        lines.insert(0, f"A cell marked {REMADE} comes from a seed whose pre-training was made "
+                     "again (its weights, which are not archived, were gone before every "
+                     "fine-tuning had read them) and did not give the same weights: its "
+                     "fine-tunings started from different pre-trainings:")
+    return lines, marked
+
+
 def table_provenance(rows: Sequence[tuple[str, str]], seeds: Sequence[int],
                      steps: Sequence[Step], records: Mapping[Step, Mapping | None],
                      cells: Mapping[tuple[str, int], Mapping[Cell, float]]
@@ -227,10 +294,12 @@ def table_provenance(rows: Sequence[tuple[str, str]], seeds: Sequence[int],
                 used.setdefault((system, cell), set()).update(kinds)
                 used.setdefault((system, None), set()).update(kinds)
     kinds = set().union(*used.values()) if used else set()
+    remade_lines, remade = _remade(rows, seeds, steps, records, cells)
     if not kinds:
         return TableProvenance((), frozenset())
     if len(kinds) == 1:
-        return TableProvenance((f"Made by: {next(iter(kinds)).describe()}.",), frozenset())
+        return TableProvenance((f"Made by: {next(iter(kinds)).describe()}.", *remade_lines),
+                               frozenset(), frozenset(remade))
     groups: dict[MadeBy, dict[tuple[str, int], list[str] | None]] = {}
     for label, system in rows:
         for seed in seeds:
@@ -244,5 +313,6 @@ def table_provenance(rows: Sequence[tuple[str, str]], seeds: Sequence[int],
              "made on other hardware or code is another sample, not the same number:"]
     lines += [f"- {kind.describe()}: {_unit_list(units)}"
               for kind, units in sorted(groups.items(), key=lambda item: item[0].describe())]
-    return TableProvenance(tuple(lines), frozenset(key for key, found in used.items()
-                                                   if len(found) > 1))
+    return TableProvenance(tuple(lines + remade_lines),
+                           frozenset(key for key, found in used.items() if len(found) > 1),
+                           frozenset(remade))

@@ -6,7 +6,7 @@ table's first row (the paper's reference: Base, R-T, w/o w_ITM, ...) with its st
 error, "within the noise" under 2 standard errors; then each ordering the paper reports
 between two rows, read against the measured gap (holds / does not hold / within the
 noise); and what made the runs (``provenance.py``), a mark on each cell whose runs were
-made differently. Figures: grouped bars with the seeds' std as
+made differently or whose seed's fine-tunings read different pre-trained weights. Figures: grouped bars with the seeds' std as
 error bars and the trivial rates as black ticks; a table with ``x`` values (Table 6, top-K)
 is drawn as the Meta-Ave curve over x, the trivial Meta-Ave dashed.
 """
@@ -20,7 +20,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from mmf_uvlp.replication.aggregate import Gap, RowSummary, RunResult, Stat, meta_gap
-from mmf_uvlp.replication.provenance import MIXED, TableProvenance
+from mmf_uvlp.replication.provenance import TableProvenance
 from mmf_uvlp.replication.study import StudyTable
 from mmf_uvlp.report.results import Cell
 from mmf_uvlp.report.table import (
@@ -133,12 +133,11 @@ def markdown(table: StudyTable, rows: Sequence[RowSummary], seeds: Sequence[int]
              trivial: Mapping[Cell, float], header: str, wall_s: float | None,
              made: TableProvenance | None = None) -> str:
     """The table in the paper's layout (see the module docstring); ``made``: what made its
-    runs, a footnote, and a mark on each cell whose runs were made differently."""
+    runs, a footnote, and the marks of the cells (``TableProvenance.marks``)."""
     cols = columns(table)
-    mixed = made.mixed if made is not None else frozenset()
-
     def mark(system: str, cell: Cell | None, text: str) -> str:
-        return f"{text} {MIXED}" if (system, cell) in mixed else text
+        marks = made.marks(system, cell) if made is not None else ""
+        return f"{text} {marks}" if marks else text
 
     titles = ["System"] + [title for title, _ in cols] + ["Meta-Ave", "Seeds"]
     lines = [f"# {table.title}", "", header]

@@ -12,7 +12,8 @@ weights and the runs folder may not last, and a pre-training is worth its hours 
 fine-tunings), then the one most later steps wait for (a pre-training before the
 fine-tunings that need none: the longest chains start early), then the plan's order. When a
 command finishes, its ``step.json`` records the command, its wall time, thread count and
-what made it (commit, device, precision: ``provenance.made_by``, taken when it started), and
+what made it (commit, device, precision: ``provenance.made_by``, taken when it started), the
+SHA-256 of the weights a pre-training wrote or a fine-tuning started from, and
 the checkpoints no later step reads are deleted (``Step.prune``). A finished step whose
 recorded command differs from the planned one (other updates, seeds of another world, ...)
 is an error rather than a silent mix of settings. A finished step made again for its output
@@ -46,7 +47,9 @@ from pathlib import Path
 from typing import Callable, Collection, Mapping, Optional, Sequence
 
 from mmf_uvlp.replication.children import CHILDREN, Interrupted, forwarding_signals
-from mmf_uvlp.replication.provenance import made_by
+from mmf_uvlp.replication.provenance import (
+    WEIGHTS_MADE, WEIGHTS_READ, file_sha256, made_by,
+)
 from mmf_uvlp.replication.steps import Step
 from mmf_uvlp.replication.study import REPO
 from mmf_uvlp.replication.world import World
@@ -370,7 +373,7 @@ def run_steps(steps: Sequence[Step], run: Execute = execute, log: Log = logger.i
         log(f"\n=== {progress.line(i + 1, total, step, [step, *left])}\n"
             f"$ {' '.join(step.command)}{where}")
         set_aside_previous_log(step)
-        made[i] = made_by(step.command)
+        made[i] = {**made_by(step.command), **weights_read(step, [steps[j] for j in needs[i]])}
         _write_json(started_path(step), _record_of(step))
         args = (step.command,) if jobs == 1 else (step.command, step.record.with_suffix(".out"))
         running[pool.submit(run, *args)] = (i, time.perf_counter())
@@ -442,9 +445,26 @@ def _record_of(step: Step, wall: float | None = None, made: dict | None = None) 
     return record
 
 
+def weights_read(step: Step, prerequisites: Sequence[Step]) -> dict[str, str]:
+    """The record field naming the pre-trained weights a fine-tuning starts from (their
+    SHA-256, taken as it starts); empty for other steps."""
+    if step.kind != "finetune":
+        return {}
+    return {WEIGHTS_READ: file_sha256(before.proof_file) for before in prerequisites
+            if before.kind == "pretrain" and before.proof_file is not None
+            and before.proof_file.exists()}
+
+
+def weights_made(step: Step) -> dict[str, str]:
+    """The record field naming the weights a finished pre-training wrote (their SHA-256)."""
+    if step.kind != "pretrain" or step.proof_file is None or not step.proof_file.exists():
+        return {}
+    return {WEIGHTS_MADE: file_sha256(step.proof_file)}
+
+
 def _record(step: Step, wall: float, made: dict) -> None:
     """``step.json`` of a finished step, written whole (the step is done from then on), then
     the checkpoints no later step reads go."""
-    _write_json(step.record, _record_of(step, wall, made))
+    _write_json(step.record, _record_of(step, wall, {**made, **weights_made(step)}))
     started_path(step).unlink(missing_ok=True)
     _prune(step)

@@ -13,7 +13,7 @@ import torch
 from mmf_uvlp.replication import provenance, runner
 from mmf_uvlp.replication.aggregate import seed_cells, table_rows
 from mmf_uvlp.replication.provenance import (
-    MIXED, MadeBy, cpu_model, precision, table_provenance,
+    MIXED, REMADE, MadeBy, cpu_model, precision, table_provenance,
 )
 from mmf_uvlp.replication.render import markdown
 from mmf_uvlp.replication.runner import read_record, run_steps
@@ -227,3 +227,24 @@ def test_runs_whose_records_do_not_say_are_set_apart_from_those_that_do(tmp_path
                                           for seed in (0, 1) for task in RUNS})
     assert ("Made by: commit, device, precision and torch not recorded (runs recorded before "
             "step.json kept them), 1 thread.") in every_old.splitlines()
+
+
+def test_a_seed_whose_fine_tunings_read_different_pre_trained_weights_is_marked(tmp_path):
+    """w_ITM seed 1's VQA fine-tuning read other pre-trained weights than its other
+    fine-tunings (its pre-training made again in another runs folder): that seed's cells of
+    the row and its Meta-Ave are marked, the footnote names which fine-tunings read which
+    weights; the same weights everywhere mark nothing."""
+    first, again = {**MADE, "pretrained_sha256": "a" * 64}, {**MADE, "pretrained_sha256": "b" * 64}
+    made = {("uvla", 1, task): first for task in RUNS[1:5]}
+    assert REMADE not in _table(tmp_path / "same", made)
+    lines = _table(tmp_path / "remade", {**made, ("uvla", 1, "vqa2"): again}).splitlines()
+    rows = {line.split(" | ")[0][2:]: line.split(" | ") for line in lines
+            if line.startswith("| w")}
+    assert rows["w_ITM"][1:6] == ["52.0 ± 2.8 ‡", "62.0 ± 2.8 ‡", "68.0 ± 2.8 ‡",
+                                  "43.0 ± 4.2 ‡", "58.0 ± 0.7 ‡"]
+    assert REMADE not in " ".join(rows["w/o w_ITM"]) and MIXED not in " ".join(rows["w_ITM"])
+    assert (f"- w_ITM seed 1: its fine-tunings read 2 different pre-trained weights (SHA-256 "
+            f"{'b' * 12}: vqa2; SHA-256 {'a' * 12}: nlvr2, visual_entailment, refcoco_plus)"
+            ) in lines
+    assert any(line.startswith(f"A cell marked {REMADE} comes from a seed whose pre-training "
+                               "was made again") for line in lines)

@@ -3,6 +3,7 @@ again, parallel jobs and their order, and the archive that carries a study to an
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shutil
@@ -441,3 +442,60 @@ def test_make_replicate_keeps_the_calibrated_study_in_its_archive():
     assert "--archive" not in dry_run("RECIPE=calibrated", "ARCHIVE=")
     assert "--archive" not in dry_run("TABLES=1")
     assert (REPO / "results" / "archive" / "calibrated").is_dir()
+
+
+def test_a_pre_training_made_again_with_other_weights_is_archived_beside_the_first(tmp_path):
+    """A seed whose fine-tunings did not all finish in one clone: the other clone makes its
+    pre-training again (weights are not archived), and on another processor that gives other
+    weights. Each fine-tuning's record names the weights it read, a pre-training's the
+    weights it wrote, and the archive keeps the first pre-training beside the new one."""
+    def weights_by(content: str, steps: Sequence[Step]) -> callable:
+        complete = _complete(steps)
+
+        def run(command) -> int:
+            code = complete(command)
+            step = next(s for s in steps if s.command == tuple(command))
+            if step.kind == "pretrain":
+                step.proof_file.write_text(content)
+            return code
+        return run
+
+    def sha(text: str) -> str:
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    settings, steps = _two_clones(tmp_path, "one")
+    archive = Archive(tmp_path / "archive", settings)
+    run_steps(steps, run=weights_by("weights A", steps), log=lambda line: None,
+              on_done=archive.store)
+    records = {s.task if s.kind == "finetune" else s.kind: read_record(s) for s in steps
+               if s.system == "uvla"}
+    assert records["pretrain"]["weights_sha256"] == sha("weights A")
+    assert {records[task]["pretrained_sha256"] for task in ("vqa2", "nlvr2")} == \
+        {sha("weights A")}
+    assert "pretrained_sha256" not in read_record(next(s for s in steps if s.system == "base"))
+
+    other, steps = _two_clones(tmp_path, "two")
+    archive = Archive(tmp_path / "archive", other)
+    nlvr2 = next(s for s in steps if (s.system, s.task) == ("uvla", "nlvr2"))
+    shutil.rmtree(tmp_path / "archive" / nlvr2.folder.relative_to(other.runs))
+    for step in steps:
+        archive.restore(step)
+    run_steps(steps, run=weights_by("weights B", steps), log=lambda line: None,
+              on_done=archive.store)
+    assert read_record(nlvr2)["pretrained_sha256"] == sha("weights B")
+    copy = tmp_path / "archive" / "uvla" / "seed0" / "pretrain"
+    assert sorted(p.name for p in copy.iterdir()) == ["step.earlier1.json", "step.json",
+                                                       "train.earlier1.log", "train.log"]
+    assert json.loads((copy / "step.json").read_text())["weights_sha256"] == sha("weights B")
+    assert json.loads((copy / "step.earlier1.json").read_text())["weights_sha256"] == \
+        sha("weights A")
+    vqa2 = tmp_path / "archive" / "uvla" / "seed0" / "vqa2" / "step.json"
+    assert json.loads(vqa2.read_text())["pretrained_sha256"] == sha("weights A")
+
+    # Made again with the same weights (the same processor): the archive stays as it is.
+    pretrain = next(s for s in steps if s.kind == "pretrain")
+    before = {p.name: p.read_bytes() for p in copy.iterdir()}
+    record = read_record(pretrain)
+    pretrain.record.write_text(json.dumps({**record, "wall_s": 1.0}))
+    assert archive.store(pretrain)
+    assert {p.name: p.read_bytes() for p in copy.iterdir()} == before
