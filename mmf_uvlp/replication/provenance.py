@@ -1,8 +1,8 @@
 """What made a run: the commit, the device, the precision, the threads and torch.
 
 A run's ``step.json`` keeps, besides its command, what made it (:func:`made_by`, taken when
-the run starts): the commit of the repository and whether its tracked files, ``results/``
-aside, were as committed (``commit``, ``tree_clean``), the device it trained on (``device``: the GPU's name
+the run starts): the newest commit that changed a file outside ``results/`` and whether the
+tracked files, ``results/`` aside, were as committed (``commit``, ``tree_clean``), the device it trained on (``device``: the GPU's name
 when torch sees one, as MMF then trains on it, else the CPU's model name), the precision
 (``precision``: ``fp16`` when the run asks MMF for mixed precision, ``training.fp16``, on
 its command line or in its config, else ``fp32``), the torch version (``torch``) and the
@@ -57,10 +57,13 @@ def _git(*args: str) -> str | None:
 
 
 def commit() -> tuple[str | None, bool | None]:
-    """The repository's commit and whether its tracked files are as committed, those under
-    ``results/`` (the archives a study writes as it runs) aside; (None, None) outside a git
-    checkout, e.g. an installed wheel."""
-    head = _git("rev-parse", "HEAD")
+    """The commit of the code and whether its tracked files are as committed, those under
+    ``results/`` (the archives a study writes as it runs) aside both times: the newest commit
+    that changed a file outside ``results/``, so that the runs of a study that commits its
+    archive as it goes name one commit; (None, None) outside a git checkout, e.g. an
+    installed wheel."""
+    head = _git("log", "-1", "--format=%H", "--", ".", f":(exclude){RESULTS}") \
+        or _git("rev-parse", "HEAD")
     if head is None:
         return None, None
     changes = _git("status", "--porcelain", "--untracked-files=no", "--", ".",

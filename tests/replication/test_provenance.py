@@ -50,7 +50,8 @@ def test_a_run_s_record_says_what_made_it(tmp_path, monkeypatch):
     plain, half = _step(tmp_path, "plain"), _step(tmp_path, "half", "training.fp16=True")
     assert run_steps([plain, half], run=_finish, log=lambda line: None) == 2
     record = json.loads(plain.record.read_text())
-    assert record["commit"] == _git("rev-parse", "HEAD").strip()
+    assert record["commit"] == _git("log", "-1", "--format=%H", "--", ".",
+                                    ":(exclude)results").strip()
     changed = _git("status", "--porcelain", "--untracked-files=no").strip()
     outside = [line for line in changed.splitlines() if not line[3:].startswith("results/")]
     assert record["tree_clean"] is (not outside)
@@ -64,6 +65,8 @@ def test_a_run_s_record_says_what_made_it(tmp_path, monkeypatch):
 
 def test_the_tree_is_clean_unless_a_tracked_file_outside_results_changed(tmp_path,
                                                                           monkeypatch):
+    """The commit named is the newest that changed a file outside results/: a study that
+    commits its archive as it goes keeps naming the code its runs ran."""
     repo = tmp_path / "repo"
     (repo / "results").mkdir(parents=True)
     (repo / "code.py").write_text("x = 1\n")
@@ -82,8 +85,13 @@ def test_the_tree_is_clean_unless_a_tracked_file_outside_results_changed(tmp_pat
     (repo / "results" / "step.json").write_text('{"wall_s": 1}\n')  # a study archiving
     (repo / "new.py").write_text("")  # untracked
     assert provenance.commit() == (head, True)
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-am", "archived")
+    assert git("rev-parse", "HEAD").strip() != head
+    assert provenance.commit() == (head, True)  # a commit of results/ alone: the same code
     (repo / "code.py").write_text("x = 2\n")
     assert provenance.commit() == (head, False)
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-am", "code")
+    assert provenance.commit() == (git("rev-parse", "HEAD").strip(), True)
     monkeypatch.setattr(provenance, "REPO", tmp_path / "elsewhere")  # no checkout
     assert provenance.commit() == (None, None)
 
