@@ -100,8 +100,8 @@ class Archive:
         if self.holds(step):
             kept = load_record(archived)
             if kept["command"] == record["command"]:
-                if kept.get(WEIGHTS_MADE) == record.get(WEIGHTS_MADE) \
-                        or record.get(WEIGHTS_MADE) is None:
+                made = record.get(WEIGHTS_MADE)
+                if made is None or kept.get(WEIGHTS_MADE) == made:
                     return True
                 self._set_aside(files)
         for source, copy in files:

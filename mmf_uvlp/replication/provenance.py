@@ -2,8 +2,9 @@
 
 A run's ``step.json`` keeps, besides its command, what made it (:func:`made_by`, taken when
 the run starts): the newest commit that changed a file outside ``results/`` and whether the
-tracked files, ``results/`` aside, were as committed (``commit``, ``tree_clean``), the device it trained on (``device``: the GPU's name
-when torch sees one, as MMF then trains on it, else the CPU's model name), the precision
+tracked files, ``results/`` aside, were as committed (``commit``, ``tree_clean``), the device
+it trained on (``device``: the GPU's name when torch sees one, as MMF then trains on it, else
+the CPU's model name), the precision
 (``precision``: ``fp16`` when the run asks MMF for mixed precision, ``training.fp16``, on
 its command line or in its config, else ``fp32``), the torch version (``torch``) and the
 thread count (``threads``, written by the runner). The same command on another processor

@@ -6,9 +6,10 @@ table's first row (the paper's reference: Base, R-T, w/o w_ITM, ...) with its st
 error, "within the noise" under 2 standard errors; then each ordering the paper reports
 between two rows, read against the measured gap (holds / does not hold / within the
 noise); and what made the runs (``provenance.py``), a mark on each cell whose runs were
-made differently or whose seed's fine-tunings read different pre-trained weights. Figures: grouped bars with the seeds' std as
-error bars and the trivial rates as black ticks; a table with ``x`` values (Table 6, top-K)
-is drawn as the Meta-Ave curve over x, the trivial Meta-Ave dashed.
+made differently or whose seed's fine-tunings read different pre-trained weights. Figures:
+grouped bars with the seeds' std as error bars and the trivial rates as black ticks; a table
+with ``x`` values (Table 6, top-K) is drawn as the Meta-Ave curve over x, the trivial
+Meta-Ave dashed.
 """
 
 from __future__ import annotations
@@ -135,6 +136,7 @@ def markdown(table: StudyTable, rows: Sequence[RowSummary], seeds: Sequence[int]
     """The table in the paper's layout (see the module docstring); ``made``: what made its
     runs, a footnote, and the marks of the cells (``TableProvenance.marks``)."""
     cols = columns(table)
+
     def mark(system: str, cell: Cell | None, text: str) -> str:
         marks = made.marks(system, cell) if made is not None else ""
         return f"{text} {marks}" if marks else text

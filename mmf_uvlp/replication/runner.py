@@ -445,21 +445,27 @@ def _record_of(step: Step, wall: float | None = None, made: dict | None = None) 
     return record
 
 
+def _weights_sha256(step: Step) -> str | None:
+    """The SHA-256 of the weights a pre-training wrote (None for another step, or when they
+    are not there)."""
+    if step.kind != "pretrain" or step.proof_file is None or not step.proof_file.exists():
+        return None
+    return file_sha256(step.proof_file)
+
+
 def weights_read(step: Step, prerequisites: Sequence[Step]) -> dict[str, str]:
     """The record field naming the pre-trained weights a fine-tuning starts from (their
     SHA-256, taken as it starts); empty for other steps."""
     if step.kind != "finetune":
         return {}
-    return {WEIGHTS_READ: file_sha256(before.proof_file) for before in prerequisites
-            if before.kind == "pretrain" and before.proof_file is not None
-            and before.proof_file.exists()}
+    found = [sha for before in prerequisites if (sha := _weights_sha256(before)) is not None]
+    return {WEIGHTS_READ: found[0]} if found else {}
 
 
 def weights_made(step: Step) -> dict[str, str]:
     """The record field naming the weights a finished pre-training wrote (their SHA-256)."""
-    if step.kind != "pretrain" or step.proof_file is None or not step.proof_file.exists():
-        return {}
-    return {WEIGHTS_MADE: file_sha256(step.proof_file)}
+    sha = _weights_sha256(step)
+    return {} if sha is None else {WEIGHTS_MADE: sha}
 
 
 def _record(step: Step, wall: float, made: dict) -> None:
