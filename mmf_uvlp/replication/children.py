@@ -1,9 +1,13 @@
 """The runner's commands as child processes: each in a process group of its own, stopped
 with the runner.
 
-A command (``mmf_run``, a tool) starts in a new process session (``setsid``), so that the
-signal meant for the runner is forwarded to the whole command: its DataLoader workers and
-spawned ranks too. While :func:`forwarding_signals` is active, SIGTERM or SIGINT to the
+A command (``mmf_run``, a tool) starts in a process group of its own, so that the signal
+meant for the runner is forwarded to the whole command: its DataLoader workers and spawned
+ranks too. It stays in the runner's session: on Linux a new session is a new scheduling
+group (autogroup), which takes an equal share of the processors whatever the runner's
+``nice``, so ``nice -n 19 replicate.py`` would not leave the rest of the machine to other
+work. Its standard input is empty: a command of a background process group that read the
+terminal would be stopped. While :func:`forwarding_signals` is active, SIGTERM or SIGINT to the
 runner goes to every running command's process group, no new command starts, and the runner
 waits for the running ones to end (a second signal sends SIGKILL). Nothing keeps running
 after the runner: a rerun finds no orphan writing into a run folder, and resumes from the
@@ -16,11 +20,14 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Iterator, Mapping, Optional, Sequence
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
+# Python 3.10's Popen has no process_group; a new session is the nearest it offers.
+OWN_GROUP = {"process_group": 0} if sys.version_info >= (3, 11) else {"start_new_session": True}
 
 
 class Interrupted(RuntimeError):
@@ -50,9 +57,9 @@ class Children:
                 if self.signum is not None:
                     return -self.signum
                 process = subprocess.Popen(
-                    list(command), cwd=cwd, stdout=stdout,
+                    list(command), cwd=cwd, stdin=subprocess.DEVNULL, stdout=stdout,
                     stderr=None if output is None else subprocess.STDOUT,
-                    env=None if env is None else dict(env), start_new_session=True)
+                    env=None if env is None else dict(env), **OWN_GROUP)
                 self._running.add(process)
             try:
                 return process.wait()

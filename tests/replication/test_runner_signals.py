@@ -15,6 +15,7 @@ import pytest
 
 from mmf_uvlp.replication import runner
 from mmf_uvlp.replication.aggregate import seed_cells
+from mmf_uvlp.replication.children import Children
 from mmf_uvlp.replication.runner import (BadRecord, StaleRun, read_record, run_steps,
                                          started_path)
 from mmf_uvlp.replication.steps import Step
@@ -107,6 +108,17 @@ def test_a_stopped_runner_stops_its_commands_and_a_rerun_starts_clean(tmp_path, 
     assert json.loads((folder / "step.json").read_text())["title"] == "fake run"
     assert not (folder / "step.started.json").exists()
     assert len((folder / "pids").read_text().splitlines()) == 1  # no second sleeper started
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="Popen's process_group is 3.11's")
+def test_a_command_has_a_process_group_of_its_own_in_the_runners_session(tmp_path):
+    probe = "import os, sys; print(os.getpid(), os.getpgid(0), os.getsid(0), len(sys.stdin.read()))"
+    output = tmp_path / "out"
+    assert Children().run([sys.executable, "-c", probe], cwd=tmp_path, output=output) == 0
+    pid, group, session, read = map(int, output.read_text().split())
+    assert read == 0  # nothing to read: no stop on a terminal's input
+    assert group == pid  # the runner's signals reach the command and its workers
+    assert session == os.getsid(0)  # so the runner's scheduling group, and its nice
 
 
 def _log_step(tmp_path: Path, updates: int) -> Step:
