@@ -9,7 +9,6 @@ import re
 import shutil
 import subprocess
 import threading
-import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
@@ -227,13 +226,15 @@ def test_runner_jobs_run_independent_steps_together_and_respect_prerequisites(tm
         [], ["world"], ["world"], ["base-refcoco_plus", "world"],
         ["world"], ["uvla-pretrain", "world"], ["uvla-pretrain", "world"],
         ["uvla-pretrain", "uvla-refcoco_plus", "world"]]
-    lock, active, peak, order = threading.Lock(), [0], [0], []
+    lock, active, peak, order = threading.Condition(), [0], [0], []
 
     def run(command, output):
-        with lock:
+        with lock:  # after the world, a command waits (up to 10 s) until two run at once
             active[0] += 1
             peak[0] = max(peak[0], active[0])
-        time.sleep(0.05)
+            lock.notify_all()
+            if Path(command[1]).name != "world":
+                lock.wait_for(lambda: peak[0] >= 2, timeout=10)
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text("console")
         with lock:
