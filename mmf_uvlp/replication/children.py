@@ -9,8 +9,8 @@ group (autogroup), which takes an equal share of the processors whatever the run
 work. Its standard input is empty: a command of a background process group that read the
 terminal would be stopped. While :func:`forwarding_signals` is active, SIGTERM or SIGINT to the
 runner goes to every running command's process group, no new command starts, and the runner
-waits for the running ones to end (a second signal sends SIGKILL). Nothing keeps running
-after the runner: a rerun finds no orphan writing into a run folder, and resumes from the
+waits for the running ones to end (a second signal sends SIGKILL). When a command ends, what
+is left of its process group is killed. Nothing keeps running after the runner: a rerun finds no orphan writing into a run folder, and resumes from the
 last checkpoint.
 """
 
@@ -64,6 +64,7 @@ class Children:
             try:
                 return process.wait()
             finally:
+                _kill_leftovers(process)
                 with self._lock:
                     self._running.discard(process)
 
@@ -77,6 +78,15 @@ class Children:
         for process in running:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, signum)
+
+
+def _kill_leftovers(process: subprocess.Popen) -> None:
+    """SIGKILL what is left of ``process``'s group once it ended: a worker that ignored or
+    swallowed the stop signal (a Python worker still starting turns SIGINT into an exception
+    it may drop) would otherwise outlive the runner. The group's id stays reserved while any
+    member lives, so it names no other process."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
 
 
 CHILDREN = Children()

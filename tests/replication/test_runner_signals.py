@@ -26,8 +26,17 @@ from helpers import REPO
 PREFIX = "2026-01-01T00:00:00 | INFO | mmf.train : "
 
 # A command standing in for mmf_run: it starts a worker of its own (as MMF's data loader
-# does) and runs until stopped, or, once ``go`` exists in its folder, finishes at once.
-CHILD = """
+# does) and runs until stopped, or, once ``go`` exists in its folder, finishes at once. The
+# worker ignores the stop signals, as one that swallowed a KeyboardInterrupt while starting
+# does: it ends only if the runner kills what is left of the command's process group.
+WORKER = """
+import signal, sys, time
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+print("ready", flush=True)
+time.sleep(300)
+"""
+CHILD = f"""
 import os, subprocess, sys, time
 from pathlib import Path
 folder = Path(sys.argv[1])
@@ -35,9 +44,10 @@ folder.mkdir(parents=True, exist_ok=True)
 if (folder / "go").exists():
     (folder / "done").write_text("weights")
     sys.exit(0)
-worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+worker = subprocess.Popen([sys.executable, "-c", {WORKER!r}], stdout=subprocess.PIPE, text=True)
+assert worker.stdout.readline() == "ready\\n"
 with open(folder / "pids", "a") as f:
-    f.write(f"{os.getpid()} {worker.pid}\\n")
+    f.write(f"{{os.getpid()}} {{worker.pid}}\\n")
 time.sleep(300)
 """
 DRIVER = """
