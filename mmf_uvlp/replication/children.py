@@ -10,8 +10,8 @@ work. Its standard input is empty: a command of a background process group that 
 terminal would be stopped. While :func:`forwarding_signals` is active, SIGTERM or SIGINT to the
 runner goes to every running command's process group, no new command starts, and the runner
 waits for the running ones to end (a second signal sends SIGKILL). When a command ends, what
-is left of its process group is killed. Nothing keeps running after the runner: a rerun finds no orphan writing into a run folder, and resumes from the
-last checkpoint.
+is left of its process group is killed. Nothing keeps running after the runner: a rerun finds
+no orphan writing into a run folder, and resumes from the last checkpoint.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class Children:
             try:
                 return process.wait()
             finally:
-                _kill_leftovers(process)
+                _signal_group(process, signal.SIGKILL)  # what is left of it
                 with self._lock:
                     self._running.discard(process)
 
@@ -76,17 +76,17 @@ class Children:
                 self.signum = signum
             running = list(self._running)
         for process in running:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(process.pid, signum)
+            _signal_group(process, signum)
 
 
-def _kill_leftovers(process: subprocess.Popen) -> None:
-    """SIGKILL what is left of ``process``'s group once it ended: a worker that ignored or
-    swallowed the stop signal (a Python worker still starting turns SIGINT into an exception
-    it may drop) would otherwise outlive the runner. The group's id stays reserved while any
-    member lives, so it names no other process."""
+def _signal_group(process: subprocess.Popen, signum: int) -> None:
+    """Send ``signum`` to ``process``'s group, if any member is left. Once the command ended,
+    SIGKILL to its group ends a worker that ignored or swallowed the stop signal (a Python
+    worker still starting turns SIGINT into an exception it may drop), which would otherwise
+    outlive the runner; the group's id stays reserved while any member lives, so it names no
+    other process."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
+        os.killpg(process.pid, signum)
 
 
 CHILDREN = Children()

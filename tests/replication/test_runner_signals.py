@@ -30,7 +30,7 @@ PREFIX = "2026-01-01T00:00:00 | INFO | mmf.train : "
 # worker ignores the stop signals, as one that swallowed a KeyboardInterrupt while starting
 # does: it ends only if the runner kills what is left of the command's process group.
 WORKER = """
-import signal, sys, time
+import signal, time
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
 print("ready", flush=True)
