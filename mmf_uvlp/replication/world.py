@@ -120,7 +120,7 @@ class World:
         if name == "corpus":  # tools/demo.py's corpus (K = 5)
             objects = self.path / "images_gt/cc.jsonl"
             options = ["--corpus", *captions, *own]
-            if self.preset is not None or objects.exists():  # a preset world will have it
+            if self.kind is not None or objects.exists():  # a toy world has or will have it
                 options += ["--objects-gt", str(objects)]
         elif name == "corpus_k10":  # projects/uvla/ablations/topk*.yaml
             options = ["--corpus", *captions, *own, "--k", "10"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import shutil
 from pathlib import Path
 from types import ModuleType
@@ -327,7 +328,7 @@ def test_demo_steps_option_selects_the_chain_s_part(tmp_path):
 
 
 def test_demo_ends_with_the_calibrated_study_s_recorded_runs(tmp_path):
-    """make demo's last step: Table 1's three rows on the calibrated world, trained by nobody
+    """make demo's last step: Table 1's five paper rows on the calibrated world, trained by nobody
     in this call (replicate --recorded) but read from the committed archive."""
     demo = _demo().Demo(tmp_path, 0, 4, 2)
     command = demo.calibrated_command()
@@ -336,7 +337,8 @@ def test_demo_ends_with_the_calibrated_study_s_recorded_runs(tmp_path):
     assert args.recorded and not args.plan
     assert args.recipe == Path("configs/study/calibrated.yaml")
     assert args.archive == Path("results/archive/calibrated") and (REPO / args.archive).is_dir()
-    assert args.systems == "base,uvla,aligned_vlp" and args.tables == "1"
+    assert args.systems == "base,u_visualbert,random_pairs,uvla,aligned_vlp"
+    assert args.tables == "1"
     assert args.data == tmp_path.resolve()
     assert demo.steps(["calibrated"]) == []  # no training step of the demo world's
 
@@ -368,3 +370,16 @@ def test_corpus_command_is_the_same_before_and_after_the_world_is_generated(tmp_
     (world.path / "images_gt/cc.jsonl").write_text("")
     assert world.corpus_command("corpus") == planned
     assert "--objects-gt" in planned
+
+
+def test_a_toy_world_named_by_its_folder_plans_the_corpus_of_its_preset(tmp_path):
+    """A folder holding only a toy world's world.json (`--world <folder>`, as the published
+    tables are rebuilt without the world's data) plans the corpus command the archive's
+    records hold, so a finished corpus is not refused as another command's."""
+    folder = tmp_path / "toy_world_calibrated"
+    folder.mkdir()
+    (folder / "world.json").write_text(json.dumps({"preset": "calibrated"}))
+    command = World.resolve(str(folder), tmp_path).corpus_command("corpus")
+    assert command[command.index("--objects-gt") + 1] == str(folder / "images_gt/cc.jsonl")
+    (folder / "world.json").unlink()  # data of the user's own: no objects file, no option
+    assert "--objects-gt" not in World.resolve(str(folder), tmp_path).corpus_command("corpus")
