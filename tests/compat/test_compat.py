@@ -1,10 +1,12 @@
 """The compatibility layer: every fix repairs what it claims, and only for MMF rc10."""
 
+import json
 import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Callable, Dict, Iterator
 
 import pytest
 
@@ -29,31 +31,65 @@ def test_all_fixes_applied_in_this_process():
 
 
 # pytest resets warning filters around each test, so quiet_known_warnings runs in a fresh
-# process; so does resumable_checkpoints (rc10's _torch_load swaps modules for Pythia
-# checkpoints, which later Configuration builds in the same process trip over).
-FRESH_PROCESS_ONLY = {"quiet_known_warnings", "resumable_checkpoints"}
+# interpreter (a forked child would inherit the warnings its parent has shown already);
+# resumable_checkpoints runs in a process of its own (rc10's _torch_load swaps modules for
+# Pythia checkpoints, which later Configuration builds in the same process trip over).
+FRESH_INTERPRETER_ONLY = {"quiet_known_warnings"}
+OWN_PROCESS_ONLY = {"resumable_checkpoints"}
 
 
-def _run_check(name, disabled=""):
+def _run_fresh(name: str, disabled: str = "") -> subprocess.CompletedProcess:
     env = dict(os.environ, **{compat.DISABLE_VARIABLE: disabled})
     return subprocess.run(
         [sys.executable, str(CHECKS_SCRIPT), name], env=env, capture_output=True, text=True, timeout=300
     )
 
 
+@pytest.fixture(scope="module")
+def forked_check() -> Iterator[Callable[[str, str], Dict[str, str]]]:
+    """Runs a check in a child of ``compat_checks.py --serve`` (see its docstring)."""
+    server = subprocess.Popen([sys.executable, str(CHECKS_SCRIPT), "--serve"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+
+    def run(name: str, disabled: str) -> Dict[str, str]:
+        server.stdin.write(json.dumps({"name": name, "disabled": disabled}) + "\n")
+        server.stdin.flush()
+        reply = server.stdout.readline()
+        assert reply, f"the check server ended (exit status {server.poll()})"
+        return json.loads(reply)
+
+    yield run
+    server.stdin.close()
+    server.wait(timeout=60)
+
+
 @pytest.mark.parametrize("name", FIX_NAMES)
-def test_fix_repairs_its_error(name):
-    if name in FRESH_PROCESS_ONLY:
-        result = _run_check(name)
+def test_fix_repairs_its_error(name, forked_check):
+    if name in FRESH_INTERPRETER_ONLY:
+        result = _run_fresh(name)
         assert result.returncode == 0, result.stderr[-2000:]
+    elif name in OWN_PROCESS_ONLY:
+        result = forked_check(name, "")
+        assert result["outcome"] == "passed", result["output"][-2000:]
     else:
         compat_checks.CHECKS[name]()
 
 
 @pytest.mark.parametrize("name", FIX_NAMES)
-def test_check_fails_without_the_fix(name):
-    result = _run_check(name, disabled=name)
-    assert result.returncode != 0, f"{name}: the check passed with the fix disabled\n{result.stderr[-2000:]}"
+def test_check_fails_without_the_fix(name, forked_check):
+    if name in FRESH_INTERPRETER_ONLY:
+        result = _run_fresh(name, disabled=name)
+        assert result.returncode != 0, f"{name}: the check passed with the fix disabled\n{result.stderr[-2000:]}"
+    else:
+        result = forked_check(name, name)
+        assert result["outcome"] == "raised", \
+            f"{name}: the check {result['outcome']} with the fix disabled\n{result['output'][-2000:]}"
+
+
+def test_a_forked_check_passes_with_every_fix_and_names_what_it_raised(forked_check):
+    assert forked_check("seed_zero_seeds", "")["outcome"] == "passed"
+    unknown = forked_check("no_such_check", "")
+    assert (unknown["outcome"], unknown["error"]) == ("raised", "KeyError: 'no_such_check'")
 
 
 def test_layer_is_inert_for_another_mmf_version(tmp_path):
