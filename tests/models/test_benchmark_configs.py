@@ -3,8 +3,9 @@
 Each task's config includes MMF's visual_bert benchmark config (RefCOCO+, which MMF lacks:
 the plugin's dataset config) and adds only the uvla block (and the schedule's end tied to
 ``training.max_updates``, MMF's value); the heads follow from the task;
-running one on the tiny world needs only its data paths and the feature size (and a run
-length of a few updates), and a run missing one of those says in one line what to set.
+running one on the tiny world needs only its data paths and the feature size (and a budget:
+a few updates of a small batch, where MMF's configs have 480 per batch), and a run missing
+one of those says in one line what to set.
 
 The runs load ``bert-base-uncased`` as MMF's configs name it, from a Hugging Face cache
 holding the packaged offline MiniLM under that name (it has BERT's uncased vocabulary).
@@ -271,7 +272,8 @@ def test_a_benchmark_config_runs_with_only_data_paths_and_feature_size(
     result = _mmf_run(hub_cache, f"config={config}", "model=uvla", f"dataset={task}",
                       f"env.data_dir={tiny_world}", f"env.save_dir={tmp_path}",
                       "model_config.uvla.feature_dim=64", *_data_path_opts(task),
-                      "training.max_updates=2", "training.log_interval=1")
+                      "training.max_updates=2", "training.batch_size=8",
+                      "training.log_interval=1")
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
     assert "progress: 2/2" in output, output[-4000:]
