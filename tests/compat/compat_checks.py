@@ -103,6 +103,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.serve:
         serve()
+    elif args.name is None:
+        parser.error("name a check, or --serve")
     else:
         CHECKS[args.name]()
     return 0
