@@ -35,6 +35,7 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO
+from helpers.forked import HEAVY_NOT_MMF, ForkServer
 
 
 BIN = Path(sys.executable).parent
@@ -277,13 +278,16 @@ def test_tool_commands_parse_with_the_tools_own_argparse():
     commands = _of("tool")
     assert commands
     failed = []
-    for command, argv in commands:
-        program = [SCRIPTS[argv[0]]] if argv[0] in SCRIPTS else argv[1:2]
-        tool = [*program, *argv[1 + (argv[0] not in SCRIPTS):]]
-        result = subprocess.run([sys.executable, "-c", PARSE_TOOL, *tool], cwd=REPO,
-                                capture_output=True, text=True, env=_environment(), timeout=300)
-        if result.returncode != 0 or "PARSED" not in result.stdout:
-            failed.append(f"{command}\n    {result.stderr.strip().splitlines()[-1:]}")
+    server = ForkServer(HEAVY_NOT_MMF)  # each command in a child: the imports paid once
+    try:
+        for command, argv in commands:
+            program = [SCRIPTS[argv[0]]] if argv[0] in SCRIPTS else argv[1:2]
+            tool = [*program, *argv[1 + (argv[0] not in SCRIPTS):]]
+            result = server.run(["-c", PARSE_TOOL, *tool], env=_environment(), cwd=REPO)
+            if result["returncode"] != 0 or "PARSED" not in result["output"]:
+                failed.append(f"{command}\n    {result['output'].strip().splitlines()[-1:]}")
+    finally:
+        server.close()
     assert not failed, "\n".join(failed)
 
 

@@ -1,6 +1,5 @@
 """The compatibility layer: every fix repairs what it claims, and only for MMF rc10."""
 
-import json
 import os
 import subprocess
 import sys
@@ -11,6 +10,7 @@ from typing import Callable, Dict, Iterator
 import pytest
 
 import compat_checks
+from helpers.forked import HEAVY_NOT_MMF, ForkServer
 from mmf_uvlp import compat
 
 CHECKS_SCRIPT = Path(__file__).with_name("compat_checks.py")
@@ -46,21 +46,18 @@ def _run_fresh(name: str, disabled: str = "") -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def forked_check() -> Iterator[Callable[[str, str], Dict[str, str]]]:
-    """Runs a check in a child of ``compat_checks.py --serve`` (see its docstring)."""
-    server = subprocess.Popen([sys.executable, str(CHECKS_SCRIPT), "--serve"], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
+def fork_server() -> Iterator[ForkServer]:
+    server = ForkServer(HEAVY_NOT_MMF)
+    yield server
+    server.close()
 
-    def run(name: str, disabled: str) -> Dict[str, str]:
-        server.stdin.write(json.dumps({"name": name, "disabled": disabled}) + "\n")
-        server.stdin.flush()
-        reply = server.stdout.readline()
-        assert reply, f"the check server ended (exit status {server.poll()})"
-        return json.loads(reply)
 
-    yield run
-    server.stdin.close()
-    server.wait(timeout=60)
+@pytest.fixture(scope="module")
+def forked_check(fork_server) -> Callable[[str, str], Dict[str, object]]:
+    """Runs ``compat_checks.py NAME`` with the fixes named disabled in a child of a fork
+    server (``helpers/forked.py``)."""
+    return lambda name, disabled: fork_server.run(
+        [CHECKS_SCRIPT, name], env=dict(os.environ, **{compat.DISABLE_VARIABLE: disabled}))
 
 
 @pytest.mark.parametrize("name", FIX_NAMES)
@@ -70,7 +67,7 @@ def test_fix_repairs_its_error(name, forked_check):
         assert result.returncode == 0, result.stderr[-2000:]
     elif name in OWN_PROCESS_ONLY:
         result = forked_check(name, "")
-        assert result["outcome"] == "passed", result["output"][-2000:]
+        assert result["returncode"] == 0, result["output"][-2000:]
     else:
         compat_checks.CHECKS[name]()
 
@@ -79,17 +76,25 @@ def test_fix_repairs_its_error(name, forked_check):
 def test_check_fails_without_the_fix(name, forked_check):
     if name in FRESH_INTERPRETER_ONLY:
         result = _run_fresh(name, disabled=name)
-        assert result.returncode != 0, f"{name}: the check passed with the fix disabled\n{result.stderr[-2000:]}"
+        assert result.returncode != 0, \
+            f"{name}: the check passed with the fix disabled\n{result.stderr[-2000:]}"
     else:
         result = forked_check(name, name)
-        assert result["outcome"] == "raised", \
-            f"{name}: the check {result['outcome']} with the fix disabled\n{result['output'][-2000:]}"
+        assert result["returncode"] == 1 and result["error"], \
+            f"{name}: with the fix disabled, the check ended {result}"
 
 
-def test_a_forked_check_passes_with_every_fix_and_names_what_it_raised(forked_check):
-    assert forked_check("seed_zero_seeds", "")["outcome"] == "passed"
-    unknown = forked_check("no_such_check", "")
-    assert (unknown["outcome"], unknown["error"]) == ("raised", "KeyError: 'no_such_check'")
+def test_a_forked_check_passes_with_every_fix_and_an_error_is_told_from_an_exit_or_a_kill(
+        forked_check, fork_server):
+    assert forked_check("seed_zero_seeds", "")["returncode"] == 0
+    unknown = forked_check("no_such_check", "")  # argparse's refusal: an exit, not an error
+    assert (unknown["returncode"], unknown["error"]) == (2, None)
+    assert "invalid choice: 'no_such_check'" in unknown["output"]
+    raised = fork_server.run(["-c", "import sys; print('before'); sys.exit(max([]))"])
+    assert raised["returncode"] == 1 and raised["error"].startswith("ValueError: max()")
+    assert raised["output"].startswith("before\n")
+    killed = fork_server.run(["-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"])
+    assert killed["returncode"] is None and "without a result" in killed["error"]
 
 
 def test_layer_is_inert_for_another_mmf_version(tmp_path):
