@@ -95,6 +95,8 @@ def test_a_forked_check_passes_with_every_fix_and_an_error_is_told_from_an_exit_
     assert raised["output"].startswith("before\n")
     killed = fork_server.run(["-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"])
     assert killed["returncode"] is None and "without a result" in killed["error"]
+    late = fork_server.run(["-c", "import time; time.sleep(60)"], timeout=1)
+    assert late["returncode"] is None and late["error"] == "killed past its timeout of 1 s"
 
 
 def test_layer_is_inert_for_another_mmf_version(tmp_path):

@@ -1,13 +1,15 @@
 """What several test folders share: the checkout, ``mmf_run``, and a tiny pre-training run
 of the toy world (tiny random uvla, R-T / R-N / I-S with every 6th image held out)."""
 
+import atexit
 import re
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import torch
+
+from helpers.forked import HEAVY_NOT_MMF, ForkServer
 
 REPO = Path(__file__).resolve().parents[2]
 MMF_RUN = str(Path(sys.executable).with_name("mmf_run"))
@@ -34,13 +36,26 @@ TINY = tiny_uvla_template(lr=1e-3, batch_size=16, log_interval=1, evaluation_int
 HOLDOUT = [f"dataset_config.uvla_{name}.holdout_every=6" for name in ("region_tag", "region_phrase", "image_sentence")]
 
 
+_SERVER: List[ForkServer] = []
+
+
+def _fork_server() -> ForkServer:
+    """This process's fork server (helpers/forked.py), started at its first use."""
+    if not _SERVER or _SERVER[0].process.poll() is not None:
+        _SERVER[:] = [ForkServer(HEAVY_NOT_MMF)]
+        atexit.register(_SERVER[0].close)
+    return _SERVER[0]
+
+
 def mmf_run(*args: str, ok: bool = True, timeout: int = 600) -> str:
-    """``mmf_run ARGS`` run from the checkout: its output (stdout, then stderr); the test fails
-    unless it exits with 0 (``ok``), or with another status (``ok=False``)."""
-    result = subprocess.run([MMF_RUN, *args], capture_output=True, text=True, timeout=timeout, cwd=REPO)
-    output = result.stdout + result.stderr
-    assert (result.returncode == 0) == ok, output[-4000:]
-    return output
+    """``mmf_run ARGS`` run from the checkout, in a child of the fork server (the console
+    script as a fresh interpreter runs it, without paying torch's imports again): its output
+    (stdout and stderr, in the order written); the test fails unless it exits with 0
+    (``ok``), or with another status (``ok=False``)."""
+    result = _fork_server().run([MMF_RUN, *args], cwd=REPO, timeout=timeout)
+    assert result["returncode"] is not None, f"mmf_run {result['error']}\n{result['output'][-4000:]}"
+    assert (result["returncode"] == 0) == ok, result["output"][-4000:]
+    return str(result["output"])
 
 
 def pretrain(tmp_path: Path, world: Path, save: Path, *opts: str, config: str = TINY, ok: bool = True) -> str:

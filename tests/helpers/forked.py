@@ -5,11 +5,12 @@ environment. Start it before anything it runs is imported: a module the server i
 is not imported again, so nothing that acts on a module's import (the compat layer's
 fixes) may be among ``MODULE``.
 
-A request is a JSON line ``{"argv", "env", "cwd"}`` (``argv``: a script's path or ``-c``
-and its code, then its arguments); the reply a JSON line ``{"returncode", "error",
-"output"}``: the exit status (1 with ``error`` naming the exception that ended the
-program; None with ``error`` when the child ended without a result, e.g. killed by a
-signal) and the child's stdout and stderr.
+A request is a JSON line ``{"argv", "env", "cwd", "timeout"}`` (``argv``: a script's path
+or ``-c`` and its code, then its arguments; ``timeout`` in seconds); the reply a JSON line
+``{"returncode", "error", "output"}``: the exit status (1 with ``error`` naming the
+exception that ended the program; None with ``error`` when the child ended without a
+result: killed by a signal, or by the server past its timeout) and the child's stdout and
+stderr, in the order written.
 """
 
 from __future__ import annotations
@@ -19,9 +20,12 @@ import importlib
 import json
 import os
 import runpy
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import traceback
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Union
@@ -49,7 +53,8 @@ def _run_program(argv: List[str]) -> Dict[str, object]:
     return {"returncode": 0, "error": None}
 
 
-def run_forked(argv: List[str], env: Dict[str, str], cwd: str) -> Dict[str, object]:
+def run_forked(argv: List[str], env: Dict[str, str], cwd: str, timeout: float
+               ) -> Dict[str, object]:
     """Run ``argv`` in a child forked from this process (see the module's docstring)."""
     sys.stdout.flush()
     sys.stderr.flush()
@@ -63,19 +68,38 @@ def run_forked(argv: List[str], env: Dict[str, str], cwd: str) -> Dict[str, obje
             os.environ.update(env)
             os.dup2(log.fileno(), 1)
             os.dup2(log.fileno(), 2)
-            atexit._clear()
             result = _run_program(argv)
+            threading._shutdown()  # as the interpreter ends: its threads, then atexit
             atexit._run_exitfuncs()
             sys.stdout.flush()
             sys.stderr.flush()
             os.write(write_end, json.dumps(result).encode())
             os._exit(0)
         os.close(write_end)
-        with os.fdopen(read_end, "rb") as reader:
-            reply = reader.read()
-        _, status = os.waitpid(pid, 0)
+        # the child's own children (data loader workers) may hold the pipe after it ends:
+        # wait for the child, not for the pipe's end
+        deadline, timed_out = time.monotonic() + timeout, False
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                _, status = os.waitpid(pid, 0)
+                timed_out = True
+                break
+            time.sleep(0.05)
+        os.set_blocking(read_end, False)
+        try:
+            reply = os.read(read_end, 1 << 16)
+        except BlockingIOError:
+            reply = b""
+        os.close(read_end)
         log.seek(0)
         output = log.read().decode(errors="replace")
+    if timed_out:
+        return {"returncode": None, "error": f"killed past its timeout of {timeout} s",
+                "output": output}
     if not reply:
         return {"returncode": None, "error": f"the child ended without a result (wait status "
                                              f"{status})", "output": output}
@@ -89,7 +113,7 @@ def serve(modules: Iterable[str]) -> None:
     for line in sys.stdin:
         request = json.loads(line)
         sys.stdout.write(json.dumps(run_forked(request["argv"], request["env"],
-                                               request["cwd"])) + "\n")
+                                               request["cwd"], request["timeout"])) + "\n")
         sys.stdout.flush()
 
 
@@ -101,9 +125,10 @@ class ForkServer:
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
     def run(self, argv: List[Union[str, Path]], env: Optional[Dict[str, str]] = None,
-            cwd: Union[str, Path, None] = None) -> Dict[str, object]:
+            cwd: Union[str, Path, None] = None, timeout: float = 600) -> Dict[str, object]:
         request = {"argv": [str(arg) for arg in argv],
-                   "env": dict(os.environ if env is None else env), "cwd": str(cwd or os.getcwd())}
+                   "env": dict(os.environ if env is None else env),
+                   "cwd": str(cwd or os.getcwd()), "timeout": timeout}
         assert self.process.stdin is not None and self.process.stdout is not None
         self.process.stdin.write(json.dumps(request) + "\n")
         self.process.stdin.flush()
