@@ -53,9 +53,10 @@ def mmf_run(*args: str, ok: bool = True, timeout: int = 600) -> str:
     (stdout and stderr, in the order written); the test fails unless it exits with 0
     (``ok``), or with another status (``ok=False``)."""
     result = _fork_server().run([MMF_RUN, *args], cwd=REPO, timeout=timeout)
-    assert result["returncode"] is not None, f"mmf_run {result['error']}\n{result['output'][-4000:]}"
-    assert (result["returncode"] == 0) == ok, result["output"][-4000:]
-    return str(result["output"])
+    output = str(result["output"])
+    assert result["returncode"] is not None, f"mmf_run {result['error']}\n{output[-4000:]}"
+    assert (result["returncode"] == 0) == ok, output[-4000:]
+    return output
 
 
 def pretrain(tmp_path: Path, world: Path, save: Path, *opts: str, config: str = TINY, ok: bool = True) -> str:
