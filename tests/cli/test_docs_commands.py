@@ -34,8 +34,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO
-from helpers.forked import HEAVY_NOT_MMF, ForkServer
+from helpers import REPO, fork_server
 
 
 BIN = Path(sys.executable).parent
@@ -278,16 +277,12 @@ def test_tool_commands_parse_with_the_tools_own_argparse():
     commands = _of("tool")
     assert commands
     failed = []
-    server = ForkServer(HEAVY_NOT_MMF)  # each command in a child: the imports paid once
-    try:
-        for command, argv in commands:
-            program = [SCRIPTS[argv[0]]] if argv[0] in SCRIPTS else argv[1:2]
-            tool = [*program, *argv[1 + (argv[0] not in SCRIPTS):]]
-            result = server.run(["-c", PARSE_TOOL, *tool], env=_environment(), cwd=REPO)
-            if result["returncode"] != 0 or "PARSED" not in result["output"]:
-                failed.append(f"{command}\n    {result['output'].strip().splitlines()[-1:]}")
-    finally:
-        server.close()
+    for command, argv in commands:  # each in a child of the fork server: imports paid once
+        program = [SCRIPTS[argv[0]]] if argv[0] in SCRIPTS else argv[1:2]
+        tool = [*program, *argv[1 + (argv[0] not in SCRIPTS):]]
+        result = fork_server().run(["-c", PARSE_TOOL, *tool], env=_environment(), cwd=REPO)
+        if result["returncode"] != 0 or "PARSED" not in result["output"]:
+            failed.append(f"{command}\n    {result['output'].strip().splitlines()[-1:]}")
     assert not failed, "\n".join(failed)
 
 

@@ -5,12 +5,12 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Callable, Dict, Iterator
+from typing import Callable, Dict
 
 import pytest
 
 import compat_checks
-from helpers.forked import HEAVY_NOT_MMF, ForkServer
+from helpers import fork_server
 from mmf_uvlp import compat
 
 CHECKS_SCRIPT = Path(__file__).with_name("compat_checks.py")
@@ -46,17 +46,10 @@ def _run_fresh(name: str, disabled: str = "") -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def fork_server() -> Iterator[ForkServer]:
-    server = ForkServer(HEAVY_NOT_MMF)
-    yield server
-    server.close()
-
-
-@pytest.fixture(scope="module")
-def forked_check(fork_server) -> Callable[[str, str], Dict[str, object]]:
-    """Runs ``compat_checks.py NAME`` with the fixes named disabled in a child of a fork
-    server (``helpers/forked.py``)."""
-    return lambda name, disabled: fork_server.run(
+def forked_check() -> Callable[[str, str], Dict[str, object]]:
+    """Runs ``compat_checks.py NAME`` with the fixes named disabled in a child of the fork
+    server (``helpers.fork_server``)."""
+    return lambda name, disabled: fork_server().run(
         [CHECKS_SCRIPT, name], env=dict(os.environ, **{compat.DISABLE_VARIABLE: disabled}))
 
 
@@ -85,17 +78,17 @@ def test_check_fails_without_the_fix(name, forked_check):
 
 
 def test_a_forked_check_passes_with_every_fix_and_an_error_is_told_from_an_exit_or_a_kill(
-        forked_check, fork_server):
+        forked_check):
     assert forked_check("seed_zero_seeds", "")["returncode"] == 0
     unknown = forked_check("no_such_check", "")  # argparse's refusal: an exit, not an error
     assert (unknown["returncode"], unknown["error"]) == (2, None)
     assert "invalid choice: 'no_such_check'" in unknown["output"]
-    raised = fork_server.run(["-c", "import sys; print('before'); sys.exit(max([]))"])
+    raised = fork_server().run(["-c", "import sys; print('before'); sys.exit(max([]))"])
     assert raised["returncode"] == 1 and raised["error"].startswith("ValueError: max()")
     assert raised["output"].startswith("before\n")
-    killed = fork_server.run(["-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"])
+    killed = fork_server().run(["-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"])
     assert killed["returncode"] is None and "without a result" in killed["error"]
-    late = fork_server.run(["-c", "import time; time.sleep(60)"], timeout=1)
+    late = fork_server().run(["-c", "import time; time.sleep(60)"], timeout=1)
     assert late["returncode"] is None and late["error"] == "killed past its timeout of 1 s"
 
 

@@ -39,8 +39,9 @@ HOLDOUT = [f"dataset_config.uvla_{name}.holdout_every=6" for name in ("region_ta
 _SERVER: List[ForkServer] = []
 
 
-def _fork_server() -> ForkServer:
-    """This process's fork server (helpers/forked.py), started at its first use."""
+def fork_server() -> ForkServer:
+    """This process's fork server (helpers/forked.py, with :data:`HEAVY_NOT_MMF` imported),
+    started at its first use and shared by every test that runs programs in it."""
     if not _SERVER or _SERVER[0].process.poll() is not None:
         _SERVER[:] = [ForkServer(HEAVY_NOT_MMF)]
         atexit.register(_SERVER[0].close)
@@ -52,7 +53,7 @@ def mmf_run(*args: str, ok: bool = True, timeout: int = 600) -> str:
     script as a fresh interpreter runs it, without paying torch's imports again): its output
     (stdout and stderr, in the order written); the test fails unless it exits with 0
     (``ok``), or with another status (``ok=False``)."""
-    result = _fork_server().run([MMF_RUN, *args], cwd=REPO, timeout=timeout)
+    result = fork_server().run([MMF_RUN, *args], cwd=REPO, timeout=timeout)
     output = str(result["output"])
     assert result["returncode"] is not None, f"mmf_run {result['error']}\n{output[-4000:]}"
     assert (result["returncode"] == 0) == ok, output[-4000:]

@@ -33,12 +33,11 @@ from typing import Dict, Iterable, List, Optional, Union
 
 def _run_program(argv: List[str]) -> Dict[str, object]:
     """Run ``argv`` in this process as ``python argv...``: its exit status and error."""
-    sys.argv = argv[1:] if argv[0] == "-c" else list(argv)
-    if argv[0] == "-c":
-        sys.argv[0] = "-c"
-    sys.path[0] = "" if argv[0] == "-c" else str(Path(argv[0]).resolve().parent)
+    inline = argv[0] == "-c"
+    sys.argv = ["-c", *argv[2:]] if inline else list(argv)
+    sys.path[0] = "" if inline else str(Path(argv[0]).resolve().parent)
     try:
-        if argv[0] == "-c":
+        if inline:
             exec(compile(argv[1], "<string>", "exec"), {"__name__": "__main__"})
         else:
             runpy.run_path(argv[0], run_name="__main__")
