@@ -11,8 +11,10 @@ thread count (``threads``, written by the runner). The same command on another p
 or thread count sums floats in another order and gives another sample, not the same
 number, so a table says which runs its cells come from (:func:`table_provenance`): one
 line when every run was made alike, else one line per kind of run naming its rows and
-seeds, and a mark on each cell whose seeds or runs were made differently. A record
-written before records kept these reads ``unknown``.
+seeds, and a mark on each cell whose seeds or runs were made differently. A run stopped
+and resumed from its checkpoint was made by each of its starts (``interrupted`` in its
+record lists the stopped ones): when they differ, the run counts as made in each of their
+ways. A record written before records kept these reads ``unknown``.
 
 A pre-training's record also keeps the SHA-256 of the weights it wrote (``weights_sha256``)
 and a fine-tuning's the SHA-256 of the pre-trained weights it read (``pretrained_sha256``):
@@ -40,6 +42,7 @@ MIXED = "†"  # the mark of a cell whose runs were made differently
 REMADE = "‡"  # the mark of a cell whose seed's fine-tunings read different pre-trained weights
 WEIGHTS_MADE = "weights_sha256"  # a pre-training's record: the weights it wrote
 WEIGHTS_READ = "pretrained_sha256"  # a fine-tuning's record: the pre-trained weights it read
+INTERRUPTED = "interrupted"  # a record's stopped starts that its run resumed (runner.py)
 # mmf_run options that set the precision, and the precision their True gives: MMF's
 # torch.cuda.amp switch (autocast to float16 with a gradient scaler)
 PRECISION_OPTIONS = {"training.fp16": "fp16"}
@@ -195,6 +198,16 @@ class MadeBy:
                 f"torch {self.torch}, {threads}")
 
 
+def run_made(record: Mapping[str, object] | None) -> tuple[MadeBy, ...]:
+    """What made a run: its record's :class:`MadeBy`, and those of the stopped starts it
+    resumed (``interrupted``) where they differ, in the order they ran."""
+    record = record or {}
+    starts = record.get(INTERRUPTED)
+    starts = [start for start in starts if isinstance(start, Mapping)] \
+        if isinstance(starts, list) else []
+    return tuple(dict.fromkeys([*(MadeBy.of(start) for start in starts), MadeBy.of(record)]))
+
+
 @dataclass(frozen=True)
 class TableProvenance:
     """A table's footnote on what made its runs (``lines``), the cells whose runs were
@@ -286,7 +299,7 @@ def table_provenance(rows: Sequence[tuple[str, str]], seeds: Sequence[int],
     """What made the runs behind a table's ``rows`` ((label, system)) over ``seeds``:
     ``records`` gives each step's ``step.json``, ``cells`` the (system, seed) cells the
     table shows (only the runs behind those count)."""
-    made: dict[Step, MadeBy] = {}
+    made: dict[Step, tuple[MadeBy, ...]] = {}
     used: dict[tuple[str, Cell | None], set[MadeBy]] = {}
     for label, system in rows:
         for seed in seeds:
@@ -294,7 +307,8 @@ def table_provenance(rows: Sequence[tuple[str, str]], seeds: Sequence[int],
             for cell, runs in _cell_runs(steps, system, seed).items():
                 if cell not in shown:
                     continue
-                kinds = {made.setdefault(run, MadeBy.of(records.get(run))) for run in runs}
+                kinds = {kind for run in runs
+                         for kind in made.setdefault(run, run_made(records.get(run)))}
                 used.setdefault((system, cell), set()).update(kinds)
                 used.setdefault((system, None), set()).update(kinds)
     kinds = set().union(*used.values()) if used else set()
@@ -308,8 +322,8 @@ def table_provenance(rows: Sequence[tuple[str, str]], seeds: Sequence[int],
     for label, system in rows:
         for seed in seeds:
             unit = [run for run in made if (run.system, run.seed) == (system, seed)]
-            for kind in dict.fromkeys(made[run] for run in unit):
-                mine = [RUN_NAMES.get(run.task, run.task) for run in unit if made[run] == kind]
+            for kind in dict.fromkeys(kind for run in unit for kind in made[run]):
+                mine = [RUN_NAMES.get(run.task, run.task) for run in unit if kind in made[run]]
                 groups.setdefault(kind, {})[label, seed] = None if len(mine) == len(unit) \
                     else mine
     lines = [f"Runs made in {len(kinds)} different ways (commit, device, precision, torch or "

@@ -14,7 +14,10 @@ fine-tunings that need none: the longest chains start early), then the plan's or
 command finishes, its ``step.json`` records the command, its wall time, thread count and
 what made it (commit, device, precision: ``provenance.made_by``, taken when it started), the
 SHA-256 of the weights a pre-training wrote or a fine-tuning started from, and
-the checkpoints no later step reads are deleted (``Step.prune``). A finished step whose
+the checkpoints no later step reads are deleted (``Step.prune``). A run stopped and resumed
+from its checkpoint by a later call is one run made by several starts: its record lists
+the stopped starts it continues (``interrupted``: when each started and last wrote, its wall
+time and what made it) and its ``wall_s`` is the sum over all its starts. A finished step whose
 recorded command differs from the planned one (other updates, seeds of another world, ...)
 is an error rather than a silent mix of settings. A finished step made again for its output
 (a pre-training whose weights are gone) writes a fresh log, and its val/test values are
@@ -48,7 +51,7 @@ from typing import Callable, Collection, Mapping, Optional, Sequence
 
 from mmf_uvlp.replication.children import CHILDREN, Interrupted, forwarding_signals
 from mmf_uvlp.replication.provenance import (
-    WEIGHTS_MADE, WEIGHTS_READ, file_sha256, made_by,
+    INTERRUPTED, WEIGHTS_MADE, WEIGHTS_READ, file_sha256, made_by,
 )
 from mmf_uvlp.replication.steps import Step
 from mmf_uvlp.replication.study import REPO
@@ -118,13 +121,23 @@ def load_record(path: Path) -> dict:
         raise BadRecord(f"{path}: field 'command': {expected}, got {command!r}; delete it to "
                         "run the step again")
     wall = record.get("wall_s")
-    if wall is not None and (isinstance(wall, bool) or not isinstance(wall, (int, float))):
+    if not _seconds(wall):
         raise BadRecord(f"{path}: field 'wall_s': expected seconds (a number) or null, got "
                         f"{wall!r}")
     if record.get("world") is not None and not isinstance(record["world"], dict):
         raise BadRecord(f"{path}: field 'world': expected an object of world settings, got "
                         f"{record['world']!r}")
+    starts = record.get(INTERRUPTED, [])
+    if not isinstance(starts, list) or not all(
+            isinstance(start, dict) and _seconds(start.get("wall_s")) for start in starts):
+        raise BadRecord(f"{path}: field '{INTERRUPTED}': expected a list of the run's stopped "
+                        f"starts, each an object with 'wall_s' seconds or null, got {starts!r}")
     return record
+
+
+def _seconds(value: object) -> bool:
+    """Whether a record's ``wall_s`` is seconds (a number) or null."""
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
 
 
 def read_record(step: Step) -> dict | None:
@@ -141,6 +154,34 @@ def read_started(step: Step) -> dict | None:
     """The record of a step's command started but not finished (None when there is none)."""
     path = started_path(step)
     return load_record(path) if path.exists() else None
+
+
+def _utc(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, timezone.utc).isoformat(timespec="seconds")
+
+
+def interrupted_starts(step: Step) -> list[dict]:
+    """The starts of ``step`` stopped before it finished whose work a start now continues
+    (it resumes from their checkpoint), oldest first, as their ``step.started.json`` says:
+    when each started, when it last wrote its log, output or checkpoint (``stopped``), its
+    wall time between the two (work lost after its last checkpoint included) and what made
+    it. Empty when the step starts from scratch."""
+    started = read_started(step)
+    if started is None or step.resumes_from is None or not step.resumes_from.exists():
+        return []
+    writes = [path.stat().st_mtime for path in (step.folder / LOG_FILE, step.resumes_from,
+                                                step.record.with_suffix(".out"))
+              if path.exists()]
+    try:
+        began = datetime.fromisoformat(str(started.get("started"))).timestamp()
+    except ValueError:
+        began = None
+    last = max(writes)
+    start = {key: value for key, value in started.items()
+             if key not in ("title", "command", "world", INTERRUPTED)}
+    start.update(stopped=_utc(last),
+                 wall_s=None if began is None else round(max(0.0, last - began), 3))
+    return [*started.get(INTERRUPTED, []), start]
 
 
 def _write_json(path: Path, data: dict) -> None:
@@ -374,7 +415,12 @@ def run_steps(steps: Sequence[Step], run: Execute = execute, log: Log = logger.i
             f"$ {' '.join(step.command)}{where}")
         set_aside_previous_log(step)
         made[i] = {**made_by(step.command), **weights_read(step, [steps[j] for j in needs[i]])}
-        _write_json(started_path(step), _record_of(step))
+        stopped_starts = interrupted_starts(step)
+        if stopped_starts:  # the run goes on from its checkpoint, not from the weights now
+            made[i][INTERRUPTED] = stopped_starts
+            if WEIGHTS_READ in stopped_starts[0]:
+                made[i][WEIGHTS_READ] = stopped_starts[0][WEIGHTS_READ]
+        _write_json(started_path(step), _record_of(step, made=made[i]))
         args = (step.command,) if jobs == 1 else (step.command, step.record.with_suffix(".out"))
         running[pool.submit(run, *args)] = (i, time.perf_counter())
 
@@ -432,14 +478,18 @@ def run_steps(steps: Sequence[Step], run: Execute = execute, log: Log = logger.i
 
 
 def _record_of(step: Step, wall: float | None = None, made: dict | None = None) -> dict:
-    """The record of ``step``'s command: started (no ``wall``) or finished (``made``: what
-    made it, taken when it started)."""
+    """The record of ``step``'s command: started (no ``wall``) or finished; ``made``: what
+    made it, taken when it started, with the stopped starts it resumed (``interrupted``),
+    whose wall times the finished record's ``wall_s`` adds to this start's."""
+    made = made or {}
     record: dict = {"title": step.title, "command": list(step.command)}
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     if wall is None:
-        record["started"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        record.update(started=now, threads=threads(), **made)
     else:
-        record.update(wall_s=round(wall, 3), threads=threads(), **(made or {}),
-                      finished=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+        earlier = sum(start.get("wall_s") or 0.0 for start in made.get(INTERRUPTED, []))
+        record.update(wall_s=round(wall + earlier, 3), threads=threads(), **made,
+                      finished=now)
     if step.world is not None:
         record["world"] = dict(step.world)
     return record

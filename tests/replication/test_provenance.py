@@ -13,7 +13,7 @@ import torch
 from mmf_uvlp.replication import provenance, runner
 from mmf_uvlp.replication.aggregate import seed_cells, table_rows
 from mmf_uvlp.replication.provenance import (
-    MIXED, REMADE, MadeBy, cpu_model, precision, table_provenance,
+    MIXED, REMADE, MadeBy, cpu_model, precision, run_made, table_provenance,
 )
 from mmf_uvlp.replication.render import markdown
 from mmf_uvlp.replication.runner import read_record, run_steps
@@ -216,6 +216,22 @@ def test_a_table_of_runs_made_differently_marks_the_cells_and_lists_them(tmp_pat
     assert sorted(lines[start + 1:start + 3]) == sorted(f"- {kind}: {units}"
                                                         for kind, units in groups.items())
 
+
+
+def test_a_run_resumed_on_another_commit_counts_as_made_both_ways(tmp_path):
+    """w_ITM's seed-1 VQA run, stopped and resumed: started by another commit, its cells are
+    marked and the footnote names it under both; resumed by the same one, nothing is."""
+    other = {**MADE, "commit": "b" * 40, "wall_s": 60.0}
+    resumed = {**MADE, "interrupted": [other]}
+    lines = _table(tmp_path, {("uvla", 1, "vqa2"): resumed}).splitlines()
+    row = next(line for line in lines if line.startswith("| w_ITM ")).split(" | ")
+    assert row[1].endswith(MIXED) and row[5].endswith(MIXED) and MIXED not in row[2]
+    assert f"- {MadeBy.of(other).describe()}: w_ITM seed 1 (vqa2)" in lines
+    assert f"- {MadeBy.of(MADE).describe()}: w/o w_ITM seeds 0, 1; w_ITM seeds 0, 1" in lines
+    assert run_made(resumed) == (MadeBy.of(other), MadeBy.of(MADE))
+    alike = _table(tmp_path / "alike", {("uvla", 1, "vqa2"): {**MADE, "interrupted": [
+        {**MADE, "wall_s": 60.0}]}})
+    assert MIXED not in alike and "Made by: commit aaaaaaaaaa (clean)" in alike
 
 RUNS = ("pretrain", "vqa2", "nlvr2", "visual_entailment", "refcoco_plus", "refcoco_plus_splits")
 

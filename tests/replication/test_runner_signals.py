@@ -1,14 +1,18 @@
 """The replication runner: a stopped runner leaves no command running, a step is done only
-with its record, records are checked, and one runner at a time owns a seed's runs."""
+with its record, records are checked, a resumed run's record lists the stopped starts it
+continues, and one runner at a time owns a seed's runs."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -195,6 +199,9 @@ def test_a_study_re_planned_with_other_updates_refuses_an_unrecorded_run(tmp_pat
     ("{}", "field 'command': expected a JSON object with a 'command' list of strings (the "
            "record the runner writes for a step), got None"),
     ('{"command": ["mmf_run"], "wall_s": "long"}', "field 'wall_s': expected seconds"),
+    ('{"command": ["mmf_run"], "interrupted": [{"wall_s": "long"}]}',
+     "field 'interrupted': expected a list of the run's stopped starts, each an object with "
+     "'wall_s' seconds or null"),
 ])
 def test_a_malformed_record_is_named(tmp_path, text, expected):
     step = _log_step(tmp_path, 4)
@@ -263,3 +270,86 @@ def test_a_second_runner_of_the_same_seeds_is_refused_naming_the_first(tmp_path)
     assert sorted(p.name for p in runs.iterdir()) == ["seed0.lock"]  # the killed holder's
     assert _replicate(tmp_path, "--seeds", "2").returncode == 0  # stale: taken over
     assert not (runs / "seed0.lock").exists() and not (runs / "seed1.lock").exists()
+
+
+def _stopped_start(tmp_path: Path, step: Step, commit: str, monkeypatch, *,
+                   checkpoint: bool, seconds: int) -> None:
+    """A start of ``step`` made by ``commit`` that logs, writes a checkpoint or not, and
+    is stopped (exit 1) ``seconds`` after it started (its files' times set so)."""
+    monkeypatch.setattr(runner, "made_by", lambda command: {"commit": commit})
+
+    def run(command) -> int:
+        step.folder.mkdir(parents=True, exist_ok=True)
+        (step.folder / "train.log").write_text("progress: 2/4\n")
+        if checkpoint:
+            step.resumes_from.write_text("ckpt")
+        return 1
+
+    with pytest.raises(runner.StepFailed):
+        run_steps([step], run=run, log=lambda line: None)
+    began = datetime.fromisoformat(json.loads(started_path(step).read_text())["started"])
+    for path in step.folder.iterdir():
+        if path.name != started_path(step).name:
+            os.utime(path, (began.timestamp() + seconds,) * 2)
+
+
+def test_a_resumed_run_lists_its_stopped_starts_and_sums_their_wall_time(tmp_path,
+                                                                         monkeypatch):
+    """A run stopped after a checkpoint and resumed by later calls is one run made by each
+    start: its record lists the stopped ones, oldest first, with what made them and their
+    wall time (start to last write), and ``wall_s`` adds them to the last start's."""
+    step = replace(_log_step(tmp_path, 4), resumes_from=tmp_path / "vqa2" / "current.ckpt")
+    _stopped_start(tmp_path, step, "first", monkeypatch, checkpoint=True, seconds=100)
+    _stopped_start(tmp_path, step, "second", monkeypatch, checkpoint=True, seconds=30)
+    monkeypatch.setattr(runner, "made_by", lambda command: {"commit": "third"})
+    began = time.time()
+    run_steps([step], run=lambda command: _finish(step), log=lambda line: None)
+    record = read_record(step)
+    starts = record["interrupted"]
+    assert [start["commit"] for start in starts] == ["first", "second"]
+    assert [start["wall_s"] for start in starts] == [100.0, 30.0]
+    assert all(start["threads"] == runner.threads() and start["started"] <= start["stopped"]
+               for start in starts)
+    assert record["commit"] == "third"
+    assert 130.0 <= record["wall_s"] <= 130.0 + time.time() - began
+    assert not started_path(step).exists()
+
+
+def test_a_run_restarted_from_scratch_lists_no_stopped_start(tmp_path, monkeypatch):
+    """A start stopped before its first checkpoint left no work the next one continues."""
+    step = replace(_log_step(tmp_path, 4), resumes_from=tmp_path / "vqa2" / "current.ckpt")
+    _stopped_start(tmp_path, step, "first", monkeypatch, checkpoint=False, seconds=100)
+    monkeypatch.setattr(runner, "made_by", lambda command: {"commit": "second"})
+    run_steps([step], run=lambda command: _finish(step), log=lambda line: None)
+    record = read_record(step)
+    assert "interrupted" not in record and record["commit"] == "second"
+    assert record["wall_s"] < 100
+
+
+def test_a_resumed_fine_tuning_names_the_pre_trained_weights_it_started_from(tmp_path):
+    """It goes on from its own checkpoint: pre-trained weights made again in between are
+    not what it read."""
+    pre_folder, folder = tmp_path / "pretrain", tmp_path / "vqa2"
+    pre_folder.mkdir()
+    weights = pre_folder / "final.pth"
+    pretrain = Step("pretrain", "pre-train", ("mmf_run", "pre"), pre_folder,
+                    pre_folder / "step.json", proof_file=weights, system="uvla", seed=0)
+    finetune = Step("finetune", "fine-tune on vqa2", ("mmf_run", "fine"), folder,
+                    folder / "step.json", proof_file=folder / "done",
+                    resumes_from=folder / "current.ckpt", system="uvla", seed=0, task="vqa2")
+
+    def stopped(command) -> int:
+        folder.mkdir(exist_ok=True)
+        finetune.resumes_from.write_text("ckpt")
+        return 1
+
+    pretrain.record.write_text(json.dumps({"command": list(pretrain.command)}))
+    weights.write_text("weights A")
+    with pytest.raises(runner.StepFailed):
+        run_steps([pretrain, finetune], run=stopped, log=lambda line: None)
+    weights.write_text("weights B")
+    run_steps([pretrain, finetune], run=lambda command: (folder / "done").write_text("ok") * 0,
+              log=lambda line: None)
+    record = read_record(finetune)
+    first = hashlib.sha256(b"weights A").hexdigest()
+    assert record["pretrained_sha256"] == first == record["interrupted"][0]["pretrained_sha256"]
