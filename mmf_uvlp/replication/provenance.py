@@ -202,9 +202,7 @@ def run_made(record: Mapping[str, object] | None) -> tuple[MadeBy, ...]:
     """What made a run: its record's :class:`MadeBy`, and those of the stopped starts it
     resumed (``interrupted``) where they differ, in the order they ran."""
     record = record or {}
-    starts = record.get(INTERRUPTED)
-    starts = [start for start in starts if isinstance(start, Mapping)] \
-        if isinstance(starts, list) else []
+    starts = record.get(INTERRUPTED) or []  # a list of objects: runner.load_record checks it
     return tuple(dict.fromkeys([*(MadeBy.of(start) for start in starts), MadeBy.of(record)]))
 
 
