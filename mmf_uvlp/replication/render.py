@@ -68,7 +68,7 @@ def gap_lines(rows: Sequence[RowSummary]) -> list[str]:
             continue
         text = f"- {row.label}: {100 * gap.difference:+.1f}"
         if gap.ratio is None:
-            text += " (one seed: no standard error)"
+            text += " (no standard error: one seed on a side)"
         else:
             text += f" ± {100 * gap.stderr:.1f} ({gap.ratio:.1f} SE)"
             if gap.ratio < NOISE_SE:

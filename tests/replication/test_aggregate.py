@@ -196,7 +196,7 @@ def test_meta_gap_and_its_standard_error():
                        row("Two", [0.55, 0.57])])
     assert lines[-4:] == [
         "- Aligned: +7.0 ± 1.3 (5.4 SE); paired over seeds 0, 1, 2: +7.0 ± 0.6 (12.1 SE)",
-        "- One: +9.0 (one seed: no standard error)",
+        "- One: +9.0 (no standard error: one seed on a side)",
         "- Same: +1.0 ± 1.3 (0.8 SE), within the noise; "
         "paired over seeds 0, 1, 2: +1.0 ± 0.6 (1.7 SE)",
         "- Two: +5.0 ± 1.2 (4.3 SE); paired over seeds 0, 1: +5.5 ± 0.5 (11.0 SE)"]
