@@ -53,6 +53,7 @@ def format_stat(stat: Stat | None, seeds: int) -> str:
 
 
 NOISE_SE = 2.0  # a gap under this many standard errors is reported as within the noise
+ONE_SEED = "no standard error: one seed on a side"  # printed where a gap has no standard error
 
 
 def gap_lines(rows: Sequence[RowSummary]) -> list[str]:
@@ -68,7 +69,7 @@ def gap_lines(rows: Sequence[RowSummary]) -> list[str]:
             continue
         text = f"- {row.label}: {100 * gap.difference:+.1f}"
         if gap.ratio is None:
-            text += " (no standard error: one seed on a side)"
+            text += f" ({ONE_SEED})"
         else:
             text += f" ± {100 * gap.stderr:.1f} ({gap.ratio:.1f} SE)"
             if gap.ratio < NOISE_SE:
@@ -91,7 +92,7 @@ def reading(gap: Gap | None) -> str:
     ``holds`` at :data:`NOISE_SE` standard errors or more in its direction, ``does not hold``
     at as many against it, else ``within the noise``."""
     if gap is None or gap.ratio is None:
-        return "not decided (no standard error: one seed on a side)"
+        return f"not decided ({ONE_SEED})"
     if gap.ratio < NOISE_SE:
         return "within the noise"
     return "holds" if gap.difference > 0 else "does not hold (reversed)"
