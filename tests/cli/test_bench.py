@@ -59,6 +59,21 @@ def test_bench_refuses_a_world_of_another_feature_dim(tmp_path):
     assert f"{world}'s features are 128-d, the tiny size's 64-d" in result.stderr
 
 
+def test_the_gpu_batch_probe_builds_both_models_in_a_fresh_process():
+    """On a GPU the paper size's batch is probed before anything registered MMF's config,
+    which the models' losses read when built; the probe itself runs on any device."""
+    probe = ("import importlib.util, sys, torch\n"
+             f"spec = importlib.util.spec_from_file_location('bench', {str(BENCH)!r})\n"
+             "bench = importlib.util.module_from_spec(spec)\n"
+             "sys.modules['bench'] = bench\n"
+             "spec.loader.exec_module(bench)\n"
+             "print('fits', bench.fits(bench.SIZES['tiny'], 2, torch.device('cpu')))\n")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                            timeout=600, cwd=REPO)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert result.stdout.strip().endswith("fits True")
+
+
 @pytest.mark.slow
 def test_bench_through_mmf_run_at_the_tiny_size(tiny_corpus, tmp_path):
     holdout = [f"--mmf-option=dataset_config.uvla_{name}.holdout_every=6"

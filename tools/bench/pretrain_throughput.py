@@ -378,6 +378,7 @@ def precision_of(name: str, device: torch.device) -> Precision:
 def fits(size: Size, batch: int, device: torch.device) -> bool:
     """Whether both models train one float32 step of ``batch`` samples on the GPU."""
     fp32 = precision_of("fp32", device)
+    register_training_state(batch)  # the losses read MMF's registered config when built
     try:
         batches = uvla_batches(size, batch, 0, device)
         for build, fields in ((build_uvla, batches),
