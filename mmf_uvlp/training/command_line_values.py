@@ -1,11 +1,30 @@
 """Command-line values MMF would store silently wrong are refused with the spelling MMF
 expects: ``key=true`` for a boolean or null key, ``key=[a.lmdb]`` (a string, not a list)
-and ``key[0]=x`` (dropped)."""
+and ``key[0]=x`` (dropped).
+
+``mmf_predict`` appends ``evaluation.predict=true`` to every command line (MMF's own
+spelling, read by truthiness): that one override is taken as ``evaluation.predict=True``
+(:func:`with_predict_flag_as_literal`), so MMF's prediction entry point runs."""
 
 from __future__ import annotations
 
 import functools
 from typing import Any, Dict, Optional, Sequence, Tuple
+
+
+# What MMF's ``mmf_cli.predict`` appends to the command line, and its Python literal.
+MMF_PREDICT_FLAG = "evaluation.predict=true"
+PREDICT_FLAG_LITERAL = "evaluation.predict=True"
+
+
+def with_predict_flag_as_literal(opts: Any) -> Any:
+    """``opts`` with the ``evaluation.predict=true`` that ``mmf_predict`` appends written as
+    ``evaluation.predict=True`` (in place, so that MMF's later passes see the same)."""
+    if isinstance(opts, list):
+        for at, opt in enumerate(opts):
+            if opt == MMF_PREDICT_FLAG:
+                opts[at] = PREDICT_FLAG_LITERAL
+    return opts
 
 
 def wanted(config: Any, opts: Optional[Sequence[str]]) -> bool:
@@ -26,6 +45,7 @@ def install() -> None:
 
     @functools.wraps(merge_with_dotlist)
     def _merge_with_dotlist(self: Configuration, config: Any, opts: Any) -> Any:
+        opts = with_predict_flag_as_literal(opts)
         if wanted(config, opts):
             check_command_line_literals(config, opts)
             check_command_line_lists(config, opts)
@@ -54,6 +74,7 @@ def install_on_mmf_main() -> None:
 
     @functools.wraps(merge_with_dotlist)
     def _merge_with_dotlist(config, opts, *args, **kwargs):  # type: ignore[no-untyped-def]
+        opts = with_predict_flag_as_literal(opts)
         key = tuple(str(opt) for opt in opts or [])
         if kwargs.get("skip_missing", args[0] if args else False):
             noted.pop(key, None)

@@ -187,6 +187,10 @@ def _literal_values() -> None:
     config = _configuration(["model=visual_bert", "dataset=vqa2",
                              "dataset_config.vqa2.features.train=['a.lmdb','b.lmdb']"]).get_config()
     assert list(config.dataset_config.vqa2.features.train) == ["a.lmdb", "b.lmdb"]
+    # what mmf_predict appends to every command line
+    config = _configuration(["model=visual_bert", "dataset=vqa2",
+                             "evaluation.predict=true"]).get_config()
+    assert config.evaluation.predict is True, config.evaluation.predict
 
 
 @check("relative_data_dir")
