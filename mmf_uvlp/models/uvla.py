@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 from omegaconf import OmegaConf
@@ -106,6 +106,20 @@ class ModelInputs:
     region_features: torch.Tensor  # (B, R, D)
     region_boxes: torch.Tensor  # (B, R, 5)
     region_mask: torch.Tensor  # (B, R)
+
+
+def dropped_heads_message(not_copied: Sequence[str], own_heads: Mapping[str, Any]) -> str:
+    """What a fine-tuning start leaves out of the pre-trained file on purpose: its heads
+    (``heads.<name>.*``), by name, and the heads this model trains instead."""
+    names: List[str] = []
+    for key in not_copied:
+        parts = key.split(".")
+        name = parts[1] if parts[0] == "heads" and len(parts) > 1 else parts[0]
+        if name not in names:
+            names.append(name)
+    dropped = (f"dropped on purpose: its heads {', '.join(names)} ({len(not_copied)} tensors)"
+               if names else "it holds no heads")
+    return f"{dropped}; this run trains its own: {', '.join(own_heads) or 'none'}"
 
 
 @registry.register_model("uvla")
@@ -334,8 +348,9 @@ class UVLA(BaseModel):
                 "keys in the embeddings, encoder or pooler (different bert_layers or sizes?)"
             )
         writer = registry.get("writer", no_warning=True)
-        message = (f"{self.config_key}: loaded {len(wanted)} pre-trained tensors from {path}; "
-                   f"not copied: {len(self.pretrained_report['not_copied'])} head tensors")
+        message = (f"{self.config_key}: loaded {len(wanted)} pre-trained tensors "
+                   f"({', '.join(part.rstrip('.') for part in PRETRAINED_PARTS)}) from {path}; "
+                   f"{dropped_heads_message(self.pretrained_report['not_copied'], self.heads)}")
         if writer is not None:  # rc10 registers its Logger (write), MMF main a logging.Logger
             log = writer.write if hasattr(writer, "write") else writer.info
             log(message)

@@ -149,10 +149,12 @@ def load_or_fall_back(checkpoint: Any, load_state_dict: Callable[[Any], Any]) ->
 
 def install() -> None:
     """MMF 1.0.0rc10's Checkpoint saves the run state atomically, loads plain data only,
+    checks a resumed checkpoint against the run (:mod:`mmf_uvlp.training.checkpoint_fit`),
     restores the run state and falls back to a complete checkpoint; its trainer restores
     the lr scheduler after building it."""
     import mmf.utils.checkpoint as checkpoint_module
     from mmf.trainers.base_trainer import BaseTrainer
+    from mmf_uvlp.training.checkpoint_fit import checked_load
     from mmf_uvlp.utils.checkpoint_files import load_checkpoint
 
     Checkpoint = checkpoint_module.Checkpoint
@@ -171,12 +173,17 @@ def install() -> None:
     def _torch_load(self: Any, file: str) -> Any:
         device = self.device if "cuda" in str(self.device) else "cpu"
         checkpoint = load_checkpoint(str(file), map_location=device)
+        checked_load(self, checkpoint, str(file))
         self._uvlp_loaded = checkpoint
         return checkpoint
 
     def _load(self: Any, file: str, force: bool = False, load_zoo: bool = False,
               load_pretrained: bool = False) -> Any:
-        result = load(self, file, force, load_zoo, load_pretrained)
+        self._uvlp_check_fit = not (force or load_zoo or load_pretrained)
+        try:
+            result = load(self, file, force, load_zoo, load_pretrained)
+        finally:
+            self.__dict__.pop("_uvlp_check_fit", None)
         checkpoint = self.__dict__.pop("_uvlp_loaded", None)
         reset = self.config.checkpoint.reset
         if (checkpoint is None or force or load_pretrained or reset.all or reset.counts
