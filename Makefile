@@ -46,7 +46,7 @@ demo: setup
 	$(PY) tools/demo.py --data $(DATA) --seed $(SEED) --jobs $(DEMO_JOBS)
 
 corpus: setup
-	$(PY) tools/demo.py --data $(DATA) --seed $(SEED) --steps toy-world,corpus
+	$(PY) tools/demo.py --data $(DATA) --seed $(SEED) --preset $(PRESET) --steps toy-world,corpus
 
 pretrain: setup
 	$(PY) tools/demo.py --data $(DATA) --seed $(SEED) --steps toy-world,corpus,pretrain --jobs $(DEMO_JOBS)
@@ -61,18 +61,23 @@ clean:
 	rm -rf $(DATA) save runs
 
 # Inside the checkpoints (docs/analysis.md): attention-grounding probe, attention maps and
-# representation plot on the demo world's Flickr30K Entities val split, for Base (BERT
-# init) and each pre-trained uvla that exists (data/runs/<name>_pretrain/uvla_final.pth).
+# representation plot on the toy world's Flickr30K Entities val split (PRESET), for Base
+# (BERT init) and each pre-trained uvla that exists: save/<name>_pretrain/uvla_final.pth
+# (mmf_run's folders), else the demo's $(DATA)/runs/<name>_pretrain/uvla_final.pth.
 ANALYSIS ?= results/analysis
-ANALYSIS_WORLD := $(DATA)/toy_world_demo
-PRETRAINED := $(wildcard $(DATA)/runs/*_pretrain/uvla_final.pth)
+ANALYSIS_WORLD := $(WORLD)
+SAVE ?= save
+SAVED_PRETRAINED := $(wildcard $(SAVE)/*_pretrain/uvla_final.pth)
+PRETRAINED := $(SAVED_PRETRAINED) $(filter-out \
+	$(patsubst $(SAVE)/%,$(DATA)/runs/%,$(SAVED_PRETRAINED)),\
+	$(wildcard $(DATA)/runs/*_pretrain/uvla_final.pth))
 ANALYSIS_MODELS := --model Base=base $(foreach p,$(PRETRAINED),--model \
 	$(patsubst uvla,μ-VLA,$(patsubst %_pretrain,%,$(notdir $(patsubst %/,%,$(dir $(p))))))=$(p))
 ANALYSIS_ARGS = --world $(ANALYSIS_WORLD) --seed $(SEED) $(ANALYSIS_MODELS)
 
 .PHONY: analyze
 analyze: setup
-	$(PY) tools/demo.py --data $(DATA) --seed $(SEED) --steps toy-world
+	$(PY) tools/demo.py --data $(DATA) --seed $(SEED) --preset $(PRESET) --steps toy-world
 	$(PY) tools/probe_grounding.py $(ANALYSIS_ARGS) --out $(ANALYSIS)/probe
 	$(PY) tools/attention_maps.py $(ANALYSIS_ARGS) --layer best \
 		--probe $(ANALYSIS)/probe/probe.json --out $(ANALYSIS)/attention

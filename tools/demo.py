@@ -66,10 +66,10 @@ class Demo:
     fine-tuning options (every task's, then the task's own)."""
 
     def __init__(self, data: Path, seed: int, pretrain_updates: int, finetune_updates: int,
-                 recipe: Recipe | None = None):
+                 recipe: Recipe | None = None, preset: str = "demo"):
         data = data.resolve()
         self.data = data
-        self.world = World(data / "toy_world_demo", "demo")
+        self.world = World(data / f"toy_world_{preset}", preset)
         self.runs = data / "runs"
         self.report_dir = data / "report"
         self.seed = seed
@@ -94,10 +94,11 @@ class Demo:
                 f"model_config.uvla.feature_dim={self.world.feature_dim}"]
 
     def setup_steps(self) -> List[Step]:
-        world, setup = self.world.path, self.runs / "setup"
+        world = self.world.path
+        setup = self.runs / ("setup" if self.world.preset == "demo" else f"setup_{self.world.preset}")
         corpus = world / "corpus"
         return [
-            Step("world", "toy world (demo preset)", tuple(self.world.generate_command(self.seed)),
+            Step("world", f"toy world ({self.world.preset} preset)", tuple(self.world.generate_command(self.seed)),
                  world, setup / "world.json", proof_file=world / "world.json",
                  outdated=partial(self.world.drift, self.seed)),
             Step("corpus", "weakly aligned corpus (tag queries -> retrieval -> noun phrases "
@@ -181,6 +182,9 @@ def main(argv: List[str] | None = None) -> int:
                         help=f"default {recipe.pretrain_updates} ({DEMO_RECIPE.relative_to(REPO)})")
     parser.add_argument("--finetune-updates", type=int, default=recipe.finetune_updates,
                         help=f"default {recipe.finetune_updates} ({DEMO_RECIPE.relative_to(REPO)})")
+    parser.add_argument("--preset", choices=("demo", "tiny"), default="demo",
+                        help="the toy world (default demo; tiny: seconds, for the toy-world "
+                             "and corpus steps of a smoke run)")
     parser.add_argument("--jobs", type=int, default=1,
                         help="trainings side by side (default 1), each with cpu_count/jobs "
                              "threads (OMP_NUM_THREADS, unless set); their output goes to "
@@ -194,7 +198,8 @@ def main(argv: List[str] | None = None) -> int:
         parser.error(f"--jobs: expected an integer >= 1, got {args.jobs}")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     share_cores(args.jobs)
-    demo = Demo(args.data, args.seed, args.pretrain_updates, args.finetune_updates, recipe)
+    demo = Demo(args.data, args.seed, args.pretrain_updates, args.finetune_updates, recipe,
+                args.preset)
     start = time.perf_counter()
     try:
         run_steps(demo.steps(steps), log=lambda line: print(line, flush=True), jobs=args.jobs)

@@ -241,7 +241,10 @@ RC10_DEFAULTS = {
         # False asks for it or turns it off (mmf_uvlp.training.scope)
         "uvlp_behaviour": None,
     },
-    "checkpoint": {"reset": {"fp16_scaler": False}},
+    # the plugin's: replace another run's final checkpoint (mmf_uvlp.training.run_folder),
+    # load a checkpoint that does not fit the run (mmf_uvlp.training.checkpoint_fit)
+    "checkpoint": {"reset": {"fp16_scaler": False}, "overwrite": False,
+                   "accept_mismatch": False},
     # MMF main's per-dataset mix of a multi-dataset run (see multitasking_sampling_ratios)
     "multitasking": {"enabled": True, "type": "size_proportional", "params": {}},
 }

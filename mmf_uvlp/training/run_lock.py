@@ -214,10 +214,21 @@ def _rank(config: Any, init_distributed: bool) -> int:
     return 0 if rank is None else int(rank)
 
 
+def refuse_another_runs_folder(config: Any) -> None:
+    """End a training run into a folder holding another run's final checkpoint with one
+    line and status 2 (:mod:`mmf_uvlp.training.run_folder`)."""
+    from mmf_uvlp.training.run_folder import another_runs_final_checkpoint
+
+    refusal = another_runs_final_checkpoint(config)
+    if refusal is not None:
+        print(f"mmf_run: error: {refusal}", file=sys.stderr)
+        raise SystemExit(2)
+
+
 def install() -> None:
     """Make MMF's per-process ``main`` (``mmf_cli.run``) run under the lock of
-    ``env.save_dir`` (rank 0 only) in plugin runs; a busy folder ends the command with
-    status 2."""
+    ``env.save_dir`` (rank 0 only) in plugin runs; a busy folder, or a training run into a
+    folder holding another run's final checkpoint, ends the command with status 2."""
     import mmf_cli.run as cli
 
     main = cli.main
@@ -237,6 +248,7 @@ def install() -> None:
             print(f"mmf_run: error: {busy}", file=sys.stderr)
             raise SystemExit(2) from None
         try:
+            refuse_another_runs_folder(config)
             return main(configuration, init_distributed, predict)
         finally:
             lock.release()

@@ -10,7 +10,8 @@ handled by the first rule that takes it:
   targets exist; nothing runs);
 - a Python tool (``python tools/...``, or a console script of ``pyproject.toml``): its own
   argparse parses the arguments, and the tool stops right after (nothing runs);
-- ``mmf_run`` (also under ``torchrun``): MMF composes the config with the overrides, which
+- ``mmf_run`` (also under ``torchrun``, and ``mmf_predict`` with the override it appends):
+  MMF composes the config with the overrides, which
   refuses a config file that does not exist and a key the merged config lacks (``...`` and
   ``<placeholder>`` stand for what the reader fills in);
 - ``pip``: pip's own parser takes the command;
@@ -35,12 +36,12 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO, fork_server
+from helpers.docs import FENCE, logical_lines as _logical_lines
 
 
 BIN = Path(sys.executable).parent
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 RUN_ELSEWHERE = {"docs/own-data.md": "tests/e2e/test_own_data_walkthrough.py runs its every block"}
-FENCE = re.compile(r"^```(?:bash|sh|console)\n(.*?)^```$", re.S | re.M)
 # Values of the shell variables the docs leave to the reader (cluster nodes, shards).
 # The project's console scripts (name -> "module:function"), parsed as the tools are.
 SCRIPTS = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"][
@@ -50,7 +51,6 @@ READER_VARIABLES = {"NODE": "0", "HEAD": "localhost", "i": "0", "N": "2",
 
 # Cheap commands run as written (from a folder with this checkout's files and an empty data/).
 RUN = (
-    "python tools/build_corpus.py run --help",
     "python tools/make_toy_world.py --preset tiny --seed 0 --out data/toy_tiny",
     "python tools/make_toy_world.py --preset tiny --out data/toy_tiny",
     "python tools/replicate.py --plan",
@@ -80,40 +80,6 @@ class DocCommand:
 
     def __str__(self) -> str:
         return f"{self.page}:{self.line}: {self.text}"
-
-
-def _without_comment(line: str) -> str:
-    """``line`` up to a ``#`` that starts a shell comment (after a blank, outside quotes)."""
-    quote = None
-    for at, char in enumerate(line):
-        if quote:
-            quote = None if char == quote else quote
-        elif char in "'\"":
-            quote = char
-        elif char == "#" and (at == 0 or line[at - 1].isspace()):
-            return line[:at]
-    return line
-
-
-def _logical_lines(block: str) -> list[tuple[int, str]]:
-    """(offset of its first line, text) of each command of ``block``: continuation lines
-    joined, lines joined while a ``$(`` is open, comments and blank lines dropped."""
-    lines, current, start = [], "", 0
-    for offset, raw in enumerate(block.splitlines()):
-        if not current.strip():
-            start = offset
-        text = _without_comment(raw).rstrip()
-        if text.endswith("\\"):
-            current += text[:-1] + " "
-            continue
-        current += text
-        if current.count("$(") > current.count(")"):
-            current += " "
-            continue
-        if current.strip():
-            lines.append((start, " ".join(current.split())))
-        current = ""
-    return lines
 
 
 def doc_commands() -> list[DocCommand]:
@@ -171,7 +137,7 @@ def _rule(command: DocCommand, argv: list[str]) -> str | None:
         return "tool"
     if program in SCRIPTS:
         return "tool"
-    if program in ("mmf_run", "torchrun"):
+    if program in ("mmf_run", "mmf_predict", "torchrun"):
         return "mmf_run"
     if program == "pip":
         return "pip"
@@ -313,6 +279,8 @@ def _mmf_options(argv: list[str]) -> list[str]:
         parsed = get_args_parser().parse_args(argv[1:])
         assert Path(parsed.training_script).name == "mmf_run", argv
         return parsed.training_script_args
+    if Path(argv[0]).name == "mmf_predict":  # MMF's mmf_cli.predict appends it
+        return [*argv[1:], "evaluation.predict=true"]
     return argv[1:]
 
 
