@@ -11,11 +11,16 @@ reference code reduced the batch first and so only scaled the batch mean; here e
 loss module multiplies its per-sample losses by these weights (see ``reduction.py``).
 
 The epoch comes from :func:`mmf_uvlp.training.progress.current_epoch`.
+
+The training log says when the weighting switches on and, every ``training.log_interval``
+updates while it is on, the w_ITM statistics of the weighted samples since the last such
+line (:meth:`CurriculumWeighting.log_lines`); the statistics stay on the device between
+lines, so that a step waits for no value.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Callable, List, Optional
 
 import torch
 
@@ -30,6 +35,9 @@ class CurriculumWeighting:
             raise ValueError(f"curriculum.start_epoch must be >= 0, got {start_epoch}")
         self.start_epoch = float(start_epoch)
         self.epoch_fn = epoch_fn
+        self._announced = False
+        self._seen: Optional[torch.Tensor] = None  # (4,): count, sum, min, max of w_ITM
+        self._reported = -1  # the update of the last statistics line
 
     def active(self) -> bool:
         """Whether ``w_ITM`` weighting applies now (epoch >= m)."""
@@ -48,3 +56,37 @@ class CurriculumWeighting:
             return ones
         match_prob = torch.softmax(itm_logits.detach().float(), dim=-1)[:, 1]  # (B,)
         return torch.where(weighted.to(torch.bool), match_prob, ones)
+
+    def log_lines(self, weights: torch.Tensor, weighted: torch.Tensor, active: bool,
+                  update: int, epoch: float, every: int) -> List[str]:
+        """The log's lines after a training step of update ``update`` (1-based) at ``epoch``:
+        the switch, once, and every ``every`` updates the w_ITM statistics (count, mean, min,
+        max) of the weighted samples of the steps since the last such line."""
+        lines: List[str] = []
+        if not active:
+            return lines
+        if not self._announced:
+            self._announced = True
+            lines.append(f"curriculum: on from update {update} (epoch {epoch:.3f} >= m = "
+                         f"{self.start_epoch:g}): the losses of the weighted samples (R-N, "
+                         "I-S) are multiplied by w_ITM")
+        chosen = weights.detach().float()[weighted.to(torch.bool)]
+        if chosen.numel():
+            step = torch.stack([chosen.new_tensor(float(chosen.numel())), chosen.sum(),
+                                chosen.min(), chosen.max()])
+            seen = self._seen
+            self._seen = step if seen is None else torch.stack([
+                seen[0] + step[0], seen[1] + step[1], torch.minimum(seen[2], step[2]),
+                torch.maximum(seen[3], step[3])])
+        if every > 0 and update % every == 0 and update != self._reported:
+            self._reported = update
+            if self._seen is None:
+                lines.append(f"curriculum: w_ITM at update {update}: no weighted samples "
+                             f"in the last {every} updates")
+            else:
+                count, total, low, high = self._seen.tolist()
+                lines.append(f"curriculum: w_ITM at update {update} over {int(count)} weighted "
+                             f"samples of the last {every} updates: mean {total / count:.4f}, "
+                             f"min {low:.4f}, max {high:.4f}")
+            self._seen = None
+        return lines

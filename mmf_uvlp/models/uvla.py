@@ -57,7 +57,7 @@ from mmf_uvlp.modules.heads import (
     RegionScorerHead,
 )
 from mmf_uvlp.modules.pooling import check_pooling, pool
-from mmf_uvlp.training.progress import current_epoch, registered_train_samples
+from mmf_uvlp.training.progress import current_epoch, registered_train_samples, updates_done
 from mmf_uvlp.utils.bert_source import load_or_explain
 from mmf_uvlp.utils.config_files import default_config
 from mmf_uvlp.utils.safe_loading import load_checkpoint
@@ -106,6 +106,14 @@ class ModelInputs:
     region_features: torch.Tensor  # (B, R, D)
     region_boxes: torch.Tensor  # (B, R, 5)
     region_mask: torch.Tensor  # (B, R)
+
+
+def _write_log(message: str) -> None:
+    """``message`` in the run's log (rc10 registers its Logger, MMF main a logging.Logger)."""
+    writer = registry.get("writer", no_warning=True)
+    if writer is not None:
+        log = writer.write if hasattr(writer, "write") else writer.info
+        log(message)
 
 
 def dropped_heads_message(not_copied: Sequence[str], own_heads: Mapping[str, Any]) -> str:
@@ -207,6 +215,17 @@ class UVLA(BaseModel):
         """Training progress in epochs, the curriculum's clock (MMF's update count, or
         Lightning's when MMF main's ``lightning`` trainer runs this model)."""
         return current_epoch(module=self)
+
+    def _log_curriculum(self, weights: torch.Tensor, weighted: torch.Tensor,
+                        active: bool) -> None:
+        """The curriculum's lines of this training step in the run's log (its switch, its
+        w_ITM statistics every ``training.log_interval`` updates)."""
+        config = registry.get("config", no_warning=True)
+        every = int(config.training.get("log_interval", 0)) if config is not None else 0
+        update = updates_done(module=self) + 1  # the update this step belongs to
+        for line in self.curriculum.log_lines(weights, weighted, active, update,
+                                              self.epochs_done(), every):
+            _write_log(line)
 
     def visual_parameters(self) -> List[nn.Parameter]:
         """The region path's own parameters: the embeddings' modules a BERT checkpoint does
@@ -347,13 +366,10 @@ class UVLA(BaseModel):
                 f"{path}: missing {missing} / unexpected {list(result.unexpected_keys)} "
                 "keys in the embeddings, encoder or pooler (different bert_layers or sizes?)"
             )
-        writer = registry.get("writer", no_warning=True)
         message = (f"{self.config_key}: loaded {len(wanted)} pre-trained tensors "
                    f"({', '.join(part.rstrip('.') for part in PRETRAINED_PARTS)}) from {path}; "
                    f"{dropped_heads_message(self.pretrained_report['not_copied'], self.heads)}")
-        if writer is not None:  # rc10 registers its Logger (write), MMF main a logging.Logger
-            log = writer.write if hasattr(writer, "write") else writer.info
-            log(message)
+        _write_log(message)
 
     def _build_head(self, name: str, bert: BertForPreTraining) -> nn.Module:
         hidden = bert.config.hidden_size
@@ -529,6 +545,8 @@ class UVLA(BaseModel):
             if active and bool(weighted.any()):
                 logits = self._clean_match_logits(sample_list)
             output["curriculum_weights"] = self.curriculum.weights(logits, weighted, active)
+            if self.training:
+                self._log_curriculum(output["curriculum_weights"], weighted, active)
         if encoded.attentions is not None:
             output["attentions"] = encoded.attentions
         return output

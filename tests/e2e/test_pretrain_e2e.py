@@ -2,6 +2,7 @@
 it learns (against an lr=0 control), follows its lr schedule, is reproducible from its
 seed (0 included), resumes as the same run, and survives a damaged checkpoint."""
 
+import re
 import subprocess
 from pathlib import Path
 from typing import Dict, List
@@ -159,3 +160,41 @@ multitasking:
                  config=only_tags.replace("uvla_image_sentence: 0", "uvla_sentence: 0"))
     assert output.strip().splitlines()[-1].startswith(
         "mmf_run: error: multitasking.params.sampling_ratios has no ratio for ['uvla_image_sentence']")
+
+
+def test_the_log_tells_the_curriculum_and_tensorboard_holds_the_logged_losses(tiny_corpus, tmp_path):
+    """One run: its log says when the w_ITM curriculum switches on and gives w_ITM's
+    statistics every log interval; MMF's ``training.tensorboard`` writes event files holding
+    each update's losses, of which the log's rows are the median and the mean."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    save = tmp_path / "save"
+    output = pretrain(tmp_path, tiny_corpus.parent, save, "training.max_updates=6",
+                      "model_config.uvla.curriculum.start_epoch=0.1", "training.tensorboard=True")
+    switch = [line for line in output.splitlines() if "curriculum: on from update" in line]
+    assert len(switch) == 1 and "m = 0.1): the losses of the weighted samples" in switch[0]
+    statistics = re.findall(r"curriculum: w_ITM at update (\d+) over (\d+) weighted samples of "
+                            r"the last 1 updates: mean ([0-9.]+), min ([0-9.]+), max ([0-9.]+)",
+                            output)
+    first = int(re.search(r"curriculum: on from update (\d+)", switch[0]).group(1))
+    assert [int(update) for update, *_ in statistics] == list(range(first, 7))
+    for _, count, mean, low, high in statistics:
+        assert int(count) > 0 and 0 <= float(low) <= float(mean) <= float(high) <= 1
+
+    events = list(save.rglob("events.out.tfevents.*"))
+    assert len(events) == 1, sorted(str(p.relative_to(save)) for p in save.rglob("*"))
+    accumulator = EventAccumulator(str(events[0].parent))
+    accumulator.Reload()
+    logged = rows(output)  # TINY logs every update
+    assert len(logged) == 6
+    losses = [key for key in logged[0] if key.startswith("train/") and not key.endswith("/avg")]
+    assert "train/total_loss" in losses and "train/uvla_region_tag/uvla_mlm" in losses
+    assert set(losses) <= set(accumulator.Tags()["scalars"])
+    for key in losses:
+        written = [event.value for event in accumulator.Scalars(key)]
+        assert [event.step for event in accumulator.Scalars(key)] == [1, 2, 3, 4, 5, 6]
+        for update, row in enumerate(logged, start=1):  # MMF's meter: median and mean so far
+            assert float(row[key]) == pytest.approx(
+                torch.tensor(written[:update]).median().item(), abs=1e-4), (key, update)
+            assert float(row[f"{key}/avg"]) == pytest.approx(
+                sum(written[:update]) / update, abs=1e-4), (key, update)

@@ -165,3 +165,20 @@ def test_curriculum_switches_exactly_at_epoch_m(progress_state, start_epoch, swi
         registry.register("num_updates", updates)  # what MMF's trainer (or a resume) registers
         weight = schedule.weights(itm, flagged).item()
         assert weight == (0.5 if updates >= switch_update else 1.0), updates
+
+
+def test_the_log_says_when_the_curriculum_switches_on_and_its_w_itm_every_interval():
+    curriculum = CurriculumWeighting(start_epoch=0.5, epoch_fn=lambda: 0.0)
+    weights = torch.tensor([0.2, 1.0, 0.6])
+    weighted = torch.tensor([True, False, True])
+    assert curriculum.log_lines(torch.ones(3), weighted, False, 1, 0.25, 2) == []
+    assert curriculum.log_lines(weights, weighted, True, 3, 0.5, 2) == [
+        "curriculum: on from update 3 (epoch 0.500 >= m = 0.5): the losses of the weighted "
+        "samples (R-N, I-S) are multiplied by w_ITM"]
+    # update 4: the statistics of updates 3 and 4, over the weighted samples only
+    lines = curriculum.log_lines(torch.tensor([0.9, 1.0, 1.0]), weighted, True, 4, 0.6, 2)
+    assert lines == ["curriculum: w_ITM at update 4 over 4 weighted samples of the last 2 "
+                     "updates: mean 0.6750, min 0.2000, max 1.0000"]
+    assert curriculum.log_lines(weights, torch.zeros(3, dtype=torch.bool), True, 5, 0.7, 2) == []
+    assert curriculum.log_lines(weights, torch.zeros(3, dtype=torch.bool), True, 6, 0.8, 2) == [
+        "curriculum: w_ITM at update 6: no weighted samples in the last 2 updates"]
