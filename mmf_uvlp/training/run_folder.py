@@ -8,7 +8,8 @@ pre-trained weights without a word. With the plugin, a training run (``run_type`
     mmf_run: error: save/uvla_pretrain holds the final checkpoint of another run
     (uvla_final.pth, written 2026-01-02 10:00 UTC); ...
 
-unless it continues that run (``checkpoint.resume=True`` with the folder's ``current.ckpt``)
+unless it continues that run (``checkpoint.resume=True`` with the run's checkpoints there:
+``current.ckpt``, ``best.ckpt`` or ``models/model_N.ckpt``)
 or asks to replace it (``checkpoint.overwrite=True``). Inference and prediction runs write
 no checkpoint and are never refused.
 """
@@ -36,8 +37,9 @@ def another_runs_final_checkpoint(config: Any) -> Optional[str]:
     finals = sorted(glob.glob(os.path.join(glob.escape(folder), "*_final.pth")))
     if not finals:
         return None
-    if config.checkpoint.get("resume", False) and glob.glob(
-            os.path.join(glob.escape(folder), "*current.ckpt")):
+    own = [os.path.join(glob.escape(folder), pattern)
+           for pattern in ("*current.ckpt", "*best.ckpt", os.path.join("models", "model_*.ckpt"))]
+    if config.checkpoint.get("resume", False) and any(glob.glob(path) for path in own):
         return None  # continues the run that wrote it
     name = str(config.training.get("experiment_name", ""))
     elsewhere = ("training.experiment_name=<name> or env.save_dir=<folder>"

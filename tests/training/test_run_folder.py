@@ -44,5 +44,6 @@ def test_overwrite_resume_and_inference_may_use_the_folder(tmp_path):
         is not None
     # resuming needs the run's current.ckpt: without one it would start another run
     assert another_runs_final_checkpoint(_config(tmp_path, resume=True)) is not None
-    (tmp_path / "current.ckpt").write_bytes(b"x")
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "model_8.ckpt").write_bytes(b"x")  # current.ckpt lost: falls back
     assert another_runs_final_checkpoint(_config(tmp_path, resume=True)) is None
