@@ -263,10 +263,13 @@ def test_demo_chain_pretrains_uvla_and_aligned_vlp_and_fine_tunes_three_rows(tmp
     runs = (tmp_path / "runs").resolve()
     assert weights == {"uvla": runs / "uvla_pretrain/uvla_final.pth",
                        "aligned_vlp": runs / "aligned_vlp_pretrain/uvla_final.pth"}
-    # where the fine-tuning configs look for the μ-VLA weights by default
+    # the fine-tuning configs look for the μ-VLA weights by default where the pre-training
+    # config writes them (the Quick start); the demo names its own
     defaults = yaml.safe_load((REPO / "projects/uvla/finetune/defaults.yaml").read_text())
+    pretraining = yaml.safe_load((REPO / "projects/uvla/pretrain.yaml").read_text())
+    assert pretraining["env"]["save_dir"] == "./save/${training.experiment_name}"
     assert defaults["model_config"]["uvla"]["pretrained_checkpoint"] == \
-        "data/runs/uvla_pretrain/uvla_final.pth"
+        f"save/{pretraining['training']['experiment_name']}/uvla_final.pth"
     finetunes = [s for s in steps if s.kind == "finetune"]
     assert sorted((s.system, s.task) for s in finetunes) == sorted(
         (system, task) for system in ("base", "uvla", "aligned_vlp") for task in TASKS)
