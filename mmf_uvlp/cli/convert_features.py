@@ -31,9 +31,12 @@ def main(argv=None) -> int:
     parser.add_argument("--hw", help="hw.tsv of the raw output: <image key>\\t[{\"height\": H, "
                                      "\"width\": W}]")
     parser.add_argument("--features", help="VinVL's released features.tsv (same row order)")
-    parser.add_argument("--labelmap", required=True,
+    parser.add_argument("--labelmap",
                         help="the detector's label map: json (label_to_idx / idx_to_label, "
-                             "e.g. VG-SGG-dicts-vgoi6-clipped.json) or tsv (a class a line)")
+                             "e.g. VG-SGG-dicts-vgoi6-clipped.json) or tsv (a class a line); "
+                             "not needed when every class is a name: the ids then follow the "
+                             "names' sorted order, written to OUT/labelmap.tsv (give it as "
+                             "--labelmap for the other files, so that their ids agree)")
     parser.add_argument("--out", required=True,
                         help="NAME.lmdb for an MMF LMDB, any other name for a .npy folder")
     parser.add_argument("--feature-dim", type=int, default=None,

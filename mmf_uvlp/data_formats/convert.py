@@ -9,7 +9,8 @@ Inputs, one image a row (``mmf_uvlp.data_formats.vinvl`` and ``.vinvl_raw``):
   in the objects) with the data set's ``hw.tsv`` for the image sizes;
 
 and the detector's label map (json or tsv, ``mmf_uvlp.data_formats.labelmap``), which gives
-the class ids MMF stores. Output, in the layout MMF's ``FeaturesDatabase`` reads
+the class ids MMF stores; when every object names its class, none is needed: the ids follow
+the names' sorted order and are written to ``OUT/labelmap.tsv``. Output, in the layout MMF's ``FeaturesDatabase`` reads
 (``mmf_uvlp.data_formats.mmf_features``), chosen as MMF chooses its reader, by the name:
 
 - ``OUT.lmdb`` (a folder ending in ``.lmdb``): one pickled dict per image under its key, and
@@ -54,7 +55,8 @@ from tqdm import tqdm
 from mmf_uvlp.corpus.config import file_signature
 from mmf_uvlp.corpus.errors import ErrorPolicy
 from mmf_uvlp.data_formats.errors import FormatError
-from mmf_uvlp.data_formats.labelmap import LabelMap, load_labelmap
+from mmf_uvlp.data_formats.labelmap import (NAMED_LABELMAP, LabelMap, labelmap_of_names,
+                                            load_labelmap, write_labelmap)
 from mmf_uvlp.data_formats.mmf_features import KEYS_ENTRY, LmdbFeatures, load_npy
 from mmf_uvlp.data_formats.vinvl import (
     BOX_TOLERANCE, GEOMETRY_DIMS, duplicate_id_error, infer_feature_dim, parse_features_row,
@@ -77,7 +79,7 @@ class Sources:
     ``features.tsv``) or ``hw`` (a raw output's ``hw.tsv``), and the label map."""
 
     predictions: str
-    labelmap: str
+    labelmap: Optional[str] = None  # None: every class is a name (labelmap_of_names)
     features: Optional[str] = None
     hw: Optional[str] = None
     feature_dim: Optional[int] = None  # D; None: the majority of the first rows
@@ -378,7 +380,8 @@ def convert_features(
     if commit_every < 1:
         raise ValueError(f"commit_every must be >= 1, got {commit_every}")
     layout = layout_of(out)
-    labelmap = load_labelmap(sources.labelmap)
+    labelmap = (load_labelmap(sources.labelmap) if sources.labelmap
+                else labelmap_of_names(sources.predictions))
     sizes = ImageSizes(sources.hw) if sources.hw else None
     feature_dim = _feature_dim(sources)
     fingerprint = _fingerprint(sources, layout, on_error, feature_dim)
@@ -408,6 +411,11 @@ def convert_features(
         writer.finish(list(seen))
     finally:
         writer.close()
+    if not sources.labelmap:
+        write_labelmap(labelmap, os.path.join(out, NAMED_LABELMAP))
+        logger.info("%s: class ids from the names' sorted order, written to %s; give it as "
+                    "--labelmap to convert other files with the same ids", out,
+                    os.path.join(out, NAMED_LABELMAP))
     summary.complete = True
     state.save(summary, fingerprint)
     if verify:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Dict
+from typing import Dict, Set
 
 from mmf_uvlp.data_formats.errors import FormatError
 
@@ -154,3 +154,43 @@ def _load_lines(path: str) -> LabelMap:
     if not names:
         raise FormatError(path, "classes", "at least one class", "an empty file")
     return LabelMap(path, names)
+
+
+NAMED_LABELMAP = "labelmap.tsv"
+
+
+def labelmap_of_names(predictions: StrPath) -> LabelMap:
+    """The label map of a ``predictions.tsv`` whose every object names its class: ids 1..N
+    in the names' sorted order. A class given by id needs the detector's own label map: a
+    FormatError names its file, line and field."""
+    path = str(predictions)
+    names: Set[str] = set()
+    with open(path, "rb") as handle:
+        for line, raw in enumerate(handle, start=1):
+            _, tab, text = raw.partition(b"\t")
+            try:
+                record = json.loads(text) if tab else None
+            except (ValueError, UnicodeDecodeError):
+                continue  # the conversion names the bad row
+            objects = record.get("objects") if isinstance(record, dict) else None
+            for k, obj in enumerate(objects if isinstance(objects, list) else []):
+                cls = obj.get("class") if isinstance(obj, dict) else None
+                if isinstance(cls, int) and not isinstance(cls, bool):
+                    raise FormatError(path, f"objects[{k}].class", "a class name (a class id "
+                                      "needs the detector's label map: give --labelmap)", cls,
+                                      line=line)
+                if isinstance(cls, str) and cls.strip():
+                    names.add(cls.strip())
+    if not names:
+        raise FormatError(path, "objects[].class", "at least one class name", "none")
+    return LabelMap(f"{path} (its class names)",
+                    {index: name for index, name in enumerate(sorted(names), start=1)})
+
+
+def write_labelmap(labelmap: LabelMap, path: StrPath) -> None:
+    """``labelmap`` as a tsv label map (one class a line, the line number its id), which
+    :func:`load_labelmap` reads back with the same ids."""
+    if sorted(labelmap.names) != list(range(1, len(labelmap) + 1)):
+        raise ValueError(f"{labelmap.path}: ids are not 1..{len(labelmap)}")
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.writelines(f"{labelmap.names[index]}\n" for index in sorted(labelmap.names))

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import lmdb
@@ -449,3 +450,42 @@ def test_reading_back_through_mmf_finds_keys_it_resolves_to_another_image(tmp_pa
     with pytest.raises(FormatError, match=r"\[key 'photo_2'\]: field 'features': expected "
                                           r"MMF's FeaturesDatabase to read back"):
         convert_features(sources, str(tmp_path / "out.lmdb"), progress=False)
+
+
+# ------------------------------------------------------------------ without a label map
+def test_classes_given_by_name_need_no_label_map(tmp_path):
+    """The ids then follow the names' sorted order, and the label map written beside the
+    output gives another file the same ids."""
+    from mmf_uvlp.data_formats.labelmap import load_labelmap
+
+    out = tmp_path / "cc.lmdb"
+    result = subprocess.run([sys.executable, str(REPO / "tools" / "convert_features.py"),
+                             "--predictions", raw("cc").predictions, "--hw", raw("cc").hw,
+                             "--out", str(out), "--no-progress"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    names = sorted(CLASS_IDS)
+    written = load_labelmap(out / "labelmap.tsv")
+    assert written.names == {index: name for index, name in enumerate(names, start=1)}
+    ids = {name: names.index(name) + 1 for name in names}
+    with LmdbFeatures(out, feature_dim=8, num_classes=len(names) + 1) as db:
+        for key, (by_name, confs, boxes, features) in expected_images("cc").items():
+            by_id = [ids[next(n for n, i in CLASS_IDS.items() if i == c)] for c in by_name]
+            assert_record_ids(db[key], by_id, boxes, features)
+    again = tmp_path / "coco.lmdb"
+    convert_features(replace(released("coco"), labelmap=str(out / "labelmap.tsv")), str(again),
+                     progress=False)
+    assert not (again / "labelmap.tsv").exists()  # its ids are the given file's
+
+
+def assert_record_ids(record: dict, ids: list, boxes: list, features: np.ndarray) -> None:
+    assert record["objects"].tolist() == ids and record["bbox"].tolist() == boxes
+    assert np.array_equal(record["features"], features)
+
+
+def test_a_class_given_by_id_without_a_label_map_names_its_row(tmp_path):
+    with pytest.raises(FormatError) as refused:
+        convert_features(replace(raw("flickr30k"), labelmap=None), str(tmp_path / "f"),
+                         progress=False)
+    assert str(refused.value).endswith(
+        "flickr30k/predictions.tsv:1: field 'objects[0].class': expected a class name (a class "
+        "id needs the detector's label map: give --labelmap), got 1")
