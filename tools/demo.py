@@ -95,11 +95,13 @@ class Demo:
 
     def setup_steps(self) -> List[Step]:
         world = self.world.path
-        setup = self.runs / ("setup" if self.world.preset == "demo" else f"setup_{self.world.preset}")
+        preset = self.world.preset
+        setup = self.runs / ("setup" if preset == "demo" else f"setup_{preset}")
         corpus = world / "corpus"
         return [
-            Step("world", f"toy world ({self.world.preset} preset)", tuple(self.world.generate_command(self.seed)),
-                 world, setup / "world.json", proof_file=world / "world.json",
+            Step("world", f"toy world ({preset} preset)",
+                 tuple(self.world.generate_command(self.seed)), world, setup / "world.json",
+                 proof_file=world / "world.json",
                  outdated=partial(self.world.drift, self.seed)),
             Step("corpus", "weakly aligned corpus (tag queries -> retrieval -> noun phrases "
                  "-> links)", tuple(self.world.corpus_command("corpus")), corpus,

@@ -99,7 +99,7 @@ def test_the_quick_start_runs_as_written_on_the_tiny_world(tmp_path):
     pretrained = save / "uvla_pretrain" / "uvla_final.pth"
     assert pretrained.is_file(), sorted(os.listdir(save))
     weights = _digest(pretrained)
-    printed.append(_excerpt(output, "progress: 4/4"))
+    printed.append(_excerpt(output, "Finished run in"))
 
     # fine-tuning from it: save/uvla_vqa2/, the pre-trained weights kept
     status, output = _run([*argvs[2], *TINY_WORLD, *FEW_UPDATES], root)
