@@ -10,6 +10,9 @@ comparable Meta-Aves. :func:`meta_gap` is one row's Meta-Ave minus another's,
 with the standard error of that difference: unpaired (Welch), and paired over the seeds both
 rows share (a seed fixes the fine-tuning order and head initialisation of every system, so a
 seed's two runs differ only by the system; the paired error removes the seeds' common spread).
+:class:`TTest` is the test a gap is read by (:attr:`Gap.test`): the paired t over the shared
+seeds (df = n - 1), else Welch's t; its two-sided p, and the smallest difference it detects
+at 80 % power and alpha 0.05, (t_{1 - alpha/2, df} + t_{power, df}) x its standard error.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import math
 import statistics
 from dataclasses import dataclass
 from typing import Mapping, Sequence
+
+from scipy import stats
 
 from mmf_uvlp.replication.provenance import MadeBy
 from mmf_uvlp.replication.steps import SPLITS_RUN, Step
@@ -118,6 +123,41 @@ def _ratio(difference: float, stderr: float | None) -> float | None:
     return abs(difference) / stderr
 
 
+ALPHA = 0.05  # the two-sided level of the smallest detectable difference
+POWER = 0.80  # the power at which :attr:`TTest.detectable` is detected
+
+
+@dataclass(frozen=True)
+class TTest:
+    """A t test of a difference: ``kind`` (``paired`` or ``Welch``), its statistic ``t``
+    (difference / standard error), degrees of freedom ``df``, two-sided ``p`` and
+    ``detectable``: the smallest |difference| it detects at :data:`POWER` and :data:`ALPHA`,
+    (t_{1 - ALPHA/2, df} + t_{POWER, df}) x the standard error."""
+
+    kind: str
+    t: float
+    df: float
+    p: float
+    detectable: float
+
+
+def t_test(kind: str, difference: float, stderr: float, df: float) -> TTest:
+    """The :class:`TTest` of ``difference`` with standard error ``stderr`` on ``df``."""
+    t = difference / stderr if stderr else (math.copysign(math.inf, difference)
+                                            if difference else 0.0)
+    p = float(2 * stats.t.sf(abs(t), df))
+    quantiles = stats.t.ppf(1 - ALPHA / 2, df) + stats.t.ppf(POWER, df)
+    return TTest(kind, t, df, p, float(quantiles * stderr))
+
+
+def welch_df(a: Stat, b: Stat) -> float:
+    """The Welch–Satterthwaite degrees of freedom of two means' difference (each n > 1)."""
+    va, vb = a.std ** 2 / a.n, b.std ** 2 / b.n
+    if va + vb == 0:
+        return float(a.n + b.n - 2)
+    return (va + vb) ** 2 / (va ** 2 / (a.n - 1) + vb ** 2 / (b.n - 1))
+
+
 @dataclass(frozen=True)
 class PairedGap:
     """The mean over ``seeds`` (both rows have them) of a seed's Meta-Ave difference, and
@@ -131,20 +171,37 @@ class PairedGap:
     def ratio(self) -> float | None:
         return _ratio(self.difference, self.stderr)
 
+    @property
+    def test(self) -> TTest:
+        """The paired t over the seeds, df = n - 1."""
+        return t_test("paired", self.difference, self.stderr, len(self.seeds) - 1)
+
 
 @dataclass(frozen=True)
 class Gap:
     """A row's mean Meta-Ave minus the reference row's, and the standard error of that
     difference, sqrt(s1^2 / n1 + s2^2 / n2) over the seeds (None without two seeds in each);
-    ``paired`` over the seeds both rows share (None with fewer than two)."""
+    ``paired`` over the seeds both rows share (None with fewer than two); ``df``: the Welch
+    degrees of freedom of ``stderr``."""
 
     difference: float
     stderr: float | None
     paired: PairedGap | None = None
+    df: float | None = None
 
     @property
     def ratio(self) -> float | None:
         return _ratio(self.difference, self.stderr)
+
+    @property
+    def test(self) -> TTest | None:
+        """The test the gap is read by: the paired t when the rows share two seeds or more,
+        else Welch's t, else None (one seed on a side)."""
+        if self.paired is not None:
+            return self.paired.test
+        if self.stderr is None or self.df is None:
+            return None
+        return t_test("Welch", self.difference, self.stderr, self.df)
 
 
 def meta_gap(row: RowSummary, reference: RowSummary) -> Gap | None:
@@ -152,17 +209,18 @@ def meta_gap(row: RowSummary, reference: RowSummary) -> Gap | None:
     the two average different tasks)."""
     if row.meta is None or reference.meta is None or row.meta_parts != reference.meta_parts:
         return None
-    stats = (row.meta, reference.meta)
-    stderr = None
-    if all(stat.std is not None for stat in stats):
-        stderr = math.sqrt(sum(stat.std ** 2 / stat.n for stat in stats))
+    means = (row.meta, reference.meta)
+    stderr = df = None
+    if all(stat.std is not None for stat in means):
+        stderr = math.sqrt(sum(stat.std ** 2 / stat.n for stat in means))
+        df = welch_df(*means)
     shared = tuple(sorted(set(row.seed_metas) & set(reference.seed_metas)))
     paired = None
     if len(shared) > 1:
         differences = [row.seed_metas[s] - reference.seed_metas[s] for s in shared]
         paired = PairedGap(statistics.fmean(differences),
                            statistics.stdev(differences) / math.sqrt(len(shared)), shared)
-    return Gap(row.meta.mean - reference.meta.mean, stderr, paired)
+    return Gap(row.meta.mean - reference.meta.mean, stderr, paired, df)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,10 @@ number of seeds and a row of trivial rates; under it each row's Meta-Ave gap to 
 table's first row (the paper's reference: Base, R-T, w/o w_ITM, ...) with its standard
 error, "within the noise" under 2 standard errors; then each ordering the paper reports
 between two rows, read against the measured gap (holds / does not hold / within the
-noise); and what made the runs (``provenance.py``), a mark on each cell whose runs were
+noise). Every verdict names its test (:class:`~mmf_uvlp.replication.aggregate.TTest`: the
+paired t over the shared seeds, its two-sided p and the smallest difference it detects at
+80 % power), and a gap within the noise whose test could not detect the paper's difference
+reads "not distinguishable at this power"; and what made the runs (``provenance.py``), a mark on each cell whose runs were
 made differently or whose seed's fine-tunings read different pre-trained weights. Figures:
 grouped bars with the seeds' std as error bars and the trivial rates as black ticks; a table
 with ``x`` values (Table 6, top-K) is drawn as the Meta-Ave curve over x, the trivial
@@ -20,7 +23,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from mmf_uvlp.replication.aggregate import Gap, RowSummary, RunResult, Stat, meta_gap
+from mmf_uvlp.replication.aggregate import (
+    ALPHA, POWER, Gap, RowSummary, RunResult, Stat, TTest, meta_gap, t_test,
+)
 from mmf_uvlp.replication.provenance import TableProvenance
 from mmf_uvlp.replication.study import StudyTable
 from mmf_uvlp.report.results import Cell
@@ -54,13 +59,45 @@ def format_stat(stat: Stat | None, seeds: int) -> str:
 
 NOISE_SE = 2.0  # a gap under this many standard errors is reported as within the noise
 ONE_SEED = "no standard error: one seed on a side"  # printed where a gap has no standard error
+UNDERPOWERED = "not distinguishable at this power"  # within the noise, the paper's gap unseen
+
+
+def format_p(p: float) -> str:
+    """``p = 0.18``, ``p = 0.003``, ``p < 0.001``."""
+    if p < 0.001:
+        return "p < 0.001"
+    return f"p = {p:.3f}" if p < 0.01 else f"p = {p:.2f}"
+
+
+def format_df(df: float) -> str:
+    return f"{df:.0f}" if float(df).is_integer() else f"{df:.1f}"
+
+
+def test_text(test: TTest) -> str:
+    """``paired t(2) = 18.0, p = 0.003, detects ≥ 4.8``: the test, its p and the smallest
+    difference it detects at 80 % power (points)."""
+    return (f"{test.kind} t({format_df(test.df)}) = {test.t:.1f}, {format_p(test.p)}, "
+            f"detects ≥ {100 * test.detectable:.1f}")
+
+
+def noise_rule(seed_counts: Sequence[int]) -> str:
+    """What the 2-SE rule is as a paired t over ``seed_counts`` shared seeds (3 if none)."""
+    counts = sorted(set(seed_counts), reverse=True) or [3]
+    rule = "; ".join(f"{n} seeds (df = {n - 1}) p = "
+                     f"{t_test('paired', NOISE_SE, 1.0, n - 1).p:.2f}" for n in counts)
+    return (f"The {NOISE_SE:g}-SE rule is a two-sided paired t test at |t| ≥ {NOISE_SE:g}, with "
+            f"{rule}. Each verdict names its test (paired t over the shared seeds, df = n − 1; "
+            f"Welch's t where the rows share fewer than two), its p and the smallest difference "
+            f"it detects at {100 * POWER:.0f} % power and α = {ALPHA:g}, (t(1 − α/2, df) + t(power, df)) "
+            "× its standard error, in points (\"detects\").")
 
 
 def gap_lines(rows: Sequence[RowSummary]) -> list[str]:
-    """One line per row after the first: its Meta-Ave gap to the first row, in points."""
+    """One line per row after the first: its Meta-Ave gap to the first row, in points, and the
+    test it is read by."""
     if len(rows) < 2:
         return []
-    reference, lines = rows[0], []
+    reference, lines, counts = rows[0], [], []
     for row in rows[1:]:
         gap = meta_gap(row, reference)
         if gap is None:
@@ -72,30 +109,40 @@ def gap_lines(rows: Sequence[RowSummary]) -> list[str]:
             text += f" ({ONE_SEED})"
         else:
             text += f" ± {100 * gap.stderr:.1f} ({gap.ratio:.1f} SE)"
-            if gap.ratio < NOISE_SE:
-                text += ", within the noise"
         if gap.paired is not None:
             paired = gap.paired
+            counts.append(len(paired.seeds))
             text += (f"; paired over seeds {', '.join(map(str, paired.seeds))}: "
                      f"{100 * paired.difference:+.1f} ± {100 * paired.stderr:.1f} "
                      f"({paired.ratio:.1f} SE)")
+        test = gap.test
+        if test is not None:
+            text += f"; {test_text(test)}"
+            if abs(test.t) < NOISE_SE:
+                text += ": within the noise"
         lines.append(text)
     return ["", f"Meta-Ave gap to {reference.label} in points, ± the standard error of the "
-            "difference, sqrt(s1²/n1 + s2²/n2) over the seeds; under "
-            f"{NOISE_SE:g} SE it is within the noise. Paired: the mean of each shared seed's "
-            "difference ± its standard error (a seed fixes every system's fine-tuning order "
-            "and head initialisation), reported beside it:", *lines]
+            "difference, sqrt(s1²/n1 + s2²/n2) over the seeds. Paired: the mean of each shared "
+            "seed's difference ± its standard error (a seed fixes every system's fine-tuning "
+            "order and head initialisation), reported beside it. Under "
+            f"{NOISE_SE:g} SE of the test it is within the noise.", noise_rule(counts), *lines]
 
 
-def reading(gap: Gap | None) -> str:
-    """How a gap above − below reads against the paper's finding that above is higher:
-    ``holds`` at :data:`NOISE_SE` standard errors or more in its direction, ``does not hold``
-    at as many against it, else ``within the noise``."""
-    if gap is None or gap.ratio is None:
+def reading(gap: Gap | None, paper: float | None = None) -> str:
+    """How a gap above − below reads against the paper's finding that above is higher
+    (by ``paper``): ``holds`` at :data:`NOISE_SE` standard errors of its test
+    (:attr:`Gap.test`) or more in its direction, ``does not hold`` at as many against it,
+    else ``within the noise``, and :data:`UNDERPOWERED` where the smallest difference the test
+    detects is over the paper's; each with the test."""
+    test = None if gap is None else gap.test
+    if test is None:
         return f"not decided ({ONE_SEED})"
-    if gap.ratio < NOISE_SE:
-        return "within the noise"
-    return "holds" if gap.difference > 0 else "does not hold (reversed)"
+    if abs(test.t) >= NOISE_SE:
+        return f"{'holds' if test.t > 0 else 'does not hold (reversed)'} ({test_text(test)})"
+    text = f"within the noise ({test_text(test)})"
+    if paper is not None and test.detectable > abs(paper):
+        text += f": {UNDERPOWERED}, the paper's {100 * paper:+.1f} is under what it detects"
+    return text
 
 
 def ordering_lines(table: StudyTable, rows: Sequence[RowSummary]) -> list[str]:
@@ -122,13 +169,15 @@ def ordering_lines(table: StudyTable, rows: Sequence[RowSummary]) -> list[str]:
         if gap.paired is not None:
             text += (f", paired {100 * gap.paired.difference:+.1f} ± "
                      f"{100 * gap.paired.stderr:.1f} ({gap.paired.ratio:.1f} SE)")
-        lines.append(f"{text}: {reading(gap)}")
+        lines.append(f"{text}: {reading(gap, (high - low) / 100)}")
     if not lines:
         return []
     return ["", "The paper's orderings (Meta-Ave above − below, ± the standard error of the "
-            f"difference): holds at {NOISE_SE:g} SE or more in the paper's direction, does not "
-            f"hold at {NOISE_SE:g} SE or more against it, else within the noise. The paper's "
-            "Meta-Ave reads RefCOCO+ val only, ours the mean of val, testA and testB:", *lines]
+            f"difference): holds at {NOISE_SE:g} SE of its test or more in the paper's "
+            f"direction, does not hold at {NOISE_SE:g} SE or more against it, else within the "
+            f"noise, and {UNDERPOWERED} where the test's smallest detectable difference is "
+            "over the paper's. The paper's Meta-Ave reads RefCOCO+ val only, ours the mean of "
+            "val, testA and testB:", *lines]
 
 
 def markdown(table: StudyTable, rows: Sequence[RowSummary], seeds: Sequence[int],

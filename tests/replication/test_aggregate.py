@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from mmf_uvlp.replication.aggregate import (
-    meta_gap, seed_cells, summarize, summarize_row, table_rows,
+    meta_gap, seed_cells, summarize, summarize_row, t_test, table_rows,
 )
 from mmf_uvlp.replication.render import (format_stat, gap_lines, markdown, ordering_lines,
                                          write_table)
@@ -138,11 +138,16 @@ def test_tables_from_crafted_run_folders(tmp_path, saved_figures):
     assert lines[8] == "| *Trivial (majority / chance)* | — | 50.0 | — | — | 50.0* | – |"
     assert "- Trivial: Meta-Ave* is the mean of NLVR2; missing: VQA, VE, RefCOCO+." in lines
     # The gap to the first row: 58.0 - 58.5, SE sqrt(0.71² / 2 + 0² / 2) = 0.5.
-    assert ("- w_ITM: -0.5 ± 0.5 (1.0 SE), within the noise; "
-            "paired over seeds 0, 1: -0.5 ± 0.5 (1.0 SE)") in lines
-    # The paper's ordering (w_ITM above w/o w_ITM, 75.8 vs 75.3), read against that gap.
+    # Paired over 2 seeds: t(1) = -1, p = 1 - 2 atan(1) / pi = 0.5; it detects
+    # (t(0.975, 1) + t(0.8, 1)) x 0.5 = (12.706 + 1.376) x 0.5 = 7.0 points.
+    assert ("- w_ITM: -0.5 ± 0.5 (1.0 SE); paired over seeds 0, 1: -0.5 ± 0.5 (1.0 SE); "
+            "paired t(1) = -1.0, p = 0.50, detects ≥ 7.0: within the noise") in lines
+    # The paper's ordering (w_ITM above w/o w_ITM, 75.8 vs 75.3), read against that gap:
+    # the paper's +0.5 is under the 7.0 the test detects.
     assert lines[-1] == ("- w_ITM above w/o w_ITM (paper 75.8 vs 75.3, +0.5): -0.5 ± 0.5 "
-                         "(1.0 SE), paired -0.5 ± 0.5 (1.0 SE): within the noise")
+                         "(1.0 SE), paired -0.5 ± 0.5 (1.0 SE): within the noise (paired "
+                         "t(1) = -1.0, p = 0.50, detects ≥ 7.0): not distinguishable at this "
+                         "power, the paper's +0.5 is under what it detects")
     markdown_path, figure = write_table(TABLES["4"], rows, (0, 1), trivial, "World x.", 5400.0,
                                         tmp_path / "out")
     assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -194,13 +199,48 @@ def test_meta_gap_and_its_standard_error():
     assert two.paired.difference == pytest.approx(0.055)
     lines = gap_lines([base, aligned, row("One", [0.6]), row("Same", [0.50, 0.52, 0.54]),
                        row("Two", [0.55, 0.57])])
+    # Each gap is read by its paired t: df = n - 1, two-sided p (df 2: 1 - t / sqrt(t² + 2);
+    # df 1: 1 - 2 atan(t) / pi) and the smallest detectable difference, (4.303 + 1.061) x SE
+    # on df 2, (12.706 + 1.376) x SE on df 1.
     assert lines[-4:] == [
-        "- Aligned: +7.0 ± 1.3 (5.4 SE); paired over seeds 0, 1, 2: +7.0 ± 0.6 (12.1 SE)",
+        "- Aligned: +7.0 ± 1.3 (5.4 SE); paired over seeds 0, 1, 2: +7.0 ± 0.6 (12.1 SE); "
+        "paired t(2) = 12.1, p = 0.007, detects ≥ 3.1",
         "- One: +9.0 (no standard error: one seed on a side)",
-        "- Same: +1.0 ± 1.3 (0.8 SE), within the noise; "
-        "paired over seeds 0, 1, 2: +1.0 ± 0.6 (1.7 SE)",
-        "- Two: +5.0 ± 1.2 (4.3 SE); paired over seeds 0, 1: +5.5 ± 0.5 (11.0 SE)"]
+        "- Same: +1.0 ± 1.3 (0.8 SE); paired over seeds 0, 1, 2: +1.0 ± 0.6 (1.7 SE); "
+        "paired t(2) = 1.7, p = 0.23, detects ≥ 3.1: within the noise",
+        "- Two: +5.0 ± 1.2 (4.3 SE); paired over seeds 0, 1: +5.5 ± 0.5 (11.0 SE); "
+        "paired t(1) = 11.0, p = 0.06, detects ≥ 7.0"]
+    # The 2-SE rule as a paired t: p = 1 - 2 / sqrt(6) = 0.18 on 3 seeds, 1 - 2 atan(2) / pi
+    # = 0.30 on 2.
+    assert lines[2].startswith("The 2-SE rule is a two-sided paired t test at |t| ≥ 2, with 3 "
+                               "seeds (df = 2) p = 0.18; 2 seeds (df = 1) p = 0.30.")
     assert gap_lines([base]) == []
+
+
+def test_a_gap_is_read_by_a_t_test_with_its_p_and_the_difference_it_detects():
+    """Closed forms of Student's t: two-sided p = 1 - t / sqrt(t² + 2) on df 2 and
+    1 - 2 atan(t) / pi on df 1; the smallest difference detected at 80 % power and alpha
+    0.05 is (t(0.975, df) + t(0.8, df)) x SE, (4.3027 + 1.0607) x SE on df 2. Rows that
+    share fewer than two seeds are read by Welch's t on the Welch–Satterthwaite df."""
+    two = t_test("paired", 0.02, 0.01, 2)
+    assert (two.t, two.df) == (2.0, 2)
+    assert two.p == pytest.approx(1 - 2 / math.sqrt(6))
+    assert two.detectable == pytest.approx((4.302653 + 1.060660) * 0.01, rel=1e-5)
+    assert t_test("paired", -0.02, 0.01, 1).p == pytest.approx(1 - 2 * math.atan(2) / math.pi)
+    assert t_test("paired", 0.01, 0.0, 2).p == 0.0
+
+    def row(label, metas):
+        return summarize_row(label, label, {seed: {cell: v for cell in SEED0}
+                                            for seed, v in metas.items()})
+
+    gap = meta_gap(row("A", {0: 0.52, 1: 0.56}), row("B", {2: 0.50, 3: 0.50}))
+    assert gap.paired is None and gap.test.kind == "Welch"
+    # s = 0.0283 and 0 over two seeds each: df = (s²/2)² / ((s²/2)² / 1) = 1.
+    assert gap.test.df == pytest.approx(1.0)
+    assert gap.test.t == pytest.approx(0.04 / (0.04 / math.sqrt(2) / math.sqrt(2)))
+    paired = meta_gap(row("A", {0: 0.52, 1: 0.56}), row("B", {0: 0.50, 1: 0.51}))
+    assert paired.test.kind == "paired" and paired.test.df == 1
+    assert paired.test.t == pytest.approx(paired.paired.ratio)
 
 
 def test_the_paper_s_orderings_are_read_against_the_measured_gap():
@@ -215,7 +255,7 @@ def test_the_paper_s_orderings_are_read_against_the_measured_gap():
             row("U-VisualBERT", "u_visualbert", [0.60]),
             row("Random pairs", "random_pairs", []),
             row("μ-VLA", "uvla", [0.56, 0.58, 0.60]),
-            row("Aligned VLP", "aligned_vlp", [0.50, 0.53, 0.54])]
+            row("Aligned VLP", "aligned_vlp", [0.50, 0.53, 0.55])]
     lines = ordering_lines(TABLES["1"], rows)
     assert lines[1].startswith("The paper's orderings (Meta-Ave above − below")
     assert lines[2:] == [
@@ -224,15 +264,16 @@ def test_the_paper_s_orderings_are_read_against_the_measured_gap():
         "- Random pairs above Base (paper 68.1 vs 65.9, +2.2): not measured yet (no Meta-Ave "
         "for Random pairs)",
         "- μ-VLA above Base (paper 75.8 vs 65.9, +9.9): +7.0 ± 1.3 (5.4 SE), paired +7.0 ± 0.6 "
-        "(12.1 SE): holds",
-        "- Aligned VLP above Base (paper 77.3 vs 65.9, +11.4): +1.3 ± 1.3 (1.0 SE), paired "
-        "+1.3 ± 0.7 (2.0 SE): within the noise",
+        "(12.1 SE): holds (paired t(2) = 12.1, p = 0.007, detects ≥ 3.1)",
+        "- Aligned VLP above Base (paper 77.3 vs 65.9, +11.4): +1.7 ± 1.6 (1.1 SE), paired "
+        "+1.7 ± 0.9 (1.9 SE): within the noise (paired t(2) = 1.9, p = 0.20, detects ≥ 4.7)",
         "- μ-VLA above U-VisualBERT (paper 75.8 vs 70.0, +5.8): -2.0: not decided (no "
         "standard error: one seed on a side)",
         "- μ-VLA above Random pairs (paper 75.8 vs 68.1, +7.7): not measured yet (no Meta-Ave "
         "for Random pairs)",
-        "- Aligned VLP above μ-VLA (paper 77.3 vs 75.8, +1.5): -5.7 ± 1.7 (3.4 SE), paired "
-        "-5.7 ± 0.3 (17.0 SE): does not hold (reversed)"]
+        "- Aligned VLP above μ-VLA (paper 77.3 vs 75.8, +1.5): -5.3 ± 1.9 (2.9 SE), paired "
+        "-5.3 ± 0.3 (16.0 SE): does not hold (reversed) (paired t(2) = -16.0, p = 0.004, "
+        "detects ≥ 1.8)"]
     # An ordering one of whose rows the table does not show is left out; none: no section.
     assert len(ordering_lines(TABLES["1"], [rows[0], rows[3]])) == 3
     assert ordering_lines(TABLES["1"], rows[:1]) == []
