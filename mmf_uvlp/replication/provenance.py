@@ -14,7 +14,13 @@ line when every run was made alike, else one line per kind of run naming its row
 seeds, and a mark on each cell whose seeds or runs were made differently. A run stopped
 and resumed from its checkpoint was made by each of its starts (``interrupted`` in its
 record lists the stopped ones): when they differ, the run counts as made in each of their
-ways. A record written before records kept these reads ``unknown``.
+ways. A record written before records kept these reads ``unknown``; such records were
+given, after the fact, what their ``train.log`` and git history establish (its torch from the
+log's "Torch version is:" line, its precision from its command and configs) and
+``unknown`` for the rest, with ``made_by_source`` saying how each field was established and
+``archived_in`` the commit that first added the record. A cell any of whose runs names no
+device is marked :data:`NO_DEVICE`: a number of unnamed hardware cannot be made again bit for
+bit.
 
 A pre-training's record also keeps the SHA-256 of the weights it wrote (``weights_sha256``)
 and a fine-tuning's the SHA-256 of the pre-trained weights it read (``pretrained_sha256``):
@@ -40,6 +46,7 @@ from mmf_uvlp.report.results import Cell
 UNKNOWN = "unknown"
 MIXED = "†"  # the mark of a cell whose runs were made differently
 REMADE = "‡"  # the mark of a cell whose seed's fine-tunings read different pre-trained weights
+NO_DEVICE = "§"  # the mark of a cell one of whose runs' records names no device
 WEIGHTS_MADE = "weights_sha256"  # a pre-training's record: the weights it wrote
 WEIGHTS_READ = "pretrained_sha256"  # a fine-tuning's record: the pre-trained weights it read
 INTERRUPTED = "interrupted"  # a record's stopped starts that its run resumed (runner.py)
@@ -194,7 +201,8 @@ class MadeBy:
             return (f"commit, device, precision and torch not recorded (runs recorded before "
                     f"step.json kept them), {threads}")
         state = {True: " (clean)", False: " (uncommitted changes)", None: ""}[self.clean]
-        return (f"commit {self.commit[:10]}{state}, {self.device}, {self.precision}, "
+        device = f"device {UNKNOWN}" if self.device == UNKNOWN else self.device
+        return (f"commit {self.commit[:10]}{state}, {device}, {self.precision}, "
                 f"torch {self.torch}, {threads}")
 
 
@@ -209,16 +217,20 @@ def run_made(record: Mapping[str, object] | None) -> tuple[MadeBy, ...]:
 @dataclass(frozen=True)
 class TableProvenance:
     """A table's footnote on what made its runs (``lines``), the cells whose runs were
-    made differently (``mixed``: (system, cell); cell None for Meta-Ave) and those with a seed
-    whose fine-tunings read different pre-trained weights (``remade``)."""
+    made differently (``mixed``: (system, cell); cell None for Meta-Ave), those with a seed
+    whose fine-tunings read different pre-trained weights (``remade``) and those with a run
+    whose record names no device (``no_device``)."""
 
     lines: tuple[str, ...]
     mixed: frozenset[tuple[str, Cell | None]]
     remade: frozenset[tuple[str, Cell | None]] = frozenset()
+    no_device: frozenset[tuple[str, Cell | None]] = frozenset()
 
     def marks(self, system: str, cell: Cell | None) -> str:
-        """The marks of a cell: :data:`MIXED`, :data:`REMADE`, both or none."""
-        return "".join(mark for mark, cells in ((MIXED, self.mixed), (REMADE, self.remade))
+        """The marks of a cell: :data:`MIXED`, :data:`REMADE`, :data:`NO_DEVICE`, in that
+        order, or none."""
+        return "".join(mark for mark, cells in ((MIXED, self.mixed), (REMADE, self.remade),
+                                                (NO_DEVICE, self.no_device))
                        if (system, cell) in cells)
 
 
@@ -311,11 +323,17 @@ def table_provenance(rows: Sequence[tuple[str, str]], seeds: Sequence[int],
                 used.setdefault((system, None), set()).update(kinds)
     kinds = set().union(*used.values()) if used else set()
     remade_lines, remade = _remade(rows, seeds, steps, records, cells)
+    no_device = frozenset(key for key, found in used.items()
+                          if any(kind.device == UNKNOWN for kind in found))
+    device_lines = [f"A cell marked {NO_DEVICE} comes from runs one or more of whose records "
+                    "name no device (neither the record nor its log says which processor ran "
+                    "it): it cannot be made again bit for bit, since another processor sums "
+                    "in another order."] if no_device else []
     if not kinds:
         return TableProvenance((), frozenset())
     if len(kinds) == 1:
-        return TableProvenance((f"Made by: {next(iter(kinds)).describe()}.", *remade_lines),
-                               frozenset(), frozenset(remade))
+        return TableProvenance((f"Made by: {next(iter(kinds)).describe()}.", *remade_lines,
+                                *device_lines), frozenset(), frozenset(remade), no_device)
     groups: dict[MadeBy, dict[tuple[str, int], list[str] | None]] = {}
     for label, system in rows:
         for seed in seeds:
@@ -329,6 +347,6 @@ def table_provenance(rows: Sequence[tuple[str, str]], seeds: Sequence[int],
              "made on other hardware or code is another sample, not the same number:"]
     lines += [f"- {kind.describe()}: {_unit_list(units)}"
               for kind, units in sorted(groups.items(), key=lambda item: item[0].describe())]
-    return TableProvenance(tuple(lines + remade_lines),
+    return TableProvenance(tuple(lines + remade_lines + device_lines),
                            frozenset(key for key, found in used.items() if len(found) > 1),
-                           frozenset(remade))
+                           frozenset(remade), no_device)

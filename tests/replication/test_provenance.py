@@ -13,7 +13,7 @@ import torch
 from mmf_uvlp.replication import provenance, runner
 from mmf_uvlp.replication.aggregate import seed_cells, table_rows
 from mmf_uvlp.replication.provenance import (
-    MIXED, REMADE, MadeBy, cpu_model, precision, run_made, table_provenance,
+    MIXED, NO_DEVICE, REMADE, MadeBy, cpu_model, precision, run_made, table_provenance,
 )
 from mmf_uvlp.replication.render import markdown
 from mmf_uvlp.replication.runner import read_record, run_steps
@@ -251,6 +251,29 @@ def test_runs_whose_records_do_not_say_are_set_apart_from_those_that_do(tmp_path
                                           for seed in (0, 1) for task in RUNS})
     assert ("Made by: commit, device, precision and torch not recorded (runs recorded before "
             "step.json kept them), 1 thread.") in every_old.splitlines()
+
+
+def test_cells_whose_runs_name_no_device_are_marked(tmp_path):
+    """w_ITM's seed-1 VQA fine-tuning's record names no device (a record given after the
+    fact what its log establishes, its device "unknown"): its VQA cell and Meta-Ave carry
+    the mark, the footnote says what it means, and the row of named devices carries none."""
+    backfilled = {**MADE, "commit": "unknown", "device": "unknown", "tree_clean": None}
+    lines = _table(tmp_path, {("uvla", 1, "vqa2"): backfilled}).splitlines()
+    rows = {line.split(" | ")[0][2:]: line.split(" | ") for line in lines
+            if line.startswith("| w")}
+    assert rows["w_ITM"][1:6] == [f"52.0 ± 2.8 {MIXED}{NO_DEVICE}", "62.0 ± 2.8", "68.0 ± 2.8",
+                                  "43.0 ± 4.2", f"58.0 ± 0.7 {MIXED}{NO_DEVICE}"]
+    assert NO_DEVICE not in " ".join(rows["w/o w_ITM"])
+    assert any(line.startswith(f"A cell marked {NO_DEVICE} comes from runs") for line in lines)
+    assert ("- commit unknown, device unknown, fp32, torch 2.13.0, 1 thread: w_ITM seed 1 "
+            "(vqa2)") in lines
+    every = _table(tmp_path / "all", {(system, seed, task): backfilled
+                                      for system in ("uvla", "no_witm") for seed in (0, 1)
+                                      for task in RUNS}).splitlines()
+    assert "Made by: commit unknown, device unknown, fp32, torch 2.13.0, 1 thread." in every
+    assert next(line for line in every if line.startswith("| w_ITM ")).split(" | ")[1] == \
+        f"52.0 ± 2.8 {NO_DEVICE}"
+    assert NO_DEVICE not in _table(tmp_path / "named", {})
 
 
 def test_a_seed_whose_fine_tunings_read_different_pre_trained_weights_is_marked(tmp_path):
