@@ -1,0 +1,299 @@
+"""The numbers quoted in the readings of docs/results.md, against the committed archive.
+
+Each reading listed in :data:`READINGS` is checked whole: every number in it is either a
+quote computed here from the archive's ``train.log`` files (:data:`QUOTES`: a cell's mean,
+a seed's Meta-Ave, a paired gap and its standard error, a final validation loss, ...) and
+must read as the archive gives it, or a number from elsewhere, each named with its source
+(:data:`ELSEWHERE`: the paper, the world's annotation files, a probe or a rerun that is not
+archived), which must read as listed; a number that is neither fails, so a changed number
+fails the suite. Reading the logs takes a second; nothing is trained or generated.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from collections.abc import Callable
+from functools import cache
+
+import pytest
+
+from mmf_uvlp.replication.aggregate import meta_gap, summarize_row
+from mmf_uvlp.report.results import LOG_FILE, collect_run, parse_log
+from mmf_uvlp.report.table import meta_average
+
+from helpers import REPO
+
+RESULTS = REPO / "docs" / "results.md"
+ARCHIVE = REPO / "results" / "archive" / "calibrated"
+SEEDS = (0, 1, 2)
+TASKS = {"vqa": ("vqa2", "test"), "nlvr2": ("nlvr2", "test"),
+         "ve": ("visual_entailment", "test"), "val": ("refcoco_plus", "val"),
+         "testA": ("refcoco_plus", "testA"), "testB": ("refcoco_plus", "testB")}
+
+
+# ----------------------------------------------------------------------------- the archive
+
+@cache
+def cells(system: str, seed: int) -> dict:
+    """The table cells of (system, seed) from its archived runs, as the study reads them."""
+    folder = ARCHIVE / system / f"seed{seed}"
+    found = {}
+    for task in ("vqa2", "nlvr2", "visual_entailment"):
+        if (folder / task / LOG_FILE).is_file():
+            run = collect_run(folder / task).cells
+            if (task, "test") in run:
+                found[task, "test"] = run[task, "test"]
+    if (folder / "refcoco_plus_splits" / LOG_FILE).is_file():
+        found.update({cell: value for cell, value in
+                      collect_run(folder / "refcoco_plus_splits").cells.items()
+                      if cell[0] == "refcoco_plus"})
+    return found
+
+
+def value(system: str, seed: int, task: str) -> float:
+    """A seed's value of ``task`` (a key of :data:`TASKS`, ``refcoco``: the mean of the three
+    splits, ``meta``: its Meta-Ave) in points."""
+    unit = cells(system, seed)
+    if task == "meta":
+        return 100 * meta_average(unit).value
+    if task == "refcoco":
+        return 100 * statistics.fmean(unit[TASKS[split]] for split in ("val", "testA", "testB"))
+    return 100 * unit[TASKS[task]]
+
+
+def seeds(system: str) -> tuple[int, ...]:
+    return tuple(seed for seed in SEEDS if cells(system, seed))
+
+
+def mean(system: str, task: str = "meta") -> float:
+    return statistics.fmean(value(system, seed, task) for seed in seeds(system))
+
+
+def std(system: str, task: str = "meta") -> float:
+    return statistics.stdev(value(system, seed, task) for seed in seeds(system))
+
+
+def paired(above: str, below: str, task: str = "meta") -> tuple[float, float]:
+    """The mean over the shared seeds of above − below and its standard error, in points."""
+    shared = [seed for seed in seeds(above) if seed in seeds(below)]
+    differences = [value(above, s, task) - value(below, s, task) for s in shared]
+    return (statistics.fmean(differences),
+            statistics.stdev(differences) / math.sqrt(len(shared)))
+
+
+def gap(above: str, below: str):
+    """:func:`meta_gap` of two rows of the archive (difference, Welch SE, paired, test)."""
+    def row(system: str):
+        return summarize_row(system, system, {s: cells(system, s) for s in seeds(system)})
+    return meta_gap(row(above), row(below))
+
+
+def final(system: str, seed: int, run: str, key: str) -> float:
+    """The last logged value of ``key`` in a run's archived ``train.log``."""
+    return parse_log(ARCHIVE / system / f"seed{seed}" / run / LOG_FILE)[key]
+
+
+# ----------------------------------------------------------------------------- formats
+
+def f(x: float) -> str:
+    """``16.0``."""
+    return f"{x:.1f}"
+
+
+def s(x: float) -> str:
+    """``+16.0``, ``-4.5``."""
+    return f"{x:+.1f}"
+
+
+def pm(pair: tuple[float, float]) -> str:
+    """``+5.6 ± 2.9``: a paired gap and its standard error."""
+    return f"{s(pair[0])} ± {f(pair[1])}"
+
+
+def row_stat(system: str, task: str = "meta") -> str:
+    """``73.2 ± 2.6``: a row's mean ± std over its seeds."""
+    return f"{f(mean(system, task))} ± {f(std(system, task))}"
+
+
+def per_seed(system: str, task: str = "meta", of: tuple[int, ...] = SEEDS) -> list[str]:
+    return [f(value(system, seed, task)) for seed in of]
+
+
+def loss(x: float) -> str:
+    return f"{x:.2f}"
+
+
+# ----------------------------------------------------------------------------- the quotes
+
+Quote = Callable[[], str]
+
+TABLE1: list[Quote] = [
+    lambda: f"μ-VLA {s(100 * gap('uvla', 'base').difference)} over Base "
+            f"({gap('uvla', 'base').ratio:.1f} standard errors) and Aligned VLP "
+            f"{s(100 * gap('aligned_vlp', 'base').difference)} "
+            f"({gap('aligned_vlp', 'base').ratio:.1f} SE unpaired, "
+            f"{gap('aligned_vlp', 'base').paired.ratio:.1f} paired)",
+    lambda: f"(Aligned VLP − Base {s(mean('aligned_vlp', 'nlvr2') - mean('base', 'nlvr2'))} "
+            "here",
+    lambda: f"here Aligned VLP − μ-VLA is {pm(paired('aligned_vlp', 'uvla'))} (paired the "
+            f"same, paired t(2) = {gap('aligned_vlp', 'uvla').test.t:.1f}, "
+            f"p = {gap('aligned_vlp', 'uvla').test.p:.2f})",
+    lambda: "ahead on every seed ({}, {} and {} on seeds 0, 1 and 2)".format(
+        *(s(value("uvla", k, "meta") - value("aligned_vlp", k, "meta")) for k in SEEDS)),
+    lambda: f"detects only differences of {100 * gap('aligned_vlp', 'uvla').test.detectable:.1f}"
+            " or more",
+    lambda: f"R-N alone, MLM on the linked phrases and p-MRTC on their linked regions, reaches "
+            f"{row_stat('rn')} over three seeds, μ-VLA's level ({row_stat('uvla')}; μ-VLA − "
+            f"R-N paired {pm(paired('uvla', 'rn'))})",
+    lambda: f"stays near Base ({f(value('is', 0, 'meta'))} on seed 0, Base "
+            f"{row_stat('base')}), as does R-T alone, the tags read with their regions "
+            f"({f(value('rt', 0, 'meta'))})",
+    lambda: f"(joint MLM + MRM on unrelated pairs, {s(mean('random_pairs') - mean('base'))} "
+            f"over Base) and U-VisualBERT (tags with regions, no sentence, "
+            f"{s(mean('u_visualbert') - mean('base'))})",
+    lambda: f"μ-VLA's {s(mean('uvla') - mean('base'))}; training each linked phrase",
+    lambda: "its final validation ITM loss is {}, {} and {} on seeds 0, 1 and 2".format(
+        *(loss(final("aligned_vlp", k, "pretrain", "val/aligned_vlp/uvla_itm")) for k in SEEDS)),
+    lambda: f"against {loss(math.log(2))} (ln 2) for chance",
+    lambda: "Its Meta-Ave is {}, {} and {} on seeds 0, 1 and 2".format(
+        *per_seed("aligned_vlp")) + f" ({row_stat('aligned_vlp')}; μ-VLA "
+        "{}, {} and {})".format(*per_seed("uvla")),
+    lambda: "together ({}, {} and {}, against {} and {}, {} and {}, {} and {} on seeds 0 and "
+            "2)".format(*(f(value("aligned_vlp", 1, t)) for t in ("vqa", "nlvr2", "ve")),
+                        *(f(value("aligned_vlp", k, t)) for t in ("vqa", "nlvr2", "ve")
+                          for k in (0, 2))),
+    lambda: "its validation ITM loss is {} ({} and {}) and its MLM loss {} ({} and {})".format(
+        *(loss(final("aligned_vlp", k, "pretrain", f"val/aligned_vlp/uvla_{head}"))
+          for head in ("itm", "mlm") for k in (1, 0, 2))),
+    lambda: "Base's seed 1 is its lowest too ({}, against {} and {})".format(
+        *(f(value("base", k, "meta")) for k in (1, 0, 2))),
+    lambda: "seed-1 gain is still the smallest ({}, against {} and {})".format(
+        *(s(value("aligned_vlp", k, "meta") - value("base", k, "meta")) for k in (1, 0, 2))),
+    lambda: f"they reach {row_stat('random_pairs')} Meta-Ave: "
+            f"{s(mean('random_pairs') - mean('base'))} over Base "
+            f"(± {f(paired('random_pairs', 'base')[1])}, "
+            f"{gap('random_pairs', 'base').paired.ratio:.1f} SE paired) and "
+            f"{f(mean('uvla') - mean('random_pairs'))} under μ-VLA "
+            f"(± {f(paired('uvla', 'random_pairs')[1])}, "
+            f"{gap('uvla', 'random_pairs').paired.ratio:.0f} SE paired)",
+    lambda: "are VQA {}, NLVR2 {}, VE {} and RefCOCO+ {}, beside μ-VLA's {}, {}, {} and "
+            "{}".format(*(pm(paired(system, "base", t)) for system in ("random_pairs", "uvla")
+                          for t in ("vqa", "nlvr2", "ve", "refcoco"))),
+    lambda: f"it reaches {row_stat('u_visualbert')} Meta-Ave (seeds: "
+            + ", ".join(per_seed("u_visualbert")) + f"): "
+            f"{s(mean('u_visualbert') - mean('base'))} over Base "
+            f"(± {f(paired('u_visualbert', 'base')[1])}, "
+            f"{gap('u_visualbert', 'base').paired.ratio:.1f} SE paired; paper +4.1) and "
+            f"{f(mean('uvla') - mean('u_visualbert'))} under μ-VLA "
+            f"(± {f(paired('uvla', 'u_visualbert')[1])}, "
+            f"{gap('uvla', 'u_visualbert').paired.ratio:.1f} SE paired; paper −5.8)",
+    lambda: "are VQA {}, NLVR2 {}, VE {} and RefCOCO+ {}; against μ-VLA, VQA {}, NLVR2 {}, "
+            "VE {} and RefCOCO+ {}".format(
+                *(pm(paired("u_visualbert", other, t)) for other in ("base", "uvla")
+                  for t in ("vqa", "nlvr2", "ve", "refcoco"))),
+    lambda: f"Random pairs it is {pm(paired('u_visualbert', 'random_pairs'))} Meta-Ave paired "
+            "(paper +1.9), a lead no single task decides (VQA {}, NLVR2 {}, VE {}, RefCOCO+ "
+            "{})".format(*(pm(paired("u_visualbert", "random_pairs", t))
+                           for t in ("vqa", "nlvr2", "ve", "refcoco"))),
+    lambda: f"Base's smallest margin is NLVR2: {row_stat('base', 'nlvr2')} against the "
+            f"{trivial('NLVR2')} printed",
+    lambda: f"the stricter reference ({(mean('base', 'nlvr2') - 52.9) / (std('base', 'nlvr2') / math.sqrt(3)):.1f}"
+            " standard errors of the mean)",
+    lambda: f"against the archive's {100 * final('base', 1, 'vqa2', 'test/vqa2/vqa_accuracy'):.1f}"
+            f" / {100 * final('base', 1, 'vqa2', 'val/vqa2/vqa_accuracy'):.1f}",
+]
+
+# Numbers in the reading that do not come from the archive, each with its source.
+TABLE1_ELSEWHERE = [
+    "where the paper has +9.9 and +11.4",  # the paper's Table 1
+    "+24.7 in the paper",  # the paper's Table 1
+    "The paper has Aligned VLP 1.5 above μ-VLA",  # the paper's Table 1
+    "at 80 % power",  # the test's power (render.py)
+    "precision 0.92",  # the corpus builder's report (not archived), calibration.md
+    "under 0.75 and are 0.5 % of the links",  # the corpus builder's report, calibration.md
+    "at 5,000 updates",  # the recipe's pre-training budget (configs/study/calibrated.yaml)
+    "at update 5,000",  # idem
+    "(random pairs +2.2 over Base, μ-VLA +7.7 over random pairs)",  # the paper's Table 3
+    "and against 52.9, the test split's own majority",  # the world's NLVR2 test labels
+    "logs the same losses to the last digit up to update 450, drifts from update 500 and ends "
+    "at test 30.7 / val 31.8",  # a rerun on another CPU, not archived
+]
+
+READINGS: dict[str, tuple[list[Quote], list[str]]] = {
+    "Reading of Table 1": (TABLE1, TABLE1_ELSEWHERE),
+}
+
+# References, not measurements: table and seed numbers, the df of a test, named objects.
+STRUCTURAL = re.compile(
+    r"Tables? \d|(?i:seeds?) \d(?:(?:, | and )\d)*|seed-\d|t\(\d\)|\bdf = \d|R-T \+ R-N|"
+    r"[A-Za-z_]\d|\d[A-Za-z]|\(ln 2\)")
+NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
+
+
+def trivial(column: str) -> str:
+    """The published Table 1's trivial rate of ``column`` (test_published_tables ties it to
+    the world)."""
+    lines = RESULTS.read_text(encoding="utf-8").splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("| System | VQA"))
+    titles = [c.strip() for c in lines[header].strip("|").split("|")]
+    row = next(line for line in lines[header:] if line.startswith("| *Trivial"))
+    return [c.strip() for c in row.strip("|").split("|")][titles.index(column)]
+
+
+def normal(text: str) -> str:
+    """Whitespace collapsed, the typographic minus as ``-``."""
+    return " ".join(text.replace("−", "-").split())
+
+
+def section(text: str, heading: str) -> str:
+    """The prose under ``### heading`` up to the next heading or code block."""
+    lines = text.splitlines()
+    start = lines.index(f"### {heading}") + 1
+    end = next((i for i in range(start, len(lines)) if lines[i].startswith(("#", "```"))),
+               len(lines))
+    return "\n".join(lines[start:end])
+
+
+def problems(text: str) -> list[str]:
+    """What in the readings of ``text`` (a results.md) does not read as the archive gives it:
+    a quote the reading lacks, or a number that is neither a quote nor listed as from
+    elsewhere."""
+    found = []
+    for heading, (quotes, elsewhere) in READINGS.items():
+        prose = normal(section(text, heading))
+        for quote in quotes:
+            expected = normal(quote())
+            if expected not in prose:
+                found.append(f"{RESULTS.name}, {heading}: the archive gives {expected!r}, "
+                             "not on the page")
+            prose = prose.replace(expected, " ")
+        for known in elsewhere:
+            if normal(known) not in prose:
+                found.append(f"{RESULTS.name}, {heading}: {known!r} (a number from elsewhere) "
+                             "is not on the page")
+            prose = prose.replace(normal(known), " ")
+        prose = STRUCTURAL.sub(" ", prose)
+        for match in NUMBER.finditer(prose):
+            context = prose[max(0, match.start() - 40):match.end() + 40]
+            found.append(f"{RESULTS.name}, {heading}: {match.group()} is neither computed from "
+                         f"the archive nor listed with its source: ...{context}...")
+    return found
+
+
+def test_every_number_of_the_readings_is_the_archive_s_or_has_a_source():
+    found = problems(RESULTS.read_text(encoding="utf-8"))
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize("old, new", [
+    ("μ-VLA +16.0 over Base", "μ-VLA +19.0 over Base"),  # a quote of the archive changed
+    ("0.50, 0.62 and 0.57 on seeds", "0.50, 0.52 and 0.57 on seeds"),  # a final loss
+    ("+9.9 and +11.4", "+9.7 and +11.4"),  # a number from elsewhere (the paper)
+    ("stay open:", "stay open (3 of them):"),  # a number with no source
+])
+def test_a_changed_number_fails(old, new):
+    text = RESULTS.read_text(encoding="utf-8")
+    assert old in text
+    assert problems(text.replace(old, new, 1))
