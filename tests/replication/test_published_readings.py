@@ -1,12 +1,15 @@
-"""The numbers quoted in the readings of docs/results.md, against the committed archive.
+"""The numbers quoted in the readings of docs/results.md, and those docs/calibration.md
+takes from the archives, against the committed archives.
 
 Each reading listed in :data:`READINGS` is checked whole: every number in it is either a
-quote computed here from the archive's ``train.log`` files (:data:`QUOTES`: a cell's mean,
-a seed's Meta-Ave, a paired gap and its standard error, a final validation loss, ...) and
-must read as the archive gives it, or a number from elsewhere, each named with its source
-(:data:`ELSEWHERE`: the paper, the world's annotation files, a probe or a rerun that is not
-archived), which must read as listed; a number that is neither fails, so a changed number
-fails the suite. Reading the logs takes a second; nothing is trained or generated.
+quote computed here from the archive's ``train.log`` files and records (:data:`TABLE1`,
+... : a cell's mean, a seed's Meta-Ave, a paired gap and its standard error, a final
+validation loss, ...) and must read as the archive gives it, or a number from elsewhere,
+each named with its source (:data:`TABLE1_ELSEWHERE`, ...: the paper, the world's
+annotation files, a probe or a rerun that is not archived), which must read as listed; a number that is neither fails, so a changed number
+fails the suite. docs/calibration.md's NLVR2 table and search results are checked as
+quotes (:data:`CALIBRATION_QUOTES`; most of the rest of that page reports search runs
+that were not archived). Reading the logs takes a second; nothing is trained or generated.
 """
 
 from __future__ import annotations
@@ -595,6 +598,104 @@ def problems(text: str) -> list[str]:
             found.append(f"{RESULTS.name}, {heading}: {match.group()} is neither computed from "
                          f"the archive nor listed with its source: ...{context}...")
     return found
+
+
+# ----------------------------------------------------------------------------- calibration.md
+
+CALIBRATION = REPO / "docs" / "calibration.md"
+NLVR2_24, NLVR2_6 = (REPO / "results" / "archive" / f"calibrated_nlvr2_{n}_classes"
+                     for n in (24, 6))
+SEARCH = REPO / "results" / "archive" / "calibrated_nlvr2_mix_search"
+
+
+def nlvr2(archive, system: str) -> list[float]:
+    """The NLVR2 test accuracy (points) of each seed of ``system`` in another archive."""
+    return [100 * collect_run(folder).cells["nlvr2", "test"]
+            for folder in sorted((archive / system).glob("seed*/nlvr2"))]
+
+
+def stat(values: list[float]) -> str:
+    return f"{f(statistics.fmean(values))} ± {f(statistics.stdev(values))}"
+
+
+def half_up(text: str) -> str:
+    """A logged fraction (``0.4645``) in points to one decimal, halves up (``46.5``)."""
+    from decimal import ROUND_HALF_UP, Decimal
+
+    return str((Decimal(text) * 100).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP))
+
+
+def subset(run: str) -> str:
+    """A search run's test accuracy on a subset of the NLVR2 test pairs (``subsets.txt``)."""
+    text = (SEARCH / "subsets.txt").read_text(encoding="utf-8")
+    return half_up(re.search(rf"^{run} test/nlvr2/accuracy: ([0-9.]+)$", text, re.M).group(1))
+
+
+def search_val(run: str) -> str:
+    return f(100 * parse_log(SEARCH / run / LOG_FILE)["val/nlvr2/accuracy"])
+
+
+CALIBRATION_QUOTES: list[Quote] = [
+    lambda: f"| **6,000 presence pairs, half about 4 classes** | **{row_stat('base', 'nlvr2')} "
+            f"(majority 52.9)** | **{row_stat('aligned_vlp', 'nlvr2')}** |",
+    lambda: f"| 6,000 presence pairs, all 24 classes | {stat(nlvr2(NLVR2_24, 'base'))} "
+            f"(majority 51.1) | {stat(nlvr2(NLVR2_24, 'aligned_vlp'))} |",
+    lambda: "| 6,000 presence pairs over 6 classes | {} (solved) | {} |".format(
+        " / ".join(map(f, nlvr2(NLVR2_6, "base"))),
+        " / ".join(map(f, nlvr2(NLVR2_6, "aligned_vlp")))),
+    lambda: f"It gave Base {search_val('base_seed0')} / {search_val('base_seed1')} and "
+            f"Aligned VLP {search_val('aligned_vlp_seed0')}",
+    lambda: "Base learns the 4-class pairs partly ({:.0f}–{:.0f} % test) and the others not at "
+            "all ({} / {}); Aligned VLP reads both ({} / {})".format(
+                *sorted(float(subset(f"base_{k}_named")) for k in (0, 1)),
+                subset("base_0_other"), subset("base_1_other"),
+                subset("aligned_vlp_0_named"), subset("aligned_vlp_0_other")),
+]
+
+
+REPLICATION = REPO / "docs" / "replication.md"
+
+
+def minutes(system: str, seed: int, run: str) -> float:
+    import json
+
+    record = ARCHIVE / system / f"seed{seed}" / run / "step.json"
+    return json.loads(record.read_text(encoding="utf-8"))["wall_s"] / 60
+
+
+REPLICATION_QUOTES: list[Quote] = [
+    lambda: "μ-VLA (R-N): pre-training {:.0f} min, VQA {:.1f} min, NLVR2 {:.1f}, VE {:.1f}".format(
+        *(minutes("rn", 0, run) for run in ("pretrain", "vqa2", "nlvr2", "visual_entailment"))),
+    lambda: "| calibrated recipe, Table 1's Base, μ-VLA and Aligned VLP × 3 seeds | 6 "
+            "pre-trainings, 36 fine-tunings, 9 split inferences | {:.1f} h of runs |".format(
+                sum(minutes(system, k, path.parent.name) for system in ("base", "uvla",
+                                                                        "aligned_vlp")
+                    for k in SEEDS
+                    for path in (ARCHIVE / system / f"seed{k}").glob("*/step.json")) / 60),
+]
+
+
+def calibration_problems(text: str, page=None, quotes=None) -> list[str]:
+    """The quotes of ``quotes`` (:data:`CALIBRATION_QUOTES`) missing from ``text``."""
+    page, quotes = page or CALIBRATION, quotes or CALIBRATION_QUOTES
+    text = normal(text)
+    return [f"{page.name}: the archive gives {normal(quote())!r}, not on the page"
+            for quote in quotes if normal(quote()) not in text]
+
+
+def test_the_archive_s_numbers_in_replication_md_are_the_archive_s():
+    text = REPLICATION.read_text(encoding="utf-8")
+    found = calibration_problems(text, REPLICATION, REPLICATION_QUOTES)
+    assert not found, "\n".join(found)
+    assert calibration_problems(text.replace("25.7 h of runs", "27.5 h of runs"), REPLICATION,
+                                REPLICATION_QUOTES)
+
+
+def test_the_archive_s_numbers_in_calibration_md_are_the_archive_s():
+    found = calibration_problems(CALIBRATION.read_text(encoding="utf-8"))
+    assert not found, "\n".join(found)
+    changed = CALIBRATION.read_text(encoding="utf-8").replace("(46.5 / 48.0)", "(46.5 / 49.0)")
+    assert calibration_problems(changed)
 
 
 def test_every_number_of_the_readings_is_the_archive_s_or_has_a_source():
