@@ -53,9 +53,14 @@ def read_vqa2_imdb(path: str | os.PathLike) -> Iterator[dict]:
 def numbered_jsonl(path: str | os.PathLike,
                    fields: tuple[str, ...] = ()) -> Iterator[tuple[int, dict]]:
     """Stream ``(line, record)`` of a jsonl file whose records must have ``fields``; blank
-    lines are passed over."""
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, start=1):
+    lines are passed over, a line that is not UTF-8 is a :class:`FormatError` naming it."""
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise FormatError(path, "text", f"UTF-8 text ({e.reason} at byte {e.start})",
+                                  raw[max(0, e.start - 20):e.start + 20], line=number) from None
             if not line.strip():
                 continue
             try:
@@ -75,7 +80,12 @@ def read_jsonl(path: str | os.PathLike, fields: tuple[str, ...] = ()) -> Iterato
 
 def check_nlvr2(path: str | os.PathLike, line: int, record: dict) -> dict:
     """One NLVR2 record: ``label`` "True" or "False", ``identifier``
-    ``<split>-<set>-<pair>-<sentence>``; returned unchanged."""
+    ``<split>-<set>-<pair>-<sentence>``, ``sentence`` a non-empty string (MMF's NLVR2
+    dataset tokenizes it); returned unchanged."""
+    sentence = record["sentence"]
+    if not isinstance(sentence, str) or not sentence.strip():
+        raise FormatError(path, "sentence", "a non-empty string", json.dumps(sentence),
+                          line=line)
     if record["label"] not in ("True", "False"):
         raise FormatError(path, "label", '"True" or "False"', record["label"], line=line)
     if not isinstance(record["identifier"], str) or len(record["identifier"].split("-")) != 4:

@@ -338,12 +338,17 @@ def _fingerprint(sources: Sources, layout: str, on_error: str, feature_dim: int)
 
 def _prepare_out(out: str, state: _State, fingerprint: str, restart: bool) -> Optional[dict]:
     """The saved state to resume from (None: start afresh), after the checks."""
-    if restart and os.path.exists(out):
+    if restart and os.path.lexists(out):
+        if os.path.islink(out):
+            raise FileExistsError(f"{out} is a symbolic link (to {os.path.realpath(out)}); "
+                                  "--restart deletes files only in a folder of its own: give "
+                                  "the folder itself as the output, or choose another output")
         if not os.path.isdir(state.dir):
             raise FileExistsError(f"{out} exists and was not written by convert_features "
                                   f"(no {STATE_DIR}/ in it): remove it yourself or choose "
                                   "another output")
-        shutil.rmtree(out)
+        _remove_written(out, state)
+        return None
     saved = state.load()
     if saved is None:
         if os.path.exists(out) and os.listdir(out) and not os.path.isdir(state.dir):
@@ -355,6 +360,28 @@ def _prepare_out(out: str, state: _State, fingerprint: str, restart: bool) -> Op
                          f"({state.path}); run with --restart to convert again into it, or "
                          "choose another output")
     return saved
+
+
+def _remove_written(out: str, state: _State) -> None:
+    """Delete what a conversion wrote into ``out``: the files of every key of its
+    ``keys.tsv`` (an LMDB's two files), then its state; any other file stays."""
+    if layout_of(out) == "lmdb":
+        names = ["data.mdb", "lock.mdb"]
+    else:
+        names = []
+        if os.path.exists(state.keys_path):
+            with open(state.keys_path, "rb") as handle:
+                for row in handle:
+                    key = row.decode("utf-8").rstrip("\n").partition("\t")[0]
+                    if key:
+                        names += [f"{key}.npy", f"{key}_info.npy"]
+        names += [f"{name}.tmp" for name in names]
+    for name in names:
+        path = os.path.join(out, name)
+        if os.path.isfile(path) or os.path.islink(path):
+            os.remove(path)
+    shutil.rmtree(state.dir)
+    logger.info("%s: --restart removed the files of the earlier conversion", out)
 
 
 def _feature_dim(sources: Sources) -> int:
@@ -438,8 +465,9 @@ def _convert_rows(rows: _Rows, summary: Summary, seen: Dict[str, int], policy: E
                disable=not progress)
 
     def commit(offsets: Dict[str, int]) -> None:
-        writer.write([(key, record) for key, _, record in pending])
+        # the keys first: every file written is in keys.tsv (what --restart deletes)
         state.append_keys([(key, line) for key, line, _ in pending])
+        writer.write([(key, record) for key, _, record in pending])
         summary.offsets = offsets
         summary.skipped = policy.to_dict()
         state.save(summary, fingerprint)

@@ -46,10 +46,18 @@ def feature_lookup(features: StrPath) -> Callable[[str], bool]:
 
 def convert_nlvr2(sources: List[StrPath], out: StrPath,
                   features: Optional[StrPath] = None) -> Dict[str, Dict[str, int]]:
-    """Write ``out/<name>.jsonl`` for every ``<name>.json`` of ``sources``; returns per
-    written file its ``records``, ``True`` and ``False`` counts."""
-    has_image = feature_lookup(features) if features else None
+    """Write ``out/<name>.jsonl`` for every ``<name>.json`` of ``sources`` (two sources of
+    one name are refused before anything is written); returns per written file its
+    ``records``, ``True`` and ``False`` counts."""
     out = Path(out)
+    targets: Dict[Path, StrPath] = {}
+    for source in sources:
+        target = out / (Path(source).stem + ".jsonl")
+        if target in targets:
+            raise ValueError(f"{targets[target]} and {source} would both be written to "
+                             f"{target}; convert them into separate --out folders")
+        targets[target] = source
+    has_image = feature_lookup(features) if features else None
     out.mkdir(parents=True, exist_ok=True)
     counts: Dict[str, Dict[str, int]] = {}
     for source in sources:

@@ -343,6 +343,41 @@ def test_other_inputs_in_an_existing_output_are_refused_unless_restarted(tmp_pat
     assert (foreign / "data.mdb").exists()
 
 
+def _convert_cli(sources: Sources, out: Path, *options: str) -> list:
+    from mmf_uvlp.cli.convert_features import main
+
+    return main(["--predictions", sources.predictions, "--hw", sources.hw, "--labelmap",
+                 sources.labelmap, "--out", str(out), "--no-progress", *options])
+
+
+def test_restart_deletes_only_what_the_conversion_wrote(tmp_path, capsys):
+    out = tmp_path / "features"
+    assert _convert_cli(raw("nlvr2"), out) == 0
+    earlier = sorted(p.name for p in out.glob("*.npy"))
+    (out / "notes.txt").write_text("the user's own file")
+    (out / "extra.npy").write_bytes(b"the user's own array")
+    assert _convert_cli(raw("cc"), out, "--restart") == 0, capsys.readouterr().err
+    assert (out / "notes.txt").read_text() == "the user's own file"
+    assert (out / "extra.npy").read_bytes() == b"the user's own array"
+    left = {p.name for p in out.glob("*.npy")} - {"extra.npy"}
+    assert not left & set(earlier)  # the nlvr2 images are gone, the cc images written
+    assert left == {f"{key}{end}" for key in expected_images("cc") for end in (".npy", "_info.npy")}
+
+
+def test_restart_refuses_a_symlinked_output_naming_it(tmp_path, capsys):
+    real, link = tmp_path / "real.lmdb", tmp_path / "link.lmdb"
+    assert _convert_cli(raw("nlvr2"), real) == 0
+    link.symlink_to(real)
+    before = sorted(os.listdir(real))
+    capsys.readouterr()
+    assert _convert_cli(raw("cc"), link, "--restart") == 2
+    error = capsys.readouterr().err
+    assert error == (f"convert_features: error: {link} is a symbolic link (to {real}); --restart "
+                     "deletes files only in a folder of its own: give the folder itself as the "
+                     "output, or choose another output\n")
+    assert sorted(os.listdir(real)) == before and link.is_symlink()
+
+
 # ------------------------------------------------------------------ bad input
 def _copy(tmp_path: Path, folder: str) -> dict:
     """The example's files of ``folder`` as editable copies: name -> lines."""

@@ -93,3 +93,49 @@ def test_the_cli_writes_the_jsonl_files_or_one_error_line(tmp_path):
                             capture_output=True, text=True)
     assert failed.returncode == 2 and failed.stderr.count("\n") == 1
     assert failed.stderr.startswith(f"convert_nlvr2: error: {bad}:2: field 'identifier'")
+
+
+def _records(identifiers: list) -> list:
+    return [dict(GOOD, identifier=identifier) for identifier in identifiers]
+
+
+def test_two_inputs_of_one_name_are_refused_naming_both_and_nothing_is_written(tmp_path, capsys):
+    from mmf_uvlp.cli.convert_nlvr2 import main
+
+    (tmp_path / "x1").mkdir()
+    (tmp_path / "x2").mkdir()
+    first = _write(tmp_path / "x1" / "train.json", _records([f"train-{i}-0-0" for i in range(3)]))
+    second = _write(tmp_path / "x2" / "train.json",
+                    _records([f"train-{i}-0-0" for i in range(10, 14)]))
+    assert main([str(first), str(second), "--out", str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and error.startswith("convert_nlvr2: error: ")
+    assert f"{first} and {second} would both be written to {tmp_path / 'out' / 'train.jsonl'}" in error
+    assert not (tmp_path / "out" / "train.jsonl").exists()
+
+
+def test_a_null_sentence_is_refused_naming_file_and_line(tmp_path, capsys):
+    from mmf_uvlp.cli.convert_nlvr2 import main
+
+    source = _write(tmp_path / "train.json", [GOOD, dict(GOOD, identifier="train-2-0-0",
+                                                         sentence=None)])
+    assert main([str(source), "--out", str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err
+    assert error == (f"convert_nlvr2: error: {source}:2: field 'sentence': expected a non-empty "
+                     "string, got 'null'\n")
+    assert not (tmp_path / "out" / "train.jsonl").exists()
+
+
+def test_a_byte_that_is_not_utf8_is_named_with_file_and_line(tmp_path, capsys):
+    from mmf_uvlp.cli.convert_nlvr2 import main
+
+    source = tmp_path / "dev.json"
+    source.write_bytes((json.dumps(GOOD) + "\n").encode()
+                       + json.dumps(dict(GOOD, identifier="dev-2-0-0", sentence="caf\u00e9"))
+                       .encode().replace(b"\\u00e9", b"\xe9") + b"\n")
+    assert main([str(source), "--out", str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1
+    assert error.startswith(f"convert_nlvr2: error: {source}:2: field 'text': expected UTF-8 text "
+                            "(invalid continuation byte at byte "), error
+    assert not (tmp_path / "out" / "dev.jsonl").exists()
