@@ -14,8 +14,9 @@ Four phases, each a set of jobs whose logs are under ``OUT/launch/<phase>/``:
 4. ``merge``: one job: the shards into ``OUT``, byte for byte a single run's output.
 
 A job is done when its output is (the part files, the cache's index, the shard's
-``annotations/index.json``, the merged report), so a launch interrupted and run again submits
-only the jobs left; a Slurm job still queued or running from the interrupted launch
+``annotations/index.json``, the merged report; every annotation part read whole and checked
+against the index, so a damaged one has its job run again), so a launch interrupted and run
+again submits only the jobs left; a Slurm job still queued or running from the interrupted launch
 (``OUT/launch/jobs.json``) is waited for, not submitted again. A job that fails is submitted
 again, up to ``retries`` times, with its log named; the builder resumes per chunk, so a retry
 continues where the failed attempt stopped. On an interrupt the local executor's jobs are
@@ -129,19 +130,37 @@ def index_done(config: CorpusConfig, cache: str) -> bool:
     return path is None or os.path.exists(path)
 
 
+def _complete(out: str) -> bool:
+    """The annotations of ``out`` are whole as its index lists them; a damaged part is told
+    (its job runs again and rewrites it)."""
+    from mmf_uvlp.corpus.shards import output_damage
+
+    damage = output_damage(out)
+    if damage is not None:
+        logger.warning("%s; its job is run again", damage)
+    return damage is None
+
+
+def _read_index(out: str) -> Optional[Dict[str, object]]:
+    try:
+        return read_json(os.path.join(out, "annotations", "index.json"))
+    except ValueError:  # a damaged index: the job that writes it runs again
+        return None
+
+
 def shard_done(config: CorpusConfig, out: str, shard: Tuple[int, int]) -> bool:
     state = read_json(os.path.join(out, "state.json"))
     return (state is not None and state.get("fingerprint") == config.shard_fingerprint()
             and state.get("shard") == list(shard)
-            and os.path.exists(os.path.join(out, "annotations", "index.json"))
-            and os.path.exists(os.path.join(out, "shared.json")))
+            and _read_index(out) is not None
+            and os.path.exists(os.path.join(out, "shared.json")) and _complete(out))
 
 
 def merge_done(config: CorpusConfig, out: str) -> bool:
-    index = read_json(os.path.join(out, "annotations", "index.json"))
+    index = _read_index(out)
     return (index is not None and index.get("complete") is True and "shard" not in index
             and index.get("fingerprint") == config.shard_fingerprint()
-            and os.path.exists(os.path.join(out, "report", "report.json")))
+            and os.path.exists(os.path.join(out, "report", "report.json")) and _complete(out))
 
 
 # ---------------------------------------------------------------------- submitting and waiting

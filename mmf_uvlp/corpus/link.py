@@ -38,6 +38,7 @@ first two kinds and drops most generic words ("photo", "image").
 from __future__ import annotations
 
 import json
+import logging
 import os
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Set, Tuple
 
@@ -46,8 +47,10 @@ import numpy as np
 from mmf_uvlp.corpus.quality import mentions
 from mmf_uvlp.corpus.report import link_score_band
 from mmf_uvlp.corpus.sentences import atomic_write_json
-from mmf_uvlp.corpus.shards import part_name, write_part
+from mmf_uvlp.corpus.shards import part_damage, part_name, write_part
 from mmf_uvlp.corpus.work import Clock, add_timing, chunk_file, rounded
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from mmf_uvlp.corpus.pipeline import CorpusBuilder
@@ -291,6 +294,19 @@ class _ChunkLinker:
         stats[f"gt_correct@{band}"] = stats.get(f"gt_correct@{band}", 0) + correct
 
 
+def _part_done(path: str, images: int) -> bool:
+    """Whether the part ``path`` of ``images`` records is there and complete; a damaged
+    one is removed (with a warning naming it), so its chunk is linked again."""
+    if not os.path.exists(path):
+        return False
+    reason = part_damage(path, images)
+    if reason is None:
+        return True
+    logger.warning("%s; the chunk is linked and written again", reason)
+    os.remove(path)
+    return False
+
+
 def stage_link(builder: CorpusBuilder, chunks: Sequence[int],
                detected: Dict[str, object]) -> None:
     """Stage 6: each phrase linked to a region; the output ``annotations/part-*`` and
@@ -300,8 +316,9 @@ def stage_link(builder: CorpusBuilder, chunks: Sequence[int],
     stats_dir = os.path.join(builder.out, "stats")
     os.makedirs(annotations, exist_ok=True)
     os.makedirs(stats_dir, exist_ok=True)
-    todo = [chunk for chunk in chunks if not os.path.exists(
-        os.path.join(annotations, part_name(chunk, config.output.format)))]
+    todo = [chunk for chunk in chunks if not _part_done(
+        os.path.join(annotations, part_name(chunk, config.output.format)),
+        detected["images"][str(chunk)])]
     if not todo:
         return
     if config.inputs.objects_gt:

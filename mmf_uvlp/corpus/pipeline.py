@@ -442,8 +442,11 @@ class CorpusBuilder:
         index, count = self.shard
         meta = self.output_meta(detected)
         annotations = os.path.join(self.out, "annotations")
-        parts = [{"file": part_name(chunk, config.output.format), "chunk": chunk,
-                  "images": detected["images"][str(chunk)]} for chunk in detected["owned"]]
+        parts = []
+        for chunk in detected["owned"]:
+            name = part_name(chunk, config.output.format)
+            parts.append({"file": name, "chunk": chunk, "images": detected["images"][str(chunk)],
+                          "bytes": os.path.getsize(os.path.join(annotations, name))})
         if count > 1:
             meta = dict(meta, shard=f"{index}/{count}", complete=False)
         write_index(annotations, parts, meta)
@@ -494,7 +497,7 @@ def merge(shard_dirs: Sequence[str], out_dir: str, config: Optional[CorpusConfig
     """Combine finished shard outputs into one output equal to a single run's."""
     from mmf_uvlp.corpus.config import config_from_dict
     from mmf_uvlp.corpus.report import write_report
-    from mmf_uvlp.corpus.shards import copy_file, part_name, write_index
+    from mmf_uvlp.corpus.shards import copy_file, part_damage, part_name, write_index
 
     states, indexes = [], []
     for shard_dir in shard_dirs:
@@ -533,10 +536,17 @@ def merge(shard_dirs: Sequence[str], out_dir: str, config: Optional[CorpusConfig
     for chunk in range(total):
         shard_dir, part = chunk_dirs[chunk]
         name = part_name(chunk, output_format)
-        copy_file(os.path.join(shard_dir, "annotations", name), os.path.join(annotations, name))
+        source = os.path.join(shard_dir, "annotations", name)
+        damage = part_damage(source, int(part["images"]), part.get("bytes"))
+        if damage is not None:
+            raise RuntimeError(f"{damage}; run that shard's build again (`build_corpus.py run "
+                               f"--shard ...` into {shard_dir}, or the same launch) to rebuild "
+                               "it, then merge")
+        copy_file(source, os.path.join(annotations, name))
         copy_file(os.path.join(shard_dir, "stats", f"chunk-{chunk:06d}.json"),
                   os.path.join(stats_dir, f"chunk-{chunk:06d}.json"))
-        parts.append({"file": name, "chunk": chunk, "images": part["images"]})
+        parts.append({"file": name, "chunk": chunk, "images": part["images"],
+                      "bytes": os.path.getsize(os.path.join(annotations, name))})
     meta = {key: value for key, value in first.items()
             if key not in ("parts", "images", "schema_version", "shard", "complete")}
     meta["complete"] = True

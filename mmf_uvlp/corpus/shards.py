@@ -25,7 +25,8 @@ import io
 import json
 import os
 import shutil
-from typing import Dict, Iterator, List, Sequence, Tuple
+import zlib
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 SCHEMA_VERSION = 1
 INDEX_NAME = "index.json"
@@ -61,25 +62,69 @@ def read_part(path: str) -> Iterator[Dict[str, object]]:
         yield record
 
 
-def read_numbered_part(path: str) -> Iterator[Tuple[int, Dict[str, object]]]:
-    """``(line number, record)`` of one part file; a line that is no JSON object is a
-    :class:`FormatError` naming the file and line."""
+def _numbered_lines(path: str) -> Iterator[Tuple[int, str]]:
+    """``(line number, text)`` of a part file; a gzip stream that is cut short or damaged,
+    or bytes that are no UTF-8, are a :class:`FormatError` naming the file and the line."""
     from mmf_uvlp.data_formats.errors import FormatError
 
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise FormatError(path, "json", f"a JSON record ({e.msg})", line.strip(),
-                                  line=number) from None
-            if not isinstance(record, dict):
-                raise FormatError(path, "record", "a JSON object", type(record).__name__,
-                                  line=number)
-            yield number, record
+    gzipped = path.endswith(".gz")
+    number = 0
+    try:
+        with (gzip.open(path, "rb") if gzipped else open(path, "rb")) as handle:
+            for number, raw in enumerate(handle, start=1):
+                yield number, raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise FormatError(path, "text", f"UTF-8 text ({e.reason})", None,
+                          line=number) from None
+    except (EOFError, OSError, zlib.error) as e:
+        if isinstance(e, FileNotFoundError):
+            raise
+        expected = "a complete gzip stream" if gzipped else "a readable file"
+        raise FormatError(path, "gzip" if gzipped else "file",
+                          f"{expected} (damaged or cut short: rebuild it)",
+                          f"{type(e).__name__}: {e}", line=number + 1) from None
+
+
+def read_numbered_part(path: str) -> Iterator[Tuple[int, Dict[str, object]]]:
+    """``(line number, record)`` of one part file; a line that is no JSON object, or a file
+    that cannot be decoded, is a :class:`FormatError` naming the file and line."""
+    from mmf_uvlp.data_formats.errors import FormatError
+
+    for number, line in _numbered_lines(path):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise FormatError(path, "json", f"a JSON record ({e.msg})", line.strip(),
+                              line=number) from None
+        if not isinstance(record, dict):
+            raise FormatError(path, "record", "a JSON object", type(record).__name__,
+                              line=number)
+        yield number, record
+
+
+def part_damage(path: str, images: int, size: Optional[int] = None) -> Optional[str]:
+    """Why the part file ``path`` is not the complete part of ``images`` records (of
+    ``size`` bytes, when recorded), or None. A gzip part is read to the end of its stream
+    (whose CRC covers every byte written), a plain part has every line parsed."""
+    from mmf_uvlp.data_formats.errors import FormatError
+
+    if not os.path.isfile(path):
+        return f"{path} is missing"
+    if size is not None and os.path.getsize(path) != int(size):
+        return (f"{path} holds {os.path.getsize(path)} bytes, {size} when written "
+                "(damaged or cut short)")
+    try:
+        if path.endswith(".gz"):  # the stream's CRC and length, checked at its end, cover the text
+            count = sum(1 for _, line in _numbered_lines(path) if line.strip())
+        else:
+            count = sum(1 for _ in read_numbered_part(path))
+    except FormatError as e:
+        return str(e)
+    if count != int(images):
+        return f"{path} holds {count} records, the index lists {images}"
+    return None
 
 
 def part_paths(path: str) -> List[str]:
@@ -101,6 +146,27 @@ def iter_records(path: str) -> Iterator[Dict[str, object]]:
     """Every image record of an output directory, in position order."""
     for part in part_paths(path):
         yield from read_part(part)
+
+
+def output_damage(directory: str) -> Optional[str]:
+    """Why the annotations of an output (``DIR`` or ``DIR/annotations``) are not complete as
+    their ``index.json`` lists them, or None (see :func:`part_damage`)."""
+    if os.path.isdir(os.path.join(directory, "annotations")):
+        directory = os.path.join(directory, "annotations")
+    index_path = os.path.join(directory, INDEX_NAME)
+    try:
+        with open(index_path, encoding="utf-8") as handle:
+            index = json.load(handle)
+        parts = [(p["file"], int(p["images"]), p.get("bytes")) for p in index["parts"]]
+    except FileNotFoundError:
+        return f"{index_path} is missing"
+    except (ValueError, KeyError, TypeError) as e:
+        return f"{index_path} is no complete index ({type(e).__name__}: {e})"
+    for name, images, size in parts:
+        reason = part_damage(os.path.join(directory, name), images, size)
+        if reason is not None:
+            return reason
+    return None
 
 
 def write_index(directory: str, parts: List[Dict[str, object]], meta: Dict[str, object]) -> None:

@@ -221,3 +221,24 @@ def test_a_slurm_job_of_an_interrupted_launch_still_running_is_waited_for(world,
         assert launcher._reattach("shards", shards[1]) is None  # submitted again instead
     local = Launcher(tiny_config(world), str(tmp_path / "out"), 2, JobOptions(), progress=False)
     assert local._reattach("shards", shards[0]) is None  # local jobs end with their launcher
+
+
+@pytest.mark.slow
+def test_a_damaged_part_of_a_finished_launch_is_found_and_rebuilt_on_rerun(world, reference,
+                                                                          tmp_path, caplog):
+    out = tmp_path / "launched"
+    options = JobOptions(executor="local", time_min=30, array_parallelism=2)
+    config = tiny_config(world, SINGLE_THREAD)
+    launch(config, str(out), 2, options, progress=False, poll_s=0.5)
+    part = out / "annotations" / "part-000000.jsonl.gz"
+    whole = part.read_bytes()
+    part.write_bytes(whole[:50])
+    with caplog.at_level(logging.INFO, logger="mmf_uvlp.corpus.launch"):
+        report = launch(config, str(out), 2, options, progress=False, poll_s=0.5)
+    warned = [r.getMessage() for r in caplog.records if str(part) in r.getMessage()]
+    assert warned == [f"{part} holds 50 bytes, {len(whole)} when written (damaged or cut "
+                      "short); its job is run again"], warned
+    assert report["output"]["images"] == 5
+    assert output_files(str(out)) == output_files(reference)
+    submitted = [r.getMessage() for r in caplog.records if ": job " in r.getMessage()]
+    assert [m.split(":")[0] for m in submitted] == ["merge"], submitted  # the shards were whole

@@ -382,3 +382,38 @@ def test_toy_world_end_to_end(tmp_path):
     assert recall["caption_in_pool"] == n and recall["recall@5"] >= 0.5
     assert report["quality"]["link_precision"]["precision"] >= 0.45
     assert report["quality"]["link_precision"]["grounded_rate"] >= 0.8
+
+
+def _cut(path: str, size: int = 50) -> None:
+    with open(path, "rb") as handle:
+        head = handle.read(size)
+    with open(path, "wb") as handle:
+        handle.write(head)
+
+
+def test_a_damaged_part_is_found_and_rebuilt_by_the_next_run(world, reference, tmp_path, caplog):
+    import logging
+    import shutil
+
+    out = str(tmp_path / "out")
+    shutil.copytree(reference[0], out, symlinks=True)
+    part = os.path.join(out, "annotations", "part-000000.jsonl.gz")
+    _cut(part)
+    with caplog.at_level(logging.WARNING, logger="mmf_uvlp.corpus.link"):
+        build(tiny_config(world), out, resources=shared_resources())
+    warned = [r.getMessage() for r in caplog.records if part in r.getMessage()]
+    assert len(warned) == 1 and "a complete gzip stream" in warned[0], warned
+    assert warned[0].endswith("the chunk is linked and written again")
+    assert output_files(out) == output_files(reference[0])
+
+
+def test_a_damaged_part_read_by_iter_records_names_file_and_line(reference, tmp_path):
+    part = str(tmp_path / "part-000000.jsonl.gz")
+    with open(os.path.join(reference[0], "annotations", "part-000000.jsonl.gz"), "rb") as handle:
+        whole = handle.read()
+    with open(part, "wb") as handle:
+        handle.write(whole[:50])
+    with pytest.raises(FormatError) as error:
+        list(iter_records(part))
+    assert str(error.value).startswith(f"{part}:1: field 'gzip': expected a complete gzip stream "
+                                       "(damaged or cut short: rebuild it), got 'EOFError: ")

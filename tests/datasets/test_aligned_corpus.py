@@ -126,3 +126,24 @@ def test_top_k_above_the_corpus_k_is_refused(corpus):
     assert len(AlignedCorpusDatabase(corpus, "sentence", "train", top_k=3)) == 18
     with pytest.raises(ValueError, match=r"top_k=10: the corpus .* holds only the top 3 .*--k 10"):
         AlignedCorpusDatabase(corpus, "sentence", "train", top_k=10, config_key="dataset_config.x")
+
+
+@pytest.mark.slow
+def test_pretraining_on_a_corpus_with_a_damaged_part_stops_naming_the_file(tiny_corpus, tmp_path):
+    import shutil
+
+    from helpers import pretrain
+
+    world = tmp_path / "world"
+    world.mkdir()
+    for entry in tiny_corpus.parent.iterdir():
+        if entry.name != "corpus":
+            (world / entry.name).symlink_to(entry)
+    shutil.copytree(tiny_corpus, world / "corpus")
+    part = world / "corpus" / "annotations" / "part-000000.jsonl.gz"
+    part.write_bytes(part.read_bytes()[:50])
+    output = pretrain(tmp_path, world, tmp_path / "save", "training.max_updates=1", ok=False)
+    last = output.strip().splitlines()[-1]
+    assert last.startswith(f"mmf_run: error: {part}:1: field 'gzip': expected a complete gzip "
+                           "stream (damaged or cut short: rebuild it), got 'EOFError: "), output[-3000:]
+    assert "Traceback" not in output
