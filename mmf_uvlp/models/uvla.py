@@ -308,7 +308,7 @@ class UVLA(BaseModel):
         return load_or_explain(
             lambda source: BertForPreTraining.from_pretrained(
                 source, attn_implementation=attention, **overrides),
-            str(name), f"model_config.{self.config_key}.bert_model_name",
+            str(name), f"model_config.{self.config_key}.bert_model_name", ("config", "weights"),
         )
 
     def _head_names(self) -> List[str]:

@@ -117,7 +117,7 @@ class UVLAMaskingProcessor(BaseProcessor):
             raise ValueError(f"processor {type(self).__name__}: params.tokenizer_path (a local "
                              "BERT tokenizer folder) must be set")
         self.tokenizer = load_or_explain(BertTokenizerFast.from_pretrained, str(path),
-                                         "processor params.tokenizer_path")
+                                         "processor params.tokenizer_path", ("vocabulary",))
         self.max_seq_length = int(config.get("max_seq_length", 60))
         self.max_regions = int(config.get("max_regions", 100))
         self.max_phrase_tokens = int(config.get("max_phrase_tokens", 8))

@@ -5,14 +5,21 @@ Hugging Face hub name), ``$UVLP_BERT`` (a local folder), else ``<default>``
 (``bert-base-uncased``). The name is then loaded the standard Hugging Face way by
 ``from_pretrained``: from the hub cache, downloaded when online, never downloaded when
 ``HF_HUB_OFFLINE=1``. A model that cannot be loaded ends in one line saying what to set
-(:func:`missing_bert_message`).
+(:func:`missing_bert_message`). Whichever names it, a local folder (or the cached snapshot
+of a hub name) is checked first (:func:`bert_problem`): ``config.json`` present and valid
+JSON, the weights present and whole (a ``.safetensors`` file as long as its header says, a
+zip as torch writes it), a vocabulary (``vocab.txt`` or ``tokenizer.json``); a problem is
+one line naming the file.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import os
+import zipfile
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 from mmf_uvlp.utils.user_config import UserConfigError
 
@@ -24,28 +31,159 @@ HOW_TO_SET = (
 )
 
 
+PARTS = ("config", "weights", "vocabulary")
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+VOCABULARY_FILES = ("vocab.txt", "tokenizer.json")
+
+
 def _is_bert_folder(path: str) -> bool:
     return (Path(path) / "config.json").is_file()
 
 
+def _config_problem(folder: Path) -> Optional[str]:
+    path = folder / "config.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return f"{path} is missing (the model's settings)"
+    except (ValueError, UnicodeDecodeError) as e:
+        return f"{path} is not valid JSON ({e}): damaged or cut short"
+    if not isinstance(data, dict):
+        return f"{path} is not a JSON object of settings"
+    return None
+
+
+def _safetensors_problem(path: Path) -> Optional[str]:
+    """Whether the header of a ``.safetensors`` file is whole and its tensors fill the file."""
+    size = path.stat().st_size
+    try:
+        with open(path, "rb") as handle:
+            length = int.from_bytes(handle.read(8), "little")
+            if size < 8 or length > size - 8:
+                raise ValueError("its header is cut short")
+            header = json.loads(handle.read(length))
+        end = max((int(t["data_offsets"][1]) for k, t in header.items() if k != "__metadata__"),
+                  default=0)
+    except (ValueError, KeyError, TypeError, IndexError) as e:
+        return f"{path} is damaged or cut short ({size} bytes; {e})"
+    if 8 + length + end != size:
+        return (f"{path} is damaged or cut short ({size} bytes, its header describes "
+                f"{8 + length + end})")
+    return None
+
+
+def _weights_problem(folder: Path) -> Optional[str]:
+    for name in WEIGHT_FILES:
+        path = folder / name
+        if path.is_file():
+            if name.endswith(".safetensors"):
+                return _safetensors_problem(path)
+            if zipfile.is_zipfile(path) or not _is_zip_start(path):
+                return None  # torch's zip format whole, or a legacy pickle (read by torch)
+            return f"{path} is damaged or cut short (a zip file without its end)"
+    return f"{folder} holds no weights ({' or '.join(WEIGHT_FILES)})"
+
+
+def _is_zip_start(path: Path) -> bool:
+    with open(path, "rb") as handle:
+        return handle.read(4) == b"PK\x03\x04"
+
+
+def _vocabulary_problem(folder: Path) -> Optional[str]:
+    if any((folder / name).is_file() for name in VOCABULARY_FILES):
+        return None
+    return f"{folder} holds no vocabulary ({' or '.join(VOCABULARY_FILES)})"
+
+
+_CHECKS = {"config": _config_problem, "weights": _weights_problem,
+           "vocabulary": _vocabulary_problem}
+
+
+@functools.lru_cache(maxsize=64)
+def _folder_problem(folder: str, parts: Tuple[str, ...], missing_ok: bool,
+                    signature: Tuple) -> Optional[str]:
+    for part in parts:
+        problem = _CHECKS[part](Path(folder))
+        if problem is not None and not (missing_ok and problem_is_missing(problem)):
+            return problem
+    return None
+
+
+def problem_is_missing(problem: str) -> bool:
+    return " is missing " in problem or " holds no " in problem
+
+
+def folder_problem(folder: str, parts: Sequence[str] = PARTS,
+                   missing_ok: bool = False) -> Optional[str]:
+    """What is wrong with the BERT folder ``folder`` for ``parts`` (its ``config``,
+    ``weights``, ``vocabulary``), in words naming the file, or None. ``missing_ok``: only
+    damage counts (a hub snapshot that may still download the files it lacks)."""
+    entries = []
+    for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+        try:
+            stat = entry.stat()
+        except OSError:  # a dangling link: as if missing
+            continue
+        entries.append((entry.name, stat.st_size, stat.st_mtime_ns))
+    return _folder_problem(str(folder), tuple(parts), missing_ok, tuple(entries))
+
+
+def _cached_folder(name: str) -> Optional[str]:
+    """The Hugging Face cache's snapshot folder of hub name ``name``, or None."""
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        found = try_to_load_from_cache(repo_id=name, filename="config.json")
+    except ValueError:  # not a valid repo id
+        return None
+    return os.path.dirname(found) if isinstance(found, str) else None
+
+
+def _offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0")
+
+
+def bert_problem(name: str, parts: Sequence[str] = PARTS) -> Optional[str]:
+    """What is wrong with BERT ``name`` for ``parts``: a local folder, or a hub name whose
+    snapshot is in the Hugging Face cache (files it lacks count only offline); or None."""
+    if os.path.isdir(name):
+        return folder_problem(name, parts)
+    folder = _cached_folder(name)
+    if folder is None:
+        return None
+    return folder_problem(folder, parts, missing_ok=not _offline())
+
+
+def _checked(value: str, source: Optional[str], fix: str) -> str:
+    """``value`` (named by ``source``, e.g. ``env.bert``; None: the default hub name),
+    unless :func:`bert_problem` finds something wrong with it."""
+    problem = bert_problem(value)
+    if problem is not None:
+        where = f"{source}={value!r}" if source else f"BERT {value!r}"
+        raise UserConfigError(f"{where} is not a BERT folder: {problem}; {fix}")
+    return value
+
+
 def bert_source(default: str = "bert-base-uncased", *, _root_: Optional[Any] = None) -> str:
-    """The BERT folder or hub name to load (see the module docstring)."""
+    """The BERT folder or hub name to load (see the module docstring), checked by
+    :func:`bert_problem` whichever names it."""
     from omegaconf import OmegaConf
 
     configured = None
     if _root_ is not None:
         configured = OmegaConf.select(_root_, CONFIG_KEY, default=None, throw_on_missing=False)
     if configured:
-        return str(configured)
+        return _checked(str(configured), CONFIG_KEY, HOW_TO_SET)
     value = os.environ.get(VARIABLE, "").strip()
     if value:
-        if not _is_bert_folder(value):
+        if not os.path.isdir(value):
             raise UserConfigError(
-                f"${VARIABLE}={value!r} is not a BERT folder (no config.json in it); "
+                f"${VARIABLE}={value!r} is not a BERT folder (no such folder); "
                 f"unset it to load {default!r} from Hugging Face, or {HOW_TO_SET}"
             )
-        return value
-    return default
+        return _checked(value, f"${VARIABLE}",
+                        f"unset it to load {default!r} from Hugging Face, or {HOW_TO_SET}")
+    return _checked(default, None, HOW_TO_SET)
 
 
 def _locally_available(name: str) -> bool:
@@ -107,9 +245,13 @@ def configured_bert_names(config: Any, resolve: bool = True) -> Dict[str, str]:
     return found
 
 
-def load_or_explain(load: Any, name: str, key: str) -> Any:
-    """``load(name)``; when it fails because the model cannot be found, a
-    :class:`UserConfigError` naming ``key`` and what to set."""
+def load_or_explain(load: Any, name: str, key: str, parts: Sequence[str] = PARTS) -> Any:
+    """``load(name)`` of a BERT whose ``parts`` are whole (:func:`bert_problem`); when they
+    are not, or it fails because the model cannot be found, a :class:`UserConfigError`
+    naming ``key`` and what to set."""
+    problem = bert_problem(name, parts)
+    if problem is not None:
+        raise UserConfigError(f"{key}={name!r}: {problem}; {HOW_TO_SET}")
     try:
         return load(name)
     except (OSError, ValueError, ImportError) as error:

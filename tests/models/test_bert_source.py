@@ -27,8 +27,31 @@ def _resolved(config: dict, monkeypatch, uvlp_bert=None) -> str:
     return node.model
 
 
+def bert_copy(folder: Path, damage: str = "") -> Path:
+    """MiniLM's BERT files in ``folder`` (the weights linked), with one ``damage``:
+    ``no_config``, ``cut_config``, ``cut_weights`` or ``no_vocabulary``."""
+    folder.mkdir(parents=True)
+    for name in ("config.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt",
+                 "special_tokens_map.json"):
+        shutil.copy(Path(MINILM) / name, folder / name)
+    (folder / "model.safetensors").symlink_to(Path(MINILM) / "model.safetensors")
+    if damage == "no_config":
+        (folder / "config.json").unlink()
+    elif damage == "cut_config":
+        (folder / "config.json").write_bytes((Path(MINILM) / "config.json").read_bytes()[:100])
+    elif damage == "cut_weights":
+        (folder / "model.safetensors").unlink()
+        with open(Path(MINILM) / "model.safetensors", "rb") as handle:
+            (folder / "model.safetensors").write_bytes(handle.read(1 << 20))
+    elif damage == "no_vocabulary":
+        (folder / "vocab.txt").unlink()
+        (folder / "tokenizer.json").unlink()
+    return folder
+
+
 def test_the_config_key_wins_over_the_variable(monkeypatch, tmp_path):
-    assert _resolved({"env": {"bert": str(tmp_path)}}, monkeypatch, uvlp_bert=MINILM) == str(tmp_path)
+    folder = str(bert_copy(tmp_path / "bert"))
+    assert _resolved({"env": {"bert": folder}}, monkeypatch, uvlp_bert=MINILM) == folder
 
 
 def test_the_variable_wins_over_the_default(monkeypatch):
@@ -97,3 +120,60 @@ def test_a_model_that_cannot_be_found_says_what_to_set(tmp_path, offline):
     assert "env.bert=" in last and "$UVLP_BERT" in last, last
     assert ("HF_HUB_OFFLINE=1 forbids" in last) == offline, last
     assert ("its download failed" in last) == (not offline), last
+
+
+def _problem(folder: Path, damage: str) -> str:
+    """The one problem :func:`bert_copy`'s ``damage`` of ``folder`` is named by."""
+    return {"no_config": f"{folder / 'config.json'} is missing (the model's settings)",
+            "cut_config": f"{folder / 'config.json'} is not valid JSON (",
+            "cut_weights": f"{folder / 'model.safetensors'} is damaged or cut short (1048576 "
+                           "bytes, its header describes 90868376)",
+            "no_vocabulary": f"{folder} holds no vocabulary (vocab.txt or tokenizer.json)"}[damage]
+
+
+DAMAGES = ["no_config", "cut_config", "cut_weights", "no_vocabulary"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_a_damaged_bert_folder_as_env_bert_ends_pretraining_in_one_line(tiny_corpus, tmp_path,
+                                                                        damage):
+    from helpers import pretrain
+
+    folder = bert_copy(tmp_path / "bert", damage)
+    output = pretrain(tmp_path, tiny_corpus.parent, tmp_path / "save", "training.max_updates=1",
+                      f"env.bert={folder}", ok=False)
+    last = output.strip().splitlines()[-1]
+    assert last.startswith(f"mmf_run: error: env.bert='{folder}' is not a BERT folder: "
+                           f"{_problem(folder, damage)}"), output[-3000:]
+    assert "Traceback" not in output
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_a_damaged_bert_folder_is_named_alike_as_uvlp_bert_and_as_a_cached_hub_name(
+        tmp_path, monkeypatch, damage):
+    from huggingface_hub import constants
+
+    folder = bert_copy(tmp_path / "bert", damage)
+    monkeypatch.setenv("UVLP_BERT", str(folder))
+    with pytest.raises(UserConfigError) as error:
+        bert_source()
+    assert str(error.value).startswith(f"$UVLP_BERT='{folder}' is not a BERT folder: "
+                                       f"{_problem(folder, damage)}")
+    monkeypatch.delenv("UVLP_BERT")
+    _hub_cache_holding(tmp_path / "hf", "org/damaged-bert", str(folder))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf" / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    snapshot = tmp_path / "hf" / "hub" / "models--org--damaged-bert" / "snapshots" / ("0" * 40)
+    if damage == "no_config":  # no config.json: the cache holds no model of that name
+        assert bert_source("org/damaged-bert") == "org/damaged-bert"
+        return
+    with pytest.raises(UserConfigError) as error:
+        bert_source("org/damaged-bert")
+    assert str(error.value).startswith("BERT 'org/damaged-bert' is not a BERT folder: "
+                                       f"{_problem(snapshot, damage)}")
+    with pytest.raises(UserConfigError) as error:
+        load_or_explain(lambda name: pytest.fail("loaded"), "org/damaged-bert",
+                        "model_config.uvla.bert_model_name")
+    assert str(error.value).startswith("model_config.uvla.bert_model_name='org/damaged-bert': "
+                                       f"{_problem(snapshot, damage)}")
