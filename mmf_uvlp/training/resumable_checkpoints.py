@@ -210,7 +210,7 @@ def install_write_errors_on_mmf_main() -> None:
     """MMF main's checkpoint writes (``open_if_main`` in Checkpoint.save and finalize) name
     their error code and file in one line (:class:`CheckpointWriteError`)."""
     import mmf.utils.checkpoint as checkpoint_module
-    from mmf_uvlp.utils.checkpoint_files import CheckpointWriteError
+    from mmf_uvlp.utils.checkpoint_files import CheckpointWriteError, WriteErrors
 
     open_if_main = checkpoint_module.open_if_main
 
@@ -218,7 +218,13 @@ def install_write_errors_on_mmf_main() -> None:
     def open_naming_write_errors(path: str, *args: Any) -> Iterator[Any]:
         try:
             with open_if_main(path, *args) as handle:
-                yield handle
+                writes = None if handle is None else WriteErrors(handle)
+                try:
+                    yield handle if writes is None else writes
+                except RuntimeError as error:  # torch's writer hides the OSError of a write
+                    if writes is None or writes.error is None:
+                        raise
+                    raise writes.error from error
         except OSError as error:
             raise CheckpointWriteError(str(path), error) from error
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno
 import os
 import pickletools
+import shutil
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
@@ -44,37 +45,79 @@ class RefusedCheckpoint(RunStopped):
         self.refused = list(refused)
 
 
+def _free_space(path: str) -> str:
+    """The space left on the disk of ``path``'s folder, in words."""
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return f"free space of {folder} unknown"
+    return f"{free / 2**20:.1f} MiB free in {folder}"
+
+
 class CheckpointWriteError(RunStopped):
     """A checkpoint that could not be written (the disk is full, the folder is read-only)."""
 
     def __init__(self, path: str, error: OSError):
         code = errno.errorcode.get(error.errno or 0, "no error code")
         reason = error.strerror or str(error)
-        hint = ("; the disk is full: free space, then resume with checkpoint.resume=True from the "
-                "checkpoints written before, which are complete" if error.errno == errno.ENOSPC else "")
+        hint = (f"; the disk is full ({_free_space(path)}): free space, then resume with "
+                "checkpoint.resume=True from the checkpoints written before, which are complete"
+                if error.errno == errno.ENOSPC else "")
         super().__init__(f"cannot write checkpoint {path}: {code} ({reason}){hint}")
         self.path = path
         self.errno = error.errno
+
+
+class WriteErrors:
+    """A file object for ``torch.save`` that keeps the first OSError of its writes: torch's
+    zip writer turns it into its own RuntimeError ("unexpected pos ..."), naming no cause."""
+
+    def __init__(self, handle: Any):
+        self.handle = handle
+        self.error: Optional[OSError] = None
+
+    def write(self, data: Any) -> int:
+        try:
+            return self.handle.write(data)
+        except OSError as error:
+            self.error = self.error or error
+            raise
+
+    def flush(self) -> None:
+        self.handle.flush()
 
 
 def atomic_torch_save(obj: Any, path: str) -> None:
     """``torch.save`` to a temporary file beside ``path``, then rename: never a partial file.
 
     The file is written through Python's file object, so a failed write surfaces as the
-    operating system's error (torch's own writer reports only "iostream error").
+    operating system's error (torch's own writer reports only "iostream error" or
+    "unexpected pos"), wherever it is raised.
     """
     temporary = f"{path}.tmp-{os.getpid()}"
     try:
         with open(temporary, "wb") as handle:
-            torch.save(obj, handle)
+            writes = WriteErrors(handle)
+            try:
+                torch.save(obj, writes)
+            except RuntimeError as error:
+                if writes.error is None:
+                    raise
+                raise writes.error from error
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, path)
     except OSError as error:
+        _remove(temporary)  # first: the free space told is what a retry would have
         raise CheckpointWriteError(str(path), error) from error
     finally:
-        if os.path.lexists(temporary):
-            os.remove(temporary)
+        _remove(temporary)
+
+
+def _remove(path: str) -> None:
+    if os.path.lexists(path):
+        os.remove(path)
 
 
 def load_checkpoint(path: str, map_location: Any = "cpu",

@@ -3,6 +3,7 @@ naming the file and the reason; a resume whose current.ckpt is missing continues
 newest complete checkpoint and says so."""
 
 import errno
+import json
 import os
 import pickle
 import subprocess
@@ -135,3 +136,45 @@ def test_a_crafted_resume_file_is_refused_in_one_line_and_runs_nothing(tiny_corp
     assert last == (f"mmf_run: error: checkpoint {crafted} refused: it holds objects that are not plain "
                     "data (io.open), which loading it would run as code; a checkpoint may hold only "
                     "tensors, numbers, strings and containers"), result.stderr[-3000:]
+
+
+def _can_mount_a_tmpfs() -> bool:
+    try:
+        return subprocess.run(["unshare", "-rm", "sh", "-c", "mount -t tmpfs -o size=1m tmpfs /mnt"],
+                              capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@pytest.mark.slow
+def test_a_full_tmpfs_during_a_checkpoint_names_enospc_the_file_and_the_free_space(tiny_corpus, tmp_path):
+    """env.save_dir on a real 20 MiB tmpfs (in a mount namespace of its own): models/model_4.ckpt
+    (12 MiB) fits, current.ckpt after it does not; torch's own writer meets the ENOSPC."""
+    if not _can_mount_a_tmpfs():
+        pytest.skip("needs `unshare -rm` to mount a tmpfs (user namespaces)")
+    save = tmp_path / "save"
+    save.mkdir()
+    config = tmp_path / "pretrain.yaml"
+    config.write_text(TINY.format(repo=REPO))
+    command = " ".join([MMF_RUN, f"config={config}", f"env.data_dir={tiny_corpus.parent}",
+                        f"env.save_dir={save}", *HOLDOUT, "training.max_updates=8"])
+    check = ("import json, os, sys, torch; save = sys.argv[1]; "
+             "print(json.dumps({'files': sorted(os.listdir(save)), "
+             "'models': sorted(os.listdir(os.path.join(save, 'models'))), "
+             "'model_4': torch.load(os.path.join(save, 'models', 'model_4.ckpt'), "
+             "weights_only=True)['num_updates']}))")
+    script = (f"mount -t tmpfs -o size=20m tmpfs {save} && cd {REPO} && "
+              f"{command} > {tmp_path / 'out.txt'} 2> {tmp_path / 'err.txt'}; "
+              f"echo $? > {tmp_path / 'rc'}; {sys.executable} -c \"{check}\" {save}")
+    state = subprocess.run(["unshare", "-rm", "sh", "-c", script], capture_output=True, text=True,
+                           timeout=600)
+    stderr = (tmp_path / "err.txt").read_text()
+    assert (tmp_path / "rc").read_text().strip() == "1", stderr[-3000:]
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith(f"mmf_run: error: cannot write checkpoint {save / 'current.ckpt'}: ENOSPC "
+                           "(No space left on device); the disk is full ("), stderr[-3000:]
+    assert f" MiB free in {save}): free space, then resume with checkpoint.resume=True" in last, last
+    assert "Traceback" not in stderr and "inline_container" not in stderr
+    files = json.loads(state.stdout.strip().splitlines()[-1])
+    assert files["models"] == ["model_4.ckpt"] and files["model_4"] == 4, files
+    assert "current.ckpt" not in files["files"] and not [f for f in files["files"] if ".tmp" in f]
