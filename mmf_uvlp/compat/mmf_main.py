@@ -161,12 +161,13 @@ FIXES.fix(
 def _plain_data_checkpoint_loads() -> None:
     from mmf.utils.checkpoint import Checkpoint
     from mmf.utils.file_io import PathManager
-    from mmf_uvlp.utils.checkpoint_files import load_checkpoint, omegaconf_containers
+    from mmf_uvlp.utils.checkpoint_files import omegaconf_containers
 
     def _torch_load(self: Checkpoint, file: str) -> Any:
         local_path = PathManager.get_local_path(file, force=True)
         device = self.device if "cuda" in str(self.device) else "cpu"
-        return load_checkpoint(local_path, map_location=device, allowed=omegaconf_containers())
+        return resumable_checkpoints.load_run_checkpoint(self, file, local_path, device,
+                                                         omegaconf_containers())
 
     Checkpoint._torch_load = _torch_load
 

@@ -242,9 +242,10 @@ RC10_DEFAULTS = {
         "uvlp_behaviour": None,
     },
     # the plugin's: replace another run's final checkpoint (mmf_uvlp.training.run_folder),
-    # load a checkpoint that does not fit the run (mmf_uvlp.training.checkpoint_fit)
+    # load a checkpoint that does not fit the run (mmf_uvlp.training.checkpoint_fit), resume
+    # from a trusted legacy resume_file (mmf_uvlp.training.resumable_checkpoints)
     "checkpoint": {"reset": {"fp16_scaler": False}, "overwrite": False,
-                   "accept_mismatch": False},
+                   "accept_mismatch": False, "trust_resume_file": False},
     # MMF main's per-dataset mix of a multi-dataset run (see multitasking_sampling_ratios)
     "multitasking": {"enabled": True, "type": "size_proportional", "params": {}},
 }

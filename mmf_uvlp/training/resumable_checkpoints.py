@@ -3,8 +3,10 @@
 A checkpoint carries ``uvlp_run_state``: the random-number states, the data position
 (:mod:`mmf_uvlp.training.data_order`), the epoch and the lr scheduler's state. It is written
 under a temporary name and renamed (a write error names its code and file), loaded with the
-restricted loader of :mod:`mmf_uvlp.utils.checkpoint_files`, and a damaged or missing
-``current.ckpt`` falls back to the newest complete ``models/model_N.ckpt``.
+restricted loader of :mod:`mmf_uvlp.utils.checkpoint_files` (plain data and numpy arrays;
+a legacy ``checkpoint.resume_file`` holding other objects only with
+``checkpoint.trust_resume_file=True``), and a damaged or missing ``current.ckpt`` falls back
+to the newest complete ``models/model_N.ckpt``.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import os
 import re
 import types
 import warnings
-from typing import Any, Callable, Dict, Iterator, Optional
+from typing import Any, Callable, Dict, Iterator, Optional, Sequence
 
 from mmf_uvlp.training.data_order import data_position
 
@@ -57,6 +59,28 @@ def run_state(trainer: Any) -> Dict[str, Any]:
         "epoch": int(trainer.current_epoch),
         "lr_scheduler": None if scheduler is None else scheduler.state_dict(),
     }
+
+
+TRUST_RESUME_FILE = "checkpoint.trust_resume_file"
+
+
+def load_run_checkpoint(checkpoint: Any, file: str, local_path: str, map_location: Any,
+                        allowed: Sequence[Any] = ()) -> Dict[str, Any]:
+    """A checkpoint that MMF's ``checkpoint`` (its Checkpoint) loads (``local_path``: where
+    ``file`` lies), as plain data and numpy arrays; the run's ``checkpoint.resume_file``
+    loads whatever it holds when ``checkpoint.trust_resume_file`` is true, and a refusal of
+    it names that opt-in."""
+    from mmf_uvlp.utils.checkpoint_files import load_checkpoint
+
+    config = getattr(checkpoint, "config", None)  # None: a Checkpoint built without a run
+    checkpoint_config = config.get("checkpoint", {}) if config is not None else {}
+    resume_file = checkpoint_config.get("resume_file", None)
+    is_resume_file = resume_file is not None and \
+        os.path.abspath(str(resume_file)) == os.path.abspath(str(file))
+    trusted = is_resume_file and bool(checkpoint_config.get("trust_resume_file", False))
+    hint = f"set {TRUST_RESUME_FILE}=True (it may then run code)" if is_resume_file else ""
+    return load_checkpoint(str(local_path), map_location=map_location, allowed=allowed,
+                           trust=trusted, trust_hint=hint)
 
 
 def restore_run_state(trainer: Any, state: Dict[str, Any], file: str) -> None:
@@ -155,7 +179,6 @@ def install() -> None:
     import mmf.utils.checkpoint as checkpoint_module
     from mmf.trainers.base_trainer import BaseTrainer
     from mmf_uvlp.training.checkpoint_fit import checked_load
-    from mmf_uvlp.utils.checkpoint_files import load_checkpoint
 
     Checkpoint = checkpoint_module.Checkpoint
     checkpoint_module.torch = _TorchWithAtomicSave("torch")
@@ -172,7 +195,7 @@ def install() -> None:
 
     def _torch_load(self: Any, file: str) -> Any:
         device = self.device if "cuda" in str(self.device) else "cpu"
-        checkpoint = load_checkpoint(str(file), map_location=device)
+        checkpoint = load_run_checkpoint(self, file, file, device)
         checked_load(self, checkpoint, str(file))
         self._uvlp_loaded = checkpoint
         return checkpoint

@@ -3,16 +3,18 @@
 - :func:`atomic_torch_save` writes to a temporary file beside the target and renames it, so a
   crash never leaves a partial checkpoint; a failed write (``ENOSPC``: the disk is full) is a
   :class:`CheckpointWriteError` naming the error code and the file.
-- :func:`load_checkpoint` reads with ``torch.load(weights_only=True)``: tensors, numbers,
-  strings and containers, plus the classes a caller allows explicitly. A checkpoint is a file
-  users hand each other, and unpickling anything else can run code: such a file is refused
-  (:class:`RefusedCheckpoint`, naming the objects); one that cannot be read at all is a
+- :func:`load_checkpoint` reads with ``torch.load(weights_only=True)``: tensors, numpy arrays
+  (a numpy RNG state), numbers, strings and containers, plus the classes a caller allows
+  explicitly. A checkpoint is a file users hand each other, and unpickling anything else can
+  run code: such a file is refused (:class:`RefusedCheckpoint`, naming the objects and, where
+  one exists, the opt-in for a trusted legacy file); one that cannot be read at all is a
   :class:`DamagedCheckpoint`.
 """
 
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import pickletools
 import shutil
@@ -33,13 +35,15 @@ class DamagedCheckpoint(RunStopped):
 
 
 class RefusedCheckpoint(RunStopped):
-    """A checkpoint file holding objects that loading would have to run as code."""
+    """A checkpoint file holding objects that loading would have to run as code;
+    ``trust_hint``: how the user opts in to loading it anyway, where one exists."""
 
-    def __init__(self, path: str, refused: Sequence[str]):
+    def __init__(self, path: str, refused: Sequence[str], trust_hint: str = ""):
         super().__init__(
             f"checkpoint {path} refused: it holds objects that are not plain data "
             f"({', '.join(refused)}), which loading it would run as code; a checkpoint may hold "
-            "only tensors, numbers, strings and containers"
+            "only tensors, numpy arrays, numbers, strings and containers"
+            + (f"; if you trust this file and its origin, {trust_hint}" if trust_hint else "")
         )
         self.path = path
         self.refused = list(refused)
@@ -120,22 +124,49 @@ def _remove(path: str) -> None:
         os.remove(path)
 
 
-def load_checkpoint(path: str, map_location: Any = "cpu",
-                    allowed: Sequence[Callable] = ()) -> Dict[str, Any]:
-    """The checkpoint at ``path``, loaded as plain data (``allowed``: further classes to accept).
+def numpy_data() -> List[Any]:
+    """What numpy arrays, scalars and dtypes need to be loaded as data (a numpy RNG state,
+    ``np.random.get_state()``, is one), under the names numpy 1.x and 2.x pickle them by.
+    Their elements are built by the same restricted unpickler."""
+    import numpy as np
+    import numpy.dtypes
+
+    multiarray = np._core.multiarray
+    found: List[Any] = [np.ndarray, np.dtype, multiarray._reconstruct, multiarray.scalar,
+                        (multiarray._reconstruct, "numpy.core.multiarray._reconstruct"),
+                        (multiarray.scalar, "numpy.core.multiarray.scalar")]
+    return found + [getattr(numpy.dtypes, name) for name in dir(numpy.dtypes)
+                    if name.endswith("DType")]
+
+
+def _numpy_data_name(name: str) -> bool:
+    return name in {"numpy.ndarray", "numpy.dtype"} or name.startswith("numpy.dtypes.") or \
+        name.rsplit(".", 1)[-1] in ("_reconstruct", "scalar") and ".multiarray." in name
+
+
+def load_checkpoint(path: str, map_location: Any = "cpu", allowed: Sequence[Callable] = (),
+                    trust: bool = False, trust_hint: str = "") -> Dict[str, Any]:
+    """The checkpoint at ``path``, loaded as plain data and numpy arrays (``allowed``: further
+    classes to accept); ``trust``: a legacy file the user vouches for, loaded whatever it
+    holds (it may run code); ``trust_hint``: how the user opts in, told in a refusal.
 
     Raises FileNotFoundError, :class:`RefusedCheckpoint` or :class:`DamagedCheckpoint`.
     """
-    with torch.serialization.safe_globals(list(allowed)), warnings.catch_warnings():
+    if trust:
+        logging.getLogger(__name__).warning(
+            "%s: loaded as a trusted checkpoint (any object it holds is built, which can run "
+            "code)", path)
+    with torch.serialization.safe_globals(numpy_data() + list(allowed)), \
+            warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Detected pickle protocol")
         try:
-            return torch.load(path, map_location=map_location, weights_only=True)
+            return torch.load(path, map_location=map_location, weights_only=not trust)
         except FileNotFoundError:
             raise
         except Exception as exc:
-            refused = refused_globals(str(path))
+            refused = [name for name in refused_globals(str(path)) if not _numpy_data_name(name)]
             if refused:
-                raise RefusedCheckpoint(str(path), refused) from exc
+                raise RefusedCheckpoint(str(path), refused, trust_hint) from exc
             first = next((line for line in str(exc).splitlines() if line.strip()), "").split(". ")[0]
             raise DamagedCheckpoint(str(path), f"{type(exc).__name__}: {first}") from exc
 

@@ -5,7 +5,7 @@ importable function it names). Every such file the plugin reads, and every featu
 annotation file MMF reads for it, goes through this module:
 
 - checkpoints (``.pth`` state dicts, MMF ``.ckpt``): ``torch.load(weights_only=True)``,
-  tensors, numbers, strings and plain containers only (:func:`load_checkpoint`); a legacy
+  tensors, numpy arrays, numbers, strings and plain containers only (:func:`load_checkpoint`); a legacy
   file holding other objects loads only with an explicit ``trust=True``;
 - pickles (RefCOCO+ ``refs(unc).p``, MMF feature LMDB values): a restricted unpickler that
   builds plain containers, numbers and strings and, where the format holds them, numpy
@@ -191,8 +191,11 @@ def load_checkpoint(path: str | os.PathLike, trust: bool = False,
     if trust:
         logger.warning("%s: loaded as a trusted checkpoint (any object it holds is built, "
                        "which can run code)", path)
+    from mmf_uvlp.utils.checkpoint_files import numpy_data
+
     try:
-        return torch.load(path, map_location="cpu", weights_only=not trust)
+        with torch.serialization.safe_globals(numpy_data()):
+            return torch.load(path, map_location="cpu", weights_only=not trust)
     except FileNotFoundError:
         raise
     except pickle.UnpicklingError as error:

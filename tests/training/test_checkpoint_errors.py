@@ -135,7 +135,9 @@ def test_a_crafted_resume_file_is_refused_in_one_line_and_runs_nothing(tiny_corp
     last = result.stderr.strip().splitlines()[-1]
     assert last == (f"mmf_run: error: checkpoint {crafted} refused: it holds objects that are not plain "
                     "data (io.open), which loading it would run as code; a checkpoint may hold only "
-                    "tensors, numbers, strings and containers"), result.stderr[-3000:]
+                    "tensors, numpy arrays, numbers, strings and containers; if you trust this file "
+                    "and its origin, set checkpoint.trust_resume_file=True (it may then run code)"), \
+        result.stderr[-3000:]
 
 
 def _can_mount_a_tmpfs() -> bool:
@@ -178,3 +180,59 @@ def test_a_full_tmpfs_during_a_checkpoint_names_enospc_the_file_and_the_free_spa
     files = json.loads(state.stdout.strip().splitlines()[-1])
     assert files["models"] == ["model_4.ckpt"] and files["model_4"] == 4, files
     assert "current.ckpt" not in files["files"] and not [f for f in files["files"] if ".tmp" in f]
+
+
+@pytest.fixture(scope="module")
+def checkpoint_of_4_updates(tiny_corpus, tmp_path_factory) -> Path:
+    """models/model_4.ckpt of a tiny plugin run (8 updates, a checkpoint every 4)."""
+    from helpers import pretrain
+
+    tmp = tmp_path_factory.mktemp("four")
+    pretrain(tmp, tiny_corpus.parent, tmp / "save", "training.max_updates=4")
+    return tmp / "save" / "models" / "model_4.ckpt"
+
+
+def _with(checkpoint: Path, target: Path, **extra) -> Path:
+    """``checkpoint`` saved again to ``target`` with ``extra`` entries, as another tool does."""
+    content = torch.load(checkpoint, weights_only=False)
+    content.update(extra)
+    torch.save(content, target)
+    return target
+
+
+@pytest.mark.slow
+def test_a_resume_file_holding_a_numpy_rng_state_resumes_without_an_opt_in(
+        tiny_corpus, checkpoint_of_4_updates, tmp_path):
+    import numpy as np
+
+    from helpers import pretrain
+
+    legacy = _with(checkpoint_of_4_updates, tmp_path / "legacy.ckpt",
+                   np_rng_state=np.random.get_state(), best_metric=np.float64(0.5))
+    output = pretrain(tmp_path, tiny_corpus.parent, tmp_path / "save", "training.max_updates=8",
+                      f"checkpoint.resume_file={legacy}")
+    assert [row["num_updates"] for row in rows(output)] == ["5", "6", "7", "8"], output[-3000:]
+    assert "refused" not in output
+
+
+@pytest.mark.slow
+def test_a_resume_file_holding_other_objects_names_its_opt_in_and_loads_with_it(
+        tiny_corpus, checkpoint_of_4_updates, tmp_path):
+    import argparse
+
+    from helpers import pretrain
+
+    legacy = _with(checkpoint_of_4_updates, tmp_path / "legacy.ckpt",
+                   args=argparse.Namespace(lr=0.1))
+    refused = pretrain(tmp_path, tiny_corpus.parent, tmp_path / "refused", "training.max_updates=8",
+                       f"checkpoint.resume_file={legacy}", ok=False)
+    last = refused.strip().splitlines()[-1]
+    assert last == (f"mmf_run: error: checkpoint {legacy} refused: it holds objects that are not "
+                    "plain data (argparse.Namespace), which loading it would run as code; a "
+                    "checkpoint may hold only tensors, numpy arrays, numbers, strings and "
+                    "containers; if you trust this file and its origin, set "
+                    "checkpoint.trust_resume_file=True (it may then run code)"), refused[-3000:]
+    trusted = pretrain(tmp_path, tiny_corpus.parent, tmp_path / "trusted", "training.max_updates=8",
+                       f"checkpoint.resume_file={legacy}", "checkpoint.trust_resume_file=True")
+    assert [row["num_updates"] for row in rows(trusted)] == ["5", "6", "7", "8"], trusted[-3000:]
+    assert f"{legacy}: loaded as a trusted checkpoint" in trusted
