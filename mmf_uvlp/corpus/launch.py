@@ -19,19 +19,22 @@ against the index, so a damaged one has its job run again), so a launch interrup
 again submits only the jobs left; a Slurm job still queued or running from the interrupted launch
 (``OUT/launch/jobs.json``) is waited for, not submitted again. A job that fails is submitted
 again, up to ``retries`` times, with its log named; the builder resumes per chunk, so a retry
-continues where the failed attempt stopped. On an interrupt the local executor's jobs are
-stopped (they are child processes); Slurm jobs keep running.
+continues where the failed attempt stopped. On an interrupt (SIGINT, SIGTERM) the local
+executor's jobs are stopped (they are child processes); Slurm jobs keep running. Local jobs
+that outlived a launcher killed with SIGKILL are ended by the next launch of the same
+``OUT`` before it submits anything.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from mmf_uvlp.corpus.config import CorpusConfig
 from mmf_uvlp.corpus.sentences import atomic_write_json, read_json
@@ -163,6 +166,72 @@ def merge_done(config: CorpusConfig, out: str) -> bool:
             and os.path.exists(os.path.join(out, "report", "report.json")) and _complete(out))
 
 
+# ---------------------------------------------------------------------- local processes
+def launch_processes(folder: Path) -> List[int]:
+    """The processes of this computer (but this one) running local jobs of the launch whose
+    logs are under ``folder``: submitit's job controllers and tasks, whose command lines
+    name a folder in it (read from ``/proc``; none found where there is no ``/proc``)."""
+    prefix = os.path.join(str(folder), "").encode()
+    found = []
+    for entry in (os.listdir("/proc") if os.path.isdir("/proc") else ()):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                args = handle.read().split(b"\0")
+        except OSError:  # ended meanwhile
+            continue
+        if any(b"submitit" in arg for arg in args) and any(arg.startswith(prefix) for arg in args):
+            found.append(int(entry))
+    return found
+
+
+def end_processes(pids: Sequence[int], grace_s: float = 5.0) -> None:
+    """SIGTERM to ``pids``, then SIGKILL to those still running after ``grace_s`` seconds."""
+    import signal
+
+    def alive(pid: int) -> bool:
+        try:
+            with open(f"/proc/{pid}/stat") as handle:
+                return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+        except OSError:
+            return False
+
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.time() + grace_s
+        while time.time() < deadline and any(alive(pid) for pid in pids):
+            time.sleep(0.1)
+        pids = [pid for pid in pids if alive(pid)]
+        if not pids:
+            return
+
+
+@contextlib.contextmanager
+def _sigterm_as_exit() -> Iterator[None]:
+    """SIGTERM raises SystemExit in the main thread, so the launch stops its local jobs as it
+    does on Ctrl-C (SIGINT)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 # ---------------------------------------------------------------------- submitting and waiting
 @dataclass
 class Task:
@@ -258,10 +327,35 @@ class Launcher:
         return [("embed", embed), ("index", index), ("shards", shards), ("merge", merge)]
 
     def run(self) -> Dict[str, object]:
-        self._check_out()
-        for name, tasks in self.phases():
-            self.run_phase(name, tasks)
+        with _sigterm_as_exit():
+            self._end_orphans()
+            self._check_out()
+            for name, tasks in self.phases():
+                self.run_phase(name, tasks)
         return read_json(os.path.join(self.out, "report", "report.json"))
+
+    def _end_orphans(self) -> None:
+        """Local jobs of an earlier launch of this ``OUT`` that outlived it (its launcher was
+        killed with SIGKILL) are ended before anything is submitted."""
+        if self.options.executor != "local":
+            return
+        orphans = launch_processes(self.folder)
+        if orphans:
+            logger.warning("ending %d processes of an earlier launch of %s that outlived it "
+                           "(pids %s)", len(orphans), self.out,
+                           ", ".join(map(str, sorted(orphans))))
+            end_processes(orphans)
+
+    def _stop_local_jobs(self, jobs: Sequence[object]) -> None:
+        """Stop the running local jobs: cancelled (SIGINT), then what is left of them ended."""
+        for job in jobs:
+            job.cancel(check=False)
+        deadline = time.time() + 10.0
+        while time.time() < deadline and not all(job.done() for job in jobs):
+            time.sleep(0.1)
+        left = launch_processes(self.folder)
+        if left:
+            end_processes(left)
 
     def _check_out(self) -> None:
         """A launch continues only a launch of the same config and shard count."""
@@ -364,8 +458,7 @@ class Launcher:
                     max(0, a - 1) for a in attempts.values()))
         except BaseException:
             if self.options.executor == "local":
-                for job in running:
-                    job.cancel(check=False)
+                self._stop_local_jobs(list(running))
             raise
         finally:
             bar.close()

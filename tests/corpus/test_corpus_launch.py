@@ -242,3 +242,110 @@ def test_a_damaged_part_of_a_finished_launch_is_found_and_rebuilt_on_rerun(world
     assert output_files(str(out)) == output_files(reference)
     submitted = [r.getMessage() for r in caplog.records if ": job " in r.getMessage()]
     assert [m.split(":")[0] for m in submitted] == ["merge"], submitted  # the shards were whole
+
+
+def _launch_command(world: dict, out) -> list:
+    return [sys.executable, str(REPO / "tools" / "build_corpus.py"), "launch",
+            "--predictions", world["predictions"], "--features", world["features"],
+            "--corpus", world["corpus"], "--k", "3", "--chunk-images", "2",
+            "--set", "embed.chunk_size=5", "--set", "embed.batch_size=4", "--no-progress",
+            "--out", str(out), "--shards", "2", "--array-parallelism", "1"]
+
+
+def _job_processes(out) -> list:
+    """PIDs of the processes whose command line names a folder of ``out/launch``: the local
+    executor's job controllers and tasks."""
+    prefix = os.path.join(str(out), "launch", "")
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                args = handle.read().decode(errors="replace").split("\0")
+        except (OSError, ValueError):
+            continue
+        if entry.isdigit() and any(arg.startswith(prefix) for arg in args):
+            found.append(int(entry))
+    return found
+
+
+def _wait_for(condition, seconds: float = 20.0):
+    import time
+
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.2)
+    return condition()
+
+
+def _start_launch_until_a_job_runs(command: list) -> tuple:
+    """The launch started, read up to its first job's line; with that job's processes."""
+    launcher = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+    printed = ""
+    for line in launcher.stdout:
+        printed += line
+        if ": job " in line:
+            break
+    return launcher, printed
+
+
+def _end(pids: list) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads processes from /proc")
+def test_sigterm_to_the_launcher_stops_its_local_jobs(world, tmp_path):
+    out = tmp_path / "launched"
+    launcher, printed = _start_launch_until_a_job_runs(_launch_command(world, out))
+    try:
+        assert _wait_for(lambda: len(_job_processes(out)) >= 2), printed  # controller, task
+        launcher.send_signal(signal.SIGTERM)
+        printed += launcher.communicate(timeout=120)[0]
+        assert launcher.returncode == 128 + signal.SIGTERM, printed[-3000:]
+        assert _wait_for(lambda: not _job_processes(out), 15), (_job_processes(out), printed[-3000:])
+    finally:
+        launcher.kill()
+        _end(_job_processes(out))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads processes from /proc")
+def test_jobs_that_outlive_a_sigkilled_launcher_are_ended_by_the_next_launch(world, tmp_path):
+    out = tmp_path / "launched"
+    command = _launch_command(world, out)
+    first, printed = _start_launch_until_a_job_runs(command)
+    second = None
+    try:
+        assert _wait_for(lambda: len(_job_processes(out)) >= 2), printed  # controller, task
+        first.kill()  # SIGKILL: the launcher cannot stop its jobs
+        first.wait(timeout=60)
+        orphans = _job_processes(out)
+        assert orphans, "no local job outlived the killed launcher"
+        second = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True)
+        watchdog = threading.Timer(600, second.kill)
+        watchdog.start()
+        told = ""
+        for line in second.stdout:
+            told += line
+            if "processes of an earlier launch" in line or ": job " in line:
+                break
+        watchdog.cancel()
+        assert told.splitlines()[-1].startswith(
+            f"ending {len(orphans)} processes of an earlier launch of {out} that outlived it "
+            f"(pids {', '.join(map(str, sorted(orphans)))})"), told[-3000:]
+        assert _wait_for(lambda: not set(orphans) & set(_job_processes(out)), 15), told
+    finally:
+        first.kill()
+        if second is not None:
+            second.send_signal(signal.SIGTERM)
+            second.communicate(timeout=120)
+        _end(_job_processes(out))
