@@ -147,3 +147,58 @@ def test_pretraining_on_a_corpus_with_a_damaged_part_stops_naming_the_file(tiny_
     assert last.startswith(f"mmf_run: error: {part}:1: field 'gzip': expected a complete gzip "
                            "stream (damaged or cut short: rebuild it), got 'EOFError: "), output[-3000:]
     assert "Traceback" not in output
+
+
+def _features_with_other_region_counts(source, target) -> tuple:
+    """``source``'s feature LMDB copied to ``target`` with every 3rd image's regions removed
+    (0 rows) and the next image's given 2 more rows; the ids of both sets."""
+    import pickle
+
+    import lmdb
+    import numpy as np
+
+    none, more = [], []
+    with lmdb.open(str(source), readonly=True, lock=False) as old, \
+            lmdb.open(str(target), map_size=1 << 30) as new:
+        with old.begin() as read, new.begin(write=True) as write:
+            keys = pickle.loads(read.get(b"keys"))
+            write.put(b"keys", read.get(b"keys"))
+            for index, key in enumerate(keys):
+                record = pickle.loads(read.get(key))
+                if index % 3 == 0:
+                    record = {k: v[:0] if isinstance(v, np.ndarray) else v for k, v in record.items()}
+                    record["num_boxes"] = 0
+                    none.append(record["image_id"])
+                elif index % 3 == 1:
+                    record = {k: np.concatenate([v, v[:2]]) if isinstance(v, np.ndarray) else v
+                              for k, v in record.items()}
+                    record["num_boxes"] += 2
+                    more.append(record["image_id"])
+                write.put(key, pickle.dumps(record))
+    return none, more
+
+
+@pytest.mark.slow
+def test_region_count_disagreements_are_counted_and_reported_both_ways(tiny_corpus, tmp_path):
+    from helpers import pretrain
+
+    world = tmp_path / "world"
+    (world / "features").mkdir(parents=True)
+    for entry in tiny_corpus.parent.iterdir():
+        if entry.name != "features":
+            (world / entry.name).symlink_to(entry)
+    for entry in (tiny_corpus.parent / "features").iterdir():
+        if entry.name != "cc.lmdb":
+            (world / "features" / entry.name).symlink_to(entry)
+    none, more = _features_with_other_region_counts(tiny_corpus.parent / "features" / "cc.lmdb",
+                                                    world / "features" / "cc.lmdb")
+    output = pretrain(tmp_path, world, tmp_path / "save", "training.max_updates=2")
+    for direction, images in (("fewer", none), ("more", more)):
+        told = [line for line in output.splitlines()
+                if f"1 image(s) so far whose features hold {direction} regions than the corpus "
+                   "lists (latest: image " in line]
+        assert told, output[-3000:]
+        image = told[0].split("latest: image ")[1].split(",")[0]
+        assert image in images and "different detector outputs" in told[0], told[0]
+        if direction == "fewer":
+            assert " regions in the corpus, 0 feature rows in " in told[0], told[0]

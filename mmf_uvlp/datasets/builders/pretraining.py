@@ -3,7 +3,9 @@
 A dataset turns one annotation item into the raw input of its masking processor
 (``processors.masking_processor`` in the dataset config), which produces the uvla batch
 fields. :class:`RegionsDataset` adds the image side: an item's region features, boxes and
-detector classes, read by MMF's FeaturesDatabase (LMDB or ``.npy`` folder).
+detector classes, read by MMF's FeaturesDatabase (LMDB or ``.npy`` folder); an image whose
+features hold another number of regions than its record lists is counted and reported
+(:mod:`mmf_uvlp.datasets.region_counts`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from mmf.common.sample import Sample
 from mmf.datasets.mmf_dataset import MMFDataset
 from mmf.datasets.mmf_dataset_builder import MMFDatasetBuilder
 from mmf_uvlp.datasets.annotation_db import AnnotationDbHook
+from mmf_uvlp.datasets.region_counts import RegionCounts
 from mmf_uvlp.training.progress import register_train_samples
 from mmf_uvlp.utils.config_files import default_config
 
@@ -55,18 +58,20 @@ class RegionsDataset(PretrainingDataset):
         super().__init__(dataset_name, config, dataset_type, index, *args, **kwargs)
         if not self._use_features:
             raise ValueError(f"dataset_config.{dataset_name}.use_features must be true")
+        self.region_counts = RegionCounts(dataset_name)
 
     def image_input(self, item: Dict[str, Any]) -> Dict[str, Any]:
         """The raw image keys of the masking processors, read by MMF's FeaturesDatabase."""
         features = self.features_db.from_path(item["feature_path"])
         info = features["image_info_0"]
-        count = min(int(info["max_features"]), features["image_feature_0"].shape[0])
+        rows, listed = int(info["max_features"]), len(item["region_labels"])
+        self.region_counts.check(item["image_id"], item["feature_path"], listed, rows)
+        count = min(rows, listed, features["image_feature_0"].shape[0])
         boxes = torch.as_tensor(info["bbox"], dtype=torch.float32)[:count]
-        if len(item["region_labels"]) < count or boxes.shape[0] < count:
+        if boxes.shape[0] < count:
             raise ValueError(
-                f"{self.dataset_name}: image {item['image_id']} has {len(item['region_labels'])} "
-                f"regions in the annotations but {count} feature rows in {item['feature_path']}: "
-                "the annotations and the features come from different detector outputs"
+                f"{self.dataset_name}: image {item['image_id']} has {rows} feature rows but "
+                f"{boxes.shape[0]} boxes in {item['feature_path']}"
             )
         return {
             "features": features["image_feature_0"][:count],
