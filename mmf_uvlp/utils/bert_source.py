@@ -19,7 +19,7 @@ import json
 import os
 import zipfile
 from pathlib import Path
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, NamedTuple, Optional, Sequence, Tuple
 
 from mmf_uvlp.utils.user_config import UserConfigError
 
@@ -33,27 +33,36 @@ HOW_TO_SET = (
 
 PARTS = ("config", "weights", "vocabulary")
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+SHARDED_WEIGHT_INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
 VOCABULARY_FILES = ("vocab.txt", "tokenizer.json")
+
+
+class Problem(NamedTuple):
+    """What is wrong with a BERT folder, naming the file; ``missing``: a file is absent
+    (which a hub snapshot may still download), not damaged."""
+
+    text: str
+    missing: bool = False
 
 
 def _is_bert_folder(path: str) -> bool:
     return (Path(path) / "config.json").is_file()
 
 
-def _config_problem(folder: Path) -> Optional[str]:
+def _config_problem(folder: Path) -> Optional[Problem]:
     path = folder / "config.json"
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        return f"{path} is missing (the model's settings)"
+        return Problem(f"{path} is missing (the model's settings)", missing=True)
     except (ValueError, UnicodeDecodeError) as e:
-        return f"{path} is not valid JSON ({e}): damaged or cut short"
+        return Problem(f"{path} is not valid JSON ({e}): damaged or cut short")
     if not isinstance(data, dict):
-        return f"{path} is not a JSON object of settings"
+        return Problem(f"{path} is not a JSON object of settings")
     return None
 
 
-def _safetensors_problem(path: Path) -> Optional[str]:
+def _safetensors_problem(path: Path) -> Optional[Problem]:
     """Whether the header of a ``.safetensors`` file is whole and its tensors fill the file."""
     size = path.stat().st_size
     try:
@@ -65,14 +74,14 @@ def _safetensors_problem(path: Path) -> Optional[str]:
         end = max((int(t["data_offsets"][1]) for k, t in header.items() if k != "__metadata__"),
                   default=0)
     except (ValueError, KeyError, TypeError, IndexError) as e:
-        return f"{path} is damaged or cut short ({size} bytes; {e})"
+        return Problem(f"{path} is damaged or cut short ({size} bytes; {e})")
     if 8 + length + end != size:
-        return (f"{path} is damaged or cut short ({size} bytes, its header describes "
-                f"{8 + length + end})")
+        return Problem(f"{path} is damaged or cut short ({size} bytes, its header describes "
+                       f"{8 + length + end})")
     return None
 
 
-def _weights_problem(folder: Path) -> Optional[str]:
+def _weights_problem(folder: Path) -> Optional[Problem]:
     for name in WEIGHT_FILES:
         path = folder / name
         if path.is_file():
@@ -80,8 +89,10 @@ def _weights_problem(folder: Path) -> Optional[str]:
                 return _safetensors_problem(path)
             if zipfile.is_zipfile(path) or not _is_zip_start(path):
                 return None  # torch's zip format whole, or a legacy pickle (read by torch)
-            return f"{path} is damaged or cut short (a zip file without its end)"
-    return f"{folder} holds no weights ({' or '.join(WEIGHT_FILES)})"
+            return Problem(f"{path} is damaged or cut short (a zip file without its end)")
+    if any((folder / name).is_file() for name in SHARDED_WEIGHT_INDEXES):
+        return None  # weights in shards, read by transformers
+    return Problem(f"{folder} holds no weights ({' or '.join(WEIGHT_FILES)})", missing=True)
 
 
 def _is_zip_start(path: Path) -> bool:
@@ -89,10 +100,11 @@ def _is_zip_start(path: Path) -> bool:
         return handle.read(4) == b"PK\x03\x04"
 
 
-def _vocabulary_problem(folder: Path) -> Optional[str]:
+def _vocabulary_problem(folder: Path) -> Optional[Problem]:
     if any((folder / name).is_file() for name in VOCABULARY_FILES):
         return None
-    return f"{folder} holds no vocabulary ({' or '.join(VOCABULARY_FILES)})"
+    return Problem(f"{folder} holds no vocabulary ({' or '.join(VOCABULARY_FILES)})",
+                   missing=True)
 
 
 _CHECKS = {"config": _config_problem, "weights": _weights_problem,
@@ -104,13 +116,9 @@ def _folder_problem(folder: str, parts: Tuple[str, ...], missing_ok: bool,
                     signature: Tuple) -> Optional[str]:
     for part in parts:
         problem = _CHECKS[part](Path(folder))
-        if problem is not None and not (missing_ok and problem_is_missing(problem)):
-            return problem
+        if problem is not None and not (missing_ok and problem.missing):
+            return problem.text
     return None
-
-
-def problem_is_missing(problem: str) -> bool:
-    return " is missing " in problem or " holds no " in problem
 
 
 def folder_problem(folder: str, parts: Sequence[str] = PARTS,
@@ -207,7 +215,7 @@ def missing_bert_message(name: str, how_to_set: str = HOW_TO_SET) -> Optional[st
     """
     if _locally_available(name):
         return None
-    offline = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0")
+    offline = _offline()
     where = ("not a local folder and not in the Hugging Face cache, and HF_HUB_OFFLINE=1 forbids "
              "downloading it" if offline else
              "not a local folder, not in the Hugging Face cache, and its download failed")

@@ -5,8 +5,9 @@ importable function it names). Every such file the plugin reads, and every featu
 annotation file MMF reads for it, goes through this module:
 
 - checkpoints (``.pth`` state dicts, MMF ``.ckpt``): ``torch.load(weights_only=True)``,
-  tensors, numpy arrays, numbers, strings and plain containers only (:func:`load_checkpoint`); a legacy
-  file holding other objects loads only with an explicit ``trust=True``;
+  tensors, numpy arrays, numbers, strings and plain containers only
+  (:func:`load_checkpoint`); a legacy file holding other objects loads only with an explicit
+  ``trust=True``;
 - pickles (RefCOCO+ ``refs(unc).p``, MMF feature LMDB values): a restricted unpickler that
   builds plain containers, numbers and strings and, where the format holds them, numpy
   arrays, and refuses every other global (:func:`restricted_loads`, :func:`restricted_load`);
