@@ -48,7 +48,8 @@ def main(argv=None) -> int:
     parser.add_argument("--commit-every", type=int, default=256,
                         help="images between commits of the resumable state (default 256)")
     parser.add_argument("--restart", action="store_true",
-                        help="discard an earlier conversion in --out and start over")
+                        help="delete the files an earlier conversion wrote into --out (those "
+                             "its .convert/keys.tsv lists; other files stay) and start over")
     parser.add_argument("--no-verify", action="store_true",
                         help="skip reading every image back through MMF's FeaturesDatabase")
     parser.add_argument("--no-progress", action="store_true")
