@@ -283,6 +283,8 @@ def _log_of(job) -> str:
 class Launcher:
     """Run the phases of a launch; see the module docstring."""
 
+    job_name_prefix = "corpus"  # the jobs' names: <prefix>-<phase>
+
     def __init__(self, config: CorpusConfig, out: str, shards: int, options: JobOptions,
                  sentence_cache: Optional[str] = None, retries: int = 2,
                  progress: bool = True, poll_s: float = 5.0) -> None:
@@ -406,7 +408,7 @@ class Launcher:
         if not todo:
             logger.info("%s: %d of %d jobs already done", phase, len(tasks), len(tasks))
             return
-        executor = self.options.executor_for(self.folder / phase, f"corpus-{phase}")
+        executor = self.options.executor_for(self.folder / phase, f"{self.job_name_prefix}-{phase}")
         limit = self.options.parallelism()
         attempts = {task.key: 0 for task in todo}
         running: Dict[object, Task] = {}

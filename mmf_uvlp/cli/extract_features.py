@@ -1,0 +1,175 @@
+"""Extract boxes, region features, classes and attributes from images with detectron2.
+
+    uvlp-extract-features --images photos/ --arch VG-R101-C4-attr \\
+        --weights faster_rcnn_from_caffe_attr.pkl --classes objects_vocab.txt \\
+        --attributes attributes_vocab.txt --out raw/photos
+    uvlp-extract-features --images photos.tsv --arch R101-C4 --weights model_final.pkl \\
+        --out raw/photos --mmf-out features/photos.lmdb --shards 8 --executor slurm ...
+
+``--images``: a folder, a list file (one path a line) or a tsv of ``<key>\\t<base64 image>``.
+``--out`` receives VinVL's raw layout (predictions.tsv, hw.tsv, labelmap.json) that
+``uvlp-convert-features`` and the corpus builder read, with problems.tsv and report.json;
+``--mmf-out`` converts it into MMF's LMDB (``NAME.lmdb``) or .npy folder through
+``uvlp-convert-features``'s code. The same command resumes an interrupted run. ``--shards N``
+runs N submitit jobs and merges them. Architectures, features and the box selection:
+``mmf_uvlp/extraction/detector.py``; layouts and resumption: ``mmf_uvlp/extraction/run.py``;
+a walkthrough: docs/own-data.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import logging
+import sys
+from dataclasses import fields
+from typing import Dict, Optional, Tuple
+
+from mmf_uvlp.utils.cluster import add_job_arguments
+
+MISSING = ("detectron2 is not installed in this environment: `make setup EXTRACT=1` makes "
+           ".venv-extract, which has it (docs/install.md)")
+
+
+def parser() -> argparse.ArgumentParser:
+    from mmf_uvlp.extraction.selection import HELP, Selection
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="\n".join(__doc__.splitlines()[2:]))
+    p.add_argument("--images", required=True, help="a folder, a list file or a base64 tsv")
+    p.add_argument("--out", required=True, help="the folder of the raw detector output")
+    p.add_argument("--arch", default="VG-R101-C4-attr",
+                   help="R50-C4, R101-C4, R50-FPN, R101-FPN, X101-FPN, VG-R101-C4-attr "
+                        "(default) or a detectron2 yaml file")
+    p.add_argument("--weights", help="the detector's weights: a model-zoo .pkl or a .pth")
+    p.add_argument("--random-weights", type=int, metavar="SEED",
+                   help="randomly initialised weights from SEED instead (tests, benchmarks)")
+    p.add_argument("--classes", help="class names, one a line (default: COCO's 80 for the "
+                                     "COCO configs)")
+    p.add_argument("--attributes", help="attribute names, one a line (attribute heads)")
+    p.add_argument("--feature-dim", type=int, default=2048,
+                   help="the D the model reads (model_config.uvla.feature_dim; default 2048): "
+                        "a detector whose features are another size is refused")
+    sel = p.add_argument_group("box selection (bottom-up attention's defaults)")
+    for f in fields(Selection):
+        sel.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default),
+                         default=f.default, help=f"{HELP[f.name]} (default {f.default})")
+    p.add_argument("--batch-size", type=int, default=4)
+    p.add_argument("--device", default="auto", help="auto (cuda when available), cpu, cuda")
+    p.add_argument("--precision", choices=["fp32", "fp16", "bf16"], default="fp32",
+                   help="autocast for the backbone and pooling on CUDA (boxes and scores "
+                        "stay fp32)")
+    p.add_argument("--threads", type=int, help="CPU threads (torch.set_num_threads)")
+    p.add_argument("--min-side", type=int, default=32, help="smaller images are skipped")
+    p.add_argument("--max-pixels", type=int, default=50_000_000,
+                   help="larger images are skipped (checked before decoding)")
+    p.add_argument("--mmf-out", help="also convert into MMF's features: NAME.lmdb or a folder")
+    p.add_argument("--restart", action="store_true",
+                   help="discard an earlier extraction in --out and start over")
+    p.add_argument("--opts", nargs="*", default=[],
+                   help="detectron2 config overrides, KEY VALUE ...")
+    p.add_argument("--shards", type=int, help="run as N submitit jobs and merge them")
+    p.add_argument("--no-progress", action="store_true")
+    add_job_arguments(p)
+    return p
+
+
+def settings_of(args: argparse.Namespace) -> Dict[str, object]:
+    return {k: v for k, v in vars(args).items()}
+
+
+def run_shard(settings: Dict[str, object], out: str, shard: Optional[Tuple[int, int]]):
+    """Build the detector of ``settings`` and extract into ``out`` (one shard, or all)."""
+    import torch
+
+    from mmf_uvlp.extraction.detector import Detector, build_config, read_names
+    from mmf_uvlp.extraction.selection import Selection
+    from mmf_uvlp.extraction.run import RunOptions, extract
+
+    s = argparse.Namespace(**settings)
+    if s.threads:
+        torch.set_num_threads(s.threads)
+    selection = Selection(**{f.name: getattr(s, f.name) for f in fields(Selection)})
+    device = s.device if s.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    cfg = build_config(s.arch, selection, s.opts)
+    detector = Detector(cfg, s.weights, selection, device, s.random_weights, s.precision)
+    if detector.feature_dim != s.feature_dim:
+        raise ValueError(
+            f"--arch {s.arch}: its region feature is {detector.feature_kind}, but "
+            f"--feature-dim (model_config.uvla.feature_dim) is {s.feature_dim}; pass "
+            f"--feature-dim {detector.feature_dim} and set model_config.uvla.feature_dim="
+            f"{detector.feature_dim} for the model, or use a C4 architecture (2048-d)")
+    classes = read_names(s.classes, "class") if s.classes else detector.default_class_names()
+    if classes is None:
+        raise ValueError(f"--classes: the detector has {detector.num_classes} classes and no "
+                         "built-in names; give a file of them, one a line")
+    n_attributes = detector.describe()["num_attributes"]
+    attributes = read_names(s.attributes, "attribute") if s.attributes else []
+    if n_attributes and not attributes:
+        raise ValueError(f"--attributes: the detector has {n_attributes} attributes; give a "
+                         "file of their names, one a line")
+    options = RunOptions(batch_size=s.batch_size, min_side=s.min_side,
+                         max_pixels=s.max_pixels, progress=not s.no_progress and shard is None,
+                         restart=s.restart)
+    return extract(s.images, out, detector, classes, attributes, options, shard, s.weights,
+                   s.random_weights)
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+    try:
+        import detectron2  # noqa: F401
+    except ImportError:
+        print(f"extract_features: error: {MISSING}", file=sys.stderr)
+        return 2
+    if (args.weights is None) == (args.random_weights is None):
+        print("extract_features: error: give --weights PATH (or --random-weights SEED for "
+              "tests)", file=sys.stderr)
+        return 2
+    try:
+        if args.shards:
+            from mmf_uvlp.extraction.launch import ExtractionLauncher
+            from mmf_uvlp.utils.cluster import JobOptions
+
+            make_run = functools.partial(run_shard, settings_of(args))
+            report = ExtractionLauncher(make_run, args.out, args.shards,
+                                        JobOptions.from_args(args),
+                                        progress=not args.no_progress).run()
+            print(f"{args.out}: {report['images_written']} images, {report['regions']} "
+                  f"regions, D = {report['feature_dim']} ({args.shards} shards merged)")
+            skipped, converted = report["skipped"], report["converted"]
+        else:
+            summary = run_shard(settings_of(args), args.out, None)
+            rate = (summary.written / summary.seconds) if summary.seconds else 0.0
+            print(f"{args.out}: {summary.written} of {summary.listed} images, "
+                  f"{summary.regions} regions, D = {summary.feature_dim}; "
+                  f"{rate:.2f} images/s" + (f" (resumed at image {summary.resumed_at})"
+                                            if summary.resumed_at else ""))
+            skipped, converted = summary.skipped, summary.converted
+        print(f"skipped {sum(skipped.values())} {skipped if skipped else ''}; converted "
+              f"{sum(converted.values())} {converted if converted else ''} (named in "
+              f"{args.out}/problems.tsv)")
+        if args.mmf_out:
+            return _convert(args)
+    except (ValueError, RuntimeError, OSError) as e:
+        print(f"extract_features: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _convert(args: argparse.Namespace) -> int:
+    """``--out`` into MMF's features through the converter (``uvlp-convert-features``)."""
+    import os
+
+    from mmf_uvlp.cli.convert_features import main as convert
+
+    return convert(["--predictions", os.path.join(args.out, "predictions.tsv"),
+                    "--hw", os.path.join(args.out, "hw.tsv"),
+                    "--labelmap", os.path.join(args.out, "labelmap.json"),
+                    "--out", args.mmf_out] + (["--no-progress"] if args.no_progress else []))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,253 @@
+"""Detectors on detectron2: boxes, pooled region features, classes and attributes of a batch.
+
+``--arch`` names one of :data:`ARCHITECTURES` (detectron2 model-zoo Faster R-CNN configs, or the
+Visual Genome bottom-up-attention detector of ``bottom_up.py``), or a detectron2 yaml file.
+What a region's feature is depends on the heads:
+
+- C4 (``Res5ROIHeads``): res5 on the RoI-pooled proposal, averaged over its map: 2048-d for a
+  ResNet (the bottom-up recipe's ``pool5_flat``);
+- FPN (``StandardROIHeads``): the box head's last fully connected layer, ``fc7``
+  (``MODEL.ROI_BOX_HEAD.FC_DIM``: 1024-d in the model zoo). A model that expects 2048-d
+  features (``model_config.uvla.feature_dim``) cannot read it: ``--feature-dim`` refuses it.
+
+Weights are a path (``DetectionCheckpointer``: a model-zoo ``.pkl``, or a ``.pth`` state dict
+or ``{"model": state dict}``); nothing is downloaded. ``random_seed`` builds randomly
+initialised weights instead, for tests and benchmarks only.
+
+The boxes follow the bottom-up-attention selection (its ``generate_tsv.py``), every setting a
+field of :class:`Selection`: per-class NMS over the proposals (or the class's regressed
+boxes) gives each proposal its best surviving class score; proposals scoring at least
+``conf_thresh`` are kept, at least ``min_boxes`` and at most ``max_boxes`` of them, by score.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import asdict, dataclass
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+import torch
+from detectron2 import model_zoo
+from detectron2.checkpoint import DetectionCheckpointer
+from detectron2.config import CfgNode, get_cfg
+from detectron2.data import MetadataCatalog
+from detectron2.data import transforms as T
+from detectron2.modeling import build_model
+from detectron2.modeling.roi_heads import Res5ROIHeads, StandardROIHeads
+from detectron2.structures import Boxes
+from torchvision.ops import batched_nms
+
+from mmf_uvlp.extraction import bottom_up
+from mmf_uvlp.extraction.selection import Selection
+
+logger = logging.getLogger(__name__)
+
+ZOO = "COCO-Detection/faster_rcnn_{}_3x.yaml"
+ARCHITECTURES = {
+    "R50-C4": ZOO.format("R_50_C4"),
+    "R101-C4": ZOO.format("R_101_C4"),
+    "R50-FPN": ZOO.format("R_50_FPN"),
+    "R101-FPN": ZOO.format("R_101_FPN"),
+    "X101-FPN": ZOO.format("X_101_32x8d_FPN"),
+    "VG-R101-C4-attr": "bottom-up attention (Visual Genome, 1600 classes, 400 attributes)",
+}
+
+
+@dataclass
+class Detections:
+    """One image's regions, in pixels of the image given."""
+
+    boxes: np.ndarray  # (N, 4) float32 x1, y1, x2, y2
+    features: np.ndarray  # (N, D) float32
+    classes: np.ndarray  # (N,) int64, 0-based detector classes
+    scores: np.ndarray  # (N,) float32
+    attributes: List[List[int]]  # 0-based attribute ids per region (empty without a head)
+    attr_scores: List[List[float]]
+
+
+def read_names(path: str, what: str) -> List[str]:
+    """Class or attribute names, one a line (the first comma-separated synonym kept whole)."""
+    with open(path, encoding="utf-8") as handle:
+        names = [line.strip() for line in handle if line.strip()]
+    if len(set(names)) != len(names):
+        seen = sorted({n for n in names if names.count(n) > 1})[:3]
+        raise ValueError(f"{path}: {what} names must be unique, repeated: {seen}")
+    return names
+
+
+def build_config(arch: str, selection: Selection, opts: Sequence[str] = ()) -> CfgNode:
+    """The detectron2 config of ``arch`` with the selection's proposal count and ``opts``."""
+    cfg = get_cfg()
+    bottom_up.add_attribute_config(cfg)
+    if arch == "VG-R101-C4-attr":
+        cfg.merge_from_file(model_zoo.get_config_file(ARCHITECTURES["R101-C4"]))
+        bottom_up.bottom_up_config(cfg)
+    elif arch in ARCHITECTURES:
+        cfg.merge_from_file(model_zoo.get_config_file(ARCHITECTURES[arch]))
+    elif os.path.isfile(arch):
+        cfg.merge_from_file(arch)
+    else:
+        raise ValueError(f"--arch {arch!r}: expected one of {', '.join(ARCHITECTURES)} or a "
+                         "detectron2 yaml file")
+    cfg.MODEL.RPN.POST_NMS_TOPK_TEST = selection.proposals
+    cfg.MODEL.WEIGHTS = ""
+    cfg.merge_from_list(list(opts))
+    return cfg
+
+
+class Detector:
+    """A detectron2 Faster R-CNN in eval mode, run on batches of RGB arrays."""
+
+    def __init__(self, cfg: CfgNode, weights: Optional[str], selection: Selection,
+                 device: str = "cpu", random_seed: Optional[int] = None,
+                 precision: str = "fp32"):
+        self.cfg = cfg.clone()
+        self.cfg.MODEL.DEVICE = device
+        self.selection = selection.validate()
+        if weights is None and random_seed is None:
+            raise ValueError("--weights: give the detector's weights (a .pkl or .pth file)")
+        if random_seed is not None:
+            torch.manual_seed(random_seed)
+        self.model = build_model(self.cfg).eval()
+        if weights is not None:
+            if not os.path.isfile(weights):
+                raise FileNotFoundError(f"--weights {weights}: no such file")
+            DetectionCheckpointer(self.model).load(weights)
+        heads = self.model.roi_heads
+        if not isinstance(heads, (Res5ROIHeads, StandardROIHeads)):
+            raise ValueError(f"{type(heads).__name__}: expected C4 (Res5ROIHeads) or FPN "
+                             "(StandardROIHeads) RoI heads")
+        self.num_classes = self.cfg.MODEL.ROI_HEADS.NUM_CLASSES
+        self.attribute_head = getattr(heads, "attribute_predictor", None)
+        self.feature_dim = self._feature_dim()
+        self.device = torch.device(device)
+        self.precision = precision
+        if precision != "fp32" and self.device.type != "cuda":
+            raise ValueError(f"--precision {precision}: mixed precision needs a CUDA device")
+        self.resize = T.ResizeShortestEdge([self.cfg.INPUT.MIN_SIZE_TEST] * 2,
+                                           self.cfg.INPUT.MAX_SIZE_TEST)
+
+    def _feature_dim(self) -> int:
+        heads = self.model.roi_heads
+        if isinstance(heads, Res5ROIHeads):
+            return self.cfg.MODEL.RESNETS.RES2_OUT_CHANNELS * 8
+        return heads.box_head.output_shape.channels
+
+    @property
+    def feature_kind(self) -> str:
+        if isinstance(self.model.roi_heads, Res5ROIHeads):
+            return f"res5 of each RoI-pooled box, averaged over its map ({self.feature_dim}-d)"
+        return f"the FPN box head's fc7 output ({self.feature_dim}-d)"
+
+    def describe(self) -> Dict[str, object]:
+        """What the output depends on, for the run's fingerprint and report."""
+        return {"meta_architecture": self.cfg.MODEL.META_ARCHITECTURE,
+                "feature": self.feature_kind, "feature_dim": self.feature_dim,
+                "num_classes": self.num_classes,
+                "num_attributes": (self.cfg.MODEL.ROI_ATTRIBUTE_HEAD.NUM_ATTRIBUTES
+                                   if self.attribute_head is not None else 0),
+                "selection": asdict(self.selection), "precision": self.precision,
+                "config": self.cfg.dump()}
+
+    def default_class_names(self) -> Optional[List[str]]:
+        """COCO's 80 names for the model-zoo COCO configs, else None."""
+        if self.num_classes == 80:
+            return list(MetadataCatalog.get("coco_2017_train").thing_classes)
+        return None
+
+    def _inputs(self, images: Sequence[np.ndarray]) -> List[Dict[str, object]]:
+        inputs = []
+        for rgb in images:
+            array = rgb[:, :, ::-1] if self.cfg.INPUT.FORMAT == "BGR" else rgb
+            height, width = array.shape[:2]
+            resized = self.resize.get_transform(array).apply_image(np.ascontiguousarray(array))
+            tensor = torch.as_tensor(resized.astype("float32").transpose(2, 0, 1))
+            inputs.append({"image": tensor, "height": height, "width": width})
+        return inputs
+
+    @torch.inference_mode()
+    def __call__(self, images: Sequence[np.ndarray]) -> List[Detections]:
+        """The regions of each (H, W, 3) uint8 RGB image."""
+        if not images:
+            return []
+        model = self.model
+        inputs = self._inputs(images)
+        autocast = torch.autocast("cuda", dtype=getattr(torch, {"fp16": "float16", "bf16":
+                                  "bfloat16"}.get(self.precision, "float32")),
+                                  enabled=self.precision != "fp32")
+        with autocast:
+            batch = model.preprocess_image(inputs)
+            features = model.backbone(batch.tensor)
+            proposals, _ = model.proposal_generator(batch, features, None)
+            boxes = [p.proposal_boxes for p in proposals]
+            pooled = self._pooled(features, boxes)
+        pooled = pooled.float()
+        logits, deltas = model.roi_heads.box_predictor(pooled)
+        probs = torch.softmax(logits.float(), dim=-1)
+        counts = [len(b) for b in boxes]
+        out = []
+        for k, (image, probs_k, deltas_k, pooled_k, boxes_k) in enumerate(zip(
+                inputs, probs.split(counts), deltas.split(counts), pooled.split(counts), boxes)):
+            scale = (image["width"] / batch.image_sizes[k][1],
+                     image["height"] / batch.image_sizes[k][0])
+            out.append(self._select(probs_k, deltas_k, pooled_k, boxes_k, batch.image_sizes[k],
+                                    scale, (image["height"], image["width"])))
+        return out
+
+    def _pooled(self, features: Dict[str, torch.Tensor], boxes: List[Boxes]) -> torch.Tensor:
+        heads = self.model.roi_heads
+        if isinstance(heads, Res5ROIHeads):
+            x = heads._shared_roi_transform([features[f] for f in heads.in_features], boxes)
+            return x.mean(dim=[2, 3])
+        x = heads.box_pooler([features[f] for f in heads.box_in_features], boxes)
+        return heads.box_head(x)
+
+    def _select(self, probs, deltas, pooled, proposals: Boxes, size, scale, original
+                ) -> Detections:
+        sel = self.selection
+        n, c = probs.shape[0], self.num_classes
+        fg = probs[:, :c]  # detectron2 puts the background last
+        if sel.boxes == "regressed":
+            regressed = self.model.roi_heads.box_predictor.box2box_transform.apply_deltas(
+                deltas, proposals.tensor).view(n, -1, 4)
+            if regressed.shape[1] == 1:  # class-agnostic regression
+                regressed = regressed.expand(n, c, 4)
+            candidates = regressed[:, :c]
+        else:
+            candidates = proposals.tensor[:, None, :].expand(n, c, 4)
+        flat_scores = fg.reshape(-1)
+        classes = torch.arange(c).repeat(n)
+        keep = batched_nms(candidates.reshape(-1, 4).float(), flat_scores, classes, sel.nms_iou)
+        max_conf = torch.zeros(n)
+        np.maximum.at(max_conf.numpy(), (keep // c).numpy(), flat_scores[keep].numpy())
+        order = torch.argsort(max_conf, descending=True, stable=True)
+        chosen = torch.nonzero(max_conf >= sel.conf_thresh).flatten()
+        if len(chosen) < sel.min_boxes:
+            chosen = order[:sel.min_boxes]
+        elif len(chosen) > sel.max_boxes:
+            chosen = order[:sel.max_boxes]
+        scores, labels = fg[chosen].max(dim=1)
+        if sel.boxes == "regressed":
+            picked = candidates[chosen, labels]
+        else:
+            picked = proposals.tensor[chosen]
+        picked = Boxes(picked.clone())
+        picked.clip(size)
+        picked.scale(*scale)
+        picked.clip(original)
+        attributes: List[List[int]] = [[] for _ in range(len(chosen))]
+        attr_scores: List[List[float]] = [[] for _ in range(len(chosen))]
+        if self.attribute_head is not None and len(chosen):
+            attr = torch.softmax(self.attribute_head(pooled[chosen], labels), dim=-1)[:, 1:]
+            top = attr.topk(min(sel.max_attributes, attr.shape[1]), dim=1)
+            for i, (values, ids) in enumerate(zip(top.values.tolist(), top.indices.tolist())):
+                for value, index in zip(values, ids):
+                    if value >= sel.attr_thresh:
+                        attributes[i].append(index)
+                        attr_scores[i].append(value)
+        return Detections(picked.tensor.numpy().astype(np.float32),
+                          pooled[chosen].numpy().astype(np.float32),
+                          labels.numpy().astype(np.int64),
+                          scores.numpy().astype(np.float32), attributes, attr_scores)

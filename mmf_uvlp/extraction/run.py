@@ -1,0 +1,278 @@
+"""One extraction run: images in, VinVL's raw detector layout out, streaming and resumable.
+
+``OUT`` receives what ``tools/convert_features.py`` and the corpus builder read as a
+detector's raw output (``mmf_uvlp.data_formats.vinvl_raw``):
+
+- ``predictions.tsv``: ``<key>\\t{"objects": [{"rect", "bbox_id", "class", "conf",
+  "feature" (base64 of D float32), "attributes", "attr_scores"}], "relations": null}``;
+- ``hw.tsv``: ``<key>\\t[{"height": H, "width": W}]``, the size the boxes are in (EXIF
+  orientation applied);
+- ``labelmap.json``: ``label_to_idx`` / ``idx_to_label`` (ids from 1), and the attributes';
+- ``problems.tsv``: every image skipped or converted, ``<key>\\t<source>\\t<skipped|
+  converted>\\t<kind>\\t<reason>``; ``report.json``: the counts.
+
+The images are read in listing order, ``batch_size`` at a time. After each batch both tsv
+files are flushed to disk and ``OUT/.extract/state.json`` records their sizes and the next
+image; a run started again with the same inputs and settings (after any interruption, ``kill
+-9`` included) truncates the files to the last commit and goes on, so its output is byte for
+byte an uninterrupted run's. ``shard=(i, n)`` extracts the ``i``-th of ``n`` contiguous runs
+of whole batches; :func:`merge` joins the shards' folders into a single run's output.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import logging
+import os
+import shutil
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from mmf_uvlp.corpus.config import file_signature
+from mmf_uvlp.corpus.sentences import atomic_write_json, read_json
+from mmf_uvlp.extraction.images import (
+    MAX_PIXELS, MIN_SIDE, BadImage, Listing, decode, list_images, read_bytes,
+)
+
+logger = logging.getLogger(__name__)
+
+OUTPUTS = ("predictions.tsv", "hw.tsv", "labelmap.json", "problems.tsv", "report.json")
+STATE = os.path.join(".extract", "state.json")
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How the images are read and batched (the detector's settings are its own)."""
+
+    batch_size: int = 4
+    min_side: int = MIN_SIDE
+    max_pixels: int = MAX_PIXELS
+    progress: bool = True
+    restart: bool = False
+
+
+@dataclass
+class Summary:
+    out: str
+    listed: int
+    written: int
+    regions: int
+    feature_dim: int
+    skipped: Dict[str, int] = field(default_factory=dict)
+    converted: Dict[str, int] = field(default_factory=dict)
+    resumed_at: int = 0
+    seconds: float = 0.0
+
+
+def shard_range(n_images: int, batch_size: int, shard: Tuple[int, int]) -> Tuple[int, int]:
+    """The images [lo, hi) of shard ``i/n``: a contiguous run of whole batches."""
+    i, n = shard
+    if not 0 <= i < n:
+        raise ValueError(f"shard {i}/{n}: expected 0 <= i < n")
+    batches = -(-n_images // batch_size)
+    lo, hi = batches * i // n, batches * (i + 1) // n
+    return min(lo * batch_size, n_images), min(hi * batch_size, n_images)
+
+
+def labelmap(classes: Sequence[str], attributes: Sequence[str]) -> Dict[str, object]:
+    """VinVL's json label map (``VG-SGG-dicts``-style): ids from 1, 0 the background."""
+    return {"label_to_idx": {name: i + 1 for i, name in enumerate(classes)},
+            "idx_to_label": {str(i + 1): name for i, name in enumerate(classes)},
+            "attribute_to_idx": {name: i + 1 for i, name in enumerate(attributes)},
+            "idx_to_attribute": {str(i + 1): name for i, name in enumerate(attributes)}}
+
+
+def prediction_row(key: str, det, classes: Sequence[str], attributes: Sequence[str]) -> bytes:
+    """One ``predictions.tsv`` line."""
+    objects = []
+    for i in range(len(det.scores)):
+        objects.append({
+            "rect": [float(v) for v in det.boxes[i]], "bbox_id": i,
+            "class": classes[int(det.classes[i])], "conf": float(det.scores[i]),
+            "feature": base64.b64encode(det.features[i].astype("<f4").tobytes()).decode(),
+            "attributes": [attributes[a] for a in det.attributes[i]],
+            "attr_scores": [float(s) for s in det.attr_scores[i]]})
+    return f"{key}\t{json.dumps({'objects': objects, 'relations': None})}\n".encode()
+
+
+def hw_row(key: str, height: int, width: int) -> bytes:
+    return f"{key}\t{json.dumps([{'height': height, 'width': width}])}\n".encode()
+
+
+def problem_row(key: str, source: str, action: str, kind: str, reason: str) -> str:
+    clean = [str(v).replace("\t", " ").replace("\n", " ") for v in
+             (key, source, action, kind, reason)]
+    return "\t".join(clean) + "\n"
+
+
+def _fingerprint(listing_source: str, detector_info: Dict[str, object], weights: Optional[str],
+                 seed: Optional[int], classes, attributes, options: RunOptions,
+                 shard: Optional[Tuple[int, int]]) -> str:
+    source = (file_signature(listing_source) if os.path.isfile(listing_source)
+              else os.path.abspath(listing_source))
+    data = {"images": source, "detector": detector_info,
+            "weights": file_signature(weights) if weights else None, "seed": seed,
+            "classes": list(classes), "attributes": list(attributes),
+            "batch_size": options.batch_size, "min_side": options.min_side,
+            "max_pixels": options.max_pixels, "shard": list(shard) if shard else None}
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+def extract(images: str, out: str, detector, classes: Sequence[str],
+            attributes: Sequence[str] = (), options: RunOptions = RunOptions(),
+            shard: Optional[Tuple[int, int]] = None, weights: Optional[str] = None,
+            seed: Optional[int] = None) -> Summary:
+    """Extract the regions of every image of ``images`` (a folder, list file or tsv) into
+    ``out``; resumes an interrupted run of the same inputs and settings."""
+    from tqdm import tqdm
+
+    if len(classes) != detector.num_classes:
+        raise ValueError(f"{len(classes)} class names for a detector of "
+                         f"{detector.num_classes} classes")
+    n_attributes = detector.describe()["num_attributes"]
+    if len(attributes) != n_attributes:
+        raise ValueError(f"{len(attributes)} attribute names for a detector of "
+                         f"{n_attributes} attributes")
+    listing = list_images(images)
+    lo, hi = (0, len(listing.images)) if shard is None else shard_range(
+        len(listing.images), options.batch_size, shard)
+    fingerprint = _fingerprint(images, detector.describe(), weights, seed, classes,
+                               attributes, options, shard)
+    os.makedirs(os.path.join(out, ".extract"), exist_ok=True)
+    state_path = os.path.join(out, STATE)
+    state = read_json(state_path)
+    if state is not None and state.get("fingerprint") != fingerprint and not options.restart:
+        raise RuntimeError(f"{out} holds an extraction of other images or settings "
+                           f"({state_path}); use another --out, or --restart to start over")
+    if state is None or options.restart or state.get("fingerprint") != fingerprint:
+        refused = listing.refused if (shard is None or shard[0] == 0) else []
+        state = {"fingerprint": fingerprint, "next": lo, "bytes": {"predictions.tsv": 0,
+                 "hw.tsv": 0}, "regions": 0, "written": 0, "complete": False,
+                 "problems": [problem_row(ref.key, ref.source, "skipped",
+                                          kind, reason) for ref, kind, reason in refused]}
+        for name in OUTPUTS:
+            if os.path.exists(os.path.join(out, name)):
+                os.remove(os.path.join(out, name))
+    resumed_at = state["next"] - lo
+    if state["complete"]:
+        logger.info("%s: already extracted from these images and settings", out)
+        return _summary(out, listing, state, detector, resumed_at, 0.0, hi - lo)
+    handles = {}
+    for name in ("predictions.tsv", "hw.tsv"):
+        handle = open(os.path.join(out, name), "ab")
+        handle.truncate(state["bytes"][name])
+        handle.seek(state["bytes"][name])
+        handles[name] = handle
+    start = time.time()
+    bar = tqdm(total=hi - lo, initial=state["next"] - lo, unit="img", desc="extract",
+               disable=not options.progress, dynamic_ncols=True)
+    try:
+        for first in range(state["next"], hi, options.batch_size):
+            refs = listing.images[first:min(first + options.batch_size, hi)]
+            arrays, kept = [], []
+            for ref in refs:
+                try:
+                    array, conversions = decode(read_bytes(ref, listing.tsv),
+                                                options.min_side, options.max_pixels)
+                except BadImage as bad:
+                    state["problems"].append(problem_row(ref.key, ref.source, "skipped",
+                                                         bad.kind, str(bad)))
+                    continue
+                except OSError as exc:
+                    state["problems"].append(problem_row(ref.key, ref.source, "skipped",
+                                                         "unreadable", str(exc)))
+                    continue
+                for kind in conversions:
+                    state["problems"].append(problem_row(ref.key, ref.source, "converted",
+                                                         kind, _CONVERSIONS[kind]))
+                arrays.append(array)
+                kept.append(ref)
+            for ref, array, det in zip(kept, arrays, detector(arrays)):
+                handles["predictions.tsv"].write(prediction_row(ref.key, det, classes,
+                                                                attributes))
+                handles["hw.tsv"].write(hw_row(ref.key, *array.shape[:2]))
+                state["regions"] += len(det.scores)
+                state["written"] += 1
+            for name, handle in handles.items():
+                handle.flush()
+                os.fsync(handle.fileno())
+                state["bytes"][name] = handle.tell()
+            state["next"] = first + len(refs)
+            atomic_write_json(state_path, state)
+            bar.update(len(refs))
+    finally:
+        bar.close()
+        for handle in handles.values():
+            handle.close()
+    _write_tail(out, state, classes, attributes, detector.feature_dim)
+    state["complete"] = True
+    atomic_write_json(state_path, state)
+    return _summary(out, listing, state, detector, resumed_at, time.time() - start, hi - lo)
+
+
+_CONVERSIONS = {
+    "exif_rotated": "turned upright by its EXIF orientation (boxes and hw.tsv are upright)",
+    "grayscale": "grayscale, given to the detector as RGB",
+    "cmyk": "CMYK, converted to RGB",
+    "16bit": "16-bit, scaled to 8 bits",
+    "palette_or_alpha": "palette or alpha channel, converted to RGB",
+}
+
+
+def _counts(problems: Sequence[str]) -> Tuple[Dict[str, int], Dict[str, int]]:
+    skipped: Counter = Counter()
+    converted: Counter = Counter()
+    for row in problems:
+        _, _, action, kind, _ = row.rstrip("\n").split("\t")
+        (skipped if action == "skipped" else converted)[kind] += 1
+    return dict(sorted(skipped.items())), dict(sorted(converted.items()))
+
+
+def _write_tail(out: str, state: Dict, classes, attributes, feature_dim: int) -> None:
+    """labelmap.json, problems.tsv and report.json of a finished run or merge."""
+    atomic_write_json(os.path.join(out, "labelmap.json"), labelmap(classes, attributes))
+    with open(os.path.join(out, "problems.tsv"), "w", encoding="utf-8") as handle:
+        handle.writelines(state["problems"])
+    skipped, converted = _counts(state["problems"])
+    atomic_write_json(os.path.join(out, "report.json"), {
+        "images_written": state["written"], "regions": state["regions"],
+        "feature_dim": feature_dim, "skipped": skipped, "converted": converted,
+        "num_classes": len(classes), "num_attributes": len(attributes)})
+
+
+def _summary(out, listing: Listing, state, detector, resumed_at, seconds, listed) -> Summary:
+    skipped, converted = _counts(state["problems"])
+    return Summary(out, listed, state["written"], state["regions"], detector.feature_dim,
+                   skipped, converted, resumed_at, seconds)
+
+
+def merge(shard_dirs: Sequence[str], out: str) -> Dict[str, object]:
+    """The shards' outputs (in shard order) into ``out``: a single run's files."""
+    states = []
+    for folder in shard_dirs:
+        state = read_json(os.path.join(folder, STATE))
+        if state is None or not state.get("complete"):
+            raise RuntimeError(f"{folder}: the shard is not complete ({STATE})")
+        states.append(state)
+    os.makedirs(out, exist_ok=True)
+    for name in ("predictions.tsv", "hw.tsv"):
+        with open(os.path.join(out, name + ".part"), "wb") as target:
+            for folder in shard_dirs:
+                with open(os.path.join(folder, name), "rb") as source:
+                    shutil.copyfileobj(source, target)
+        os.replace(os.path.join(out, name + ".part"), os.path.join(out, name))
+    first = read_json(os.path.join(shard_dirs[0], "labelmap.json"))
+    report = read_json(os.path.join(shard_dirs[0], "report.json"))
+    merged = {"written": sum(s["written"] for s in states),
+              "regions": sum(s["regions"] for s in states),
+              "problems": [row for s in states for row in s["problems"]]}
+    classes = [first["idx_to_label"][str(i + 1)] for i in range(len(first["idx_to_label"]))]
+    attributes = [first["idx_to_attribute"][str(i + 1)]
+                  for i in range(len(first["idx_to_attribute"]))]
+    _write_tail(out, merged, classes, attributes, report["feature_dim"])
+    return read_json(os.path.join(out, "report.json"))
+

@@ -1,0 +1,176 @@
+"""The Visual Genome bottom-up-attention detector in detectron2's registries: the public
+weights' key names and shapes, loading them, and its layers against hand-written references."""
+
+import math
+import pickle
+
+import numpy as np
+import pytest
+
+from helpers.extraction import NO_DETECTRON2
+
+pytest.importorskip("detectron2", reason=NO_DETECTRON2)
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from detectron2.checkpoint import DetectionCheckpointer  # noqa: E402
+from detectron2.modeling import build_model  # noqa: E402
+
+from mmf_uvlp.extraction.detector import build_config  # noqa: E402
+from mmf_uvlp.extraction.selection import Selection  # noqa: E402
+
+
+def _norm(prefix, channels):
+    return {f"{prefix}.norm.{k}": (channels,)
+            for k in ("weight", "bias", "running_mean", "running_var")}
+
+
+def _block(prefix, cin, mid, cout, shortcut):
+    keys = {f"{prefix}.conv1.weight": (mid, cin, 1, 1), f"{prefix}.conv2.weight": (mid, mid, 3, 3),
+            f"{prefix}.conv3.weight": (cout, mid, 1, 1)}
+    for conv, ch in (("conv1", mid), ("conv2", mid), ("conv3", cout)):
+        keys.update(_norm(f"{prefix}.{conv}", ch))
+    if shortcut:
+        keys[f"{prefix}.shortcut.weight"] = (cout, cin, 1, 1)
+        keys.update(_norm(f"{prefix}.shortcut", cout))
+    return keys
+
+
+def public_layout():
+    """The names and shapes of faster_rcnn_from_caffe_attr.pkl's tensors, written out."""
+    keys = {"backbone.stem.conv1.weight": (64, 3, 7, 7), **_norm("backbone.stem.conv1", 64)}
+    cin = 64
+    for stage, (blocks, mid, cout) in {"res2": (3, 64, 256), "res3": (4, 128, 512),
+                                       "res4": (23, 256, 1024)}.items():
+        for i in range(blocks):
+            keys.update(_block(f"backbone.{stage}.{i}", cin, mid, cout, i == 0))
+            cin = cout
+    for i in range(3):
+        keys.update(_block(f"roi_heads.res5.{i}", 1024 if i == 0 else 2048, 512, 2048, i == 0))
+    rpn = "proposal_generator.rpn_head"
+    keys.update({f"{rpn}.conv.weight": (512, 1024, 3, 3), f"{rpn}.conv.bias": (512,),
+                 f"{rpn}.objectness_logits.weight": (12, 512, 1, 1),
+                 f"{rpn}.objectness_logits.bias": (12,),
+                 f"{rpn}.anchor_deltas.weight": (48, 512, 1, 1),
+                 f"{rpn}.anchor_deltas.bias": (48,),
+                 "roi_heads.box_predictor.cls_score.weight": (1601, 2048),
+                 "roi_heads.box_predictor.cls_score.bias": (1601,),
+                 "roi_heads.box_predictor.bbox_pred.weight": (6400, 2048),
+                 "roi_heads.box_predictor.bbox_pred.bias": (6400,),
+                 "roi_heads.attribute_predictor.obj_embed.weight": (1601, 256),
+                 "roi_heads.attribute_predictor.fc.0.weight": (512, 2304),
+                 "roi_heads.attribute_predictor.fc.0.bias": (512,),
+                 "roi_heads.attribute_predictor.attr_score.weight": (401, 512),
+                 "roi_heads.attribute_predictor.attr_score.bias": (401,)})
+    return keys
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(0)
+    cfg = build_config("VG-R101-C4-attr", Selection())
+    cfg.MODEL.DEVICE = "cpu"
+    return build_model(cfg).eval()
+
+
+def test_the_architecture_has_the_public_weights_names_and_shapes(model):
+    have = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    want = public_layout()
+    assert sorted(set(have) ^ set(want)) == []
+    assert {k: have[k] for k in want if have[k] != want[k]} == {}
+
+
+def test_a_zoo_layout_pkl_of_that_layout_loads_every_tensor(model, tmp_path):
+    rng = np.random.default_rng(0)
+    blobs = {k: rng.standard_normal(s).astype(np.float32) for k, s in public_layout().items()}
+    blobs.update({k: np.abs(v) + 0.5 for k, v in blobs.items() if k.endswith("running_var")})
+    path = tmp_path / "faster_rcnn_from_caffe_attr.pkl"
+    with open(path, "wb") as handle:
+        pickle.dump({"model": blobs, "__author__": "test"}, handle)
+    DetectionCheckpointer(model).load(str(path))
+    state = model.state_dict()
+    assert all(np.array_equal(state[k].numpy(), v) for k, v in blobs.items())
+
+
+def _bn(x, norm):
+    scale = norm.weight / torch.sqrt(norm.running_var + norm.eps)
+    return x * scale[None, :, None, None] + (norm.bias - norm.running_mean * scale)[None, :, None, None]
+
+
+def _randomise(module, seed):
+    generator = torch.Generator().manual_seed(seed)
+    for name, tensor in list(module.state_dict().items()):
+        values = torch.rand(tensor.shape, generator=generator) * 0.2 + (
+            0.5 if "running_var" in name else -0.1)
+        tensor.copy_(values)
+
+
+def test_the_stem_is_caffe_s_unpadded_rounded_up_max_pool(model):
+    stem = model.backbone.stem
+    _randomise(stem, 1)
+    x = torch.rand(1, 3, 20, 18, generator=torch.Generator().manual_seed(2))
+    y = F.relu(_bn(F.conv2d(x, stem.conv1.weight, stride=2, padding=3), stem.conv1.norm))
+    h, w = y.shape[2:]
+    out_h, out_w = math.ceil((h - 3) / 2) + 1, math.ceil((w - 3) / 2) + 1
+    ref = torch.empty(1, 64, out_h, out_w)
+    for i in range(out_h):
+        for j in range(out_w):
+            ref[0, :, i, j] = y[0, :, 2 * i:2 * i + 3, 2 * j:2 * j + 3].amax(dim=(1, 2))
+    assert torch.allclose(stem(x), ref, atol=1e-5)
+    # a 10 x 9 map: rounding down would give 4 x 4, detectron2's padded pool 5 x 5
+    assert stem(x).shape[2:] == (5, 4)
+
+
+def _dilated(weight):
+    """A 3x3 kernel spread over 5x5 with zeros between its taps: dilation 2 by hand."""
+    out = torch.zeros(*weight.shape[:2], 5, 5)
+    out[:, :, ::2, ::2] = weight
+    return out
+
+
+def test_res5_keeps_stride_1_and_dilates_its_3x3_convolutions(model):
+    block = model.roi_heads.res5[0]
+    _randomise(block, 3)
+    x = torch.rand(2, 1024, 7, 7, generator=torch.Generator().manual_seed(4))
+    y = F.relu(_bn(F.conv2d(x, block.conv1.weight), block.conv1.norm))
+    y = F.relu(_bn(F.conv2d(y, _dilated(block.conv2.weight), padding=2), block.conv2.norm))
+    y = _bn(F.conv2d(y, block.conv3.weight), block.conv3.norm)
+    shortcut = _bn(F.conv2d(x, block.shortcut.weight), block.shortcut.norm)
+    ref = F.relu(y + shortcut)
+    got = block(x)
+    assert got.shape == (2, 2048, 7, 7)
+    assert torch.allclose(got, ref, atol=1e-4, rtol=1e-4)
+    assert all(b.conv2.dilation == (2, 2) for b in model.roi_heads.res5)
+
+
+def test_the_pooler_is_roi_pool_at_14_by_14(model):
+    pooler = model.roi_heads.pooler
+    feature = torch.rand(1, 3, 20, 24, generator=torch.Generator().manual_seed(5))
+    from detectron2.structures import Boxes
+
+    box = [17.0, 30.0, 250.0, 190.0]  # pixels; the feature map is 1/16
+    got = pooler([feature], [Boxes(torch.tensor([box]))])[0]
+    x1, y1, x2, y2 = (round(v / 16) for v in box)
+    roi_w, roi_h = max(x2 - x1 + 1, 1), max(y2 - y1 + 1, 1)
+    ref = torch.zeros(3, 14, 14)
+    for i in range(14):
+        for j in range(14):
+            h0 = min(max(math.floor(i * roi_h / 14) + y1, 0), 20)
+            h1 = min(max(math.ceil((i + 1) * roi_h / 14) + y1, 0), 20)
+            w0 = min(max(math.floor(j * roi_w / 14) + x1, 0), 24)
+            w1 = min(max(math.ceil((j + 1) * roi_w / 14) + x1, 0), 24)
+            if h1 > h0 and w1 > w0:
+                ref[:, i, j] = feature[0, :, h0:h1, w0:w1].amax(dim=(1, 2))
+    assert torch.equal(got, ref)
+
+
+def test_the_attribute_head_reads_the_feature_and_the_class_embedding(model):
+    head = model.roi_heads.attribute_predictor
+    _randomise(head, 6)
+    x = torch.rand(3, 2048, generator=torch.Generator().manual_seed(7))
+    classes = torch.tensor([0, 5, 1599])
+    hidden = torch.relu(torch.cat([x, head.obj_embed.weight[classes]], 1)
+                        @ head.fc[0].weight.T + head.fc[0].bias)
+    ref = hidden @ head.attr_score.weight.T + head.attr_score.bias
+    assert torch.allclose(head(x, classes), ref, atol=1e-4)
+    assert ref.shape == (3, 401)

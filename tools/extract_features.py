@@ -1,0 +1,12 @@
+#!/usr/bin/env python
+"""``uvlp-extract-features`` run from a checkout: see ``mmf_uvlp/cli/extract_features.py``."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's mmf_uvlp
+
+from mmf_uvlp.cli.extract_features import main  # noqa: E402
+
+if __name__ == "__main__":
+    sys.exit(main())
