@@ -163,7 +163,8 @@ def test_every_bad_image_is_named_and_counted_and_the_rest_extracted(tmp_path):
         ("gray", "converted", "grayscale"), ("cmyk", "converted", "cmyk"),
         ("deep", "converted", "16bit"), ("turned", "converted", "exif_rotated")}
     duplicate = next(p for p in problems if p[3] == "duplicate_key")
-    assert duplicate[1].endswith("good.png") and "good.jpg" in duplicate[4]
+    # sorted paths: again/good.png comes first, images/good.jpg is the duplicate
+    assert duplicate[1].endswith("images/good.jpg") and "again/good.png" in duplicate[4]
     report = json.loads((out / "report.json").read_text())
     assert report["skipped"] == {"corrupt": 1, "duplicate_key": 1, "huge": 1,
                                  "not_an_image_name": 1, "tiny": 1, "truncated": 1}
