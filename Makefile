@@ -20,21 +20,34 @@ WORLD ?= $(DATA)/toy_world_$(PRESET)
 TORCH ?= auto
 WHEELHOUSE ?=
 PYTHON ?= python3
+# EXTRACT=1: also the feature extractor's environment EXTRACT_VENV (tools/setup_extract.sh:
+# its own torch, detectron2 from DETECTRON2, a wheel folder or a pip spec).
+EXTRACT ?=
+EXTRACT_VENV ?= .venv-extract
+DETECTRON2 ?=
+EXTRACT_ENV = VENV=$(VENV) EXTRACT_VENV=$(EXTRACT_VENV) PYTHON=$(PYTHON) WHEELHOUSE=$(WHEELHOUSE) DETECTRON2=$(DETECTRON2)
 setup:
 	@VENV=$(VENV) PYTHON=$(PYTHON) TORCH=$(TORCH) WHEELHOUSE=$(WHEELHOUSE) bash tools/setup_env.sh
+	@if [ "$(EXTRACT)" = 1 ]; then $(EXTRACT_ENV) bash tools/setup_extract.sh; fi
 
 wheelhouse:
 	@test -n "$(WHEELHOUSE)" || { echo "make wheelhouse: set WHEELHOUSE=<folder>" >&2; exit 2; }
-	@PYTHON=$(PYTHON) TORCH=$(TORCH) WHEELHOUSE=$(WHEELHOUSE) bash tools/wheelhouse.sh
+	@PYTHON=$(PYTHON) TORCH=$(TORCH) WHEELHOUSE=$(WHEELHOUSE) EXTRACT=$(EXTRACT) DETECTRON2=$(DETECTRON2) bash tools/wheelhouse.sh
 
 doctor: setup
 	$(PY) -m mmf_uvlp.doctor
 
 # Test files run side by side in TEST_JOBS pytest-xdist workers (a file's tests stay in one
 # worker, so its module fixtures are built once), each with cpu_count/TEST_JOBS threads.
+# tests/extraction then runs in EXTRACT_VENV, set up first where detectron2 can be installed
+# (DETECTRON2 set, or a wheel in ../shared/wheels/detectron2); elsewhere its tests skip.
 TEST_JOBS ?= 2
 test: setup
 	$(PY) -m pytest -q -n $(TEST_JOBS) --dist loadfile tests
+	@if [ -n "$(DETECTRON2)" ] || [ -d ../shared/wheels/detectron2 ]; then \
+		$(EXTRACT_ENV) bash tools/setup_extract.sh && \
+		$(EXTRACT_VENV)/bin/python -m pytest -q -n $(TEST_JOBS) --dist loadfile tests/extraction; \
+	else echo "tests/extraction: skipped, no detectron2 to install (DETECTRON2=..., docs/install.md)"; fi
 
 toy-world: setup
 	$(PY) tools/make_toy_world.py --preset $(PRESET) --seed $(SEED) --out $(WORLD)

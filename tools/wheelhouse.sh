@@ -69,5 +69,15 @@ if [ -z "$cross" ]; then
     sources=$(ls "$WHEELHOUSE"/*.tar.gz | grep -v "mmf-$MMF_CONFIGS_FROM.tar.gz")
     pip wheel --no-deps -w "$WHEELHOUSE" $sources
 fi
+if [ "${EXTRACT:-}" = 1 ]; then
+    # the feature extractor's environment (tools/setup_extract.sh): its torch, what detectron2
+    # needs, and a detectron2 wheel from DETECTRON2 (a folder; default ../shared/wheels/detectron2)
+    echo "wheelhouse: the extractor's torch 2.14.1, torchvision 0.29.1, requirements-extract.txt, detectron2"
+    get --only-binary=:all: "torch==2.14.1" "torchvision==0.29.1"
+    get -r requirements-extract.txt -c requirements.txt
+    d2=${DETECTRON2:-../shared/wheels/detectron2}
+    [ -d "$d2" ] || { echo "wheelhouse: error: DETECTRON2=$d2 is not a folder holding a detectron2 wheel (docs/install.md)" >&2; exit 2; }
+    cp "$d2"/detectron2-*.whl "$WHEELHOUSE"/
+fi
 echo "$build" > "$WHEELHOUSE/torch-build"
 echo "wheelhouse: $(ls "$WHEELHOUSE" | grep -c -v torch-build) files, $(du -sh "$WHEELHOUSE" | cut -f1) in $WHEELHOUSE"
