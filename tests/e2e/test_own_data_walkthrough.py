@@ -26,9 +26,19 @@ TASKS = {"vqa2": "vqa_accuracy", "nlvr2": "accuracy", "visual_entailment": "accu
          "refcoco_plus": "refcoco_accuracy"}
 
 
-def bash_blocks(text: str) -> list:
-    """The contents of the page's ```bash fences, in order."""
-    return re.findall(r"^```bash\n(.*?)^```$", text, flags=re.S | re.M)
+EXTRACTION = "From your images"  # run in the extractor's environment (tests/extraction)
+
+
+def sections(text: str) -> list:
+    """(heading, body) of the page's ``## `` sections, the text before the first as ``""``."""
+    parts = re.split(r"^## (.*)$", text, flags=re.M)
+    return [("", parts[0])] + list(zip(parts[1::2], parts[2::2]))
+
+
+def bash_blocks(text: str, skip: tuple = (EXTRACTION,)) -> list:
+    """The contents of the page's ```bash fences, in order, but those of ``skip``'s sections."""
+    return [block for heading, body in sections(text) if heading not in skip
+            for block in re.findall(r"^```bash\n(.*?)^```$", body, flags=re.S | re.M)]
 
 
 def test_the_page_has_a_block_for_every_step():
