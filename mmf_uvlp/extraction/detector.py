@@ -12,7 +12,9 @@ What a region's feature is depends on the heads:
 
 Weights are a path (``DetectionCheckpointer``: a model-zoo ``.pkl``, or a ``.pth`` state dict
 or ``{"model": state dict}``); nothing is downloaded. ``random_seed`` builds randomly
-initialised weights instead, for tests and benchmarks only.
+initialised weights instead, for tests and benchmarks only: detectron2's initialisation with
+each residual branch's last norm zeroed (torchvision's ``zero_init_residual``), without
+which a random ResNet-101's activations overflow and its RPN proposes nothing.
 
 The boxes follow the bottom-up-attention selection (its ``generate_tsv.py``), every setting a
 field of :class:`Selection`: per-class NMS over the proposals (or the class's regressed
@@ -35,6 +37,7 @@ from detectron2.config import CfgNode, get_cfg
 from detectron2.data import MetadataCatalog
 from detectron2.data import transforms as T
 from detectron2.modeling import build_model
+from detectron2.modeling.backbone.resnet import BottleneckBlock
 from detectron2.modeling.roi_heads import Res5ROIHeads, StandardROIHeads
 from detectron2.structures import Boxes
 from torchvision.ops import batched_nms
@@ -97,6 +100,13 @@ def build_config(arch: str, selection: Selection, opts: Sequence[str] = ()) -> C
     return cfg
 
 
+def _zero_init_residuals(model: torch.nn.Module) -> None:
+    """Zero the scale of each bottleneck block's last norm (its residual branch)."""
+    for module in model.modules():
+        if isinstance(module, BottleneckBlock):
+            module.conv3.norm.weight.data.zero_()
+
+
 class Detector:
     """A detectron2 Faster R-CNN in eval mode, run on batches of RGB arrays."""
 
@@ -111,6 +121,8 @@ class Detector:
         if random_seed is not None:
             torch.manual_seed(random_seed)
         self.model = build_model(self.cfg).eval()
+        if weights is None:
+            _zero_init_residuals(self.model)
         if weights is not None:
             if not os.path.isfile(weights):
                 raise FileNotFoundError(f"--weights {weights}: no such file")
@@ -186,6 +198,9 @@ class Detector:
         pooled = pooled.float()
         logits, deltas = model.roi_heads.box_predictor(pooled)
         probs = torch.softmax(logits.float(), dim=-1)
+        # the selection runs on the CPU: its NMS loops over the classes
+        probs, deltas, pooled = probs.cpu(), deltas.cpu(), pooled.cpu()
+        boxes = [b.to("cpu") for b in boxes]
         counts = [len(b) for b in boxes]
         out = []
         for k, (image, probs_k, deltas_k, pooled_k, boxes_k) in enumerate(zip(
@@ -240,7 +255,8 @@ class Detector:
         attributes: List[List[int]] = [[] for _ in range(len(chosen))]
         attr_scores: List[List[float]] = [[] for _ in range(len(chosen))]
         if self.attribute_head is not None and len(chosen):
-            attr = torch.softmax(self.attribute_head(pooled[chosen], labels), dim=-1)[:, 1:]
+            logits = self.attribute_head(pooled[chosen].to(self.device), labels.to(self.device))
+            attr = torch.softmax(logits.float().cpu(), dim=-1)[:, 1:]
             top = attr.topk(min(sel.max_attributes, attr.shape[1]), dim=1)
             for i, (values, ids) in enumerate(zip(top.values.tolist(), top.indices.tolist())):
                 for value, index in zip(values, ids):

@@ -88,7 +88,7 @@ def _folder(root: Path) -> Iterator[Tuple[ImageRef, Optional[str]]]:
 
 def _list_file(path: Path) -> Iterator[Tuple[ImageRef, Optional[str]]]:
     with open(path, encoding="utf-8") as handle:
-        for line, text in enumerate(handle, start=1):
+        for text in handle:
             text = text.strip()
             if not text or text.startswith("#"):
                 continue

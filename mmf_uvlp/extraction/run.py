@@ -8,8 +8,9 @@ detector's raw output (``mmf_uvlp.data_formats.vinvl_raw``):
 - ``hw.tsv``: ``<key>\\t[{"height": H, "width": W}]``, the size the boxes are in (EXIF
   orientation applied);
 - ``labelmap.json``: ``label_to_idx`` / ``idx_to_label`` (ids from 1), and the attributes';
-- ``problems.tsv``: every image skipped or converted, ``<key>\\t<source>\\t<skipped|
-  converted>\\t<kind>\\t<reason>``; ``report.json``: the counts.
+- ``problems.tsv``: every image skipped, converted, or written with no region, ``<key>\\t
+  <source>\\t<skipped|converted|written>\\t<kind>\\t<reason>``; ``report.json``: the counts
+  (``converted`` counts the images written with no region as ``no_regions``).
 
 The images are read in listing order, ``batch_size`` at a time. After each batch both tsv
 files are flushed to disk and ``OUT/.extract/state.json`` records their sizes and the next
@@ -197,6 +198,10 @@ def extract(images: str, out: str, detector, classes: Sequence[str],
                 handles["hw.tsv"].write(hw_row(ref.key, *array.shape[:2]))
                 state["regions"] += len(det.scores)
                 state["written"] += 1
+                if not len(det.scores):
+                    state["problems"].append(problem_row(
+                        ref.key, ref.source, "written", "no_regions", "written with no region: "
+                        "the detector gave no proposal (its row has an empty object list)"))
             for name, handle in handles.items():
                 handle.flush()
                 os.fsync(handle.fileno())
@@ -224,12 +229,13 @@ _CONVERSIONS = {
 
 
 def _counts(problems: Sequence[str]) -> Tuple[Dict[str, int], Dict[str, int]]:
+    """(skipped, converted or written with no region) images, by kind."""
     skipped: Counter = Counter()
-    converted: Counter = Counter()
+    noted: Counter = Counter()
     for row in problems:
         _, _, action, kind, _ = row.rstrip("\n").split("\t")
-        (skipped if action == "skipped" else converted)[kind] += 1
-    return dict(sorted(skipped.items())), dict(sorted(converted.items()))
+        (skipped if action == "skipped" else noted)[kind] += 1
+    return dict(sorted(skipped.items())), dict(sorted(noted.items()))
 
 
 def _write_tail(out: str, state: Dict, classes, attributes, feature_dim: int) -> None:
