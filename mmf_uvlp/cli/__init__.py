@@ -5,6 +5,7 @@ runs each from a checkout.
     uvlp-convert-features        mmf_uvlp.cli.convert_features
     uvlp-convert-nlvr2           mmf_uvlp.cli.convert_nlvr2
     uvlp-corpus                  mmf_uvlp.cli.build_corpus
+    uvlp-extract-features        mmf_uvlp.cli.extract_features   (needs detectron2)
     uvlp-plot-alignment          mmf_uvlp.cli.plot_alignment
     uvlp-probe-grounding         mmf_uvlp.cli.probe_grounding
     uvlp-probe-mrc-shortcut      mmf_uvlp.cli.probe_mrc_shortcut

@@ -42,7 +42,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--arch", default="VG-R101-C4-attr",
                    help="R50-C4, R101-C4, R50-FPN, R101-FPN, X101-FPN, VG-R101-C4-attr "
                         "(default) or a detectron2 yaml file")
-    p.add_argument("--weights", help="the detector's weights: a model-zoo .pkl or a .pth")
+    p.add_argument("--weights", help="the detector's weights: a model-zoo .pkl or a .pth file (online: a "
+                        "detectron2:// or https:// URL, which detectron2 downloads)")
     p.add_argument("--random-weights", type=int, metavar="SEED",
                    help="randomly initialised weights from SEED instead (tests, benchmarks)")
     p.add_argument("--classes", help="class names, one a line (default: COCO's 80 for the "
@@ -142,11 +143,13 @@ def main(argv=None) -> int:
             skipped, converted = report["skipped"], report["converted"]
         else:
             summary = run_shard(settings_of(args), args.out, None)
-            rate = (summary.written / summary.seconds) if summary.seconds else 0.0
+            done = summary.listed - summary.resumed_at
+            rate = done / summary.seconds if summary.seconds else 0.0
+            cpu = summary.cpu_seconds / done if done else 0.0
             print(f"{args.out}: {summary.written} of {summary.listed} images, "
-                  f"{summary.regions} regions, D = {summary.feature_dim}; "
-                  f"{rate:.2f} images/s" + (f" (resumed at image {summary.resumed_at})"
-                                            if summary.resumed_at else ""))
+                  f"{summary.regions} regions, D = {summary.feature_dim}; {rate:.2f} images/s, "
+                  f"{cpu:.2f} CPU s an image" + (f" (resumed at image {summary.resumed_at})"
+                                                 if summary.resumed_at else ""))
             skipped, converted = summary.skipped, summary.converted
         print(f"skipped {sum(skipped.values())} {skipped if skipped else ''}; converted "
               f"{sum(converted.values())} {converted if converted else ''} (named in "

@@ -11,7 +11,8 @@ What a region's feature is depends on the heads:
   features (``model_config.uvla.feature_dim``) cannot read it: ``--feature-dim`` refuses it.
 
 Weights are a path (``DetectionCheckpointer``: a model-zoo ``.pkl``, or a ``.pth`` state dict
-or ``{"model": state dict}``); nothing is downloaded. ``random_seed`` builds randomly
+or ``{"model": state dict}``); nothing is downloaded, unless ``--weights`` is a URL that
+detectron2 fetches itself (``detectron2://...``, ``https://...``), for machines online. ``random_seed`` builds randomly
 initialised weights instead, for tests and benchmarks only: detectron2's initialisation with
 each residual branch's last norm zeroed (torchvision's ``zero_init_residual``), without
 which a random ResNet-101's activations overflow and its RPN proposes nothing.
@@ -124,7 +125,7 @@ class Detector:
         if weights is None:
             _zero_init_residuals(self.model)
         if weights is not None:
-            if not os.path.isfile(weights):
+            if "://" not in weights and not os.path.isfile(weights):
                 raise FileNotFoundError(f"--weights {weights}: no such file")
             DetectionCheckpointer(self.model).load(weights)
         heads = self.model.roi_heads

@@ -145,6 +145,8 @@ def decode(data: bytes, min_side: int = MIN_SIDE,
         image = Image.open(io.BytesIO(data))
     except UnidentifiedImageError:
         raise BadImage("corrupt", "not an image PIL can identify") from None
+    except Image.DecompressionBombError as exc:  # over twice PIL's own limit
+        raise BadImage("huge", f"{exc} (--max-pixels {max_pixels})") from None
     width, height = image.size
     if width * height > max_pixels:
         raise BadImage("huge", f"{width}x{height} = {width * height / 1e6:.1f} MP, over the "

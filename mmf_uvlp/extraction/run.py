@@ -67,6 +67,7 @@ class Summary:
     converted: Dict[str, int] = field(default_factory=dict)
     resumed_at: int = 0
     seconds: float = 0.0
+    cpu_seconds: float = 0.0  # this process's CPU time over the same span
 
 
 def shard_range(n_images: int, batch_size: int, shard: Tuple[int, int]) -> Tuple[int, int]:
@@ -116,7 +117,8 @@ def _fingerprint(listing_source: str, detector_info: Dict[str, object], weights:
     source = (file_signature(listing_source) if os.path.isfile(listing_source)
               else os.path.abspath(listing_source))
     data = {"images": source, "detector": detector_info,
-            "weights": file_signature(weights) if weights else None, "seed": seed,
+            "weights": file_signature(weights) if weights and os.path.isfile(weights)
+            else weights, "seed": seed,
             "classes": list(classes), "attributes": list(attributes),
             "batch_size": options.batch_size, "min_side": options.min_side,
             "max_pixels": options.max_pixels, "shard": list(shard) if shard else None}
@@ -168,7 +170,7 @@ def extract(images: str, out: str, detector, classes: Sequence[str],
         handle.truncate(state["bytes"][name])
         handle.seek(state["bytes"][name])
         handles[name] = handle
-    start = time.time()
+    start, cpu_start = time.time(), time.process_time()
     bar = tqdm(total=hi - lo, initial=state["next"] - lo, unit="img", desc="extract",
                disable=not options.progress, dynamic_ncols=True)
     try:
@@ -216,7 +218,9 @@ def extract(images: str, out: str, detector, classes: Sequence[str],
     _write_tail(out, state, classes, attributes, detector.feature_dim)
     state["complete"] = True
     atomic_write_json(state_path, state)
-    return _summary(out, listing, state, detector, resumed_at, time.time() - start, hi - lo)
+    summary = _summary(out, listing, state, detector, resumed_at, time.time() - start, hi - lo)
+    summary.cpu_seconds = time.process_time() - cpu_start
+    return summary
 
 
 _CONVERSIONS = {
