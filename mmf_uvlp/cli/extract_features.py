@@ -42,7 +42,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--arch", default="VG-R101-C4-attr",
                    help="R50-C4, R101-C4, R50-FPN, R101-FPN, X101-FPN, VG-R101-C4-attr "
                         "(default) or a detectron2 yaml file")
-    p.add_argument("--weights", help="the detector's weights: a model-zoo .pkl or a .pth file (online: a "
+    p.add_argument("--weights",
+                   help="the detector's weights: a model-zoo .pkl or a .pth file (online: a "
                         "detectron2:// or https:// URL, which detectron2 downloads)")
     p.add_argument("--random-weights", type=int, metavar="SEED",
                    help="randomly initialised weights from SEED instead (tests, benchmarks)")

@@ -12,10 +12,11 @@ What a region's feature is depends on the heads:
 
 Weights are a path (``DetectionCheckpointer``: a model-zoo ``.pkl``, or a ``.pth`` state dict
 or ``{"model": state dict}``); nothing is downloaded, unless ``--weights`` is a URL that
-detectron2 fetches itself (``detectron2://...``, ``https://...``), for machines online. ``random_seed`` builds randomly
-initialised weights instead, for tests and benchmarks only: detectron2's initialisation with
-each residual branch's last norm zeroed (torchvision's ``zero_init_residual``), without
-which a random ResNet-101's activations overflow and its RPN proposes nothing.
+detectron2 fetches itself (``detectron2://...``, ``https://...``), for machines online.
+``random_seed`` builds randomly initialised weights instead, for tests and benchmarks only:
+detectron2's initialisation with each residual branch's last norm zeroed (torchvision's
+``zero_init_residual``), without which a random ResNet-101's activations overflow and its
+RPN proposes nothing.
 
 The boxes follow the bottom-up-attention selection (its ``generate_tsv.py``), every setting a
 field of :class:`Selection`: per-class NMS over the proposals (or the class's regressed

@@ -31,7 +31,7 @@ import shutil
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 from mmf_uvlp.corpus.config import file_signature
 from mmf_uvlp.corpus.sentences import atomic_write_json, read_json
@@ -111,12 +111,16 @@ def problem_row(key: str, source: str, action: str, kind: str, reason: str) -> s
     return "\t".join(clean) + "\n"
 
 
-def _fingerprint(listing_source: str, detector_info: Dict[str, object], weights: Optional[str],
-                 seed: Optional[int], classes, attributes, options: RunOptions,
-                 shard: Optional[Tuple[int, int]]) -> str:
+def _fingerprint(listing_source: str, listing: Listing, detector_info: Dict[str, object],
+                 weights: Optional[str], seed: Optional[int], classes, attributes,
+                 options: RunOptions, shard: Optional[Tuple[int, int]]) -> str:
+    """What the output depends on: the listing (each image's key and source), the detector,
+    its weights and names, and how the images are batched."""
     source = (file_signature(listing_source) if os.path.isfile(listing_source)
               else os.path.abspath(listing_source))
-    data = {"images": source, "detector": detector_info,
+    listed = hashlib.sha256("\n".join(f"{r.key}\t{r.source}" for r in listing.images)
+                            .encode()).hexdigest()
+    data = {"images": source, "listed": listed, "detector": detector_info,
             "weights": file_signature(weights) if weights and os.path.isfile(weights)
             else weights, "seed": seed,
             "classes": list(classes), "attributes": list(attributes),
@@ -143,7 +147,7 @@ def extract(images: str, out: str, detector, classes: Sequence[str],
     listing = list_images(images)
     lo, hi = (0, len(listing.images)) if shard is None else shard_range(
         len(listing.images), options.batch_size, shard)
-    fingerprint = _fingerprint(images, detector.describe(), weights, seed, classes,
+    fingerprint = _fingerprint(images, listing, detector.describe(), weights, seed, classes,
                                attributes, options, shard)
     os.makedirs(os.path.join(out, ".extract"), exist_ok=True)
     state_path = os.path.join(out, STATE)
@@ -163,7 +167,7 @@ def extract(images: str, out: str, detector, classes: Sequence[str],
     resumed_at = state["next"] - lo
     if state["complete"]:
         logger.info("%s: already extracted from these images and settings", out)
-        return _summary(out, listing, state, detector, resumed_at, 0.0, hi - lo)
+        return _summary(out, state, detector, resumed_at, 0.0, hi - lo)
     handles = {}
     for name in ("predictions.tsv", "hw.tsv"):
         handle = open(os.path.join(out, name), "ab")
@@ -218,7 +222,7 @@ def extract(images: str, out: str, detector, classes: Sequence[str],
     _write_tail(out, state, classes, attributes, detector.feature_dim)
     state["complete"] = True
     atomic_write_json(state_path, state)
-    summary = _summary(out, listing, state, detector, resumed_at, time.time() - start, hi - lo)
+    summary = _summary(out, state, detector, resumed_at, time.time() - start, hi - lo)
     summary.cpu_seconds = time.process_time() - cpu_start
     return summary
 
@@ -254,7 +258,7 @@ def _write_tail(out: str, state: Dict, classes, attributes, feature_dim: int) ->
         "num_classes": len(classes), "num_attributes": len(attributes)})
 
 
-def _summary(out, listing: Listing, state, detector, resumed_at, seconds, listed) -> Summary:
+def _summary(out, state, detector, resumed_at, seconds, listed) -> Summary:
     skipped, converted = _counts(state["problems"])
     return Summary(out, listed, state["written"], state["regions"], detector.feature_dim,
                    skipped, converted, resumed_at, seconds)

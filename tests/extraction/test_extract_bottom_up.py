@@ -94,7 +94,8 @@ def test_a_zoo_layout_pkl_of_that_layout_loads_every_tensor(model, tmp_path):
 
 def _bn(x, norm):
     scale = norm.weight / torch.sqrt(norm.running_var + norm.eps)
-    return x * scale[None, :, None, None] + (norm.bias - norm.running_mean * scale)[None, :, None, None]
+    shift = norm.bias - norm.running_mean * scale
+    return x * scale[None, :, None, None] + shift[None, :, None, None]
 
 
 def _randomise(module, seed):
