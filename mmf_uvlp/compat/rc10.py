@@ -604,6 +604,12 @@ def _shared_lmdb_environments() -> None:
     feature_readers.lmdb = _SharedLmdb("lmdb")
 
 
+def _real_rows(info: Any, feature: Any) -> int:
+    """The real rows of a padded feature reader's output (its ``max_features``)."""
+    count = info.get("max_features") if isinstance(info, dict) else None
+    return feature.shape[0] if count is None else min(int(count), feature.shape[0])
+
+
 class _RestrictedNumpy(types.ModuleType):
     """``numpy`` as seen by MMF's feature readers and annotation database: an object array
     in an ``.npy`` file is unpickled with the plugin's restricted unpickler."""
@@ -675,6 +681,7 @@ def _feature_files_run_no_code() -> None:
         result = read(self, image_feat_path)
         feature = result[0] if isinstance(result, tuple) else None
         if torch.is_tensor(feature) and feature.is_floating_point():
+            feature = feature[:_real_rows(result[1], feature)]  # not the reader's padding
             finite = torch.isfinite(feature)
             if not bool(finite.all()):
                 raise FormatError(self.base_path, "features", "finite values",

@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from mmf.common.registry import registry
+from mmf_uvlp.datasets.collate import ragged
 from mmf_uvlp.losses.reduction import Fields, require_field, weighted_sample_mean, zero_loss
 
 
@@ -27,7 +28,9 @@ class ImageTextMatchingLoss(nn.Module):
         if logits is None:
             return zero_loss(model_output)
         labels = require_field(sample_list, "itm_label", "uvla_itm").view(-1)  # (B,)
-        sample_index = (labels != -1).nonzero(as_tuple=True)[0]  # (M,)
+        sample_index = ragged(sample_list, "itm_label_index")  # (M,), host-computed
+        if sample_index is None:
+            sample_index = (labels != -1).nonzero(as_tuple=True)[0]
         per_pair = F.cross_entropy(logits[sample_index].float(), labels[sample_index],
                                    reduction="none")  # (M,)
         loss = weighted_sample_mean(per_pair, sample_index, labels.size(0), model_output)

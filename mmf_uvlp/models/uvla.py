@@ -25,6 +25,9 @@ Batch fields read (B batch, L text length, R regions, D feature dim): ``input_id
 (``max_features``, ``bbox`` pixels, ``image_width``, ``image_height``), and for pairs
 (NLVR2) ``img0`` / ``img1`` each holding those. With ``text_only_batches: true`` a batch
 without any region field (U-VisualBERT's text batches) encodes its text alone (R = 0).
+A batch of the plugin's datasets (:mod:`mmf_uvlp.datasets.collate`) carries the region
+features once: ``forward`` first rebuilds the fields it names in ``region_copies`` (the
+original features) on the batch's device and sets them in ``sample_list``.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from transformers import BertConfig, BertForPreTraining
 from mmf.common.registry import registry
 from mmf.models.base_model import BaseModel
 from mmf.modules.losses import Losses
+from mmf_uvlp.datasets.collate import restore_region_copies
 from mmf_uvlp.losses.curriculum import CurriculumWeighting
 from mmf_uvlp.models.head_spec import head_spec
 from mmf_uvlp.modules.boxes import normalized_boxes
@@ -538,6 +542,15 @@ class UVLA(BaseModel):
             attentions=out.attentions if output_attentions else None,
         )
 
+    @staticmethod
+    def _any_weighted(sample_list: Mapping[str, Any], weighted: torch.Tensor) -> bool:
+        """Whether a sample is curriculum-weighted: from the host flags of a collated
+        batch (no wait for the device), else from the tensor."""
+        host = sample_list.get("curriculum_weighted_host")
+        if host is not None:
+            return any(host)
+        return bool(weighted.any())
+
     @torch.no_grad()
     def _clean_match_logits(self, sample_list: Mapping[str, Any]) -> torch.Tensor:
         """ITM logits (B, 2) of the batch's uncorrupted pairs (the curriculum weight)."""
@@ -558,6 +571,7 @@ class UVLA(BaseModel):
 
     def forward(self, sample_list: Mapping[str, Any],
                 output_attentions: Optional[bool] = None) -> Dict[str, Any]:
+        restore_region_copies(sample_list)
         encoded = self.encode(sample_list, output_attentions)
         output: Dict[str, Any] = {}
         idle = []
@@ -575,7 +589,7 @@ class UVLA(BaseModel):
         if self.curriculum is not None and weighted is not None and schedulable:
             logits = output["itm_logits"]
             active = self.curriculum.active()  # asked once a step
-            if active and bool(weighted.any()):
+            if active and self._any_weighted(sample_list, weighted):
                 logits = self._clean_match_logits(sample_list)
             output["curriculum_weights"] = self.curriculum.weights(logits, weighted, active)
             if self.training:

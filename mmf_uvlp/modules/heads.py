@@ -19,16 +19,21 @@ region_scorer      (always)                        ``scores`` (B, R): RefCOCO+
 =================  ==============================  ======================================
 
 ``*_index`` is (M, 2): the (sample, position) of each selected token or region, in
-row-major order; the losses read their targets there.
+row-major order; the losses read their targets there. A batch collated by
+:func:`mmf_uvlp.datasets.collate.collate` brings these indices computed on the host
+(``lm_label_index`` ...), so a head never waits for the device to count its targets;
+other batches get them from ``nonzero`` on the device.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 import torch
 from torch import nn
+
+from mmf_uvlp.datasets.collate import ragged
 
 Outputs = Optional[Dict[str, torch.Tensor]]
 PADDED_REGION_SCORE = -1e4
@@ -43,6 +48,15 @@ class Encoded:
     pooled: torch.Tensor  # (B, H), [CLS] or the token mean (the model's ``pooling``)
     region_mask: torch.Tensor  # (B, R), 1 = real region
     attentions: Optional[Tuple[torch.Tensor, ...]] = None  # per layer (B, heads, L+R, L+R)
+
+
+def target_index(batch: Mapping[str, Any], field: str,
+                 selected: Callable[[], torch.Tensor]) -> torch.Tensor:
+    """The host-computed index ``field`` of a collated batch, else ``selected().nonzero()``."""
+    index = ragged(batch, field)
+    if index is None:
+        return selected().nonzero()
+    return index
 
 
 class PredictionMLP(nn.Sequential):
@@ -79,7 +93,7 @@ class MaskedTokenHead(nn.Module):
         labels = _selected(batch.get("lm_label_ids"), encoded.text, "lm_label_ids")  # (B, L)
         if labels is None:
             return None
-        index = (labels != -1).nonzero()  # (M, 2)
+        index = target_index(batch, "lm_label_index", lambda: labels != -1)  # (M, 2)
         hidden = encoded.text[index[:, 0], index[:, 1]]  # (M, H)
         return {"mlm_logits": self.vocab_head(hidden), "mlm_index": index}
 
@@ -97,7 +111,7 @@ class RegionClassHead(nn.Module):
                             "region_class_targets")  # (B, R)
         if targets is None:
             return None
-        index = (targets != -1).nonzero()  # (M, 2)
+        index = target_index(batch, "region_class_index", lambda: targets != -1)  # (M, 2)
         hidden = encoded.regions[index[:, 0], index[:, 1]]  # (M, H)
         return {"mrc_logits": self.classifier(hidden), "mrc_index": index}
 
@@ -115,7 +129,8 @@ class FeatureRegressionHead(nn.Module):
         masked = _selected(batch.get("region_masked"), encoded.regions, "region_masked")
         if masked is None:
             raise ValueError("batch has 'region_features_target' but no 'region_masked' (B, R)")
-        index = ((masked != 0) & (encoded.region_mask != 0)).nonzero()  # (M, 2)
+        index = target_index(batch, "region_masked_index",
+                             lambda: (masked != 0) & (encoded.region_mask != 0))  # (M, 2)
         hidden = encoded.regions[index[:, 0], index[:, 1]]  # (M, H)
         return {"mrfr_features": self.regressor(hidden), "mrfr_index": index}
 
@@ -132,7 +147,8 @@ class PhraseTokenHead(nn.Module):
                             "region_phrase_targets")  # (B, R, P)
         if phrases is None:
             return None
-        index = (phrases != -1).any(-1).nonzero()  # (M, 2)
+        index = target_index(batch, "region_phrase_index",
+                             lambda: (phrases != -1).any(-1))  # (M, 2)
         hidden = encoded.regions[index[:, 0], index[:, 1]]  # (M, H)
         return {"pmrtc_logits": self.vocab_head(hidden), "pmrtc_index": index}
 

@@ -34,9 +34,10 @@ class ImageSentenceMaskingProcessor(UVLAMaskingProcessor):
 
     default_curriculum_weighted = True
 
-    def __call__(self, item: RawItem, generator: Optional[torch.Generator] = None) -> Sample:
+    def __call__(self, item: RawItem, generator: Optional[torch.Generator] = None,
+                 padded: bool = True) -> Sample:
         generator = self.generator(generator)
-        regions = self.pack_regions(item)
+        regions = self.pack_regions(item, padded)
         sentence, label = item.get("sentence"), item.get("itm_label")
         if not isinstance(sentence, str):
             raise ValueError("uvla_image_sentence_masking: raw input needs 'sentence' (str)")

@@ -22,6 +22,10 @@ curriculum-weighted processors (R-N, I-S) also emit the uncorrupted pair, from w
   model reads the curriculum weight w_ITM (the paper's match score of the *pair*, not of its
   masked copy): ``clean_input_ids`` (L,) long and ``clean_region_features`` (R, D) float.
 
+Called with ``padded=False`` (the plugin's datasets, which pad each batch to its longest,
+:mod:`mmf_uvlp.datasets.collate`), the three feature fields hold the real rows only
+(N, D); every other field and every random draw is the same as with ``padded=True``.
+
 Common raw input keys (one image): ``features`` (N, D) float array / tensor,
 ``boxes`` (N, 4) pixel ``[x1, y1, x2, y2]``, ``image_width``, ``image_height``. The
 first ``max_regions`` regions are kept.
@@ -83,10 +87,12 @@ def restore_targets(input_ids: torch.Tensor, lm_label_ids: torch.Tensor) -> torc
 
 
 def corrupt_regions(features: torch.Tensor, selected: torch.Tensor, zero_prob: float,
-                    generator: Optional[torch.Generator]) -> torch.Tensor:
-    """Zero the features (R, D) of each selected region (R,) with probability ``zero_prob``."""
+                    generator: Optional[torch.Generator]) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Zero the features (N <= R, D) of each selected region (R,) with probability
+    ``zero_prob``; returns (features, zeroed (R,) bool). The draws have the shape of
+    ``selected`` whatever N is."""
     zeroed = selected & (torch.rand(selected.shape, generator=generator) < zero_prob)
-    return features.masked_fill(zeroed.unsqueeze(-1), 0.0)
+    return features.masked_fill(zeroed[: features.size(0)].unsqueeze(-1), 0.0), zeroed
 
 
 def probability_param(name: str, value: float) -> float:
@@ -155,8 +161,9 @@ class UVLAMaskingProcessor(BaseProcessor):
         return corrupt_tokens(input_ids, selected, self.tokenizer.mask_token_id, self.random_ids,
                               generator, self.mask_token_prob, self.random_token_prob)
 
-    def pack_regions(self, item: RawItem) -> Dict[str, torch.Tensor]:
-        """The first ``max_regions`` regions, padded: features, 5-d boxes, mask (+ count n)."""
+    def pack_regions(self, item: RawItem, padded: bool = True) -> Dict[str, torch.Tensor]:
+        """The first ``max_regions`` regions: 5-d boxes and mask padded to ``max_regions``,
+        features too when ``padded`` (else the n real rows, a view), and the count n."""
         for key in ("features", "boxes", "image_width", "image_height"):
             if item.get(key) is None:
                 raise ValueError(f"processor {type(self).__name__}: raw input needs '{key}'")
@@ -168,15 +175,19 @@ class UVLAMaskingProcessor(BaseProcessor):
                 f"got {tuple(features.shape)} and {tuple(boxes.shape)}"
             )
         n = min(features.size(0), self.max_regions)
-        padded = torch.zeros(self.max_regions, features.size(1))
-        padded[:n] = features[:n]
+        if padded:
+            rows = torch.zeros(self.max_regions, features.size(1))
+            rows[:n] = features[:n]
+        else:
+            rows = features[:n]
         box5 = torch.zeros(self.max_regions, 5)
         width, height = float(item["image_width"]), float(item["image_height"])
         box5[:n] = normalized_boxes(boxes[:n], width, height)
         mask = torch.zeros(self.max_regions, dtype=torch.long)
         mask[:n] = 1
-        return {"region_features": padded, "region_boxes": box5, "region_mask": mask,
-                "num_regions": torch.tensor(n), "clean_region_features": padded}
+        return {"region_features": rows, "region_boxes": box5, "region_mask": mask,
+                "num_regions": torch.tensor(n), "clean_region_features": rows,
+                "region_zeroed": torch.zeros(self.max_regions, dtype=torch.bool)}
 
     def mask_sentence(
         self, sentence: str, prob: float, generator: Optional[torch.Generator]
@@ -215,7 +226,8 @@ class UVLAMaskingProcessor(BaseProcessor):
         if bool(selected[n:].any()):
             raise ValueError("mask_regions: only real regions can be selected")
         original = regions["region_features"]
-        regions["region_features"] = corrupt_regions(original, selected, self.zero_prob, generator)
+        regions["region_features"], regions["region_zeroed"] = corrupt_regions(
+            original, selected, self.zero_prob, generator)
         class_targets = torch.full((self.max_regions,), IGNORE, dtype=torch.long)
         class_targets[:n][selected[:n]] = classes[:n][selected[:n]]
         return {"region_masked": selected.long(), "region_class_targets": class_targets,
@@ -254,6 +266,7 @@ class UVLAMaskingProcessor(BaseProcessor):
             "region_features": regions["region_features"],
             "region_boxes": regions["region_boxes"],
             "region_mask": regions["region_mask"],
+            "region_zeroed": regions["region_zeroed"],
             "region_masked": (region_masked if region_masked is not None
                               else torch.zeros(R, dtype=torch.long)),
             "region_class_targets": (region_class_targets if region_class_targets is not None

@@ -39,9 +39,10 @@ class PairMaskingProcessor(UVLAMaskingProcessor):
 
     default_curriculum_weighted = False
 
-    def __call__(self, item: RawItem, generator: Optional[torch.Generator] = None) -> Sample:
+    def __call__(self, item: RawItem, generator: Optional[torch.Generator] = None,
+                 padded: bool = True) -> Sample:
         generator = self.generator(generator)
-        regions = self.pack_regions(item)
+        regions = self.pack_regions(item, padded)
         sentence, label = item.get("sentence"), item.get("itm_label", IGNORE)
         if not isinstance(sentence, str):
             raise ValueError("uvla_pair_masking: raw input needs 'sentence' (str)")

@@ -114,9 +114,10 @@ class RegionPhraseMaskingProcessor(UVLAMaskingProcessor):
                 linked.append((positions, int(region), score))
         return linked
 
-    def __call__(self, item: RawItem, generator: Optional[torch.Generator] = None) -> Sample:
+    def __call__(self, item: RawItem, generator: Optional[torch.Generator] = None,
+                 padded: bool = True) -> Sample:
         generator = self.generator(generator)
-        regions = self.pack_regions(item)
+        regions = self.pack_regions(item, padded)
         sentence, phrases = item.get("sentence"), item.get("noun_phrases")
         if not isinstance(sentence, str) or phrases is None:
             raise ValueError("uvla_region_phrase_masking: raw input needs 'sentence' (str) and "
@@ -156,7 +157,7 @@ class RegionPhraseMaskingProcessor(UVLAMaskingProcessor):
                         pieces = by_region[region][0][: self.max_phrase_tokens]
                         phrase_targets[region, : len(pieces)] = torch.tensor(pieces)
                         region_masked[region] = True
-                regions["region_features"] = corrupt_regions(
+                regions["region_features"], regions["region_zeroed"] = corrupt_regions(
                     regions["region_features"], region_masked, self.zero_prob, generator)
 
         return self.assemble(input_ids, lm_label_ids, len(ids), regions,

@@ -56,9 +56,10 @@ class RegionTagMaskingProcessor(UVLAMaskingProcessor):
         regions = select_bernoulli(region_mask.bool(), self.mask_prob, generator)
         return tags, regions
 
-    def __call__(self, item: RawItem, generator: Optional[torch.Generator] = None) -> Sample:
+    def __call__(self, item: RawItem, generator: Optional[torch.Generator] = None,
+                 padded: bool = True) -> Sample:
         generator = self.generator(generator)
-        regions = self.pack_regions(item)
+        regions = self.pack_regions(item, padded)
         n = int(regions["num_regions"])
         labels = item.get("region_labels")
         if labels is None or len(labels) < n:

@@ -7,7 +7,7 @@ Output (L = ``max_seq_length``): ``input_ids``, ``input_mask``, ``segment_ids``,
 ``lm_label_ids`` (L,) long; ``itm_label`` () = -1, ``targets`` () = -1,
 ``curriculum_weighted`` () false. No region field: the ``uvla`` model encodes such a batch's
 text alone when ``model_config.uvla.text_only_batches`` is true. The region params
-(``max_regions`` ...) are accepted and unused.
+(``max_regions`` ...) and ``padded`` are accepted and unused.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ class TextMaskingProcessor(UVLAMaskingProcessor):
 
     default_curriculum_weighted = False
 
-    def __call__(self, item: RawItem, generator: Optional[torch.Generator] = None) -> Sample:
+    def __call__(self, item: RawItem, generator: Optional[torch.Generator] = None,
+                 padded: bool = True) -> Sample:
         generator = self.generator(generator)
         sentence = item.get("sentence")
         if not isinstance(sentence, str):

@@ -62,7 +62,7 @@ def test_region_tag_contract(rt):
     shapes = {"input_ids": (L,), "input_mask": (L,), "segment_ids": (L,), "lm_label_ids": (L,),
               "text_boxes": (L, 5), "text_is_tag": (L,), "region_features": (R, D),
               "region_features_target": (R, D), "region_boxes": (R, 5), "region_mask": (R,),
-              "region_masked": (R,), "region_class_targets": (R,), "region_phrase_targets": (R, P),
+              "region_zeroed": (R,), "region_masked": (R,), "region_class_targets": (R,), "region_phrase_targets": (R, P),
               "itm_label": (), "curriculum_weighted": (), "targets": ()}
     assert {k: tuple(v.shape) for k, v in out.items()} == shapes
     # [CLS] dog tennis ##... man [SEP]: each piece carries its region's box, no text position.
@@ -102,6 +102,8 @@ def test_region_tag_masking_statistics(rt):
         real_regions += int(out["region_mask"].sum())
         regions_masked += int(masked.sum())
         regions_zeroed += int((out["region_features"][masked].abs().sum(-1) == 0).sum())
+        zeroed = (out["region_features"].abs().sum(-1) == 0) & out["region_mask"].bool()
+        assert torch.equal(out["region_zeroed"], zeroed)  # the zeroed regions, named
         assert torch.equal(out["region_class_targets"][masked], torch.arange(R)[masked])
         assert (out["region_class_targets"][~masked] == -1).all()
         kept = ~masked

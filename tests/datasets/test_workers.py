@@ -135,10 +135,17 @@ def test_workers_give_the_same_batches_as_no_workers(tiny_corpus, tmp_path, regi
     with_workers = _batches(tmp_path, world, features, workers=2)
     assert len(alone) == len(with_workers) > 2
     for one, other in zip(alone, with_workers):
-        assert sorted(one.keys()) == sorted(other.keys())
-        for key in one.keys():
-            if torch.is_tensor(one[key]):
-                assert torch.equal(one[key], other[key]), key
-            else:
-                assert one[key] == other[key], key
+        _assert_same(one, other)
     assert alone[0].image_id != alone[len(alone) // 2].image_id  # the epochs' orders differ
+
+
+def _assert_same(one, other, where: str = "batch") -> None:
+    """The same fields with equal values (tensors, lists, nested mappings)."""
+    assert sorted(one.keys()) == sorted(other.keys()), where
+    for key in one.keys():
+        if torch.is_tensor(one[key]):
+            assert torch.equal(one[key], other[key]), f"{where}.{key}"
+        elif isinstance(one[key], dict):
+            _assert_same(one[key], other[key], f"{where}.{key}")
+        else:
+            assert one[key] == other[key], f"{where}.{key}"

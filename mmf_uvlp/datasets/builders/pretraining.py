@@ -6,18 +6,24 @@ fields. :class:`RegionsDataset` adds the image side: an item's region features, 
 detector classes, read by MMF's FeaturesDatabase (LMDB or ``.npy`` folder); an image whose
 features hold another number of regions than its record lists is counted and reported
 (:mod:`mmf_uvlp.datasets.region_counts`).
+
+A DataLoader asks for a whole batch at once (``__getitems__``): its samples are made with
+the feature rows unpadded and collated by :func:`mmf_uvlp.datasets.collate.collate`
+(padded to the batch's longest, one copy of the features); ``dataset[idx]`` still gives
+one sample at the processors' fixed sizes.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 import torch
 
-from mmf.common.sample import Sample
+from mmf.common.sample import Sample, SampleList
 from mmf.datasets.mmf_dataset import MMFDataset
 from mmf.datasets.mmf_dataset_builder import MMFDatasetBuilder
 from mmf_uvlp.datasets.annotation_db import AnnotationDbHook
+from mmf_uvlp.datasets.collate import collate
 from mmf_uvlp.datasets.region_counts import RegionCounts
 from mmf_uvlp.training.progress import register_train_samples
 from mmf_uvlp.utils.config_files import default_config
@@ -45,8 +51,16 @@ class PretrainingDataset(AnnotationDbHook, MMFDataset):
         """The masking processor's raw input of sample ``idx``."""
         raise NotImplementedError
 
+    def sample_fields(self, idx: int, padded: bool = True) -> Dict[str, Any]:
+        """The fields of sample ``idx``; with ``padded=False`` its feature rows unpadded."""
+        return self.masking_processor(self.raw_input(idx), padded=padded)
+
     def __getitem__(self, idx: int) -> Sample:
-        return Sample(self.masking_processor(self.raw_input(idx)))
+        return Sample(self.sample_fields(idx))
+
+    def __getitems__(self, indices: List[int]) -> SampleList:
+        """The batch of ``indices``, padded to its longest (what a DataLoader asks for)."""
+        return collate([self.sample_fields(idx, padded=False) for idx in indices])
 
 
 class RegionsDataset(PretrainingDataset):
@@ -82,10 +96,10 @@ class RegionsDataset(PretrainingDataset):
             "region_labels": item["region_labels"][:count],
         }
 
-    def __getitem__(self, idx: int) -> Sample:
-        sample = super().__getitem__(idx)
-        sample.image_id = self.annotation_db[idx]["image_id"]
-        return sample
+    def sample_fields(self, idx: int, padded: bool = True) -> Dict[str, Any]:
+        fields = super().sample_fields(idx, padded)
+        fields["image_id"] = self.annotation_db[idx]["image_id"]
+        return fields
 
 
 class PretrainingBuilder(MMFDatasetBuilder):
