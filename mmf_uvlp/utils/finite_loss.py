@@ -12,6 +12,10 @@ training batch, before the backward pass, and raises :class:`NonFiniteLoss`, e.g
 
 It costs one host-device synchronisation per update (and, in a distributed run, one
 all-reduce of a flag, so that every rank stops at the same update).
+:class:`DeferredFiniteCheck` makes the same check without one: it computes the flag on the
+device (:func:`finite_flag`), lets a fused AdamW skip a non-finite update on the device
+(its ``found_inf``), and reads the flag on the host one update later, when the device has
+long computed it.
 """
 
 from __future__ import annotations
@@ -37,10 +41,9 @@ def check_finite_loss(losses: Mapping[str, Any], batch: Mapping[str, Any], datas
     """Raise :class:`NonFiniteLoss` when a loss of this batch (``update``: the update it
     would make, from 1) is not finite; ``batch`` is the input batch, ``model`` is checked
     for weights that were already non-finite."""
-    values = [value.detach() for value in losses.values() if torch.is_tensor(value)]
-    if not values:
+    finite = finite_flag(losses)
+    if finite is None:
         return
-    finite = torch.isfinite(torch.stack([value.float().sum() for value in values]).sum())
     everywhere = _on_every_rank(finite)
     if everywhere:
         return
@@ -51,6 +54,75 @@ def check_finite_loss(losses: Mapping[str, Any], batch: Mapping[str, Any], datas
     raise NonFiniteLoss(f"{where} on dataset {dataset} ({_bad_losses(losses)}): "
                         + "; ".join(_causes(batch, model))
                         + "; training stopped before this update changed any weight")
+
+
+def finite_flag(losses: Mapping[str, Any]) -> Optional[torch.Tensor]:
+    """Whether every loss is finite, a bool tensor on the losses' device (no host sync);
+    None when there is no tensor loss."""
+    values = [value.detach() for value in losses.values() if torch.is_tensor(value)]
+    if not values:
+        return None
+    return torch.isfinite(torch.stack([value.float().sum() for value in values]).sum())
+
+
+def skips_on_device(optimizer: Any) -> bool:
+    """Whether ``optimizer`` skips a step on a device flag (``found_inf``): PyTorch's fused
+    Adam / AdamW."""
+    groups = getattr(optimizer, "param_groups", None) or []
+    return bool(getattr(optimizer, "_step_supports_amp_scaling", False)) and \
+        all(group.get("fused") for group in groups)
+
+
+class DeferredFiniteCheck:
+    """The non-finite loss check of :func:`check_finite_loss` without a host sync per update.
+
+    :meth:`submit` takes an update's losses before its backward pass: it computes the flag
+    on the device and, when ``optimizer`` skips on a device flag (:func:`skips_on_device`),
+    sets its ``found_inf`` so that a non-finite update changes no weight; then it checks
+    the update submitted before (:meth:`flush`), whose flag the device has computed by
+    now. :meth:`flush` (also at the end of training and before a checkpoint is written)
+    raises :class:`NonFiniteLoss` naming that update, its dataset and samples.
+    Single-process only: a distributed run uses :func:`check_finite_loss`.
+    """
+
+    def __init__(self) -> None:
+        self._pending: Optional[Tuple[Any, ...]] = None
+
+    def submit(self, losses: Mapping[str, Any], batch: Mapping[str, Any], dataset: str,
+               update: int, optimizer: Any = None) -> None:
+        """Queue the check of ``update`` (see the class docstring) and make the one before."""
+        self.flush()
+        finite = finite_flag(losses)
+        if finite is None:
+            return
+        skipped = optimizer is not None and skips_on_device(optimizer)
+        if skipped:
+            optimizer.found_inf = (~finite).float()
+        ready = None
+        if finite.is_cuda:  # to the host without waiting; flush waits for this copy only
+            host = torch.empty((), dtype=torch.bool, pin_memory=True)
+            host.copy_(finite, non_blocking=True)
+            ready = torch.cuda.Event()
+            ready.record()
+            finite = host
+        self._pending = (finite, ready, dict(losses), batch, dataset, update, skipped)
+
+    def flush(self, model: Optional[torch.nn.Module] = None) -> None:
+        """Check the update submitted last, if any: raise :class:`NonFiniteLoss` if its loss
+        was not finite."""
+        if self._pending is None:
+            return
+        finite, ready, losses, batch, dataset, update, skipped = self._pending
+        self._pending = None
+        if ready is not None:
+            ready.synchronize()
+        if bool(finite):
+            return
+        outcome = ("the optimizer skipped it, no weight changed" if skipped else
+                   "its update was applied (the optimizer cannot skip on a device flag)")
+        raise NonFiniteLoss(f"non-finite loss at update {update} on dataset {dataset} "
+                            f"({_bad_losses(losses)}): " + "; ".join(_causes(batch, model))
+                            + f"; {outcome}; training stopped")
 
 
 def _on_every_rank(finite: torch.Tensor) -> bool:

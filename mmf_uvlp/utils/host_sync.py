@@ -1,0 +1,72 @@
+"""Finding the host syncs of a training step, on any machine.
+
+A call that needs a tensor's value on the host (``.item()``, ``.tolist()``, ``bool()``,
+``nonzero``, a boolean-mask index ...) makes the Python process wait until the device has
+computed it: the device's queue drains and it idles while Python prepares the next
+kernels. :func:`no_host_sync` raises :class:`HostSyncError` at the first such call on a
+tensor inside its block, naming the call and the line that made it. Every tensor of a step
+lives on the model's device once MMF has moved the batch there, so on a CPU (where nothing
+waits) the block finds the calls that would wait on a GPU; on a CUDA device it also sets
+``torch.cuda.set_sync_debug_mode("error")``, which catches the syncs made inside PyTorch's
+own kernels.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import traceback
+from typing import Any, Iterator, Optional
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+# Tensor methods and torch functions whose result needs the device's values on the host.
+SYNCING = frozenset({"item", "tolist", "__bool__", "__int__", "__float__", "__index__",
+                     "nonzero", "argwhere", "numpy", "masked_select", "unique",
+                     "unique_consecutive", "cpu"})
+INDEXING = frozenset({"__getitem__", "__setitem__"})
+
+
+class HostSyncError(RuntimeError):
+    """A call inside :func:`no_host_sync` that waits for the device."""
+
+
+def _has_bool_index(index: Any) -> bool:
+    items = index if isinstance(index, tuple) else (index,)
+    return any(torch.is_tensor(item) and item.dtype == torch.bool for item in items)
+
+
+def _caller() -> str:
+    """The innermost frame outside torch and this module: where the call was made."""
+    for frame in reversed(traceback.extract_stack()[:-3]):
+        path = frame.filename.replace("\\", "/")
+        if "/torch/" not in path and not path.endswith("/host_sync.py"):
+            return f"{frame.filename}:{frame.lineno} ({frame.line})"
+    return "an unknown line"
+
+
+class _HostSyncCheck(TorchFunctionMode):
+    def __torch_function__(self, func: Any, types: Any, args: Any = (),
+                           kwargs: Optional[dict] = None) -> Any:
+        name = getattr(func, "__name__", "")
+        if name in SYNCING or (name in INDEXING and len(args) > 1
+                               and _has_bool_index(args[1])):
+            what = f"a boolean-mask {name}" if name in INDEXING else f"{name}()"
+            raise HostSyncError(f"{what} on a tensor waits for the device, at {_caller()}")
+        return func(*args, **(kwargs or {}))
+
+
+@contextlib.contextmanager
+def no_host_sync(device: Optional[torch.device] = None) -> Iterator[None]:
+    """Raise :class:`HostSyncError` at any host sync inside the block (see the module
+    docstring); on a CUDA ``device`` CUDA's own sync check is on too."""
+    cuda = device is not None and torch.device(device).type == "cuda"
+    previous = torch.cuda.get_sync_debug_mode() if cuda else None
+    if cuda:
+        torch.cuda.set_sync_debug_mode("error")
+    try:
+        with _HostSyncCheck():
+            yield
+    finally:
+        if cuda:
+            torch.cuda.set_sync_debug_mode(previous)

@@ -1,0 +1,72 @@
+"""A uvla step on the plugin's batches makes no host sync (forward, losses, curriculum and
+the non-finite flag); the check that proves it fails on a step that syncs."""
+
+import pytest
+import torch
+
+from mmf_uvlp.utils.finite_loss import DeferredFiniteCheck, NonFiniteLoss, finite_flag
+from mmf_uvlp.utils.host_sync import HostSyncError, no_host_sync
+
+from helpers.collated import both_batches, processors, registry_state, tiny_model  # noqa: F401
+
+DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def _on_device(batch):
+    return batch.to(DEVICE)
+
+
+@pytest.mark.parametrize("kind", ["rt", "rn", "is"])
+def test_a_step_on_a_collated_batch_makes_no_host_sync(processors, kind):  # noqa: F811
+    _, batch = both_batches(processors, kind)
+    model = tiny_model().to(DEVICE).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
+    check = DeferredFiniteCheck()
+    batch = _on_device(batch)
+    with no_host_sync(DEVICE):
+        output = model(batch)  # forward, the curriculum's clean pass, MMF's losses
+        check.submit(output["losses"], batch, "toy", 1, optimizer)
+    assert "curriculum_weights" in output and len(output["losses"]) == 5
+    check.flush()  # finite: nothing raised
+
+
+@pytest.mark.parametrize("kind", ["rt", "rn"])
+def test_the_sync_check_fails_on_a_step_that_syncs(processors, kind):  # noqa: F811
+    fixed_size, _ = both_batches(processors, kind)  # MMF's collation: no host-computed indices
+    model = tiny_model().to(DEVICE).train()
+    with pytest.raises(HostSyncError, match=r"nonzero\(\) .*heads\.py"):
+        with no_host_sync(DEVICE):
+            model(_on_device(fixed_size))
+
+
+@pytest.mark.parametrize("call", [lambda t: t.sum().item(), lambda t: t.tolist(),
+                                  lambda t: bool(t.any()), lambda t: t[t > 0]],
+                         ids=["item", "tolist", "bool", "mask-index"])
+def test_the_sync_check_names_each_kind_of_sync(call):
+    tensor = torch.ones(3, device=DEVICE)
+    call(tensor)  # fine outside the block
+    with pytest.raises(HostSyncError, match="waits for the device, at .*test_sync_free_step"):
+        with no_host_sync(DEVICE):
+            call(tensor)
+
+
+def test_a_deferred_non_finite_loss_is_skipped_on_the_device_and_named_next_update():
+    weight = torch.nn.Parameter(torch.ones(2, device=DEVICE))
+    optimizer = torch.optim.AdamW([weight], lr=0.1, fused=True)
+    check = DeferredFiniteCheck()
+    batch = {"image_id": ["a", "b"], "region_features": torch.tensor([[1.0], [float("nan")]])}
+    loss = (weight * batch["region_features"].to(DEVICE).view(-1)).sum()
+    with no_host_sync(DEVICE):
+        check.submit({"train/toy/uvla_mrfr": loss}, batch, "toy", 7, optimizer)
+    loss.backward()
+    optimizer.step()
+    assert torch.equal(weight.detach().cpu(), torch.ones(2))  # the update changed nothing
+    with pytest.raises(NonFiniteLoss, match=r"update 7 on dataset toy .*image_id b has "
+                       r"non-finite values in region_features.*optimizer skipped it"):
+        check.submit({"train/toy/uvla_mrfr": weight.sum()}, batch, "toy", 8, optimizer)
+
+
+def test_finite_flag_is_a_device_tensor():
+    flag = finite_flag({"a": torch.tensor(1.0, device=DEVICE), "b": torch.tensor(float("inf"))})
+    assert torch.is_tensor(flag) and not bool(flag)
+    assert finite_flag({"n": 3}) is None
