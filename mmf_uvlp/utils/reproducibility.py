@@ -7,10 +7,9 @@ What a seed promises (``training.seed``, 0 included; -1 draws a fresh one):
 - a run stopped at a checkpoint and resumed (``checkpoint.resume=True``) continues with the
   same batches and random draws as the uninterrupted run: the checkpoint holds the data
   position of the epoch in progress, the random-number states and the scheduler state.
-  With ``training.num_workers > 0`` the data order is still exact, but the masks are drawn
-  by the workers' generators (seeded from the seed and the epoch the workers started in):
-  they differ between worker counts, and those of the rest of an interrupted epoch are
-  drawn anew (docs/gpu.md);
+  the random draws of a sample (masks, ITM negatives) follow from the seed, the epoch and
+  its position in the epoch (:class:`SampleIndex`), so they are the same with any number
+  of DataLoader workers and in a resumed epoch (docs/gpu.md);
 - evaluation never changes the training stream: it runs on its own seeded generators.
 
 Not promised: equality across hardware, thread counts or library versions.
@@ -41,8 +40,26 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+class SampleIndex(int):
+    """A dataset index that carries ``seed``, the seed of its sample's random draws in this
+    epoch (from the run's seed, the epoch and the position in the epoch's order): a
+    dataset that reads it draws the same masks in any worker process, and after a resume.
+    It is an ``int`` everywhere else."""
+
+    seed: int
+
+    def __new__(cls, index: int, seed: int) -> "SampleIndex":
+        value = super().__new__(cls, index)
+        value.seed = int(seed)
+        return value
+
+    def __reduce__(self) -> Any:
+        return SampleIndex, (int(self), self.seed)
+
+
 class EpochSampler(torch.utils.data.Sampler):
     """Indices of one dataset in an order fixed by (seed, epoch); can resume mid-epoch.
+Each index is a :class:`SampleIndex` with its sample's seed.
 
     ``num_replicas``/``rank`` split the order between distributed processes as
     ``torch.utils.data.DistributedSampler`` does (padded to a multiple of the replicas).
@@ -88,8 +105,10 @@ class EpochSampler(torch.utils.data.Sampler):
         return order
 
     def __iter__(self) -> Iterator[int]:
-        indices, self._skip = self._indices()[self._skip:], 0
-        return iter(indices)
+        skip, self._skip = self._skip, 0
+        order = self._indices()
+        return iter([SampleIndex(index, derived_seed(self.seed, self.epoch, position, 2))
+                     for position, index in enumerate(order) if position >= skip])
 
     def __len__(self) -> int:
         return -(-self.size // self.num_replicas)

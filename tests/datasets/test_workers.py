@@ -1,6 +1,7 @@
 """Data loading with ``training.num_workers > 0``: each worker reads the features LMDB
 through its own environment, readers survive pickling (spawned workers), workers persist,
-and the batches equal those of ``num_workers = 0`` (LMDB and ``.npy`` features)."""
+and the batches, random masks included, equal those of ``num_workers = 0`` across an epoch
+end and in a resumed epoch (LMDB and ``.npy`` features)."""
 
 import argparse
 import os
@@ -80,10 +81,6 @@ dataset_config:
       train: [{features}]
       val: [{features}]
       test: [{features}]
-    processors:
-      masking_processor:
-        params:
-          mask_prob: 0.0   # no random masks: every field is a function of the data
 """
 
 
@@ -100,8 +97,10 @@ def registry_kept():
             registry.register(key, value)
 
 
-def _batches(tmp_path, world, features: str, workers: int) -> list:
-    """Two epochs of the R-T train loader that MMF's trainer builds."""
+def _batches(tmp_path, world, features: str, workers: int, resume_at: int = 0,
+             epochs=(1, 2)) -> list:
+    """The epochs' batches of the R-T train loader that MMF's trainer builds; with
+    ``resume_at``, the first epoch resumed after that many batches, as a checkpoint does."""
     from mmf.common.dataset_loader import DatasetLoader
     from mmf.utils.configuration import Configuration
     from mmf.utils.env import setup_imports
@@ -121,7 +120,10 @@ def _batches(tmp_path, world, features: str, workers: int) -> list:
     train = loader.train_loader
     assert [one.persistent_workers for one in train.loaders] == [workers > 0]
     batches = []
-    for epoch in (1, 2):
+    if resume_at:
+        train._uvlp_resume = {"consumed": [resume_at], "current_index": 0, "finished": [],
+                              "used_once": []}
+    for epoch in epochs:
         loader.seed_sampler("train", epoch)
         batches += [train.prepare_batch(batch) for batch in train]
     return batches
@@ -137,6 +139,17 @@ def test_workers_give_the_same_batches_as_no_workers(tiny_corpus, tmp_path, regi
     for one, other in zip(alone, with_workers):
         _assert_same(one, other)
     assert alone[0].image_id != alone[len(alone) // 2].image_id  # the epochs' orders differ
+    assert any((batch.lm_label_ids != -1).any() for batch in alone)  # random masks drawn
+
+
+def test_a_resumed_epoch_with_workers_gives_the_uninterrupted_batches(tiny_corpus, tmp_path,
+                                                                      registry_kept):
+    world = tiny_corpus.parent
+    whole = _batches(tmp_path, world, "features/cc.lmdb", workers=0, epochs=(1,))
+    resumed = _batches(tmp_path, world, "features/cc.lmdb", workers=2, resume_at=2, epochs=(1,))
+    assert len(resumed) == len(whole) - 2 > 0
+    for one, other in zip(whole[2:], resumed):
+        _assert_same(one, other)
 
 
 def _assert_same(one, other, where: str = "batch") -> None:

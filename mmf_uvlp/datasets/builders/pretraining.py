@@ -15,6 +15,7 @@ one sample at the processors' fixed sizes.
 
 from __future__ import annotations
 
+import zlib
 from typing import Any, Dict, List
 
 import torch
@@ -26,6 +27,7 @@ from mmf_uvlp.datasets.annotation_db import AnnotationDbHook
 from mmf_uvlp.datasets.collate import collate
 from mmf_uvlp.datasets.region_counts import RegionCounts
 from mmf_uvlp.training.progress import register_train_samples
+from mmf_uvlp.utils.reproducibility import derived_seed
 from mmf_uvlp.utils.config_files import default_config
 
 
@@ -52,8 +54,20 @@ class PretrainingDataset(AnnotationDbHook, MMFDataset):
         raise NotImplementedError
 
     def sample_fields(self, idx: int, padded: bool = True) -> Dict[str, Any]:
-        """The fields of sample ``idx``; with ``padded=False`` its feature rows unpadded."""
-        return self.masking_processor(self.raw_input(idx), padded=padded)
+        """The fields of sample ``idx``; with ``padded=False`` its feature rows unpadded.
+
+        An ``idx`` with a ``seed`` (the run's sampler gives a :class:`SampleIndex`) makes
+        every random draw of the sample (the dataset's, e.g. ITM negatives, and the masking
+        processor's) follow from that seed and the dataset's name, whatever process makes it.
+        """
+        seed = getattr(idx, "seed", None)
+        if seed is None:
+            return self.masking_processor(self.raw_input(idx), padded=padded)
+        seed = derived_seed(seed, zlib.crc32(self.dataset_name.encode()))
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(derived_seed(seed, 0))
+            generator = torch.Generator().manual_seed(derived_seed(seed, 1))
+            return self.masking_processor(self.raw_input(idx), generator, padded=padded)
 
     def __getitem__(self, idx: int) -> Sample:
         return Sample(self.sample_fields(idx))
