@@ -92,7 +92,8 @@ def _transformers_2x_module_paths() -> None:
         modeling_bert.BertLayerNorm = torch.nn.LayerNorm
 
     class AdamW(torch.optim.AdamW):
-        """transformers 2.x AdamW: eps 1e-6, no weight decay unless asked."""
+        """transformers 2.x AdamW: eps 1e-6, no weight decay unless asked; fused on a GPU
+        (``fused``: None = :func:`mmf_uvlp.training.throughput.fused_adamw_default`)."""
 
         def __init__(
             self,
@@ -102,13 +103,20 @@ def _transformers_2x_module_paths() -> None:
             eps: float = 1e-6,
             weight_decay: float = 0.0,
             correct_bias: bool = True,
+            fused: Optional[bool] = None,
         ):
+            from mmf_uvlp.training.throughput import fused_adamw_default
+
             if not correct_bias:
                 raise ValueError(
                     "optimizer adam_w: correct_bias=False is not supported by "
                     "torch.optim.AdamW; remove it from optimizer.params"
                 )
-            super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+            params = list(params)
+            if fused is None:
+                fused = fused_adamw_default(params)
+            super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                             fused=bool(fused) or None)
 
     if not hasattr(transformers.optimization, "AdamW"):
         transformers.optimization.AdamW = AdamW

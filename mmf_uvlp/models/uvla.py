@@ -62,6 +62,7 @@ from mmf_uvlp.modules.heads import (
 )
 from mmf_uvlp.modules.pooling import check_pooling, pool
 from mmf_uvlp.training.progress import current_epoch, registered_train_samples, updates_done
+from mmf_uvlp.training.throughput import compile_in_place, compile_requested
 from mmf_uvlp.utils.bert_source import load_or_explain
 from mmf_uvlp.utils.config_files import default_config
 from mmf_uvlp.utils.safe_loading import load_checkpoint
@@ -186,6 +187,8 @@ class UVLA(BaseModel):
         self._init_new_weights(bert)
         self._visual_lr_multiplier()  # a bad value fails at build, not at the optimizer
         self.curriculum = self._build_curriculum()
+        if compile_requested():
+            compile_in_place(self.encoder, f"{self.config_key}'s encoder")
 
         self.pretrained_report: Optional[Dict[str, Any]] = None
         pretrained = self.config.get("pretrained_checkpoint", None)

@@ -30,7 +30,9 @@ Common raw input keys (one image): ``features`` (N, D) float array / tensor,
 ``boxes`` (N, 4) pixel ``[x1, y1, x2, y2]``, ``image_width``, ``image_height``. The
 first ``max_regions`` regions are kept.
 
-Randomness: a ``torch.Generator`` passed to ``__call__`` (tests); else, inside a
+Randomness: a ``torch.Generator`` passed to ``__call__`` (the plugin's datasets pass one
+seeded per sample from the run's sampler, so every worker count draws the same masks;
+tests); else, inside a
 DataLoader worker, torch's global RNG, which PyTorch reseeds for every worker and epoch
 from the main process's RNG (seeded by MMF from ``training.seed``), so workers and epochs
 never repeat each other's masks; else (no workers) the processor's own generator seeded
