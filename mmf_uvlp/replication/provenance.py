@@ -6,7 +6,8 @@ tracked files, ``results/`` aside, were as committed (``commit``, ``tree_clean``
 it trained on (``device``: the GPU's name when torch sees one, as MMF then trains on it, else
 the CPU's model name), the precision
 (``precision``: ``fp16`` when the run asks MMF for mixed precision, ``training.fp16``, on
-its command line or in its config, else ``fp32``), the torch version (``torch``) and the
+its command line or in its config, ``bf16`` when it also asks for
+``training.amp_dtype=bfloat16``, else ``fp32``), the torch version (``torch``) and the
 thread count (``threads``, written by the runner). The same command on another processor
 or thread count sums floats in another order and gives another sample, not the same
 number, so a table says which runs its cells come from (:func:`table_provenance`): one
@@ -53,6 +54,7 @@ INTERRUPTED = "interrupted"  # a record's stopped starts that its run resumed (r
 # mmf_run options that set the precision, and the precision their True gives: MMF's
 # torch.cuda.amp switch (autocast to float16 with a gradient scaler)
 PRECISION_OPTIONS = {"training.fp16": "fp16"}
+AMP_DTYPE_OPTION = "training.amp_dtype"  # with fp16 on: bfloat16 makes the precision bf16
 DEFAULT_PRECISION = "fp32"
 RUN_NAMES = {"pretrain": "pre-training", SPLITS_RUN: "RefCOCO+ splits"}
 RESULTS = "results"  # what studies write into the repository (archives), not what runs read
@@ -146,7 +148,22 @@ def precision(command: Sequence[str]) -> str:
             value = _config_option(_config_path(config), key.split("."))
             if value is not None and _true(str(value)):
                 found = name
+    if found == "fp16" and _amp_dtype(command, config) == "bfloat16":
+        return "bf16"
     return found or DEFAULT_PRECISION
+
+
+def _amp_dtype(command: Sequence[str], config: str | None) -> str | None:
+    """``training.amp_dtype`` of a command (the last on its command line, else its config)."""
+    found: str | None = None
+    for option in command:
+        key, sep, value = option.partition("=")
+        if sep and key == AMP_DTYPE_OPTION:
+            found = value.strip()
+    if found is None and config is not None and _config_path(config).is_file():
+        value = _config_option(_config_path(config), AMP_DTYPE_OPTION.split("."))
+        found = None if value is None else str(value)
+    return found
 
 
 def file_sha256(path: Path) -> str:

@@ -124,6 +124,15 @@ def test_precision_from_the_command_line_and_the_config(tmp_path):
     assert precision(("mmf_run", off, "training.fp16=True")) == "fp16"  # the command's wins
 
 
+def test_bfloat16_autocast_is_recorded_as_bf16(tmp_path):
+    assert precision(("mmf_run", "training.fp16=True", "training.amp_dtype=bfloat16")) == "bf16"
+    assert precision(("mmf_run", "training.amp_dtype=bfloat16")) == "fp32"  # autocast off
+    (tmp_path / "bf16.yaml").write_text("training: {fp16: true, amp_dtype: bfloat16}\n")
+    assert precision(("mmf_run", f"config={tmp_path / 'bf16.yaml'}")) == "bf16"
+    assert precision(("mmf_run", f"config={tmp_path / 'bf16.yaml'}",
+                      "training.amp_dtype=float16")) == "fp16"
+
+
 def test_a_record_written_before_records_kept_them_reads_unknown():
     old = MadeBy.of({"title": "x", "command": ["mmf_run"], "wall_s": 1.0, "threads": 1})
     assert old == MadeBy(threads=1)
