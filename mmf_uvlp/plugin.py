@@ -38,8 +38,10 @@ def register_components() -> None:
     if _registered:
         return
     _registered = True
+    from mmf_uvlp.training.throughput import register_resolvers
     from mmf_uvlp.utils.bert_source import register_resolver
 
     register_resolver()
+    register_resolvers()
     for name in COMPONENT_MODULES:
         importlib.import_module(name)

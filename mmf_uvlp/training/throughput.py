@@ -4,6 +4,11 @@
   parameter, and a step it can skip on a device flag, see
   :class:`mmf_uvlp.utils.finite_loss.DeferredFiniteCheck`) when every parameter is on a
   CUDA device; on a CPU it keeps PyTorch's default, so CPU results stay as they were.
+- ``${uvlp_num_workers:}`` / ``${uvlp_pin_memory:}`` (the project configs'
+  ``training.num_workers`` / ``training.pin_memory``): with a GPU, each DataLoader gets
+  workers sized from the CPUs present (:func:`default_num_workers`) and pins its batches
+  (MMF then copies them with ``non_blocking=True``); without one, none and no pinning,
+  as the training process computes on those cores itself.
 - :func:`compile_in_place` (``training.compile: True``, opt-in): ``torch.compile`` of the
   model's encoder, for launch-bound small models; a clear fallback to eager.
 """
@@ -11,11 +16,42 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterable, List
+import os
+from typing import Any, Iterable, List, Optional
 
 import torch
 
 logger = logging.getLogger(__name__)
+
+
+# MMF builds one loader per pre-training dataset (R-T, R-N, I-S): they share the cores.
+LOADERS_SHARING_CORES = 3
+MAX_WORKERS = 4  # measured on one H200 (docs/benchmarks.md); more were not measured
+
+
+def default_num_workers(cpus: Optional[int] = None, gpu: Optional[bool] = None) -> int:
+    """DataLoader workers per loader: with a GPU, the CPUs but one shared by the pre-training
+    loaders (at least 1, at most :data:`MAX_WORKERS`); without a GPU, 0."""
+    gpu = torch.cuda.is_available() if gpu is None else gpu
+    if not gpu:
+        return 0
+    cpus = (os.cpu_count() or 1) if cpus is None else cpus
+    return max(1, min(MAX_WORKERS, (cpus - 1) // LOADERS_SHARING_CORES))
+
+
+def default_pin_memory() -> bool:
+    """Pin batches when a GPU trains."""
+    return torch.cuda.is_available()
+
+
+def register_resolvers() -> None:
+    """``${uvlp_num_workers:}`` and ``${uvlp_pin_memory:}`` for the configs."""
+    from omegaconf import OmegaConf
+
+    if not OmegaConf.has_resolver("uvlp_num_workers"):
+        OmegaConf.register_new_resolver("uvlp_num_workers", lambda: default_num_workers())
+    if not OmegaConf.has_resolver("uvlp_pin_memory"):
+        OmegaConf.register_new_resolver("uvlp_pin_memory", default_pin_memory)
 
 
 def parameter_tensors(params: Iterable[Any]) -> List[torch.Tensor]:

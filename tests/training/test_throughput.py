@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 import mmf  # noqa: F401  (applies the compatibility fixes)
 import mmf.modules.optimizers  # noqa: F401  (registers adam_w)
 from mmf.common.registry import registry
-from mmf_uvlp.training.throughput import fused_adamw_default
+from mmf_uvlp.training.throughput import default_num_workers, fused_adamw_default
 
 from helpers.collated import both_batches, processors, registry_state, tiny_model  # noqa: F401
 
@@ -58,3 +58,24 @@ def test_training_compile_compiles_the_encoder_and_changes_no_loss(processors): 
     # Inductor fuses and reorders float32 arithmetic: the losses agree to this tolerance.
     for name, value in eager.items():
         torch.testing.assert_close(compiled[name], value, rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_workers_are_sized_from_the_cpus_only_with_a_gpu():
+    assert default_num_workers(cpus=16, gpu=True) == 4
+    assert default_num_workers(cpus=4, gpu=True) == 1 and default_num_workers(1, True) == 1
+    assert default_num_workers(cpus=64, gpu=False) == 0
+
+
+def test_the_pretraining_config_resolves_workers_and_pinning_here():
+    import argparse
+
+    from mmf.utils.configuration import Configuration
+
+    from helpers import REPO
+
+    opts = [f"config={REPO / 'projects/uvla/pretrain.yaml'}"]
+    config = Configuration(argparse.Namespace(config_override=None, opts=opts)).get_config()
+    gpu = torch.cuda.is_available()
+    assert config.training.num_workers == default_num_workers()
+    assert config.training.pin_memory is gpu
+    assert (config.training.num_workers > 0) is gpu
