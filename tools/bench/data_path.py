@@ -10,6 +10,9 @@ ends (the sampler is reseeded at each, as the trainer does). A figure per row:
 
 - samples/s: timed samples / wall seconds; with W workers divided by W ("per worker"),
   with 0 workers the training process alone;
+- samples per CPU second: timed samples / the CPU seconds (user + system) that the
+  training process and its workers spent meanwhile; on a shared machine, where a process
+  gets a varying share of a core, this is the figure that stays put;
 - MB/batch: the bytes of every tensor of a batch (nested fields included) as the loader
   hands it over, i.e. what crosses from a worker into the training process and then to
   the device; the median over the timed batches.
@@ -53,6 +56,21 @@ def tensor_bytes(value: Any) -> int:
     return 0
 
 
+def cpu_seconds() -> float:
+    """User + system CPU seconds of this process and its live children (the workers)."""
+    import psutil
+
+    me = psutil.Process()
+    total = 0.0
+    for process in [me] + me.children(recursive=True):
+        try:
+            times = process.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += times.user + times.system
+    return total
+
+
 def measure(code: Path, world: Path, dataset: str, workers: int, batch: int, batches: int,
             warmup: int, text_length: int, regions: int, holdout_every: int) -> Dict[str, Any]:
     """One row: the train loader of ``dataset`` of the code at ``code`` (see the docstring)."""
@@ -81,7 +99,7 @@ def measure(code: Path, world: Path, dataset: str, workers: int, batch: int, bat
     loader.load_datasets()
     train = loader.train_loader
     sizes: List[int] = []
-    epoch, pulled, start = 0, 0, time.perf_counter()
+    epoch, pulled, start, cpu_start = 0, 0, time.perf_counter(), cpu_seconds()
     while pulled < batches:
         epoch += 1
         loader.seed_sampler("train", epoch)
@@ -89,15 +107,16 @@ def measure(code: Path, world: Path, dataset: str, workers: int, batch: int, bat
             prepared = train.prepare_batch(raw)
             pulled += 1
             if pulled == warmup:
-                start = time.perf_counter()
+                start, cpu_start = time.perf_counter(), cpu_seconds()
             elif pulled > warmup:
                 sizes.append(tensor_bytes(dict(prepared)))
             if pulled >= batches:
                 break
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, cpu_seconds() - cpu_start
     timed = pulled - warmup
     return {"dataset": dataset, "workers": workers, "batches": timed, "epochs": epoch,
             "samples_per_s": timed * batch / seconds / max(workers, 1),
+            "samples_per_cpu_s": timed * batch / cpu,
             "mb_per_batch": statistics.median(sizes) / 1e6, "batch": batch}
 
 
@@ -125,11 +144,13 @@ def revision(code: Path) -> str:
 
 
 def markdown(rows: List[Dict[str, Any]], labels: List[str], args: argparse.Namespace) -> str:
-    lines = [f"B={args.batch}, L={args.text_length}, R={args.regions}; {args.rounds} rounds, "
+    load = " ".join(f"{value:.1f}" for value in os.getloadavg())
+    lines = [f"B={args.batch}, L={args.text_length}, R={args.regions}; load average at the end "
+             f"{load} on {os.cpu_count()} CPUs; {args.rounds} rounds, "
              f"{args.batches - args.warmup} timed batches each (medians)", "",
              "| dataset | workers | " + " | ".join(
-                 f"{label} samples/s per worker | {label} MB/batch" for label in labels) + " |",
-             "|---|---|" + "---|---|" * len(labels)]
+                 f"{label} samples/s per worker | samples/CPU s | MB/batch" for label in labels)
+             + " |", "|---|---|" + "---|---|---|" * len(labels)]
     keys = sorted({(r["dataset"], r["workers"]) for r in rows},
                   key=lambda k: (DATASETS.index(k[0]), k[1]))
     for dataset, workers in keys:
@@ -138,6 +159,7 @@ def markdown(rows: List[Dict[str, Any]], labels: List[str], args: argparse.Names
             mine = [r for r in rows if r["label"] == label and r["dataset"] == dataset
                     and r["workers"] == workers]
             cells.append(f"{statistics.median(r['samples_per_s'] for r in mine):.1f} | "
+                         f"{statistics.median(r['samples_per_cpu_s'] for r in mine):.1f} | "
                          f"{statistics.median(r['mb_per_batch'] for r in mine):.2f}")
         lines.append(f"| {KIND.get(dataset, dataset)} | {workers} | " + " | ".join(cells) + " |")
     if len(labels) == 2:
@@ -146,9 +168,11 @@ def markdown(rows: List[Dict[str, Any]], labels: List[str], args: argparse.Names
             def med(label: str, key: str) -> float:
                 return statistics.median(r[key] for r in rows if r["label"] == label
                                          and r["dataset"] == dataset and r["workers"] == workers)
+            def ratio(key: str) -> float:
+                return med(labels[1], key) / med(labels[0], key)
             lines.append(f"- {KIND.get(dataset, dataset)}, {workers} workers: samples/s "
-                         f"x{med(labels[1], 'samples_per_s') / med(labels[0], 'samples_per_s'):.2f}"
-                         f", bytes x{med(labels[1], 'mb_per_batch') / med(labels[0], 'mb_per_batch'):.3f}")
+                         f"x{ratio('samples_per_s'):.2f}, samples/CPU s "
+                         f"x{ratio('samples_per_cpu_s'):.2f}, bytes x{ratio('mb_per_batch'):.3f}")
     return "\n".join(lines)
 
 
