@@ -70,21 +70,25 @@ class CurriculumWeighting:
             lines.append(f"curriculum: on from update {update} (epoch {epoch:.3f} >= m = "
                          f"{self.start_epoch:g}): the losses of the weighted samples (R-N, "
                          "I-S) are multiplied by w_ITM")
-        chosen = weights.detach().float()[weighted.to(torch.bool)]
-        if chosen.numel():
-            step = torch.stack([chosen.new_tensor(float(chosen.numel())), chosen.sum(),
-                                chosen.min(), chosen.max()])
-            seen = self._seen
-            self._seen = step if seen is None else torch.stack([
-                seen[0] + step[0], seen[1] + step[1], torch.minimum(seen[2], step[2]),
-                torch.maximum(seen[3], step[3])])
+        # Masked statistics, not a boolean index: the step waits for nothing on the device;
+        # the values reach the host only when a line is written.
+        mask = weighted.to(torch.bool)
+        values = weights.detach().float()
+        inf = torch.full_like(values, float("inf"))
+        step = torch.stack([mask.sum().float(), (values * mask).sum(),
+                            torch.where(mask, values, inf).min(),
+                            torch.where(mask, values, -inf).max()])
+        seen = self._seen
+        self._seen = step if seen is None else torch.stack([
+            seen[0] + step[0], seen[1] + step[1], torch.minimum(seen[2], step[2]),
+            torch.maximum(seen[3], step[3])])
         if every > 0 and update % every == 0 and update != self._reported:
             self._reported = update
-            if self._seen is None:
+            count, total, low, high = self._seen.tolist()
+            if count == 0:
                 lines.append(f"curriculum: w_ITM at update {update}: no weighted samples "
                              f"in the last {every} updates")
             else:
-                count, total, low, high = self._seen.tolist()
                 lines.append(f"curriculum: w_ITM at update {update} over {int(count)} weighted "
                              f"samples of the last {every} updates: mean {total / count:.4f}, "
                              f"min {low:.4f}, max {high:.4f}")

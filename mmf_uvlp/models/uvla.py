@@ -44,7 +44,7 @@ from transformers import BertConfig, BertForPreTraining
 from mmf.common.registry import registry
 from mmf.models.base_model import BaseModel
 from mmf.modules.losses import Losses
-from mmf_uvlp.datasets.collate import restore_region_copies
+from mmf_uvlp.datasets.collate import ragged, restore_region_copies
 from mmf_uvlp.losses.curriculum import CurriculumWeighting
 from mmf_uvlp.models.head_spec import head_spec
 from mmf_uvlp.modules.boxes import normalized_boxes
@@ -120,6 +120,9 @@ def _without_targets(head: str, result: Mapping[str, Any], batch: Mapping[str, A
     if indices:
         return all(index.size(0) == 0 for index in indices)
     if head == "itm":
+        applicable = ragged(batch, "itm_label_index")  # a collated batch's, from the host
+        if applicable is not None:
+            return applicable.size(0) == 0
         labels = batch.get("itm_label")
         return labels is None or not bool((labels != -1).any())
     return False
