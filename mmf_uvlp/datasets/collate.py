@@ -39,8 +39,6 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import torch
 
-from mmf.common.sample import SampleList
-
 TEXT_FIELDS = ("input_ids", "input_mask", "segment_ids", "lm_label_ids", "text_boxes",
                "text_is_tag", "clean_input_ids")
 REGION_FIELDS = ("region_boxes", "region_mask", "region_zeroed", "region_masked",
@@ -68,8 +66,11 @@ def _pad_rows(rows: Sequence[torch.Tensor], size: int) -> torch.Tensor:
     return out
 
 
-def collate(samples: Sequence[Mapping[str, Any]]) -> SampleList:
-    """One batch of the processors' samples (see the module docstring)."""
+def collate(samples: Sequence[Mapping[str, Any]]) -> Any:
+    """One batch of the processors' samples, an MMF ``SampleList`` (see the module
+    docstring)."""
+    from mmf.common.sample import SampleList  # here: the model imports this module
+
     if not samples:
         raise ValueError("collate: an empty batch")
     keys = list(samples[0].keys())
