@@ -260,9 +260,15 @@ def load_or_explain(load: Any, name: str, key: str, parts: Sequence[str] = PARTS
     problem = bert_problem(name, parts)
     if problem is not None:
         raise UserConfigError(f"{key}={name!r}: {problem}; {HOW_TO_SET}")
+    if _offline():
+        # decided before loading: offline, transformers' fast tokenizer falls back to its
+        # slow one with no vocabulary file and fails with a TypeError where protobuf exists
+        message = missing_bert_message(name)
+        if message is not None:
+            raise UserConfigError(f"{key}={name!r}: {message}")
     try:
         return load(name)
-    except (OSError, ValueError, ImportError) as error:
+    except (OSError, ValueError, ImportError, TypeError) as error:
         message = missing_bert_message(name)
         if message is None:
             raise
