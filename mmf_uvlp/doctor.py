@@ -1,10 +1,9 @@
 """``python -m mmf_uvlp.doctor``: is this environment able to run MMF with mmf_uvlp?
 
 Prints MMF's version, the Python / torch / transformers versions, every
-compatibility fix and the plugin's training behaviour, whether it applied and when it
-is on (every MMF run, plugin runs and runs that ask for it, or disabled by the
-environment), whether MMF's yaml configs are found
-and whether the plugin's components are registered; ends with ``OK`` or a list
+compatibility fix and whether it applied (or was disabled by the environment), whether
+MMF's yaml configs are found, whether the plugin's components are registered and, for
+``--run OPTS``, which trainer that run uses; ends with ``OK`` or a list
 of problems with how to fix each. Exits non-zero on problems.
 """
 
@@ -30,35 +29,20 @@ def _version(dist: str) -> Optional[str]:
         return None
 
 
-def _when(fix: compat.Fix, disabled: List[str], run: Optional[Tuple[str, Optional[str]]]) -> str:
-    """Whether ``fix`` is on, and why; for the run ``run`` (its command line and why the
-    plugin's behaviour applies to it, or None) when given."""
-    if fix.name in disabled:
-        return f"off: disabled by ${compat.DISABLE_VARIABLE}"
-    if fix.scope != "plugin":
-        return "on for every MMF run (global fix: MMF needs it on this stack)"
-    from mmf_uvlp.training.scope import BEHAVIOUR_KEY
-
-    if run is not None:
-        opts, reason = run
-        return (f"on for `{opts}`: {reason}" if reason else
-                f"off for `{opts}`: not a plugin run (no component of mmf_uvlp and "
-                f"{BEHAVIOUR_KEY} not True; the plugin's training behaviour)")
-    return (f"on for plugin runs (a model, dataset, processor or loss of mmf_uvlp) and runs "
-            f"with {BEHAVIOUR_KEY}=True; off for other MMF runs and with "
-            f"{BEHAVIOUR_KEY}=False (the plugin's training behaviour)")
-
-
-def _run_reason(opts: Sequence[str]) -> Optional[str]:
-    """Why the plugin's behaviour applies to the run ``mmf_run OPTS`` would configure."""
+def _run_trainer(opts: Sequence[str]) -> str:
+    """The trainer of the run ``mmf_run OPTS`` would configure, and whose behaviour it has."""
     from mmf.utils.configuration import Configuration
     from mmf.utils.env import setup_imports
 
-    from mmf_uvlp.training.scope import reason
+    from mmf_uvlp.trainers import NAME, chosen_by
 
     setup_imports()
-    configuration = Configuration(argparse.Namespace(config_override=None, opts=list(opts)))
-    return reason(configuration.get_config())
+    config = Configuration(argparse.Namespace(config_override=None, opts=list(opts))).get_config()
+    if chosen_by(config):
+        return (f"trainer {NAME}: the plugin's training behaviour (seeding, data order, mixed "
+                "precision, resumable checkpoints, non-finite loss stop; mmf_uvlp.trainers)")
+    return (f"trainer {config.training.get('trainer')}: MMF's own training behaviour "
+            f"(training.trainer={NAME} chooses the plugin's)")
 
 
 def diagnose(out=sys.stdout, quiet: bool = False,
@@ -91,14 +75,9 @@ def diagnose(out=sys.stdout, quiet: bool = False,
         say(f"compatibility fixes: none for MMF {mmf_version} (layer inert)")
     else:
         say(f"compatibility fixes for MMF {fix_set.mmf_version}:")
-        disabled = compat.disabled_fixes()
-        run = None
-        if run_opts and import_error is None:
-            run = (" ".join(run_opts), _run_reason(run_opts))
         for fix in fix_set.fixes:
             state = "applied" if fix.applied else f"FAILED ({fix.failure})" if fix.failure else "not applied"
             say(f"  [{state}] {fix.name}: {fix.error}")
-            say(f"      {_when(fix, disabled, run)}")
             if not fix.applied and import_error is None:
                 problems.append(f"fix {fix.name} did not apply ({fix.failure or 'never ran'})")
 
@@ -114,6 +93,8 @@ def diagnose(out=sys.stdout, quiet: bool = False,
         from mmf_uvlp.plugin import COMPONENT_MODULES
 
         say(f"plugin        {len(COMPONENT_MODULES)} component modules registered")
+        if run_opts:
+            say(f"run           `{' '.join(run_opts)}`: {_run_trainer(run_opts)}")
         if registry.get_model_class("visual_bert") is None:
             problems.append("MMF's registry lacks visual_bert: MMF's models did not load")
 
@@ -131,7 +112,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--quiet", action="store_true", help="print only OK or the problems")
     parser.add_argument("--run", nargs="+", metavar="OPT",
                         help="the options of an mmf_run command (config=... model=... "
-                             "datasets=...): say which of the plugin's behaviour acts on it")
+                             "datasets=...): say which trainer it uses")
     args = parser.parse_args(argv)
     return 1 if diagnose(quiet=args.quiet, run_opts=args.run) else 0
 

@@ -27,6 +27,7 @@ COMPONENT_MODULES = (
     "mmf_uvlp.models.visual_bert_uvlp",
     "mmf_uvlp.models.vilbert_uvlp",
     "mmf_uvlp.models.vl_bert",
+    "mmf_uvlp.trainers.uvlp_trainer",
 )
 
 _registered = False

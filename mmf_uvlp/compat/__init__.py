@@ -10,9 +10,8 @@ library that MMF needs shimmed, such as ``torchvision``) and runs either
 it (patches of MMF's classes). After ``import mmf`` the mmf_uvlp plugin
 components are registered. MMF 1.0.0rc10 (the package index) and 1.0.0rc12 (MMF's
 main branch, installed from source) each have a fix set (``rc10.py``, ``mmf_main.py``); for
-another version nothing is patched. The plugin's own training behaviour lives in
-``mmf_uvlp.training`` and is registered here too, with scope ``plugin``: it acts on plugin
-runs only (``mmf_uvlp.training.scope``).
+another version nothing is patched. The plugin's own training behaviour is not a fix: it is
+the ``uvlp`` trainer (``mmf_uvlp.trainers``), which a run chooses by name.
 
 The hook finds ``mmf`` with the finders that follow it on ``sys.meta_path`` (an editable
 MMF is served by a finder of its own, not by ``sys.path``), so the plugin registers
@@ -44,9 +43,6 @@ class Fix:
     apply: Callable[[], None]
     trigger: str  # top-level module whose first import runs the fix
     stage: str  # "pre": before the trigger module executes, "post": after it
-    # "global": every MMF run (MMF needs it on this stack); "plugin": the plugin's own
-    # training behaviour, acting on plugin runs only (mmf_uvlp.training.scope)
-    scope: str = "global"
     applied: bool = False
     failure: Optional[str] = None
 
@@ -58,13 +54,11 @@ class FixSet:
     mmf_version: str
     fixes: List[Fix] = field(default_factory=list)
 
-    def fix(self, name: str, error: str, stage: str = "pre", trigger: str = "mmf",
-            scope: str = "global") -> Callable:
-        """Decorator registering ``fn`` as a fix repairing ``error`` (``scope``: see
-        :class:`Fix`)."""
+    def fix(self, name: str, error: str, stage: str = "pre", trigger: str = "mmf") -> Callable:
+        """Decorator registering ``fn`` as a fix repairing ``error``."""
 
         def decorator(fn: Callable[[], None]) -> Callable[[], None]:
-            self.fixes.append(Fix(name, error, fn, trigger=trigger, stage=stage, scope=scope))
+            self.fixes.append(Fix(name, error, fn, trigger=trigger, stage=stage))
             return fn
 
         return decorator

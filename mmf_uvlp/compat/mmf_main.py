@@ -4,8 +4,8 @@ MMF main runs on a modern stack itself (its own environment makes it import and 
 so unlike ``rc10.py`` nothing here shims a library: only MMF main's own behaviour that
 the plugin's documented usage trips over. Each fix names the exact error it repairs
 on MMF main; where MMF main kept rc10's code, the fix is rc10's, applied by name here.
-The plugin's own training behaviour that MMF main lacks (``mmf_uvlp.training``) is
-registered here with scope ``plugin``, as in ``rc10.py``.
+The plugin's own training behaviour that MMF main lacks is the ``uvlp`` trainer
+(``mmf_uvlp.trainers``), not a fix.
 """
 
 from __future__ import annotations
@@ -15,15 +15,7 @@ import logging
 from typing import Any, List
 
 from mmf_uvlp.compat import FixSet, rc10
-from mmf_uvlp.training import (
-    cli_errors,
-    command_line_values,
-    non_finite_loss,
-    resumable_checkpoints,
-    run_lock,
-    seeding,
-)
-from mmf_uvlp.training.scope import plugin_only
+from mmf_uvlp.training import cli_errors, command_line_values, run_lock
 
 FIXES = FixSet(mmf_version="1.0.0rc12")
 logger = logging.getLogger(__name__)
@@ -65,18 +57,7 @@ FIXES.fix(
     "interleave in one train.log",
     stage="post",
     trigger="mmf_cli.run",
-    scope="plugin",
 )(run_lock.install)
-
-FIXES.fix(
-    "seed_zero_seeds",
-    "training.seed=0 seeds nothing (MMF main's mmf.utils.env.set_seed, like rc10's, seeds "
-    "only `if seed:` while the log says 'Using seed 0'), so runs of the plugin's configs "
-    "(seed 0) start from other weights and batches each time",
-    stage="post",
-    scope="plugin",
-)(plugin_only(seeding.install_seed_zero_seeds, "mmf.utils.env"))
-
 
 @FIXES.fix(
     "plugin_resolvers_kept",
@@ -109,7 +90,6 @@ FIXES.fix(
     "at the first batch (MMF main's _merge_with_dotlist, like rc10's, decodes values with "
     "ast.literal_eval); such values are refused with the spelling MMF expects",
     stage="post",
-    scope="plugin",
 )(command_line_values.install_on_mmf_main)
 
 
@@ -131,21 +111,7 @@ FIXES.fix(
     "`mmf_run: error: ...` and exits with status 2 (config) or 1 (run)",
     stage="post",
     trigger="mmf_cli.run",
-    scope="plugin",
 )(cli_errors.install)
-
-
-FIXES.fix(
-    "non_finite_loss_stops",
-    "RuntimeError: NaN occurred in the following loss(es): ...; exiting the training (MMF "
-    "main's exit_on_nan_losses: a stack trace naming neither the update, the dataset nor the "
-    "samples), and an infinite loss (one 1e30 feature) is not caught at all: the run trains on "
-    "with NaN weights and exits with status 0; now a NaN or infinite training loss stops the "
-    "run naming them (mmf_uvlp.utils.finite_loss), unless training.exit_on_nan_losses=False",
-    stage="post",
-    scope="plugin",
-)(plugin_only(non_finite_loss.install_on_mmf_main,
-               "mmf.trainers.core.training_loop:TrainerTrainingLoopMixin"))
 
 
 @FIXES.fix(
@@ -161,25 +127,15 @@ FIXES.fix(
 def _plain_data_checkpoint_loads() -> None:
     from mmf.utils.checkpoint import Checkpoint
     from mmf.utils.file_io import PathManager
+    from mmf_uvlp.training.resumable_checkpoints import load_run_checkpoint
     from mmf_uvlp.utils.checkpoint_files import omegaconf_containers
 
     def _torch_load(self: Checkpoint, file: str) -> Any:
         local_path = PathManager.get_local_path(file, force=True)
         device = self.device if "cuda" in str(self.device) else "cpu"
-        return resumable_checkpoints.load_run_checkpoint(self, file, local_path, device,
-                                                         omegaconf_containers())
+        return load_run_checkpoint(self, file, local_path, device, omegaconf_containers())
 
     Checkpoint._torch_load = _torch_load
-
-
-FIXES.fix(
-    "checkpoint_write_errors",
-    "OSError: [Errno 28] No space left on device at the end of a stack trace naming no file "
-    "when the disk fills up during a checkpoint write (MMF main's Checkpoint.save and "
-    "finalize); now `cannot write checkpoint PATH: ENOSPC (...)`, in one line",
-    stage="post",
-    scope="plugin",
-)(plugin_only(resumable_checkpoints.install_write_errors_on_mmf_main, "mmf.utils.checkpoint"))
 
 
 # (training key, its Lightning twin in trainer.params): MMF main's Lightning trainer reads

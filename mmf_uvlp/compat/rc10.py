@@ -4,9 +4,8 @@ Each fix names the exact error it repairs. "pre" fixes run before MMF's code is
 executed (they make its imports succeed); "post" fixes patch MMF's classes once
 ``import mmf`` finished. Nothing here edits MMF's files.
 
-The plugin's own training behaviour (``mmf_uvlp.training``) is registered here as well,
-naming what MMF 1.0.0rc10 does without it, with scope ``plugin``: its patches act on plugin
-runs only (``mmf_uvlp.training.scope``).
+The plugin's own training behaviour is not here: it is the ``uvlp`` trainer
+(``mmf_uvlp.trainers``), which a run chooses with ``training.trainer: uvlp``.
 """
 
 from __future__ import annotations
@@ -22,20 +21,8 @@ import warnings
 from typing import Any, Callable, Dict, Optional
 
 from mmf_uvlp.compat import FixSet
-from mmf_uvlp.training import (
-    cli_errors,
-    command_line_values,
-    cpu_distributed,
-    data_order,
-    multitasking,
-    non_finite_loss,
-    resumable_checkpoints,
-    run_lock,
-    seeding,
-    workers,
-)
+from mmf_uvlp.training import cli_errors, command_line_values, cpu_distributed, run_lock
 from mmf_uvlp.training.cpu_distributed import cuda_calls_to
-from mmf_uvlp.training.scope import plugin_only
 
 FIXES = FixSet(mmf_version="1.0.0rc10")
 
@@ -240,21 +227,20 @@ RC10_DEFAULTS = {
         # the console (the log file is written either way).
         "stdout_capture": False,
         "detect_anomaly": False,
-        # MMF main's mixed precision (mmf_uvlp/training/mixed_precision.py) and its bf16 choice
+        # MMF main's mixed precision and its bf16 choice (the uvlp trainer reads them:
+        # mmf_uvlp/training/mixed_precision.py)
         "fp16": False,
         "amp_dtype": "float16",
         # MMF main's: DataLoader workers kept alive across epochs (with num_workers > 0)
         "persistent_workers": True,
-        # the plugin's training behaviour: None decides by the run's components, True or
-        # False asks for it or turns it off (mmf_uvlp.training.scope)
-        "uvlp_behaviour": None,
     },
     # the plugin's: replace another run's final checkpoint (mmf_uvlp.training.run_folder),
     # load a checkpoint that does not fit the run (mmf_uvlp.training.checkpoint_fit), resume
     # from a trusted legacy resume_file (mmf_uvlp.training.resumable_checkpoints)
     "checkpoint": {"reset": {"fp16_scaler": False}, "overwrite": False,
                    "accept_mismatch": False, "trust_resume_file": False},
-    # MMF main's per-dataset mix of a multi-dataset run (see multitasking_sampling_ratios)
+    # MMF main's per-dataset mix of a multi-dataset run (the uvlp trainer's loaders:
+    # mmf_uvlp/trainers/rc10_loaders.py)
     "multitasking": {"enabled": True, "type": "size_proportional", "params": {}},
 }
 
@@ -393,16 +379,6 @@ def _multi_dataset_loader_epoch_reset() -> None:
     MultiDatasetLoader.__next__ = __next__
 
 
-FIXES.fix(
-    "multitasking_sampling_ratios",
-    "multitasking: {type: ratios, params: {sampling_ratios: ...}} (MMF main's explicit "
-    "per-dataset mix of a multi-dataset run) is silently ignored: rc10's MultiDatasetLoader "
-    "samples datasets by size or uniformly only (training.dataset_size_proportional_sampling)",
-    stage="post",
-    scope="plugin",
-)(plugin_only(multitasking.install, "mmf.datasets.multi_dataset_loader:MultiDatasetLoader"))
-
-
 @FIXES.fix(
     "anomaly_detection_switch",
     "training runs several times slower than it should (BaseTrainer.train "
@@ -428,22 +404,6 @@ def _anomaly_detection_switch() -> None:
             torch.autograd.set_detect_anomaly = set_detect_anomaly
 
     BaseTrainer.train = train_with_configured_anomaly_detection
-
-
-@FIXES.fix(
-    "mixed_precision",
-    "training.fp16=True (MMF main's mixed precision: autocast + GradScaler) is not known to "
-    "rc10, so a run meant for fp16 trains in float32, several times slower on a GPU; now "
-    "MMF main's behaviour, its checkpointed GradScaler and a bfloat16 choice "
-    "(training.amp_dtype)",
-    stage="post",
-    scope="plugin",
-)
-def _mixed_precision() -> None:
-    from mmf_uvlp.training.mixed_precision import install_on_rc10
-
-    plugin_only(install_on_rc10, "mmf.trainers.base_trainer:BaseTrainer",
-                "mmf.utils.checkpoint:Checkpoint")()
 
 
 @FIXES.fix(
@@ -566,19 +526,6 @@ def _max_updates_stop() -> None:
         return should_break or self.num_updates >= self.max_updates
 
     BaseTrainer._logistics = _logistics
-
-
-FIXES.fix(
-    "non_finite_loss_stops",
-    "one NaN, inf or 1e30 in one sample's features makes the loss NaN from that update on; "
-    "rc10 trains on (every weight Adam updates becomes NaN), exits with status 0 and names "
-    "no sample, and a fine-tuning from that model reports chance accuracy as a result; now "
-    "a non-finite training loss stops the run before its update, naming the update, the "
-    "dataset and the samples (mmf_uvlp.utils.finite_loss); training.exit_on_nan_losses=False "
-    "(MMF main's switch) turns the check off",
-    stage="post",
-    scope="plugin",
-)(plugin_only(non_finite_loss.install, "mmf.trainers.base_trainer:BaseTrainer"))
 
 
 class _SharedLmdb(types.ModuleType):
@@ -714,16 +661,6 @@ def _feature_files_run_no_code() -> None:
     LMDBFeatureReader._load = _load_lmdb
 
 
-FIXES.fix(
-    "persistent_dataloader_workers",
-    "training.persistent_workers (MMF main's key, on by default) is unknown to rc10: with "
-    "training.num_workers > 0 every epoch and every evaluation starts its worker processes "
-    "anew, each re-opening the feature files, while the GPU waits; they now persist",
-    stage="post",
-    scope="plugin",
-)(plugin_only(workers.install, "mmf.utils.build"))
-
-
 @FIXES.fix(
     "model_and_datasets_from_config_file",
     "KeyError: Required argument 'model' not passed / 'dataset|datasets' not passed "
@@ -761,55 +698,6 @@ def _model_and_datasets_from_config_file() -> None:
 
 
 FIXES.fix(
-    "seed_zero_seeds",
-    "training.seed=0 seeds nothing (mmf.utils.env.set_seed seeds only `if seed:`, while "
-    "the log says 'Using seed 0'), so runs with the default seed were not reproducible",
-    stage="post",
-    scope="plugin",
-)(plugin_only(seeding.install_seed_zero_seeds, "mmf.utils.env"))
-
-FIXES.fix(
-    "seeded_resumable_data_order",
-    "the same seed gives other batches (the DataLoader shuffles, and seeds its workers, "
-    "from torch's global generator, which dropout and masking also consume), and a resumed "
-    "run restarts the data order (MultiDatasetLoader keeps no position and the trainer "
-    "begins a new epoch after loading); now the order is a function of (seed, epoch) and "
-    "the position in the epoch is counted",
-    stage="post",
-    scope="plugin",
-)(plugin_only(data_order.install, "mmf.utils.build", "mmf.datasets.multi_dataset_loader:MultiDatasetLoader"))
-
-
-FIXES.fix(
-    "resumable_checkpoints",
-    "a resumed run is not the same run (rc10 saves neither the random-number states nor "
-    "the data position nor the lr scheduler, which it rebuilds after loading, so a resumed "
-    "warm-up restarts); a `kill -9` while current.ckpt is written makes every resume fail "
-    "with 'OSError: [Errno 22] Invalid argument' naming no file, although a complete "
-    "models/model_N.ckpt exists, and with current.ckpt missing a resume silently restarts "
-    "at update 1; a full disk during a save ends in 'RuntimeError: [enforce fail at "
-    "inline_container.cc:672] . unexpected pos' (or '... iostream error') naming neither "
-    "ENOSPC nor the file; a resume "
-    "file unpickles with whatever torch.load defaults to (code runs when "
-    "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD is set). Now checkpoints are written atomically, "
-    "carry the run state, are read as plain data only (a file holding anything else is "
-    "refused, naming what it holds), a write error names its code and file, and a damaged "
-    "or missing current.ckpt falls back to the newest complete one",
-    stage="post",
-    scope="plugin",
-)(plugin_only(resumable_checkpoints.install, "mmf.trainers.base_trainer:BaseTrainer", "mmf.utils.checkpoint:Checkpoint"))
-
-FIXES.fix(
-    "evaluation_keeps_training_stream",
-    "validation during training draws from the global generators (masking, ITM "
-    "negatives), so the batches after an evaluation depend on when it ran and a resumed "
-    "run diverges; two evaluations also used different masks. Evaluation now runs on "
-    "generators seeded from training.seed and leaves the training stream as it was",
-    stage="post",
-    scope="plugin",
-)(plugin_only(seeding.install_evaluation_keeps_training_stream, "mmf.trainers.base_trainer:BaseTrainer"))
-
-FIXES.fix(
     "literal_command_line_values",
     "training.lr_scheduler=true on the command line stores the string 'true' and the "
     "schedule silently stays off (Configuration._decode_value uses literal_eval, which "
@@ -817,7 +705,6 @@ FIXES.fix(
     "with the spelling MMF expects; likewise `key=[features/cc.lmdb]` (stored as the "
     "string '[features/cc.lmdb]', failing at the first batch) and `key[0]=x` (dropped)",
     stage="post",
-    scope="plugin",
 )(command_line_values.install)
 
 
@@ -865,7 +752,6 @@ FIXES.fix(
     "(config or data file) or 1 (run)",
     stage="post",
     trigger="mmf_cli.run",
-    scope="plugin",
 )(cli_errors.install)
 
 
@@ -877,7 +763,6 @@ FIXES.fix(
     "pid ... on host ...`",
     stage="post",
     trigger="mmf_cli.run",
-    scope="plugin",
 )(run_lock.install)
 
 

@@ -1,6 +1,6 @@
-"""The plugin's own training behaviour, one concept a module, independent of the MMF
-version: resumable checkpoints, the seeded resumable data order, seeding, the run-folder
-lock, mixed precision, the non-finite loss check, command-line checks and one-line errors,
-CPU distributed training, the multi-dataset mix, DataLoader workers and the training
-progress the curriculum reads. The compatibility layer (``mmf_uvlp.compat``) registers the
-patches; they act on plugin runs only (:mod:`mmf_uvlp.training.scope`)."""
+"""The plugin's training behaviour as functions, one concept a module, independent of the
+MMF version: what resumable checkpoints save and restore, the seeded resumable data order,
+mixed precision, the multi-dataset mix, DataLoader workers, the run-folder lock,
+command-line checks and one-line errors, CPU distributed training and the training progress
+the curriculum reads. The ``uvlp`` trainer (``mmf_uvlp.trainers``) calls them; nothing here
+changes MMF's classes."""

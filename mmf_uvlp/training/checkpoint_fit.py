@@ -107,13 +107,3 @@ def check_checkpoint_fits(checkpoint: Mapping[str, Any], model: Any, run_config:
         return
     raise UserConfigError(f"{what}; resume from a checkpoint of this task and model, or load "
                           f"it anyway with {ACCEPT_KEY}=True")
-
-
-def checked_load(checkpoint_object: Any, state: Dict[str, Any], file: str) -> None:
-    """The check of :func:`check_checkpoint_fits` for MMF's ``Checkpoint`` that reads ``file``
-    (skipped for its own restore of the run's best checkpoint and for pre-trained loads)."""
-    if not checkpoint_object.__dict__.pop("_uvlp_check_fit", False):
-        return
-    trainer = checkpoint_object.trainer
-    check_checkpoint_fits(state, trainer.model, checkpoint_object.config, str(file),
-                          getattr(trainer, "writer", None))

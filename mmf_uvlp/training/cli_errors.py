@@ -15,8 +15,10 @@ def user_error_of(exc: BaseException) -> Optional[Tuple[str, int]]:
     inside ``exc``, if it is one."""
     from omegaconf.errors import OmegaConfBaseException
 
+    from mmf.common.registry import registry
+
     from mmf_uvlp.data_formats.errors import FormatError
-    from mmf_uvlp.training.scope import applies
+    from mmf_uvlp.trainers import chosen_by
     from mmf_uvlp.utils.lmdb_envs import LmdbOpenError
     from mmf_uvlp.utils.run_errors import RunStopped
     from mmf_uvlp.utils.user_config import UserConfigError
@@ -32,8 +34,8 @@ def user_error_of(exc: BaseException) -> Optional[Tuple[str, int]]:
         if isinstance(seen, RunStopped):
             return str(seen), 1
         seen = seen.__cause__ or seen.__context__
-    if not applies():  # MMF's own runs keep MMF's stack traces for MMF's errors
-        return None
+    if not chosen_by(registry.get("config", None, no_warning=True)):
+        return None  # MMF's own runs keep MMF's stack traces for MMF's errors
     missing = missing_data_file_of_config(exc)
     if missing is not None:
         return missing, 2

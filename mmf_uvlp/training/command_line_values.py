@@ -28,12 +28,15 @@ def with_predict_flag_as_literal(opts: Any) -> Any:
 
 
 def wanted(config: Any, opts: Optional[Sequence[str]]) -> bool:
-    """Whether the run being configured (``config`` before ``opts`` are merged) is one the
-    plugin's behaviour applies to (:mod:`mmf_uvlp.training.scope`)."""
-    from mmf_uvlp.training.scope import asked_on_command_line, reason
+    """Whether the run being configured (``config`` before ``opts`` are merged) trains with
+    the plugin's trainer (``training.trainer`` of ``config``, or of ``opts``)."""
+    from mmf_uvlp.trainers import NAME, chosen_by
 
-    asked = asked_on_command_line(opts)
-    return asked if asked is not None else reason(config) is not None
+    for opt in opts or []:
+        key, _, value = str(opt).partition("=")
+        if key.strip() == "training.trainer":
+            return value.strip() == NAME
+    return chosen_by(config)
 
 
 def install() -> None:

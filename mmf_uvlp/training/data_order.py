@@ -2,82 +2,47 @@
 position in the epoch so that a resumed run continues with the next batch.
 
 MMF's DataLoaders shuffle (and seed their workers) from torch's global generator, which
-dropout and masking also consume, and its MultiDatasetLoader keeps no position.
+dropout and masking also consume, and its MultiDatasetLoader keeps no position: the
+``uvlp`` trainer's loaders (:mod:`mmf_uvlp.trainers.rc10_loaders`) draw their order from
+:func:`seeded_dataloader`'s sampler and count their position (:func:`data_position`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Dict, Mapping, Optional, Tuple
+
+import torch
 
 from mmf_uvlp.training.seeding import run_seed
+from mmf_uvlp.training.workers import worker_arguments
+from mmf_uvlp.utils.reproducibility import EpochSampler
 
 
-def install() -> None:
-    """MMF 1.0.0rc10's DataLoaders draw their order from an :class:`EpochSampler` seeded by
-    (seed, epoch); its MultiDatasetLoader counts, and resumes at, its position."""
-    import torch
-
-    import mmf.utils.build as build
-    from mmf.datasets.multi_dataset_loader import MultiDatasetLoader
-    from mmf_uvlp.utils.reproducibility import EpochSampler
-
-    add_extra_args = build._add_extra_args_for_dataloader
-
-    def _add_extra_args_for_dataloader(dataset_instance: Any, other_args: Any = None) -> Any:
-        other_args = add_extra_args(dataset_instance, other_args)
-        sampler = other_args.get("sampler")
-        shuffle = other_args.pop("shuffle", None)
-        if shuffle is None:
-            shuffle = bool(getattr(sampler, "shuffle", True))
-        replicas = getattr(sampler, "num_replicas", 1)
-        rank = getattr(sampler, "rank", 0)
-        generator = torch.Generator()
-        other_args["sampler"] = EpochSampler(
-            len(dataset_instance), run_seed(), shuffle, replicas, rank, generator
-        )
-        other_args["generator"] = generator
-        return other_args
-
-    build._add_extra_args_for_dataloader = _add_extra_args_for_dataloader
-
-    def seed_sampler(self: MultiDatasetLoader, epoch: int) -> None:
-        for sampler in self.samplers:
-            if hasattr(sampler, "set_epoch"):
-                sampler.set_epoch(epoch)
-
-    iter_ = MultiDatasetLoader.__iter__
-    prepare_batch = MultiDatasetLoader.prepare_batch
-
-    def __iter__(self: MultiDatasetLoader) -> Any:
-        resume = self.__dict__.pop("_uvlp_resume", None)
-        if resume is not None:
-            for sampler, loader, consumed in zip(self.samplers, self.loaders, resume["consumed"]):
-                sampler.skip_next(consumed * loader.batch_size)
-            self.current_index = resume["current_index"]
-            self.current_dataset = self.datasets[self.current_index]
-            self.current_loader = self.loaders[self.current_index]
-        iterator = iter_(self)
-        self._uvlp_consumed = list(resume["consumed"]) if resume else [0] * self.num_datasets
-        if resume is not None and self.num_datasets > 1:
-            self._finished_iterators = dict.fromkeys(resume["finished"], 1)
-            self._used_once = dict.fromkeys(resume["used_once"], 1)
-            self._chosen_iterator = self.iterators[self.current_index]
-        return iterator
-
-    def _prepare_batch(self: MultiDatasetLoader, batch: Any) -> Any:
-        consumed = self.__dict__.setdefault("_uvlp_consumed", [0] * self.num_datasets)
-        consumed[self.current_index] += 1
-        return prepare_batch(self, batch)
-
-    MultiDatasetLoader.seed_sampler = seed_sampler
-    MultiDatasetLoader.__iter__ = __iter__
-    MultiDatasetLoader.prepare_batch = _prepare_batch
+def seeded_dataloader(loader: torch.utils.data.DataLoader, training: Mapping[str, Any]
+                      ) -> Tuple[torch.utils.data.DataLoader, EpochSampler]:
+    """MMF's ``loader`` (built by ``mmf.utils.build.build_dataloader_and_sampler``) with an
+    :class:`EpochSampler` seeded by (seed, epoch): the same dataset, batch size, collator,
+    workers and pinning; shuffled where MMF's shuffles, split between distributed processes
+    as MMF's ``DistributedSampler`` splits them."""
+    sampler: Optional[Any] = loader.sampler
+    if isinstance(sampler, torch.utils.data.DistributedSampler):
+        shuffle, replicas, rank = bool(sampler.shuffle), sampler.num_replicas, sampler.rank
+    else:
+        shuffle, replicas, rank = isinstance(sampler, torch.utils.data.RandomSampler), 1, 0
+    generator = torch.Generator()
+    seeded = EpochSampler(len(loader.dataset), run_seed(), shuffle, replicas, rank, generator)
+    rebuilt = torch.utils.data.DataLoader(
+        dataset=loader.dataset, batch_size=loader.batch_size, collate_fn=loader.collate_fn,
+        num_workers=loader.num_workers, pin_memory=loader.pin_memory, sampler=seeded,
+        generator=generator, **worker_arguments(training, loader.num_workers))
+    rebuilt.dataset_type = loader.dataset_type
+    return rebuilt, seeded
 
 
 def data_position(loader: Any) -> Dict[str, Any]:
     """Where the train MultiDatasetLoader stands in its epoch (batches consumed per dataset)."""
     return {
-        "consumed": list(getattr(loader, "_uvlp_consumed", [0] * loader.num_datasets)),
+        "consumed": list(getattr(loader, "consumed", [0] * loader.num_datasets)),
         "sizes": [len(dataset) for dataset in loader.datasets],
         "current_index": int(loader.current_index),
         "finished": sorted(int(i) for i in loader._finished_iterators),

@@ -17,15 +17,13 @@ softmax / log-softmax over the vocabulary (``uvla_mlm``, ``uvla_pmrtc``, and eve
 cross-entropy), the MRFR regression and its target features, and the curriculum weights.
 
 On MMF main, ``training.fp16`` is MMF's own code (float16 on CUDA only); on MMF
-1.0.0rc10, which has no mixed precision, :func:`install_on_rc10` adds it (the compat fix
-``mixed_precision``), on CPU too (bfloat16 there; float16 runs, slowly).
+1.0.0rc10, which has no mixed precision, the ``uvlp`` trainer adds it
+(:mod:`mmf_uvlp.trainers.rc10_trainer`), on CPU too (bfloat16 there; float16 runs, slowly).
 """
 
 from __future__ import annotations
 
-import functools
 import logging
-import types
 import warnings
 from dataclasses import dataclass
 from typing import Any, ContextManager, Dict, Mapping, Optional
@@ -122,116 +120,3 @@ def restore_scaler(trainer: Any, checkpoint: Mapping[str, Any], file: str) -> No
         scaler.load_state_dict(state)
     else:
         trainer.writer.write(f"{file} holds no GradScaler state: the loss scale starts afresh")
-
-
-class _TorchSavingAlso(types.ModuleType):
-    """``torch`` as seen by ``mmf.utils.checkpoint`` during one save: a training checkpoint
-    (a dict with ``optimizer``) also carries ``entries``."""
-
-    def __init__(self, wrapped: Any, entries: Dict[str, Any]):
-        super().__init__("torch")
-        self._wrapped, self._entries = wrapped, entries
-
-    def save(self, obj: Any, path: Any, *args: Any, **kwargs: Any) -> None:
-        if isinstance(obj, dict) and "optimizer" in obj:
-            obj = dict(obj, **self._entries)
-        self._wrapped.save(obj, path, *args, **kwargs)
-
-    def __getattr__(self, item: str) -> Any:
-        return getattr(self._wrapped, item)
-
-
-def install_on_rc10() -> None:
-    """MMF main's ``training.fp16`` on MMF 1.0.0rc10's BaseTrainer and Checkpoint.
-
-    The trainer gets ``precision`` and ``scaler`` (MMF main's attribute) before its
-    checkpoint loads; ``_forward_pass`` (training and evaluation) and ``predict`` run under
-    autocast; ``_backward`` is rc10's with MMF main's GradScaler steps, gradients unscaled
-    before clipping; checkpoints carry ``fp16_scaler``.
-    """
-    import mmf.utils.checkpoint as checkpoint_module
-    from mmf.trainers.base_trainer import BaseTrainer
-    from mmf.utils.general import clip_gradients
-
-    Checkpoint = checkpoint_module.Checkpoint
-    load_extras, forward_pass, backward, predict = (
-        BaseTrainer.load_extras, BaseTrainer._forward_pass, BaseTrainer._backward,
-        BaseTrainer.predict)
-    save, torch_load, load = Checkpoint.save, Checkpoint._torch_load, Checkpoint._load
-
-    @functools.wraps(load_extras)
-    def _load_extras(self: Any) -> None:
-        self.precision = Precision.from_config(self.config.training, self.device)
-        self.scaler = self.precision.grad_scaler()
-        if self.precision.enabled:
-            self.writer.write(f"Mixed precision: autocast to {self.precision.dtype} on "
-                              f"{self.precision.device_type}, GradScaler "
-                              f"{'on' if self.scaler.is_enabled() else 'off'}")
-        load_extras(self)
-
-    @functools.wraps(forward_pass)
-    def _forward_pass(self: Any, batch: Any) -> Any:
-        with precision_of(self).autocast():
-            return forward_pass(self, batch)
-
-    @functools.wraps(predict)
-    def _predict(self: Any, dataset_type: str) -> Any:
-        with precision_of(self).autocast():
-            return predict(self, dataset_type)
-
-    @functools.wraps(backward)
-    def _backward(self: Any, loss: torch.Tensor) -> None:
-        scaler = getattr(self, "scaler", None)
-        if scaler is None or not scaler.is_enabled():
-            return backward(self, loss)
-        self.optimizer.zero_grad()
-        scaler.scale(loss).backward()
-        if self.should_clip_gradients:
-            scaler.unscale_(self.optimizer)
-            clip_gradients(self.model, self.num_updates, self.tb_writer, self.config)
-        scaler.step(self.optimizer)  # skipped when a gradient is inf/NaN, as on MMF main
-        scaler.update()
-        self._run_scheduler()
-        self.num_updates += 1
-        self.profile("Backward time")
-
-    @functools.wraps(save)
-    def _save(self: Any, *args: Any, **kwargs: Any) -> Any:
-        scaler = getattr(self.trainer, "scaler", None)
-        if scaler is None:
-            return save(self, *args, **kwargs)
-        torch_module = checkpoint_module.torch
-        checkpoint_module.torch = _TorchSavingAlso(torch_module, {SCALER_KEY: scaler.state_dict()})
-        try:
-            return save(self, *args, **kwargs)
-        finally:
-            checkpoint_module.torch = torch_module
-
-    @functools.wraps(torch_load)
-    def _torch_load(self: Any, file: str) -> Any:
-        checkpoint = torch_load(self, file)
-        if isinstance(checkpoint, dict) and "optimizer" in checkpoint:
-            self._uvlp_precision_state = checkpoint
-        return checkpoint
-
-    @functools.wraps(load)
-    def _load(self: Any, file: str, force: bool = False, load_zoo: bool = False,
-              load_pretrained: bool = False) -> Any:
-        result = load(self, file, force, load_zoo, load_pretrained)
-        # the checkpoint as read here, or by the resumable checkpoints' safe loader, which
-        # replaces Checkpoint._torch_load when installed after this one
-        checkpoint = (self.__dict__.pop("_uvlp_precision_state", None)
-                      or self.__dict__.get("_uvlp_loaded"))
-        reset = self.config.checkpoint.reset
-        if checkpoint is not None and not (load_pretrained or reset.all
-                                           or reset.get("fp16_scaler", False)):
-            restore_scaler(self.trainer, checkpoint, str(file))
-        return result
-
-    BaseTrainer.load_extras = _load_extras
-    BaseTrainer._forward_pass = _forward_pass
-    BaseTrainer.predict = _predict
-    BaseTrainer._backward = _backward
-    Checkpoint.save = _save
-    Checkpoint._torch_load = _torch_load
-    Checkpoint._load = _load

@@ -1,4 +1,5 @@
-"""Checkpoints that resume the same run, written atomically and read as plain data.
+"""Checkpoints that resume the same run: what the ``uvlp`` trainer's checkpoint
+(:mod:`mmf_uvlp.trainers.rc10_checkpoint`) saves and restores beyond MMF's.
 
 A checkpoint carries ``uvlp_run_state``: the random-number states, the data position
 (:mod:`mmf_uvlp.training.data_order`), the epoch and the lr scheduler's state. It is written
@@ -11,41 +12,15 @@ to the newest complete ``models/model_N.ckpt``.
 
 from __future__ import annotations
 
-import contextlib
 import glob
 import os
 import re
-import types
 import warnings
-from typing import Any, Callable, Dict, Iterator, Optional, Sequence
+from typing import Any, Callable, Dict, Optional, Sequence
 
 from mmf_uvlp.training.data_order import data_position
 
 RUN_STATE_KEY = "uvlp_run_state"
-_PENDING_RUN_STATE: Dict[str, Any] = {}
-
-
-class _TorchWithAtomicSave(types.ModuleType):
-    """``torch`` as seen by mmf.utils.checkpoint: in plugin runs, saves are atomic and carry
-    the run state."""
-
-    def save(self, obj: Any, path: str, *args: Any, **kwargs: Any) -> None:
-        import torch
-
-        from mmf_uvlp.training.scope import applies
-        from mmf_uvlp.utils.checkpoint_files import atomic_torch_save
-
-        if not applies():
-            torch.save(obj, path, *args, **kwargs)
-            return
-        if isinstance(obj, dict) and "optimizer" in obj and "run_state" in _PENDING_RUN_STATE:
-            obj = dict(obj, **{RUN_STATE_KEY: _PENDING_RUN_STATE["run_state"]})
-        atomic_torch_save(obj, path)
-
-    def __getattr__(self, item: str) -> Any:
-        import torch
-
-        return getattr(torch, item)
 
 
 def run_state(trainer: Any) -> Dict[str, Any]:
@@ -91,19 +66,19 @@ def restore_run_state(trainer: Any, state: Dict[str, Any], file: str) -> None:
     set_rng_state(state["rng"])
     loader, data = trainer.train_loader, state["data"]
     if data["sizes"] == [len(dataset) for dataset in loader.datasets]:
-        loader._uvlp_resume = data
+        loader.resume_at(data)
         trainer.current_epoch = state["epoch"] - 1  # train() re-enters the epoch in progress
     else:
         warnings.warn(
             f"{file}: its training data ({data['sizes']} samples per dataset) differ from "
             f"this run's; the data order restarts with a new epoch"
         )
-    trainer._uvlp_scheduler_state = state["lr_scheduler"]
+    trainer.scheduler_state = state["lr_scheduler"]
 
 
 def restore_scheduler(trainer: Any) -> None:
     """The lr scheduler state of the resumed checkpoint, and the lr of its next update."""
-    state = trainer.__dict__.pop("_uvlp_scheduler_state", None)
+    state, trainer.scheduler_state = getattr(trainer, "scheduler_state", None), None
     if state is None or trainer.lr_scheduler is None:
         return
     scheduler = trainer.lr_scheduler
@@ -169,86 +144,3 @@ def load_or_fall_back(checkpoint: Any, load_state_dict: Callable[[Any], Any]) ->
         _fall_back(checkpoint, f"{damaged}; resuming from {fallback}, the newest complete "
                                "checkpoint")
     return None
-
-
-def install() -> None:
-    """MMF 1.0.0rc10's Checkpoint saves the run state atomically, loads plain data only,
-    checks a resumed checkpoint against the run (:mod:`mmf_uvlp.training.checkpoint_fit`),
-    restores the run state and falls back to a complete checkpoint; its trainer restores
-    the lr scheduler after building it."""
-    import mmf.utils.checkpoint as checkpoint_module
-    from mmf.trainers.base_trainer import BaseTrainer
-    from mmf_uvlp.training.checkpoint_fit import checked_load
-
-    Checkpoint = checkpoint_module.Checkpoint
-    checkpoint_module.torch = _TorchWithAtomicSave("torch")
-    save, load, load_state_dict = Checkpoint.save, Checkpoint._load, Checkpoint.load_state_dict
-    load_extras = BaseTrainer.load_extras
-
-    def _save(self: Any, update: int, iteration: Optional[int] = None,
-              update_best: bool = False) -> Any:
-        _PENDING_RUN_STATE["run_state"] = run_state(self.trainer)
-        try:
-            return save(self, update, iteration, update_best)
-        finally:
-            _PENDING_RUN_STATE.clear()
-
-    def _torch_load(self: Any, file: str) -> Any:
-        device = self.device if "cuda" in str(self.device) else "cpu"
-        checkpoint = load_run_checkpoint(self, file, file, device)
-        checked_load(self, checkpoint, str(file))
-        self._uvlp_loaded = checkpoint
-        return checkpoint
-
-    def _load(self: Any, file: str, force: bool = False, load_zoo: bool = False,
-              load_pretrained: bool = False) -> Any:
-        self._uvlp_check_fit = not (force or load_zoo or load_pretrained)
-        try:
-            result = load(self, file, force, load_zoo, load_pretrained)
-        finally:
-            self.__dict__.pop("_uvlp_check_fit", None)
-        checkpoint = self.__dict__.pop("_uvlp_loaded", None)
-        reset = self.config.checkpoint.reset
-        if (checkpoint is None or force or load_pretrained or reset.all or reset.counts
-                or RUN_STATE_KEY not in checkpoint):
-            return result
-        restore_run_state(self.trainer, checkpoint[RUN_STATE_KEY], str(file))
-        return result
-
-    def _load_state_dict(self: Any) -> Any:
-        return load_or_fall_back(self, load_state_dict)
-
-    def _load_extras(self: Any) -> None:
-        load_extras(self)
-        restore_scheduler(self)
-
-    Checkpoint.save = _save
-    Checkpoint._torch_load = _torch_load
-    Checkpoint._load = _load
-    Checkpoint.load_state_dict = _load_state_dict
-    BaseTrainer.load_extras = _load_extras
-
-
-def install_write_errors_on_mmf_main() -> None:
-    """MMF main's checkpoint writes (``open_if_main`` in Checkpoint.save and finalize) name
-    their error code and file in one line (:class:`CheckpointWriteError`)."""
-    import mmf.utils.checkpoint as checkpoint_module
-    from mmf_uvlp.utils.checkpoint_files import CheckpointWriteError, WriteErrors
-
-    open_if_main = checkpoint_module.open_if_main
-
-    @contextlib.contextmanager
-    def open_naming_write_errors(path: str, *args: Any) -> Iterator[Any]:
-        try:
-            with open_if_main(path, *args) as handle:
-                writes = None if handle is None else WriteErrors(handle)
-                try:
-                    yield handle if writes is None else writes
-                except RuntimeError as error:  # torch's writer hides the OSError of a write
-                    if writes is None or writes.error is None:
-                        raise
-                    raise writes.error from error
-        except OSError as error:
-            raise CheckpointWriteError(str(path), error) from error
-
-    checkpoint_module.open_if_main = open_naming_write_errors

@@ -227,8 +227,9 @@ def refuse_another_runs_folder(config: Any) -> None:
 
 def install() -> None:
     """Make MMF's per-process ``main`` (``mmf_cli.run``) run under the lock of
-    ``env.save_dir`` (rank 0 only) in plugin runs; a busy folder, or a training run into a
-    folder holding another run's final checkpoint, ends the command with status 2."""
+    ``env.save_dir`` (rank 0 only) in runs of the plugin's trainer; a busy folder, or a
+    training run into a folder holding another run's final checkpoint, ends the command
+    with status 2."""
     import mmf_cli.run as cli
 
     main = cli.main
@@ -236,10 +237,10 @@ def install() -> None:
     @functools.wraps(main)
     def main_owning_its_folder(configuration: Any, init_distributed: bool = False,
                                predict: bool = False) -> Any:
-        from mmf_uvlp.training.scope import applies
+        from mmf_uvlp.trainers import chosen_by
 
         config = configuration.get_config()
-        if _rank(config, init_distributed) != 0 or not applies(config):
+        if _rank(config, init_distributed) != 0 or not chosen_by(config):
             return main(configuration, init_distributed, predict)
         lock = RunLock(os.path.abspath(str(config.env.save_dir)))
         try:

@@ -31,10 +31,9 @@ def _empty_config_file(text: str = "{}\n") -> str:
     return path
 
 
-# The checks configure plugin runs: the plugin's training behaviour (fixes of scope
-# "plugin") acts on those only (tests/training/test_plugin_scope.py checks MMF's own runs). The key
-# is set in the user config (MMF main's defaults do not have it).
-PLUGIN_RUN = "training:\n  uvlp_behaviour: True\n"
+# The checks of the entry point's behaviour configure runs of the plugin's trainer: that
+# behaviour acts on those only (tests/training/test_trainer_choice.py checks MMF's own runs).
+PLUGIN_RUN = "training:\n  trainer: uvlp\n"
 
 
 def _plugin_run() -> None:

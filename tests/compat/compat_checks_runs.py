@@ -43,45 +43,6 @@ def expect_crafted_checkpoint_refused(load: Callable[[str], Any], folder: str) -
     assert not os.path.exists(ran), "loading the checkpoint ran its code"
 
 
-@check("resumable_checkpoints")
-def _damaged_checkpoint() -> None:
-    _plugin_run()
-    import errno
-    import os
-    import tempfile
-
-    import torch
-
-    import mmf.utils.checkpoint as checkpoint_module
-    from mmf.utils.checkpoint import Checkpoint
-
-    loader = types.SimpleNamespace(device="cpu")
-    with tempfile.TemporaryDirectory() as folder:
-        damaged = os.path.join(folder, "damaged.ckpt")
-        with open(damaged, "wb") as handle:
-            handle.write(b"PK\x03\x04 truncated")
-        try:
-            Checkpoint._torch_load(loader, damaged)
-        except Exception as exc:  # rc10: a zip-reader error that names no file
-            assert damaged in str(exc), str(exc)
-        else:
-            raise AssertionError("a damaged checkpoint loaded")
-
-        expect_crafted_checkpoint_refused(lambda path: Checkpoint._torch_load(loader, path), folder)
-
-        # the disk is full: the write of the checkpoint's temporary file fails with ENOSPC
-        target = os.path.join(folder, "model_4.ckpt")
-        os.symlink("/dev/full", f"{target}.tmp-{os.getpid()}")
-        try:
-            checkpoint_module.torch.save({"model": {"w": torch.zeros(1000)}}, target)
-        except Exception as exc:  # rc10: RuntimeError ... iostream error, no path
-            assert str(exc).startswith(f"cannot write checkpoint {target}: ENOSPC"), str(exc)
-            assert getattr(exc, "errno", None) == errno.ENOSPC
-        else:
-            raise AssertionError("a checkpoint was written to a full disk")
-        assert not os.path.lexists(target)
-
-
 def nan_batch_and_model() -> Any:
     """A training batch of 4 whose sample cc_000002 has a NaN feature, and a model whose loss
     reads the features."""
@@ -121,44 +82,6 @@ def expect_non_finite_loss_named(forward: Callable[[], Any]) -> None:
         assert "image_id cc_000002 has non-finite values in region_features" in message, message
     else:
         raise AssertionError("a NaN loss went on to its update")
-
-
-@check("non_finite_loss_stops")
-def _non_finite_loss() -> None:
-    _plugin_run()
-    from mmf.trainers.base_trainer import BaseTrainer
-
-    batch, model = nan_batch_and_model()
-    from omegaconf import OmegaConf
-
-    trainer = types.SimpleNamespace(model=model, num_updates=6, profile=lambda *a: None,
-                                    config=OmegaConf.create({"training": {}}),
-                                    dataset_loader=types.SimpleNamespace(prepare_batch=lambda b: b))
-    expect_non_finite_loss_named(lambda: BaseTrainer._forward_pass(trainer, batch))
-
-
-@check("evaluation_keeps_training_stream")
-def _evaluation_stream() -> None:
-    _plugin_run()
-    import torch
-
-    from mmf.common.report import Report
-    from mmf.common.sample import Sample, SampleList
-    from mmf.modules.metrics import Metrics
-    from mmf.trainers.base_trainer import BaseTrainer
-
-    def forward(_: Any) -> Report:
-        sample_list = SampleList([Sample({"targets": torch.tensor(1)})])
-        sample_list.dataset_name, sample_list.dataset_type = "masked", "val"
-        return Report(sample_list, {"scores": torch.rand(1, 2), "losses": {}})
-
-    trainer = types.SimpleNamespace(model=torch.nn.Linear(1, 1), metrics=Metrics(["accuracy"]),
-                                    _forward_pass=forward, meter=None)
-    trainer._update_meter = lambda *a, **k: BaseTrainer._update_meter(trainer, *a, **k)
-    torch.manual_seed(0)
-    before = torch.get_rng_state()
-    BaseTrainer.evaluate(trainer, [None, None])
-    assert torch.equal(torch.get_rng_state(), before), "evaluation moved the training generator"
 
 
 @check("literal_command_line_values")

@@ -26,7 +26,6 @@ from mmf.common.registry import registry
 from mmf_uvlp import compat
 from mmf_uvlp.compat import mmf_main as main_fixes
 from mmf_uvlp.datasets.annotation_db import AnnotationDbHook
-from mmf_uvlp.training import non_finite_loss, resumable_checkpoints
 from mmf_uvlp.training import progress as training_progress
 from mmf_uvlp.training.progress import (
     CALLBACK_NAME,
@@ -363,26 +362,53 @@ def test_every_plugin_config_path_exists():
 
 
 # ----------------------------------------------------------------------------- run errors
-def test_main_stops_a_non_finite_loss_in_its_training_loop(monkeypatch):
-    """MMF main's TrainerTrainingLoopMixin._forward, as far as the fix sees it: a forward pass
-    returning a report; its own exit_on_nan_losses switches the check off."""
-    import compat_checks
+@pytest.fixture
+def main_trainer_module(monkeypatch):
+    """mmf_uvlp.trainers.mmf_main_trainer over fakes of what it subclasses of MMF main: the
+    training loop's ``_forward`` (a forward pass returning a report), ``configure_seed`` and
+    the Checkpoint's ``save_func``; the registry's ``uvlp`` is restored afterwards."""
+    import importlib
+
     from mmf.common.report import Report
 
-    class TrainerTrainingLoopMixin:
+    class MMFTrainer:
         def _forward(self, batch):
             return Report(batch, self.model(batch))
 
-    module = types.ModuleType("mmf.trainers.core.training_loop")
-    module.TrainerTrainingLoopMixin = TrainerTrainingLoopMixin
-    monkeypatch.setitem(sys.modules, "mmf.trainers.core.training_loop", module)
-    non_finite_loss.install_on_mmf_main()
-    batch, model = compat_checks.nan_batch_and_model()
-    trainer = types.SimpleNamespace(model=model, num_updates=6,
-                                    training_config=OmegaConf.create({"exit_on_nan_losses": True}))
-    compat_checks.expect_non_finite_loss_named(lambda: TrainerTrainingLoopMixin._forward(trainer, batch))
+        def configure_seed(self):
+            pass
+
+    class Checkpoint:
+        def save_func(self, *args):
+            return torch.save(*args)
+
+    for name, attribute, value in (("mmf.trainers.mmf_trainer", "MMFTrainer", MMFTrainer),
+                                   ("mmf.utils.checkpoint", "Checkpoint", Checkpoint)):
+        module = types.ModuleType(name)
+        setattr(module, attribute, value)
+        monkeypatch.setitem(sys.modules, name, module)
+    mapping = registry.mapping["trainer_name_mapping"]
+    monkeypatch.setitem(mapping, "uvlp", mapping["uvlp"])
+    monkeypatch.delitem(sys.modules, "mmf_uvlp.trainers.mmf_main_trainer", raising=False)
+    return importlib.import_module("mmf_uvlp.trainers.mmf_main_trainer")
+
+
+def test_the_main_trainer_stops_a_non_finite_loss_and_seeds_seed_zero(main_trainer_module):
+    import compat_checks
+
+    trainer = main_trainer_module.UVLPTrainer.__new__(main_trainer_module.UVLPTrainer)
+    batch, trainer.model = compat_checks.nan_batch_and_model()
+    trainer.num_updates = 6
+    trainer.training_config = OmegaConf.create({"exit_on_nan_losses": True})
+    compat_checks.expect_non_finite_loss_named(lambda: trainer._forward(batch))
     trainer.training_config.exit_on_nan_losses = False
-    TrainerTrainingLoopMixin._forward(trainer, batch)
+    trainer._forward(batch)
+    trainer.config = OmegaConf.create({"training": {"seed": 0}})
+    draws = []
+    for _ in range(2):
+        trainer.configure_seed()  # MMF main's set_seed seeds nothing for 0
+        draws.append(torch.rand(3))
+    assert torch.equal(*draws)
 
 
 def test_main_checkpoints_load_omegaconf_containers_and_refuse_code(tmp_path, monkeypatch):
@@ -405,22 +431,16 @@ def test_main_checkpoints_load_omegaconf_containers_and_refuse_code(tmp_path, mo
     assert not ran.exists()
 
 
-def test_main_checkpoint_writes_name_enospc_and_the_file(tmp_path, monkeypatch):
-    import mmf.utils.checkpoint as checkpoint_module
-
-    def open_if_main(path, mode):  # MMF main's mmf.utils.distributed.open_if_main, on rank 0
-        return open(path, mode)
-
-    monkeypatch.setattr(checkpoint_module, "open_if_main", open_if_main, raising=False)
-    resumable_checkpoints.install_write_errors_on_mmf_main()
+def test_main_checkpoint_writes_name_enospc_and_the_file(tmp_path, main_trainer_module):
+    checkpoint = main_trainer_module.UVLPCheckpoint()
     target = tmp_path / "current.ckpt"
     target.symlink_to("/dev/full")
     with pytest.raises(Exception) as error:
-        with checkpoint_module.open_if_main(str(target), "wb") as handle:
-            torch.save({"w": torch.zeros(1000)}, handle)
+        with open(target, "wb") as handle:  # MMF main's open_if_main, on rank 0
+            checkpoint.save_func({"w": torch.zeros(1000)}, handle)
     assert str(error.value).startswith(f"cannot write checkpoint {target}: ENOSPC (No space left on device)")
-    with checkpoint_module.open_if_main(str(tmp_path / "fine.ckpt"), "wb") as handle:
-        torch.save({"w": torch.zeros(3)}, handle)
+    with open(tmp_path / "fine.ckpt", "wb") as handle:
+        checkpoint.save_func({"w": torch.zeros(3)}, handle)
     assert torch.load(tmp_path / "fine.ckpt", weights_only=True)["w"].shape == (3,)
 
 

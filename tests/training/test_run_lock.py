@@ -119,9 +119,9 @@ def test_mmf_run_releases_its_folder_when_the_run_fails(tmp_path, monkeypatch):
 
     monkeypatch.setattr(cli, "build_trainer", build_trainer)
     setup_imports()
-    # a plugin run (MMF's own visual_bert asks for the plugin's behaviour, which takes the lock)
+    # a run of the plugin's trainer (MMF's own visual_bert chooses it; it takes the lock)
     opts = ["model=visual_bert", "dataset=vqa2", f"env.save_dir={tmp_path}",
-            "training.uvlp_behaviour=True"]
+            "training.trainer=uvlp"]
     configuration = Configuration(argparse.Namespace(config_override=None, opts=opts))
     with pytest.raises(RuntimeError, match="no data"):
         cli.main(configuration)

@@ -1,0 +1,105 @@
+"""A run chooses the plugin's training behaviour by choosing its trainer
+(``training.trainer: uvlp``, which the plugin's configs set); a run of MMF's own model with
+MMF's trainer is MMF's own run: MMF's data order, seeding and checkpoint contents."""
+
+import argparse
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from helpers import REPO
+from helpers.visual_bert import TRAINING, num_answers, run_visual_bert
+
+CHOOSE = "training.trainer=uvlp"
+
+
+def _run_config(*opts: str):
+    """MMF's configuration of a run, registered as ``mmf_run`` registers it."""
+    from mmf.utils.configuration import Configuration
+    from mmf.utils.env import setup_imports
+
+    setup_imports()
+    args = argparse.Namespace(config_override=None, opts=list(opts))
+    return Configuration(args).get_config()
+
+
+@pytest.mark.parametrize("opts, trainer", [
+    (["model=visual_bert", "dataset=vqa2"], "base_trainer"),
+    (["model=vilbert", "dataset=nlvr2"], "base_trainer"),
+    (["model=uvla", "dataset=vqa2"], "uvlp"),
+    (["model=visual_bert_uvlp", "dataset=vqa2"], "uvlp"),
+    (["model=vl_bert", "dataset=vqa2"], "uvlp"),
+    (["model=visual_bert", "dataset=vqa2", CHOOSE], "uvlp"),
+    (["model=uvla", "dataset=vqa2", "training.trainer=base_trainer"], "base_trainer"),
+    # the project's baselines: MMF's own models, trained by the plugin's trainer
+    ([f"config={REPO / 'projects/baselines/visual_bert/vqa2.yaml'}"], "uvlp"),
+    ([f"config={REPO / 'projects/baselines/vilbert/finetune/nlvr2.yaml'}"], "uvlp"),
+    ([f"config={REPO / 'projects/uvla/pretrain.yaml'}"], "uvlp"),
+])
+def test_a_run_s_trainer_comes_from_its_config(opts, trainer):
+    from mmf.common.registry import registry
+    from mmf.trainers.base_trainer import BaseTrainer
+
+    from mmf_uvlp.trainers import chosen_by
+    from mmf_uvlp.trainers.uvlp_trainer import UVLPTrainer
+
+    config = _run_config(*opts)
+    assert config.training.trainer == trainer and chosen_by(config) is (trainer == "uvlp")
+    assert registry.get_trainer_class(trainer) is (UVLPTrainer if trainer == "uvlp" else BaseTrainer)
+
+
+class _Indexed(list):
+    dataset_name, dataset_type = "numbers", "train"
+
+    def __init__(self) -> None:
+        from mmf.common.sample import Sample
+
+        super().__init__(Sample({"index": torch.tensor(i)}) for i in range(12))
+
+
+def test_mmf_s_own_builders_and_seeding_are_mmf_s():
+    from mmf.utils.build import build_dataloader_and_sampler
+    from mmf.utils.env import set_seed
+
+    config = _run_config("model=uvla", "dataset=vqa2", "training.seed=0")
+    loader, sampler = build_dataloader_and_sampler(_Indexed(), config.training)
+    assert sampler is None and isinstance(loader.sampler, torch.utils.data.RandomSampler)
+    draws = []
+    for _ in range(2):
+        set_seed(0)  # MMF's set_seed seeds nothing for 0 (the uvlp trainer seeds it)
+        draws.append(torch.rand(4))
+    assert not torch.equal(draws[0], draws[1]), draws
+
+
+@pytest.mark.slow
+def test_the_trainer_s_checkpoint_carries_the_run_state_mmf_s_does_not(tiny_world, tmp_path):
+    config = tmp_path / "run.yaml"  # MMF's own benchmark config on the toy world's vqa2
+    config.write_text("\n".join([
+        "includes:", "- projects/visual_bert/configs/vqa2/defaults.yaml",
+        f"- {REPO / 'configs/datasets/toy_world/vqa2.yaml'}",
+        f"- {REPO / 'configs/models/visual_bert/tiny_random.yaml'}", TRAINING]))
+    base = ["model=visual_bert", "dataset=vqa2", "run_type=train", "training.max_updates=2",
+            f"model_config.visual_bert.num_labels={num_answers(tiny_world)}"]
+    plugin_keys = {"uvlp_run_state", "fp16_scaler"}  # run state; mixed precision's scaler
+    keys = {}
+    for chosen in (False, True):
+        save = tmp_path / f"save_{chosen}"
+        run_visual_bert(config, tiny_world, save, *base, *([CHOOSE] if chosen else []))
+        keys[chosen] = set(torch.load(save / "current.ckpt", weights_only=False))
+        assert (keys[chosen] & plugin_keys == plugin_keys) is chosen, (chosen, sorted(keys[chosen]))
+    assert keys[True] - keys[False] == plugin_keys, keys
+
+
+def test_doctor_says_which_trainer_a_run_uses():
+    def doctor(*opts):
+        result = subprocess.run([sys.executable, "-m", "mmf_uvlp.doctor", "--run", *opts],
+                                capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        return next(line for line in result.stdout.splitlines() if line.startswith("run "))
+
+    assert doctor("model=visual_bert", "dataset=vqa2").endswith(
+        "trainer base_trainer: MMF's own training behaviour (training.trainer=uvlp chooses "
+        "the plugin's)")
+    assert ": trainer uvlp: the plugin's training behaviour" in doctor("model=uvla", "dataset=vqa2")

@@ -1,0 +1,267 @@
+"""The ``uvlp`` trainer's behaviour, each through the trainer's own classes: seeding, the
+seeded resumable data order and its loaders, persistent workers, the multitasking mix, mixed
+precision, the checkpoint (plain-data loads, atomic writes), the non-finite loss stop and
+the evaluation stream. End-to-end runs of the trainer: test_resume_exact.py,
+test_reproducibility.py, test_mixed_precision.py, test_checkpoint_errors.py,
+test_nonfinite.py, test_run_lock.py."""
+
+import argparse
+import errno
+import math
+import os
+import signal
+import types
+from typing import Any, Dict, List
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+import mmf  # noqa: F401  (registers the plugin's components)
+from mmf.common.registry import registry
+from mmf.common.report import Report
+from mmf.common.sample import Sample, SampleList
+from mmf.modules.metrics import Metrics
+from mmf.utils.build import build_dataloader_and_sampler
+
+from mmf_uvlp.trainers.rc10_checkpoint import UVLPCheckpoint
+from mmf_uvlp.trainers.rc10_loaders import SeededMultiDatasetLoader
+from mmf_uvlp.trainers.rc10_trainer import UVLPTrainer
+from mmf_uvlp.training.data_order import seeded_dataloader
+from mmf_uvlp.training.mixed_precision import FLOAT32
+from mmf_uvlp.utils.checkpoint_files import atomic_torch_save
+from mmf_uvlp.utils.user_config import UserConfigError
+
+SILENT = types.SimpleNamespace(write=lambda *a, **k: None)
+
+
+def _config(*opts: str, user: str = "training:\n  trainer: uvlp\n", tmp_path=None) -> Any:
+    from mmf.utils.configuration import Configuration
+    from mmf.utils.env import setup_imports
+
+    setup_imports()
+    path = tmp_path / "run.yaml"
+    path.write_text(user)
+    return Configuration(argparse.Namespace(config_override=None,
+                                            opts=[f"config={path}", *opts])).get_config()
+
+
+@pytest.fixture
+def registered():
+    """MMF's registry entries a test sets, restored afterwards."""
+    keys = ("config", "seed", "writer")
+    saved = {key: registry.get(key, None, no_warning=True) for key in keys}
+    registry.register("writer", SILENT)
+    yield registry
+    for key, value in saved.items():
+        registry.register(key, value)
+
+
+class _Indexed(list):
+    """A dataset of 12 MMF samples holding their own index."""
+
+    dataset_name, dataset_type = "numbers", "train"
+
+    def __init__(self) -> None:
+        super().__init__(Sample({"index": torch.tensor(i)}) for i in range(12))
+
+
+def test_a_seed_of_zero_seeds_every_generator(tmp_path):
+    config = _config("model=visual_bert", "dataset=vqa2", "training.seed=0", tmp_path=tmp_path)
+    trainer = UVLPTrainer(config)
+    draws = []
+    for _ in range(2):
+        trainer.config_based_setup()  # MMF's set_seed seeds nothing for 0
+        draws.append(torch.rand(4))
+    assert torch.equal(draws[0], draws[1]), draws
+
+
+def test_the_data_order_is_a_function_of_seed_and_epoch_and_resumes_mid_epoch(registered):
+    registered.register("seed", 5)
+    training = OmegaConf.create({"batch_size": 4, "num_workers": 0, "pin_memory": False})
+    orders = []
+    for global_seed in (1, 2):
+        torch.manual_seed(global_seed)  # dropout and masking move the global stream
+        loader, _ = seeded_dataloader(build_dataloader_and_sampler(_Indexed(), training)[0],
+                                      training)
+        loader.sampler.set_epoch(3)
+        orders.append([i for batch in loader for i in batch.index.tolist()])
+    assert orders[0] == orders[1] and sorted(orders[0]) == list(range(12)), orders
+    loader.sampler.set_epoch(3)
+    loader.sampler.skip_next(8)  # a run resumed after two batches of epoch 3
+    assert [i for batch in loader for i in batch.index.tolist()] == orders[0][8:]
+
+
+def test_workers_persist_across_epochs_when_there_are_workers(registered):
+    for workers, persistent in ((2, True), (0, False)):
+        training = OmegaConf.create({"batch_size": 4, "num_workers": workers,
+                                     "pin_memory": False, "persistent_workers": True})
+        loader, _ = seeded_dataloader(build_dataloader_and_sampler(_Indexed(), training)[0],
+                                      training)
+        assert loader.persistent_workers is persistent, (workers, loader.persistent_workers)
+
+
+def _alarm(seconds: int) -> None:
+    def on_alarm(signum: int, frame: Any) -> None:
+        raise TimeoutError(f"still iterating after {seconds}s")
+
+    signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(seconds)
+
+
+def test_multitasking_ratios_choose_the_datasets_of_training(registered):
+    logged: List[str] = []
+    writer = types.SimpleNamespace(write=lambda message, *args, **kwargs: logged.append(message))
+
+    def loader(multitasking: dict, dataset_type: str = "train") -> SeededMultiDatasetLoader:
+        instance = SeededMultiDatasetLoader(dataset_type)
+        instance.writer = writer
+        instance.config = OmegaConf.create({"training": {}, "multitasking": multitasking})
+        instance._given_datasets = ["rt", "rn", "is"]
+        instance._num_datasets = 3
+        instance._per_dataset_lengths = [10, 40, 50]
+        instance._total_length = 100
+        return instance
+
+    def probabilities(multitasking: dict, dataset_type: str = "train") -> List[float]:
+        instance = loader(multitasking, dataset_type)
+        instance._infer_dataset_probabilities()
+        return [round(p, 6) for p in instance._dataset_probabilities]
+
+    ratios = {"type": "ratios", "params": {"sampling_ratios": {"rt": 2, "rn": 1, "is": 1}}}
+    assert probabilities(ratios) == [0.5, 0.25, 0.25]
+    assert logged == ["Using per-dataset sampling probabilities: rt: 0.500, rn: 0.250, is: 0.250"]
+    assert probabilities(ratios, "val") == [0.1, 0.4, 0.5]
+    assert probabilities({"type": "random"}) == [round(1 / 3, 6)] * 3
+    assert probabilities({"type": "size_proportional"}) == [0.1, 0.4, 0.5]
+    only_first = loader({"type": "ratios", "params": {"sampling_ratios": {"rt": 1, "rn": 0, "is": 0}}})
+    only_first._per_dataset_lengths, only_first._total_length = [2, 1, 1], 4
+    only_first._is_master, only_first.current_index = True, 0
+    only_first._datasets = ["rt", "rn", "is"]
+    only_first._loaders = [[("rt", 0), ("rt", 1)], [("rn", 0)], [("is", 0)]]
+    only_first._infer_dataset_probabilities()
+    _alarm(10)
+    try:
+        epochs = [list(only_first) for _ in range(2)]  # an epoch ends when "rt" runs out
+    finally:
+        signal.alarm(0)
+    assert epochs == [[("rt", 0), ("rt", 1)]] * 2, epochs
+    for bad, expected in (({"rt": 1, "rn": 1}, "no ratio for ['is']"),
+                          ({"rt": -1, "rn": 1, "is": 1}, "non-negative")):
+        with pytest.raises(UserConfigError, match=expected.replace("[", r"\[")):
+            probabilities({"type": "ratios", "params": {"sampling_ratios": bad}})
+
+
+def test_mixed_precision_autocasts_the_forward_pass_and_scales_float16(registered, tmp_path):
+    seen = []
+
+    class Model(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(4, 4)
+
+        def forward(self, batch: Any) -> Dict[str, Any]:
+            seen.append((torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")))
+            return {"losses": {"loss": (self.layer(batch["x"]).float() ** 2).mean()}}
+
+    model = Model()
+    for dtype, scaled in (("bfloat16", False), ("float16", True)):
+        config = _config("model=visual_bert", "dataset=vqa2", "training.fp16=True",
+                         f"training.amp_dtype={dtype}", f"env.save_dir={tmp_path / dtype}",
+                         tmp_path=tmp_path)
+        trainer = UVLPTrainer(config)
+        trainer.writer, trainer.device, trainer.model = SILENT, torch.device("cpu"), model
+        trainer.optimizer = torch.optim.SGD(model.layer.parameters(), lr=0.1)
+        trainer.load_extras()
+        trainer.dataset_loader = types.SimpleNamespace(prepare_batch=lambda batch: batch)
+        # inputs of 0.1: the gradients scaled by GradScaler's 2**16 stay finite in float16
+        batch = SampleList([Sample({"x": torch.full((4,), 0.1)}),
+                            Sample({"x": torch.full((4,), -0.1)})])
+        report = trainer._forward_pass(batch)
+        assert isinstance(report, Report) and seen[-1] == (True, getattr(torch, dtype)), seen
+        trainer._backward(trainer._extract_loss(report))
+        assert trainer.scaler.is_enabled() is scaled and trainer.num_updates == 1
+        if scaled:  # the update went through the GradScaler
+            assert trainer.scaler.state_dict()["_growth_tracker"] == 1
+
+
+class _RunsCode:
+    """Unpickling this creates the file ``path`` (a stand-in for any code)."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __reduce__(self) -> Any:
+        return (open, (self.path, "w"))
+
+
+def test_the_checkpoint_loads_plain_data_only_and_names_a_damaged_file(tmp_path, monkeypatch):
+    loader = types.SimpleNamespace(device="cpu")
+    damaged = tmp_path / "damaged.ckpt"
+    damaged.write_bytes(b"PK\x03\x04 truncated")
+    with pytest.raises(Exception, match=f"checkpoint {damaged} cannot be read"):
+        UVLPCheckpoint._torch_load(loader, str(damaged))
+    crafted, ran = tmp_path / "crafted.ckpt", tmp_path / "ran"
+    torch.save({"model": {}, "extra": _RunsCode(str(ran))}, crafted)
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")  # torch.load would run it
+    with pytest.raises(Exception, match="not plain data .io.open."):
+        UVLPCheckpoint._torch_load(loader, str(crafted))
+    assert not ran.exists(), "loading the checkpoint ran its code"
+
+
+def test_a_checkpoint_write_to_a_full_disk_names_enospc_and_leaves_no_file(tmp_path):
+    target = tmp_path / "model_4.ckpt"
+    os.symlink("/dev/full", f"{target}.tmp-{os.getpid()}")
+    with pytest.raises(Exception, match=f"cannot write checkpoint {target}: ENOSPC") as raised:
+        atomic_torch_save({"model": {"w": torch.zeros(1000)}}, str(target))
+    assert getattr(raised.value, "errno", None) == errno.ENOSPC
+    assert not os.path.lexists(target)
+
+
+def _bare_trainer(**attributes: Any) -> UVLPTrainer:
+    trainer = UVLPTrainer.__new__(UVLPTrainer)
+    trainer.__dict__.update(attributes)
+    return trainer
+
+
+def test_a_non_finite_training_loss_stops_the_run_naming_update_dataset_and_sample(registered):
+    samples = [Sample({"image_id": f"cc_00000{i}", "region_features": torch.ones(3, 2)})
+               for i in range(4)]
+    samples[2].region_features[1, 0] = math.nan
+    batch = SampleList(samples)
+    batch.dataset_name, batch.dataset_type = "uvla_region_tag", "train"
+
+    class Model(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(2, 1)
+
+        def forward(self, batch: Any) -> Dict[str, Any]:
+            return {"losses": {"train/uvla_region_tag/uvla_mrfr":
+                               self.linear(batch.region_features).mean()}}
+
+    trainer = _bare_trainer(model=Model(), num_updates=6, profile=lambda *a: None,
+                            precision=FLOAT32, config=OmegaConf.create({"training": {}}),
+                            dataset_loader=types.SimpleNamespace(prepare_batch=lambda b: b))
+    with pytest.raises(Exception) as raised:
+        trainer._forward_pass(batch)
+    message = str(raised.value)
+    assert message.startswith("non-finite loss at update 7 on dataset uvla_region_tag"), message
+    assert "image_id cc_000002 has non-finite values in region_features" in message, message
+    trainer.config = OmegaConf.create({"training": {"exit_on_nan_losses": False}})
+    assert trainer._forward_pass(batch) is not None  # MMF main's switch turns it off
+
+
+def test_evaluation_leaves_the_training_stream_as_it_was(registered):
+    def forward(_: Any) -> Report:
+        sample_list = SampleList([Sample({"targets": torch.tensor(1)})])
+        sample_list.dataset_name, sample_list.dataset_type = "masked", "val"
+        return Report(sample_list, {"scores": torch.rand(1, 2), "losses": {}})
+
+    trainer = _bare_trainer(model=torch.nn.Linear(1, 1), metrics=Metrics(["accuracy"]),
+                            meter=None)
+    trainer._forward_pass = forward
+    torch.manual_seed(0)
+    before = torch.get_rng_state()
+    trainer.evaluate([None, None])
+    assert torch.equal(torch.get_rng_state(), before), "evaluation moved the training generator"
