@@ -15,7 +15,7 @@ import os
 import platform
 import sys
 import traceback
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence
 
 from mmf_uvlp import compat
 
@@ -74,12 +74,16 @@ def diagnose(out=sys.stdout, quiet: bool = False,
     if fix_set is None:
         say(f"compatibility fixes: none for MMF {mmf_version} (layer inert)")
     else:
-        say(f"compatibility fixes for MMF {fix_set.mmf_version}:")
-        for fix in fix_set.fixes:
-            state = "applied" if fix.applied else f"FAILED ({fix.failure})" if fix.failure else "not applied"
-            say(f"  [{state}] {fix.name}: {fix.error}")
-            if not fix.applied and import_error is None:
-                problems.append(f"fix {fix.name} did not apply ({fix.failure or 'never ran'})")
+        for kind, title in (("fix", f"compatibility fixes for MMF {fix_set.mmf_version}:"),
+                            ("entry point", "entry-point fixes (mmf_run, for runs of the "
+                                            "plugin's trainer; mmf_uvlp/compat/entry_point.py):")):
+            say(title)
+            for fix in (fix for fix in fix_set.fixes if fix.kind == kind):
+                state = ("applied" if fix.applied else f"FAILED ({fix.failure})" if fix.failure
+                         else "not applied")
+                say(f"  [{state}] {fix.name}: {fix.error}")
+                if not fix.applied and import_error is None:
+                    problems.append(f"fix {fix.name} did not apply ({fix.failure or 'never ran'})")
 
     if import_error is None:
         from mmf.common.registry import registry

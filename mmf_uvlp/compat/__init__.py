@@ -43,6 +43,9 @@ class Fix:
     apply: Callable[[], None]
     trigger: str  # top-level module whose first import runs the fix
     stage: str  # "pre": before the trigger module executes, "post": after it
+    # "fix": MMF needs it on this stack; "entry point": the plugin's behaviour at MMF's
+    # command line (mmf_uvlp.compat.entry_point)
+    kind: str = "fix"
     applied: bool = False
     failure: Optional[str] = None
 
@@ -82,17 +85,23 @@ def installed_mmf_version() -> Optional[str]:
         return None
 
 
+_FIX_SETS: Dict[str, FixSet] = {}
+
+
 def fix_set_for(version: Optional[str]) -> Optional[FixSet]:
-    """The fix set written for ``version``, or None (the layer stays inert)."""
-    if version == "1.0.0rc10":
-        from mmf_uvlp.compat import rc10
+    """The fixes written for ``version`` (its module's MMF fixes, then the entry-point fixes
+    of :mod:`mmf_uvlp.compat.entry_point`), or None (the layer stays inert)."""
+    if version not in ("1.0.0rc10", MMF_MAIN_VERSION):
+        return None
+    if version not in _FIX_SETS:
+        from mmf_uvlp.compat import entry_point
 
-        return rc10.FIXES
-    if version == MMF_MAIN_VERSION:
-        from mmf_uvlp.compat import mmf_main
-
-        return mmf_main.FIXES
-    return None
+        if version == MMF_MAIN_VERSION:
+            from mmf_uvlp.compat.mmf_main import FIXES
+        else:
+            from mmf_uvlp.compat.rc10 import FIXES
+        _FIX_SETS[version] = FixSet(version, FIXES.fixes + entry_point.for_version(version))
+    return _FIX_SETS[version]
 
 
 DISABLE_VARIABLE = "MMF_UVLP_DISABLE_FIXES"

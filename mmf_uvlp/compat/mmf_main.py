@@ -5,7 +5,8 @@ so unlike ``rc10.py`` nothing here shims a library: only MMF main's own behaviou
 the plugin's documented usage trips over. Each fix names the exact error it repairs
 on MMF main; where MMF main kept rc10's code, the fix is rc10's, applied by name here.
 The plugin's own training behaviour that MMF main lacks is the ``uvlp`` trainer
-(``mmf_uvlp.trainers``), not a fix.
+(``mmf_uvlp.trainers``), not a fix; its behaviour at MMF's command line is in
+``entry_point.py``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import logging
 from typing import Any, List
 
 from mmf_uvlp.compat import FixSet, rc10
-from mmf_uvlp.training import cli_errors, command_line_values, run_lock
 
 FIXES = FixSet(mmf_version="1.0.0rc12")
 logger = logging.getLogger(__name__)
@@ -50,15 +50,6 @@ FIXES.fix(
 )(rc10._feature_files_run_no_code)
 
 
-FIXES.fix(
-    "run_folder_lock",
-    "two mmf_run into one env.save_dir both exit 0 (MMF main, like rc10, takes no lock on "
-    "its save dir): the second overwrites the first's checkpoints and the two runs' lines "
-    "interleave in one train.log",
-    stage="post",
-    trigger="mmf_cli.run",
-)(run_lock.install)
-
 @FIXES.fix(
     "plugin_resolvers_kept",
     "omegaconf.errors.UnsupportedInterpolationType: Unsupported interpolation type "
@@ -84,34 +75,12 @@ def _plugin_resolvers_kept() -> None:
 
 
 FIXES.fix(
-    "literal_command_line_values",
-    "training.lr_scheduler=true stores the string 'true' and the schedule silently stays "
-    "off; `key=[features/cc.lmdb]` is stored as the string '[features/cc.lmdb]' and fails "
-    "at the first batch (MMF main's _merge_with_dotlist, like rc10's, decodes values with "
-    "ast.literal_eval); such values are refused with the spelling MMF expects",
-    stage="post",
-)(command_line_values.install_on_mmf_main)
-
-
-FIXES.fix(
     "relative_data_dir",
     "RuntimeError: Vocab file .../mmf/<env.data_dir>/.../answers_vqa.txt ... doesn't exist "
     "(MMF main's VocabFromText, like rc10's, joins a relative env.data_dir to MMF's package "
     "folder); a relative env.data_dir is now taken from the working directory",
     stage="post",
 )(rc10._relative_data_dir)
-
-
-FIXES.fix(
-    "one_line_user_errors",
-    "a config mistake (no BERT folder, raised inside omegaconf's resolver; `key=true`; a run "
-    "length that the Lightning trainer would not follow) or a run stopped by its data or its "
-    "disk (a non-finite loss, ENOSPC during a checkpoint write, a refused checkpoint) ends a "
-    "multi-frame stack trace from MMF main's mmf_cli.run, as in rc10; mmf_run now prints "
-    "`mmf_run: error: ...` and exits with status 2 (config) or 1 (run)",
-    stage="post",
-    trigger="mmf_cli.run",
-)(cli_errors.install)
 
 
 @FIXES.fix(

@@ -5,7 +5,8 @@ executed (they make its imports succeed); "post" fixes patch MMF's classes once
 ``import mmf`` finished. Nothing here edits MMF's files.
 
 The plugin's own training behaviour is not here: it is the ``uvlp`` trainer
-(``mmf_uvlp.trainers``), which a run chooses with ``training.trainer: uvlp``.
+(``mmf_uvlp.trainers``), which a run chooses with ``training.trainer: uvlp``; its behaviour
+at MMF's command line is in ``entry_point.py``.
 """
 
 from __future__ import annotations
@@ -21,8 +22,7 @@ import warnings
 from typing import Any, Callable, Dict, Optional
 
 from mmf_uvlp.compat import FixSet
-from mmf_uvlp.training import cli_errors, command_line_values, cpu_distributed, run_lock
-from mmf_uvlp.training.cpu_distributed import cuda_calls_to
+from mmf_uvlp.training.cpu_distributed import DistributedWithoutNCCL, cpu_only, cuda_calls_to
 
 FIXES = FixSet(mmf_version="1.0.0rc10")
 
@@ -448,24 +448,54 @@ def _per_dataset_evaluation() -> None:
     BaseTrainer.evaluate = evaluate
 
 
-FIXES.fix(
+@FIXES.fix(
     "cpu_distributed_gloo",
     "rc10's distributed path is CUDA-only: get_world_size() is 1 without NCCL, "
     "'AssertionError' (world size checked against the GPU count), all_reduce on "
     ".cuda() tensors and DDP only for CUDA models; on a CPU-only torch, processes "
     "now train in sync over gloo",
     stage="post",
-)(cpu_distributed.install_gloo)
+)
+def _cpu_distributed_gloo() -> None:
+    import torch
 
+    import mmf.utils.distributed as distributed
+    from mmf.common.registry import registry
+    from mmf.trainers.base_trainer import BaseTrainer
 
-FIXES.fix(
-    "cpu_distributed_spawn",
-    "AssertionError in mmf_cli.run (distributed.world_size is checked against "
-    "torch.cuda.device_count(), so `distributed.world_size=2` cannot spawn CPU "
-    "processes); on a CPU-only torch, world_size processes are spawned with gloo",
-    stage="post",
-    trigger="mmf_cli.run",
-)(cpu_distributed.install_spawn)
+    distributed.dist = DistributedWithoutNCCL("torch.distributed")
+    distributed_init = distributed.distributed_init
+
+    @functools.wraps(distributed_init)
+    def distributed_init_any_backend(config: Any) -> Any:
+        if cpu_only():
+            config.distributed.backend = "gloo"
+            with cuda_calls_to("cpu"):
+                return distributed_init(config)
+        return distributed_init(config)
+
+    distributed.distributed_init = distributed_init_any_backend
+
+    set_device = BaseTrainer._set_device
+    parallelize_model = BaseTrainer.parallelize_model
+
+    def _set_device(self: BaseTrainer) -> None:
+        set_device(self)
+        if self.distributed and cpu_only():
+            self.device = torch.device("cpu")
+            registry.register("current_device", self.device)
+
+    def _parallelize_model(self: BaseTrainer) -> None:
+        parallelize_model(self)
+        if self.distributed and self.device.type == "cpu":
+            registry.register("distributed", True)
+            self.model = torch.nn.parallel.DistributedDataParallel(
+                self.model,
+                find_unused_parameters=self.config.training.find_unused_parameters,
+            )
+
+    BaseTrainer._set_device = _set_device
+    BaseTrainer.parallelize_model = _parallelize_model
 
 
 @FIXES.fix(
@@ -697,17 +727,6 @@ def _model_and_datasets_from_config_file() -> None:
     Configuration._build_dataset_config = _build_dataset_config
 
 
-FIXES.fix(
-    "literal_command_line_values",
-    "training.lr_scheduler=true on the command line stores the string 'true' and the "
-    "schedule silently stays off (Configuration._decode_value uses literal_eval, which "
-    "knows True/False/None only); such values of boolean or null keys are now refused "
-    "with the spelling MMF expects; likewise `key=[features/cc.lmdb]` (stored as the "
-    "string '[features/cc.lmdb]', failing at the first batch) and `key[0]=x` (dropped)",
-    stage="post",
-)(command_line_values.install)
-
-
 def _data_dir_from_working_directory(update_specific: Callable) -> Callable:
     """Wrap ``Configuration._update_specific`` so that a relative ``env.data_dir`` is made
     absolute against the working directory before anything joins it to MMF's root."""
@@ -738,32 +757,6 @@ def _relative_data_dir() -> None:
 
     Configuration._update_specific = _data_dir_from_working_directory(
         Configuration._update_specific)
-
-
-FIXES.fix(
-    "one_line_user_errors",
-    "a config mistake (no BERT folder, `key=true`, a data path that does not exist) ends a "
-    "40-frame stack trace, e.g. ImportError: ... requires the protobuf library from the "
-    "tokenizer when bert-base-uncased cannot be downloaded, or FileNotFoundError: ... "
-    "imdb_train2014.npy naming no config key; a refused or damaged data file (its "
-    "FormatError names the file) also ends in a stack trace, and so does a run stopped by "
-    "its data or its disk (a non-finite loss, ENOSPC during a checkpoint write, a refused "
-    "checkpoint); mmf_run now prints `mmf_run: error: ...` and exits with status 2 "
-    "(config or data file) or 1 (run)",
-    stage="post",
-    trigger="mmf_cli.run",
-)(cli_errors.install)
-
-
-FIXES.fix(
-    "run_folder_lock",
-    "two mmf_run into one env.save_dir both exit 0: the second overwrites the first's "
-    "checkpoints and the two runs' lines interleave in one train.log (MMF takes no lock on "
-    "its save dir); now the second stops with `mmf_run: error: run folder ... is in use by "
-    "pid ... on host ...`",
-    stage="post",
-    trigger="mmf_cli.run",
-)(run_lock.install)
 
 
 def _rows_per_sample(values: Any, rows: int) -> Any:

@@ -4,9 +4,7 @@ or 1 (run), instead of a stack trace."""
 
 from __future__ import annotations
 
-import functools
-import sys
-from typing import Any, Optional, Tuple
+from typing import Optional, Tuple
 
 
 def user_error_of(exc: BaseException) -> Optional[Tuple[str, int]]:
@@ -78,29 +76,3 @@ def missing_bert_of_config() -> Optional[str]:
         if message is not None:
             return f"{key}={name!r}: {message}"
     return None
-
-
-def install() -> None:
-    """``mmf_cli.run.run`` ends a plugin's error (or any config error of a plugin run) with
-    one line and its exit status."""
-    import mmf_cli.run as cli
-    from mmf.common.registry import registry
-
-    run = cli.run
-
-    @functools.wraps(run)
-    def run_reporting_user_errors(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return run(*args, **kwargs)
-        except Exception as exc:
-            found = user_error_of(exc)
-            if found is None:
-                raise
-            message, status = found
-            writer = registry.get("writer", None, no_warning=True)
-            if hasattr(writer, "write"):  # rc10's Logger: the run's train.log gets it too
-                writer.write(f"error: {message}", "error", donot_print=True)
-            print(f"mmf_run: error: {message}", file=sys.stderr)
-            raise SystemExit(status) from None
-
-    cli.run = run_reporting_user_errors

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import functools
 import json
 import logging
 import os
@@ -204,54 +203,3 @@ class RunLock:
 
     def __exit__(self, *exc: Any) -> None:
         self.release()
-
-
-def _rank(config: Any, init_distributed: bool) -> int:
-    """This process's rank in the run (0 when not distributed)."""
-    if not init_distributed:
-        return 0
-    rank = config.distributed.rank
-    return 0 if rank is None else int(rank)
-
-
-def refuse_another_runs_folder(config: Any) -> None:
-    """End a training run into a folder holding another run's final checkpoint with one
-    line and status 2 (:mod:`mmf_uvlp.training.run_folder`)."""
-    from mmf_uvlp.training.run_folder import another_runs_final_checkpoint
-
-    refusal = another_runs_final_checkpoint(config)
-    if refusal is not None:
-        print(f"mmf_run: error: {refusal}", file=sys.stderr)
-        raise SystemExit(2)
-
-
-def install() -> None:
-    """Make MMF's per-process ``main`` (``mmf_cli.run``) run under the lock of
-    ``env.save_dir`` (rank 0 only) in runs of the plugin's trainer; a busy folder, or a
-    training run into a folder holding another run's final checkpoint, ends the command
-    with status 2."""
-    import mmf_cli.run as cli
-
-    main = cli.main
-
-    @functools.wraps(main)
-    def main_owning_its_folder(configuration: Any, init_distributed: bool = False,
-                               predict: bool = False) -> Any:
-        from mmf_uvlp.trainers import chosen_by
-
-        config = configuration.get_config()
-        if _rank(config, init_distributed) != 0 or not chosen_by(config):
-            return main(configuration, init_distributed, predict)
-        lock = RunLock(os.path.abspath(str(config.env.save_dir)))
-        try:
-            lock.acquire()
-        except RunFolderBusy as busy:
-            print(f"mmf_run: error: {busy}", file=sys.stderr)
-            raise SystemExit(2) from None
-        try:
-            refuse_another_runs_folder(config)
-            return main(configuration, init_distributed, predict)
-        finally:
-            lock.release()
-
-    cli.main = main_owning_its_folder

@@ -7,7 +7,7 @@ from __future__ import annotations
 import types
 from typing import Any, Callable, Dict
 
-from compat_checks_common import PLUGIN_RUN, _configuration, _empty_config_file, _plugin_run, check
+from compat_checks_common import PLUGIN_RUN, _configuration, _empty_config_file, check
 
 
 class RunsCode:
@@ -86,6 +86,7 @@ def expect_non_finite_loss_named(forward: Callable[[], Any]) -> None:
 
 @check("literal_command_line_values")
 def _literal_values() -> None:
+    import mmf_cli.run  # noqa: F401  (MMF's command line: the entry-point fixes apply)
     from mmf_uvlp.utils.user_config import UserConfigError
 
     try:

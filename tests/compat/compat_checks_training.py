@@ -7,9 +7,9 @@ from __future__ import annotations
 import signal
 import types
 import warnings
-from typing import Any, Dict, List
+from typing import Any, List
 
-from compat_checks_common import _configuration, _plugin_run, check
+from compat_checks_common import _configuration, check
 
 
 def _alarm(seconds: int) -> None:

@@ -40,7 +40,8 @@ from mmf_uvlp.utils import config_files
 # ----------------------------------------------------------------------------- fix set
 def test_mmf_main_gets_its_own_fix_set_each_fix_naming_its_error():
     fix_set = compat.fix_set_for("1.0.0rc12")
-    assert fix_set is main_fixes.FIXES and fix_set.mmf_version == compat.MMF_MAIN_VERSION
+    assert fix_set.fixes[:len(main_fixes.FIXES.fixes)] == main_fixes.FIXES.fixes
+    assert fix_set.mmf_version == compat.MMF_MAIN_VERSION
     assert fix_set is not compat.fix_set_for("1.0.0rc10")
     names = [fix.name for fix in fix_set.fixes]
     assert len(names) == len(set(names)) and all(fix.error for fix in fix_set.fixes)
@@ -148,6 +149,7 @@ def test_the_hook_runs_the_fixes_of_an_editable_mmf(tmp_path):
     main.FIXES.fix("probe_pre", "probe")(lambda: order.append("pre"))
     main.FIXES.fix("probe_post", "probe", stage="post")(lambda: order.append("post"))
     main.FIXES.fixes[:] = [fix for fix in main.FIXES.fixes if fix.name.startswith("probe")]
+    compat._FIX_SETS.clear()
     compat._STATE["installed"] = False
     sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != "_Finder"]
     compat.install()

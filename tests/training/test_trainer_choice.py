@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from helpers import REPO
+from helpers import REPO, fork_server
 from helpers.visual_bert import TRAINING, num_answers, run_visual_bert
 
 CHOOSE = "training.trainer=uvlp"
@@ -103,3 +103,54 @@ def test_doctor_says_which_trainer_a_run_uses():
         "trainer base_trainer: MMF's own training behaviour (training.trainer=uvlp chooses "
         "the plugin's)")
     assert ": trainer uvlp: the plugin's training behaviour" in doctor("model=uvla", "dataset=vqa2")
+
+
+# a run of MMF with the plugin's components unregistered and its entry-point fixes off: MMF
+# and the compatibility fixes only (the uvlp_bert resolver stays: the toy world's yaml uses it)
+WITHOUT_PLUGIN = """
+import sys
+import mmf_uvlp.plugin
+from mmf_uvlp.utils.bert_source import register_resolver
+mmf_uvlp.plugin.register_components = register_resolver
+import mmf_cli.run
+from mmf.common.registry import registry
+assert registry.get_trainer_class("uvlp") is None and registry.get_model_class("uvla") is None
+sys.argv = ["mmf_run", *sys.argv[1:]]
+mmf_cli.run.run()
+"""
+
+
+@pytest.mark.slow
+def test_mmf_s_own_visual_bert_run_is_byte_for_byte_the_run_without_the_plugin(tiny_world,
+                                                                               tmp_path):
+    import os
+
+    from mmf_uvlp import compat
+    from mmf_uvlp.compat import entry_point
+
+    from helpers import MMF_RUN, rows
+
+    config = tmp_path / "run.yaml"  # MMF's own benchmark config on the toy world's vqa2
+    config.write_text("\n".join([
+        "includes:", "- projects/visual_bert/configs/vqa2/defaults.yaml",
+        f"- {REPO / 'configs/datasets/toy_world/vqa2.yaml'}",
+        f"- {REPO / 'configs/models/visual_bert/tiny_random.yaml'}", TRAINING]))
+    save = tmp_path / "save"
+    opts = [f"config={config}", f"env.data_dir={tiny_world}", f"env.save_dir={save}",
+            "model=visual_bert", "dataset=vqa2", "run_type=train_val",
+            "model_config.visual_bert.visual_embedding_dim=64",
+            f"model_config.visual_bert.num_labels={num_answers(tiny_world)}"]
+    entry = ",".join(fix.name for fix in entry_point.for_version("1.0.0rc10"))
+    outputs, files = [], []
+    for argv, disabled in (([MMF_RUN, *opts], ""), (["-c", WITHOUT_PLUGIN, *opts], entry)):
+        env = dict(os.environ, **{compat.DISABLE_VARIABLE: disabled})
+        result = fork_server().run(argv, env=env, cwd=REPO)
+        assert result["returncode"] == 0, str(result["output"])[-4000:]
+        logged = rows(str(result["output"])) + rows(str(result["output"]), "val")
+        outputs.append([{key: value for key, value in row.items()  # losses, metrics: no times
+                         if "/" in key or key == "progress"} for row in logged])
+        files.append({name: (save / name).read_bytes()
+                      for name in ("current.ckpt", "models/model_2.ckpt", "visual_bert_final.pth")})
+        save.rename(tmp_path / f"save_{len(files)}")
+    assert outputs[0] and outputs[0] == outputs[1]
+    assert files[0] == files[1], [name for name in files[0] if files[0][name] != files[1][name]]
