@@ -17,10 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional
 
-TASKS = ("vqa2", "nlvr2", "visual_entailment", "refcoco_plus")
-METRICS = {"vqa2": "vqa_accuracy", "nlvr2": "accuracy", "visual_entailment": "accuracy",
-           "refcoco_plus": "refcoco_accuracy"}
-REFCOCO_SPLITS = ("refcoco_plus_val", "refcoco_plus_testA", "refcoco_plus_testB")
+from mmf_uvlp.tasks import TASKS
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ from mmf_uvlp.replication.steps import RECORD, Step, schedule_options
 from mmf_uvlp.replication.study import SYSTEMS as STUDY_SYSTEMS, System
 from mmf_uvlp.replication.world import World
 from mmf_uvlp.report.mmf_log import LogFormatError
+from mmf_uvlp.tasks import REFCOCO_PLUS_SPLIT_DATASETS, TASKS
 
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
@@ -51,11 +52,10 @@ MMF_RUN = str(Path(sys.executable).with_name("mmf_run"))
 STEPS = ("toy-world", "corpus", "pretrain", "finetune", "report", "calibrated")
 KINDS = {"toy-world": ("world",), "corpus": ("corpus",), "pretrain": ("pretrain",),
          "finetune": ("finetune", "evaluate")}  # --steps name -> the runner's step kinds
-TASKS = ("vqa2", "nlvr2", "visual_entailment", "refcoco_plus")
 SYSTEMS = tuple(STUDY_SYSTEMS[key] for key in ("base", "uvla", "aligned_vlp"))  # the rows
 # the rows printed from the calibrated study's archive: the paper's Table 1
 CALIBRATED_SYSTEMS = ("base", "u_visualbert", "random_pairs", "uvla", "aligned_vlp")
-REFCOCO_SPLITS = "refcoco_plus_val,refcoco_plus_testA,refcoco_plus_testB"
+REFCOCO_SPLITS = ",".join(REFCOCO_PLUS_SPLIT_DATASETS)
 DEMO_RECIPE = REPO / "configs/study/demo.yaml"  # the demo's updates and fine-tuning options
 CALIBRATED_RECIPE = "configs/study/calibrated.yaml"
 CALIBRATED_ARCHIVE = "results/archive/calibrated"

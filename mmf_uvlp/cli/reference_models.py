@@ -29,8 +29,9 @@ from typing import Dict, List
 
 from mmf_uvlp.replication.steps import schedule_options
 from mmf_uvlp.report.results import LOG_FILE, parse_log
-from mmf_uvlp.reference_models import (METRICS, REFCOCO_SPLITS, REFERENCE_MODELS, SYSTEMS, TASKS,
-                                       HarnessModel)
+from mmf_uvlp.reference_models import REFERENCE_MODELS, SYSTEMS, HarnessModel
+from mmf_uvlp.tasks import METRICS, TASKS
+from mmf_uvlp.tasks import REFCOCO_PLUS_SPLIT_DATASETS as REFCOCO_SPLITS
 
 REPO = Path(__file__).resolve().parents[2]  # the checkout: projects/ and configs/
 PYTHON = sys.executable

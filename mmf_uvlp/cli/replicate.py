@@ -46,7 +46,8 @@ from mmf_uvlp.replication.runner import (BadRecord, StaleRun, StepFailed, clock,
                                          read_record, run_steps, share_cores, spent,
                                          stale_reason)
 from mmf_uvlp.replication.steps import Settings, model_overrides, plan
-from mmf_uvlp.replication.study import REPO, SYSTEMS, TABLES, TASKS, select
+from mmf_uvlp.replication.study import REPO, SYSTEMS, TABLES, select
+from mmf_uvlp.tasks import TASKS
 from mmf_uvlp.replication.world import World
 from mmf_uvlp.report.mmf_log import LogFormatError
 from mmf_uvlp.training.run_lock import RunFolderBusy, RunLock

@@ -25,7 +25,8 @@ from typing import Mapping, Sequence
 from scipy import stats
 
 from mmf_uvlp.replication.provenance import MadeBy
-from mmf_uvlp.replication.steps import SPLITS_RUN, Step
+from mmf_uvlp.replication.steps import Step
+from mmf_uvlp.tasks import SPLITS_RUN
 from mmf_uvlp.report.results import LOG_FILE, Cell, collect_run, parse_log
 from mmf_uvlp.report.table import MetaAverage, meta_average
 

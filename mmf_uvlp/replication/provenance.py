@@ -40,7 +40,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from mmf_uvlp.replication.steps import SPLITS_RUN, Step
+from mmf_uvlp.replication.steps import Step
+from mmf_uvlp.tasks import SPLITS_RUN
 from mmf_uvlp.replication.study import REPO, _config_path, _load_yaml
 from mmf_uvlp.report.results import Cell
 

@@ -34,17 +34,15 @@ from typing import Callable, Iterable, Mapping, Sequence
 import yaml
 
 from mmf_uvlp.replication.study import (
-    REPO, SYSTEMS, TASKS, System, config_datasets, config_model,
+    REPO, SYSTEMS, System, config_datasets, config_model,
 )
 from mmf_uvlp.replication.world import World
 from mmf_uvlp.report.results import LOG_FILE, parse_log
 from mmf_uvlp.reference_models import HarnessModel
+from mmf_uvlp.tasks import METRICS, REFCOCO_PLUS_SPLIT_DATASETS, SPLITS_RUN, TASKS
 
 MMF_RUN = str(Path(sys.executable).with_name("mmf_run"))
-METRICS = {"vqa2": "vqa_accuracy", "nlvr2": "accuracy", "visual_entailment": "accuracy",
-           "refcoco_plus": "refcoco_accuracy"}
-SPLIT_VIEWS = ("refcoco_plus_val", "refcoco_plus_testA", "refcoco_plus_testB")
-SPLITS_RUN = "refcoco_plus_splits"
+SPLIT_VIEWS = REFCOCO_PLUS_SPLIT_DATASETS
 RECORD = "step.json"
 KINDS = ("world", "corpus", "pretrain", "finetune", "evaluate")
 

@@ -22,7 +22,6 @@ from mmf_uvlp.reference_models import REFERENCE_MODELS, HarnessModel
 from mmf_uvlp.reference_models import SYSTEMS as REFERENCE_SYSTEMS
 
 REPO = Path(__file__).resolve().parents[2]
-TASKS = ("vqa2", "nlvr2", "visual_entailment", "refcoco_plus")
 RATIOS = (0, 20, 40, 60, 80, 100)
 TOP_K = (1, 5, 10)
 

@@ -32,8 +32,8 @@ from pathlib import Path
 
 from mmf_uvlp.report.mmf_log import parse_log
 
-TASKS = ("vqa2", "nlvr2", "visual_entailment", "refcoco_plus")
-SPLITS = ("val", "test", "testA", "testB")
+from mmf_uvlp.tasks import RESULT_SPLITS as SPLITS
+from mmf_uvlp.tasks import TASKS
 RESULTS_FILE = "results.json"
 LOG_FILE = "train.log"
 

@@ -33,6 +33,7 @@ from mmf_uvlp.data_formats.annotations import read_jsonl, read_nlvr2, read_vqa2_
 from mmf_uvlp.data_formats.mmf_features import LmdbFeatures
 from mmf_uvlp.data_formats.refer import Refer
 from mmf_uvlp.report.results import Cell
+from mmf_uvlp.tasks import REFCOCO_PLUS_SPLITS
 from mmf_uvlp.utils.boxes import MATCH_IOU, iou
 
 SPLIT_FILES = {  # task -> (train file, test file)
@@ -43,7 +44,6 @@ SPLIT_FILES = {  # task -> (train file, test file)
 }
 REFER = "refer"  # refer root holding refcoco+/
 REFCOCO_FEATURES = "features/coco.lmdb"
-REFCOCO_SPLITS = ("val", "testA", "testB")
 
 
 def vqa_answer_score(answers: Sequence[str], answer: str) -> float:
@@ -146,6 +146,6 @@ def trivial_rates(world: str | os.PathLike, max_proposals: int) -> dict[Cell, fl
               for p in files["visual_entailment"]))
     refer, features = root / REFER, root / REFCOCO_FEATURES
     if (refer / "refcoco+").is_dir() and features.exists():
-        for split in REFCOCO_SPLITS:
+        for split in REFCOCO_PLUS_SPLITS:
             rates["refcoco_plus", split] = refcoco_chance(refer, features, max_proposals, split)
     return rates

@@ -14,6 +14,7 @@ from typing import Callable
 
 import numpy as np
 
+from mmf_uvlp.tasks import REFCOCO_PLUS_SPLITS
 from mmf_uvlp.toy_world.scene import Scene, SceneSpec
 from mmf_uvlp.toy_world.text import caption, tokenize
 from mmf_uvlp.toy_world.vocabulary import (
@@ -25,7 +26,7 @@ SceneMaker = Callable[[str, SceneSpec], Scene]
 VQA_SPLITS = ("train", "val", "test")
 NLVR2_SPLITS = {"train": "train", "val": "dev", "test": "test1"}
 VE_SPLITS = ("train", "val", "test")
-REFCOCO_SPLITS = ("train", "val", "testA", "testB")
+REFCOCO_SPLITS = ("train",) + REFCOCO_PLUS_SPLITS
 COCO_PREFIX = {"train": "COCO_train2014", "val": "COCO_val2014", "test": "COCO_test2015"}
 VE_LABELS = ("entailment", "neutral", "contradiction")
 MAX_TRIES = 50

@@ -12,7 +12,9 @@ from typing import Dict, List
 import pytest
 import torch
 
-from mmf_uvlp.reference_models import METRICS, REFCOCO_SPLITS, REFERENCE_MODELS, SYSTEMS, TASKS
+from mmf_uvlp.reference_models import REFERENCE_MODELS, SYSTEMS
+from mmf_uvlp.tasks import METRICS, TASKS
+from mmf_uvlp.tasks import REFCOCO_PLUS_SPLIT_DATASETS as REFCOCO_SPLITS
 
 from helpers import REPO, mmf_run
 

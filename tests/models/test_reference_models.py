@@ -30,7 +30,8 @@ from mmf_uvlp.models.vl_bert import VLBERT
 from mmf_uvlp.modules.alignment import matching_loss
 from mmf_uvlp.modules.heads import PADDED_REGION_SCORE
 from mmf_uvlp.modules.vl_bert_embeddings import IMAGE_SEGMENT, sinusoidal_geometry
-from mmf_uvlp.reference_models import REFERENCE_MODELS, SYSTEMS, TASKS
+from mmf_uvlp.reference_models import REFERENCE_MODELS, SYSTEMS
+from mmf_uvlp.tasks import TASKS
 
 from helpers import REPO
 

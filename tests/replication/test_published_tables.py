@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from mmf_uvlp.replication.recipe import Recipe, load_recipe
-from mmf_uvlp.replication.study import TABLES, TASKS
+from mmf_uvlp.replication.study import TABLES
+from mmf_uvlp.tasks import TASKS
 from mmf_uvlp.report.table import TRIVIAL_LABEL
 from mmf_uvlp.toy_world import PRESETS
 from mmf_uvlp.cli import replicate

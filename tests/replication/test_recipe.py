@@ -11,7 +11,8 @@ import yaml
 from mmf_uvlp.replication import recipe as recipe_format
 from mmf_uvlp.replication.recipe import load_recipe
 from mmf_uvlp.replication.steps import Settings, model_overrides, system_steps
-from mmf_uvlp.replication.study import SYSTEMS, TASKS
+from mmf_uvlp.replication.study import SYSTEMS
+from mmf_uvlp.tasks import TASKS
 from mmf_uvlp.replication.world import World
 
 from helpers import REPO

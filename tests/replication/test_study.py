@@ -18,7 +18,8 @@ from mmf_uvlp.replication.runner import prerequisites
 from mmf_uvlp.replication.steps import (
     KINDS, METRICS, MMF_RUN, Settings, model_overrides, plan, system_steps,
 )
-from mmf_uvlp.replication.study import SYSTEMS, TASKS, UVLA, config_datasets, config_model, select
+from mmf_uvlp.replication.study import SYSTEMS, UVLA, config_datasets, config_model, select
+from mmf_uvlp.tasks import TASKS
 from mmf_uvlp.replication.world import World
 from mmf_uvlp.reference_models import REFERENCE_MODELS
 from mmf_uvlp.reference_models import SYSTEMS as REFERENCE_SYSTEMS
