@@ -34,10 +34,11 @@ import json
 import math
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, BinaryIO, Callable, Dict, Iterator, List, Optional, Tuple, Union
+from typing import BinaryIO, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 from mmf_uvlp.corpus.errors import EmptyInputError, ErrorPolicy, FormatError
 from mmf_uvlp.corpus.sentences import atomic_write_bytes, atomic_write_json, read_json
+from mmf_uvlp.corpus.stage import StageContext
 from mmf_uvlp.corpus.work import Clock, add_timing, chunk_file
 from mmf_uvlp.data_formats.labelmap import load_labelmap
 from mmf_uvlp.data_formats.vinvl import (
@@ -47,9 +48,6 @@ from mmf_uvlp.data_formats.vinvl import (
 from mmf_uvlp.data_formats.vinvl_raw import (
     ImageSizes, infer_embedded_feature_dim, parse_detector_row,
 )
-
-if TYPE_CHECKING:
-    from mmf_uvlp.corpus.pipeline import CorpusBuilder
 
 
 @dataclass
@@ -284,7 +282,7 @@ class _ChunkWriter:
     """The images of the chunk being read (with their stats and skipped rows), written as
     the chunk's ``work/detections`` file when the next chunk starts."""
 
-    def __init__(self, builder: CorpusBuilder, directory: str) -> None:
+    def __init__(self, builder: StageContext, directory: str) -> None:
         self.builder = builder
         self.directory = directory
         self.chunk: Optional[int] = None
@@ -328,7 +326,7 @@ class _ChunkWriter:
         })
 
 
-def _reader(builder: CorpusBuilder, directory: str) -> DetectionReader:
+def _reader(builder: StageContext, directory: str) -> DetectionReader:
     """The detections of the shard's chunks not written yet."""
     inputs, size = builder.config.inputs, builder.config.output.chunk_images
     index, count = builder.shard
@@ -343,7 +341,7 @@ def _reader(builder: CorpusBuilder, directory: str) -> DetectionReader:
              and (position // size) not in finished)
 
 
-def _read_chunks(builder: CorpusBuilder, directory: str, reader: DetectionReader) -> int:
+def _read_chunks(builder: StageContext, directory: str, reader: DetectionReader) -> int:
     """Write the chunk files of ``reader``'s images; the rows read."""
     from mmf_uvlp.corpus.tag_query import ranked_tags
 
@@ -384,7 +382,7 @@ def _no_images(inputs, rows: int, skipped: Dict[str, int], dropped: int) -> None
     raise EmptyInputError(f"no usable images in {files}: {why}; nothing written")
 
 
-def _summary(builder: CorpusBuilder, directory: str, positions: int) -> Dict[str, object]:
+def _summary(builder: StageContext, directory: str, positions: int) -> Dict[str, object]:
     """The shard's chunks, their image counts and D, from the chunk files."""
     size = builder.config.output.chunk_images
     index, count = builder.shard
@@ -408,7 +406,7 @@ def _summary(builder: CorpusBuilder, directory: str, positions: int) -> Dict[str
             "images": images_per_chunk, "feature_dim": feature_dim}
 
 
-def stage_detections(builder: CorpusBuilder) -> Dict[str, object]:
+def stage_detections(builder: StageContext) -> Dict[str, object]:
     """Stage 1: the shard's images with their regions and tag queries, one
     ``work/detections`` file per chunk; the summary of the shard's chunks (``_SUCCESS.json``)."""
     directory = os.path.join(builder.work, "detections")

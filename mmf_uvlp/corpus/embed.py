@@ -20,14 +20,12 @@ not bit-identical to CPU ones: build the shards of one corpus on one kind of dev
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from mmf_uvlp.corpus.stage import StageContext
 from mmf_uvlp.corpus.work import Clock, add_timing, chunk_file, save_npy
-
-if TYPE_CHECKING:
-    from mmf_uvlp.corpus.pipeline import CorpusBuilder
 
 EMBEDDINGS_FILE = "embeddings.npy"
 PROGRESS_FILE = "embeddings.progress.json"
@@ -211,7 +209,7 @@ def load_corpus_embeddings(cache_dir: str) -> np.ndarray:
     return np.load(os.path.join(cache_dir, EMBEDDINGS_FILE), mmap_mode="r")
 
 
-def stage_queries(builder: CorpusBuilder, chunks: Sequence[int],
+def stage_queries(builder: StageContext, chunks: Sequence[int],
                   detected: Dict[str, object]) -> None:
     """The tag queries of ``chunks`` embedded, one ``work/queries`` ``.npy`` per chunk."""
     directory, todo = builder.todo("queries", chunks, "npy")

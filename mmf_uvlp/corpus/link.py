@@ -40,7 +40,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
@@ -48,12 +48,10 @@ from mmf_uvlp.corpus.quality import mentions
 from mmf_uvlp.corpus.report import link_score_band
 from mmf_uvlp.corpus.sentences import atomic_write_json
 from mmf_uvlp.corpus.shards import part_damage, part_name, write_part
+from mmf_uvlp.corpus.stage import StageContext
 from mmf_uvlp.corpus.work import Clock, add_timing, chunk_file, rounded
 
 logger = logging.getLogger(__name__)
-
-if TYPE_CHECKING:
-    from mmf_uvlp.corpus.pipeline import CorpusBuilder
 
 
 def default_glove_dir() -> str:
@@ -199,7 +197,7 @@ class Linker:
         return candidates[best], s, score, linked
 
 
-def _linker(builder: CorpusBuilder) -> Linker:
+def _linker(builder: StageContext) -> Linker:
     """The linker of ``link.method``, its vectors from the build's resources."""
     config = builder.config.link
     if config.method == "glove":
@@ -307,7 +305,7 @@ def _part_done(path: str, images: int) -> bool:
     return False
 
 
-def stage_link(builder: CorpusBuilder, chunks: Sequence[int],
+def stage_link(builder: StageContext, chunks: Sequence[int],
                detected: Dict[str, object]) -> None:
     """Stage 6: each phrase linked to a region; the output ``annotations/part-*`` and
     ``stats/chunk-*.json`` of each chunk."""

@@ -26,16 +26,14 @@ import json
 import math
 import os
 from collections import OrderedDict
-from typing import (TYPE_CHECKING, Dict, Hashable, Iterable, Iterator, List, Optional, Sequence,
+from typing import (Dict, Hashable, Iterable, Iterator, List, Optional, Sequence,
                     Tuple)
 
 import numpy as np
 
 from mmf_uvlp.corpus.sentences import atomic_write_bytes
+from mmf_uvlp.corpus.stage import StageContext
 from mmf_uvlp.corpus.work import Clock, add_timing, chunk_file
-
-if TYPE_CHECKING:
-    from mmf_uvlp.corpus.pipeline import CorpusBuilder
 
 SKIP_POS = {"DET", "PRON", "ADP", "CCONJ", "SCONJ", "PART", "NUM", "PUNCT", "AUX", "SYM"}
 
@@ -148,7 +146,7 @@ class PhraseExtractor:
         yield from ready()
 
 
-def stage_phrases(builder: CorpusBuilder, chunks: Sequence[int],
+def stage_phrases(builder: StageContext, chunks: Sequence[int],
                   detected: Dict[str, object]) -> None:
     """The noun phrases of the distinct sentences retrieved for ``chunks``, one
     ``work/phrases`` jsonl per chunk (a line per sentence)."""

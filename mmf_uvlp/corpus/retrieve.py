@@ -30,15 +30,13 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
 from mmf_uvlp.corpus.sentences import atomic_write_json
+from mmf_uvlp.corpus.stage import StageContext
 from mmf_uvlp.corpus.work import Clock, add_timing, chunk_file
-
-if TYPE_CHECKING:
-    from mmf_uvlp.corpus.pipeline import CorpusBuilder
 
 
 def _faiss():
@@ -329,7 +327,7 @@ class _ChunkSearch:
     """What the retrieve stage searches with: the index, the corpus embeddings and
     hashes, and the settings of ``retrieve``."""
 
-    def __init__(self, builder: CorpusBuilder, detected: Dict[str, object]) -> None:
+    def __init__(self, builder: StageContext, detected: Dict[str, object]) -> None:
         from mmf_uvlp.corpus.embed import load_corpus_embeddings
 
         self.builder = builder
@@ -411,7 +409,7 @@ class _ChunkSearch:
         return out
 
 
-def stage_retrieve(builder: CorpusBuilder, chunks: Sequence[int],
+def stage_retrieve(builder: StageContext, chunks: Sequence[int],
                    detected: Dict[str, object]) -> None:
     """Stage 4: the top-K sentences of each image of ``chunks``, one ``work/retrieval``
     ``.npz`` (ids, scores) and ``.json`` (stats) per chunk."""
