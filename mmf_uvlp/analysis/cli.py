@@ -20,8 +20,9 @@ from mmf_uvlp.analysis.regions import RegionStore, read_class_names
 from mmf_uvlp.analysis.systems import System, load_system, parse_model_args, uvla_config
 from mmf_uvlp.data_formats.errors import FormatError
 from mmf_uvlp.data_formats.flickr30k_entities import SPLITS, Flickr30kEntities
+from mmf_uvlp.utils.config_files import home
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = home()  # projects/: the checkout, or the installed package
 DEFAULT_CONFIG = REPO / "projects" / "uvla" / "pretrain.yaml"
 
 

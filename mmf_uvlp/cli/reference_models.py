@@ -32,8 +32,9 @@ from mmf_uvlp.report.results import LOG_FILE, parse_log
 from mmf_uvlp.reference_models import REFERENCE_MODELS, SYSTEMS, HarnessModel
 from mmf_uvlp.tasks import METRICS, TASKS
 from mmf_uvlp.tasks import REFCOCO_PLUS_SPLIT_DATASETS as REFCOCO_SPLITS
+from mmf_uvlp.utils.config_files import home
 
-REPO = Path(__file__).resolve().parents[2]  # the checkout: projects/ and configs/
+REPO = home()  # projects/ and configs/: the checkout, or the installed package
 PYTHON = sys.executable
 MMF_RUN = str(Path(sys.executable).with_name("mmf_run"))
 DEMO_ROWS = {"Base": "base", "μ-VLA": "uvla"}  # make demo's runs, table row -> folder

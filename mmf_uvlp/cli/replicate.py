@@ -48,6 +48,7 @@ from mmf_uvlp.replication.runner import (BadRecord, StaleRun, StepFailed, clock,
 from mmf_uvlp.replication.steps import Settings, model_overrides, plan
 from mmf_uvlp.replication.study import REPO, SYSTEMS, TABLES, select
 from mmf_uvlp.tasks import TASKS
+from mmf_uvlp.utils.config_files import in_checkout
 from mmf_uvlp.replication.world import World
 from mmf_uvlp.report.mmf_log import LogFormatError
 from mmf_uvlp.training.run_lock import RunFolderBusy, RunLock
@@ -55,6 +56,7 @@ from mmf_uvlp.utils.cluster import JobOptions, add_job_arguments
 
 
 DEFAULT_PRETRAIN_UPDATES, DEFAULT_FINETUNE_UPDATES = 400, 120  # tools/demo.py's schedule
+WORK = REPO if in_checkout() else Path.cwd()  # where data/ and results/ go by default
 
 
 def _positive(text: str) -> int:
@@ -95,12 +97,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--world",
                         help="tiny, demo, calibrated (toy world in --data, made when missing) or "
                              "a data folder (default: the recipe's, else demo)")
-    parser.add_argument("--data", type=Path, default=REPO / "data",
+    parser.add_argument("--data", type=Path, default=WORK / "data",
                         help="folder of the toy worlds (default: data)")
     parser.add_argument("--runs", type=Path,
                         help="folder of the runs (default: <data>/replication/<world folder>, "
                              "+ __<recipe name> with --recipe)")
-    parser.add_argument("--out", type=Path, default=REPO / "results" / "replication",
+    parser.add_argument("--out", type=Path, default=WORK / "results" / "replication",
                         help="tables, figures and runs.json (default: results/replication)")
     parser.add_argument("--seeds", type=_positive, default=3,
                         help="seeds 0..N-1 (training.seed of pre-training and fine-tuning)")

@@ -20,8 +20,9 @@ import yaml
 
 from mmf_uvlp.reference_models import REFERENCE_MODELS, HarnessModel
 from mmf_uvlp.reference_models import SYSTEMS as REFERENCE_SYSTEMS
+from mmf_uvlp.utils.config_files import home
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = home()  # projects/ and configs/: the checkout, or the installed package
 RATIOS = (0, 20, 40, 60, 80, 100)
 TOP_K = (1, 5, 10)
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from mmf_uvlp.toy_world.config import PRESETS, WorldConfig
+from mmf_uvlp.utils.config_files import in_checkout
 
 PYTHON = sys.executable
 # Pre-training datasets hold out every n-th image / sentence as their val split; the
@@ -30,6 +31,15 @@ TASK_SETTINGS = {
     "visual_entailment": ("ve_hypotheses",),
     "refcoco_plus": ("refcoco_images",),
 }
+
+
+def _tool(module: str) -> list[str]:
+    """The command of the tool ``mmf_uvlp.cli.<module>``: ``python -m`` installed; in the
+    checkout ``tools/<module>.py``, the spelling the study's recorded runs
+    (``results/archive``) were made with, so that they stay the planned commands."""
+    if in_checkout():
+        return [PYTHON, f"tools/{module}.py"]
+    return [PYTHON, "-m", f"mmf_uvlp.cli.{module}"]
 
 
 @dataclass(frozen=True)
@@ -106,14 +116,14 @@ class World:
         return {k: (recorded.get(k), v) for k, v in planned.items() if recorded.get(k) != v}
 
     def generate_command(self, seed: int = 0) -> list[str]:
-        """The ``tools/make_toy_world.py`` command of the preset's world of ``seed``."""
+        """The ``make_toy_world`` command of the preset's world of ``seed``."""
         if self.preset is None:
             raise ValueError(f"{self.path}: not a toy-world preset, cannot be generated")
-        return [PYTHON, "tools/make_toy_world.py", "--preset", self.preset, "--seed", str(seed),
+        return [*_tool("make_toy_world"), "--preset", self.preset, "--seed", str(seed),
                 "--out", str(self.path), "--overwrite"]
 
     def corpus_command(self, name: str) -> list[str]:
-        """The ``tools/build_corpus.py`` command of corpus folder ``name``."""
+        """The ``build_corpus`` command of corpus folder ``name``."""
         text = self.path / "text"
         captions = [str(text / "caption_corpus.txt"), str(text / "narrative_corpus.txt")]
         own = ["--captions-gt", str(text / "captions_gt.tsv"), "--exclude-own-caption"]
@@ -128,6 +138,6 @@ class World:
             options = ["--corpus", str(text / "narrative_corpus.txt")]
         else:
             raise ValueError(f"unknown corpus {name!r}; expected corpus, corpus_k10 or corpus_bc")
-        return [PYTHON, "tools/build_corpus.py", "run",
+        return [*_tool("build_corpus"), "run",
                 "--predictions", str(self.path / "detections/cc/predictions.tsv"),
                 *options, "--out", str(self.path / name)]

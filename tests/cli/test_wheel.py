@@ -42,6 +42,9 @@ def wheel_env(tmp_path_factory) -> Path:
                           check=True, capture_output=True, text=True).stdout.strip()
     Path(site, "_rc10_libraries.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     _pip("--python", str(python), "install", "--no-deps", "--no-index", str(wheel))
+    mmf_run = venv / "bin" / "mmf_run"  # MMF's console script, as installing MMF writes it
+    mmf_run.write_text(f"#!{python}\n{MMF_RUN.replace('; ', chr(10))}\n")
+    mmf_run.chmod(0o755)
     return python
 
 
@@ -106,3 +109,25 @@ def test_the_wheel_installs_the_console_scripts(wheel_env, tmp_path):
                                 env=_clean_env(), capture_output=True, text=True, timeout=300)
         assert result.returncode == 0, result.stderr[-3000:]
         assert result.stdout.startswith(expected), result.stdout[:500]
+
+
+def test_the_study_plans_and_runs_its_steps_from_the_wheel(wheel_env, tmp_path):
+    """``uvlp-replicate`` of the wheel, run outside the checkout, finds its projects and
+    recipes in the package and spawns its tools as ``python -m mmf_uvlp.cli.<tool>``: it
+    plans a tiny study, then runs it (the tiny world, Base fine-tuned on VQA2 for 2 updates)."""
+    replicate = wheel_env.parent / "uvlp-replicate"
+    options = ["--world", "tiny", "--seeds", "1", "--systems", "base", "--tasks", "vqa2",
+               "--tables", "1", "--finetune-updates", "2", "--data", str(tmp_path / "data"),
+               "--out", str(tmp_path / "out")]
+    plan = subprocess.run([str(replicate), *options, "--plan"], cwd=tmp_path, env=_clean_env(),
+                          capture_output=True, text=True, timeout=300)
+    assert plan.returncode == 0, plan.stdout[-3000:] + plan.stderr[-3000:]
+    assert f"-m mmf_uvlp.cli.make_toy_world --preset tiny --seed 0 --out {tmp_path}" in plan.stdout
+    assert "config=projects/uvla/finetune/vqa2.yaml" in plan.stdout and str(REPO) not in plan.stdout
+    run = subprocess.run([str(replicate), *options], cwd=tmp_path, env=_clean_env(),
+                         capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
+    finetuned = tmp_path / "data/replication/toy_world_tiny/base/seed0/vqa2"
+    assert (finetuned / "step.json").is_file() and "test/vqa2/vqa_accuracy" in (
+        finetuned / "train.log").read_text()
+    assert not (REPO / "mmf_uvlp" / "projects").exists()  # the checkout reads its own projects/
