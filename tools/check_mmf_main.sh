@@ -18,10 +18,10 @@
 # never move), and this checkout, editable (next to the editable MMF: the layout where the
 # import hook must not rely on sys.path). Steps: the MMF main fixes and the curriculum's
 # update count under both trainers (tests/compat/test_mmf_main_env.py), the tiny world and its
-# corpus; with MMF's own trainer: pre-training, VQA2 fine-tuning from the pre-trained
-# checkpoint, RefCOCO+ training, and RefCOCO+ inference on val, testA and testB; with its
-# Lightning trainer (training.trainer=lightning): pre-training that stops at
-# training.max_updates, and VQA2 fine-tuning from its current.ckpt.
+# corpus; with the plugin's trainer (uvlp, a subclass of MMF main's MMFTrainer): pre-training,
+# VQA2 fine-tuning from the pre-trained checkpoint, RefCOCO+ training, and RefCOCO+ inference
+# on val, testA and testB; with MMF main's Lightning trainer (training.trainer=lightning):
+# pre-training that stops at training.max_updates, and VQA2 fine-tuning from its current.ckpt.
 #
 set -uo pipefail
 

@@ -68,8 +68,12 @@ class UVLPTrainer(MMFTrainer):
         seed_run(self.config)
 
     def configure_callbacks(self) -> None:
+        """MMF main's callbacks, their checkpoint (the checkpoint callback's and early
+        stopping's) the plugin's."""
         super().configure_callbacks()
-        self.checkpoint_callback._checkpoint = UVLPCheckpoint(self)
+        checkpoint = UVLPCheckpoint(self)
+        self.checkpoint_callback._checkpoint = checkpoint
+        self.early_stop_callback.early_stopping.checkpoint = checkpoint
 
     def _forward(self, batch: Any) -> Any:
         report = super()._forward(batch)

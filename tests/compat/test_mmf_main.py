@@ -380,7 +380,16 @@ def main_trainer_module(monkeypatch):
         def configure_seed(self):
             pass
 
+        def configure_callbacks(self):  # MMF main's: early stopping keeps the checkpoint too
+            checkpoint = Checkpoint(self)
+            self.checkpoint_callback = types.SimpleNamespace(_checkpoint=checkpoint)
+            self.early_stop_callback = types.SimpleNamespace(
+                early_stopping=types.SimpleNamespace(checkpoint=checkpoint))
+
     class Checkpoint:
+        def __init__(self, trainer=None):
+            self.trainer = trainer
+
         def save_func(self, *args):
             return torch.save(*args)
 
@@ -395,7 +404,8 @@ def main_trainer_module(monkeypatch):
     return importlib.import_module("mmf_uvlp.trainers.mmf_main_trainer")
 
 
-def test_the_main_trainer_stops_a_non_finite_loss_and_seeds_seed_zero(main_trainer_module):
+def test_the_main_trainer_stops_a_non_finite_loss_seeds_seed_zero_and_checkpoints(
+        main_trainer_module):
     import compat_checks
 
     trainer = main_trainer_module.UVLPTrainer.__new__(main_trainer_module.UVLPTrainer)
@@ -411,6 +421,10 @@ def test_the_main_trainer_stops_a_non_finite_loss_and_seeds_seed_zero(main_train
         trainer.configure_seed()  # MMF main's set_seed seeds nothing for 0
         draws.append(torch.rand(3))
     assert torch.equal(*draws)
+    trainer.configure_callbacks()  # the callbacks write and restore through the plugin's
+    assert isinstance(trainer.checkpoint_callback._checkpoint, main_trainer_module.UVLPCheckpoint)
+    assert trainer.early_stop_callback.early_stopping.checkpoint is \
+        trainer.checkpoint_callback._checkpoint
 
 
 def test_main_checkpoints_load_omegaconf_containers_and_refuse_code(tmp_path, monkeypatch):
@@ -434,7 +448,7 @@ def test_main_checkpoints_load_omegaconf_containers_and_refuse_code(tmp_path, mo
 
 
 def test_main_checkpoint_writes_name_enospc_and_the_file(tmp_path, main_trainer_module):
-    checkpoint = main_trainer_module.UVLPCheckpoint()
+    checkpoint = main_trainer_module.UVLPCheckpoint(None)
     target = tmp_path / "current.ckpt"
     target.symlink_to("/dev/full")
     with pytest.raises(Exception) as error:
