@@ -10,7 +10,6 @@ runs each from a checkout.
     uvlp-probe-grounding         mmf_uvlp.cli.probe_grounding
     uvlp-probe-mrc-shortcut      mmf_uvlp.cli.probe_mrc_shortcut
     uvlp-probe-visual-reliance   mmf_uvlp.cli.probe_visual_reliance
-    uvlp-reference-models        mmf_uvlp.cli.reference_models
     uvlp-replicate               mmf_uvlp.cli.replicate
     uvlp-report                  mmf_uvlp.cli.report
     uvlp-vqa-breakdown           mmf_uvlp.cli.vqa_breakdown

@@ -100,7 +100,7 @@ def test_the_wheel_installs_the_console_scripts(wheel_env, tmp_path):
         (entry_points,) = [n for n in archive.namelist() if n.endswith(".dist-info/entry_points.txt")]
         parser = configparser.ConfigParser()
         parser.read_string(archive.read(entry_points).decode())
-    assert dict(parser["console_scripts"]) == scripts and len(scripts) == 14
+    assert dict(parser["console_scripts"]) == scripts and len(scripts) == 13
     for script in scripts:
         assert (wheel_env.parent / script).is_file(), script
     for script, expected in (("uvlp-report", "usage: uvlp-report"),
