@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""``uvlp-corpus`` run from a checkout: see ``mmf_uvlp/cli/build_corpus.py``."""
+"""``uvlp-build-corpus`` run from a checkout: see ``mmf_uvlp/cli/build_corpus.py``."""
 
 import sys
 from pathlib import Path

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""``uvlp-world`` run from a checkout: see ``mmf_uvlp/cli/make_toy_world.py``."""
+"""``uvlp-make-toy-world`` run from a checkout: see ``mmf_uvlp/cli/make_toy_world.py``."""
 
 import sys
 from pathlib import Path

@@ -1,10 +1,10 @@
-"""The console scripts (``[project.scripts]`` in pyproject.toml); ``tools/<module>.py``
-runs each from a checkout.
+"""The console scripts (``[project.scripts]`` in pyproject.toml), each named after its module
+(``uvlp-<module>``, ``_`` as ``-``); ``tools/<module>.py`` runs each from a checkout.
 
     uvlp-attention-maps          mmf_uvlp.cli.attention_maps
     uvlp-convert-features        mmf_uvlp.cli.convert_features
     uvlp-convert-nlvr2           mmf_uvlp.cli.convert_nlvr2
-    uvlp-corpus                  mmf_uvlp.cli.build_corpus
+    uvlp-build-corpus            mmf_uvlp.cli.build_corpus
     uvlp-extract-features        mmf_uvlp.cli.extract_features   (needs detectron2)
     uvlp-plot-alignment          mmf_uvlp.cli.plot_alignment
     uvlp-probe-grounding         mmf_uvlp.cli.probe_grounding
@@ -13,5 +13,5 @@ runs each from a checkout.
     uvlp-replicate               mmf_uvlp.cli.replicate
     uvlp-report                  mmf_uvlp.cli.report
     uvlp-vqa-breakdown           mmf_uvlp.cli.vqa_breakdown
-    uvlp-world                   mmf_uvlp.cli.make_toy_world
+    uvlp-make-toy-world          mmf_uvlp.cli.make_toy_world
 """

@@ -14,11 +14,12 @@ SCRIPTS = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scrip
 CHECKOUT_ONLY = {"demo"}  # tools/demo.py drives `make demo` from a checkout
 
 
-def test_every_script_names_a_main_of_the_cli_package():
+def test_every_script_names_a_main_of_the_cli_package_and_is_named_after_it():
     modules = set()
     for script, target in SCRIPTS.items():
         module, function = target.split(":")
         assert script.startswith("uvlp-") and module.startswith("mmf_uvlp.cli."), target
+        assert script == "uvlp-" + module.rsplit(".", 1)[1].replace("_", "-"), (script, target)
         assert callable(getattr(importlib.import_module(module), function)), target
         modules.add(module.rsplit(".", 1)[1])
     wrappers = {path.stem for path in (REPO / "tools").glob("*.py")} - CHECKOUT_ONLY

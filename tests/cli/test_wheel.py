@@ -104,7 +104,7 @@ def test_the_wheel_installs_the_console_scripts(wheel_env, tmp_path):
     for script in scripts:
         assert (wheel_env.parent / script).is_file(), script
     for script, expected in (("uvlp-report", "usage: uvlp-report"),
-                             ("uvlp-world", "usage: uvlp-world")):
+                             ("uvlp-make-toy-world", "usage: uvlp-make-toy-world")):
         result = subprocess.run([str(wheel_env.parent / script), "--help"], cwd=tmp_path,
                                 env=_clean_env(), capture_output=True, text=True, timeout=300)
         assert result.returncode == 0, result.stderr[-3000:]
