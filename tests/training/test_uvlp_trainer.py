@@ -49,12 +49,13 @@ def _config(*opts: str, user: str = "training:\n  trainer: uvlp\n", tmp_path=Non
 @pytest.fixture
 def registered():
     """MMF's registry entries a test sets, restored afterwards."""
-    keys = ("config", "seed", "writer")
-    saved = {key: registry.get(key, None, no_warning=True) for key in keys}
+    state = registry.mapping["state"]
+    saved = {key: state[key] for key in ("config", "seed", "writer") if key in state}
     registry.register("writer", SILENT)
     yield registry
-    for key, value in saved.items():
-        registry.register(key, value)
+    for key in ("config", "seed", "writer"):
+        state.pop(key, None)
+    state.update(saved)
 
 
 class _Indexed(list):
