@@ -20,7 +20,7 @@ pre-training heads on purpose, saying so in the log) are not checked here.
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, List, Mapping, Optional, Sequence
 
 ACCEPT_KEY = "checkpoint.accept_mismatch"
 logger = logging.getLogger(__name__)
