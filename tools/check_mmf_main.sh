@@ -111,7 +111,8 @@ pretrain() {
 }
 
 finetune_vqa2() {
-    step "VQA2 fine-tuning from the checkpoint" "pre-trained tensors from $WORK/pretrain/uvla_final.pth" \
+    step "VQA2 fine-tuning from the checkpoint" \
+        "pre-trained tensors (embeddings, encoder, pooler) from $WORK/pretrain/uvla_final.pth" \
         "progress: 4/4" "test/vqa2/vqa_accuracy" -- \
         mmf_run config=projects/uvla/finetune/vqa2.yaml env.data_dir="$WORLD" env.save_dir="$WORK/vqa2" \
             env.dataset_zoo="$WORK/no_dataset_zoo.yaml" model_config.uvla.feature_dim=64 \
@@ -121,7 +122,8 @@ finetune_vqa2() {
 }
 
 train_refcoco() {
-    step "RefCOCO+ training" "pre-trained tensors from $WORK/pretrain/uvla_final.pth" "progress: 4/4" \
+    step "RefCOCO+ training" \
+        "pre-trained tensors (embeddings, encoder, pooler) from $WORK/pretrain/uvla_final.pth" "progress: 4/4" \
         "test/refcoco_plus/refcoco_accuracy" -- \
         mmf_run config=projects/uvla/finetune/refcoco_plus.yaml env.data_dir="$WORLD" \
             env.save_dir="$WORK/refcoco_plus" model_config.uvla.feature_dim=64 \
@@ -149,7 +151,7 @@ pretrain_lightning() {
 
 finetune_vqa2_lightning() {
     step "Lightning: VQA2 from current.ckpt" \
-        "pre-trained tensors from $WORK/pretrain_lightning/current.ckpt" "progress: 4/4" \
+        "pre-trained tensors (embeddings, encoder, pooler) from $WORK/pretrain_lightning/current.ckpt" "progress: 4/4" \
         "val/vqa2/vqa_accuracy" "\`max_steps=4\` reached" -- \
         mmf_run config=projects/uvla/finetune/vqa2.yaml $(lightning) env.data_dir="$WORLD" \
             env.save_dir="$WORK/vqa2_lightning" env.dataset_zoo="$WORK/no_dataset_zoo.yaml" \
