@@ -3,7 +3,6 @@ deletes) an attribute of an MMF class or module. The plugin's behaviour is MMF s
 (``mmf_uvlp/trainers``) and registered components instead."""
 
 import ast
-from pathlib import Path
 from typing import Iterator, List, Set
 
 from helpers import REPO
