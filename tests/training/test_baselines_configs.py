@@ -124,3 +124,21 @@ def test_equal_mix_draws_each_granularity_a_third_of_the_time(uvla):
         "enabled": True, "type": "size_proportional", "params": {}}
     mix = _load("uvla/ablations/equal_mix.yaml").multitasking
     assert mix.type == "ratios" and dict(mix.params.sampling_ratios) == dict.fromkeys(UVLA_DATASETS, 1)
+
+
+RUN_CONFIGS = sorted(str(path.relative_to(REPO / "projects"))
+                     for path in (REPO / "projects").rglob("*.yaml") if "defaults" not in path.name)
+
+
+def test_every_run_config_saves_into_a_folder_of_its_own():
+    """Run after run into ./save cannot overwrite one another: each run config's save folder
+    is save/<its experiment name>, and no two configs share one."""
+    folders = {}
+    for config in RUN_CONFIGS:
+        loaded = _load(config)
+        name = loaded.training.experiment_name
+        assert loaded.env.save_dir == f"./save/{name}", (config, loaded.env.save_dir)
+        folders.setdefault(name, []).append(config)
+    shared = {name: configs for name, configs in folders.items() if len(configs) > 1}
+    assert not shared, shared
+    assert len(folders) == len(RUN_CONFIGS) == 47
