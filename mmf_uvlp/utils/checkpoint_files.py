@@ -131,10 +131,13 @@ def numpy_data() -> List[Any]:
     import numpy as np
     import numpy.dtypes
 
-    multiarray = np._core.multiarray
-    found: List[Any] = [np.ndarray, np.dtype, multiarray._reconstruct, multiarray.scalar,
-                        (multiarray._reconstruct, "numpy.core.multiarray._reconstruct"),
-                        (multiarray.scalar, "numpy.core.multiarray.scalar")]
+    # numpy 2.x keeps the module as numpy._core (numpy.core warns); 1.x only as numpy.core
+    numpy_1 = np.lib.NumpyVersion(np.__version__) < "2.0.0"
+    multiarray = np.core.multiarray if numpy_1 else np._core.multiarray
+    found: List[Any] = [np.ndarray, np.dtype]
+    for module in ("numpy.core.multiarray", "numpy._core.multiarray"):
+        found += [(multiarray._reconstruct, f"{module}._reconstruct"),
+                  (multiarray.scalar, f"{module}.scalar")]
     return found + [getattr(numpy.dtypes, name) for name in dir(numpy.dtypes)
                     if name.endswith("DType")]
 
