@@ -1,6 +1,7 @@
 """The aligned-corpus annotation database behind the pre-training datasets."""
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -157,10 +158,17 @@ def _features_with_other_region_counts(source, target) -> tuple:
     import lmdb
     import numpy as np
 
+    import shutil
+
     none, more = [], []
-    with lmdb.open(str(source), readonly=True, lock=False) as old, \
-            lmdb.open(str(target), map_size=1 << 30) as new:
-        with old.begin() as read, new.begin(write=True) as write:
+    # read from a copy: py-lmdb refuses a second open of a file that another test of this
+    # process holds open
+    copy = Path(str(target) + ".source")
+    (shutil.copytree if source.is_dir() else shutil.copy2)(source, copy)
+    try:
+        with lmdb.open(str(copy), readonly=True, lock=False, subdir=copy.is_dir()) as old, \
+                lmdb.open(str(target), map_size=1 << 30) as new, \
+                old.begin() as read, new.begin(write=True) as write:
             keys = pickle.loads(read.get(b"keys"))
             write.put(b"keys", read.get(b"keys"))
             for index, key in enumerate(keys):
@@ -175,6 +183,8 @@ def _features_with_other_region_counts(source, target) -> tuple:
                     record["num_boxes"] += 2
                     more.append(record["image_id"])
                 write.put(key, pickle.dumps(record))
+    finally:
+        (shutil.rmtree if copy.is_dir() else os.remove)(copy)
     return none, more
 
 

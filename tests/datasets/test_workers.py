@@ -15,6 +15,7 @@ import torch
 import mmf  # noqa: F401  (applies the compatibility fixes)
 from mmf.common.registry import registry
 from mmf.datasets.databases.readers.feature_readers import LMDBFeatureReader
+from mmf_uvlp.trainers.rc10_loaders import SeededDatasetLoader
 from mmf_uvlp.utils import lmdb_envs
 
 from helpers import REPO
@@ -99,9 +100,8 @@ def registry_kept():
 
 def _batches(tmp_path, world, features: str, workers: int, resume_at: int = 0,
              epochs=(1, 2)) -> list:
-    """The epochs' batches of the R-T train loader that MMF's trainer builds; with
+    """The epochs' batches of the R-T train loader that the ``uvlp`` trainer builds; with
     ``resume_at``, the first epoch resumed after that many batches, as a checkpoint does."""
-    from mmf.common.dataset_loader import DatasetLoader
     from mmf.utils.configuration import Configuration
     from mmf.utils.env import setup_imports
 
@@ -115,14 +115,14 @@ def _batches(tmp_path, world, features: str, workers: int, resume_at: int = 0,
     registry.register("current_device", torch.device("cpu"))
     registry.register("writer", type("Quiet", (), {"write": lambda *a, **k: None})())
     registry.register("seed", 0)
-    loader = DatasetLoader(config)
+    loader = SeededDatasetLoader(config)
     loader.load_datasets()
     train = loader.train_loader
     assert [one.persistent_workers for one in train.loaders] == [workers > 0]
     batches = []
     if resume_at:
-        train._uvlp_resume = {"consumed": [resume_at], "current_index": 0, "finished": [],
-                              "used_once": []}
+        train.resume_at({"consumed": [resume_at], "current_index": 0, "finished": [],
+                         "used_once": []})
     for epoch in epochs:
         loader.seed_sampler("train", epoch)
         batches += [train.prepare_batch(batch) for batch in train]

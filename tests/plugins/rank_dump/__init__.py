@@ -4,14 +4,14 @@ import os
 
 import torch
 from mmf.common.registry import registry
-from mmf.trainers.base_trainer import BaseTrainer
 from mmf.utils.configuration import get_mmf_env
 from mmf.utils.distributed import get_rank, get_world_size
+from mmf_uvlp.trainers.uvlp_trainer import UVLPTrainer
 
 
 @registry.register_trainer("rank_dump")
-class RankDumpTrainer(BaseTrainer):
-    """BaseTrainer writing ``params_<when>_rank<r>_of<world>.pt`` into env.save_dir.
+class RankDumpTrainer(UVLPTrainer):
+    """The plugin's trainer writing ``params_<when>_rank<r>_of<world>.pt`` into env.save_dir.
 
     ``init``: before the first update; ``final``: after the last update, before
     ``finalize`` restores the best checkpoint.
