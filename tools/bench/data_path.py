@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """The pre-training data path alone, no model: samples/s and bytes per batch (benchmark).
 
-For each dataset of ``--datasets`` (R-T, R-N, I-S) it builds the train loader MMF's trainer
-builds (``DatasetLoader`` over ``projects/uvla/pretrain.yaml`` on ``--world``, at the
+For each dataset of ``--datasets`` (R-T, R-N, I-S) it builds the train loader the ``uvlp``
+trainer builds (``SeededDatasetLoader`` over ``projects/uvla/pretrain.yaml`` on ``--world``, at the
 paper's sizes by default: text 60, 100 regions; batch ``--batch``,
 ``training.num_workers`` of ``--workers``) and pulls ``--batches`` batches from it, the
 first ``--warmup`` left out of the timing, through MMF's ``prepare_batch``, across epoch
@@ -78,7 +78,10 @@ def measure(code: Path, world: Path, dataset: str, workers: int, batch: int, bat
 
     torch.set_num_threads(1)
     import mmf  # noqa: F401  (registers the plugin's components)
-    from mmf.common.dataset_loader import DatasetLoader
+    try:  # the loaders of the plugin's trainer (what training.trainer: uvlp builds)
+        from mmf_uvlp.trainers.rc10_loaders import SeededDatasetLoader as DatasetLoader
+    except ImportError:  # a revision from before the trainer: MMF's, patched in place
+        from mmf.common.dataset_loader import DatasetLoader
     from mmf.common.registry import registry
     from mmf.utils.configuration import Configuration
     from mmf.utils.env import setup_imports
@@ -116,7 +119,7 @@ def measure(code: Path, world: Path, dataset: str, workers: int, batch: int, bat
     timed = pulled - warmup
     return {"dataset": dataset, "workers": workers, "batches": timed, "epochs": epoch,
             "samples_per_s": timed * batch / seconds / max(workers, 1),
-            "samples_per_cpu_s": timed * batch / cpu,
+            "samples_per_cpu_s": timed * batch / cpu if cpu > 0 else float("nan"),
             "mb_per_batch": statistics.median(sizes) / 1e6, "batch": batch}
 
 
