@@ -225,7 +225,8 @@ def system_steps(system: System, seed: int, settings: Settings) -> list[Step]:
             holdout = [f"dataset_config.{name}.holdout_every={settings.world.holdout_every}"
                        for name in config_datasets(system.config)]
         command = (MMF_RUN, f"config={system.config}", *data,
-                   f"env.save_dir={folder}", *schedule_options(settings.pretrain_updates, 4, seed),
+                   f"env.save_dir={folder}",
+                   *schedule_options(settings.pretrain_updates * system.updates, 4, seed),
                    *holdout, *_for_model(settings.pretrain_options, model), *overrides)
         pretrained = folder / model.final_weights
         steps.append(Step("pretrain", f"pre-train {where}", command, folder, folder / RECORD,

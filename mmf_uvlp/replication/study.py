@@ -25,6 +25,7 @@ from mmf_uvlp.utils.config_files import home
 REPO = home()  # projects/ and configs/: the checkout, or the installed package
 RATIOS = (0, 20, 40, 60, 80, 100)
 TOP_K = (1, 5, 10)
+LINK_NOISE = (25, 50)  # % of R-N's links pointed at another region of their image
 
 _UVLA = "projects/uvla/pretrain.yaml"
 _ABLATIONS = "projects/uvla/ablations"
@@ -41,13 +42,15 @@ class System:
     of the world it reads (None: it reads the image pool and text files directly);
     ``model``: how it fine-tunes (configs, the weights file its pre-training writes, how
     fine-tuning and the split inference load weights, the feature size option): ``uvla``'s
-    but for the reference models."""
+    but for the reference models; ``updates``: its pre-training's updates as a multiple of
+    the study's (its schedule alike: 10 % warm-up, four checkpoints; the same fine-tuning)."""
 
     key: str
     name: str
     config: str | None
     corpus: str | None = None
     model: HarnessModel = UVLA
+    updates: int = 1
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,11 @@ SYSTEMS: dict[str, System] = {s.key: s for s in (
              f"{_BASELINES}/paired_ratio/true_pairs_{r}.yaml") for r in RATIOS),
     *(System(f"topk{k}", f"μ-VLA top-{k}", f"{_ABLATIONS}/topk{k}.yaml", "corpus_k10")
       for k in TOP_K),
+    *(System(f"link_noise{p}", f"μ-VLA, {p} % of links random",
+             f"{_ABLATIONS}/link_noise{p}.yaml", "corpus") for p in LINK_NOISE),
+    System("uvla_2x", "μ-VLA, twice the updates", _UVLA, "corpus", updates=2),
+    System("aligned_vlp_2x", "Aligned VLP, twice the updates",
+           f"{_BASELINES}/aligned_vlp/pretrain.yaml", updates=2),
 )}
 
 # The paper's Meta-Aves (its Tables 1-6; the random pairs of Table 1 are its Table 5's joint
@@ -162,6 +170,15 @@ TABLES: dict[str, StudyTable] = {t.key: t for t in (
         ("calibrated (K = 2, size-proportional, m = 0.5)", "uvla"), ("K = 5", "topk5"),
         ("equal mix", "equal_mix"), ("m = 0.05", "curriculum_early"),
         ("all three", "uvla_paper")), compact=True),
+    StudyTable("links", "Link quality: μ-VLA with R-N's phrase-region links made noisier, "
+               "against Aligned VLP", (
+        ("links as built", "uvla"),
+        *((f"{p} % of links to another region", f"link_noise{p}") for p in LINK_NOISE),
+        ("Aligned VLP (true captions)", "aligned_vlp")), compact=True),
+    StudyTable("budget", "Twice the pre-training updates: μ-VLA and Aligned VLP", (
+        ("μ-VLA", "uvla"), ("μ-VLA, twice the updates", "uvla_2x"),
+        ("Aligned VLP", "aligned_vlp"), ("Aligned VLP, twice the updates", "aligned_vlp_2x")),
+        compact=True),
 )}
 
 

@@ -141,4 +141,4 @@ def test_every_run_config_saves_into_a_folder_of_its_own():
         folders.setdefault(name, []).append(config)
     shared = {name: configs for name, configs in folders.items() if len(configs) > 1}
     assert not shared, shared
-    assert len(folders) == len(RUN_CONFIGS) == 47
+    assert len(folders) == len(RUN_CONFIGS) == 49

@@ -23,6 +23,7 @@ class WeaklyAlignedDataset(RegionsDataset):
         return AlignedCorpusDatabase(
             path, self.unit, self.dataset_type, holdout, None if top_k is None else int(top_k),
             config_key=f"dataset_config.{self.dataset_name}", features=self.feature_names(),
+            link_noise=float(self.config.get("link_noise", 0.0)),
         )
 
 

@@ -20,6 +20,7 @@ Split: images whose ``position`` (their line in the detections file) is a multip
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
@@ -29,9 +30,11 @@ from torch.utils.data import Dataset
 from mmf_uvlp.corpus.shards import part_paths, read_numbered_part
 from mmf_uvlp.data_formats.errors import FormatError
 from mmf_uvlp.data_formats.mmf_features import FeatureNames
+from mmf_uvlp.datasets.databases.link_noise import LinkNoise
 from mmf_uvlp.utils.safe_loading import stays_inside, unsafe_name
 
 UNITS = ("image", "sentence")
+logger = logging.getLogger(__name__)
 
 
 class AlignedCorpusDatabase(Dataset):
@@ -39,7 +42,7 @@ class AlignedCorpusDatabase(Dataset):
 
     def __init__(self, path: str, unit: str, dataset_type: str, holdout_every: int = 0,
                  top_k: Optional[int] = None, config_key: str = "aligned corpus",
-                 features: Optional[FeatureNames] = None):
+                 features: Optional[FeatureNames] = None, link_noise: float = 0.0):
         if unit not in UNITS:
             raise ValueError(f"aligned corpus: unit must be one of {UNITS}, got {unit!r}")
         if top_k is not None and top_k < 1:
@@ -50,6 +53,10 @@ class AlignedCorpusDatabase(Dataset):
                 "and point dataset_config.<name>.annotations at its output folder"
             )
         _check_top_k(path, top_k, config_key)
+        try:
+            noise = LinkNoise(float(link_noise))
+        except ValueError as error:
+            raise ValueError(f"{config_key}.{error}") from None
         self.path, self.dataset_type, self.config_key = path, dataset_type, config_key
         self.holdout_every = holdout_every
         self.images: List[Dict[str, Any]] = []
@@ -62,13 +69,16 @@ class AlignedCorpusDatabase(Dataset):
             if holdout_every > 0 and held_out == (dataset_type == "train"):
                 continue
             image = len(self.images)
-            self.images.append(_compact(record, top_k))
+            self.images.append(_compact(record, top_k, noise))
             if unit == "image":
                 self.items.append((image, -1))
             else:
                 count = len(self.images[image]["sentences"])
                 self.items.extend((image, s) for s in range(count))
         self._positions = np.asarray(positions, dtype=np.int64)
+        if noise.share:
+            logger.info("%s (%s split of %s): %s", config_key, dataset_type, path,
+                        noise.summary())
         if not self.items:
             raise ValueError(self._split_error(1, f"no {unit} items: a split needs"))
 
@@ -150,9 +160,12 @@ def _check_top_k(path: str, top_k: Optional[int], config_key: str) -> None:
         )
 
 
-def _compact(record: Dict[str, Any], top_k: Optional[int]) -> Dict[str, Any]:
-    """The fields the datasets use (the ``top_k`` best sentences); the rest is dropped."""
+def _compact(record: Dict[str, Any], top_k: Optional[int],
+             noise: LinkNoise) -> Dict[str, Any]:
+    """The fields the datasets use (the ``top_k`` best sentences, their links through
+    ``noise``); the rest is dropped."""
     sentences = sorted(record["sentences"], key=lambda sentence: sentence["rank"])[:top_k]
+    sentences = noise.apply(str(record["image_id"]), sentences, len(record["regions"]))
     return {
         "image_id": record["image_id"],
         "feature_path": f"{record['feature_key']}.npy",
