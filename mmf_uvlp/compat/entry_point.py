@@ -2,8 +2,9 @@
 ``mmf_predict``), for runs of the plugin's trainer (``training.trainer: uvlp``).
 
 They are labelled *entry point* (``kind``), not MMF fixes: MMF's own runs (another trainer)
-keep MMF's command line, except that a CPU-only torch can spawn distributed processes and
-``mmf_predict``'s own ``evaluation.predict=true`` is read as MMF means it.
+keep MMF's command line, except that a CPU-only torch can spawn distributed processes,
+``mmf_predict``'s own ``evaluation.predict=true`` is read as MMF means it, and rc10's known
+warnings of this stack are left out of the output.
 They run on the first import of ``mmf_cli.run`` (MMF's command line), are listed by ``python -m mmf_uvlp.doctor`` and disabled by name with
 ``$MMF_UVLP_DISABLE_FIXES``, as the fixes are. The behaviour itself is in
 ``mmf_uvlp.training``: ``cli_errors``, ``run_lock``, ``command_line_values``,
@@ -256,9 +257,26 @@ def cpu_distributed_spawn() -> None:
     cli.run = run_cpu_processes_too
 
 
+@_entry([RC10], "quiet_known_warnings",
+        "every mmf_run prints UserWarning: register_resolver() is deprecated / In the sequence "
+        "`MMF_USER_DIR,` some elements are missing / The epoch parameter in "
+        "`scheduler.step()` ... (rc10's calls of omegaconf 2.0 and torch 1.x APIs, noise of "
+        "this stack); mmf_run's output now leaves them out")
+def quiet_known_warnings() -> None:
+    """``mmf_run``'s process ignores the warnings that rc10 gives on every run of this stack."""
+    import warnings
+
+    for message in (
+        r"register_resolver\(\) is deprecated",
+        r"In the sequence `MMF_[A-Z_]+,` some elements are missing",
+        r"The epoch parameter in `scheduler.step\(\)` was not necessary",
+    ):
+        warnings.filterwarnings("ignore", message=message)
+
+
 # the order they wrap mmf_cli.run in: the spawn innermost, so that one-line errors cover it
 ORDER = ("cpu_distributed_spawn", "literal_command_line_values", "one_line_user_errors",
-         "run_folder_lock")
+         "run_folder_lock", "quiet_known_warnings")
 
 
 def for_version(mmf_version: str) -> List[Fix]:

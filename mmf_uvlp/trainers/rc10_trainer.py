@@ -8,7 +8,8 @@ behaviour.
 - checkpoints resume the same run (:mod:`.rc10_checkpoint`): the run state, the lr
   scheduler and the GradScaler are restored;
 - a non-finite training loss stops the run before its update, naming its samples;
-- ``multitasking`` (MMF main's per-dataset mix) and ``training.persistent_workers``.
+- ``multitasking`` (MMF main's per-dataset mix) and ``training.persistent_workers``;
+- MMF main's stop at ``training.max_updates`` and per-dataset evaluation (:mod:`.rc10_mmf_main_loop`).
 """
 
 from __future__ import annotations
@@ -29,12 +30,13 @@ from mmf_uvlp.trainers import NAME
 from mmf_uvlp.trainers.behaviour import evaluation_stream, seed_run, stop_on_non_finite_loss
 from mmf_uvlp.trainers.rc10_checkpoint import UVLPCheckpoint
 from mmf_uvlp.trainers.rc10_loaders import SeededDatasetLoader
+from mmf_uvlp.trainers.rc10_mmf_main_loop import MMFMainLoop
 from mmf_uvlp.training.mixed_precision import Precision
 from mmf_uvlp.training.resumable_checkpoints import restore_scheduler
 
 
 @registry.register_trainer(NAME)
-class UVLPTrainer(BaseTrainer):
+class UVLPTrainer(MMFMainLoop, BaseTrainer):
     """MMF 1.0.0rc10's trainer with the plugin's seeding, data order, mixed precision,
     resumable checkpoints and non-finite loss stop."""
 

@@ -73,7 +73,7 @@ def test_check_fails_without_the_fix(name, forked_check):
 
 def test_a_forked_check_passes_with_every_fix_and_an_error_is_told_from_an_exit_or_a_kill(
         forked_check):
-    assert forked_check("max_updates_stop", "")["returncode"] == 0
+    assert forked_check("dataset_imdb_attribute", "")["returncode"] == 0
     unknown = forked_check("no_such_check", "")  # argparse's refusal: an exit, not an error
     assert (unknown["returncode"], unknown["error"]) == (2, None)
     assert "invalid choice: 'no_such_check'" in unknown["output"]

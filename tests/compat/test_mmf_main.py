@@ -24,6 +24,7 @@ from omegaconf import OmegaConf
 import test_mmf_main_env
 from mmf.common.registry import registry
 from mmf_uvlp import compat
+from mmf_uvlp.compat import lightning as lightning_fixes
 from mmf_uvlp.compat import mmf_main as main_fixes
 from mmf_uvlp.datasets.annotation_db import AnnotationDbHook
 from mmf_uvlp.training import progress as training_progress
@@ -472,7 +473,7 @@ LIGHTNING_DEFAULTS = {  # MMF main's defaults.yaml, the keys concerned
 def _lightning_run(training=None, params=None):
     config = OmegaConf.merge(LIGHTNING_DEFAULTS, {"training": training or {},
                                                   "trainer": {"params": params or {}}})
-    main_fixes.lightning_params_from_training(config, OmegaConf.create(LIGHTNING_DEFAULTS))
+    lightning_fixes.lightning_params_from_training(config, OmegaConf.create(LIGHTNING_DEFAULTS))
     return config
 
 
