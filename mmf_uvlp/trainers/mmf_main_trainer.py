@@ -5,8 +5,12 @@ behaviour that MMF main lacks (:mod:`.behaviour`).
 - a NaN or infinite training loss stops the run before its update, naming the update, the
   dataset and the samples (MMF main's own check, on by the same switch
   ``training.exit_on_nan_losses``, raises a stack trace for NaN only);
-- a checkpoint write that fails names its error code and file in one line
-  (:class:`UVLPCheckpoint`).
+- the data order is a function of (seed, epoch) (:mod:`.mmf_main_loaders`), and evaluation
+  leaves the training stream as it was (:mod:`.behaviour`);
+- checkpoints resume the same run (:class:`UVLPCheckpoint`): they carry the run state
+  (random-number states and the position in the epoch:
+  :mod:`mmf_uvlp.training.resumable_checkpoints`), which a resume restores;
+- a checkpoint write that fails names its error code and file in one line.
 
 MMF main has mixed precision, the lr scheduler's state in its checkpoints and the
 ``multitasking`` mix of its own.
@@ -14,22 +18,58 @@ MMF main has mixed precision, the lr scheduler's state in its checkpoints and th
 
 from __future__ import annotations
 
-from typing import Any, Optional
+import logging
+from typing import Any, Dict, Optional
 
 from mmf.common.registry import registry
 from mmf.trainers.mmf_trainer import MMFTrainer
 from mmf.utils.checkpoint import Checkpoint
 
 from mmf_uvlp.trainers import NAME
-from mmf_uvlp.trainers.behaviour import seed_run, stop_on_non_finite_loss
+from mmf_uvlp.trainers.behaviour import evaluation_stream, seed_run, stop_on_non_finite_loss
+from mmf_uvlp.trainers.mmf_main_loaders import SeededMultiDataModule
+from mmf_uvlp.training.resumable_checkpoints import RUN_STATE_KEY, restore_run_state, run_state
 from mmf_uvlp.utils.checkpoint_files import CheckpointWriteError
+
+logger = logging.getLogger(__name__)
 
 
 class UVLPCheckpoint(Checkpoint):
-    """MMF main's Checkpoint whose writes (``save_func``: checkpoints and the final model)
-    name their error code and file in one line (:class:`CheckpointWriteError`)."""
+    """MMF main's Checkpoint whose checkpoints carry the run state, restored by a resume, and
+    whose writes (``save_func``: checkpoints and the final model) name their error code and
+    file in one line (:class:`CheckpointWriteError`)."""
+
+    _run_state: Optional[Dict[str, Any]] = None  # of the save in progress
+    _loaded: Optional[Dict[str, Any]] = None  # the checkpoint the load in progress read
+
+    def save(self, update: int, iteration: Optional[int] = None,
+             update_best: bool = False) -> None:
+        self._run_state = run_state(self.trainer)
+        try:
+            super().save(update, iteration, update_best)
+        finally:
+            self._run_state = None
+
+    def _torch_load(self, file: str) -> Any:
+        self._loaded = super()._torch_load(file)
+        return self._loaded
+
+    def _load(self, file: str, force: bool = False, load_zoo: bool = False,
+              load_pretrained: bool = False) -> Any:
+        """MMF main's load; a resume (not MMF's restore of the best checkpoint, nor a
+        pre-trained or zoo load, nor ``checkpoint.reset.counts``) restores the run state."""
+        self._loaded = None
+        result = super()._load(file, force, load_zoo, load_pretrained)
+        checkpoint, self._loaded = self._loaded, None
+        reset = self.config.checkpoint.reset
+        if checkpoint is not None and RUN_STATE_KEY in checkpoint \
+                and not (force or load_zoo or load_pretrained or reset.all or reset.counts):
+            restore_run_state(self.trainer, checkpoint[RUN_STATE_KEY], str(file))
+        return result
 
     def save_func(self, *args: Any) -> Any:
+        if self._run_state is not None and args and isinstance(args[0], dict):
+            args[0][RUN_STATE_KEY] = self._run_state
         handle = args[1] if len(args) > 1 else None
         try:
             result = super().save_func(*args)
@@ -61,11 +101,24 @@ def _os_error_in(raised: BaseException) -> Optional[OSError]:
 
 @registry.register_trainer(NAME)
 class UVLPTrainer(MMFTrainer):
-    """MMF main's trainer with the plugin's seeding, non-finite loss stop and checkpoint."""
+    """MMF main's trainer with the plugin's seeding, data order, resumable checkpoint and
+    non-finite loss stop."""
 
     def configure_seed(self) -> None:
         super().configure_seed()
         seed_run(self.config)
+
+    def load_datasets(self) -> None:
+        """MMF main's datasets, their order a function of (seed, epoch)."""
+        logger.info("Loading datasets")
+        self.dataset_loader = SeededMultiDataModule(self.config)
+        self.train_loader = self.dataset_loader.train_dataloader()
+        self.val_loader = self.dataset_loader.val_dataloader()
+        self.test_loader = self.dataset_loader.test_dataloader()
+
+    def evaluation_loop(self, *args: Any, **kwargs: Any) -> Any:
+        with evaluation_stream():
+            return super().evaluation_loop(*args, **kwargs)
 
     def configure_callbacks(self) -> None:
         """MMF main's callbacks, their checkpoint (the checkpoint callback's and early

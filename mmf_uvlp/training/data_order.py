@@ -3,7 +3,8 @@ position in the epoch so that a resumed run continues with the next batch.
 
 MMF's DataLoaders shuffle (and seed their workers) from torch's global generator, which
 dropout and masking also consume, and its MultiDatasetLoader keeps no position: the
-``uvlp`` trainer's loaders (:mod:`mmf_uvlp.trainers.rc10_loaders`) draw their order from
+``uvlp`` trainer's loaders (:mod:`mmf_uvlp.trainers.rc10_loaders`, and
+:mod:`mmf_uvlp.trainers.mmf_main_loaders` on MMF main) draw their order from
 :func:`seeded_dataloader`'s sampler and count their position (:func:`data_position`).
 """
 
@@ -40,7 +41,11 @@ def seeded_dataloader(loader: torch.utils.data.DataLoader, training: Mapping[str
 
 
 def data_position(loader: Any) -> Dict[str, Any]:
-    """Where the train MultiDatasetLoader stands in its epoch (batches consumed per dataset)."""
+    """Where the train MultiDatasetLoader stands in its epoch (batches consumed per dataset);
+    a loader that keeps its own bookkeeping (MMF main's:
+    :class:`~mmf_uvlp.trainers.mmf_main_loaders.SeededMultiDataLoader`) says it."""
+    if hasattr(loader, "position"):
+        return loader.position()
     return {
         "consumed": list(getattr(loader, "consumed", [0] * loader.num_datasets)),
         "sizes": [len(dataset) for dataset in loader.datasets],

@@ -368,8 +368,9 @@ def test_every_plugin_config_path_exists():
 @pytest.fixture
 def main_trainer_module(monkeypatch):
     """mmf_uvlp.trainers.mmf_main_trainer over fakes of what it subclasses of MMF main: the
-    training loop's ``_forward`` (a forward pass returning a report), ``configure_seed`` and
-    the Checkpoint's ``save_func``; the registry's ``uvlp`` is restored afterwards."""
+    training loop's ``_forward`` (a forward pass returning a report), ``configure_seed``, the
+    Checkpoint's ``save_func`` and the data module (unused here); the registry's ``uvlp`` is
+    restored afterwards."""
     import importlib
 
     from mmf.common.report import Report
@@ -395,13 +396,16 @@ def main_trainer_module(monkeypatch):
             return torch.save(*args)
 
     for name, attribute, value in (("mmf.trainers.mmf_trainer", "MMFTrainer", MMFTrainer),
-                                   ("mmf.utils.checkpoint", "Checkpoint", Checkpoint)):
+                                   ("mmf.utils.checkpoint", "Checkpoint", Checkpoint),
+                                   ("mmf.datasets.multi_datamodule", "MultiDataModule", object),
+                                   ("mmf.datasets.multi_dataset_loader", "MultiDataLoader", object)):
         module = types.ModuleType(name)
         setattr(module, attribute, value)
         monkeypatch.setitem(sys.modules, name, module)
     mapping = registry.mapping["trainer_name_mapping"]
     monkeypatch.setitem(mapping, "uvlp", mapping["uvlp"])
-    monkeypatch.delitem(sys.modules, "mmf_uvlp.trainers.mmf_main_trainer", raising=False)
+    for name in ("mmf_uvlp.trainers.mmf_main_trainer", "mmf_uvlp.trainers.mmf_main_loaders"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
     return importlib.import_module("mmf_uvlp.trainers.mmf_main_trainer")
 
 

@@ -4,7 +4,8 @@ Every fix of ``mmf_uvlp/compat/mmf_main.py`` repairs its error there (its check 
 fails with the fix disabled, as tests/compat/test_compat.py does for rc10), and in a real
 ``mmf_run`` the curriculum's epoch follows the trainer's update count, under MMF main's own
 trainer and under its Lightning trainer (whose run stops at ``training.max_updates`` and
-whose ``current.ckpt`` loads as ``pretrained_checkpoint``). Skipped under any
+whose ``current.ckpt`` loads as ``pretrained_checkpoint``), and a run of the plugin's
+trainer resumed from a checkpoint is the uninterrupted run. Skipped under any
 other MMF version: CI has rc10, where tests/compat/test_mmf_main.py fakes what can be faked.
 
 ``python tests/compat/test_mmf_main_env.py NAME`` runs the check of fix NAME (exit 0: it works).
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -295,6 +297,29 @@ def test_a_lightning_checkpoint_loads_as_pretrained_checkpoint(lightning_pretrai
 def test_without_the_progress_callback_the_curriculum_says_what_to_add(tiny_corpus, tmp_path):
     with pytest.raises(RuntimeError, match="training.callbacks must include .type: uvla_training_progress"):
         _pretrain_in_process(tmp_path, tiny_corpus.parent, "training.callbacks=[]")
+
+
+@pytest.mark.slow
+def test_a_resumed_run_of_the_uvlp_trainer_is_the_uninterrupted_run(tiny_corpus, tmp_path):
+    """As tests/training/test_resume_exact.py on rc10: at update 12 of 16 (tiny world, batch
+    16) R-T and R-N have finished epoch 1, so the resume re-enters an epoch in progress."""
+    from helpers import pretrain, same
+
+    world, opts = tiny_corpus.parent, ["training.max_updates=16",
+                                       "scheduler.params.num_warmup_steps=2"]
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    pretrain(tmp_path, world, straight, *opts)
+    at_12 = torch.load(straight / "models/model_12.ckpt", weights_only=True)
+    assert at_12["uvlp_run_state"]["data"]["finished"] != []
+    # the run stopped right after its checkpoint at update 12 (as by a kill)
+    (resumed / "models").mkdir(parents=True)
+    shutil.copy(straight / "models/model_12.ckpt", resumed / "current.ckpt")
+    pretrain(tmp_path, world, resumed, *opts, "checkpoint.resume=True")
+    a = torch.load(straight / "current.ckpt", weights_only=True)
+    b = torch.load(resumed / "current.ckpt", weights_only=True)
+    assert a["num_updates"] == b["num_updates"] == 16 and a["current_epoch"] == b["current_epoch"] == 2
+    assert a["uvlp_run_state"]["data"] == b["uvlp_run_state"]["data"]
+    assert same(a["model"], b["model"]), "resumed weights differ from the uninterrupted run"
 
 
 def main() -> int:
