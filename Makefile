@@ -50,25 +50,34 @@ test: setup
 	else echo "tests/extraction: skipped, no detectron2 to install (DETECTRON2=..., docs/install.md)"; fi
 
 toy-world: setup
-	$(PY) tools/make_toy_world.py --preset $(PRESET) --seed $(SEED) --out $(WORLD)
+	$(PY) -m mmf_uvlp.cli.make_toy_world --preset $(PRESET) --seed $(SEED) --out $(WORLD)
 
-# The demo chain (tools/demo.py): each step is skipped when its output exists; DEMO_JOBS
-# trainings run side by side, each with cpu_count/DEMO_JOBS threads.
+# The demo: the study runner with the demo recipe (configs/study/demo.yaml), then Table 1's
+# five paper rows on the calibrated world from the recorded runs of its study (--recorded:
+# nothing is trained; make replicate RECIPE=calibrated runs them). Each step is skipped when its
+# output exists; DEMO_JOBS trainings run side by side, each with cpu_count/DEMO_JOBS threads.
+# corpus, pretrain and finetune run a part of the chain (corpus: on the PRESET world); report
+# prints the demo's Table 1 from the runs that finished.
 DEMO_JOBS ?= 2
+DEMO = $(PY) -m mmf_uvlp.cli.replicate --recipe demo --data $(DATA) --out $(DATA)/report/demo
+CALIBRATED_RECORDED = $(PY) -m mmf_uvlp.cli.replicate --recipe calibrated --tables 1 \
+	--systems base,u_visualbert,random_pairs,uvla,aligned_vlp --seeds 3 --data $(DATA) \
+	--archive results/archive/calibrated --recorded --out $(DATA)/report/calibrated
 demo: setup
-	$(PY) tools/demo.py --data $(DATA) --seed $(SEED) --jobs $(DEMO_JOBS)
+	$(DEMO) --jobs $(DEMO_JOBS)
+	$(CALIBRATED_RECORDED)
 
 corpus: setup
-	$(PY) tools/demo.py --data $(DATA) --seed $(SEED) --preset $(PRESET) --steps toy-world,corpus
+	$(DEMO) --world $(PRESET) --steps world,corpus
 
 pretrain: setup
-	$(PY) tools/demo.py --data $(DATA) --seed $(SEED) --steps toy-world,corpus,pretrain --jobs $(DEMO_JOBS)
+	$(DEMO) --steps world,corpus,pretrain --jobs $(DEMO_JOBS)
 
 finetune: setup
-	$(PY) tools/demo.py --data $(DATA) --seed $(SEED) --steps toy-world,corpus,pretrain,finetune --jobs $(DEMO_JOBS)
+	$(DEMO) --steps world,corpus,pretrain,finetune,evaluate --jobs $(DEMO_JOBS)
 
 report: setup
-	$(PY) tools/demo.py --data $(DATA) --seed $(SEED) --steps report
+	$(DEMO) --recorded
 
 clean:
 	rm -rf $(DATA) save runs
@@ -76,25 +85,28 @@ clean:
 # Inside the checkpoints (docs/analysis.md): attention-grounding probe, attention maps and
 # representation plot on the toy world's Flickr30K Entities val split (PRESET), for Base
 # (BERT init) and each pre-trained uvla that exists: save/<name>_pretrain/uvla_final.pth
-# (mmf_run's folders), else the demo's $(DATA)/runs/<name>_pretrain/uvla_final.pth.
+# (mmf_run's folders), else the demo's $(DEMO_RUNS)/<name>/seed0/pretrain/uvla_final.pth.
 ANALYSIS ?= results/analysis
 ANALYSIS_WORLD := $(WORLD)
 SAVE ?= save
+DEMO_RUNS ?= $(DATA)/replication/toy_world_demo__demo
 SAVED_PRETRAINED := $(wildcard $(SAVE)/*_pretrain/uvla_final.pth)
-PRETRAINED := $(SAVED_PRETRAINED) $(filter-out \
-	$(patsubst $(SAVE)/%,$(DATA)/runs/%,$(SAVED_PRETRAINED)),\
-	$(wildcard $(DATA)/runs/*_pretrain/uvla_final.pth))
-ANALYSIS_MODELS := --model Base=base $(foreach p,$(PRETRAINED),--model \
-	$(patsubst uvla,μ-VLA,$(patsubst %_pretrain,%,$(notdir $(patsubst %/,%,$(dir $(p))))))=$(p))
+SAVED_NAMES := $(foreach p,$(SAVED_PRETRAINED),$(patsubst %_pretrain,%,$(notdir $(patsubst %/,%,$(dir $(p))))))
+DEMO_PRETRAINED := $(foreach p,$(wildcard $(DEMO_RUNS)/*/seed0/pretrain/uvla_final.pth),\
+	$(if $(filter $(notdir $(patsubst %/seed0/pretrain/uvla_final.pth,%,$(p))),$(SAVED_NAMES)),,$(p)))
+ANALYSIS_MODELS := --model Base=base $(foreach p,$(SAVED_PRETRAINED),--model \
+	$(patsubst uvla,μ-VLA,$(patsubst %_pretrain,%,$(notdir $(patsubst %/,%,$(dir $(p))))))=$(p)) \
+	$(foreach p,$(DEMO_PRETRAINED),--model \
+	$(patsubst uvla,μ-VLA,$(notdir $(patsubst %/seed0/pretrain/uvla_final.pth,%,$(p))))=$(p))
 ANALYSIS_ARGS = --world $(ANALYSIS_WORLD) --seed $(SEED) $(ANALYSIS_MODELS)
 
 .PHONY: analyze
 analyze: setup
-	$(PY) tools/demo.py --data $(DATA) --seed $(SEED) --preset $(PRESET) --steps toy-world
-	$(PY) tools/probe_grounding.py $(ANALYSIS_ARGS) --out $(ANALYSIS)/probe
-	$(PY) tools/attention_maps.py $(ANALYSIS_ARGS) --layer best \
+	$(DEMO) --world $(PRESET) --steps world
+	$(PY) -m mmf_uvlp.cli.probe_grounding $(ANALYSIS_ARGS) --out $(ANALYSIS)/probe
+	$(PY) -m mmf_uvlp.cli.attention_maps $(ANALYSIS_ARGS) --layer best \
 		--probe $(ANALYSIS)/probe/probe.json --out $(ANALYSIS)/attention
-	$(PY) tools/plot_alignment.py $(ANALYSIS_ARGS) --out $(ANALYSIS)/alignment
+	$(PY) -m mmf_uvlp.cli.plot_alignment $(ANALYSIS_ARGS) --out $(ANALYSIS)/alignment
 
 # The replication study (docs/replication.md): the paper's Tables 1-6 and the top-K ablation
 # (Table 1 with the reference models VisualBERT, ViLBERT and VL-BERT as rows too), mean ± std
@@ -107,7 +119,8 @@ analyze: setup
 # those the runs folder lacks, so that a study can be resumed in another clone; the calibrated recipe's is
 # results/archive/calibrated (ARCHIVE= turns it off).
 # On the tiny world it is a smoke test: the tiny random models, 10 updates a run
-# (REPLICATE_OPTS overrides that; on the demo world it is empty: demo.py's 400 / 120 updates).
+# (REPLICATE_OPTS overrides that; on the demo world it is empty: the demo recipe's 400 / 120
+# updates).
 SEEDS ?= 3
 JOBS ?= 1
 REPLICATION ?= results/replication
@@ -121,7 +134,7 @@ endif
 
 .PHONY: replicate
 replicate: setup
-	$(PY) tools/replicate.py $(if $(RECIPE),--recipe configs/study/$(RECIPE).yaml,\
+	$(PY) -m mmf_uvlp.cli.replicate $(if $(RECIPE),--recipe configs/study/$(RECIPE).yaml,\
 		--world $(REPLICATE_WORLD)) --data $(DATA) --seeds $(SEEDS) \
 		--out $(REPLICATION)$(if $(RECIPE),/$(RECIPE)) $(if $(TABLES),--tables $(TABLES)) \
 		$(if $(SYSTEMS),--systems $(SYSTEMS)) $(if $(ARCHIVE),--archive $(ARCHIVE)) \

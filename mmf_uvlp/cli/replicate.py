@@ -4,19 +4,23 @@ For every system of the chosen tables and every seed: pre-training with its conf
 (``mmf_run config=projects/...``; none for Base), fine-tuning on VQA2, NLVR2, VE and
 RefCOCO+ with ``projects/uvla/finetune/<task>.yaml`` (the reference models VisualBERT, ViLBERT
 and VL-BERT of Table 1: with their own fine-tuning configs, from their own pre-trained
-weights), and RefCOCO+ val / testA / testB inference, as ``tools/demo.py`` does; the toy
-world and the corpora the systems read are made first. Each step is the command a user
-would type and is skipped when its output exists, so an interrupted study resumes (an
-interrupted training run continues from its last checkpoint). Steps:
-``mmf_uvlp/replication/steps.py``; tables: ``.../study.py``.
+weights), and RefCOCO+ val / testA / testB inference; the toy world and the corpora the
+systems read are made first. Each step is the command a user would type and is skipped when
+its output exists, so an interrupted study resumes (an interrupted training run continues
+from its last checkpoint). Steps: ``mmf_uvlp/replication/steps.py``; tables: ``.../study.py``.
+A recipe (``--recipe``: a file, or the name of one of ``configs/study/``) holds a study's
+world, tables, systems, seeds, schedules and options; ``--recipe demo`` is ``make demo``.
 
-    python tools/replicate.py                          # every table, demo world, 3 seeds
-    python tools/replicate.py --tables 1 --seeds 3 --jobs 2    # two runs at a time
-    python tools/replicate.py --recipe configs/study/calibrated.yaml --tables 1 --jobs 2 \\
+    uvlp-replicate                                     # every table, demo world, 3 seeds
+    uvlp-replicate --recipe demo --jobs 2              # make demo: Table 1's Base, μ-VLA and
+                                                       # Aligned VLP on the demo world
+    uvlp-replicate --recipe demo --steps world,corpus,pretrain    # a part of the chain
+    uvlp-replicate --tables 1 --seeds 3 --jobs 2       # two runs at a time
+    uvlp-replicate --recipe calibrated --tables 1 --jobs 2 \\
         --archive results/archive/calibrated      # finished runs kept in the repository
-    python tools/replicate.py --recipe configs/study/calibrated.yaml --jobs 8 \\
+    uvlp-replicate --recipe calibrated --jobs 8 \\
         --executor slurm --partition learnfair --time 600 --cpus 8 --gpus 1  # steps as jobs
-    python tools/replicate.py --world tiny --seeds 2 --systems base,uvla,vl_bert \\
+    uvlp-replicate --world tiny --seeds 2 --systems base,uvla,vl_bert \\
         --model-config configs/models/uvla/tiny_random.yaml \\
         --model-config configs/models/vl_bert/tiny_random.yaml --pretrain-updates 4
 
@@ -33,6 +37,7 @@ import contextlib
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -45,7 +50,7 @@ from mmf_uvlp.replication.executor import JobRun
 from mmf_uvlp.replication.runner import (BadRecord, StaleRun, StepFailed, clock, execute,
                                          read_record, run_steps, share_cores, spent,
                                          stale_reason)
-from mmf_uvlp.replication.steps import Settings, model_overrides, plan
+from mmf_uvlp.replication.steps import KINDS, Settings, Step, model_overrides, plan
 from mmf_uvlp.replication.study import REPO, SYSTEMS, TABLES, select
 from mmf_uvlp.tasks import TASKS
 from mmf_uvlp.utils.config_files import in_checkout
@@ -55,7 +60,8 @@ from mmf_uvlp.training.run_lock import RunFolderBusy, RunLock
 from mmf_uvlp.utils.cluster import JobOptions, add_job_arguments
 
 
-DEFAULT_PRETRAIN_UPDATES, DEFAULT_FINETUNE_UPDATES = 400, 120  # tools/demo.py's schedule
+DEFAULT_PRETRAIN_UPDATES, DEFAULT_FINETUNE_UPDATES = 400, 120  # the demo recipe's schedule
+DEFAULT_SEEDS = 3
 WORK = REPO if in_checkout() else Path.cwd()  # where data/ and results/ go by default
 
 
@@ -84,12 +90,27 @@ def _selected_seeds(count: int, only: tuple[int, ...] | None) -> tuple[int, ...]
     return only or tuple(range(count))
 
 
+def _shown(path: Path) -> Path:
+    """``path`` as a user names it: relative to the checkout or package when inside it (a
+    recipe named by its name), else as given."""
+    return path.relative_to(REPO) if path.is_absolute() and path.is_relative_to(REPO) else path
+
+
 def _tasks(text: str) -> tuple[str, ...]:
     tasks = tuple(t.strip() for t in text.split(",") if t.strip())
     unknown = [t for t in tasks if t not in TASKS]
     if unknown or not tasks:
         raise argparse.ArgumentTypeError(f"unknown tasks {unknown}; expected names from {TASKS}")
     return tasks
+
+
+def _kinds(text: str) -> tuple[str, ...]:
+    kinds = tuple(k.strip() for k in text.split(",") if k.strip())
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown or not kinds:
+        raise argparse.ArgumentTypeError(f"unknown steps {unknown}; expected names from "
+                                         f"{list(KINDS)}")
+    return kinds
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -104,20 +125,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "+ __<recipe name> with --recipe)")
     parser.add_argument("--out", type=Path, default=WORK / "results" / "replication",
                         help="tables, figures and runs.json (default: results/replication)")
-    parser.add_argument("--seeds", type=_positive, default=3,
-                        help="seeds 0..N-1 (training.seed of pre-training and fine-tuning)")
+    parser.add_argument("--seeds", type=_positive,
+                        help="seeds 0..N-1 (training.seed of pre-training and fine-tuning; "
+                             f"default: the recipe's, else {DEFAULT_SEEDS})")
     parser.add_argument("--only-seeds", type=_seed_ids,
                         help="comma-separated seeds of 0..N-1 to run and tabulate, the others "
                              "left alone: processes or machines that share one --archive can "
                              "each take some seeds (then --recorded prints every seed)")
-    parser.add_argument("--tables", help=f"comma-separated subset of {list(TABLES)}")
-    parser.add_argument("--systems", help=f"comma-separated subset of {list(SYSTEMS)}")
+    parser.add_argument("--tables", help=f"comma-separated subset of {list(TABLES)} "
+                                         "(default: the recipe's, else all)")
+    parser.add_argument("--systems", help=f"comma-separated subset of {list(SYSTEMS)} "
+                                          "(default: the recipe's, else those of the tables)")
     parser.add_argument("--tasks", type=_tasks, default=TASKS,
                         help=f"comma-separated subset of {list(TASKS)} (default: all)")
-    parser.add_argument("--recipe", type=Path,
-                        help="a study recipe (configs/study/*.yaml: world, updates, mmf_run "
-                             "options of pre-training and fine-tuning); the options above and "
-                             "below win over it")
+    parser.add_argument("--recipe",
+                        help="a study recipe: a file, or the name of one of configs/study/ "
+                             "(demo, calibrated): world, tables, systems, seeds, updates, "
+                             "mmf_run options of pre-training and fine-tuning; the options "
+                             "above and below win over it")
     parser.add_argument("--pretrain-updates", type=_positive,
                         help="default: the recipe's, else 400")
     parser.add_argument("--finetune-updates", type=_positive,
@@ -149,6 +174,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "it): the tables show the runs that finished or were restored "
                              "from --archive, and the steps left are listed, not run (make "
                              "demo shows the calibrated study this way)")
+    parser.add_argument("--steps", type=_kinds,
+                        help=f"comma-separated kinds of step to run, of {list(KINDS)} (default: "
+                             "all), e.g. world,corpus,pretrain: a part of the chain; the "
+                             "tables are then not written")
     parser.add_argument("--plan", action="store_true",
                         help="print the steps and whether each is done (after restoring the "
                              "archive; the finished ones are archived), run nothing")
@@ -168,26 +197,32 @@ def placed_runs(jobs: int) -> Callable[..., int]:
     return placement.wrap(execute)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    try:
-        job_options = JobOptions.from_args(args) if args.executor else None
-    except ValueError as e:
-        print(f"replicate: error: {e}", file=sys.stderr)
-        return 2
-    if job_options is not None and job_options.executor == "slurm" and job_options.cpus:
-        os.environ.setdefault("OMP_NUM_THREADS", str(job_options.cpus))
-    share_cores(args.jobs)
-    try:
-        tables, systems = select(args.tables, args.systems)
-        recipe = load_recipe(args.recipe, TASKS) if args.recipe else Recipe()
-        world = World.resolve(args.world or recipe.world or "demo", args.data)
-        overrides = tuple(o for path in args.model_config for o in model_overrides(path))
-        seeds = _selected_seeds(args.seeds, args.only_seeds)
-    except (ValueError, FileNotFoundError) as e:
-        print(f"replicate: error: {e}", file=sys.stderr)
-        return 2
+@dataclass(frozen=True)
+class Study:
+    """What one call studies: its tables and systems, the world, the recipe and the settings
+    of its commands."""
+
+    tables: list
+    systems: list
+    world: World
+    recipe: Recipe
+    settings: Settings
+
+    def steps(self) -> list[Step]:
+        """Every step of the study, in the order they run."""
+        return plan(self.systems, self.settings)
+
+
+def configure(args: argparse.Namespace) -> Study:
+    """The study ``args`` ask for: the command line, then the recipe, then the defaults.
+    Raises ValueError / FileNotFoundError naming the option or file that is wrong."""
+    recipe = load_recipe(args.recipe, TASKS) if args.recipe else Recipe()
+    tables, systems = select(args.tables or recipe.tables, args.systems or recipe.systems)
+    world = World.resolve(args.world or recipe.world or "demo", args.data)
+    overrides = tuple(o for path in args.model_config for o in model_overrides(path))
+    seeds = _selected_seeds(args.seeds or recipe.seeds or DEFAULT_SEEDS, args.only_seeds)
+    if args.steps and (args.recorded or args.plan):
+        raise ValueError("--steps: not with --recorded or --plan, which run no training step")
     folder = world.path.name + (f"__{recipe.path.stem}" if recipe.path else "")
     runs = (args.runs or args.data / "replication" / folder).resolve()
     settings = Settings(
@@ -201,12 +236,32 @@ def main(argv: list[str] | None = None) -> int:
         pretrain_options=recipe.pretrain_options, finetune_options=recipe.finetune_options,
         task_options=recipe.task_options,
         task_updates=() if args.finetune_updates else recipe.task_updates)
+    return Study(tables, systems, world, recipe, settings)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        job_options = JobOptions.from_args(args) if args.executor else None
+    except ValueError as e:
+        print(f"replicate: error: {e}", file=sys.stderr)
+        return 2
+    if job_options is not None and job_options.executor == "slurm" and job_options.cpus:
+        os.environ.setdefault("OMP_NUM_THREADS", str(job_options.cpus))
+    share_cores(args.jobs)
+    try:
+        study = configure(args)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"replicate: error: {e}", file=sys.stderr)
+        return 2
+    settings = study.settings
     try:
         with contextlib.ExitStack() as locks:
             for seed in settings.seeds:  # processes taking other seeds may share the folder
-                locks.enter_context(RunLock(runs, f"seed {seed} of the runs folder",
+                locks.enter_context(RunLock(settings.runs, f"seed {seed} of the runs folder",
                                             f"seed{seed}.lock"))
-            return _study(args, tables, systems, world, recipe, settings, job_options)
+            return _study(args, study, job_options)
     except (RunFolderBusy, BadRecord, LogFormatError) as e:
         print(f"replicate: error: {e}", file=sys.stderr)
         return 2
@@ -215,12 +270,13 @@ def main(argv: list[str] | None = None) -> int:
         return 128 + e.signum
 
 
-def _study(args: argparse.Namespace, tables: list, systems: list, world: World,
-           recipe: Recipe, settings: Settings, job_options: JobOptions | None) -> int:
+def _study(args: argparse.Namespace, study: Study, job_options: JobOptions | None) -> int:
     """Restore the archive, run the steps (or list them) and write the tables (each step on
     the local pool, or as a submitit job with ``job_options``)."""
+    tables, systems, world, recipe, settings = (study.tables, study.systems, study.world,
+                                                study.recipe, study.settings)
     runs = settings.runs
-    steps = plan(systems, settings)
+    steps = study.steps()
     archive = Archive(args.archive.resolve(), settings) if args.archive else None
     if archive is not None:
         try:
@@ -251,10 +307,15 @@ def _study(args: argparse.Namespace, tables: list, systems: list, world: World,
     try:
         ran = run_steps(steps, run=execute, log=log, jobs=args.jobs,
                         on_done=archive.store if archive is not None else None,
-                        kinds=("world",) if args.recorded else None)
+                        kinds=("world",) if args.recorded else args.steps)
     except (StepFailed, StaleRun) as e:
         print(f"replicate: error: {e}", file=sys.stderr)
         return 1
+    if args.steps and set(args.steps) != set(KINDS):
+        print(f"\n--steps {','.join(args.steps)}: {ran} of {len(steps)} steps ran, finished "
+              f"in {clock(time.perf_counter() - start)}; the tables are written by a call "
+              "with every step (or --recorded)", flush=True)
+        return 0
     if args.recorded:
         left = [step.title for step in steps
                 if not step.done() and read_record(step) is None]
@@ -267,7 +328,7 @@ def _study(args: argparse.Namespace, tables: list, systems: list, world: World,
               f"updates, fine-tuning {settings.finetune_updates} updates"
               f"{''.join(f' ({task} {n})' for task, n in settings.task_updates)}"
               f"{f'; model {models}' if models else ''}"
-              f"{f'; recipe `{recipe.path}`' if recipe.path else ''}.")
+              f"{f'; recipe `{_shown(recipe.path)}`' if recipe.path else ''}.")
     if args.recorded:
         header += " From the recorded runs (`--recorded`): this call trained nothing."
     record = {"world": str(world.path), "preset": world.kind, "seeds": list(settings.seeds),
@@ -275,7 +336,7 @@ def _study(args: argparse.Namespace, tables: list, systems: list, world: World,
               "finetune_updates": settings.finetune_updates,
               "finetune_task_updates": dict(settings.task_updates), "runs": str(runs),
               "model_config": [str(path) for path in args.model_config],
-              "recipe": str(recipe.path) if recipe.path else None,
+              "recipe": str(_shown(recipe.path)) if recipe.path else None,
               "archive": str(archive.root) if archive is not None else None,
               "recorded": args.recorded,
               "tables": [t.key for t in tables], "systems": [s.key for s in systems]}

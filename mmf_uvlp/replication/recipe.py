@@ -1,9 +1,12 @@
 """A study recipe: the world, schedules and ``mmf_run`` options a study runs with.
 
-A recipe (``configs/study/<name>.yaml``, ``replicate --recipe``) fixes what the command line
-would otherwise repeat for every run::
+A recipe (``configs/study/<name>.yaml``, ``uvlp-replicate --recipe <name or file>``) fixes
+what the command line would otherwise repeat for every run::
 
     world: calibrated                 # toy-world preset or data folder
+    tables: [1]                       # the study's tables, systems and seed count (default:
+    systems: [base, uvla]             # every table, every system of them, 3 seeds)
+    seeds: 1
     pretrain:
       updates: 5000
       options: [optimizer.params.lr=3e-4]
@@ -17,7 +20,7 @@ would otherwise repeat for every run::
           updates: 3000
           options: [model_config.uvla.pooling=mean]
 
-Every key is optional. ``finetune.evaluations`` (default 1: at the end) evaluates each
+Every key is optional; the command line's options win over the recipe's. ``finetune.evaluations`` (default 1: at the end) evaluates each
 fine-tuning on val that many times, evenly spaced; MMF then tests the checkpoint with the best
 val score (the task config's ``training.early_stop.criteria``), which it restores from
 ``best.ckpt``. Options are ``mmf_run`` overrides (Python literals: ``None``,
@@ -33,7 +36,9 @@ from typing import Any
 
 import yaml
 
-_KEYS = {"": ("world", "pretrain", "finetune"), "pretrain": ("updates", "options"),
+from mmf_uvlp.utils.config_files import configs_dir
+
+_KEYS = {"": ("world", "tables", "systems", "seeds", "pretrain", "finetune"), "pretrain": ("updates", "options"),
          "finetune": ("updates", "evaluations", "options", "tasks"),
          "finetune.tasks.<task>": ("updates", "options")}
 
@@ -44,6 +49,9 @@ class Recipe:
 
     path: Path | None = None
     world: str | None = None
+    tables: str | None = None
+    systems: str | None = None
+    seeds: int | None = None
     pretrain_updates: int | None = None
     finetune_updates: int | None = None
     finetune_evaluations: int | None = None
@@ -84,9 +92,29 @@ def _positive(value: Any, where: str, path: Path) -> int | None:
     return value
 
 
+def _names(value: Any, where: str, path: Path) -> str | None:
+    """A list of table or system names as the command line spells them (comma-separated)."""
+    if value is None:
+        return None
+    if (not isinstance(value, list) or not value
+            or not all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in value)):
+        raise ValueError(f"{path}: {where}: expected a list of names, got {value!r}")
+    return ",".join(str(v) for v in value)
+
+
+def find_recipe(spec: str | Path) -> Path:
+    """The recipe file ``spec`` names: a path, or the name of one of the plugin's recipes
+    (``demo``: ``configs/study/demo.yaml``, in the checkout or the installed package)."""
+    path = Path(spec)
+    if path.exists() or path.suffix or len(path.parts) > 1:
+        return path
+    return Path(configs_dir()) / "study" / f"{spec}.yaml"
+
+
 def load_recipe(path: str | Path, tasks: tuple[str, ...]) -> Recipe:
-    """Read and check ``path``; ``tasks``: the task names ``finetune.tasks`` may use."""
-    path = Path(path)
+    """Read and check ``path`` (a file, or a recipe's name: :func:`find_recipe`); ``tasks``:
+    the task names ``finetune.tasks`` may use."""
+    path = find_recipe(path)
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as e:
@@ -118,7 +146,9 @@ def load_recipe(path: str | Path, tasks: tuple[str, ...]) -> Recipe:
             where += ".options"
         task_options.append((task, _options(value, where, path)))
     return Recipe(
-        path=path, world=world,
+        path=path, world=world, tables=_names(top.get("tables"), "tables", path),
+        systems=_names(top.get("systems"), "systems", path),
+        seeds=_positive(top.get("seeds"), "seeds", path),
         pretrain_updates=_positive(pretrain.get("updates"), "pretrain.updates", path),
         finetune_updates=_positive(finetune.get("updates"), "finetune.updates", path),
         finetune_evaluations=_positive(finetune.get("evaluations"), "finetune.evaluations",

@@ -95,7 +95,10 @@ def test_a_recipe_sets_the_world_schedules_and_per_task_options(tmp_path):
     ("finetune: {options: [lr]}", r"finetune\.options: expected a list of mmf_run options"),
     ("pretrain: {lr: 1}", r"pretrain: unknown keys \['lr'\]; expected keys from "
                           r"\['updates', 'options'\]"),
-    ("seeds: 3", r"top level: unknown keys \['seeds'\]"),
+    ("runs: 3", r"top level: unknown keys \['runs'\]"),
+    ("seeds: 0", r"seeds: expected an integer >= 1, got 0"),
+    ("tables: 1", r"tables: expected a list of names, got 1"),
+    ("systems: [uvla, true]", r"systems: expected a list of names"),
     ("finetune: {tasks: {nlvr2: {updates: -3}}}", r"finetune\.tasks\.nlvr2\.updates: expected "
                                                  r"an integer >= 1, got -3"),
     ("finetune: {tasks: {nlvr2: {lr: 1}}}", r"finetune\.tasks\.<task>: unknown keys \['lr'\]"),
@@ -186,6 +189,9 @@ def test_every_recipe_option_reaches_the_planned_commands(tmp_path, capsys):
     """A recipe with every key the format has (a key added to the format without a case here
     fails), through `replicate --plan` on the tiny world."""
     text = ("world: tiny\n"
+            "tables: [2]\n"
+            "systems: [uvla]\n"
+            "seeds: 2\n"
             "pretrain: {updates: 6, options: [optimizer.params.lr=2e-4]}\n"
             "finetune:\n"
             "  updates: 8\n"
@@ -198,9 +204,13 @@ def test_every_recipe_option_reaches_the_planned_commands(tmp_path, capsys):
     recipe.write_text(text)
     assert _keys(yaml.safe_load(text)) == {(section, key) for section, keys in
                                            recipe_format._KEYS.items() for key in keys}
-    assert replicate_tool().main(["--recipe", str(recipe), "--data", str(tmp_path), "--systems", "uvla",
-                         "--seeds", "1", "--tasks", "vqa2,nlvr2,refcoco_plus", "--plan"]) == 0
+    assert replicate_tool().main(["--recipe", str(recipe), "--data", str(tmp_path),
+                                  "--only-seeds", "1", "--tasks", "vqa2,nlvr2,refcoco_plus",
+                                  "--plan"]) == 0
     out = capsys.readouterr().out
+    titles = [line for line in out.splitlines() if line.startswith("[")]
+    assert titles and all("μ-VLA, seed 1" in t for t in titles if "seed" in t)  # tables, systems,
+    assert len([t for t in titles if "seed" in t]) == 5  # seeds: 2 (of which --only-seeds 1)
     commands = {line.split("env.save_dir=")[1].split()[0].rsplit("/", 1)[1]: line.split()
                 for line in out.splitlines() if "env.save_dir=" in line}
     world = tmp_path / "toy_world_tiny"

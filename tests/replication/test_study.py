@@ -1,12 +1,13 @@
-"""The study definition and its commands (the reference models' too), and the demo chain."""
+"""The study definition and its commands (the reference models' too), and the demo chain
+(the study's demo recipe)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
+import shlex
 import shutil
+import subprocess
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import yaml
@@ -28,12 +29,11 @@ from helpers import REPO
 from helpers.replication import TINY_MODELS, compose, replicate_tool
 
 
-def _demo() -> ModuleType:
-    """``tools/demo.py``, a checkout's script rather than a console script, as a module."""
-    spec = importlib.util.spec_from_file_location("demo_tool", REPO / "tools" / "demo.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def _demo(data: Path, *options: str) -> list:
+    """The steps of ``uvlp-replicate --recipe demo`` (``make demo``) with ``options``."""
+    tool = replicate_tool()
+    return tool.configure(tool.parse_args(["--recipe", "demo", "--data", str(data),
+                                           *options])).steps()
 
 
 # ----------------------------------------------------------------------------- study and steps
@@ -254,19 +254,17 @@ def test_mmf_takes_a_reference_models_commands_with_the_tiny_overrides(tmp_path,
 def test_demo_chain_pretrains_uvla_and_aligned_vlp_and_fine_tunes_three_rows(tmp_path):
     """make demo: the world, the study's corpus, μ-VLA and Aligned VLP pre-training, then
     each of Base, μ-VLA and Aligned VLP fine-tuned on the four tasks from its own weights,
-    each fine-tuning after its system's pre-training only."""
-    demo = _demo()
-    steps = demo.Demo(tmp_path, 0, 4, 2).steps(list(demo.STEPS))
+    each fine-tuning after its system's pre-training only; one seed, Table 1."""
+    steps = _demo(tmp_path, "--pretrain-updates", "4", "--finetune-updates", "2")
     world = World((tmp_path / "toy_world_demo").resolve(), "demo")
     assert [s.kind for s in steps[:2]] == ["world", "corpus"]
     assert list(steps[0].command) == world.generate_command(0)
-    seeded = demo.Demo(tmp_path, 3, 4, 2).steps(["toy-world"])[0]
-    assert list(seeded.command) == world.generate_command(3) and "3" in seeded.command
     assert list(steps[1].command) == world.corpus_command("corpus")
     weights = {s.system: s.proof_file for s in steps if s.kind == "pretrain"}
-    runs = (tmp_path / "runs").resolve()
-    assert weights == {"uvla": runs / "uvla_pretrain/uvla_final.pth",
-                       "aligned_vlp": runs / "aligned_vlp_pretrain/uvla_final.pth"}
+    runs = (tmp_path / "replication" / "toy_world_demo__demo").resolve()
+    assert weights == {"uvla": runs / "uvla/seed0/pretrain/uvla_final.pth",
+                       "aligned_vlp": runs / "aligned_vlp/seed0/pretrain/uvla_final.pth"}
+    assert {s.seed for s in steps if s.system} == {0}
     # the fine-tuning configs look for the μ-VLA weights by default where the pre-training
     # config writes them (the Quick start); the demo names its own
     defaults = yaml.safe_load((REPO / "projects/uvla/finetune/defaults.yaml").read_text())
@@ -287,16 +285,23 @@ def test_demo_chain_pretrains_uvla_and_aligned_vlp_and_fine_tunes_three_rows(tmp
             waits = {steps[j].system for j in needs[i] if steps[j].kind == "pretrain"}
             assert waits == ({step.system} if step.system in weights else set()), step.title
     assert [s.system for s in steps if s.kind == "evaluate"] == ["base", "uvla", "aligned_vlp"]
+    updates = {a for s in steps if s.kind == "pretrain" for a in s.command if "max_updates" in a}
+    assert updates == {"training.max_updates=4"}
+    tool = replicate_tool()
+    study = tool.configure(tool.parse_args(["--recipe", "demo", "--data", str(tmp_path)]))
+    assert [t.key for t in study.tables] == ["1"] and study.settings.seeds == (0,)
+    assert (study.settings.pretrain_updates, study.settings.finetune_updates) == (400, 120)
 
 
 def test_demo_fine_tunes_with_its_recipe_s_options(tmp_path):
     """make demo's fine-tunings take configs/study/demo.yaml's options: lr 3e-4 (VE and
     NLVR2 1e-4, after it, so MMF keeps theirs), softmax VQA, the pooled heads on the mean;
     another model's model_config options stay out of uvla's commands."""
-    demo = _demo()
     recipe = load_recipe(REPO / "configs/study/demo.yaml", TASKS)
     assert (recipe.world, recipe.pretrain_updates, recipe.finetune_updates) == ("demo", 400, 120)
-    steps = {(s.system, s.task): s.command for s in demo.Demo(tmp_path, 0, 4, 2).steps(["finetune"])}
+    assert (recipe.tables, recipe.systems, recipe.seeds) == ("1", "base,uvla,aligned_vlp", 1)
+    assert load_recipe("demo", TASKS) == recipe  # a recipe of configs/study/ by its name
+    steps = {(s.system, s.task): s.command for s in _demo(tmp_path) if s.kind == "finetune"}
     softmax = "model_config.uvla.losses=[{'type':'softmax_kldiv'}]"
     for system in ("base", "uvla", "aligned_vlp"):
         vqa, nlvr2, ve, refcoco = (list(steps[system, task]) for task in TASKS)
@@ -326,28 +331,49 @@ def test_side_by_side_runs_share_the_cores(monkeypatch):
     assert runner.os.environ["OMP_NUM_THREADS"] == "1"
 
 
-def test_demo_steps_option_selects_the_chain_s_part(tmp_path):
-    demo = _demo()
-    d = demo.Demo(tmp_path, 0, 4, 2)
-    assert [s.kind for s in d.steps(["toy-world", "corpus"])] == ["world", "corpus"]
-    assert {s.kind for s in d.steps(["pretrain"])} == {"pretrain"}
-    assert d.steps(["report"]) == []
-
-
-def test_demo_ends_with_the_calibrated_study_s_recorded_runs(tmp_path):
-    """make demo's last step: Table 1's five paper rows on the calibrated world, trained by nobody
-    in this call (replicate --recorded) but read from the committed archive."""
-    demo = _demo().Demo(tmp_path, 0, 4, 2)
-    command = demo.calibrated_command()
-    assert command[1] == "tools/replicate.py"
-    args = replicate_tool().parse_args(command[2:])
+def test_make_demo_and_its_parts_run_the_study_runner(tmp_path):
+    """make demo, corpus, pretrain, finetune and report are calls of uvlp-replicate with the
+    demo recipe (a part of the chain: --steps; report: --recorded); make demo then prints the
+    calibrated study's Table 1 from its recorded runs, trained by nobody in this call, read
+    from the committed archive."""
+    tool = replicate_tool()
+    dry = {}
+    for target in ("demo", "corpus", "pretrain", "finetune", "report"):
+        printed = subprocess.run(["make", "-n", "--no-print-directory", target, "VENV=.venv",
+                                  f"DATA={tmp_path}"], cwd=REPO, capture_output=True,
+                                 text=True, timeout=120)
+        assert printed.returncode == 0, printed.stderr
+        dry[target] = [shlex.split(line) for line in printed.stdout.splitlines()
+                       if "mmf_uvlp.cli.replicate" in line]
+    for target, lines in dry.items():
+        assert lines and all(line[1:3] == ["-m", "mmf_uvlp.cli.replicate"] for line in lines)
+        args = tool.parse_args(lines[0][3:])
+        assert args.recipe == "demo" and args.data == tmp_path, target
+    kinds = {target: tool.parse_args(lines[0][3:]).steps for target, lines in dry.items()}
+    assert kinds == {"demo": None, "corpus": ("world", "corpus"),
+                     "pretrain": ("world", "corpus", "pretrain"),
+                     "finetune": ("world", "corpus", "pretrain", "finetune", "evaluate"),
+                     "report": None}
+    assert tool.parse_args(dry["report"][0][3:]).recorded
+    assert tool.parse_args(dry["demo"][0][3:]).jobs == 2
+    _, calibrated = dry["demo"]
+    args = tool.parse_args(calibrated[3:])
     assert args.recorded and not args.plan
-    assert args.recipe == Path("configs/study/calibrated.yaml")
+    assert args.recipe == "calibrated"
     assert args.archive == Path("results/archive/calibrated") and (REPO / args.archive).is_dir()
     assert args.systems == "base,u_visualbert,random_pairs,uvla,aligned_vlp"
-    assert args.tables == "1"
-    assert args.data == tmp_path.resolve()
-    assert demo.steps(["calibrated"]) == []  # no training step of the demo world's
+    assert args.tables == "1" and args.seeds == 3
+    assert args.data == tmp_path
+
+
+def test_steps_runs_a_part_of_the_chain_and_refuses_unknown_kinds(tmp_path, capsys):
+    tool = replicate_tool()
+    with pytest.raises(SystemExit):
+        tool.parse_args(["--steps", "world,training"])
+    assert "unknown steps ['training']" in capsys.readouterr().err
+    assert tool.main(["--recipe", "demo", "--data", str(tmp_path), "--steps", "world",
+                      "--plan"]) == 2
+    assert "--steps: not with --recorded or --plan" in capsys.readouterr().err
 
 
 def test_the_committed_calibrated_archive_matches_the_recipe(tmp_path, capsys):
