@@ -7,7 +7,7 @@ tasks and starts fine-tuning from its pre-trained weights.
 - VL-BERT, and Aligned VLP (uvla's upper bound, run alongside for the comparison), copy
   the embeddings, encoder and pooler named by ``model_config.<model>.pretrained_checkpoint``.
 
-The study (``tools/replicate.py``) runs them as rows of its Table 1.
+The study (``uvlp-replicate``) runs them as rows of its Table 1.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 #!/usr/bin/env python
-"""``uvlp-build-corpus`` run from a checkout: see ``mmf_uvlp/cli/build_corpus.py``."""
+"""``uvlp-build-corpus``, as the study's archived commands spell it (``python tools/build_corpus.py``):
+see ``mmf_uvlp/cli/build_corpus.py`` and tools/README.md."""
 
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's mmf_uvlp
-
-from mmf_uvlp.cli.build_corpus import main  # noqa: E402
+from mmf_uvlp.cli.build_corpus import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,12 +1,10 @@
 #!/usr/bin/env python
-"""``uvlp-make-toy-world`` run from a checkout: see ``mmf_uvlp/cli/make_toy_world.py``."""
+"""``uvlp-make-toy-world``, as the study's archived commands spell it (``python tools/make_toy_world.py``):
+see ``mmf_uvlp/cli/make_toy_world.py`` and tools/README.md."""
 
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's mmf_uvlp
-
-from mmf_uvlp.cli.make_toy_world import main  # noqa: E402
+from mmf_uvlp.cli.make_toy_world import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -9,6 +9,6 @@
 - :mod:`~mmf_uvlp.analysis.attention_maps`: each word's attention over the regions;
 - :mod:`~mmf_uvlp.analysis.alignment`: word / tag / region representations, t-SNE, MRR;
 - :mod:`~mmf_uvlp.analysis.figures`: the plots; :mod:`~mmf_uvlp.analysis.cli`: the tools'
-  shared arguments (``tools/probe_grounding.py``, ``tools/attention_maps.py``,
-  ``tools/plot_alignment.py``).
+  shared arguments (``uvlp-probe-grounding``, ``uvlp-attention-maps``,
+  ``uvlp-plot-alignment``).
 """

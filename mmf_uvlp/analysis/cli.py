@@ -72,7 +72,7 @@ def add_trust_argument(parser: Any) -> None:
 def parse_pool_probe_args(description: str, argv: list[str] | None, *, max_length_help: str,
                           seed_help: str) -> tuple[argparse.Namespace, list[tuple[str, str]]]:
     """The command line of the probes over the pre-training pool's held-out images
-    (``tools/probe_visual_reliance.py``, ``tools/probe_mrc_shortcut.py``): the arguments and
+    (``uvlp-probe-visual-reliance``, ``uvlp-probe-mrc-shortcut``): the arguments and
     the ``--model`` (name, checkpoint) pairs, at least one."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--world", type=Path, required=True,
@@ -126,7 +126,7 @@ def _world_paths(world: Path) -> tuple[Path, Path, Path]:
     paths = json.loads(manifest_path.read_text(encoding="utf-8"))["paths"]
     if "flickr30k_entities" not in paths:
         raise ValueError(f"{manifest_path}: no flickr30k_entities; the world predates the "
-                         "Flickr30K Entities annotations: regenerate it (tools/make_toy_world.py "
+                         "Flickr30K Entities annotations: regenerate it (uvlp-make-toy-world "
                          "--overwrite)")
     pool = paths["pools"]["flickr30k"]
     features = pool.get("lmdb") or pool.get("npy_dir")

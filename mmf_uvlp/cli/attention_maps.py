@@ -1,8 +1,8 @@
 """Text-to-region attention maps: each word's attention over the image's regions, one row
 per system (μ-VLA Fig. 5: Base vs a pre-trained checkpoint side by side).
 
-    python tools/attention_maps.py --world data/toy_world_demo \\
-        --model Base=base --model μ-VLA=data/runs/uvla_pretrain/uvla_final.pth \\
+    uvlp-attention-maps --world data/toy_world_demo \\
+        --model Base=base --model μ-VLA=data/replication/toy_world_demo__demo/uvla/seed0/pretrain/uvla_final.pth \\
         --layer best --probe results/analysis/probe/probe.json --out results/analysis/attention
 
 Examples: ``--examples IMAGE_ID#LINE ...`` (a caption's line in Sentences/<id>.txt), or
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--examples", nargs="+", metavar="IMAGE_ID#LINE")
     parser.add_argument("--num-examples", type=int, default=3)
     parser.add_argument("--layer", default="last", help="last, layer:N or best (needs --probe)")
-    parser.add_argument("--probe", type=Path, help="probe.json of tools/probe_grounding.py")
+    parser.add_argument("--probe", type=Path, help="probe.json of uvlp-probe-grounding")
     parser.add_argument("--images", type=Path, help="folder of <image_id>.jpg to draw on")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)

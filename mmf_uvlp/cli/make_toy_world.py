@@ -1,10 +1,10 @@
 """Generate the toy world (images, detections, features, text, downstream sets).
 
 Examples:
-    python tools/make_toy_world.py --preset tiny --seed 0 --out data/toy_tiny
-    python tools/make_toy_world.py --preset demo --out data/toy_demo
-    python tools/make_toy_world.py --preset bench --out data/toy_bench --num-images 20000
-    python tools/make_toy_world.py --preset demo --out data/toy_demo_k24 --foreground-classes 24
+    uvlp-make-toy-world --preset tiny --seed 0 --out data/toy_tiny
+    uvlp-make-toy-world --preset demo --out data/toy_demo
+    uvlp-make-toy-world --preset bench --out data/toy_bench --num-images 20000
+    uvlp-make-toy-world --preset demo --out data/toy_demo_k24 --foreground-classes 24
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 representations for a sample of classes, coloured by class, one panel per system; and
 the mean reciprocal rank of each region's class word among all class words by cosine.
 
-    python tools/plot_alignment.py --world data/toy_world_demo \\
-        --model Base=base --model μ-VLA=data/runs/uvla_pretrain/uvla_final.pth \\
+    uvlp-plot-alignment --world data/toy_world_demo \\
+        --model Base=base --model μ-VLA=data/replication/toy_world_demo__demo/uvla/seed0/pretrain/uvla_final.pth \\
         --out results/analysis/alignment
 
 Writes ``alignment.png`` and ``alignment.json`` (MRR, chance MRR, classes, counts and the

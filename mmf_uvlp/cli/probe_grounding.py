@@ -2,10 +2,10 @@
 grounding accuracy of every attention head, against the most-confident-region and
 random-region baselines.
 
-    python tools/probe_grounding.py --world data/toy_world_demo \\
-        --model Base=base --model μ-VLA=data/runs/uvla_pretrain/uvla_final.pth \\
+    uvlp-probe-grounding --world data/toy_world_demo \\
+        --model Base=base --model μ-VLA=data/replication/toy_world_demo__demo/uvla/seed0/pretrain/uvla_final.pth \\
         --out results/analysis/probe
-    python tools/probe_grounding.py --entities flickr30k_entities --features flickr30k.lmdb \\
+    uvlp-probe-grounding --entities flickr30k_entities --features flickr30k.lmdb \\
         --compare Base=base VisualBERT=save/visual_bert/current.ckpt --out probe
 
 Writes ``probe.json`` (every head's accuracy and attention share per kind),

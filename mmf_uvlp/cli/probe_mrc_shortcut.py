@@ -2,8 +2,8 @@
 visible vs hidden, and tag MLM with its region visible vs zeroed
 (``mmf_uvlp.analysis.mrc_shortcut``).
 
-    python tools/probe_mrc_shortcut.py --world data/toy_world_calibrated \\
-        --model "μ-VLA=data/runs/uvla_pretrain/uvla_final.pth" --out shortcut.json
+    uvlp-probe-mrc-shortcut --world data/toy_world_calibrated \\
+        --model "μ-VLA=data/replication/toy_world_demo__demo/uvla/seed0/pretrain/uvla_final.pth" --out shortcut.json
 
 A gain (hidden - visible) of 0 nats means MRC does not read the masked region's tag (or the
 masked tag its region); the class prior's entropy is MRC's loss of the best guess that

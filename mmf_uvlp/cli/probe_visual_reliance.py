@@ -1,8 +1,8 @@
 """Visual reliance of pre-trained checkpoints: MLM loss on a masked class word of each
 held-out caption with its own image vs another image (``mmf_uvlp.analysis.visual_reliance``).
 
-    python tools/probe_visual_reliance.py --world data/toy_world_demo \\
-        --model "Aligned VLP=data/runs/aligned_vlp_pretrain/uvla_final.pth" --out reliance.json
+    uvlp-probe-visual-reliance --world data/toy_world_demo \\
+        --model "Aligned VLP=data/replication/toy_world_demo__demo/aligned_vlp/seed0/pretrain/uvla_final.pth" --out reliance.json
 
 A gain (other - own) of 0 nats means the model does not use the regions to predict the
 object words of a caption; the paired standard error says how far from 0 a gain must be.

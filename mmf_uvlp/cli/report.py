@@ -4,9 +4,9 @@ Each ``--run`` is a folder searched for MMF ``train.log`` files and ``results.js
 (schema in ``mmf_uvlp/report/results.py``); one row per run, in the given order.
 
 Examples:
-    python tools/report.py --run Base=runs/base --run "μ-VLA"=runs/uvla --out report/
-    python tools/report.py --run runs/uvla      # row named by its results.json "system"
-    python tools/report.py --run Base=runs/base --trivial data/toy_world_demo
+    uvlp-report --run Base=runs/base --run "μ-VLA"=runs/uvla --out report/
+    uvlp-report --run runs/uvla      # row named by its results.json "system"
+    uvlp-report --run Base=runs/base --trivial data/toy_world_demo
 
 Writes ``<out>/table.md`` (also printed) and ``<out>/table.png``.
 """

@@ -3,7 +3,7 @@
 
     mmf_run config=projects/uvla/finetune/vqa2.yaml env.save_dir=save/base_vqa \\
         run_type=train_inference evaluation.predict=True ...
-    python tools/vqa_breakdown.py --imdb data/toy_world_demo/mmf/vqa2/annotations/imdb_test.npy \\
+    uvlp-vqa-breakdown --imdb data/toy_world_demo/mmf/vqa2/annotations/imdb_test.npy \\
         --train data/toy_world_demo/mmf/vqa2/annotations/imdb_train.npy \\
         --run Base=save/base_vqa --run "Aligned VLP=save/aligned_vqa"
 

@@ -5,7 +5,7 @@ sentence-BERT cosine -> noun phrases of those sentences -> each phrase linked to
 Output: annotation shards (``shards.py`` documents the schema) read by the pre-training
 datasets. Entry points: ``build`` / ``merge`` / ``prepare_sentences`` (``pipeline.py``),
 ``load_config`` (``config.py``), ``iter_records`` (``shards.py``); CLI:
-``tools/build_corpus.py``. Guide: ``docs/corpus.md``.
+``uvlp-build-corpus``. Guide: ``docs/corpus.md``.
 """
 
 from mmf_uvlp.corpus.config import CorpusConfig, load_config

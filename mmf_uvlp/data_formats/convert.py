@@ -1,4 +1,4 @@
-"""Convert VinVL detector output into MMF's region-feature files (``tools/convert_features.py``).
+"""Convert VinVL detector output into MMF's region-feature files (``uvlp-convert-features``).
 
 Inputs, one image a row (``mmf_uvlp.data_formats.vinvl`` and ``.vinvl_raw``):
 

@@ -1,6 +1,6 @@
 """One extraction run: images in, VinVL's raw detector layout out, streaming and resumable.
 
-``OUT`` receives what ``tools/convert_features.py`` and the corpus builder read as a
+``OUT`` receives what ``uvlp-convert-features`` and the corpus builder read as a
 detector's raw output (``mmf_uvlp.data_formats.vinvl_raw``):
 
 - ``predictions.tsv``: ``<key>\\t{"objects": [{"rect", "bbox_id", "class", "conf",

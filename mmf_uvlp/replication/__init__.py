@@ -1,4 +1,4 @@
-"""The replication study of the paper's Tables 1-6 (``tools/replicate.py``, ``make replicate``).
+"""The replication study of the paper's Tables 1-6 (``uvlp-replicate``, ``make replicate``).
 
 - :mod:`~mmf_uvlp.replication.study`: the tables, their rows and the systems behind them;
 - :mod:`~mmf_uvlp.replication.world`: the data (toy world or folder) and its corpora;

@@ -1,4 +1,4 @@
-"""The study as a list of steps, each the command a user would type (``tools/demo.py``'s shape).
+"""The study as a list of steps, each the command a user would type.
 
 Order: the toy world, the corpora the systems read, then seed by seed (so that every
 table is complete for seed 0 first) and system by system: pre-training (none for Base),

@@ -1,4 +1,4 @@
-"""Downstream results of runs in the layout of the paper's Table 1 (``tools/report.py``),
+"""Downstream results of runs in the layout of the paper's Table 1 (``uvlp-report``),
 with the trivial rates of a world's test sets (:mod:`~mmf_uvlp.report.trivial`). The
 replication study builds on this package; nothing here imports :mod:`mmf_uvlp.replication`."""
 

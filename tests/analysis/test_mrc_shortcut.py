@@ -1,5 +1,5 @@
 """The MRC-shortcut probe: hand-checked losses on a stub that reads tags by their box, the
-R-T input it builds, and tools/probe_mrc_shortcut.py end to end on the tiny world."""
+R-T input it builds, and uvlp-probe-mrc-shortcut end to end on the tiny world."""
 
 import json
 import math

@@ -1,5 +1,5 @@
 """The visual-reliance probe: hand-checked losses on a stub model, the held-out probes, and
-tools/probe_visual_reliance.py end to end on the tiny world."""
+uvlp-probe-visual-reliance end to end on the tiny world."""
 
 import json
 import math

@@ -1,8 +1,10 @@
-"""The console scripts of pyproject.toml: each names a ``main`` of ``mmf_uvlp.cli``, and
-each ``tools/<module>.py`` of a checkout runs the same ``main`` (the wheel's installed
-scripts: tests/cli/test_wheel.py)."""
+"""The console scripts of pyproject.toml: each names a ``main`` of ``mmf_uvlp.cli`` and is
+named after its module (the wheel's installed scripts: tests/cli/test_wheel.py); ``tools/``
+keeps only the two wrappers the study's archived commands spell, and changes no ``sys.path``."""
 
+import ast
 import importlib
+import json
 import subprocess
 import sys
 import tomllib
@@ -11,7 +13,7 @@ from helpers import REPO
 
 
 SCRIPTS = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
-CHECKOUT_ONLY = {"demo"}  # tools/demo.py drives `make demo` from a checkout
+ARCHIVED = {"make_toy_world", "build_corpus"}  # python tools/<name>.py in results/archive
 
 
 def test_every_script_names_a_main_of_the_cli_package_and_is_named_after_it():
@@ -22,21 +24,41 @@ def test_every_script_names_a_main_of_the_cli_package_and_is_named_after_it():
         assert script == "uvlp-" + module.rsplit(".", 1)[1].replace("_", "-"), (script, target)
         assert callable(getattr(importlib.import_module(module), function)), target
         modules.add(module.rsplit(".", 1)[1])
-    wrappers = {path.stem for path in (REPO / "tools").glob("*.py")} - CHECKOUT_ONLY
-    assert wrappers == modules
+    cli = {path.stem for path in (REPO / "mmf_uvlp" / "cli").glob("*.py")} - {"__init__"}
+    assert modules == cli  # every module of the cli package is a console script
+
+
+def test_tools_keeps_only_the_wrappers_the_archived_commands_spell():
+    """Each ``tools/<name>.py`` is a command some archived record runs, and runs that
+    command's ``main``."""
+    wrappers = {path.stem for path in (REPO / "tools").glob("*.py")}
+    assert wrappers == ARCHIVED
+    recorded = set()
+    for path in (REPO / "results" / "archive").rglob("*.json"):
+        command = json.loads(path.read_text()).get("command") or []
+        recorded |= {arg[len("tools/"):-len(".py")] for arg in command[1:2]
+                     if arg.startswith("tools/") and arg.endswith(".py")}
+    assert recorded == ARCHIVED
     for name in wrappers:
         assert f"from mmf_uvlp.cli.{name} import main" in (REPO / "tools" / f"{name}.py").read_text()
 
 
-def test_a_tools_wrapper_runs_the_checkout_s_package(tmp_path):
-    """Run from another folder, a wrapper runs this checkout's package."""
-    program = (f"import runpy, sys; runpy.run_path({str(REPO / 'tools' / 'report.py')!r}); "
-               "print(sys.modules['mmf_uvlp.cli.report'].__file__)")
-    loaded = subprocess.run([sys.executable, "-c", program], cwd=tmp_path,
-                            capture_output=True, text=True, timeout=300)
-    assert loaded.returncode == 0, loaded.stderr[-3000:]
-    assert loaded.stdout.strip() == str(REPO / "mmf_uvlp" / "cli" / "report.py")
-    result = subprocess.run([sys.executable, str(REPO / "tools" / "report.py"), "--help"],
+def test_no_file_of_tools_changes_sys_path():
+    """The package comes from the environment (the checkout installed editable), not from a
+    path a script inserts."""
+    offenders = []
+    for path in sorted((REPO / "tools").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (isinstance(node, ast.Attribute) and node.attr == "path"
+                    and isinstance(node.value, ast.Name) and node.value.id == "sys"):
+                offenders.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    assert offenders == []
+
+
+def test_an_archived_wrapper_runs_the_installed_package(tmp_path):
+    """Run from another folder, ``tools/make_toy_world.py`` runs the package of the
+    environment (this checkout, installed editable)."""
+    result = subprocess.run([sys.executable, str(REPO / "tools" / "make_toy_world.py"), "--help"],
                             cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.startswith("usage: report.py") and "--run" in result.stdout
+    assert result.stdout.startswith("usage: make_toy_world.py") and "--preset" in result.stdout

@@ -8,7 +8,8 @@ handled by the first rule that takes it:
   files and an empty ``data/`` (what they write stays out of the checkout);
 - ``make``: ``make -n`` with the same targets and variables (the Makefile parses, the
   targets exist; nothing runs);
-- a Python tool (``python tools/...``, or a console script of ``pyproject.toml``): its own
+- a Python tool (a console script of ``pyproject.toml``, ``python -m mmf_uvlp.cli.<tool>``
+  or ``python tools/...``): its own
   argparse parses the arguments, and the tool stops right after (nothing runs);
 - ``mmf_run`` (also under ``torchrun``, and ``mmf_predict`` with the override it appends):
   MMF composes the config with the overrides, which
@@ -51,10 +52,10 @@ READER_VARIABLES = {"NODE": "0", "HEAD": "localhost", "i": "0", "N": "2",
 
 # Cheap commands run as written (from a folder with this checkout's files and an empty data/).
 RUN = (
-    "python tools/make_toy_world.py --preset tiny --seed 0 --out data/toy_world_tiny",
-    "python tools/make_toy_world.py --preset tiny --out data/toy_world_tiny",
-    "python tools/replicate.py --plan",
-    "python tools/build_corpus.py run --predictions data/toy_world_tiny/detections/cc/predictions.tsv "
+    "uvlp-make-toy-world --preset tiny --seed 0 --out data/toy_world_tiny",
+    "uvlp-make-toy-world --preset tiny --out data/toy_world_tiny",
+    "uvlp-replicate --plan",
+    "uvlp-build-corpus run --predictions data/toy_world_tiny/detections/cc/predictions.tsv "
     "--features data/toy_world_tiny/detections/cc/features.tsv --corpus "
     "data/toy_world_tiny/text/caption_corpus.txt data/toy_world_tiny/text/narrative_corpus.txt "
     "--captions-gt data/toy_world_tiny/text/captions_gt.tsv "
@@ -125,6 +126,12 @@ def _argv(text: str, env: dict[str, str]) -> list[str]:
     return [arg for arg in argv if arg != "..."]
 
 
+def _module_script(argv: list[str]) -> str | None:
+    """The console script of ``python -m mmf_uvlp.cli.<tool>`` (None for another module)."""
+    target = f"{argv[2]}:main" if len(argv) > 2 else None
+    return next((name for name, value in SCRIPTS.items() if value == target), None)
+
+
 def _rule(command: DocCommand, argv: list[str]) -> str | None:
     if command.text in RUN:
         return "run"
@@ -134,6 +141,8 @@ def _rule(command: DocCommand, argv: list[str]) -> str | None:
     if program == "make":
         return "make"
     if program in ("python", "python3") and len(argv) > 1 and argv[1].endswith(".py"):
+        return "tool"
+    if program in ("python", "python3") and argv[1:2] == ["-m"] and _module_script(argv):
         return "tool"
     if program in SCRIPTS:
         return "tool"
@@ -244,6 +253,8 @@ def test_tool_commands_parse_with_the_tools_own_argparse():
     assert commands
     failed = []
     for command, argv in commands:  # each in a child of the fork server: imports paid once
+        if argv[1:2] == ["-m"]:  # python -m mmf_uvlp.cli.<tool>: its console script
+            argv = [_module_script(argv), *argv[3:]]
         program = [SCRIPTS[argv[0]]] if argv[0] in SCRIPTS else argv[1:2]
         tool = [*program, *argv[1 + (argv[0] not in SCRIPTS):]]
         result = fork_server().run(["-c", PARSE_TOOL, *tool], env=_environment(), cwd=REPO)

@@ -1,4 +1,4 @@
-"""tools/convert_features.py: VinVL detector output (raw and released) to MMF's LMDB and .npy
+"""uvlp-convert-features: VinVL detector output (raw and released) to MMF's LMDB and .npy
 layouts, read back by MMF's own builders; resumption; bad input named by file and line.
 
 Expected values come from the worked example's hand-written detections
@@ -128,7 +128,7 @@ def test_npy_folder_of_classes_given_by_id(converted):
 
 def test_the_cli_converts_reads_back_and_prints_the_config_values(tmp_path):
     out = tmp_path / "cc.lmdb"
-    result = subprocess.run([sys.executable, str(REPO / "tools" / "convert_features.py"),
+    result = subprocess.run([sys.executable, "-m", "mmf_uvlp.cli.convert_features",
                              "--predictions", raw("cc").predictions, "--hw", raw("cc").hw,
                              "--labelmap", LABELMAP, "--out", str(out), "--no-progress"],
                             capture_output=True, text=True)
@@ -137,7 +137,7 @@ def test_the_cli_converts_reads_back_and_prints_the_config_values(tmp_path):
     assert "read back through MMF's FeaturesDatabase: 12 of 12 images identical" in result.stdout
     assert "model_config.uvla.feature_dim=8 model_config.uvla.num_region_classes=9" \
         in result.stdout
-    again = subprocess.run([sys.executable, str(REPO / "tools" / "convert_features.py"),
+    again = subprocess.run([sys.executable, "-m", "mmf_uvlp.cli.convert_features",
                             "--predictions", raw("cc").predictions, "--hw", raw("cc").hw,
                             "--labelmap", LABELMAP, "--out", str(out), "--no-progress"],
                            capture_output=True, text=True)
@@ -303,7 +303,7 @@ def test_a_conversion_killed_with_sigkill_resumes_to_the_same_output(tmp_path):
             for row, size in zip(rows, sizes):
                 p.write(row.replace("cc_0000", f"cc_{copy:04d}_", 1) + "\n")
                 h.write(size.replace("cc_0000", f"cc_{copy:04d}_", 1) + "\n")
-    command = [sys.executable, str(REPO / "tools" / "convert_features.py"), "--predictions",
+    command = [sys.executable, "-m", "mmf_uvlp.cli.convert_features", "--predictions",
                str(predictions), "--hw", str(hw), "--labelmap", LABELMAP, "--no-progress",
                "--commit-every", "1", "--out", str(tmp_path / "killed.lmdb")]
     state = tmp_path / "killed.lmdb" / ".convert" / "state.json"
@@ -448,7 +448,7 @@ def test_bad_input_is_refused_naming_file_and_line(tmp_path, case):
 @pytest.mark.parametrize("case", ["raw wrong dims", "missing hw row", "raw duplicate id"])
 def test_the_cli_names_the_bad_row_in_one_line_or_skips_and_counts_it(tmp_path, case):
     sources, (path, line), field = _bad_case(tmp_path, case)
-    command = [sys.executable, str(REPO / "tools" / "convert_features.py"), "--predictions",
+    command = [sys.executable, "-m", "mmf_uvlp.cli.convert_features", "--predictions",
                sources.predictions, "--hw", sources.hw, "--labelmap", LABELMAP, "--no-progress"]
     failed = subprocess.run(command + ["--out", str(tmp_path / "a.lmdb")], capture_output=True,
                             text=True)
@@ -494,7 +494,7 @@ def test_classes_given_by_name_need_no_label_map(tmp_path):
     from mmf_uvlp.data_formats.labelmap import load_labelmap
 
     out = tmp_path / "cc.lmdb"
-    result = subprocess.run([sys.executable, str(REPO / "tools" / "convert_features.py"),
+    result = subprocess.run([sys.executable, "-m", "mmf_uvlp.cli.convert_features",
                              "--predictions", raw("cc").predictions, "--hw", raw("cc").hw,
                              "--out", str(out), "--no-progress"], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-2000:]

@@ -1,4 +1,4 @@
-"""NLVR2 under lil-lab's file names: tools/convert_nlvr2.py and what MMF reads."""
+"""NLVR2 under lil-lab's file names: uvlp-convert-nlvr2 and what MMF reads."""
 
 from __future__ import annotations
 
@@ -83,7 +83,7 @@ def test_pairs_whose_images_are_not_in_the_features_are_refused(tmp_path):
 
 
 def test_the_cli_writes_the_jsonl_files_or_one_error_line(tmp_path):
-    tool = [sys.executable, str(REPO / "tools" / "convert_nlvr2.py")]
+    tool = [sys.executable, "-m", "mmf_uvlp.cli.convert_nlvr2"]
     done = subprocess.run(tool + [str(LIL_LAB / f"{n}.json") for n in NAMES]
                           + ["--out", str(tmp_path / "ok")], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

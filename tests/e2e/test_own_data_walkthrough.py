@@ -44,9 +44,9 @@ def bash_blocks(text: str, skip: tuple = (EXTRACTION,)) -> list:
 def test_the_page_has_a_block_for_every_step():
     blocks = bash_blocks(DOC.read_text(encoding="utf-8"))
     joined = "\n".join(blocks)
-    for command in ("tools/convert_features.py", "tools/build_corpus.py",
-                    "tools/convert_nlvr2.py", "mmf_run config=$WORK/configs/pretrain.yaml",
-                    "run_type=train_inference", "refcoco_plus_testB", "tools/report.py"):
+    for command in ("uvlp-convert-features", "uvlp-build-corpus",
+                    "uvlp-convert-nlvr2", "mmf_run config=$WORK/configs/pretrain.yaml",
+                    "run_type=train_inference", "refcoco_plus_testB", "uvlp-report"):
         assert command in joined, command
     assert "WORK=${WORK:-" in blocks[0]
 

@@ -172,7 +172,7 @@ def test_every_bad_image_is_named_and_counted_and_the_rest_extracted(tmp_path):
 
 def test_killed_with_sigkill_and_run_again_gives_the_same_bytes(photos, reference, tmp_path):
     out = tmp_path / "raw"
-    command = [sys.executable, str(REPO / "tools" / "extract_features.py"), "--images",
+    command = [sys.executable, "-m", "mmf_uvlp.cli.extract_features", "--images",
                str(photos), "--out", str(out), "--batch-size", "2", *FAST]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                env=dict(os.environ, OMP_NUM_THREADS="1"))

@@ -39,7 +39,7 @@ def section_blocks():
 def test_the_section_extracts_builds_the_corpus_pretrains_and_fine_tunes():
     first, blocks = section_blocks()
     joined = "\n".join(blocks)
-    for command in ("tools/extract_features.py", "--mmf-out", "tools/build_corpus.py",
+    for command in ("-m mmf_uvlp.cli.extract_features", "--mmf-out", "uvlp-build-corpus",
                     "photos_pretrain.yaml", "photos_vqa2.yaml", "run_type=train_inference"):
         assert command in joined, command
 

@@ -28,9 +28,9 @@ def write_photos(folder: Path) -> Path:
 
 
 def extract_cli(*args, check=True, **kwargs) -> subprocess.CompletedProcess:
-    """tools/extract_features.py in this interpreter."""
+    """uvlp-extract-features in this interpreter."""
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    result = subprocess.run([sys.executable, str(REPO / "tools" / "extract_features.py"),
+    result = subprocess.run([sys.executable, "-m", "mmf_uvlp.cli.extract_features",
                              *map(str, args)], capture_output=True, text=True, env=env,
                             timeout=900, **kwargs)
     if check:

@@ -1,5 +1,5 @@
 """A random tiny uvla checkpoint and the arguments that point a pool probe
-(``tools/probe_*.py``) at it on the tiny world."""
+(``uvlp-probe-*``) at it on the tiny world."""
 
 from pathlib import Path
 from typing import List, Sequence, Tuple

@@ -469,7 +469,7 @@ TABLE2_ELSEWHERE = [
     "(`--seeds 3 --only-seeds 1,2`)",  # a command's options
     "near update 2,300",  # μ-VLA's epoch from its datasets' sizes and the batch size
     "at 80 % power",  # the test's power (render.py)
-    # the probes of the seed-0 pre-trainings (tools/probe_*.py; printed, not archived)
+    # the probes of the seed-0 pre-trainings (uvlp-probe-*; printed, not archived)
     "raises its MRC loss from 0.87 to 2.89 nats, accuracy 80 % to 20 %, +2.02 ± 0.07; μ-VLA: "
     "0.01–0.02 nats",
     "(+2.20 ± 0.07 nats)",

@@ -69,7 +69,7 @@ class Published:
 
 
 def published(path: Path = RESULTS) -> list[Published]:
-    """Each ```` ``` ```` block of ``path`` that runs `tools/replicate.py ... --recorded`,
+    """Each ```` ``` ```` block of ``path`` that runs `uvlp-replicate ... --recorded`,
     with the lines after it up to the next heading or block."""
     lines, found, index = path.read_text(encoding="utf-8").splitlines(), [], 0
     while index < len(lines):
@@ -79,7 +79,7 @@ def published(path: Path = RESULTS) -> list[Published]:
         end = next(i for i in range(index + 1, len(lines)) if lines[i].startswith("```"))
         command = shlex.split(" ".join(line.rstrip("\\") for line in lines[index + 1:end]))
         index = end + 1
-        if "tools/replicate.py" not in command or "--recorded" not in command:
+        if "uvlp-replicate" not in command or "--recorded" not in command:
             continue
         after = []
         while index < len(lines) and not lines[index].startswith(("#", "```")):
@@ -87,7 +87,7 @@ def published(path: Path = RESULTS) -> list[Published]:
             index += 1
         start = next((i for i, line in enumerate(after) if line.startswith("|")), None)
         assert start is not None, f"{path}: no table after `{' '.join(command)}`"
-        found.append(Published(command[command.index("tools/replicate.py") + 1:],
+        found.append(Published(command[command.index("uvlp-replicate") + 1:],
                                [line for line in after[start:] if line.strip()]))
     return found
 
@@ -98,7 +98,7 @@ def _option(args: list[str], name: str) -> str | None:
 
 def rebuild(item: Published, tmp_path: Path, archive: Path | None = None
             ) -> tuple[list[str], bool]:
-    """The lines `tools/replicate.py` prints for ``item``'s table from a copy of its archive
+    """The lines `uvlp-replicate` prints for ``item``'s table from a copy of its archive
     (or ``archive``), from the table on, and whether the world was at hand (else its trivial
     row is empty)."""
     args = list(item.args)
@@ -184,7 +184,7 @@ def differences(item: Published, printed: list[str], has_world: bool) -> list[st
 @pytest.fixture(scope="module")
 def rebuilt(tmp_path_factory) -> list[tuple[Published, list[str], bool]]:
     items = published()
-    assert items, f"{RESULTS}: no `tools/replicate.py ... --recorded` block with a table"
+    assert items, f"{RESULTS}: no `uvlp-replicate ... --recorded` block with a table"
     return [(item, *rebuild(item, tmp_path_factory.mktemp("table"))) for item in items]
 
 

@@ -1,4 +1,4 @@
-"""`tools/replicate.py` end to end on the tiny world (2 seeds, 2 systems; 1 seed, Base and the
+"""`uvlp-replicate` end to end on the tiny world (2 seeds, 2 systems; 1 seed, Base and the
 three reference models)."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def _mtimes(folder: Path) -> dict:
 def test_replicate_on_the_tiny_world_end_to_end(tiny_world, tmp_path, monkeypatch, capsys):
     runs, out = tmp_path / "runs", tmp_path / "out"
     args = ["--world", str(tiny_world), "--runs", str(runs), "--out", str(out), *ARGS]
-    result = subprocess.run([sys.executable, str(REPO / "tools" / "replicate.py"), *args],
+    result = subprocess.run([sys.executable, "-m", "mmf_uvlp.cli.replicate", *args],
                             capture_output=True, text=True, timeout=900, cwd=REPO)
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
     assert re.search(r"\[10/10\] RefCOCO\+ val/testA/testB of Random pairs, seed 1 \| "
@@ -144,7 +144,7 @@ def test_replicate_with_the_reference_models_on_the_tiny_world_end_to_end(tiny_w
             "--systems", ",".join(SEED_ROWS.values()), "--tasks", "refcoco_plus",
             "--pretrain-updates", "2", "--finetune-updates", "2", "--finetune-evaluations", "2",
             *(option for path in TINY_MODELS for option in ("--model-config", path))]
-    result = subprocess.run([sys.executable, str(REPO / "tools" / "replicate.py"), *args],
+    result = subprocess.run([sys.executable, "-m", "mmf_uvlp.cli.replicate", *args],
                             capture_output=True, text=True, timeout=900, cwd=REPO)
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
     entries = json.loads((out / "runs.json").read_text())["runs"]

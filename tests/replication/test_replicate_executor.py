@@ -86,7 +86,7 @@ def test_replicate_on_the_local_executor_equals_the_local_pool(tiny_world, tmp_p
     results = {}
     for name, extra in (("pool", []), ("jobs", ["--executor", "local", "--time", "60"])):
         runs, out = tmp_path / name / "runs", tmp_path / name / "out"
-        command = [sys.executable, str(REPO / "tools" / "replicate.py"), "--world",
+        command = [sys.executable, "-m", "mmf_uvlp.cli.replicate", "--world",
                    str(tiny_world), "--runs", str(runs), "--out", str(out), *ARGS, *extra]
         result = subprocess.run(command, capture_output=True, text=True, timeout=2400, cwd=REPO)
         assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]

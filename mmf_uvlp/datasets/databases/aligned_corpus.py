@@ -1,4 +1,4 @@
-"""The weakly aligned corpus (``tools/build_corpus.py`` output) as an MMF annotation database.
+"""The weakly aligned corpus (``uvlp-build-corpus`` output) as an MMF annotation database.
 
 One item per image (``unit: image``) or per retrieved (image, sentence) pair
 (``unit: sentence``). Every item carries ``feature_path`` = ``<feature_key>.npy``, the
@@ -49,7 +49,7 @@ class AlignedCorpusDatabase(Dataset):
             raise ValueError(f"aligned corpus: top_k must be >= 1 or null, got {top_k}")
         if not os.path.exists(path):
             raise FileNotFoundError(
-                f"aligned corpus {path!r} does not exist: build it with tools/build_corpus.py "
+                f"aligned corpus {path!r} does not exist: build it with uvlp-build-corpus "
                 "and point dataset_config.<name>.annotations at its output folder"
             )
         _check_top_k(path, top_k, config_key)
@@ -155,7 +155,7 @@ def _check_top_k(path: str, top_k: Optional[int], config_key: str) -> None:
     if built_k is not None and top_k > int(built_k):
         raise ValueError(
             f"{config_key}.top_k={top_k}: the corpus {path!r} holds only the top {built_k} "
-            f"sentences per image ({config}: retrieve.k); build it with tools/build_corpus.py "
+            f"sentences per image ({config}: retrieve.k); build it with uvlp-build-corpus "
             f"--k {top_k} or lower top_k"
         )
 
