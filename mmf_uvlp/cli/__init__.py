@@ -1,5 +1,6 @@
 """The console scripts (``[project.scripts]`` in pyproject.toml), each named after its module
-(``uvlp-<module>``, ``_`` as ``-``); ``tools/<module>.py`` runs each from a checkout.
+(``uvlp-<module>``, ``_`` as ``-``); ``python -m mmf_uvlp.cli.<module>`` runs the same (an
+installed study spawns its tools so).
 
     uvlp-attention-maps          mmf_uvlp.cli.attention_maps
     uvlp-convert-features        mmf_uvlp.cli.convert_features
