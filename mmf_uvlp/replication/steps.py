@@ -42,7 +42,6 @@ from mmf_uvlp.reference_models import HarnessModel
 from mmf_uvlp.tasks import METRICS, REFCOCO_PLUS_SPLIT_DATASETS, SPLITS_RUN, TASKS
 
 MMF_RUN = str(Path(sys.executable).with_name("mmf_run"))
-SPLIT_VIEWS = REFCOCO_PLUS_SPLIT_DATASETS
 RECORD = "step.json"
 KINDS = ("world", "corpus", "pretrain", "finetune", "evaluate")
 
@@ -263,8 +262,9 @@ def system_steps(system: System, seed: int, settings: Settings) -> list[Step]:
         command = (MMF_RUN, f"config={model.finetune('refcoco_plus')}", *data,
                    f"env.save_dir={folder}", *model.evaluate_from(checkpoint),
                    *_for_model(settings.options_of("refcoco_plus"), model),
-                   "run_type=inference", f"datasets={','.join(SPLIT_VIEWS)}", *overrides)
-        keys = tuple(f"test/{view}/refcoco_accuracy" for view in SPLIT_VIEWS)
+                   "run_type=inference",
+                   f"datasets={','.join(REFCOCO_PLUS_SPLIT_DATASETS)}", *overrides)
+        keys = tuple(f"test/{view}/refcoco_accuracy" for view in REFCOCO_PLUS_SPLIT_DATASETS)
         steps.append(Step("evaluate", f"RefCOCO+ val/testA/testB of {where}", command, folder,
                           folder / RECORD, proof_keys=keys, needs=checkpoint,
                           prune=(checkpoint,), system=system.key, seed=seed, task=SPLITS_RUN,
