@@ -8,7 +8,7 @@ import contextlib
 from typing import Any, Iterator, Mapping
 
 from mmf_uvlp.training.seeding import run_seed
-from mmf_uvlp.utils.finite_loss import check_finite_loss
+from mmf_uvlp.utils.finite_loss import DeferredFiniteCheck, check_finite_loss
 from mmf_uvlp.utils.reproducibility import derived_seed, isolated_rng, seed_everything
 
 
@@ -22,12 +22,39 @@ def seed_run(config: Any) -> None:
 
 def stop_on_non_finite_loss(trainer: Any, training: Mapping[str, Any], report: Any,
                             batch: Any) -> None:
-    """A NaN or infinite training loss stops the run before its update, naming the update,
-    the dataset and the samples (:mod:`mmf_uvlp.utils.finite_loss`);
-    ``training.exit_on_nan_losses=False`` (MMF main's switch) turns the check off."""
-    if trainer.model.training and training.get("exit_on_nan_losses", True):
-        check_finite_loss(report.get("losses") or {}, batch, report.get("dataset_name", "?"),
-                          trainer.num_updates + 1, trainer.model)
+    """A NaN or infinite training loss stops the run, naming the update, the dataset and
+    the samples (:mod:`mmf_uvlp.utils.finite_loss`); ``training.exit_on_nan_losses=False``
+    (MMF main's switch) turns the check off.
+
+    A single process checks without waiting for the device (:class:`DeferredFiniteCheck`):
+    the flag of an update is read when the next update is checked, and before every
+    checkpoint, evaluation and the end of training (:func:`flush_non_finite_check`), so no
+    checkpoint holds weights a non-finite loss updated. A distributed run checks every
+    update on every rank (:func:`check_finite_loss`), so that all ranks stop together."""
+    if not (trainer.model.training and training.get("exit_on_nan_losses", True)):
+        return
+    losses = report.get("losses") or {}
+    dataset, update = report.get("dataset_name", "?"), trainer.num_updates + 1
+    if _distributed():
+        check_finite_loss(losses, batch, dataset, update, trainer.model)
+        return
+    check = trainer.__dict__.setdefault("finite_check", DeferredFiniteCheck())
+    check.submit(losses, batch, dataset, update, getattr(trainer, "optimizer", None),
+                 trainer.model)
+
+
+def flush_non_finite_check(trainer: Any) -> None:
+    """Raise the non-finite loss of the update checked last, if its loss was not finite
+    (see :func:`stop_on_non_finite_loss`)."""
+    check = trainer.__dict__.get("finite_check")
+    if check is not None:
+        check.flush(trainer.model)
+
+
+def _distributed() -> bool:
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
 
 
 @contextlib.contextmanager

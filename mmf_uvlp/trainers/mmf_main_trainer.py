@@ -2,9 +2,11 @@
 behaviour that MMF main lacks (:mod:`.behaviour`).
 
 - every seed seeds, 0 included (``configure_seed``);
-- a NaN or infinite training loss stops the run before its update, naming the update, the
-  dataset and the samples (MMF main's own check, on by the same switch
-  ``training.exit_on_nan_losses``, raises a stack trace for NaN only);
+- a NaN or infinite training loss stops the run, naming the update, the dataset and the
+  samples, without a host sync per update (MMF main's own check, on by the same switch
+  ``training.exit_on_nan_losses``, reads every loss on the host and raises a stack trace
+  for NaN only): the check is read before every checkpoint and evaluation and at the end
+  of training (:func:`.behaviour.stop_on_non_finite_loss`);
 - the data order is a function of (seed, epoch) (:mod:`.mmf_main_loaders`), and evaluation
   leaves the training stream as it was (:mod:`.behaviour`);
 - checkpoints resume the same run (:class:`UVLPCheckpoint`): they carry the run state
@@ -26,7 +28,12 @@ from mmf.trainers.mmf_trainer import MMFTrainer
 from mmf.utils.checkpoint import Checkpoint
 
 from mmf_uvlp.trainers import NAME
-from mmf_uvlp.trainers.behaviour import evaluation_stream, seed_run, stop_on_non_finite_loss
+from mmf_uvlp.trainers.behaviour import (
+    evaluation_stream,
+    flush_non_finite_check,
+    seed_run,
+    stop_on_non_finite_loss,
+)
 from mmf_uvlp.trainers.mmf_main_loaders import SeededMultiDataModule
 from mmf_uvlp.training.resumable_checkpoints import RUN_STATE_KEY, restore_run_state, run_state
 from mmf_uvlp.utils.checkpoint_files import CheckpointWriteError
@@ -44,6 +51,7 @@ class UVLPCheckpoint(Checkpoint):
 
     def save(self, update: int, iteration: Optional[int] = None,
              update_best: bool = False) -> None:
+        flush_non_finite_check(self.trainer)  # no checkpoint of a non-finite update
         self._run_state = run_state(self.trainer)
         try:
             super().save(update, iteration, update_best)
@@ -117,6 +125,7 @@ class UVLPTrainer(MMFTrainer):
         self.test_loader = self.dataset_loader.test_dataloader()
 
     def evaluation_loop(self, *args: Any, **kwargs: Any) -> Any:
+        flush_non_finite_check(self)
         with evaluation_stream():
             return super().evaluation_loop(*args, **kwargs)
 
@@ -132,3 +141,10 @@ class UVLPTrainer(MMFTrainer):
         report = super()._forward(batch)
         stop_on_non_finite_loss(self, self.training_config, report, batch)
         return report
+
+    def _check_nan_losses(self, report: Any) -> None:
+        """MMF main's check, replaced by the plugin's (:meth:`_forward`)."""
+
+    def training_loop(self) -> None:
+        super().training_loop()
+        flush_non_finite_check(self)

@@ -3,7 +3,8 @@
 - :meth:`UVLPCheckpoint.save` writes MMF's checkpoint, plus the GradScaler state
   (``fp16_scaler``, MMF main's entry) and the run state (``uvlp_run_state``:
   :mod:`mmf_uvlp.training.resumable_checkpoints`), each file atomically (a temporary file
-  renamed; a write error names its code and file);
+  renamed; a write error names its code and file), after the non-finite loss check of
+  the last update (:func:`~mmf_uvlp.trainers.behaviour.flush_non_finite_check`);
 - a checkpoint is loaded as plain data only (a file holding anything else is refused,
   naming what it holds; ``checkpoint.trust_resume_file=True`` opts in to a legacy resume
   file), a resumed one is checked against the run
@@ -23,6 +24,7 @@ from mmf.utils.checkpoint import Checkpoint
 from mmf.utils.distributed import is_master
 from omegaconf import OmegaConf
 
+from mmf_uvlp.trainers.behaviour import flush_non_finite_check
 from mmf_uvlp.training.checkpoint_fit import check_checkpoint_fits
 from mmf_uvlp.training.mixed_precision import SCALER_KEY, restore_scaler
 from mmf_uvlp.training.resumable_checkpoints import (
@@ -100,6 +102,7 @@ class UVLPCheckpoint(Checkpoint):
 
     def save(self, update: int, iteration: Optional[int] = None,
              update_best: bool = False) -> None:
+        flush_non_finite_check(self.trainer)  # no checkpoint of a non-finite update
         if not is_master():
             return
         contents = self._contents(update, iteration or update)
@@ -111,5 +114,6 @@ class UVLPCheckpoint(Checkpoint):
                                                  self.ckpt_prefix + "current.ckpt"))
 
     def finalize(self) -> None:
+        flush_non_finite_check(self.trainer)
         if is_master():
             atomic_torch_save(self.trainer.model.state_dict(), self.pth_filepath)

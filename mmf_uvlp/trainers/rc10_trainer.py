@@ -7,7 +7,9 @@ behaviour.
   :mod:`mmf_uvlp.training.mixed_precision`), which rc10 lacks;
 - checkpoints resume the same run (:mod:`.rc10_checkpoint`): the run state, the lr
   scheduler and the GradScaler are restored;
-- a non-finite training loss stops the run before its update, naming its samples;
+- a non-finite training loss stops the run, naming its update and samples, without a
+  host sync per update: the check is read one update later and before every checkpoint,
+  evaluation and the end of training (:func:`.behaviour.stop_on_non_finite_loss`);
 - ``multitasking`` (MMF main's per-dataset mix) and ``training.persistent_workers``;
 - MMF main's stop at ``training.max_updates`` and per-dataset evaluation (:mod:`.rc10_mmf_main_loop`).
 """
@@ -27,7 +29,12 @@ from mmf.utils.general import clip_gradients
 from mmf.utils.logger import TensorboardLogger
 
 from mmf_uvlp.trainers import NAME
-from mmf_uvlp.trainers.behaviour import evaluation_stream, seed_run, stop_on_non_finite_loss
+from mmf_uvlp.trainers.behaviour import (
+    evaluation_stream,
+    flush_non_finite_check,
+    seed_run,
+    stop_on_non_finite_loss,
+)
 from mmf_uvlp.trainers.rc10_checkpoint import UVLPCheckpoint
 from mmf_uvlp.trainers.rc10_loaders import SeededDatasetLoader
 from mmf_uvlp.trainers.rc10_mmf_main_loop import MMFMainLoop
@@ -113,6 +120,11 @@ class UVLPTrainer(MMFMainLoop, BaseTrainer):
         self.num_updates += 1
         self.profile("Backward time")
 
+    def finalize(self) -> None:
+        flush_non_finite_check(self)  # the last update's loss, before the final validation
+        super().finalize()
+
     def evaluate(self, *args: Any, **kwargs: Any) -> Any:
+        flush_non_finite_check(self)
         with evaluation_stream():
             return super().evaluate(*args, **kwargs)

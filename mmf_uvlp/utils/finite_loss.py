@@ -24,6 +24,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 
+from mmf_uvlp.utils.host_sync import deferred_read
 from mmf_uvlp.utils.run_errors import RunStopped
 
 # Batch fields that identify samples, in the order they are preferred.
@@ -89,9 +90,11 @@ class DeferredFiniteCheck:
         self._pending: Optional[Tuple[Any, ...]] = None
 
     def submit(self, losses: Mapping[str, Any], batch: Mapping[str, Any], dataset: str,
-               update: int, optimizer: Any = None) -> None:
-        """Queue the check of ``update`` (see the class docstring) and make the one before."""
-        self.flush()
+               update: int, optimizer: Any = None,
+               model: Optional[torch.nn.Module] = None) -> None:
+        """Queue the check of ``update`` (see the class docstring) and make the one before
+        (:meth:`flush` with ``model``)."""
+        self.flush(model)
         finite = finite_flag(losses)
         if finite is None:
             return
@@ -109,19 +112,22 @@ class DeferredFiniteCheck:
 
     def flush(self, model: Optional[torch.nn.Module] = None) -> None:
         """Check the update submitted last, if any: raise :class:`NonFiniteLoss` if its loss
-        was not finite."""
+        was not finite. ``model``'s weights are named when they were non-finite before that
+        update (known only when the optimizer skipped it: an applied update made them so)."""
         if self._pending is None:
             return
         finite, ready, losses, batch, dataset, update, skipped = self._pending
         self._pending = None
-        if ready is not None:
-            ready.synchronize()
-        if bool(finite):
-            return
+        with deferred_read():  # computed an update before: nothing to wait for by now
+            if ready is not None:
+                ready.synchronize()
+            if bool(finite):
+                return
         outcome = ("the optimizer skipped it, no weight changed" if skipped else
                    "its update was applied (the optimizer cannot skip on a device flag)")
         raise NonFiniteLoss(f"non-finite loss at update {update} on dataset {dataset} "
-                            f"({_bad_losses(losses)}): " + "; ".join(_causes(batch, model))
+                            f"({_bad_losses(losses)}): "
+                            + "; ".join(_causes(batch, model if skipped else None))
                             + f"; {outcome}; training stopped")
 
 

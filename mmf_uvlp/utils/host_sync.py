@@ -8,7 +8,9 @@ tensor inside its block, naming the call and the line that made it. Every tensor
 lives on the model's device once MMF has moved the batch there, so on a CPU (where nothing
 waits) the block finds the calls that would wait on a GPU; on a CUDA device it also sets
 ``torch.cuda.set_sync_debug_mode("error")``, which catches the syncs made inside PyTorch's
-own kernels.
+own kernels. :func:`deferred_read` marks the one read a sync-free step makes: a value the
+device computed an update before (:class:`~mmf_uvlp.utils.finite_loss.DeferredFiniteCheck`'s
+flag), which waits for nothing by then.
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ class HostSyncError(RuntimeError):
     """A call inside :func:`no_host_sync` that waits for the device."""
 
 
+_deferred_reads = [0]  # how many deferred_read blocks are open
+
+
 def _has_bool_index(index: Any) -> bool:
     items = index if isinstance(index, tuple) else (index,)
     return any(torch.is_tensor(item) and item.dtype == torch.bool for item in items)
@@ -49,11 +54,25 @@ class _HostSyncCheck(TorchFunctionMode):
     def __torch_function__(self, func: Any, types: Any, args: Any = (),
                            kwargs: Optional[dict] = None) -> Any:
         name = getattr(func, "__name__", "")
+        if _deferred_reads[0]:
+            return func(*args, **(kwargs or {}))
         if name in SYNCING or (name in INDEXING and len(args) > 1
                                and _has_bool_index(args[1])):
             what = f"a boolean-mask {name}" if name in INDEXING else f"{name}()"
             raise HostSyncError(f"{what} on a tensor waits for the device, at {_caller()}")
         return func(*args, **(kwargs or {}))
+
+
+@contextlib.contextmanager
+def deferred_read() -> Iterator[None]:
+    """Inside :func:`no_host_sync`, the read of a value the device computed an update or more
+    before: on a GPU it is on the host already (copied without waiting, behind an event of
+    its own), on a CPU computed."""
+    _deferred_reads[0] += 1
+    try:
+        yield
+    finally:
+        _deferred_reads[0] -= 1
 
 
 @contextlib.contextmanager

@@ -417,7 +417,7 @@ def test_the_main_trainer_stops_a_non_finite_loss_seeds_seed_zero_and_checkpoint
     batch, trainer.model = compat_checks.nan_batch_and_model()
     trainer.num_updates = 6
     trainer.training_config = OmegaConf.create({"exit_on_nan_losses": True})
-    compat_checks.expect_non_finite_loss_named(lambda: trainer._forward(batch))
+    compat_checks.expect_non_finite_loss_named(lambda: trainer._forward(batch), trainer)
     trainer.training_config.exit_on_nan_losses = False
     trainer._forward(batch)
     trainer.config = OmegaConf.create({"training": {"seed": 0}})

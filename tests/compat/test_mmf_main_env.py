@@ -182,7 +182,7 @@ def test_the_uvlp_trainer_stops_a_non_finite_loss_naming_its_sample():
     trainer = _bare_uvlp_trainer(
         model=model, num_updates=6, device=torch.device("cpu"), profile=lambda *a: None,
         training_config=OmegaConf.create({"fp16": False, "exit_on_nan_losses": True}))
-    compat_checks.expect_non_finite_loss_named(lambda: trainer._forward(batch))
+    compat_checks.expect_non_finite_loss_named(lambda: trainer._forward(batch), trainer)
 
 
 TINY = """

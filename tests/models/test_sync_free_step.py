@@ -1,11 +1,22 @@
 """A uvla step on the plugin's batches makes no host sync (forward, losses, curriculum and
-the non-finite flag); the check that proves it fails on a step that syncs."""
+the non-finite flag), nor does the ``uvlp`` trainer's step around it (batch preparation,
+forward, non-finite check, backward, optimizer); the check that proves it fails on a step
+that syncs."""
+
+import types
 
 import pytest
 import torch
+from omegaconf import OmegaConf
+
+import mmf  # noqa: F401  (registers the plugin's components)
 
 from mmf_uvlp.utils.finite_loss import DeferredFiniteCheck, NonFiniteLoss, finite_flag
 from mmf_uvlp.utils.host_sync import HostSyncError, no_host_sync
+
+from mmf_uvlp.trainers.behaviour import flush_non_finite_check
+from mmf_uvlp.trainers.rc10_trainer import UVLPTrainer
+from mmf_uvlp.training.mixed_precision import FLOAT32
 
 from helpers.collated import both_batches, processors, registry_state, tiny_model  # noqa: F401
 
@@ -37,6 +48,55 @@ def test_the_sync_check_fails_on_a_step_that_syncs(processors, kind):  # noqa: F
     with pytest.raises(HostSyncError, match=r"nonzero\(\) .*heads\.py"):
         with no_host_sync(DEVICE):
             model(_on_device(fixed_size))
+
+
+def _trainer(model: torch.nn.Module) -> UVLPTrainer:
+    """The ``uvlp`` trainer (MMF 1.0.0rc10's) around ``model``, at update 4, in float32."""
+    trainer = UVLPTrainer.__new__(UVLPTrainer)
+    trainer.__dict__.update(
+        model=model, num_updates=4, profile=lambda *a: None, precision=FLOAT32,
+        scaler=FLOAT32.grad_scaler(), lr_scheduler=None, tb_writer=None,
+        should_clip_gradients=True,
+        config=OmegaConf.create({"training": {"max_grad_l2_norm": 1.0, "clip_norm_mode": "all"}}),
+        optimizer=torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True),
+        dataset_loader=types.SimpleNamespace(prepare_batch=_on_device))
+    return trainer
+
+
+def _trainer_step(trainer: UVLPTrainer, batch) -> None:
+    """What the trainer's loop does with one training batch (MMF 1.0.0rc10's ``train``)."""
+    report = trainer._forward_pass(batch)
+    trainer._backward(trainer._extract_loss(report))
+
+
+def test_the_uvlp_trainers_step_makes_no_host_sync(processors):  # noqa: F811
+    _, batch = both_batches(processors, "rt")
+    trainer = _trainer(tiny_model().to(DEVICE).train())
+    before = [weight.detach().clone() for weight in trainer.model.parameters()]
+    with no_host_sync(DEVICE):
+        _trainer_step(trainer, batch)
+        _trainer_step(trainer, batch)  # the first update's check is read here
+    assert trainer.num_updates == 6
+    assert any(not torch.equal(old, new.detach())
+               for old, new in zip(before, trainer.model.parameters()))
+    flush_non_finite_check(trainer)  # as before a checkpoint: finite, nothing raised
+
+
+@pytest.mark.parametrize("call", [lambda t: t.sum().item(), lambda t: t.tolist(),
+                                  lambda t: bool(t.any())], ids=["item", "tolist", "bool"])
+def test_the_sync_check_fails_on_a_trainer_step_that_syncs(processors, call):  # noqa: F811
+    _, batch = both_batches(processors, "rt")
+    trainer = _trainer(tiny_model().to(DEVICE).train())
+
+    def prepare_and_read(sample_list):
+        prepared = _on_device(sample_list)
+        call(prepared.region_features)  # a value of the step's own batch, on the device
+        return prepared
+
+    trainer.dataset_loader.prepare_batch = prepare_and_read
+    with pytest.raises(HostSyncError, match="waits for the device, at .*test_sync_free_step"):
+        with no_host_sync(DEVICE):
+            _trainer_step(trainer, batch)
 
 
 @pytest.mark.parametrize("call", [lambda t: t.sum().item(), lambda t: t.tolist(),

@@ -24,6 +24,7 @@ from mmf.common.sample import Sample, SampleList
 from mmf.modules.metrics import Metrics
 from mmf.utils.build import build_dataloader_and_sampler
 
+from mmf_uvlp.trainers.behaviour import flush_non_finite_check
 from mmf_uvlp.trainers.rc10_checkpoint import UVLPCheckpoint
 from mmf_uvlp.trainers.rc10_loaders import SeededMultiDatasetLoader
 from mmf_uvlp.trainers.rc10_trainer import UVLPTrainer
@@ -244,8 +245,9 @@ def test_a_non_finite_training_loss_stops_the_run_naming_update_dataset_and_samp
     trainer = _bare_trainer(model=Model(), num_updates=6, profile=lambda *a: None,
                             precision=FLOAT32, config=OmegaConf.create({"training": {}}),
                             dataset_loader=types.SimpleNamespace(prepare_batch=lambda b: b))
+    trainer._forward_pass(batch)  # the check waits for no device: read at the next one
     with pytest.raises(Exception) as raised:
-        trainer._forward_pass(batch)
+        flush_non_finite_check(trainer)  # as before a checkpoint, an evaluation, the end
     message = str(raised.value)
     assert message.startswith("non-finite loss at update 7 on dataset uvla_region_tag"), message
     assert "image_id cc_000002 has non-finite values in region_features" in message, message
