@@ -1,17 +1,131 @@
 """MMF 1.0.0rc10's dataset loaders as the ``uvlp`` trainer uses them: the data order is a
 function of (seed, epoch), the position in the epoch is counted and resumed, the
-``multitasking`` mix of MMF main chooses the datasets of training, and worker processes
-persist (``training.persistent_workers``)."""
+``multitasking`` mix of MMF main chooses the datasets of training, worker processes
+persist (``training.persistent_workers``), and the training data does not drain at an
+epoch end: each training dataset keeps one DataLoader iterator across epochs
+(:class:`EpochBatches`, :class:`EpochStream`), so its workers prepare the next epoch's
+first batches while the last ones of this epoch train; on a GPU, the next batch is copied
+to the device on a side stream while the step computes
+(:class:`~mmf_uvlp.training.side_stream.SideStreamCopy`)."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+import copy
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
+import torch
 from mmf.common.dataset_loader import DatasetLoader
+from mmf.common.registry import registry
 from mmf.datasets.multi_dataset_loader import MultiDatasetLoader
 
 from mmf_uvlp.training.data_order import seeded_dataloader
 from mmf_uvlp.training.multitasking import train_probabilities
+from mmf_uvlp.training.side_stream import SideStreamCopy
+from mmf_uvlp.training.workers import worker_arguments
+from mmf_uvlp.utils.reproducibility import EpochSampler
+
+
+class EpochBatches(torch.utils.data.Sampler):
+    """The batches of an :class:`EpochSampler`'s epochs, one epoch after the other without
+    end, from ``start`` (epoch, samples of it left out) on: no batch spans two epochs, and
+    each epoch's order is the sampler's for that epoch (the sampler itself, and the
+    DataLoader generator it reseeds, are left as they are). ``len`` is one epoch's batches."""
+
+    def __init__(self, sampler: EpochSampler, batch_size: int):
+        self.sampler, self.batch_size = sampler, int(batch_size)
+        self.start: Tuple[int, int] = (sampler.epoch, 0)
+
+    def __len__(self) -> int:
+        return self.batches_after(0)
+
+    def batches_after(self, skip: int) -> int:
+        """The batches of an epoch whose first ``skip`` samples are left out."""
+        return -(-max(0, len(self.sampler) - skip) // self.batch_size)
+
+    def __iter__(self) -> Iterator[List[Any]]:
+        epoch, skip = self.start
+        while True:
+            order = self._order(epoch)
+            for first in range(skip, len(order), self.batch_size):
+                yield order[first:first + self.batch_size]
+            epoch, skip = epoch + 1, 0
+
+    def _order(self, epoch: int) -> List[Any]:
+        later = copy.copy(self.sampler)
+        later.generator = None
+        later.set_epoch(epoch)
+        return list(later)
+
+
+def continuing_dataloader(loader: torch.utils.data.DataLoader, sampler: EpochSampler,
+                          training: Any) -> torch.utils.data.DataLoader:
+    """``loader`` (:func:`seeded_dataloader`'s) drawing :class:`EpochBatches` of ``sampler``:
+    one of its iterators runs through every epoch."""
+    continuing = torch.utils.data.DataLoader(
+        dataset=loader.dataset, batch_sampler=EpochBatches(sampler, loader.batch_size),
+        collate_fn=loader.collate_fn, num_workers=loader.num_workers,
+        pin_memory=loader.pin_memory, generator=loader.generator,
+        **worker_arguments(training, loader.num_workers))
+    continuing.dataset_type = loader.dataset_type
+    return continuing
+
+
+class EpochStream:
+    """One dataset's batches, epoch by epoch, from one iterator of a
+    :func:`continuing_dataloader`: :meth:`epoch` continues that iterator when it stands at
+    the start of the epoch asked for (the sampler's), and starts a new one otherwise (the
+    first epoch, a resume, an epoch that another dataset ended first)."""
+
+    def __init__(self, loader: torch.utils.data.DataLoader):
+        self.loader, self.batches = loader, loader.batch_sampler
+        self._iterator: Optional[Iterator[Any]] = None
+        self._epoch, self._left = 0, 0
+
+    def epoch(self, skip: Optional[int] = None) -> "EpochBatchIterator":
+        """The batches of the sampler's epoch; with ``skip`` (a resume), a new iterator
+        that leaves out the epoch's first ``skip`` samples."""
+        wanted = self.batches.sampler.epoch
+        if skip is not None or self._iterator is None or self._left or wanted != self._epoch + 1:
+            self.batches.start = (wanted, skip or 0)
+            self._iterator = iter(self.loader)
+            self._left = self.batches.batches_after(skip or 0)
+        else:
+            self._left = len(self.batches)
+        self._epoch = wanted
+        return EpochBatchIterator(self)
+
+    def next_batch(self) -> Any:
+        """The epoch's next batch (StopIteration at its end)."""
+        if self._left <= 0:
+            raise StopIteration
+        batch = next(self._iterator)
+        self._left -= 1
+        return batch
+
+
+class EpochBatchIterator:
+    """The batches of one epoch of an :class:`EpochStream`; :meth:`ahead` takes the next
+    one early, its copy to the device begun (:class:`SideStreamCopy`)."""
+
+    def __init__(self, stream: EpochStream):
+        self._stream, self._ahead = stream, None
+
+    def __iter__(self) -> "EpochBatchIterator":
+        return self
+
+    def __next__(self) -> Any:
+        if self._ahead is not None:
+            batch, self._ahead = self._ahead, None
+            return batch
+        return self._stream.next_batch()
+
+    def ahead(self, copy: SideStreamCopy) -> None:
+        """Take the next batch now and begin its copy (nothing at the epoch's end)."""
+        if self._ahead is None:
+            try:
+                self._ahead = copy.start(self._stream.next_batch())
+            except StopIteration:
+                pass
 
 
 class SeededMultiDatasetLoader(MultiDatasetLoader):
@@ -23,12 +137,20 @@ class SeededMultiDatasetLoader(MultiDatasetLoader):
         super().__init__(dataset_type)
         self.consumed: List[int] = []
         self._resume: Optional[Dict[str, Any]] = None
+        self._streams: List[EpochStream] = []  # training's: one per dataset
+        self._copy: Optional[SideStreamCopy] = None  # training's, on a GPU
 
     def build_dataloaders(self) -> None:
         super().build_dataloaders()
+        training = self.config.training
         for index, loader in enumerate(self.loaders):
-            self._loaders[index], self._samplers[index] = seeded_dataloader(
-                loader, self.config.training)
+            seeded, sampler = seeded_dataloader(loader, training)
+            if self._dataset_type == "train":
+                seeded = continuing_dataloader(seeded, sampler, training)
+                self._streams.append(EpochStream(seeded))
+            self._loaders[index], self._samplers[index] = seeded, sampler
+        if self._streams:
+            self._copy = SideStreamCopy(registry.get("current_device", "cpu", no_warning=True))
         self.current_loader = self.loaders[self.current_index]
         self.consumed = [0] * self.num_datasets
 
@@ -54,19 +176,35 @@ class SeededMultiDatasetLoader(MultiDatasetLoader):
 
     def __iter__(self) -> Any:
         resume, self._resume = self._resume, None
+        skips: Optional[List[int]] = None
         if resume is not None:
-            for sampler, loader, consumed in zip(self.samplers, self.loaders, resume["consumed"]):
-                sampler.skip_next(consumed * loader.batch_size)
+            skips = [consumed * (loader.batch_size or loader.batch_sampler.batch_size)
+                     for loader, consumed in zip(self.loaders, resume["consumed"])]
+            if not self._streams:
+                for sampler, skip in zip(self.samplers, skips):
+                    sampler.skip_next(skip)
             self.current_index = resume["current_index"]
             self.current_dataset = self.datasets[self.current_index]
             self.current_loader = self.loaders[self.current_index]
-        iterator = super().__iter__()
+        iterator = self._continue(skips) if self._streams else super().__iter__()
         self.consumed = list(resume["consumed"]) if resume else [0] * self.num_datasets
         if resume is not None and self.num_datasets > 1:
             self._finished_iterators = dict.fromkeys(resume["finished"], 1)
             self._used_once = dict.fromkeys(resume["used_once"], 1)
             self._chosen_iterator = self.iterators[self.current_index]
         return iterator
+
+    def _continue(self, skips: Optional[List[int]]) -> Any:
+        """MMF's ``__iter__`` (as the compat fix ``multi_dataset_loader_epoch_reset`` makes
+        it) over the datasets' :class:`EpochStream` s instead of new DataLoader iterators;
+        ``skips``: a resume's samples left out per dataset."""
+        self._iterators = [stream.epoch(None if skips is None else skips[index])
+                           for index, stream in enumerate(self._streams)]
+        self._finished_iterators, self._used_once = {}, {}
+        if self.num_datasets == 1:
+            return self._iterators[0]
+        self._chosen_iterator = self._iterators[self.current_index]
+        return self
 
     def __next__(self) -> Any:
         # without proportional sampling an epoch ends when a dataset runs out once every
@@ -77,8 +215,17 @@ class SeededMultiDatasetLoader(MultiDatasetLoader):
         return super().__next__()
 
     def prepare_batch(self, batch: Any) -> Any:
+        """MMF's (the batch to the device, the next dataset chosen); on a GPU, the next
+        batch of the chosen dataset is taken and its copy begun on a side stream."""
         self.consumed[self.current_index] += 1
-        return super().prepare_batch(batch)
+        copy_ = self._copy
+        if copy_ is None or not copy_.enabled:
+            return super().prepare_batch(batch)
+        prepared = super().prepare_batch(copy_.ready(batch))
+        chosen = self._iterators[self.current_index]
+        if isinstance(chosen, EpochBatchIterator):
+            chosen.ahead(copy_)
+        return prepared
 
     def seed_sampler(self, epoch: int) -> None:
         """Every sampler follows the epoch (MMF seeds distributed samplers only)."""

@@ -30,6 +30,7 @@ from mmf_uvlp.trainers.rc10_loaders import SeededMultiDatasetLoader
 from mmf_uvlp.trainers.rc10_trainer import UVLPTrainer
 from mmf_uvlp.training.data_order import seeded_dataloader
 from mmf_uvlp.training.mixed_precision import FLOAT32
+from mmf_uvlp.training.side_stream import SideStreamCopy
 from mmf_uvlp.utils.checkpoint_files import atomic_torch_save
 from mmf_uvlp.utils.user_config import UserConfigError
 
@@ -64,8 +65,11 @@ class _Indexed(list):
 
     dataset_name, dataset_type = "numbers", "train"
 
-    def __init__(self) -> None:
-        super().__init__(Sample({"index": torch.tensor(i)}) for i in range(12))
+    def __init__(self, size: int = 12) -> None:
+        super().__init__(Sample({"index": torch.tensor(i)}) for i in range(size))
+
+    def prepare_batch(self, batch: Any) -> Any:
+        return batch
 
 
 def test_a_seed_of_zero_seeds_every_generator(tmp_path):
@@ -101,6 +105,126 @@ def test_workers_persist_across_epochs_when_there_are_workers(registered):
         loader, _ = seeded_dataloader(build_dataloader_and_sampler(_Indexed(), training)[0],
                                       training)
         assert loader.persistent_workers is persistent, (workers, loader.persistent_workers)
+
+
+class _LoggedReads(_Indexed):
+    """:class:`_Indexed`, each read of a sample appended to a file (by whichever worker)."""
+
+    def __init__(self, log: str) -> None:
+        super().__init__()
+        self.log = log
+
+    def __getitem__(self, index: Any) -> Sample:
+        with open(self.log, "a") as file:
+            file.write(f"{int(index)}\n")
+        return super().__getitem__(index)
+
+
+def _training_loader(dataset: Any, workers: int, *more: Any) -> SeededMultiDatasetLoader:
+    """The ``uvlp`` trainer's training loader over ``dataset`` (and ``more``), batches of 4."""
+    instance = SeededMultiDatasetLoader("train")
+    instance.config = OmegaConf.create({"training": {"batch_size": 4, "num_workers": workers,
+                                                     "pin_memory": False}})
+    registry.register("config", instance.config)  # MMF's batch size
+    datasets = [dataset, *more]
+    instance._datasets, instance._num_datasets = datasets, len(datasets)
+    instance._per_dataset_lengths = [len(one) for one in datasets]
+    instance._total_length = sum(instance._per_dataset_lengths)
+    instance.current_index, instance.current_dataset = 0, dataset
+    instance._is_master = True
+    instance._infer_dataset_probabilities()
+    instance.build_dataloaders()
+    return instance
+
+
+def _epoch(loader: SeededMultiDatasetLoader, epoch: int) -> List[int]:
+    loader.seed_sampler(epoch)
+    return [i for batch in loader for i in loader.prepare_batch(batch).index.tolist()]
+
+
+def test_the_training_loader_reads_the_next_epoch_before_this_one_ends(registered, tmp_path):
+    registered.register("seed", 3)
+    log = tmp_path / "reads"
+    loader = _training_loader(_LoggedReads(str(log)), workers=2)
+    reads_at_the_last_batch = []
+    loader.seed_sampler(1)
+    for position, batch in enumerate(loader, 1):
+        loader.prepare_batch(batch)
+        if position == 3:  # the epoch's last batch: the workers go on into epoch 2
+            _alarm(20)
+            try:
+                while len(log.read_text().split()) <= 12:
+                    pass
+            finally:
+                signal.alarm(0)
+            reads_at_the_last_batch = log.read_text().split()
+    assert len(reads_at_the_last_batch) > 12
+    no_workers = _training_loader(_Indexed(), workers=0)
+    assert _epoch(loader, 2) == _epoch(no_workers, 2)  # epoch 2 as the seed orders it
+    assert sorted(_epoch(loader, 3)) == list(range(12)) and _epoch(loader, 3) != _epoch(loader, 2)
+
+
+def test_a_resume_at_the_end_of_an_epoch_continues_with_the_next(registered):
+    registered.register("seed", 3)
+    whole = _training_loader(_Indexed(), workers=0)
+    epochs = {epoch: _epoch(whole, epoch) for epoch in (1, 2)}
+    for consumed, expected in ((3, []), (1, epochs[1][4:])):
+        resumed = _training_loader(_Indexed(), workers=2)
+        resumed.resume_at({"consumed": [consumed], "current_index": 0, "finished": [],
+                           "used_once": []})
+        assert _epoch(resumed, 1) == expected
+        assert resumed.consumed == [3]
+        assert _epoch(resumed, 2) == epochs[2]
+
+
+class _RecordingCopy:
+    """What :class:`SideStreamCopy` is asked to do on a GPU, recorded: which batch's copy
+    began (``start``) and which batch the step took (``ready``, and whether its copy had
+    begun earlier)."""
+
+    enabled = True
+
+    def __init__(self) -> None:
+        self.events: List[tuple] = []
+        self._started: Dict[int, Any] = {}
+
+    def start(self, batch: Any) -> Any:
+        moved = batch.copy()  # the batch "on the device"
+        self._started[id(moved)] = moved
+        self.events.append(("start", batch.index.tolist()))
+        return moved
+
+    def ready(self, batch: Any) -> Any:
+        self.events.append(("ready", batch.index.tolist(), self._started.pop(id(batch), None)
+                            is batch))
+        return batch
+
+
+def test_on_a_gpu_the_next_batch_is_copied_while_the_step_computes(registered):
+    registered.register("seed", 3)
+    import numpy as np
+
+    epochs = {}
+    for copied in (False, True):
+        loader = _training_loader(_Indexed(12), 0, _Indexed(6))
+        if copied:
+            recording = loader._copy = _RecordingCopy()
+        np.random.seed(0)  # MMF's choice of the next dataset
+        epochs[copied] = [_epoch(loader, epoch) for epoch in (1, 2)]
+        assert loader.consumed == [3, 2]
+    assert epochs[True] == epochs[False]  # the same batches, in the same order
+    events = recording.events
+    readies = [event for event in events if event[0] == "ready"]
+    # copied late: each epoch's first batch, and the one MMF takes when the dataset it
+    # chose runs out (it switches inside its __next__)
+    assert len(readies) == 10 and sum(not early for *_, early in readies) == 3, readies
+    for before, after in zip(events, events[1:]):  # each copy begins as its step is prepared
+        if after[0] == "ready" and after[2]:
+            assert before == ("start", after[1]), events
+    assert not any(early for *_, early in readies[:1] + readies[5:6])  # each epoch's first
+    assert SideStreamCopy("cpu").enabled is False  # a CPU: nothing is copied ahead
+    cpu = _training_loader(_Indexed(), 0)
+    assert cpu._copy is not None and not cpu._copy.enabled
 
 
 def _alarm(seconds: int) -> None:
