@@ -7,10 +7,11 @@ it trained on (``device``: the GPU's name when torch sees one, as MMF then train
 the CPU's model name), the precision
 (``precision``: ``fp16`` when the run asks MMF for mixed precision, ``training.fp16``, on
 its command line or in its config, ``bf16`` when it also asks for
-``training.amp_dtype=bfloat16``, else ``fp32``), the torch version (``torch``) and the
-thread count (``threads``, written by the runner). The same command on another processor
-or thread count sums floats in another order and gives another sample, not the same
-number, so a table says which runs its cells come from (:func:`table_provenance`): one
+``training.amp_dtype=bfloat16``, ``fp32`` when it sets ``training.fp16`` false, else what
+the ``uvlp`` trainer chooses: ``bf16`` on a GPU that has it, else ``fp32``), the torch
+version (``torch``) and the thread count (``threads``, written by the runner). The same
+command on another processor or thread count sums floats in another order and gives
+another sample, not the same number, so a table says which runs its cells come from (:func:`table_provenance`): one
 line when every run was made alike, else one line per kind of run naming its rows and
 seeds, and a mark on each cell whose seeds or runs were made differently. A run stopped
 and resumed from its checkpoint was made by each of its starts (``interrupted`` in its
@@ -133,7 +134,8 @@ def _config_option(path: Path, keys: Sequence[str]) -> object:
 
 def precision(command: Sequence[str]) -> str:
     """The precision a run's command asks for: a :data:`PRECISION_OPTIONS` option on its
-    command line (the last one wins, as in MMF), else in its ``config=`` file, else fp32."""
+    command line (the last one wins, as in MMF), else in its ``config=`` file, else what the
+    ``uvlp`` trainer chooses when neither is set (bf16 on a GPU that has it, else fp32)."""
     found: str | None = None
     config: str | None = None
     for option in command:
@@ -147,10 +149,14 @@ def precision(command: Sequence[str]) -> str:
     if found is None and config is not None and _config_path(config).is_file():
         for key, name in PRECISION_OPTIONS.items():
             value = _config_option(_config_path(config), key.split("."))
-            if value is not None and _true(str(value)):
-                found = name
+            if value is not None:
+                found = name if _true(str(value)) else DEFAULT_PRECISION
     if found == "fp16" and _amp_dtype(command, config) == "bfloat16":
         return "bf16"
+    if found is None and _amp_dtype(command, config) is None:
+        from mmf_uvlp.training.mixed_precision import default_precision
+
+        return default_precision()  # the trainer's choice here: bf16 on a GPU that has it
     return found or DEFAULT_PRECISION
 
 

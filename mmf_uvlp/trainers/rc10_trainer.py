@@ -4,7 +4,8 @@ behaviour.
 - every seed seeds, 0 included, and the data order is a function of (seed, epoch)
   (:mod:`.rc10_loaders`); evaluation leaves the training stream as it was (:mod:`.behaviour`);
 - mixed precision as MMF main spells it (``training.fp16``, ``training.amp_dtype``:
-  :mod:`mmf_uvlp.training.mixed_precision`), which rc10 lacks;
+  :mod:`mmf_uvlp.training.mixed_precision`), which rc10 lacks; bfloat16 by default on a GPU
+  that has it, float32 elsewhere;
 - checkpoints resume the same run (:mod:`.rc10_checkpoint`): the run state, the lr
   scheduler and the GradScaler are restored;
 - a non-finite training loss stops the run, naming its update and samples, without a
@@ -38,7 +39,7 @@ from mmf_uvlp.trainers.behaviour import (
 from mmf_uvlp.trainers.rc10_checkpoint import UVLPCheckpoint
 from mmf_uvlp.trainers.rc10_loaders import SeededDatasetLoader
 from mmf_uvlp.trainers.rc10_mmf_main_loop import MMFMainLoop
-from mmf_uvlp.training.mixed_precision import Precision
+from mmf_uvlp.training.mixed_precision import Precision, record_in_config
 from mmf_uvlp.training.resumable_checkpoints import restore_scheduler
 
 
@@ -59,6 +60,7 @@ class UVLPTrainer(MMFMainLoop, BaseTrainer):
         """rc10's ``load_extras`` with the plugin's checkpoint, the precision and GradScaler
         set up before it loads, and the lr scheduler restored after it is built."""
         self.precision = Precision.from_config(self.config.training, self.device)
+        record_in_config(self.precision, self.config.training)
         self.scaler = self.precision.grad_scaler()
         if self.precision.enabled:
             self.writer.write(f"Mixed precision: autocast to {self.precision.dtype} on "

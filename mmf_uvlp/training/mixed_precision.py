@@ -16,13 +16,21 @@ Where precision matters, the plugin's losses compute in float32 whatever autocas
 softmax / log-softmax over the vocabulary (``uvla_mlm``, ``uvla_pmrtc``, and every
 cross-entropy), the MRFR regression and its target features, and the curriculum weights.
 
-On MMF main, ``training.fp16`` is MMF's own code (float16 on CUDA only); on MMF
-1.0.0rc10, which has no mixed precision, the ``uvlp`` trainer adds it
+When a run sets neither key, the ``uvlp`` trainer on MMF 1.0.0rc10 computes in bfloat16 on
+a GPU that has it natively (compute capability >= 8.0: :func:`bf16_by_default`) and in
+float32 anywhere else, a CPU included; ``training.fp16=False`` keeps float32 on such a GPU.
+bfloat16 runs the matmuls on the tensor cores at about twice float32's (TF32's) rate and
+needs no loss scaling, where float16 would. The trainer writes what it chose into the run's
+config (``training.fp16``, ``training.amp_dtype``), so its checkpoints and log name it.
+
+On MMF main, ``training.fp16`` is MMF's own code (float16 on CUDA only, off by default); on
+MMF 1.0.0rc10, which has no mixed precision, the ``uvlp`` trainer adds it
 (:mod:`mmf_uvlp.trainers.rc10_trainer`), on CPU too (bfloat16 there; float16 runs, slowly).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import warnings
 from dataclasses import dataclass
@@ -48,7 +56,12 @@ class Precision:
 
     @classmethod
     def from_config(cls, training: Mapping[str, Any], device: Any) -> "Precision":
-        """Read ``training.fp16`` and ``training.amp_dtype``; refuse what cannot work."""
+        """Read ``training.fp16`` and ``training.amp_dtype``; refuse what cannot work; with
+        neither set, bfloat16 where :func:`bf16_by_default`, else float32."""
+        if training.get("fp16", None) is None and training.get("amp_dtype", None) is None:
+            default = bf16_by_default(device)
+            return cls(default, torch.bfloat16 if default else torch.float16,
+                       torch.device(device).type)
         enabled = training.get("fp16", False)
         if not isinstance(enabled, bool):
             raise UserConfigError(f"training.fp16={enabled!r}: expected True or False")
@@ -86,6 +99,37 @@ class Precision:
 
 
 FLOAT32 = Precision(False, torch.float16, "cpu")
+
+
+def bf16_by_default(device: Any = None) -> bool:
+    """Whether a run that sets no precision computes in bfloat16: on a CUDA ``device`` (the
+    first GPU when None) with native bfloat16 (compute capability >= 8.0, not emulated),
+    under MMF 1.0.0rc10's ``uvlp`` trainer (MMF main's trainer autocasts to float16 only)."""
+    if device is not None and torch.device(device).type != "cuda":
+        return False
+    if not torch.cuda.is_available():
+        return False
+    try:
+        native = torch.cuda.is_bf16_supported(including_emulation=False)
+    except TypeError:  # a torch without emulation
+        native = torch.cuda.is_bf16_supported()
+    return bool(native) and importlib.util.find_spec("mmf.trainers.mmf_trainer") is None
+
+
+def default_precision() -> str:
+    """``bf16`` or ``fp32``: what a run that sets no precision computes in here."""
+    return "bf16" if bf16_by_default() else "fp32"
+
+
+def record_in_config(precision: Precision, training: Any) -> None:
+    """Write ``precision`` into the run's ``training`` config (``fp16``, ``amp_dtype``), so
+    that its checkpoints and log say what it computed in."""
+    from omegaconf import open_dict
+
+    with open_dict(training):
+        training.fp16 = precision.enabled
+        if precision.enabled:
+            training.amp_dtype = "bfloat16" if precision.dtype == torch.bfloat16 else "float16"
 
 
 def precision_of(trainer: Any) -> Precision:

@@ -31,6 +31,49 @@ D, L, R = 6, 16, 5
 
 
 # ------------------------------------------------------------------------------ the keys
+@pytest.fixture
+def bf16_gpu(monkeypatch):
+    """torch as it answers on a GPU with native bfloat16 (compute capability >= 8.0), under
+    MMF 1.0.0rc10; ``bf16_gpu(native=False)`` / ``bf16_gpu(mmf_main=True)`` change that."""
+    import mmf_uvlp.training.mixed_precision as mixed_precision
+
+    def gpu(native: bool = True, mmf_main: bool = False) -> None:
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        monkeypatch.setattr(torch.cuda, "is_bf16_supported",
+                            lambda including_emulation=True: native or including_emulation)
+        find_spec = mixed_precision.importlib.util.find_spec
+        monkeypatch.setattr(mixed_precision.importlib.util, "find_spec", lambda name: (
+            object() if mmf_main and name == "mmf.trainers.mmf_trainer" else find_spec(name)))
+
+    gpu()
+    return gpu
+
+
+def test_bfloat16_is_the_default_on_a_gpu_that_has_it_float32_elsewhere(bf16_gpu):
+    from omegaconf import OmegaConf
+
+    from mmf_uvlp.replication.provenance import precision
+    from mmf_uvlp.training.mixed_precision import record_in_config
+
+    cuda = torch.device("cuda")
+    default = Precision.from_config({}, cuda)
+    assert (default.name, default.dtype, default.grad_scaler().is_enabled()) == \
+        ("bf16", torch.bfloat16, False)
+    assert Precision.from_config({}, "cpu").name == "fp32"  # the CPU of a GPU machine
+    assert Precision.from_config({"fp16": False}, cuda).name == "fp32"  # chosen explicitly
+    assert Precision.from_config({"fp16": True}, cuda).name == "fp16"  # MMF's float16 switch
+    training = OmegaConf.create({"batch_size": 4})
+    record_in_config(default, training)  # what the checkpoints and the records read
+    assert (training.fp16, training.amp_dtype) == (True, "bfloat16")
+    assert precision(("mmf_run", "config=projects/uvla/pretrain.yaml")) == "bf16"
+    assert precision(("mmf_run", "config=projects/uvla/pretrain.yaml", "training.fp16=False")) \
+        == "fp32"
+    for elsewhere in ({"native": False}, {"mmf_main": True}):  # emulated; MMF main's trainer
+        bf16_gpu(**elsewhere)
+        assert Precision.from_config({}, cuda).name == "fp32", elsewhere
+        assert precision(("mmf_run", "config=projects/uvla/pretrain.yaml")) == "fp32"
+
+
 def test_training_keys_as_mmf_main_spells_them_plus_the_autocast_dtype():
     cpu = torch.device("cpu")
     assert Precision.from_config({}, cpu).name == "fp32"

@@ -10,6 +10,7 @@ import errno
 import math
 import os
 import signal
+import time
 import types
 from typing import Any, Dict, List
 
@@ -154,7 +155,7 @@ def test_the_training_loader_reads_the_next_epoch_before_this_one_ends(registere
             _alarm(20)
             try:
                 while len(log.read_text().split()) <= 12:
-                    pass
+                    time.sleep(0.01)
             finally:
                 signal.alarm(0)
             reads_at_the_last_batch = log.read_text().split()
