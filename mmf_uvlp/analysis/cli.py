@@ -18,8 +18,8 @@ from typing import Any
 from mmf_uvlp.analysis.examples import Example, ExampleBuilder
 from mmf_uvlp.analysis.regions import RegionStore, read_class_names
 from mmf_uvlp.analysis.systems import System, load_system, parse_model_args, uvla_config
-from mmf_uvlp.data_formats.errors import FormatError
 from mmf_uvlp.data_formats.flickr30k_entities import SPLITS, Flickr30kEntities
+from mmf_uvlp.errors import FormatError
 from mmf_uvlp.utils.config_files import home
 
 REPO = home()  # projects/: the checkout, or the installed package

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from mmf_uvlp.data_formats.errors import FormatError
 from mmf_uvlp.data_formats.mmf_features import LmdbFeatures, load_npy
+from mmf_uvlp.errors import FormatError
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import logging
 import sys
 
 from mmf_uvlp.data_formats.convert import Sources, convert_features
-from mmf_uvlp.data_formats.errors import FormatError
+from mmf_uvlp.errors import FormatError
 
 
 def main(argv=None) -> int:

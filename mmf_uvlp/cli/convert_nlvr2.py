@@ -15,8 +15,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mmf_uvlp.data_formats.errors import FormatError
 from mmf_uvlp.data_formats.nlvr2_files import convert_nlvr2
+from mmf_uvlp.errors import FormatError
 
 
 def main(argv=None) -> int:

@@ -16,12 +16,12 @@ from typing import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from mmf_uvlp.errors import UnsafeOutputPath
 from mmf_uvlp.toy_world import PRESETS, generate_world
 from mmf_uvlp.toy_world.downstream import NLVR2_STATEMENTS
 from mmf_uvlp.toy_world.generate import check_output
 from mmf_uvlp.toy_world.text import CAPTION_STYLES
 from mmf_uvlp.toy_world.vocabulary import MIN_FOREGROUND_CLASSES
-from mmf_uvlp.utils.output_folder import UnsafeOutputPath
 
 
 def _int_at_least(minimum: int, name: str) -> Callable[[str], int]:

@@ -55,8 +55,8 @@ from mmf_uvlp.replication.study import REPO, SYSTEMS, TABLES, select
 from mmf_uvlp.tasks import TASKS
 from mmf_uvlp.utils.config_files import in_checkout
 from mmf_uvlp.replication.world import World
-from mmf_uvlp.report.mmf_log import LogFormatError
-from mmf_uvlp.training.run_lock import RunFolderBusy, RunLock
+from mmf_uvlp.errors import LogFormatError, RunFolderBusy
+from mmf_uvlp.training.run_lock import RunLock
 from mmf_uvlp.utils.cluster import JobOptions, add_job_arguments
 
 

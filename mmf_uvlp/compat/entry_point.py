@@ -95,9 +95,10 @@ def run_folder_lock() -> None:
     folder holding another run's final checkpoint, ends the command with status 2."""
     import mmf_cli.run as cli
 
+    from mmf_uvlp.errors import RunFolderBusy
     from mmf_uvlp.trainers import chosen_by
     from mmf_uvlp.training.run_folder import another_runs_final_checkpoint
-    from mmf_uvlp.training.run_lock import RunFolderBusy, RunLock
+    from mmf_uvlp.training.run_lock import RunLock
 
     main = cli.main
 
@@ -167,12 +168,9 @@ def literal_command_line_values_on_mmf_main() -> None:
     pass notes what it would refuse, and the second, over the whole config, refuses it."""
     import mmf.utils.configuration as configuration
 
+    from mmf_uvlp.errors import UserConfigError
     from mmf_uvlp.training.command_line_values import wanted, with_predict_flag_as_literal
-    from mmf_uvlp.utils.user_config import (
-        UserConfigError,
-        check_command_line_lists,
-        check_command_line_literals,
-    )
+    from mmf_uvlp.utils.user_config import check_command_line_lists, check_command_line_literals
 
     merge_with_dotlist = configuration._merge_with_dotlist
     noted = {}

@@ -72,11 +72,9 @@ def read_as_data_only() -> None:
     import mmf.datasets.databases.readers.feature_readers as feature_readers
     import torch
 
-    from mmf_uvlp.data_formats.errors import FormatError
     from mmf_uvlp.data_formats.mmf_features import non_finite
-    from mmf_uvlp.utils.safe_loading import (
-        OutsideFolderError, UnsafeFileError, resolve_inside, stays_inside,
-    )
+    from mmf_uvlp.errors import FormatError, OutsideFolderError, UnsafeFileError
+    from mmf_uvlp.utils.safe_loading import resolve_inside, stays_inside
 
     feature_readers.np = _RestrictedNumpy("numpy")
     feature_readers.pickle = _RestrictedPickle("pickle")

@@ -32,7 +32,7 @@ def lightning_params_from_training(config: Any, defaults: Any) -> List[str]:
     """
     from omegaconf import open_dict
 
-    from mmf_uvlp.utils.user_config import UserConfigError
+    from mmf_uvlp.errors import UserConfigError
 
     training, params = config.training, config.trainer.params
     default_training, default_params = defaults.training, defaults.trainer.params

@@ -9,9 +9,10 @@ datasets. Entry points: ``build`` / ``merge`` / ``prepare_sentences`` (``pipelin
 """
 
 from mmf_uvlp.corpus.config import CorpusConfig, load_config
-from mmf_uvlp.corpus.errors import ErrorPolicy, FormatError
 from mmf_uvlp.corpus.pipeline import Resources, build, merge, parse_shard, prepare_sentences
 from mmf_uvlp.corpus.shards import iter_records
+from mmf_uvlp.errors import FormatError
+from mmf_uvlp.utils.error_policy import ErrorPolicy
 
 __all__ = [
     "CorpusConfig", "ErrorPolicy", "FormatError", "Resources", "build", "iter_records",

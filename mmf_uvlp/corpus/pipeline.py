@@ -47,10 +47,11 @@ import numpy as np
 from mmf_uvlp.corpus.config import CorpusConfig
 from mmf_uvlp.corpus.detections import stage_detections
 from mmf_uvlp.corpus.embed import stage_queries
-from mmf_uvlp.corpus.errors import EmptyInputError, ErrorPolicy
 from mmf_uvlp.corpus.link import stage_link
 from mmf_uvlp.corpus.noun_phrases import stage_phrases
 from mmf_uvlp.corpus.retrieve import stage_retrieve
+from mmf_uvlp.errors import EmptyInputError
+from mmf_uvlp.utils.error_policy import ErrorPolicy
 from mmf_uvlp.corpus.sentences import (
     SentenceStore,
     atomic_write_bytes,

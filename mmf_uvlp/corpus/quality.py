@@ -22,8 +22,8 @@ from __future__ import annotations
 import json
 from typing import Dict, List, Optional, Set
 
-from mmf_uvlp.corpus.errors import ErrorPolicy, make_error
 from mmf_uvlp.corpus.sentences import text_hash
+from mmf_uvlp.utils.error_policy import ErrorPolicy, make_error
 
 
 def load_captions(path: str, wanted: Optional[Set[str]], policy: ErrorPolicy) -> Dict[str, List[int]]:

@@ -23,8 +23,8 @@ import math
 import os
 from typing import Dict, List, Optional
 
-from mmf_uvlp.corpus.errors import ErrorPolicy
 from mmf_uvlp.corpus.sentences import atomic_write_bytes, atomic_write_json, read_json
+from mmf_uvlp.utils.error_policy import ErrorPolicy
 
 
 def _ratio(a: float, b: float) -> Optional[float]:

@@ -23,7 +23,7 @@ from typing import Dict, Iterable, List, Optional, Sequence
 
 import numpy as np
 
-from mmf_uvlp.corpus.errors import ErrorPolicy, make_error
+from mmf_uvlp.utils.error_policy import ErrorPolicy, make_error
 
 SENTENCE_DTYPE = np.dtype(
     [("file", "<u4"), ("line", "<u4"), ("offset", "<u8"), ("length", "<u4"), ("pad", "<u4"),

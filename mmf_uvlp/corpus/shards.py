@@ -65,7 +65,7 @@ def read_part(path: str) -> Iterator[Dict[str, object]]:
 def _numbered_lines(path: str) -> Iterator[Tuple[int, str]]:
     """``(line number, text)`` of a part file; a gzip stream that is cut short or damaged,
     or bytes that are no UTF-8, are a :class:`FormatError` naming the file and the line."""
-    from mmf_uvlp.data_formats.errors import FormatError
+    from mmf_uvlp.errors import FormatError
 
     gzipped = path.endswith(".gz")
     number = 0
@@ -88,7 +88,7 @@ def _numbered_lines(path: str) -> Iterator[Tuple[int, str]]:
 def read_numbered_part(path: str) -> Iterator[Tuple[int, Dict[str, object]]]:
     """``(line number, record)`` of one part file; a line that is no JSON object, or a file
     that cannot be decoded, is a :class:`FormatError` naming the file and line."""
-    from mmf_uvlp.data_formats.errors import FormatError
+    from mmf_uvlp.errors import FormatError
 
     for number, line in _numbered_lines(path):
         if not line.strip():
@@ -108,7 +108,7 @@ def part_damage(path: str, images: int, size: Optional[int] = None) -> Optional[
     """Why the part file ``path`` is not the complete part of ``images`` records (of
     ``size`` bytes, when recorded), or None. A gzip part is read to the end of its stream
     (whose CRC covers every byte written), a plain part has every line parsed."""
-    from mmf_uvlp.data_formats.errors import FormatError
+    from mmf_uvlp.errors import FormatError
 
     if not os.path.isfile(path):
         return f"{path} is missing"

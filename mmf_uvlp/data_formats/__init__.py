@@ -4,6 +4,6 @@ Every reader streams and raises :class:`FormatError` (a ``ValueError``) naming t
 file, the line or key, the field and what was expected.
 """
 
-from mmf_uvlp.data_formats.errors import FormatError
+from mmf_uvlp.errors import FormatError
 
 __all__ = ["FormatError"]

@@ -15,7 +15,7 @@ import json
 import os
 from typing import Iterator
 
-from mmf_uvlp.data_formats.errors import FormatError
+from mmf_uvlp.errors import FormatError
 from mmf_uvlp.utils.safe_loading import load_npy
 
 VQA2_FIELDS = ("image_id", "image_name", "feature_path", "question_id", "question_str",

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Iterator
 from xml.parsers import expat
 
-from mmf_uvlp.data_formats.errors import FormatError
+from mmf_uvlp.errors import FormatError
 
 SPLITS = ("train", "val", "test")
 BOX_FIELDS = ("xmin", "ymin", "xmax", "ymax")

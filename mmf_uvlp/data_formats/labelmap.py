@@ -20,7 +20,7 @@ import json
 import os
 from typing import Dict, Set
 
-from mmf_uvlp.data_formats.errors import FormatError
+from mmf_uvlp.errors import FormatError
 
 StrPath = str | os.PathLike
 

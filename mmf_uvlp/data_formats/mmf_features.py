@@ -22,7 +22,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from mmf_uvlp.data_formats.errors import FormatError
+from mmf_uvlp.errors import FormatError, OutsideFolderError
 from mmf_uvlp.utils import lmdb_envs, safe_loading
 
 KEYS_ENTRY = b"keys"
@@ -103,7 +103,7 @@ def _shape(value) -> str:
 class LmdbFeatures:
     """Read an MMF feature LMDB: iterate in key order or look up one image.
 
-    A path that is no LMDB raises ``mmf_uvlp.utils.lmdb_envs.LmdbOpenError``.
+    A path that is no LMDB raises ``mmf_uvlp.errors.LmdbOpenError``.
     """
 
     def __init__(self, path: str | os.PathLike, feature_dim: int | None = None,
@@ -178,7 +178,7 @@ def load_npy(folder: str | os.PathLike, name: str, feature_dim: int | None = Non
     try:
         feature_path = safe_loading.resolve_inside(folder, f"{name}.npy")
         info_path = safe_loading.resolve_inside(folder, f"{name}_info.npy")
-    except safe_loading.OutsideFolderError as e:
+    except OutsideFolderError as e:
         raise FormatError(folder, "name", safe_loading.stays_inside("the folder", e.reason),
                           name, key=name) from None
     features = safe_loading.load_npy(feature_path)
@@ -237,7 +237,7 @@ class FeatureNames:
             if keys is None:
                 try:
                     found = safe_loading.resolve_inside(path, feature_path).is_file()
-                except safe_loading.OutsideFolderError as e:
+                except OutsideFolderError as e:
                     raise FormatError(source, field, safe_loading.stays_inside(path, e.reason),
                                       name, line=line, key=key) from None
             else:

@@ -20,8 +20,8 @@ from typing import Callable, Dict, List, Optional
 
 from mmf_uvlp.data_formats.annotations import NLVR2_FIELDS, check_nlvr2, numbered_jsonl
 from mmf_uvlp.data_formats.convert import layout_of
-from mmf_uvlp.data_formats.errors import FormatError
 from mmf_uvlp.data_formats.mmf_features import LmdbFeatures
+from mmf_uvlp.errors import FormatError
 
 StrPath = str | os.PathLike
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from mmf_uvlp.data_formats.errors import FormatError
+from mmf_uvlp.errors import FormatError
 from mmf_uvlp.utils.safe_loading import restricted_load
 
 REFER_SPLITS = ("train", "val", "testA", "testB")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Iterator
 
-from mmf_uvlp.data_formats.errors import FormatError
+from mmf_uvlp.errors import FormatError
 
 
 def read_corpus(path: str | os.PathLike) -> Iterator[str]:

@@ -36,7 +36,7 @@ from typing import Iterator
 
 import numpy as np
 
-from mmf_uvlp.data_formats.errors import FormatError
+from mmf_uvlp.errors import FormatError
 
 GEOMETRY_DIMS = 6
 FEATURE_DIM_SAMPLE = 100  # rows with boxes that vote on D when it is not configured

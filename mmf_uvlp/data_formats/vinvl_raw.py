@@ -35,8 +35,8 @@ from typing import Dict, Iterator, Optional, Tuple
 
 import numpy as np
 
-from mmf_uvlp.data_formats.errors import FormatError
 from mmf_uvlp.data_formats.labelmap import LabelMap
+from mmf_uvlp.errors import FormatError
 from mmf_uvlp.data_formats.vinvl import (
     BOX_TOLERANCE, FEATURE_DIM_SAMPLE, VinvlPrediction, _columns, _json, _prediction,
     duplicate_id_error,

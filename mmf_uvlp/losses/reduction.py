@@ -17,7 +17,7 @@ from typing import Any, Mapping, Tuple
 
 import torch
 
-from mmf_uvlp.utils.user_config import UserConfigError
+from mmf_uvlp.errors import UserConfigError
 
 Fields = Mapping[str, Any]  # a SampleList or a model output
 

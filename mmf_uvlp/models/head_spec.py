@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, List, Optional
 
 from mmf.common.registry import registry
-from mmf_uvlp.utils.user_config import UserConfigError
+from mmf_uvlp.errors import UserConfigError
 
 
 @dataclass

@@ -60,13 +60,13 @@ from mmf_uvlp.modules.heads import (
     RegionClassHead,
     RegionScorerHead,
 )
+from mmf_uvlp.errors import UserConfigError
 from mmf_uvlp.modules.pooling import check_pooling, pool
 from mmf_uvlp.training.progress import current_epoch, registered_train_samples, updates_done
 from mmf_uvlp.training.throughput import compile_in_place, compile_requested
 from mmf_uvlp.utils.bert_source import load_or_explain
 from mmf_uvlp.utils.config_files import default_config
 from mmf_uvlp.utils.safe_loading import load_checkpoint
-from mmf_uvlp.utils.user_config import UserConfigError
 
 ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")
 PRETRAINING_HEADS = ("mlm", "mrc", "mrfr", "pmrtc", "itm")

@@ -32,15 +32,13 @@ import re
 from dataclasses import dataclass
 from typing import Iterator, Optional
 
+from mmf_uvlp.errors import LogFormatError
+
 _LOG_PREFIX = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d \| [A-Z]+ \| \S+ : ")
 _MMF_NUMBER = re.compile(r"-?\d+\.\d{4}|-?inf|nan")
 _METRIC_KEY = re.compile(r"(?:val|test)/[^\s,:\"]+")
 _JSON_KEY = re.compile(r'"((?:val|test)/[^"]+)"\s*:')
 _PROGRESS = re.compile(r"(\d+)/(\d+)")
-
-
-class LogFormatError(ValueError):
-    """A ``train.log`` whose values cannot be read as one run's: damaged, or two runs."""
 
 
 @dataclass(frozen=True)

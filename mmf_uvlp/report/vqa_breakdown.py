@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-from mmf_uvlp.data_formats.errors import FormatError
+from mmf_uvlp.errors import FormatError
 from mmf_uvlp.report.trivial import answer_per_type, vqa_answer_score
 
 ALL = "all"

@@ -37,9 +37,8 @@ from mmf_uvlp.toy_world.vocabulary import CLASSES, vocabulary_json
 from mmf_uvlp.toy_world.writers import (
     PoolWriter, write_json, write_lines, write_object_npy, write_pickle, dumps,
 )
-from mmf_uvlp.utils.output_folder import (
-    UnsafeOutputPath, check_no_link_on_the_way, read_file_list,
-)
+from mmf_uvlp.errors import UnsafeOutputPath
+from mmf_uvlp.utils.output_folder import check_no_link_on_the_way, read_file_list
 
 FORMAT_VERSION = 1
 MANIFEST = "world.json"
@@ -285,7 +284,7 @@ def generate_world(config: WorldConfig, out: str | Path, progress: bool = False,
 def check_output(out: Path, overwrite: bool) -> None:
     """Refuse an ``out`` that is a file, or a non-empty folder not holding a world, or whose
     file list names a file outside it or reached through a symbolic link
-    (:class:`~mmf_uvlp.utils.output_folder.UnsafeOutputPath`, a ``ValueError``)."""
+    (:class:`~mmf_uvlp.errors.UnsafeOutputPath`, a ``ValueError``)."""
     if out.exists() and not out.is_dir():
         raise FileExistsError(f"{out} exists and is not a directory")
     if out.is_dir() and any(out.iterdir()):

@@ -27,6 +27,7 @@ from mmf.common.registry import registry
 from mmf.trainers.mmf_trainer import MMFTrainer
 from mmf.utils.checkpoint import Checkpoint
 
+from mmf_uvlp.errors import CheckpointWriteError
 from mmf_uvlp.trainers import NAME
 from mmf_uvlp.trainers.behaviour import (
     evaluation_stream,
@@ -36,7 +37,6 @@ from mmf_uvlp.trainers.behaviour import (
 )
 from mmf_uvlp.trainers.mmf_main_loaders import SeededMultiDataModule
 from mmf_uvlp.training.resumable_checkpoints import RUN_STATE_KEY, restore_run_state, run_state
-from mmf_uvlp.utils.checkpoint_files import CheckpointWriteError
 
 logger = logging.getLogger(__name__)
 

@@ -89,10 +89,10 @@ def _same_task(theirs: Sequence[str], ours: Sequence[str]) -> bool:
 
 def check_checkpoint_fits(checkpoint: Mapping[str, Any], model: Any, run_config: Any,
                           file: str, writer: Optional[Any] = None) -> None:
-    """Raise a one-line :class:`~mmf_uvlp.utils.user_config.UserConfigError` when
+    """Raise a one-line :class:`~mmf_uvlp.errors.UserConfigError` when
     ``checkpoint`` (read from ``file``) does not fit ``model`` of the run; with
     ``checkpoint.accept_mismatch=True``, log what differs instead."""
-    from mmf_uvlp.utils.user_config import UserConfigError
+    from mmf_uvlp.errors import UserConfigError
 
     model = getattr(model, "module", model)
     found = differences(checkpoint, model.state_dict(), run_config)

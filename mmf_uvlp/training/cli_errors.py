@@ -15,11 +15,8 @@ def user_error_of(exc: BaseException) -> Optional[Tuple[str, int]]:
 
     from mmf.common.registry import registry
 
-    from mmf_uvlp.data_formats.errors import FormatError
+    from mmf_uvlp.errors import FormatError, LmdbOpenError, RunStopped, UserConfigError
     from mmf_uvlp.trainers import chosen_by
-    from mmf_uvlp.utils.lmdb_envs import LmdbOpenError
-    from mmf_uvlp.utils.run_errors import RunStopped
-    from mmf_uvlp.utils.user_config import UserConfigError
 
     key, seen = None, exc
     while seen is not None:

@@ -38,7 +38,7 @@ from typing import Any, ContextManager, Dict, Mapping, Optional
 
 import torch
 
-from mmf_uvlp.utils.user_config import UserConfigError
+from mmf_uvlp.errors import UserConfigError
 
 logger = logging.getLogger(__name__)
 

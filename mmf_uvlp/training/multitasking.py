@@ -15,7 +15,7 @@ def train_probabilities(multitasking: Any, datasets: List[str]) -> List[float]:
     """The per-dataset sampling probabilities of a ``multitasking`` config of type ``random``
     (uniform) or ``ratios`` (``params.sampling_ratios``: one non-negative number per dataset,
     normalized), as MMF main's iteration strategies of those names."""
-    from mmf_uvlp.utils.user_config import UserConfigError
+    from mmf_uvlp.errors import UserConfigError
 
     if not multitasking.get("enabled", True) or multitasking.type not in ("random", "ratios"):
         raise UserConfigError(f"multitasking: enabled={multitasking.get('enabled')} "

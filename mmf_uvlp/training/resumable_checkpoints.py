@@ -97,7 +97,7 @@ def restore_scheduler(trainer: Any) -> None:
 def newest_complete(checkpoint: Any) -> Optional[str]:
     """Loads the newest models/model_N.ckpt of ``checkpoint`` (MMF's Checkpoint) that can be
     read; its path, or None."""
-    from mmf_uvlp.utils.checkpoint_files import DamagedCheckpoint
+    from mmf_uvlp.errors import DamagedCheckpoint
 
     def update_of(path: str) -> int:
         return int(re.search(r"model_(\d+)\.ckpt$", path).group(1))
@@ -120,7 +120,7 @@ def _fall_back(checkpoint: Any, message: str) -> None:
 def load_or_fall_back(checkpoint: Any, load_state_dict: Callable[[Any], Any]) -> Any:
     """MMF's ``load_state_dict`` of ``checkpoint``; a resume whose current.ckpt is missing
     or damaged loads the newest complete checkpoint instead (with a warning)."""
-    from mmf_uvlp.utils.checkpoint_files import DamagedCheckpoint
+    from mmf_uvlp.errors import DamagedCheckpoint
 
     config = checkpoint.config.checkpoint
     current = os.path.join(checkpoint.ckpt_foldername, checkpoint.ckpt_prefix + "current.ckpt")

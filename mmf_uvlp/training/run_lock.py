@@ -40,12 +40,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence
 
+from mmf_uvlp.errors import RunFolderBusy
+
 LOCK_FILE = "run.lock"
 logger = logging.getLogger(__name__)
-
-
-class RunFolderBusy(RuntimeError):
-    """Another live process owns the folder (or its lock cannot be read)."""
 
 
 def _process_identity(pid: int) -> Optional[str]:

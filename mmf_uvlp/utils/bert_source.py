@@ -21,7 +21,7 @@ import zipfile
 from pathlib import Path
 from typing import Any, Dict, NamedTuple, Optional, Sequence, Tuple
 
-from mmf_uvlp.utils.user_config import UserConfigError
+from mmf_uvlp.errors import UserConfigError
 
 VARIABLE = "UVLP_BERT"
 CONFIG_KEY = "env.bert"

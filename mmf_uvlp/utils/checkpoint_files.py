@@ -13,64 +13,15 @@
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import pickletools
-import shutil
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import torch
 
-from mmf_uvlp.utils.run_errors import RunStopped
-
-
-class DamagedCheckpoint(RunStopped):
-    """A checkpoint file that cannot be read (truncated by a crash, or not a checkpoint)."""
-
-    def __init__(self, path: str, reason: str):
-        super().__init__(f"checkpoint {path} cannot be read ({reason}): the file is damaged or truncated")
-        self.path = path
-
-
-class RefusedCheckpoint(RunStopped):
-    """A checkpoint file holding objects that loading would have to run as code;
-    ``trust_hint``: how the user opts in to loading it anyway, where one exists."""
-
-    def __init__(self, path: str, refused: Sequence[str], trust_hint: str = ""):
-        super().__init__(
-            f"checkpoint {path} refused: it holds objects that are not plain data "
-            f"({', '.join(refused)}), which loading it would run as code; a checkpoint may hold "
-            "only tensors, numpy arrays, numbers, strings and containers"
-            + (f"; if you trust this file and its origin, {trust_hint}" if trust_hint else "")
-        )
-        self.path = path
-        self.refused = list(refused)
-
-
-def _free_space(path: str) -> str:
-    """The space left on the disk of ``path``'s folder, in words."""
-    folder = os.path.dirname(os.path.abspath(path))
-    try:
-        free = shutil.disk_usage(folder).free
-    except OSError:
-        return f"free space of {folder} unknown"
-    return f"{free / 2**20:.1f} MiB free in {folder}"
-
-
-class CheckpointWriteError(RunStopped):
-    """A checkpoint that could not be written (the disk is full, the folder is read-only)."""
-
-    def __init__(self, path: str, error: OSError):
-        code = errno.errorcode.get(error.errno or 0, "no error code")
-        reason = error.strerror or str(error)
-        hint = (f"; the disk is full ({_free_space(path)}): free space, then resume with "
-                "checkpoint.resume=True from the checkpoints written before, which are complete"
-                if error.errno == errno.ENOSPC else "")
-        super().__init__(f"cannot write checkpoint {path}: {code} ({reason}){hint}")
-        self.path = path
-        self.errno = error.errno
+from mmf_uvlp.errors import CheckpointWriteError, DamagedCheckpoint, RefusedCheckpoint
 
 
 class WriteErrors:

@@ -24,8 +24,8 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 
+from mmf_uvlp.errors import RunStopped
 from mmf_uvlp.utils.host_sync import deferred_read
-from mmf_uvlp.utils.run_errors import RunStopped
 
 # Batch fields that identify samples, in the order they are preferred.
 SAMPLE_ID_FIELDS = ("id", "image_id", "feature_key", "question_id", "identifier", "image_name",

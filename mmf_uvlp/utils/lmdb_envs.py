@@ -20,14 +20,12 @@ from typing import Any, Dict, List, Tuple
 
 import lmdb
 
+from mmf_uvlp.errors import LmdbOpenError
+
 _OPEN: Dict[Tuple[int, str], List[Any]] = {}  # (pid, real path) -> [environment, users]
 
 READ_ONLY = dict(readonly=True, lock=False, readahead=False, meminit=False)
 EXPECTED = "an LMDB environment (a folder holding data.mdb, or an LMDB file)"
-
-
-class LmdbOpenError(OSError):
-    """A features path that is not a readable LMDB environment."""
 
 
 def acquire(path: str, **kwargs: Any) -> lmdb.Environment:

@@ -20,9 +20,7 @@ import os
 from pathlib import Path, PurePosixPath
 from typing import Iterable
 
-
-class UnsafeOutputPath(ValueError):
-    """A path a tool would delete or write that is not its own file inside its folder."""
+from mmf_uvlp.errors import UnsafeOutputPath
 
 
 def _link_text(path: Path) -> str:

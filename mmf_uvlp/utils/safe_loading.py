@@ -17,7 +17,7 @@ annotation file MMF reads for it, goes through this module:
   folder: no absolute path, no ``..``, no symlink out (:func:`resolve_inside`).
 
 A refusal is an :class:`UnsafeFileError` naming the file and the refused global; a
-damaged file is a :class:`~mmf_uvlp.data_formats.errors.FormatError` naming the file.
+damaged file is a :class:`~mmf_uvlp.errors.FormatError` naming the file.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import Any, BinaryIO, Callable, Optional
 
 import numpy as np
 
-from mmf_uvlp.data_formats.errors import FormatError
+from mmf_uvlp.errors import FormatError, OutsideFolderError, UnsafeFileError
 
 logger = logging.getLogger(__name__)
 
@@ -54,24 +54,6 @@ ARRAY_GLOBALS = frozenset({
     ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
     ("numpy.core.numeric", "_frombuffer"), ("numpy._core.numeric", "_frombuffer"),
 })
-
-
-class UnsafeFileError(FormatError):
-    """A file refused because loading it would import ``refused`` (and could run code)."""
-
-    def __init__(self, path: str | os.PathLike, refused: str, allowed: str,
-                 key: Optional[str] = None, trust_hint: str = ""):
-        super().__init__(path, "pickle", allowed, refused, key=key)
-        self.refused, self.allowed, self.trust_hint = refused, allowed, trust_hint
-        where = str(path) + (f" [key {key!r}]" if key is not None else "")
-        message = (f"{where}: refused to load: it names {refused!r}, which a pickle calls to "
-                   f"build an object (it could run any code); only {allowed} are loaded")
-        if trust_hint:
-            message += f". If you trust this file and its origin, {trust_hint}"
-        self.args = (message,)
-
-    def __str__(self) -> str:
-        return self.args[0]
 
 
 class _Refused(pickle.UnpicklingError):
@@ -234,14 +216,6 @@ def stays_inside(where: str, reason: str) -> str:
     """What a refused name was expected to be: a name inside ``where``; ``reason``: why this
     one is not (from :func:`unsafe_name` or :class:`OutsideFolderError`)."""
     return f"a relative name that stays inside {where} (this one {reason})"
-
-
-class OutsideFolderError(ValueError):
-    """A name from a data file that leads outside the folder it must stay in."""
-
-    def __init__(self, folder: str | os.PathLike, name: str, reason: str):
-        super().__init__(f"{name!r} leads outside {folder} (it {reason})")
-        self.folder, self.name, self.reason = str(folder), name, reason
 
 
 def resolve_inside(folder: str | os.PathLike, name: str) -> Path:

@@ -14,14 +14,12 @@ import yaml
 
 from omegaconf import OmegaConf
 
+from mmf_uvlp.errors import UserConfigError
+
 # Spellings that YAML reads as booleans/null but Python's literal_eval (MMF's command
 # line) keeps as strings; the value is the spelling MMF expects.
 _YAML_SPELLINGS = {"true": "True", "false": "False", "null": "None", "none": "None",
                    "yes": "True", "no": "False", "on": "True", "off": "False", "~": "None"}
-
-
-class UserConfigError(ValueError):
-    """A config key or command-line value that cannot work; the message says how to fix it."""
 
 
 def _key_values(opts: Iterable[str]) -> List[Tuple[str, str]]:

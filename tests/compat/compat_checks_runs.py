@@ -92,7 +92,7 @@ def expect_non_finite_loss_named(forward: Callable[[], Any], trainer: Any = None
 @check("literal_command_line_values")
 def _literal_values() -> None:
     import mmf_cli.run  # noqa: F401  (MMF's command line: the entry-point fixes apply)
-    from mmf_uvlp.utils.user_config import UserConfigError
+    from mmf_uvlp.errors import UserConfigError
 
     try:
         _configuration(["model=visual_bert", "dataset=vqa2", "training.lr_scheduler=true"]).get_config()
@@ -169,7 +169,7 @@ def expect_run_stopped_in_one_line() -> None:
 
     import mmf_cli.run
 
-    from mmf_uvlp.utils.run_errors import RunStopped
+    from mmf_uvlp.errors import RunStopped
 
     def stopped(*args: Any, **kwargs: Any) -> None:
         raise RunStopped("cannot write checkpoint save/current.ckpt: ENOSPC (No space left on device)")

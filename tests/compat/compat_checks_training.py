@@ -101,7 +101,7 @@ def _feature_files() -> None:
     import numpy as np
 
     from mmf.datasets.databases.readers.feature_readers import FeatureReader, LMDBFeatureReader
-    from mmf_uvlp.data_formats.errors import FormatError
+    from mmf_uvlp.errors import FormatError
 
     with tempfile.TemporaryDirectory() as folder:
         path, marker = f"{folder}/features.lmdb", f"{folder}/created"

@@ -492,7 +492,7 @@ def test_lightning_follows_the_training_keys_the_user_wrote():
 
 
 def test_lightning_and_training_keys_that_disagree_are_refused_in_one_line():
-    from mmf_uvlp.utils.user_config import UserConfigError
+    from mmf_uvlp.errors import UserConfigError
 
     with pytest.raises(UserConfigError, match=r"^training.max_updates=8 and trainer.params.max_steps="
                        r"50 disagree \(training.trainer=lightning follows trainer.params.max_steps\); "

@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from mmf_uvlp.corpus.errors import EmptyInputError, FormatError
 from mmf_uvlp.corpus.pipeline import STAGES, build, merge
 from mmf_uvlp.corpus.shards import iter_records
+from mmf_uvlp.errors import EmptyInputError, FormatError
 
 from helpers import REPO
 from helpers.corpus import (

@@ -10,7 +10,7 @@ from unittest import mock
 import numpy as np
 import pytest
 
-from mmf_uvlp.corpus.errors import ErrorPolicy
+from mmf_uvlp.utils.error_policy import ErrorPolicy
 
 from helpers.corpus import SENTENCES, shared_resources, write_tiny_world
 

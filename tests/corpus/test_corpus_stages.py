@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from mmf_uvlp.corpus.detections import Detection, DetectionReader
-from mmf_uvlp.corpus.errors import ErrorPolicy, FormatError
 from mmf_uvlp.corpus.config import TagsConfig
 from mmf_uvlp.corpus.tag_query import kept_regions, ranked_tags, tag_query
+from mmf_uvlp.errors import FormatError
+from mmf_uvlp.utils.error_policy import ErrorPolicy
 
 from helpers.corpus import (
     IMAGES, SENTENCES, TAG_QUERIES, features_row, obj, predictions_row, shared_resources,

@@ -291,7 +291,7 @@ def test_a_path_that_is_no_lmdb_is_named(tmp_path):
     """Ours and MMF's own LMDB reader: one line naming the path and what was expected."""
     from mmf.datasets.databases.readers.feature_readers import LMDBFeatureReader
 
-    from mmf_uvlp.utils.lmdb_envs import LmdbOpenError
+    from mmf_uvlp.errors import LmdbOpenError
 
     (tmp_path / "empty.lmdb").mkdir()
     (tmp_path / "text.lmdb").write_text("not an lmdb")

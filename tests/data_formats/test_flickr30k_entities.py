@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mmf_uvlp.data_formats.errors import FormatError
+from mmf_uvlp.errors import FormatError
 from mmf_uvlp.data_formats.flickr30k_entities import (
     Flickr30kEntities, parse_sentence, read_annotation, read_sentences,
 )

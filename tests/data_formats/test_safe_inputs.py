@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from mmf_uvlp.cli import probe_grounding, probe_visual_reliance
-from mmf_uvlp.data_formats.errors import FormatError
+from mmf_uvlp.errors import FormatError
 
 from helpers import HOLDOUT, MMF_RUN, REPO, tiny_uvla_template
 
@@ -326,7 +326,7 @@ def test_a_nan_feature_is_named_where_mmf_reads_it(tiny_world, tmp_path):
 # ------------------------------------------------------------------ damaged files
 def test_truncated_data_mdb_is_refused_before_it_is_read(tiny_world, tmp_path):
     from mmf.datasets.databases.readers.feature_readers import LMDBFeatureReader
-    from mmf_uvlp.utils.lmdb_envs import LmdbOpenError
+    from mmf_uvlp.errors import LmdbOpenError
 
     path = tmp_path / "cc.lmdb"
     path.mkdir()

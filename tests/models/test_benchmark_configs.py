@@ -22,9 +22,9 @@ import yaml
 from omegaconf import OmegaConf
 
 from mmf.common.registry import registry
+from mmf_uvlp.errors import UserConfigError
 from mmf_uvlp.models.head_spec import head_spec
 from mmf_uvlp.models.uvla import UVLA
-from mmf_uvlp.utils.user_config import UserConfigError
 
 from helpers import MMF_RUN, REPO
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from mmf_uvlp.errors import UserConfigError
 from mmf_uvlp.utils.bert_source import bert_source, load_or_explain, register_resolver
-from mmf_uvlp.utils.user_config import UserConfigError
 
 MINILM = os.environ["UVLP_BERT"]
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from mmf_uvlp.errors import LogFormatError
 from mmf_uvlp.replication.aggregate import seed_cells
 from mmf_uvlp.replication.steps import Step
 from mmf_uvlp.report import collect_run, parse_log
-from mmf_uvlp.report.mmf_log import LogFormatError
 
 from helpers import REPO
 

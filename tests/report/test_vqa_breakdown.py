@@ -10,7 +10,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from mmf_uvlp.data_formats.errors import FormatError
+from mmf_uvlp.errors import FormatError
 from mmf_uvlp.report.vqa_breakdown import (
     ALL, breakdown, find_predictions, prior_breakdown, read_predictions,
 )

@@ -10,8 +10,8 @@ import torch
 from omegaconf import OmegaConf
 from torch import nn
 
+from mmf_uvlp.errors import UserConfigError
 from mmf_uvlp.training.checkpoint_fit import check_checkpoint_fits, differences
-from mmf_uvlp.utils.user_config import UserConfigError
 
 
 class Model(nn.Module):

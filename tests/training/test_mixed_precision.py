@@ -14,6 +14,7 @@ from torch.utils.data.dataloader import default_collate
 import mmf  # noqa: F401  (registers the plugin's components)
 from mmf.common.registry import registry
 from mmf.common.sample import SampleList
+from mmf_uvlp.errors import UserConfigError
 from mmf_uvlp.losses.curriculum import CurriculumWeighting
 from mmf_uvlp.losses.mrfr import MaskedRegionFeatureRegressionLoss
 from mmf_uvlp.models.uvla import UVLA
@@ -22,7 +23,6 @@ from mmf_uvlp.processors.region_tag_masking import RegionTagMaskingProcessor
 from mmf_uvlp.training.mixed_precision import SCALER_KEY, Precision, restore_scaler
 from mmf_uvlp.training.progress import clear_train_samples, register_train_samples
 from mmf_uvlp.utils.reproducibility import set_rng_state
-from mmf_uvlp.utils.user_config import UserConfigError
 
 from helpers import HOLDOUT, REPO, TINY, mmf_run
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from mmf_uvlp.training.run_lock import LOCK_FILE, Owner, RunFolderBusy, RunLock
+from mmf_uvlp.errors import RunFolderBusy
+from mmf_uvlp.training.run_lock import LOCK_FILE, Owner, RunLock
 
 from helpers import REPO
 

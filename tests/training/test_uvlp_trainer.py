@@ -25,6 +25,7 @@ from mmf.common.sample import Sample, SampleList
 from mmf.modules.metrics import Metrics
 from mmf.utils.build import build_dataloader_and_sampler
 
+from mmf_uvlp.errors import UserConfigError
 from mmf_uvlp.trainers.behaviour import flush_non_finite_check
 from mmf_uvlp.trainers.rc10_checkpoint import UVLPCheckpoint
 from mmf_uvlp.trainers.rc10_loaders import SeededMultiDatasetLoader
@@ -33,7 +34,6 @@ from mmf_uvlp.training.data_order import seeded_dataloader
 from mmf_uvlp.training.mixed_precision import FLOAT32
 from mmf_uvlp.training.side_stream import SideStreamCopy
 from mmf_uvlp.utils.checkpoint_files import atomic_torch_save
-from mmf_uvlp.utils.user_config import UserConfigError
 
 SILENT = types.SimpleNamespace(write=lambda *a, **k: None)
 

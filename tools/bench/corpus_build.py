@@ -107,8 +107,8 @@ def bench_pipeline(args) -> None:
                      convert_to_numpy=True, show_progress_bar=False)
         bare.append(n / (time.time() - t0))
         cache = os.path.join(sub, f"cache{round_}")
-        from mmf_uvlp.corpus.errors import ErrorPolicy
         from mmf_uvlp.corpus.sentences import build_sentence_index
+        from mmf_uvlp.utils.error_policy import ErrorPolicy
 
         t0 = time.time()
         build_sentence_index([os.path.join(sub, "corpus.txt")], cache, ErrorPolicy())

@@ -28,9 +28,9 @@ import numpy as np
 from torch.utils.data import Dataset
 
 from mmf_uvlp.corpus.shards import part_paths, read_numbered_part
-from mmf_uvlp.data_formats.errors import FormatError
 from mmf_uvlp.data_formats.mmf_features import FeatureNames
 from mmf_uvlp.datasets.databases.link_noise import LinkNoise
+from mmf_uvlp.errors import FormatError
 from mmf_uvlp.utils.safe_loading import stays_inside, unsafe_name
 
 UNITS = ("image", "sentence")

@@ -26,10 +26,10 @@ from typing import Any, Dict, Iterator, List, Optional
 
 from torch.utils.data import Dataset
 
-from mmf_uvlp.data_formats.errors import FormatError
 from mmf_uvlp.data_formats.mmf_features import FeatureNames
 from mmf_uvlp.data_formats.text import read_captions
 from mmf_uvlp.data_formats.vinvl import VinvlPrediction, read_detections_jsonl, read_predictions
+from mmf_uvlp.errors import FormatError
 from mmf_uvlp.utils.safe_loading import stays_inside, unsafe_name
 
 

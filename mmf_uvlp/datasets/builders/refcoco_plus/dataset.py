@@ -36,10 +36,10 @@ from mmf.datasets.mmf_dataset import MMFDataset
 from mmf.utils.general import get_absolute_path
 from torch.utils.data import Dataset
 
-from mmf_uvlp.data_formats.errors import FormatError
 from mmf_uvlp.data_formats.mmf_features import FeatureNames
 from mmf_uvlp.data_formats.refer import REFER_SPLITS, Refer
 from mmf_uvlp.datasets.annotation_db import AnnotationDbHook
+from mmf_uvlp.errors import FormatError
 from mmf_uvlp.modules.boxes import normalized_boxes
 from mmf_uvlp.utils.boxes import MATCH_IOU, iou
 from mmf_uvlp.utils.safe_loading import stays_inside, unsafe_name

@@ -1,13 +1,11 @@
-"""Bad input: one error type that names where it is, and a policy that raises or counts.
+"""Bad input, raised or counted: the one policy every reader of the package follows.
 
-``FormatError`` is ``mmf_uvlp.data_formats.errors.FormatError`` (a ``ValueError`` naming file,
-line, field, what was expected and what was found), shared with the project's format readers.
-
-``ErrorPolicy`` is how every reader of this package reports a bad item: with
-``on_error="raise"`` (the default) the first bad item stops the build; with ``"skip"`` the item
-is dropped and counted by reason (a few examples of each reason are kept for the report).
-Nothing is dropped without being counted. ``EmptyInputError`` stops a build that has
-nothing left to work on (no image, no sentence), naming the input files.
+``ErrorPolicy`` is how a reader reports a bad item (a :class:`~mmf_uvlp.errors.FormatError`
+naming file, line, field, what was expected and what was found): with ``on_error="raise"``
+(the default) the first bad item stops the build; with ``"skip"`` the item is dropped and
+counted by reason (a few examples of each reason are kept for the report). Nothing is
+dropped without being counted. A build that has nothing left to work on (no image, no
+sentence) stops with :class:`~mmf_uvlp.errors.EmptyInputError`, naming the input files.
 """
 
 from __future__ import annotations
@@ -15,11 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Dict, List
 
-from mmf_uvlp.data_formats.errors import FormatError  # the project's one format error
-
-
-class EmptyInputError(ValueError):
-    """No usable item is left of an input (every row empty, bad or dropped)."""
+from mmf_uvlp.errors import FormatError
 
 
 def make_error(path, line, field, expected, got=None) -> FormatError:
