@@ -36,11 +36,12 @@ import os
 from dataclasses import dataclass
 from typing import BinaryIO, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
-from mmf_uvlp.corpus.sentences import atomic_write_bytes, atomic_write_json, read_json
+from mmf_uvlp.corpus.sentences import read_json
 from mmf_uvlp.corpus.stage import StageContext
 from mmf_uvlp.corpus.work import Clock, add_timing, chunk_file
 from mmf_uvlp.data_formats.labelmap import load_labelmap
 from mmf_uvlp.errors import EmptyInputError, FormatError
+from mmf_uvlp.utils.atomic import atomic_write_bytes, atomic_write_json
 from mmf_uvlp.utils.error_policy import ErrorPolicy
 from mmf_uvlp.data_formats.vinvl import (
     VinvlPrediction, duplicate_id_error, infer_feature_dim, is_blank,

@@ -26,6 +26,7 @@ import numpy as np
 
 from mmf_uvlp.corpus.stage import StageContext
 from mmf_uvlp.corpus.work import Clock, add_timing, chunk_file, save_npy
+from mmf_uvlp.utils.atomic import atomic_open, atomic_path
 
 EMBEDDINGS_FILE = "embeddings.npy"
 PROGRESS_FILE = "embeddings.progress.json"
@@ -117,7 +118,8 @@ def embed_corpus(
     """Embed every sentence of ``store`` into ``cache_dir/embeddings.npy``; resumable."""
     from tqdm import tqdm
 
-    from mmf_uvlp.corpus.sentences import atomic_write_json, read_json
+    from mmf_uvlp.corpus.sentences import read_json
+    from mmf_uvlp.utils.atomic import atomic_write_json
 
     path = os.path.join(cache_dir, EMBEDDINGS_FILE)
     done_path = os.path.join(cache_dir, DONE_FILE)
@@ -127,10 +129,10 @@ def embed_corpus(
     dim = embedding_dim(model)
     progress_path = os.path.join(cache_dir, PROGRESS_FILE)
     if not os.path.exists(path):
-        tmp = f"{path}.tmp.{os.getpid()}"
-        mm = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(n, dim))
-        del mm
-        os.replace(tmp, path)
+        with atomic_path(path) as temporary:
+            mm = np.lib.format.open_memmap(temporary, mode="w+", dtype=np.float32,
+                                           shape=(n, dim))
+            del mm
         atomic_write_json(progress_path, {"done": []})
     done = set(read_json(progress_path, {"done": []})["done"])
     mm = np.lib.format.open_memmap(path, mode="r+")
@@ -195,10 +197,8 @@ def embed_corpus_part(
             continue
         start, stop = c * chunk_size, min(n, (c + 1) * chunk_size)
         vectors = encode(model, store.texts_range(start, stop), batch_size, pool)
-        tmp = f"{path}.tmp.{os.getpid()}"
-        with open(tmp, "wb") as handle:
+        with atomic_open(path, "wb") as handle:
             np.save(handle, vectors)
-        os.replace(tmp, path)
         embedded += 1
         if hook is not None:
             hook("embed_corpus", c)

@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from mmf_uvlp.corpus.config import CorpusConfig
-from mmf_uvlp.corpus.sentences import atomic_write_json, read_json
+from mmf_uvlp.corpus.sentences import read_json
+from mmf_uvlp.utils.atomic import atomic_write_json
 from mmf_uvlp.utils.cluster import JobOptions
 
 logger = logging.getLogger(__name__)

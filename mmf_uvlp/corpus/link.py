@@ -46,10 +46,10 @@ import numpy as np
 
 from mmf_uvlp.corpus.quality import mentions
 from mmf_uvlp.corpus.report import link_score_band
-from mmf_uvlp.corpus.sentences import atomic_write_json
 from mmf_uvlp.corpus.shards import part_damage, part_name, write_part
 from mmf_uvlp.corpus.stage import StageContext
 from mmf_uvlp.corpus.work import Clock, add_timing, chunk_file, rounded
+from mmf_uvlp.utils.atomic import atomic_write_json
 
 logger = logging.getLogger(__name__)
 

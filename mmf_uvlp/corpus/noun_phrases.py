@@ -31,9 +31,9 @@ from typing import (Dict, Hashable, Iterable, Iterator, List, Optional, Sequence
 
 import numpy as np
 
-from mmf_uvlp.corpus.sentences import atomic_write_bytes
 from mmf_uvlp.corpus.stage import StageContext
 from mmf_uvlp.corpus.work import Clock, add_timing, chunk_file
+from mmf_uvlp.utils.atomic import atomic_write_bytes
 
 SKIP_POS = {"DET", "PRON", "ADP", "CCONJ", "SCONJ", "PART", "NUM", "PUNCT", "AUX", "SYM"}
 

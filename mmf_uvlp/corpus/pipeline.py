@@ -50,16 +50,11 @@ from mmf_uvlp.corpus.embed import stage_queries
 from mmf_uvlp.corpus.link import stage_link
 from mmf_uvlp.corpus.noun_phrases import stage_phrases
 from mmf_uvlp.corpus.retrieve import stage_retrieve
-from mmf_uvlp.errors import EmptyInputError
-from mmf_uvlp.utils.error_policy import ErrorPolicy
-from mmf_uvlp.corpus.sentences import (
-    SentenceStore,
-    atomic_write_bytes,
-    atomic_write_json,
-    build_sentence_index,
-    read_json,
-)
+from mmf_uvlp.corpus.sentences import SentenceStore, build_sentence_index, read_json
 from mmf_uvlp.corpus.work import Clock, add_timing, chunk_file, peak_rss_mb
+from mmf_uvlp.errors import EmptyInputError
+from mmf_uvlp.utils.atomic import atomic_write_bytes, atomic_write_json
+from mmf_uvlp.utils.error_policy import ErrorPolicy
 from mmf_uvlp.utils.output_folder import check_no_links_below
 
 STAGES = ("detections", "queries", "retrieve", "phrases", "link")

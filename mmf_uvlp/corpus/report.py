@@ -23,7 +23,8 @@ import math
 import os
 from typing import Dict, List, Optional
 
-from mmf_uvlp.corpus.sentences import atomic_write_bytes, atomic_write_json, read_json
+from mmf_uvlp.corpus.sentences import read_json
+from mmf_uvlp.utils.atomic import atomic_path, atomic_write_bytes, atomic_write_json
 from mmf_uvlp.utils.error_policy import ErrorPolicy
 
 
@@ -221,10 +222,9 @@ def _histogram_png(path: str, counts: List[int]) -> None:
     ax.set_ylabel("retrieved sentences")
     ax.set_title("Retrieval scores")
     fig.tight_layout()
-    tmp = f"{path}.tmp.{os.getpid()}.png"
-    fig.savefig(tmp, metadata={"Software": None})
+    with atomic_path(path, extension=".png") as temporary:
+        fig.savefig(temporary, metadata={"Software": None})
     plt.close(fig)
-    os.replace(tmp, path)
 
 
 def _highlight(text: str, phrases: List[Dict[str, object]], regions, markdown: bool) -> str:

@@ -34,9 +34,9 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
-from mmf_uvlp.corpus.sentences import atomic_write_json
 from mmf_uvlp.corpus.stage import StageContext
 from mmf_uvlp.corpus.work import Clock, add_timing, chunk_file
+from mmf_uvlp.utils.atomic import atomic_path, atomic_write_json
 
 
 def _faiss():
@@ -136,9 +136,8 @@ def build_index(
             finally:
                 faiss.omp_set_num_threads(threads)
         if path:
-            tmp = f"{path}.tmp.{os.getpid()}"
-            faiss.write_index(index, tmp)
-            os.replace(tmp, path)
+            with atomic_path(path) as temporary:
+                faiss.write_index(index, temporary)
     set_search_params(index, kind, cfg)
     return index
 
@@ -426,9 +425,8 @@ def stage_retrieve(builder: StageContext, chunks: Sequence[int],
         ids, scores, stats = search.chunk(chunk, images)
         atomic_write_json(chunk_file(directory, chunk, "json"), stats)
         path = chunk_file(directory, chunk, "npz")
-        temporary = f"{path}.tmp.{os.getpid()}.npz"
-        np.savez(temporary, ids=ids, scores=scores)
-        os.replace(temporary, path)
+        with atomic_path(path, extension=".npz") as temporary:
+            np.savez(temporary, ids=ids, scores=scores)
         count += len(images)
         bar.update(len(images))
         builder.after_chunk("retrieve", chunk)

@@ -23,6 +23,7 @@ from typing import Dict, Iterable, List, Optional, Sequence
 
 import numpy as np
 
+from mmf_uvlp.utils.atomic import atomic_open
 from mmf_uvlp.utils.error_policy import ErrorPolicy, make_error
 
 SENTENCE_DTYPE = np.dtype(
@@ -47,19 +48,6 @@ def text_hash(text: str) -> int:
     return int.from_bytes(digest, "little")
 
 
-def atomic_write_bytes(path: str, data: bytes) -> None:
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-
-
-def atomic_write_json(path: str, data) -> None:
-    atomic_write_bytes(path, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
-
-
 def build_sentence_index(
     files: Sequence[str], cache_dir: str, policy: ErrorPolicy, block: int = 65536,
     progress: bool = False,
@@ -69,7 +57,6 @@ def build_sentence_index(
 
     os.makedirs(cache_dir, exist_ok=True)
     index_path = os.path.join(cache_dir, INDEX_FILE)
-    tmp = f"{index_path}.tmp.{os.getpid()}"
     buffer = np.zeros(block, dtype=SENTENCE_DTYPE)
     count = 0
     filled = 0
@@ -77,7 +64,7 @@ def build_sentence_index(
     total_bytes = sum(os.path.getsize(p) for p in files)
     bar = tqdm(total=total_bytes, unit="B", unit_scale=True, desc="index corpus",
                disable=not progress)
-    with open(tmp, "wb") as out:
+    with atomic_open(index_path, "wb", fsync=True) as out:
         for file_no, path in enumerate(files):
             offset = 0
             with open(path, "rb") as handle:
@@ -113,17 +100,13 @@ def build_sentence_index(
                         out.write(buffer.tobytes())
                         filled = 0
         out.write(buffer[:filled].tobytes())
-        out.flush()
-        os.fsync(out.fileno())
     bar.close()
-    os.replace(tmp, index_path)
     index = np.memmap(index_path, dtype=SENTENCE_DTYPE, mode="r") if count else \
         np.zeros(0, SENTENCE_DTYPE)
     hashes = np.unique(np.asarray(index["hash"]))
     hashes_path = os.path.join(cache_dir, HASHES_FILE)
-    with open(f"{hashes_path}.tmp", "wb") as handle:
+    with atomic_open(hashes_path, "wb", temporary=f"{hashes_path}.tmp") as handle:
         np.save(handle, hashes)
-    os.replace(f"{hashes_path}.tmp", hashes_path)
     return {"sentences": count, "lines": lines_read, "distinct_texts": int(hashes.size)}
 
 

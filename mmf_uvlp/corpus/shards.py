@@ -28,6 +28,8 @@ import shutil
 import zlib
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
+from mmf_uvlp.utils.atomic import atomic_path
+
 SCHEMA_VERSION = 1
 INDEX_NAME = "index.json"
 
@@ -49,7 +51,7 @@ def encode_records(records: Sequence[Dict[str, object]], fmt: str = "jsonl.gz") 
 
 def write_part(directory: str, chunk: int, records: Sequence[Dict[str, object]],
                fmt: str = "jsonl.gz") -> str:
-    from mmf_uvlp.corpus.sentences import atomic_write_bytes
+    from mmf_uvlp.utils.atomic import atomic_write_bytes
 
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, part_name(chunk, fmt))
@@ -170,7 +172,7 @@ def output_damage(directory: str) -> Optional[str]:
 
 
 def write_index(directory: str, parts: List[Dict[str, object]], meta: Dict[str, object]) -> None:
-    from mmf_uvlp.corpus.sentences import atomic_write_json
+    from mmf_uvlp.utils.atomic import atomic_write_json
 
     data = dict(meta)
     data["schema_version"] = SCHEMA_VERSION
@@ -181,6 +183,5 @@ def write_index(directory: str, parts: List[Dict[str, object]], meta: Dict[str, 
 
 def copy_file(src: str, dst: str) -> None:
     """Copy atomically (a merged output is never half-written)."""
-    tmp = f"{dst}.tmp.{os.getpid()}"
-    shutil.copyfile(src, tmp)
-    os.replace(tmp, dst)
+    with atomic_path(dst) as temporary:
+        shutil.copyfile(src, temporary)

@@ -10,6 +10,8 @@ from typing import Dict, Optional
 
 import numpy as np
 
+from mmf_uvlp.utils.atomic import atomic_open
+
 Timings = Dict[str, Dict[str, float]]
 
 
@@ -25,10 +27,8 @@ def chunk_file(directory: str, chunk: int, extension: str) -> str:
 
 def save_npy(path: str, array: np.ndarray) -> None:
     """``np.save`` to a temporary name moved into place: a file that exists is complete."""
-    temporary = f"{path}.tmp.{os.getpid()}"
-    with open(temporary, "wb") as handle:
+    with atomic_open(path, "wb") as handle:
         np.save(handle, array)
-    os.replace(temporary, path)
 
 
 def rounded(value: Optional[float], digits: int) -> Optional[float]:

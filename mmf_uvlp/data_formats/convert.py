@@ -54,6 +54,7 @@ from tqdm import tqdm
 
 from mmf_uvlp.corpus.config import file_signature
 from mmf_uvlp.errors import FormatError
+from mmf_uvlp.utils.atomic import atomic_open
 from mmf_uvlp.utils.error_policy import ErrorPolicy
 from mmf_uvlp.data_formats.labelmap import (NAMED_LABELMAP, LabelMap, labelmap_of_names,
                                             load_labelmap, write_labelmap)
@@ -266,11 +267,8 @@ class _NpyWriter:
 
     def _save(self, name: str, value: Any, allow_pickle: bool) -> None:
         path = os.path.join(self.out, name)
-        with open(path + ".tmp", "wb") as handle:
+        with atomic_open(path, "wb", temporary=path + ".tmp", fsync=True) as handle:
             np.save(handle, value, allow_pickle=allow_pickle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(path + ".tmp", path)
 
     def finish(self, keys: List[str]) -> None:
         """Nothing to add: MMF finds each image by its file name."""
@@ -320,11 +318,9 @@ class _State:
         data = {"version": STATE_VERSION, "fingerprint": fingerprint,
                 **dataclasses.asdict(summary)}
         data.pop("resumed")
-        with open(self.path + ".tmp", "w", encoding="utf-8") as handle:
+        with atomic_open(self.path, "w", temporary=self.path + ".tmp", fsync=True,
+                         encoding="utf-8") as handle:
             json.dump(data, handle, indent=1)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(self.path + ".tmp", self.path)
 
 
 def _fingerprint(sources: Sources, layout: str, on_error: str, feature_dim: int) -> str:

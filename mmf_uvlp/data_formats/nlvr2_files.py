@@ -22,6 +22,7 @@ from mmf_uvlp.data_formats.annotations import NLVR2_FIELDS, check_nlvr2, numbere
 from mmf_uvlp.data_formats.convert import layout_of
 from mmf_uvlp.data_formats.mmf_features import LmdbFeatures
 from mmf_uvlp.errors import FormatError
+from mmf_uvlp.utils.atomic import atomic_open
 
 StrPath = str | os.PathLike
 
@@ -64,13 +65,9 @@ def convert_nlvr2(sources: List[StrPath], out: StrPath,
         target = out / (Path(source).stem + ".jsonl")
         if target.resolve() == Path(source).resolve():
             raise ValueError(f"{source}: already a .jsonl file; nothing to convert")
-        temporary = target.with_name(target.name + ".tmp")
-        try:
-            with open(temporary, "w", encoding="utf-8", newline="\n") as handle:
-                tally = _copy_records(source, handle, has_image, features)
-            os.replace(temporary, target)
-        finally:
-            temporary.unlink(missing_ok=True)
+        with atomic_open(target, "w", temporary=target.with_name(target.name + ".tmp"),
+                         encoding="utf-8", newline="\n") as handle:
+            tally = _copy_records(source, handle, has_image, features)
         counts[str(target)] = tally
     return counts
 

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Callable, Dict, List, Tuple
 
 from mmf_uvlp.corpus.launch import Launcher, Task
-from mmf_uvlp.corpus.sentences import atomic_write_json, read_json
+from mmf_uvlp.corpus.sentences import read_json
+from mmf_uvlp.utils.atomic import atomic_write_json
 from mmf_uvlp.utils.cluster import JobOptions
 
 

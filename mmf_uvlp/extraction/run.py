@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 from typing import Dict, Optional, Sequence, Tuple
 
 from mmf_uvlp.corpus.config import file_signature
-from mmf_uvlp.corpus.sentences import atomic_write_json, read_json
+from mmf_uvlp.corpus.sentences import read_json
+from mmf_uvlp.utils.atomic import atomic_open, atomic_write_json
 from mmf_uvlp.extraction.images import (
     MAX_PIXELS, MIN_SIDE, BadImage, Listing, decode, list_images, read_bytes,
 )
@@ -274,11 +275,11 @@ def merge(shard_dirs: Sequence[str], out: str) -> Dict[str, object]:
         states.append(state)
     os.makedirs(out, exist_ok=True)
     for name in ("predictions.tsv", "hw.tsv"):
-        with open(os.path.join(out, name + ".part"), "wb") as target:
+        path = os.path.join(out, name)
+        with atomic_open(path, "wb", temporary=path + ".part") as target:
             for folder in shard_dirs:
                 with open(os.path.join(folder, name), "rb") as source:
                     shutil.copyfileobj(source, target)
-        os.replace(os.path.join(out, name + ".part"), os.path.join(out, name))
     first = read_json(os.path.join(shard_dirs[0], "labelmap.json"))
     report = read_json(os.path.join(shard_dirs[0], "report.json"))
     merged = {"written": sum(s["written"] for s in states),

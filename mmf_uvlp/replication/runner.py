@@ -57,6 +57,7 @@ from mmf_uvlp.replication.steps import Step
 from mmf_uvlp.replication.study import REPO
 from mmf_uvlp.replication.world import World
 from mmf_uvlp.report.results import LOG_FILE, parse_log
+from mmf_uvlp.utils.atomic import atomic_write_json
 
 PREVIOUS_LOG = "train.previous.log"  # a finished run's log while the run is made again
 
@@ -187,9 +188,8 @@ def interrupted_starts(step: Step) -> list[dict]:
 def _write_json(path: Path, data: dict) -> None:
     """``data`` as ``path``, whole or not at all (written aside, then moved in place)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    os.replace(temporary, path)
+    atomic_write_json(path, data, fsync=False, sort_keys=False,
+                      temporary=path.with_name(f".{path.name}.{os.getpid()}.tmp"))
 
 
 def stale_reason(step: Step, record: dict | None, source: Path | None = None) -> str | None:

@@ -38,6 +38,7 @@ from mmf_uvlp.toy_world.writers import (
     PoolWriter, write_json, write_lines, write_object_npy, write_pickle, dumps,
 )
 from mmf_uvlp.errors import UnsafeOutputPath
+from mmf_uvlp.utils.atomic import atomic_path
 from mmf_uvlp.utils.output_folder import check_no_link_on_the_way, read_file_list
 
 FORMAT_VERSION = 1
@@ -316,8 +317,8 @@ def _move_in(partial: Path, out: Path) -> None:
         check_no_link_on_the_way(out, PurePosixPath(rel), f"{out}: new world file {rel!r}")
     # while files move, the list in ``out`` covers both worlds: a killed move is redone
     (out / f"{FILE_LIST}.tmp").unlink(missing_ok=True)  # a link there is not written through
-    write_lines(out / f"{FILE_LIST}.tmp", sorted(old | new))
-    os.replace(out / f"{FILE_LIST}.tmp", out / FILE_LIST)
+    with atomic_path(out / FILE_LIST, temporary=out / f"{FILE_LIST}.tmp") as temporary:
+        write_lines(Path(temporary), sorted(old | new))
     for rel in sorted(old - new):
         (out / rel).unlink(missing_ok=True)
         for parent in (out / rel).parents:  # folders left empty

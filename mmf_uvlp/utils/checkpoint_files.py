@@ -22,6 +22,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import torch
 
 from mmf_uvlp.errors import CheckpointWriteError, DamagedCheckpoint, RefusedCheckpoint
+from mmf_uvlp.utils.atomic import atomic_open
 
 
 class WriteErrors:
@@ -50,9 +51,11 @@ def atomic_torch_save(obj: Any, path: str) -> None:
     operating system's error (torch's own writer reports only "iostream error" or
     "unexpected pos"), wherever it is raised.
     """
-    temporary = f"{path}.tmp-{os.getpid()}"
     try:
-        with open(temporary, "wb") as handle:
+        # the temporary file is removed before the error is built: the free space it tells
+        # is what a retry would have
+        with atomic_open(path, "wb", temporary=f"{path}.tmp-{os.getpid()}",
+                         fsync=True) as handle:
             writes = WriteErrors(handle)
             try:
                 torch.save(obj, writes)
@@ -60,19 +63,8 @@ def atomic_torch_save(obj: Any, path: str) -> None:
                 if writes.error is None:
                     raise
                 raise writes.error from error
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
     except OSError as error:
-        _remove(temporary)  # first: the free space told is what a retry would have
         raise CheckpointWriteError(str(path), error) from error
-    finally:
-        _remove(temporary)
-
-
-def _remove(path: str) -> None:
-    if os.path.lexists(path):
-        os.remove(path)
 
 
 def numpy_data() -> List[Any]:

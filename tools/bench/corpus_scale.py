@@ -55,12 +55,12 @@ WORK_FOLDERS = {"detections": "work/detections", "queries": "work/queries",
 
 
 def _save(out: str, step: str, data: Dict[str, object]) -> None:
+    from mmf_uvlp.utils.atomic import atomic_open
+
     path = os.path.join(out, "results", f"{step}.json")
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as handle:
+    with atomic_open(path, "w", temporary=f"{path}.tmp") as handle:
         json.dump(data, handle, indent=1, sort_keys=True)
-    os.replace(tmp, path)
 
 
 def _load(out: str, step: str) -> Optional[Dict[str, object]]:
