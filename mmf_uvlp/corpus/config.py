@@ -15,7 +15,6 @@ import copy
 import dataclasses
 import hashlib
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -23,6 +22,7 @@ from typing import Any, Dict, List, Optional
 import yaml
 
 from mmf_uvlp.utils.config_files import default_config
+from mmf_uvlp.utils.file_signature import file_signature
 
 DEFAULT_CONFIG_PATH = Path(default_config("corpus", "default.yaml"))
 INDEX_KINDS = ("auto", "flat", "ivf", "hnsw")
@@ -202,18 +202,6 @@ class CorpusConfig:
                 del inputs[key]
         inputs["corpus"] = None  # covered by data["sentences"]
         return _digest(data)
-
-
-def file_signature(path: str) -> List[Any]:
-    """Name, size and a hash of the first and last MiB: stable across machines and copies."""
-    size = os.path.getsize(path)
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        digest.update(handle.read(1 << 20))
-        if size > 2 << 20:
-            handle.seek(size - (1 << 20))
-            digest.update(handle.read())
-    return [os.path.basename(path), size, digest.hexdigest()[:16]]
 
 
 def _choice(name: str, value: Any, allowed) -> None:

@@ -52,10 +52,10 @@ import lmdb
 import numpy as np
 from tqdm import tqdm
 
-from mmf_uvlp.corpus.config import file_signature
 from mmf_uvlp.errors import FormatError
 from mmf_uvlp.utils.atomic import atomic_open
 from mmf_uvlp.utils.error_policy import ErrorPolicy
+from mmf_uvlp.utils.file_signature import file_signature
 from mmf_uvlp.data_formats.labelmap import (NAMED_LABELMAP, LabelMap, labelmap_of_names,
                                             load_labelmap, write_labelmap)
 from mmf_uvlp.data_formats.mmf_features import KEYS_ENTRY, LmdbFeatures, load_npy

@@ -33,9 +33,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Dict, Optional, Sequence, Tuple
 
-from mmf_uvlp.corpus.config import file_signature
 from mmf_uvlp.corpus.sentences import read_json
 from mmf_uvlp.utils.atomic import atomic_open, atomic_write_json
+from mmf_uvlp.utils.file_signature import file_signature
 from mmf_uvlp.extraction.images import (
     MAX_PIXELS, MIN_SIDE, BadImage, Listing, decode, list_images, read_bytes,
 )

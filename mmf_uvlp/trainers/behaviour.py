@@ -7,9 +7,9 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterator, Mapping
 
+from mmf_uvlp.training.reproducibility import derived_seed, isolated_rng, seed_everything
 from mmf_uvlp.training.seeding import run_seed
 from mmf_uvlp.utils.finite_loss import DeferredFiniteCheck, check_finite_loss
-from mmf_uvlp.utils.reproducibility import derived_seed, isolated_rng, seed_everything
 
 
 def seed_run(config: Any) -> None:

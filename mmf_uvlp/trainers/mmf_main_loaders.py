@@ -27,7 +27,7 @@ def _numpy_state_kept() -> Iterator[None]:
 
 class SeededMultiDataLoader(MultiDataLoader):
     """MMF main's MultiDataLoader whose DataLoaders draw their order from an
-    :class:`~mmf_uvlp.utils.reproducibility.EpochSampler`, counting the batches it prepared
+    :class:`~mmf_uvlp.training.reproducibility.EpochSampler`, counting the batches it prepared
     per dataset (``consumed``), able to resume at a counted position."""
 
     def __init__(self, loaders: Mapping[str, DataLoader], iteration_strategy: Any,

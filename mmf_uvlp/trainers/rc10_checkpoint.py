@@ -34,7 +34,7 @@ from mmf_uvlp.training.resumable_checkpoints import (
     restore_run_state,
     run_state,
 )
-from mmf_uvlp.utils.checkpoint_files import atomic_torch_save
+from mmf_uvlp.training.checkpoint_files import atomic_torch_save
 
 
 class UVLPCheckpoint(Checkpoint):

@@ -130,7 +130,7 @@ class EpochBatchIterator:
 
 class SeededMultiDatasetLoader(MultiDatasetLoader):
     """MMF's MultiDatasetLoader whose DataLoaders draw their order from an
-    :class:`~mmf_uvlp.utils.reproducibility.EpochSampler`, and which counts the batches it
+    :class:`~mmf_uvlp.training.reproducibility.EpochSampler`, and which counts the batches it
     prepared per dataset (``consumed``) and can resume at a counted position."""
 
     def __init__(self, dataset_type: str = "train"):

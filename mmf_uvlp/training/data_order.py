@@ -14,9 +14,9 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 
 import torch
 
+from mmf_uvlp.training.reproducibility import EpochSampler
 from mmf_uvlp.training.seeding import run_seed
 from mmf_uvlp.training.workers import worker_arguments
-from mmf_uvlp.utils.reproducibility import EpochSampler
 
 
 def seeded_dataloader(loader: torch.utils.data.DataLoader, training: Mapping[str, Any]

@@ -4,7 +4,7 @@
 A checkpoint carries ``uvlp_run_state``: the random-number states, the data position
 (:mod:`mmf_uvlp.training.data_order`), the epoch and the lr scheduler's state. It is written
 under a temporary name and renamed (a write error names its code and file), loaded with the
-restricted loader of :mod:`mmf_uvlp.utils.checkpoint_files` (plain data and numpy arrays;
+restricted loader of :mod:`mmf_uvlp.training.checkpoint_files` (plain data and numpy arrays;
 a legacy ``checkpoint.resume_file`` holding other objects only with
 ``checkpoint.trust_resume_file=True``), and a damaged or missing ``current.ckpt`` falls back
 to the newest complete ``models/model_N.ckpt``.
@@ -25,7 +25,7 @@ RUN_STATE_KEY = "uvlp_run_state"
 
 def run_state(trainer: Any) -> Dict[str, Any]:
     """What a checkpoint of ``trainer`` needs beyond MMF's to resume the same run."""
-    from mmf_uvlp.utils.reproducibility import rng_state
+    from mmf_uvlp.training.reproducibility import rng_state
 
     scheduler = getattr(trainer, "lr_scheduler", None)
     return {
@@ -45,7 +45,7 @@ def load_run_checkpoint(checkpoint: Any, file: str, local_path: str, map_locatio
     ``file`` lies), as plain data and numpy arrays; the run's ``checkpoint.resume_file``
     loads whatever it holds when ``checkpoint.trust_resume_file`` is true, and a refusal of
     it names that opt-in."""
-    from mmf_uvlp.utils.checkpoint_files import load_checkpoint
+    from mmf_uvlp.training.checkpoint_files import load_checkpoint
 
     config = getattr(checkpoint, "config", None)  # None: a Checkpoint built without a run
     checkpoint_config = config.get("checkpoint", {}) if config is not None else {}
@@ -61,7 +61,7 @@ def load_run_checkpoint(checkpoint: Any, file: str, local_path: str, map_locatio
 def restore_run_state(trainer: Any, state: Dict[str, Any], file: str) -> None:
     """Put ``trainer`` back where the checkpoint ``file`` of ``state`` was written; data of
     other sizes restart the data order with a new epoch (with a warning)."""
-    from mmf_uvlp.utils.reproducibility import set_rng_state
+    from mmf_uvlp.training.reproducibility import set_rng_state
 
     set_rng_state(state["rng"])
     loader, data = trainer.train_loader, state["data"]

@@ -30,7 +30,7 @@ import os
 import pickle
 import re
 from pathlib import Path, PurePosixPath
-from typing import Any, BinaryIO, Callable, Optional
+from typing import Any, BinaryIO, Callable, List, Optional
 
 import numpy as np
 
@@ -161,6 +161,23 @@ def _npy_error(path: str, error: BaseException) -> BaseException:
 _REFUSED_GLOBAL = re.compile(r"GLOBAL ([\w.]+)")
 
 
+def numpy_data() -> List[Any]:
+    """What numpy arrays, scalars and dtypes need to be loaded as data (a numpy RNG state,
+    ``np.random.get_state()``, is one), under the names numpy 1.x and 2.x pickle them by.
+    Their elements are built by the same restricted unpickler."""
+    import numpy.dtypes
+
+    # numpy 2.x keeps the module as numpy._core (numpy.core warns); 1.x only as numpy.core
+    numpy_1 = np.lib.NumpyVersion(np.__version__) < "2.0.0"
+    multiarray = np.core.multiarray if numpy_1 else np._core.multiarray
+    found: List[Any] = [np.ndarray, np.dtype]
+    for module in ("numpy.core.multiarray", "numpy._core.multiarray"):
+        found += [(multiarray._reconstruct, f"{module}._reconstruct"),
+                  (multiarray.scalar, f"{module}.scalar")]
+    return found + [getattr(numpy.dtypes, name) for name in dir(numpy.dtypes)
+                    if name.endswith("DType")]
+
+
 def load_checkpoint(path: str | os.PathLike, trust: bool = False,
                     trust_hint: str = "") -> Any:
     """``torch.load`` of a user's checkpoint on the CPU: tensors, numbers, strings and plain
@@ -174,8 +191,6 @@ def load_checkpoint(path: str | os.PathLike, trust: bool = False,
     if trust:
         logger.warning("%s: loaded as a trusted checkpoint (any object it holds is built, "
                        "which can run code)", path)
-    from mmf_uvlp.utils.checkpoint_files import numpy_data
-
     try:
         with torch.serialization.safe_globals(numpy_data()):
             return torch.load(path, map_location="cpu", weights_only=not trust)

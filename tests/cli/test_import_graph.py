@@ -1,23 +1,57 @@
 """The package's modules import each other without a circle (module-level imports, those
-under ``TYPE_CHECKING`` included; an import inside a function is a deliberate late one)."""
+under ``TYPE_CHECKING`` included; an import inside a function is a deliberate late one), and
+no floor imports a floor above it (any import, late ones too).
+
+The floors, lowest first (``FLOORS``): a module may import its own floor and those below.
+A new top-level module or package is given its floor here.
+"""
 
 import ast
 from pathlib import Path
-from typing import Dict, List, Set
+from typing import Dict, List, Set, Tuple
 
 from helpers import REPO
 
 
-def import_graph(package: Path) -> Dict[str, Set[str]]:
-    """Each module of ``package`` -> the modules of ``package`` it imports at module level."""
+FLOORS: Tuple[Tuple[str, ...], ...] = (
+    ("errors",),  # the package's error types
+    ("utils",),  # helpers of every floor: safe loading, atomic writes, config files
+    ("data_formats", "tasks"),  # the on-disk formats; the study's tasks and metrics
+    ("corpus", "metrics", "reference_models", "report", "toy_world", "trainers", "training"),
+    ("datasets", "extraction", "modules", "processors"),
+    ("losses",),
+    ("models",),
+    ("analysis", "compat", "plugin", "replication"),  # MMF's fixes, the plugin's registration
+    ("cli", "doctor", "__init__"),  # entry points; the package itself
+)
+
+
+def floor_of(module: str) -> int:
+    """The floor of a module of the package (``mmf_uvlp.<top>...``; the package: ``__init__``)."""
+    parts = module.split(".")
+    top = parts[1] if len(parts) > 1 else "__init__"
+    return next(number for number, names in enumerate(FLOORS) if top in names)
+
+
+def upward_imports(graph: Dict[str, Set[str]]) -> List[str]:
+    """``importer -> imported`` for every import of a module on a higher floor."""
+    return sorted(f"{module} -> {other}" for module, imported in graph.items()
+                  for other in imported if floor_of(other) > floor_of(module))
+
+
+def import_graph(package: Path, late: bool = False) -> Dict[str, Set[str]]:
+    """Each module of ``package`` -> the modules of ``package`` it imports at module level
+    (``late``: anywhere, inside functions too)."""
     modules = {}
     for path in package.rglob("*.py"):
         parts = path.relative_to(package.parent).with_suffix("").parts
         modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     graph = {}
     for name, path in modules.items():
-        body = ast.parse(path.read_text()).body
-        nodes = body + [node for block in body if isinstance(block, ast.If) for node in block.body]
+        tree = ast.parse(path.read_text())
+        body = tree.body
+        nodes = list(ast.walk(tree)) if late else \
+            body + [node for block in body if isinstance(block, ast.If) for node in block.body]
         imported = set()
         for node in nodes:
             if isinstance(node, ast.ImportFrom) and node.module:
@@ -68,3 +102,21 @@ def test_the_check_finds_a_circle():
 
 def test_no_import_circle_among_the_package_s_modules():
     assert circles(import_graph(REPO / "mmf_uvlp")) == []
+
+
+def test_the_check_finds_an_upward_import():
+    graph = {"mmf_uvlp.utils.a": {"mmf_uvlp.corpus.b"}, "mmf_uvlp.corpus.b": {"mmf_uvlp.errors"}}
+    assert upward_imports(graph) == ["mmf_uvlp.utils.a -> mmf_uvlp.corpus.b"]
+
+
+def test_every_top_level_module_has_a_floor():
+    package = REPO / "mmf_uvlp"
+    tops = {path.stem if path.is_file() else path.name for path in package.iterdir()
+            if path.suffix == ".py" or (path / "__init__.py").exists()}
+    placed = {name for names in FLOORS for name in names}
+    assert tops - placed == set(), "give each new top-level module its floor in FLOORS"
+    assert placed - tops == set(), "a floor names a module that is gone"
+
+
+def test_no_floor_imports_a_floor_above_it():
+    assert upward_imports(import_graph(REPO / "mmf_uvlp", late=True)) == []

@@ -22,7 +22,7 @@ from mmf_uvlp.processors.image_sentence_masking import ImageSentenceMaskingProce
 from mmf_uvlp.processors.region_tag_masking import RegionTagMaskingProcessor
 from mmf_uvlp.training.mixed_precision import SCALER_KEY, Precision, restore_scaler
 from mmf_uvlp.training.progress import clear_train_samples, register_train_samples
-from mmf_uvlp.utils.reproducibility import set_rng_state
+from mmf_uvlp.training.reproducibility import set_rng_state
 
 from helpers import HOLDOUT, REPO, TINY, mmf_run
 
@@ -268,7 +268,7 @@ def test_a_checkpoint_written_on_a_gpu_loads_on_the_cpu(tmp_path):
     optimizer = torch.optim.AdamW(model.parameters())
     model(torch.ones(1, 3)).sum().backward()
     optimizer.step()
-    from mmf_uvlp.utils.reproducibility import rng_state
+    from mmf_uvlp.training.reproducibility import rng_state
 
     rng = dict(rng_state(), cuda=[torch.get_rng_state()])  # what torch.cuda adds on a GPU
     checkpoint = {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
@@ -301,7 +301,7 @@ def test_a_checkpoint_written_on_the_cpu_restores_when_mapped_to_a_gpu(tmp_path)
     """The reverse: MMF maps every tensor of the checkpoint to the GPU; the host-side states
     (random numbers, loss scale) still restore (emulated by tensors whose host-only uses
     raise, as a CUDA tensor's do)."""
-    from mmf_uvlp.utils.reproducibility import rng_state
+    from mmf_uvlp.training.reproducibility import rng_state
 
     checkpoint = {"uvlp_run_state": {"rng": rng_state()},
                   SCALER_KEY: _scaler_after_overflow().state_dict(),
@@ -319,7 +319,7 @@ def test_a_checkpoint_written_on_the_cpu_restores_when_mapped_to_a_gpu(tmp_path)
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_a_cpu_checkpoint_resumes_on_a_real_gpu(tmp_path):
-    from mmf_uvlp.utils.reproducibility import rng_state
+    from mmf_uvlp.training.reproducibility import rng_state
 
     path = tmp_path / "cpu.ckpt"
     torch.save({"uvlp_run_state": {"rng": rng_state()}}, path)

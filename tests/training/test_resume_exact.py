@@ -8,7 +8,7 @@ import shutil
 import pytest
 import torch
 
-from mmf_uvlp.utils.reproducibility import EpochSampler
+from mmf_uvlp.training.reproducibility import EpochSampler
 
 from helpers import pretrain, same
 

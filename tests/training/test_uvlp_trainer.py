@@ -30,10 +30,10 @@ from mmf_uvlp.trainers.behaviour import flush_non_finite_check
 from mmf_uvlp.trainers.rc10_checkpoint import UVLPCheckpoint
 from mmf_uvlp.trainers.rc10_loaders import SeededMultiDatasetLoader
 from mmf_uvlp.trainers.rc10_trainer import UVLPTrainer
+from mmf_uvlp.training.checkpoint_files import atomic_torch_save
 from mmf_uvlp.training.data_order import seeded_dataloader
 from mmf_uvlp.training.mixed_precision import FLOAT32
 from mmf_uvlp.training.side_stream import SideStreamCopy
-from mmf_uvlp.utils.checkpoint_files import atomic_torch_save
 
 SILENT = types.SimpleNamespace(write=lambda *a, **k: None)
 

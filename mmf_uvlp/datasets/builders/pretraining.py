@@ -27,7 +27,7 @@ from mmf_uvlp.datasets.annotation_db import AnnotationDbHook
 from mmf_uvlp.datasets.collate import collate
 from mmf_uvlp.datasets.region_counts import RegionCounts
 from mmf_uvlp.training.progress import register_train_samples
-from mmf_uvlp.utils.reproducibility import derived_seed
+from mmf_uvlp.training.reproducibility import derived_seed
 from mmf_uvlp.utils.config_files import default_config
 
 

@@ -23,6 +23,7 @@ import torch
 
 from mmf_uvlp.errors import CheckpointWriteError, DamagedCheckpoint, RefusedCheckpoint
 from mmf_uvlp.utils.atomic import atomic_open
+from mmf_uvlp.utils.safe_loading import numpy_data
 
 
 class WriteErrors:
@@ -65,24 +66,6 @@ def atomic_torch_save(obj: Any, path: str) -> None:
                 raise writes.error from error
     except OSError as error:
         raise CheckpointWriteError(str(path), error) from error
-
-
-def numpy_data() -> List[Any]:
-    """What numpy arrays, scalars and dtypes need to be loaded as data (a numpy RNG state,
-    ``np.random.get_state()``, is one), under the names numpy 1.x and 2.x pickle them by.
-    Their elements are built by the same restricted unpickler."""
-    import numpy as np
-    import numpy.dtypes
-
-    # numpy 2.x keeps the module as numpy._core (numpy.core warns); 1.x only as numpy.core
-    numpy_1 = np.lib.NumpyVersion(np.__version__) < "2.0.0"
-    multiarray = np.core.multiarray if numpy_1 else np._core.multiarray
-    found: List[Any] = [np.ndarray, np.dtype]
-    for module in ("numpy.core.multiarray", "numpy._core.multiarray"):
-        found += [(multiarray._reconstruct, f"{module}._reconstruct"),
-                  (multiarray.scalar, f"{module}.scalar")]
-    return found + [getattr(numpy.dtypes, name) for name in dir(numpy.dtypes)
-                    if name.endswith("DType")]
 
 
 def _numpy_data_name(name: str) -> bool:
