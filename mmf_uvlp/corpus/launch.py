@@ -281,23 +281,21 @@ def _log_of(job) -> str:
     return str(stderr if stderr.exists() and stderr.stat().st_size else job.paths.stdout)
 
 
-class Launcher:
-    """Run the phases of a launch; see the module docstring."""
+class JobLauncher:
+    """Submission, retries and resumption of a launch's jobs, phase by phase: a subclass
+    names its phases (``phases``) and runs them (``run``)."""
 
-    job_name_prefix = "corpus"  # the jobs' names: <prefix>-<phase>
+    job_name_prefix = "jobs"  # the jobs' names: <prefix>-<phase>
 
-    def __init__(self, config: CorpusConfig, out: str, shards: int, options: JobOptions,
-                 sentence_cache: Optional[str] = None, retries: int = 2,
+    def __init__(self, out: str, shards: int, options: JobOptions, retries: int = 2,
                  progress: bool = True, poll_s: float = 5.0) -> None:
         if shards < 1:
             raise ValueError(f"--shards: expected N >= 1, got {shards}")
         if retries < 0:
             raise ValueError(f"--retries: expected >= 0, got {retries}")
-        self.config = config.validate()
         self.out = os.path.abspath(out)
         self.shards = shards
         self.options = options
-        self.cache = os.path.abspath(sentence_cache or os.path.join(self.out, "sentences"))
         self.retries = retries
         self.progress = progress
         self.poll_s = poll_s
@@ -306,36 +304,9 @@ class Launcher:
         parallel = options.parallelism() or shards
         self.threads = options.threads(min(parallel, shards))
 
-    # ---------------------------------------------------------------- phases
+    # ---------------------------------------------------------------- shards
     def shard_dir(self, i: int) -> str:
         return os.path.join(self.out, "shards", f"shard-{i:04d}-of-{self.shards:04d}")
-
-    def phases(self) -> List[Tuple[str, List[Task]]]:
-        n, cfg, cache = self.shards, self.config, self.cache
-        embed = [Task(f"embed-{i}", f"embedding part {i}/{n}", embed_job,
-                      (cfg, cache, (i, n), self.threads),
-                      lambda i=i: embed_part_done(cfg, cache, (i, n))) for i in range(n)]
-        index_threads = self.options.cpus or (
-            max(1, os.cpu_count() or 1) if self.options.executor == "local" else 1)
-        index = [Task("index", "embeddings + search index", index_job,
-                      (cfg, cache, index_threads),
-                      lambda: index_done(cfg, cache))]
-        shards = [Task(f"shard-{i}", f"shard {i}/{n}", shard_job,
-                       (cfg, self.shard_dir(i), (i, n), cache, self.threads),
-                       lambda i=i: shard_done(cfg, self.shard_dir(i), (i, n)))
-                  for i in range(n)]
-        merge = [Task("merge", "merge", merge_job,
-                      ([self.shard_dir(i) for i in range(n)], self.out, cache),
-                      lambda: merge_done(cfg, self.out))]
-        return [("embed", embed), ("index", index), ("shards", shards), ("merge", merge)]
-
-    def run(self) -> Dict[str, object]:
-        with _sigterm_as_exit():
-            self._end_orphans()
-            self._check_out()
-            for name, tasks in self.phases():
-                self.run_phase(name, tasks)
-        return read_json(os.path.join(self.out, "report", "report.json"))
 
     def _end_orphans(self) -> None:
         """Local jobs of an earlier launch of this ``OUT`` that outlived it (its launcher was
@@ -359,27 +330,6 @@ class Launcher:
         left = launch_processes(self.folder)
         if left:
             end_processes(left)
-
-    def _check_out(self) -> None:
-        """A launch continues only a launch of the same config and shard count."""
-        path = self.folder / "launch.json"
-        want = {"fingerprint": self.config.shard_fingerprint(), "shards": self.shards,
-                "sentence_cache": self.cache}
-        have = read_json(str(path))
-        if have is not None and {k: have.get(k) for k in want} != want:
-            raise RuntimeError(
-                f"{self.out} holds a launch of another config or shard count ({path}: "
-                f"{have}); use another --out, or delete it to start again")
-        if os.path.exists(os.path.join(self.out, "state.json")):
-            raise RuntimeError(f"{self.out} holds a single run's output (state.json); launch "
-                               "into another --out")
-        meta = read_json(os.path.join(self.cache, "meta.json"))
-        if meta is not None and meta.get("fingerprint") != self.config.sentence_fingerprint():
-            raise RuntimeError(
-                f"{self.cache} holds sentences of other inputs/settings; use another "
-                "--sentence-cache, or rebuild it with `build_corpus.py prepare --restart`")
-        self.folder.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(str(path), want)
 
     # ---------------------------------------------------------------- one phase
     def _recorded(self) -> Dict[str, Dict[str, str]]:
@@ -468,6 +418,68 @@ class Launcher:
         if failures:
             raise RuntimeError(f"{phase}: " + "; ".join(failures)
                                + "; fix the cause and run the launch again to resume")
+
+
+class Launcher(JobLauncher):
+    """Run the phases of a corpus launch; see the module docstring."""
+
+    job_name_prefix = "corpus"
+
+    def __init__(self, config: CorpusConfig, out: str, shards: int, options: JobOptions,
+                 sentence_cache: Optional[str] = None, retries: int = 2,
+                 progress: bool = True, poll_s: float = 5.0) -> None:
+        super().__init__(out, shards, options, retries, progress, poll_s)
+        self.config = config.validate()
+        self.cache = os.path.abspath(sentence_cache or os.path.join(self.out, "sentences"))
+
+    # ---------------------------------------------------------------- phases
+    def phases(self) -> List[Tuple[str, List[Task]]]:
+        n, cfg, cache = self.shards, self.config, self.cache
+        embed = [Task(f"embed-{i}", f"embedding part {i}/{n}", embed_job,
+                      (cfg, cache, (i, n), self.threads),
+                      lambda i=i: embed_part_done(cfg, cache, (i, n))) for i in range(n)]
+        index_threads = self.options.cpus or (
+            max(1, os.cpu_count() or 1) if self.options.executor == "local" else 1)
+        index = [Task("index", "embeddings + search index", index_job,
+                      (cfg, cache, index_threads),
+                      lambda: index_done(cfg, cache))]
+        shards = [Task(f"shard-{i}", f"shard {i}/{n}", shard_job,
+                       (cfg, self.shard_dir(i), (i, n), cache, self.threads),
+                       lambda i=i: shard_done(cfg, self.shard_dir(i), (i, n)))
+                  for i in range(n)]
+        merge = [Task("merge", "merge", merge_job,
+                      ([self.shard_dir(i) for i in range(n)], self.out, cache),
+                      lambda: merge_done(cfg, self.out))]
+        return [("embed", embed), ("index", index), ("shards", shards), ("merge", merge)]
+
+    def run(self) -> Dict[str, object]:
+        with _sigterm_as_exit():
+            self._end_orphans()
+            self._check_out()
+            for name, tasks in self.phases():
+                self.run_phase(name, tasks)
+        return read_json(os.path.join(self.out, "report", "report.json"))
+
+    def _check_out(self) -> None:
+        """A launch continues only a launch of the same config and shard count."""
+        path = self.folder / "launch.json"
+        want = {"fingerprint": self.config.shard_fingerprint(), "shards": self.shards,
+                "sentence_cache": self.cache}
+        have = read_json(str(path))
+        if have is not None and {k: have.get(k) for k in want} != want:
+            raise RuntimeError(
+                f"{self.out} holds a launch of another config or shard count ({path}: "
+                f"{have}); use another --out, or delete it to start again")
+        if os.path.exists(os.path.join(self.out, "state.json")):
+            raise RuntimeError(f"{self.out} holds a single run's output (state.json); launch "
+                               "into another --out")
+        meta = read_json(os.path.join(self.cache, "meta.json"))
+        if meta is not None and meta.get("fingerprint") != self.config.sentence_fingerprint():
+            raise RuntimeError(
+                f"{self.cache} holds sentences of other inputs/settings; use another "
+                "--sentence-cache, or rebuild it with `build_corpus.py prepare --restart`")
+        self.folder.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(str(path), want)
 
 
 def launch(config: CorpusConfig, out: str, shards: int, options: Optional[JobOptions] = None,

@@ -11,10 +11,9 @@ run again submits only what is left.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Callable, Dict, List, Tuple
 
-from mmf_uvlp.corpus.launch import Launcher, Task
+from mmf_uvlp.corpus.launch import JobLauncher, Task
 from mmf_uvlp.corpus.sentences import read_json
 from mmf_uvlp.utils.atomic import atomic_write_json
 from mmf_uvlp.utils.cluster import JobOptions
@@ -40,7 +39,7 @@ def _shard_done(folder: str) -> bool:
     return bool(state and state.get("complete"))
 
 
-class ExtractionLauncher(Launcher):
+class ExtractionLauncher(JobLauncher):
     """The corpus launcher's job handling, with the extraction's two phases."""
 
     job_name_prefix = "extract"
@@ -48,19 +47,8 @@ class ExtractionLauncher(Launcher):
     def __init__(self, make_run: Callable[..., object], out: str, shards: int,
                  options: JobOptions, retries: int = 2, progress: bool = True,
                  poll_s: float = 5.0) -> None:
-        if shards < 1:
-            raise ValueError(f"--shards: expected N >= 1, got {shards}")
+        super().__init__(out, shards, options, retries, progress, poll_s)
         self.make_run = make_run
-        self.out = os.path.abspath(out)
-        self.shards = shards
-        self.options = options
-        self.retries = retries
-        self.progress = progress
-        self.poll_s = poll_s
-        self.folder = Path(self.out) / "launch"
-        self.jobs_file = self.folder / "jobs.json"
-        parallel = options.parallelism() or shards
-        self.threads = options.threads(min(parallel, shards))
 
     def phases(self):
         n = self.shards

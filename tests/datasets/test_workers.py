@@ -3,7 +3,6 @@ through its own environment, readers survive pickling (spawned workers), workers
 and the batches, random masks included, equal those of ``num_workers = 0`` across an epoch
 end and in a resumed epoch (LMDB and ``.npy`` features)."""
 
-import argparse
 import os
 import pickle
 
@@ -15,7 +14,7 @@ import torch
 import mmf  # noqa: F401  (applies the compatibility fixes)
 from mmf.common.registry import registry
 from mmf.datasets.databases.readers.feature_readers import LMDBFeatureReader
-from mmf_uvlp.trainers.rc10_loaders import SeededDatasetLoader
+from mmf_uvlp.trainers.train_loaders import REGISTERED, seeded_loaders
 from mmf_uvlp.utils import lmdb_envs
 
 from helpers import REPO
@@ -88,8 +87,7 @@ dataset_config:
 @pytest.fixture
 def registry_kept():
     missing = object()
-    keys = ("config", "current_device", "writer", "seed")
-    saved = {key: registry.get(key, missing, no_warning=True) for key in keys}
+    saved = {key: registry.get(key, missing, no_warning=True) for key in REGISTERED}
     yield
     for key, value in saved.items():
         if value is missing:
@@ -102,21 +100,10 @@ def _batches(tmp_path, world, features: str, workers: int, resume_at: int = 0,
              epochs=(1, 2)) -> list:
     """The epochs' batches of the R-T train loader that the ``uvlp`` trainer builds; with
     ``resume_at``, the first epoch resumed after that many batches, as a checkpoint does."""
-    from mmf.utils.configuration import Configuration
-    from mmf.utils.env import setup_imports
-
-    setup_imports()
     config_file = tmp_path / "pretrain.yaml"
     config_file.write_text(PRETRAIN.format(repo=REPO, features=features))
-    opts = [f"config={config_file}", f"env.data_dir={world}", "training.batch_size=8",
-            f"training.num_workers={workers}"]
-    config = Configuration(argparse.Namespace(config_override=None, opts=opts)).get_config()
-    registry.register("config", config)
-    registry.register("current_device", torch.device("cpu"))
-    registry.register("writer", type("Quiet", (), {"write": lambda *a, **k: None})())
-    registry.register("seed", 0)
-    loader = SeededDatasetLoader(config)
-    loader.load_datasets()
+    loader = seeded_loaders([f"config={config_file}", f"env.data_dir={world}",
+                             "training.batch_size=8", f"training.num_workers={workers}"])
     train = loader.train_loader
     assert [one.persistent_workers for one in train.loaders] == [workers > 0]
     batches = []

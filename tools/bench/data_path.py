@@ -71,6 +71,29 @@ def cpu_seconds() -> float:
     return total
 
 
+def _loaders_of_an_earlier_revision(opts: List[str]) -> Any:
+    """The train loaders of a revision that predates ``mmf_uvlp.trainers.train_loaders``:
+    the uvlp trainer's, or MMF's own (patched in place) before the trainer existed."""
+    import torch
+    from mmf.common.registry import registry
+    from mmf.utils.configuration import Configuration
+    from mmf.utils.env import setup_imports
+
+    try:
+        from mmf_uvlp.trainers.rc10_loaders import SeededDatasetLoader as DatasetLoader
+    except ImportError:
+        from mmf.common.dataset_loader import DatasetLoader
+    setup_imports()
+    config = Configuration(argparse.Namespace(config_override=None, opts=opts)).get_config()
+    registry.register("config", config)
+    registry.register("current_device", torch.device("cpu"))
+    registry.register("writer", type("Quiet", (), {"write": lambda *a, **k: None})())
+    registry.register("seed", 0)
+    loader = DatasetLoader(config)
+    loader.load_datasets()
+    return loader
+
+
 def measure(code: Path, world: Path, dataset: str, workers: int, batch: int, batches: int,
             warmup: int, text_length: int, regions: int, holdout_every: int) -> Dict[str, Any]:
     """One row: the train loader of ``dataset`` of the code at ``code`` (see the docstring)."""
@@ -79,27 +102,16 @@ def measure(code: Path, world: Path, dataset: str, workers: int, batch: int, bat
     torch.set_num_threads(1)
     import mmf  # noqa: F401  (registers the plugin's components)
     try:  # the loaders of the plugin's trainer (what training.trainer: uvlp builds)
-        from mmf_uvlp.trainers.rc10_loaders import SeededDatasetLoader as DatasetLoader
-    except ImportError:  # a revision from before the trainer: MMF's, patched in place
-        from mmf.common.dataset_loader import DatasetLoader
-    from mmf.common.registry import registry
-    from mmf.utils.configuration import Configuration
-    from mmf.utils.env import setup_imports
-
-    setup_imports()
+        from mmf_uvlp.trainers.train_loaders import seeded_loaders
+    except ImportError:  # a revision from before that function
+        seeded_loaders = _loaders_of_an_earlier_revision
     prefix = f"dataset_config.{dataset}"
     opts = [f"config={code / 'projects/uvla/pretrain.yaml'}", f"datasets={dataset}",
             f"env.data_dir={world}", f"training.batch_size={batch}",
             f"training.num_workers={workers}", "training.seed=0",
             f"{prefix}.max_features={regions}", f"{prefix}.holdout_every={holdout_every}",
             f"{prefix}.processors.masking_processor.params.max_seq_length={text_length}"]
-    config = Configuration(argparse.Namespace(config_override=None, opts=opts)).get_config()
-    registry.register("config", config)
-    registry.register("current_device", torch.device("cpu"))
-    registry.register("writer", type("Quiet", (), {"write": lambda *a, **k: None})())
-    registry.register("seed", 0)
-    loader = DatasetLoader(config)
-    loader.load_datasets()
+    loader = seeded_loaders(opts)
     train = loader.train_loader
     sizes: List[int] = []
     epoch, pulled, start, cpu_start = 0, 0, time.perf_counter(), cpu_seconds()
