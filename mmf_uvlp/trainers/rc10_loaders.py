@@ -22,7 +22,7 @@ from mmf_uvlp.training.data_order import seeded_dataloader
 from mmf_uvlp.training.multitasking import train_probabilities
 from mmf_uvlp.training.side_stream import SideStreamCopy
 from mmf_uvlp.training.workers import worker_arguments
-from mmf_uvlp.utils.reproducibility import EpochSampler
+from mmf_uvlp.training.reproducibility import EpochSampler
 
 
 class EpochBatches(torch.utils.data.Sampler):
