@@ -14,7 +14,7 @@ no MLM target.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Dict, List, Optional, Sequence
 
 import torch
 
@@ -34,18 +34,20 @@ class ImageSentenceMaskingProcessor(UVLAMaskingProcessor):
 
     default_curriculum_weighted = True
 
-    def __call__(self, item: RawItem, generator: Optional[torch.Generator] = None,
-                 padded: bool = True) -> Sample:
-        generator = self.generator(generator)
+    def encode(self, items: Sequence[RawItem]) -> List[Dict[str, list]]:
+        return self.encode_sentences(
+            items, "uvla_image_sentence_masking: raw input needs 'sentence' (str)",
+            return_special_tokens_mask=True)
+
+    def sample(self, item: RawItem, encoding: Dict[str, list],
+               generator: Optional[torch.Generator], padded: bool) -> Sample:
         regions = self.pack_regions(item, padded)
-        sentence, label = item.get("sentence"), item.get("itm_label")
-        if not isinstance(sentence, str):
-            raise ValueError("uvla_image_sentence_masking: raw input needs 'sentence' (str)")
+        label = item.get("itm_label")
         if label is None or int(label) not in (0, 1):
             raise ValueError(
                 f"uvla_image_sentence_masking: raw input needs 'itm_label' 0 or 1, got {label!r}"
             )
-        input_ids, lm_label_ids, length = self.mask_sentence(sentence, self.mask_prob, generator)
+        input_ids, lm_label_ids, length = self.mask_sentence(encoding, self.mask_prob, generator)
         clean_input_ids = restore_targets(input_ids, lm_label_ids)
         if int(label) == 0:
             lm_label_ids = torch.full_like(lm_label_ids, IGNORE)

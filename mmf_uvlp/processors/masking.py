@@ -46,7 +46,7 @@ region's features are zeroed with probability ``zero_prob`` (0.9), else kept.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 from transformers import BertTokenizerFast
@@ -156,6 +156,33 @@ class UVLAMaskingProcessor(BaseProcessor):
             return None
         return self._generator
 
+    # ------------------------------------------------------------ one or a batch
+    def __call__(self, item: RawItem, generator: Optional[torch.Generator] = None,
+                 padded: bool = True) -> Sample:
+        """The sample of one raw item, its draws from ``generator`` (see the module
+        docstring); with ``padded=False`` its feature rows unpadded."""
+        return self.sample(item, self.encode([item])[0], self.generator(generator), padded)
+
+    def batch(self, items: Sequence[RawItem], generators: Sequence[Optional[torch.Generator]],
+              padded: bool = False) -> List[Sample]:
+        """The samples of ``items``, item i's draws from ``generators[i]``: what ``__call__``
+        gives for each, with the text of all items tokenized in one tokenizer call."""
+        if len(generators) != len(items):
+            raise ValueError(f"processor {type(self).__name__}: {len(items)} items but "
+                             f"{len(generators)} generators")
+        encodings = self.encode(items)
+        return [self.sample(item, encoding, self.generator(generator), padded)
+                for item, encoding, generator in zip(items, encodings, generators)]
+
+    def encode(self, items: Sequence[RawItem]) -> List[Any]:
+        """The tokenizer's output for each item, from one tokenizer call (no random draw)."""
+        raise NotImplementedError
+
+    def sample(self, item: RawItem, encoding: Any, generator: Optional[torch.Generator],
+               padded: bool) -> Sample:
+        """The sample of ``item`` from its ``encode`` output, its draws from ``generator``."""
+        raise NotImplementedError
+
     # --------------------------------------------------------------- packing
     def corrupt(self, input_ids: torch.Tensor, selected: torch.Tensor,
                 generator: Optional[torch.Generator]) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -191,13 +218,26 @@ class UVLAMaskingProcessor(BaseProcessor):
                 "num_regions": torch.tensor(n), "clean_region_features": rows,
                 "region_zeroed": torch.zeros(self.max_regions, dtype=torch.bool)}
 
+    def encode_sentences(self, items: Sequence[RawItem], needs: str,
+                         **options: Any) -> List[Dict[str, list]]:
+        """Every item's ``sentence`` tokenized (one tokenizer call for all), truncated to
+        ``max_seq_length``; ``needs``: the error when an item has no sentence."""
+        sentences = [item.get("sentence") for item in items]
+        if not all(isinstance(sentence, str) for sentence in sentences):
+            raise ValueError(needs)
+        if not sentences:
+            return []
+        encoding = self.tokenizer(sentences, truncation=True, max_length=self.max_seq_length,
+                                  **options)
+        keys = list(encoding.keys())
+        return [{key: encoding[key][i] for key in keys} for i in range(len(sentences))]
+
     def mask_sentence(
-        self, sentence: str, prob: float, generator: Optional[torch.Generator]
+        self, encoding: Mapping[str, list], prob: float, generator: Optional[torch.Generator]
     ) -> Tuple[torch.Tensor, torch.Tensor, int]:
-        """Standard MLM on one sentence: each word-piece (not [CLS], [SEP] or padding) is
+        """Standard MLM on one encoded sentence (``encode_sentences`` with
+        ``return_special_tokens_mask``): each word-piece (not [CLS], [SEP] or padding) is
         selected with ``prob`` and corrupted 80/10/10; returns (input_ids, lm_label_ids, length)."""
-        encoding = self.tokenizer(sentence, truncation=True, max_length=self.max_seq_length,
-                                  return_special_tokens_mask=True)
         ids = encoding["input_ids"]
         candidates = torch.zeros(self.max_seq_length, dtype=torch.bool)
         candidates[: len(ids)] = torch.tensor(encoding["special_tokens_mask"]) == 0

@@ -19,7 +19,7 @@ input: a pair with [MASK] tokens or zeroed regions would always be a true pair.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Dict, List, Optional, Sequence
 
 import torch
 
@@ -39,18 +39,19 @@ class PairMaskingProcessor(UVLAMaskingProcessor):
 
     default_curriculum_weighted = False
 
-    def __call__(self, item: RawItem, generator: Optional[torch.Generator] = None,
-                 padded: bool = True) -> Sample:
-        generator = self.generator(generator)
+    def encode(self, items: Sequence[RawItem]) -> List[Dict[str, list]]:
+        return self.encode_sentences(items, "uvla_pair_masking: raw input needs 'sentence' (str)",
+                                     return_special_tokens_mask=True)
+
+    def sample(self, item: RawItem, encoding: Dict[str, list],
+               generator: Optional[torch.Generator], padded: bool) -> Sample:
         regions = self.pack_regions(item, padded)
-        sentence, label = item.get("sentence"), item.get("itm_label", IGNORE)
-        if not isinstance(sentence, str):
-            raise ValueError("uvla_pair_masking: raw input needs 'sentence' (str)")
+        label = item.get("itm_label", IGNORE)
         if label is None or int(label) not in (IGNORE, 0, 1):
             raise ValueError(
                 f"uvla_pair_masking: 'itm_label' must be 1, 0 or absent, got {label!r}")
         classes = self.region_classes(item, int(regions["num_regions"]))
-        input_ids, lm_label_ids, length = self.mask_sentence(sentence, self.mask_prob, generator)
+        input_ids, lm_label_ids, length = self.mask_sentence(encoding, self.mask_prob, generator)
         selected = select_bernoulli(regions["region_mask"].bool(), self.mask_prob,
                                     generator)  # (R,)
         region_targets = self.mask_regions(regions, classes, selected, generator)

@@ -114,16 +114,18 @@ class RegionPhraseMaskingProcessor(UVLAMaskingProcessor):
                 linked.append((positions, int(region), score))
         return linked
 
-    def __call__(self, item: RawItem, generator: Optional[torch.Generator] = None,
-                 padded: bool = True) -> Sample:
-        generator = self.generator(generator)
+    def encode(self, items: Sequence[RawItem]) -> List[Dict[str, list]]:
+        needs = ("uvla_region_phrase_masking: raw input needs 'sentence' (str) and "
+                 "'noun_phrases' (list of {char_span, region, link_score})")
+        if any(item.get("noun_phrases") is None for item in items):
+            raise ValueError(needs)
+        return self.encode_sentences(items, needs, return_offsets_mapping=True,
+                                     return_special_tokens_mask=True)
+
+    def sample(self, item: RawItem, encoding: Dict[str, list],
+               generator: Optional[torch.Generator], padded: bool) -> Sample:
         regions = self.pack_regions(item, padded)
-        sentence, phrases = item.get("sentence"), item.get("noun_phrases")
-        if not isinstance(sentence, str) or phrases is None:
-            raise ValueError("uvla_region_phrase_masking: raw input needs 'sentence' (str) and "
-                             "'noun_phrases' (list of {char_span, region, link_score})")
-        encoding = self.tokenizer(sentence, truncation=True, max_length=self.max_seq_length,
-                                  return_offsets_mapping=True, return_special_tokens_mask=True)
+        phrases = item["noun_phrases"]
         ids = encoding["input_ids"]
         linked = self._linked_phrases(phrases, encoding["offset_mapping"],
                                       encoding["special_tokens_mask"], ids,

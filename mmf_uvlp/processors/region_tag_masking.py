@@ -29,14 +29,27 @@ def tag_word_pieces(tokenizer: Any, labels: Sequence[str],
                     max_length: int) -> Tuple[List[int], List[int]]:
     """R-T's text part, ``[CLS] tag word-pieces [SEP]``, and the region of each position
     (-1 for [CLS] / [SEP]); a tag that does not fit in ``max_length`` ends the list."""
-    ids, owners = [tokenizer.cls_token_id], [-1]
     pieces = tokenizer(list(labels), add_special_tokens=False)["input_ids"] if labels else []
+    return tag_text(tokenizer, pieces, max_length)
+
+
+def tag_text(tokenizer: Any, pieces: Sequence[List[int]],
+             max_length: int) -> Tuple[List[int], List[int]]:
+    """:func:`tag_word_pieces` from the word-pieces of each tag (``pieces``)."""
+    ids, owners = [tokenizer.cls_token_id], [-1]
     for region, tag in enumerate(pieces):
         if len(ids) + len(tag) + 1 > max_length:
             break
         ids += tag
         owners += [region] * len(tag)
     return ids + [tokenizer.sep_token_id], owners + [-1]
+
+
+def _rows(item: RawItem) -> int:
+    """The number of regions (feature rows) of a raw item; 0 when it has no features (the
+    processor then names the missing key)."""
+    features = item.get("features")
+    return 0 if features is None else len(features)
 
 
 @registry.register_processor("uvla_region_tag_masking")
@@ -56,20 +69,33 @@ class RegionTagMaskingProcessor(UVLAMaskingProcessor):
         regions = select_bernoulli(region_mask.bool(), self.mask_prob, generator)
         return tags, regions
 
-    def __call__(self, item: RawItem, generator: Optional[torch.Generator] = None,
-                 padded: bool = True) -> Sample:
-        generator = self.generator(generator)
+    def encode(self, items: Sequence[RawItem]) -> List[List[List[int]]]:
+        """The word-pieces of each kept region's tag, per item (one tokenizer call)."""
+        labels = []
+        for item in items:
+            regions = min(self.max_regions, _rows(item))
+            tags = item.get("region_labels")
+            if tags is None or len(tags) < regions:
+                raise ValueError(f"processor {type(self).__name__}: raw input needs "
+                                 "'region_labels', one detector tag string per region of "
+                                 f"'features' ({regions})")
+            labels.append([str(tag) for tag in tags[:regions]])
+        flat = [tag for tags in labels for tag in tags]
+        pieces = self.tokenizer(flat, add_special_tokens=False)["input_ids"] if flat else []
+        out, start = [], 0
+        for tags in labels:
+            out.append(pieces[start:start + len(tags)])
+            start += len(tags)
+        return out
+
+    def sample(self, item: RawItem, encoding: List[List[int]],
+               generator: Optional[torch.Generator], padded: bool) -> Sample:
         regions = self.pack_regions(item, padded)
         n = int(regions["num_regions"])
-        labels = item.get("region_labels")
-        if labels is None or len(labels) < n:
-            raise ValueError(f"processor {type(self).__name__}: raw input needs 'region_labels', "
-                             f"one detector tag string per region of 'features' ({n})")
         classes = self.region_classes(item, n)
 
         # Text part: [CLS] tag word-pieces [SEP], each piece carrying its region's box.
-        ids, owner = tag_word_pieces(self.tokenizer, [str(label) for label in labels[:n]],
-                                     self.max_seq_length)
+        ids, owner = tag_text(self.tokenizer, encoding, self.max_seq_length)
         length = len(ids)
         owner_t = torch.full((self.max_seq_length,), -1, dtype=torch.long)
         owner_t[:length] = torch.tensor(owner)

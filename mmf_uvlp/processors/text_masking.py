@@ -12,7 +12,7 @@ text alone when ``model_config.uvla.text_only_batches`` is true. The region para
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Dict, List, Optional, Sequence
 
 import torch
 
@@ -26,13 +26,13 @@ class TextMaskingProcessor(UVLAMaskingProcessor):
 
     default_curriculum_weighted = False
 
-    def __call__(self, item: RawItem, generator: Optional[torch.Generator] = None,
-                 padded: bool = True) -> Sample:
-        generator = self.generator(generator)
-        sentence = item.get("sentence")
-        if not isinstance(sentence, str):
-            raise ValueError("uvla_text_masking: raw input needs 'sentence' (str)")
-        input_ids, lm_label_ids, length = self.mask_sentence(sentence, self.mask_prob, generator)
+    def encode(self, items: Sequence[RawItem]) -> List[Dict[str, list]]:
+        return self.encode_sentences(items, "uvla_text_masking: raw input needs 'sentence' (str)",
+                                     return_special_tokens_mask=True)
+
+    def sample(self, item: RawItem, encoding: Dict[str, list],
+               generator: Optional[torch.Generator], padded: bool) -> Sample:
+        input_ids, lm_label_ids, length = self.mask_sentence(encoding, self.mask_prob, generator)
         input_mask = torch.zeros(self.max_seq_length, dtype=torch.long)
         input_mask[:length] = 1
         label = torch.tensor(IGNORE, dtype=torch.long)

@@ -14,9 +14,11 @@ from mmf.common.sample import SampleList
 from mmf_uvlp.datasets.collate import collate
 from mmf_uvlp.models.uvla import UVLA
 from mmf_uvlp.processors.image_sentence_masking import ImageSentenceMaskingProcessor
+from mmf_uvlp.processors.image_tag_masking import ImageTagMaskingProcessor
 from mmf_uvlp.processors.pair_masking import PairMaskingProcessor
 from mmf_uvlp.processors.region_phrase_masking import RegionPhraseMaskingProcessor
 from mmf_uvlp.processors.region_tag_masking import RegionTagMaskingProcessor
+from mmf_uvlp.processors.text_masking import TextMaskingProcessor
 from mmf_uvlp.training.progress import clear_train_samples, register_train_samples
 
 BERT = os.environ["UVLP_BERT"]
@@ -51,7 +53,8 @@ def processors():
     params = {"tokenizer_path": BERT, "max_seq_length": L, "max_regions": R,
               "max_phrase_tokens": 4, "mask_prob": 0.4}
     return {"rt": RegionTagMaskingProcessor(params), "rn": RegionPhraseMaskingProcessor(params),
-            "is": ImageSentenceMaskingProcessor(params), "pair": PairMaskingProcessor(params)}
+            "is": ImageSentenceMaskingProcessor(params), "pair": PairMaskingProcessor(params),
+            "text": TextMaskingProcessor(params), "image_tag": ImageTagMaskingProcessor(params)}
 
 
 def tiny_model() -> UVLA:
@@ -80,9 +83,11 @@ def raw_item(kind: str, i: int) -> dict:
              "image_height": 100, "boxes": torch.stack([x1, x1, x1 + 30, x1 + 50], dim=1),
              "region_classes": [(i + r) % CLASSES for r in range(n)]}
     sentence = SENTENCES[i % 3]
-    if kind == "rt":
+    if kind in ("rt", "image_tag"):
         return dict(image, region_labels=["dog", "tennis racket", "man", "wall", "sky",
                                           "car"][:n])
+    if kind == "text":
+        return {"sentence": sentence}
     if kind == "rn":
         return dict(image, sentence=sentence, noun_phrases=PHRASES)
     return dict(image, sentence=sentence, itm_label=i % 2)

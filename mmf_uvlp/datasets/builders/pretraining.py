@@ -3,7 +3,8 @@
 A dataset turns one annotation item into the raw input of its masking processor
 (``processors.masking_processor`` in the dataset config), which produces the uvla batch
 fields. :class:`RegionsDataset` adds the image side: an item's region features, boxes and
-detector classes, read by MMF's FeaturesDatabase (LMDB or ``.npy`` folder); an image whose
+detector classes, read from MMF's feature files (LMDB or ``.npy`` folder) without MMF's padding
+(:mod:`mmf_uvlp.datasets.region_features`); an image whose
 features hold another number of regions than its record lists is counted and reported
 (:mod:`mmf_uvlp.datasets.region_counts`).
 
@@ -16,7 +17,7 @@ one sample at the processors' fixed sizes.
 from __future__ import annotations
 
 import zlib
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -25,6 +26,7 @@ from mmf.datasets.mmf_dataset import MMFDataset
 from mmf.datasets.mmf_dataset_builder import MMFDatasetBuilder
 from mmf_uvlp.datasets.annotation_db import AnnotationDbHook
 from mmf_uvlp.datasets.collate import collate
+from mmf_uvlp.datasets.region_features import RegionFeaturesDatabase
 from mmf_uvlp.datasets.region_counts import RegionCounts
 from mmf_uvlp.training.progress import register_train_samples
 from mmf_uvlp.training.reproducibility import derived_seed
@@ -54,27 +56,51 @@ class PretrainingDataset(AnnotationDbHook, MMFDataset):
         raise NotImplementedError
 
     def sample_fields(self, idx: int, padded: bool = True) -> Dict[str, Any]:
-        """The fields of sample ``idx``; with ``padded=False`` its feature rows unpadded.
+        """The fields of sample ``idx``; with ``padded=False`` its feature rows unpadded."""
+        return self.batch_fields([idx], padded)[0]
+
+    def batch_fields(self, indices: Sequence[int], padded: bool = True) -> List[Dict[str, Any]]:
+        """The fields of each sample of ``indices``: each raw input, then the masking
+        processor on all of them at once (one tokenizer call); every sample the same as
+        alone (its draws follow from its own seed, see :meth:`raw_sample`)."""
+        raws, generators = [], []
+        for idx in indices:
+            raw, generator = self.raw_sample(idx)
+            raws.append(raw)
+            generators.append(generator)
+        samples = self.masking_processor.batch(raws, generators, padded=padded)
+        return [self.sample_extras(idx, fields) for idx, fields in zip(indices, samples)]
+
+    def raw_sample(self, idx: int) -> Tuple[Dict[str, Any], Optional[torch.Generator]]:
+        """Sample ``idx``'s raw input and the generator of its masking draws.
 
         An ``idx`` with a ``seed`` (the run's sampler gives a :class:`SampleIndex`) makes
         every random draw of the sample (the dataset's, e.g. ITM negatives, and the masking
-        processor's) follow from that seed and the dataset's name, whatever process makes it.
+        processor's) follow from that seed and the dataset's name, whatever process makes it
+        and whatever else is in its batch. Without one, the processor draws as its module
+        docstring says (generator None).
         """
         seed = getattr(idx, "seed", None)
         if seed is None:
-            return self.masking_processor(self.raw_input(idx), padded=padded)
+            return self.raw_input(idx), None
         seed = derived_seed(seed, zlib.crc32(self.dataset_name.encode()))
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(derived_seed(seed, 0))
-            generator = torch.Generator().manual_seed(derived_seed(seed, 1))
-            return self.masking_processor(self.raw_input(idx), generator, padded=padded)
+            # the CPU generator only: torch.manual_seed would reseed every device's too
+            # (outside fork_rng's restore) and capture a stack trace for each lazily
+            torch.default_generator.manual_seed(derived_seed(seed, 0))
+            raw = self.raw_input(idx)
+        return raw, torch.Generator().manual_seed(derived_seed(seed, 1))
+
+    def sample_extras(self, idx: int, fields: Dict[str, Any]) -> Dict[str, Any]:
+        """``fields`` of sample ``idx`` with the dataset's own additions (none here)."""
+        return fields
 
     def __getitem__(self, idx: int) -> Sample:
         return Sample(self.sample_fields(idx))
 
     def __getitems__(self, indices: List[int]) -> SampleList:
         """The batch of ``indices``, padded to its longest (what a DataLoader asks for)."""
-        return collate([self.sample_fields(idx, padded=False) for idx in indices])
+        return collate(self.batch_fields(indices, padded=False))
 
 
 class RegionsDataset(PretrainingDataset):
@@ -88,8 +114,16 @@ class RegionsDataset(PretrainingDataset):
             raise ValueError(f"dataset_config.{dataset_name}.use_features must be true")
         self.region_counts = RegionCounts(dataset_name)
 
+    def build_features_db(self) -> RegionFeaturesDatabase:
+        """The split's features, real rows only (MMF main's name of the hook)."""
+        path = self._get_path_based_on_index(self.config, "features", self._index)
+        return RegionFeaturesDatabase(path, int(self.config.get("max_features", 100)))
+
+    def _build_features_db(self) -> RegionFeaturesDatabase:  # MMF rc10's name of the hook
+        return self.build_features_db()
+
     def image_input(self, item: Dict[str, Any]) -> Dict[str, Any]:
-        """The raw image keys of the masking processors, read by MMF's FeaturesDatabase."""
+        """The raw image keys of the masking processors: the image's real feature rows."""
         features = self.features_db.from_path(item["feature_path"])
         info = features["image_info_0"]
         rows, listed = int(info["max_features"]), len(item["region_labels"])
@@ -110,8 +144,7 @@ class RegionsDataset(PretrainingDataset):
             "region_labels": item["region_labels"][:count],
         }
 
-    def sample_fields(self, idx: int, padded: bool = True) -> Dict[str, Any]:
-        fields = super().sample_fields(idx, padded)
+    def sample_extras(self, idx: int, fields: Dict[str, Any]) -> Dict[str, Any]:
         fields["image_id"] = self.annotation_db[idx]["image_id"]
         return fields
 
