@@ -17,10 +17,11 @@ ends (the sampler is reseeded at each, as the trainer does). A figure per row:
   hands it over, i.e. what crosses from a worker into the training process and then to
   the device; the median over the timed batches.
 
-``--before REV`` measures the code at git revision ``REV`` too, in the same run: a
-temporary ``git worktree`` of ``REV`` is put first on ``PYTHONPATH`` of a child process
-(this script runs there, importing that revision's ``mmf_uvlp`` and configs); rounds
-alternate the order of the two revisions; each figure is the median over ``--rounds``.
+``--before REV [REV ...]`` measures the code at each git revision ``REV`` too, in the same
+run: a temporary ``git worktree`` of ``REV`` is put first on ``PYTHONPATH`` of a child
+process (this script runs there, importing that revision's ``mmf_uvlp`` and configs);
+rounds alternate the order of the revisions; each figure is the median over ``--rounds``,
+and each ratio is the working tree's figure over a revision's.
 
     python tools/bench/data_path.py --world data/bench_paper --before HEAD~1 --rounds 3
 """
@@ -177,14 +178,16 @@ def markdown(rows: List[Dict[str, Any]], labels: List[str], args: argparse.Names
                          f"{statistics.median(r['samples_per_cpu_s'] for r in mine):.1f} | "
                          f"{statistics.median(r['mb_per_batch'] for r in mine):.2f}")
         lines.append(f"| {KIND.get(dataset, dataset)} | {workers} | " + " | ".join(cells) + " |")
-    if len(labels) == 2:
-        lines.append("")
+    after = labels[-1]
+    for before in labels[:-1]:
+        lines += ["", f"{after} over {before}:"]
         for dataset, workers in keys:
             def med(label: str, key: str) -> float:
                 return statistics.median(r[key] for r in rows if r["label"] == label
                                          and r["dataset"] == dataset and r["workers"] == workers)
+
             def ratio(key: str) -> float:
-                return med(labels[1], key) / med(labels[0], key)
+                return med(after, key) / med(before, key)
             lines.append(f"- {KIND.get(dataset, dataset)}, {workers} workers: samples/s "
                          f"x{ratio('samples_per_s'):.2f}, samples/CPU s "
                          f"x{ratio('samples_per_cpu_s'):.2f}, bytes x{ratio('mb_per_batch'):.3f}")
@@ -204,7 +207,8 @@ def main(argv: List[str] | None = None) -> int:
     parser.add_argument("--regions", type=int, default=100)
     parser.add_argument("--holdout-every", type=int, default=0)
     parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--before", help="a git revision measured in the same run")
+    parser.add_argument("--before", nargs="+", default=[],
+                        help="git revisions measured in the same run")
     parser.add_argument("--out", type=Path, help="also write the table and rows here (.md, .json)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--code", type=Path, default=REPO, help=argparse.SUPPRESS)
@@ -223,12 +227,13 @@ def main(argv: List[str] | None = None) -> int:
     if args.batches <= args.warmup:
         parser.error("--batches must be larger than --warmup")
     with tempfile.TemporaryDirectory() as scratch:
-        codes = {f"after ({revision(REPO)})": REPO}
-        if args.before:
-            before = Path(scratch) / "before"
+        codes: Dict[str, Path] = {}
+        for number, rev in enumerate(args.before):
+            before = Path(scratch) / f"before{number}"
             subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "-q",
-                            str(before), args.before], check=True)
-            codes = {f"before ({revision(before)})": before, **codes}
+                            str(before), rev], check=True)
+            codes[f"before ({revision(before)})"] = before
+        codes[f"after ({revision(REPO)})"] = REPO
         try:
             rows = []
             for round_ in range(args.rounds):
@@ -242,9 +247,10 @@ def main(argv: List[str] | None = None) -> int:
                             print(json.dumps(row), file=sys.stderr, flush=True)
                             rows.append(row)
         finally:
-            if args.before:
-                subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force",
-                                str(before)], check=False)
+            for label, code in codes.items():
+                if code != REPO:
+                    subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force",
+                                    str(code)], check=False)
     table = markdown(rows, list(codes), args)
     print(table)
     if args.out:
