@@ -14,15 +14,15 @@ no MLM target.
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Sequence
 
 import torch
 
 from mmf.common.registry import registry
 from mmf_uvlp.processors.masking import (
     IGNORE,
+    Batch,
     RawItem,
-    Sample,
     UVLAMaskingProcessor,
     restore_targets,
 )
@@ -34,22 +34,25 @@ class ImageSentenceMaskingProcessor(UVLAMaskingProcessor):
 
     default_curriculum_weighted = True
 
+    DRAWS = (("select", "L"), ("kind", "L"), ("pick", "L"))
+
     def encode(self, items: Sequence[RawItem]) -> List[Dict[str, list]]:
         return self.encode_sentences(
             items, "uvla_image_sentence_masking: raw input needs 'sentence' (str)",
             return_special_tokens_mask=True)
 
-    def sample(self, item: RawItem, encoding: Dict[str, list],
-               generator: Optional[torch.Generator], padded: bool) -> Sample:
-        regions = self.pack_regions(item, padded)
-        label = item.get("itm_label")
-        if label is None or int(label) not in (0, 1):
-            raise ValueError(
-                f"uvla_image_sentence_masking: raw input needs 'itm_label' 0 or 1, got {label!r}"
-            )
-        input_ids, lm_label_ids, length = self.mask_sentence(encoding, self.mask_prob, generator)
+    def mask(self, items: Sequence[RawItem], encodings: Sequence[Dict[str, list]],
+             draws: Dict[str, torch.Tensor], padded: bool) -> Batch:
+        regions = self.pack_regions(items, padded)
+        labels = [item.get("itm_label") for item in items]
+        for label in labels:
+            if label is None or int(label) not in (0, 1):
+                raise ValueError("uvla_image_sentence_masking: raw input needs 'itm_label' 0 "
+                                 f"or 1, got {label!r}")
+        input_ids, lm_label_ids, input_mask = self.mask_sentences(encodings, self.mask_prob,
+                                                                  draws)
         clean_input_ids = restore_targets(input_ids, lm_label_ids)
-        if int(label) == 0:
-            lm_label_ids = torch.full_like(lm_label_ids, IGNORE)
-        return self.assemble(input_ids, lm_label_ids, length, regions, itm_label=int(label),
+        itm_label = torch.tensor([int(label) for label in labels])
+        lm_label_ids = lm_label_ids.masked_fill((itm_label == 0)[:, None], IGNORE)
+        return self.assemble(input_ids, lm_label_ids, input_mask, regions, itm_label=itm_label,
                              clean_input_ids=clean_input_ids)

@@ -9,12 +9,11 @@ region's class cannot be read off its own tag.
 
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import Dict, Tuple
 
 import torch
 
 from mmf.common.registry import registry
-from mmf_uvlp.processors.masking import select_bernoulli
 from mmf_uvlp.processors.region_tag_masking import RegionTagMaskingProcessor
 
 
@@ -23,8 +22,6 @@ class ImageTagMaskingProcessor(RegionTagMaskingProcessor):
     """[tags; regions] with a masked region's tag masked too."""
 
     def select(self, is_tag: torch.Tensor, owner: torch.Tensor, region_mask: torch.Tensor,
-               generator: Optional[torch.Generator]) -> Tuple[torch.Tensor, torch.Tensor]:
-        regions = select_bernoulli(region_mask.bool(), self.mask_prob, generator)  # (R,)
-        tags = select_bernoulli(is_tag, self.mask_prob, generator)  # (L,)
-        tags |= is_tag & regions[owner.clamp(min=0)]
-        return tags, regions
+               draws: Dict[str, torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor]:
+        tags, regions = super().select(is_tag, owner, region_mask, draws)  # (B, L), (B, R)
+        return tags | (is_tag & regions.gather(1, owner.clamp(min=0))), regions

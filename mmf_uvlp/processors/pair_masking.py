@@ -19,18 +19,12 @@ input: a pair with [MASK] tokens or zeroed regions would always be a true pair.
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Sequence
 
 import torch
 
 from mmf.common.registry import registry
-from mmf_uvlp.processors.masking import (
-    IGNORE,
-    RawItem,
-    Sample,
-    UVLAMaskingProcessor,
-    select_bernoulli,
-)
+from mmf_uvlp.processors.masking import IGNORE, Batch, RawItem, UVLAMaskingProcessor
 
 
 @registry.register_processor("uvla_pair_masking")
@@ -39,25 +33,30 @@ class PairMaskingProcessor(UVLAMaskingProcessor):
 
     default_curriculum_weighted = False
 
+    DRAWS = (("select", "L"), ("kind", "L"), ("pick", "L"), ("regions", "R"), ("zero", "R"))
+
     def encode(self, items: Sequence[RawItem]) -> List[Dict[str, list]]:
         return self.encode_sentences(items, "uvla_pair_masking: raw input needs 'sentence' (str)",
                                      return_special_tokens_mask=True)
 
-    def sample(self, item: RawItem, encoding: Dict[str, list],
-               generator: Optional[torch.Generator], padded: bool) -> Sample:
-        regions = self.pack_regions(item, padded)
-        label = item.get("itm_label", IGNORE)
-        if label is None or int(label) not in (IGNORE, 0, 1):
-            raise ValueError(
-                f"uvla_pair_masking: 'itm_label' must be 1, 0 or absent, got {label!r}")
-        classes = self.region_classes(item, int(regions["num_regions"]))
-        input_ids, lm_label_ids, length = self.mask_sentence(encoding, self.mask_prob, generator)
-        selected = select_bernoulli(regions["region_mask"].bool(), self.mask_prob,
-                                    generator)  # (R,)
-        region_targets = self.mask_regions(regions, classes, selected, generator)
-        if int(label) == 0:  # corrupted like a true pair, but nothing to reconstruct
-            lm_label_ids = torch.full_like(lm_label_ids, IGNORE)
-            region_targets["region_class_targets"].fill_(IGNORE)
-            region_targets["region_masked"] = torch.zeros_like(region_targets["region_masked"])
-        return self.assemble(input_ids, lm_label_ids, length, regions, itm_label=int(label),
-                             **region_targets)
+    def mask(self, items: Sequence[RawItem], encodings: Sequence[Dict[str, list]],
+             draws: Dict[str, torch.Tensor], padded: bool) -> Batch:
+        regions = self.pack_regions(items, padded)
+        labels = [item.get("itm_label", IGNORE) for item in items]
+        for label in labels:
+            if label is None or int(label) not in (IGNORE, 0, 1):
+                raise ValueError(
+                    f"uvla_pair_masking: 'itm_label' must be 1, 0 or absent, got {label!r}")
+        classes = self.region_classes(items, regions["num_regions"])
+        input_ids, lm_label_ids, input_mask = self.mask_sentences(encodings, self.mask_prob,
+                                                                  draws)
+        selected = regions["region_mask"].bool() & (draws["regions"] < self.mask_prob)
+        targets = self.mask_regions(regions, classes, selected, draws["zero"])
+        itm_label = torch.tensor([int(label) for label in labels])
+        negative = (itm_label == 0)[:, None]  # corrupted like a true pair, nothing to rebuild
+        lm_label_ids = lm_label_ids.masked_fill(negative, IGNORE)
+        targets["region_class_targets"] = targets["region_class_targets"].masked_fill(
+            negative, IGNORE)
+        targets["region_masked"] = targets["region_masked"].masked_fill(negative, 0)
+        return self.assemble(input_ids, lm_label_ids, input_mask, regions, itm_label=itm_label,
+                             **targets)

@@ -30,19 +30,17 @@ defaults to true.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
 import torch
 
 from mmf.common.registry import registry
 from mmf_uvlp.processors.masking import (
     IGNORE,
+    Batch,
     RawItem,
-    Sample,
     UVLAMaskingProcessor,
-    corrupt_regions,
     probability_param,
-    select_bernoulli,
 )
 
 DEFAULT_STOP_TOKENS = ("a", "an", "the")
@@ -54,14 +52,34 @@ def linked_mask_probabilities(scores: torch.Tensor, ratio: float) -> torch.Tenso
     return (ratio * scores.numel() * scores / scores.sum()).clamp(max=1.0)
 
 
-def draw_linked(scores: torch.Tensor, ratio: float, ensure_one: bool,
-                generator: Optional[torch.Generator]) -> torch.Tensor:
-    """Bool (K,): the masked items (see the module docstring)."""
-    chosen = select_bernoulli(torch.ones_like(scores, dtype=torch.bool),
-                              linked_mask_probabilities(scores, ratio), generator)
-    if ensure_one and not bool(chosen.any()):
-        chosen[torch.multinomial(scores, 1, generator=generator)] = True
+def draw_linked(scores: Sequence[float], ratio: float, ensure_one: bool,
+                draws: Sequence[float], ensure_draw: float) -> List[bool]:
+    """The masked items among K scores (see the module docstring): item k when its uniform
+    ``draws[k]`` falls below its probability; with ``ensure_one`` and none, the item where
+    ``ensure_draw`` falls in the scores' cumulative distribution."""
+    probabilities = linked_mask_probabilities(torch.tensor(scores, dtype=torch.float64),
+                                              ratio).tolist()
+    chosen = [draw < p for draw, p in zip(draws, probabilities)]
+    if ensure_one and not any(chosen):
+        total, cumulative = sum(scores), 0.0
+        pick = len(scores) - 1
+        for k, score in enumerate(scores):
+            cumulative += score
+            if ensure_draw * total < cumulative:
+                pick = k
+                break
+        chosen[pick] = True
     return chosen
+
+
+def item_draws(row: Sequence[float], count: int) -> Sequence[float]:
+    """``count`` uniforms for a sample's linked items: its row of draws, continued (for
+    more items than the row holds) from a generator seeded by the row itself."""
+    if count <= len(row):
+        return row
+    generator = torch.Generator().manual_seed(int(row[0] * 2 ** 53))
+    return list(row) + torch.rand(count - len(row), generator=generator,
+                                  dtype=torch.float64).tolist()
 
 
 @registry.register_processor("uvla_region_phrase_masking")
@@ -73,6 +91,8 @@ class RegionPhraseMaskingProcessor(UVLAMaskingProcessor):
     """
 
     default_curriculum_weighted = True
+    DRAWS = (("modality", "1"), ("ensure", "1"), ("items", "L+R"), ("kind", "L"),
+             ("pick", "L"), ("zero", "R"))
 
     def __init__(self, config: Mapping[str, Any], *args: Any, **kwargs: Any):
         super().__init__(config, *args, **kwargs)
@@ -122,46 +142,47 @@ class RegionPhraseMaskingProcessor(UVLAMaskingProcessor):
         return self.encode_sentences(items, needs, return_offsets_mapping=True,
                                      return_special_tokens_mask=True)
 
-    def sample(self, item: RawItem, encoding: Dict[str, list],
-               generator: Optional[torch.Generator], padded: bool) -> Sample:
-        regions = self.pack_regions(item, padded)
-        phrases = item["noun_phrases"]
-        ids = encoding["input_ids"]
-        linked = self._linked_phrases(phrases, encoding["offset_mapping"],
-                                      encoding["special_tokens_mask"], ids,
-                                      int(regions["num_regions"]))
-        input_ids = self.pad_text(ids)
-        lm_label_ids = torch.full((self.max_seq_length,), IGNORE, dtype=torch.long)
-        region_masked = torch.zeros(self.max_regions, dtype=torch.bool)
-        phrase_targets = torch.full((self.max_regions, self.max_phrase_tokens), IGNORE,
-                                    dtype=torch.long)
-
-        if linked:
-            mask_text = bool(torch.rand((), generator=generator) < self.text_modality_prob)
-            if mask_text:
-                scores = torch.tensor([score for _, _, score in linked])
-                chosen = draw_linked(scores, self.linked_mask_ratio, self.ensure_one, generator)
-                selected = torch.zeros(self.max_seq_length, dtype=torch.bool)
-                for (positions, _, _), take in zip(linked, chosen.tolist()):
-                    if take:
-                        selected[positions] = True
-                input_ids, lm_label_ids = self.corrupt(input_ids, selected, generator)
+    def mask(self, items: Sequence[RawItem], encodings: Sequence[Dict[str, list]],
+             draws: Dict[str, torch.Tensor], padded: bool) -> Batch:
+        regions = self.pack_regions(items, padded)
+        B, L, R = len(items), self.max_seq_length, self.max_regions
+        input_ids, input_mask = self.text_batch([e["input_ids"] for e in encodings])
+        selected = torch.zeros(B, L, dtype=torch.bool)
+        region_masked = torch.zeros(B, R, dtype=torch.bool)
+        phrase_targets = torch.full((B, R, self.max_phrase_tokens), IGNORE, dtype=torch.long)
+        modality = draws["modality"][:, 0].tolist()
+        ensure = draws["ensure"][:, 0].tolist()
+        rows = draws["items"].tolist()
+        for i, (item, encoding) in enumerate(zip(items, encodings)):
+            ids = encoding["input_ids"]
+            linked = self._linked_phrases(item["noun_phrases"], encoding["offset_mapping"],
+                                          encoding["special_tokens_mask"], ids,
+                                          regions["num_regions"][i])
+            if not linked:
+                continue
+            if modality[i] < self.text_modality_prob:
+                chosen = draw_linked([score for _, _, score in linked], self.linked_mask_ratio,
+                                     self.ensure_one, item_draws(rows[i], len(linked)),
+                                     ensure[i])
+                positions = [t for (places, _, _), take in zip(linked, chosen) if take
+                             for t in places]
+                selected[i, positions] = True
             else:
                 by_region: Dict[int, Tuple[List[int], float]] = {}  # word-pieces, score
-                for positions, region, score in linked:
+                for places, region, score in linked:
                     pieces, best = by_region.get(region, ([], 0.0))
-                    by_region[region] = (pieces + [ids[t] for t in positions], max(best, score))
+                    by_region[region] = (pieces + [ids[t] for t in places], max(best, score))
                 order = sorted(by_region)
-                scores = torch.tensor([by_region[r][1] for r in order])
-                chosen = draw_linked(scores, self.linked_mask_ratio, self.ensure_one, generator)
-                for region, take in zip(order, chosen.tolist()):
+                chosen = draw_linked([by_region[r][1] for r in order], self.linked_mask_ratio,
+                                     self.ensure_one, item_draws(rows[i], len(order)),
+                                     ensure[i])
+                for region, take in zip(order, chosen):
                     if take:
                         pieces = by_region[region][0][: self.max_phrase_tokens]
-                        phrase_targets[region, : len(pieces)] = torch.tensor(pieces)
-                        region_masked[region] = True
-                regions["region_features"], regions["region_zeroed"] = corrupt_regions(
-                    regions["region_features"], region_masked, self.zero_prob, generator)
-
-        return self.assemble(input_ids, lm_label_ids, len(ids), regions,
+                        phrase_targets[i, region, : len(pieces)] = torch.tensor(pieces)
+                        region_masked[i, region] = True
+        input_ids, lm_label_ids = self.corrupt(input_ids, selected, draws)
+        self.zero_regions(regions, region_masked, draws["zero"])
+        return self.assemble(input_ids, lm_label_ids, input_mask, regions,
                              region_masked=region_masked.long(),
                              region_phrase_targets=phrase_targets)

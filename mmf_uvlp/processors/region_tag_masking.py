@@ -17,12 +17,12 @@ Subclasses change which tags and regions are selected by overriding ``select``
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 import torch
 
 from mmf.common.registry import registry
-from mmf_uvlp.processors.masking import RawItem, Sample, UVLAMaskingProcessor, select_bernoulli
+from mmf_uvlp.processors.masking import Batch, RawItem, UVLAMaskingProcessor, padded_rows
 
 
 def tag_word_pieces(tokenizer: Any, labels: Sequence[str],
@@ -45,6 +45,9 @@ def tag_text(tokenizer: Any, pieces: Sequence[List[int]],
     return ids + [tokenizer.sep_token_id], owners + [-1]
 
 
+TAG_CACHE_SIZE = 1 << 16  # distinct tags whose word-pieces a processor keeps
+
+
 def _rows(item: RawItem) -> int:
     """The number of regions (feature rows) of a raw item; 0 when it has no features (the
     processor then names the missing key)."""
@@ -57,20 +60,26 @@ class RegionTagMaskingProcessor(UVLAMaskingProcessor):
     """R-T: tag MLM + region masking (MRC, MRFR)."""
 
     default_curriculum_weighted = False
+    DRAWS = (("tags", "L"), ("regions", "R"), ("kind", "L"), ("pick", "L"), ("zero", "R"))
+
+    def __init__(self, config: Any, *args: Any, **kwargs: Any):
+        super().__init__(config, *args, **kwargs)
+        self._tag_pieces: Dict[str, List[int]] = {}
 
     def select(self, is_tag: torch.Tensor, owner: torch.Tensor, region_mask: torch.Tensor,
-               generator: Optional[torch.Generator]) -> Tuple[torch.Tensor, torch.Tensor]:
-        """(tag positions (L,), regions (R,)) to mask: each independently with ``mask_prob``.
+               draws: Dict[str, torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor]:
+        """(tag positions (B, L), regions (B, R)) to mask: each independently with
+        ``mask_prob`` (the ``tags`` and ``regions`` draws).
 
-        ``is_tag`` (L,) bool, ``owner`` (L,) the region of each tag position (-1 elsewhere),
-        ``region_mask`` (R,) 1 = real region.
+        ``is_tag`` (B, L) bool, ``owner`` (B, L) the region of each tag position (-1
+        elsewhere), ``region_mask`` (B, R) 1 = real region.
         """
-        tags = select_bernoulli(is_tag, self.mask_prob, generator)
-        regions = select_bernoulli(region_mask.bool(), self.mask_prob, generator)
+        tags = is_tag & (draws["tags"] < self.mask_prob)
+        regions = region_mask.bool() & (draws["regions"] < self.mask_prob)
         return tags, regions
 
     def encode(self, items: Sequence[RawItem]) -> List[List[List[int]]]:
-        """The word-pieces of each kept region's tag, per item (one tokenizer call)."""
+        """The word-pieces of each kept region's tag, per item (at most one tokenizer call)."""
         labels = []
         for item in items:
             regions = min(self.max_regions, _rows(item))
@@ -80,32 +89,39 @@ class RegionTagMaskingProcessor(UVLAMaskingProcessor):
                                  "'region_labels', one detector tag string per region of "
                                  f"'features' ({regions})")
             labels.append([str(tag) for tag in tags[:regions]])
-        flat = [tag for tags in labels for tag in tags]
-        pieces = self.tokenizer(flat, add_special_tokens=False)["input_ids"] if flat else []
-        out, start = [], 0
-        for tags in labels:
-            out.append(pieces[start:start + len(tags)])
-            start += len(tags)
-        return out
+        self.tokenize_tags([tag for tags in labels for tag in tags])
+        return [[self._tag_pieces[tag] for tag in tags] for tags in labels]
 
-    def sample(self, item: RawItem, encoding: List[List[int]],
-               generator: Optional[torch.Generator], padded: bool) -> Sample:
-        regions = self.pack_regions(item, padded)
-        n = int(regions["num_regions"])
-        classes = self.region_classes(item, n)
+    def tokenize_tags(self, tags: Sequence[str]) -> None:
+        """Keep the word-pieces of every tag of ``tags``, the ones not seen before tokenized
+        in one call (a detector's tags come from its fixed class list, so most batches need
+        no call at all)."""
+        distinct = list(dict.fromkeys(tags))
+        missing = [tag for tag in distinct if tag not in self._tag_pieces]
+        if not missing:
+            return
+        if len(self._tag_pieces) + len(missing) > TAG_CACHE_SIZE:
+            self._tag_pieces.clear()
+            missing = distinct
+        pieces = self.tokenizer(missing, add_special_tokens=False)["input_ids"]
+        self._tag_pieces.update(zip(missing, pieces))
+
+    def mask(self, items: Sequence[RawItem], encodings: Sequence[List[List[int]]],
+             draws: Dict[str, torch.Tensor], padded: bool) -> Batch:
+        regions = self.pack_regions(items, padded)
+        classes = self.region_classes(items, regions["num_regions"])
 
         # Text part: [CLS] tag word-pieces [SEP], each piece carrying its region's box.
-        ids, owner = tag_text(self.tokenizer, encoding, self.max_seq_length)
-        length = len(ids)
-        owner_t = torch.full((self.max_seq_length,), -1, dtype=torch.long)
-        owner_t[:length] = torch.tensor(owner)
-        is_tag = owner_t >= 0  # (L,)
-        text_boxes = torch.zeros(self.max_seq_length, 5)
-        text_boxes[is_tag] = regions["region_boxes"][owner_t[is_tag]]
+        texts = [tag_text(self.tokenizer, pieces, self.max_seq_length) for pieces in encodings]
+        input_ids, input_mask = self.text_batch([ids for ids, _ in texts])
+        owner = padded_rows([owners for _, owners in texts], self.max_seq_length, -1)
+        is_tag = owner >= 0  # (B, L)
+        index = owner.clamp(min=0).unsqueeze(-1).expand(-1, -1, 5)
+        text_boxes = regions["region_boxes"].gather(1, index) * is_tag.unsqueeze(-1)
 
-        tag_selected, region_selected = self.select(is_tag, owner_t, regions["region_mask"],
-                                                    generator)
-        input_ids, lm_label_ids = self.corrupt(self.pad_text(ids), tag_selected, generator)
-        region_targets = self.mask_regions(regions, classes, region_selected, generator)
-        return self.assemble(input_ids, lm_label_ids, length, regions,
-                             text_boxes=text_boxes, text_is_tag=is_tag.long(), **region_targets)
+        tag_selected, region_selected = self.select(is_tag, owner, regions["region_mask"],
+                                                    draws)
+        input_ids, lm_label_ids = self.corrupt(input_ids, tag_selected, draws)
+        targets = self.mask_regions(regions, classes, region_selected, draws["zero"])
+        return self.assemble(input_ids, lm_label_ids, input_mask, regions,
+                             text_boxes=text_boxes, text_is_tag=is_tag.long(), **targets)

@@ -12,12 +12,12 @@ text alone when ``model_config.uvla.text_only_batches`` is true. The region para
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Sequence
 
 import torch
 
 from mmf.common.registry import registry
-from mmf_uvlp.processors.masking import IGNORE, RawItem, Sample, UVLAMaskingProcessor
+from mmf_uvlp.processors.masking import IGNORE, Batch, RawItem, UVLAMaskingProcessor
 
 
 @registry.register_processor("uvla_text_masking")
@@ -26,22 +26,23 @@ class TextMaskingProcessor(UVLAMaskingProcessor):
 
     default_curriculum_weighted = False
 
+    DRAWS = (("select", "L"), ("kind", "L"), ("pick", "L"))
+
     def encode(self, items: Sequence[RawItem]) -> List[Dict[str, list]]:
         return self.encode_sentences(items, "uvla_text_masking: raw input needs 'sentence' (str)",
                                      return_special_tokens_mask=True)
 
-    def sample(self, item: RawItem, encoding: Dict[str, list],
-               generator: Optional[torch.Generator], padded: bool) -> Sample:
-        input_ids, lm_label_ids, length = self.mask_sentence(encoding, self.mask_prob, generator)
-        input_mask = torch.zeros(self.max_seq_length, dtype=torch.long)
-        input_mask[:length] = 1
-        label = torch.tensor(IGNORE, dtype=torch.long)
+    def mask(self, items: Sequence[RawItem], encodings: Sequence[Dict[str, list]],
+             draws: Dict[str, torch.Tensor], padded: bool) -> Batch:
+        input_ids, lm_label_ids, input_mask = self.mask_sentences(encodings, self.mask_prob,
+                                                                  draws)
+        label = torch.full((len(items),), IGNORE, dtype=torch.long)
         return {
             "input_ids": input_ids,
             "input_mask": input_mask,
-            "segment_ids": torch.zeros(self.max_seq_length, dtype=torch.long),
+            "segment_ids": torch.zeros_like(input_ids),
             "lm_label_ids": lm_label_ids,
             "itm_label": label,
-            "curriculum_weighted": torch.tensor(self.curriculum_weighted),
+            "curriculum_weighted": torch.full((len(items),), self.curriculum_weighted),
             "targets": label.clone(),
         }

@@ -423,7 +423,7 @@ def test_uvla_encodes_text_only_batches_when_allowed():
     assert output["mlm_logits"].shape[0] == int((batch.lm_label_ids != -1).sum())
     sum(losses.values()).backward()
     # an image batch still goes through the same model
-    image = ImageTagMaskingProcessor(PARAMS)
+    image = ImageTagMaskingProcessor(dict(PARAMS, mask_prob=0.5))
     images = SampleList(default_collate([image(_image(), g) for _ in range(2)]))
     images.dataset_name, images.dataset_type = "u_visualbert_image", "train"
     image_output = model(images)

@@ -7,7 +7,8 @@ import torch
 from mmf_uvlp.datasets.collate import collate, ragged, restore_region_copies
 
 from helpers.collated import (  # noqa: F401  (fixtures)
-    ATOL, D, L, LOSSES, R, RTOL, both_batches, processors, raw_item, registry_state, tiny_model,
+    ATOL, BERT, D, L, LOSSES, R, RTOL, both_batches, processors, raw_item, registry_state,
+    tiny_model,
 )
 
 
@@ -52,9 +53,9 @@ def test_samples_with_different_fields_are_refused(processors):
 
 @pytest.mark.parametrize("kind", ["rt", "rn", "is", "pair", "text", "image_tag"])
 def test_a_batch_is_masked_as_its_samples_alone_with_one_tokenizer_call(processors, kind):
-    """``processor.batch``: each sample the same as alone from the same generator (so the
-    masking rates, the 80/10/10 rule and the seeding are the per-sample ones), the text of
-    the whole batch tokenized at once."""
+    """``processor.batch``: each sample the same as alone from the same generator, whatever
+    else is in its batch (so the seeding is the per-sample one), the text of the whole batch
+    tokenized at once (R-T's tags: only those not tokenized before)."""
     processor = processors[kind]
     raws = [raw_item(kind, i) for i in range(6)]
     alone = [processor(raw, torch.Generator().manual_seed(100 + i), padded=False)
@@ -67,13 +68,92 @@ def test_a_batch_is_masked_as_its_samples_alone_with_one_tokenizer_call(processo
         batch = processor.batch(raws, [torch.Generator().manual_seed(100 + i) for i in range(6)])
     finally:
         type(tokenizer).__call__ = original
-    assert len(calls) == 1
+    assert len(calls) == (kind not in ("rt", "image_tag"))
     assert len(batch) == len(alone)
     for one, other in zip(batch, alone):
         assert sorted(one) == sorted(other)
         for key, value in other.items():
             assert torch.equal(one[key], value), (kind, key)
     assert any(bool((sample["lm_label_ids"] != -1).any()) for sample in batch)
+    reordered = processor.batch(raws[::-1], [torch.Generator().manual_seed(100 + i)
+                                             for i in reversed(range(6))])
+    for one, other in zip(reordered[::-1], alone):
+        assert all(torch.equal(one[key], value) for key, value in other.items()), kind
+
+
+def test_batched_masking_keeps_the_rates_and_the_80_10_10_rule(processors):
+    """R-T masked 40 samples a batch: tags and real regions each with mask_prob (0.4 here),
+    selected tags 80 % [MASK] / 10 % a random word-piece / 10 % kept, selected regions
+    zeroed 90 %, never padding, [CLS] or [SEP] (method.md)."""
+    processor = processors["rt"]
+    raws = [raw_item("rt", i) for i in range(40)]
+    selected = masked = randomized = kept = tags = 0
+    regions = real = zeroed = 0
+    for round_ in range(12):
+        generators = [torch.Generator().manual_seed(1000 * round_ + i) for i in range(40)]
+        for out in processor.batch(raws, generators, padded=True):
+            chosen = out["lm_label_ids"] != -1
+            assert not chosen[out["text_is_tag"] == 0].any()
+            tags += int(out["text_is_tag"].sum())
+            selected += int(chosen.sum())
+            ids, targets = out["input_ids"][chosen], out["lm_label_ids"][chosen]
+            masked += int((ids == processor.tokenizer.mask_token_id).sum())
+            kept += int((ids == targets).sum())
+            randomized += int(((ids != processor.tokenizer.mask_token_id)
+                               & (ids != targets)).sum())
+            region = out["region_masked"].bool()
+            assert not region[out["region_mask"] == 0].any()
+            real += int(out["region_mask"].sum())
+            regions += int(region.sum())
+            zeroed += int(out["region_zeroed"][region].sum())
+            assert not out["region_zeroed"][~region].any()
+    assert selected / tags == pytest.approx(0.4, abs=0.03)
+    assert masked / selected == pytest.approx(0.8, abs=0.04)
+    assert randomized / selected == pytest.approx(0.1, abs=0.03)
+    assert kept / selected == pytest.approx(0.1, abs=0.03)
+    assert regions / real == pytest.approx(0.4, abs=0.04)
+    assert zeroed / regions == pytest.approx(0.9, abs=0.04)
+
+
+def test_tag_word_pieces_are_tokenized_once_and_the_cache_stays_bounded(monkeypatch):
+    from mmf_uvlp.processors import region_tag_masking
+    from mmf_uvlp.processors.region_tag_masking import RegionTagMaskingProcessor, tag_word_pieces
+
+    processor = RegionTagMaskingProcessor({"tokenizer_path": BERT, "max_seq_length": L,
+                                           "max_regions": R})
+    monkeypatch.setattr(region_tag_masking, "TAG_CACHE_SIZE", 5)
+    first = [raw_item("rt", i) for i in range(3)]
+    expected = [tag_word_pieces(processor.tokenizer, raw["region_labels"][:R], L)
+                for raw in first]
+    for encoded, raw, (ids, _) in zip(processor.encode(first), first, expected):
+        assert [piece for tag in encoded for piece in tag] == ids[1:-1]
+    assert len(processor._tag_pieces) == 5
+    other = dict(first[0], region_labels=["zebra", "kite", "dog"], region_classes=[1, 2, 3])
+    other["features"], other["boxes"] = other["features"][:3], other["boxes"][:3]
+    encoded = processor.encode([other, first[1]])  # more new tags than the cache holds
+    assert encoded[1] == processor.encode([first[1]])[0]
+    assert [p for tag in encoded[0] for p in tag] == tag_word_pieces(
+        processor.tokenizer, ["zebra", "kite", "dog"], L)[0][1:-1]
+    assert len(processor._tag_pieces) <= 6
+
+
+def test_more_linked_phrases_than_a_samples_draws_hold(processors):
+    """R-N: a sentence with more linked phrases than L + R draws: still seeded per sample."""
+    processor = processors["rn"]
+    words = ["dog"] * (L + R + 6)
+    sentence = " ".join(words)
+    phrases = [{"char_span": [4 * k, 4 * k + 3], "region": k % 3, "link_score": 1.0 + k}
+               for k in range(len(words))]
+    raw = dict(raw_item("rn", 0), sentence=sentence, noun_phrases=phrases)
+    draws = {}
+    for seed in range(40):
+        alone = processor(raw, torch.Generator().manual_seed(seed), padded=False)
+        batch = processor.batch([raw_item("rn", 1), raw],
+                                [torch.Generator().manual_seed(7),
+                                 torch.Generator().manual_seed(seed)])[1]
+        assert all(torch.equal(batch[k], v) for k, v in alone.items())
+        draws[seed] = (alone["lm_label_ids"] != -1).sum() + alone["region_masked"].sum()
+    assert min(draws.values()) >= 1 and len(set(int(v) for v in draws.values())) > 1
 
 
 def test_a_datasets_batch_is_its_samples_alone_and_leaves_device_generators_alone(

@@ -8,10 +8,12 @@ detector classes, read from MMF's feature files (LMDB or ``.npy`` folder) withou
 features hold another number of regions than its record lists is counted and reported
 (:mod:`mmf_uvlp.datasets.region_counts`).
 
-A DataLoader asks for a whole batch at once (``__getitems__``): its samples are made with
-the feature rows unpadded and collated by :func:`mmf_uvlp.datasets.collate.collate`
-(padded to the batch's longest, one copy of the features); ``dataset[idx]`` still gives
-one sample at the processors' fixed sizes.
+A DataLoader asks for a whole batch at once (``__getitems__``): its raw inputs are read
+(feature rows unpadded), masked at once by the processor's ``batch`` (one tokenizer call,
+the masks drawn per sample and applied to the batch) and collated by
+:func:`mmf_uvlp.datasets.collate.collate` (padded to the batch's longest, one copy of the
+features); ``dataset[idx]`` still gives one sample, the same, at the processors' fixed
+sizes.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import zlib
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+import numpy as np
 import torch
 
 from mmf.common.sample import Sample, SampleList
@@ -29,7 +32,6 @@ from mmf_uvlp.datasets.collate import collate
 from mmf_uvlp.datasets.region_features import RegionFeaturesDatabase
 from mmf_uvlp.datasets.region_counts import RegionCounts
 from mmf_uvlp.training.progress import register_train_samples
-from mmf_uvlp.training.reproducibility import derived_seed
 from mmf_uvlp.utils.config_files import default_config
 
 
@@ -39,6 +41,14 @@ def config_probability(dataset_name: str, config: Any, key: str, default: float)
     if not 0.0 <= value <= 1.0:
         raise ValueError(f"dataset_config.{dataset_name}.{key} must be in [0, 1], got {value}")
     return value
+
+
+def sample_seeds(seed: int, dataset_name: str) -> Tuple[int, int]:
+    """The seeds of a sample's dataset draws and masking draws (63 bits each), from its
+    :class:`SampleIndex` seed and the dataset's name: one ``SeedSequence`` for both."""
+    words = [seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF, zlib.crc32(dataset_name.encode())]
+    state = np.random.SeedSequence(words).generate_state(2, np.uint64)
+    return int(state[0]) >> 1, int(state[1]) >> 1
 
 
 class PretrainingDataset(AnnotationDbHook, MMFDataset):
@@ -83,13 +93,13 @@ class PretrainingDataset(AnnotationDbHook, MMFDataset):
         seed = getattr(idx, "seed", None)
         if seed is None:
             return self.raw_input(idx), None
-        seed = derived_seed(seed, zlib.crc32(self.dataset_name.encode()))
+        dataset_seed, masking_seed = sample_seeds(seed, self.dataset_name)
         with torch.random.fork_rng(devices=[]):
             # the CPU generator only: torch.manual_seed would reseed every device's too
             # (outside fork_rng's restore) and capture a stack trace for each lazily
-            torch.default_generator.manual_seed(derived_seed(seed, 0))
+            torch.default_generator.manual_seed(dataset_seed)
             raw = self.raw_input(idx)
-        return raw, torch.Generator().manual_seed(derived_seed(seed, 1))
+        return raw, torch.Generator().manual_seed(masking_seed)
 
     def sample_extras(self, idx: int, fields: Dict[str, Any]) -> Dict[str, Any]:
         """``fields`` of sample ``idx`` with the dataset's own additions (none here)."""
