@@ -166,6 +166,9 @@ def test_the_pretraining_datasets_read_the_real_rows(tiny_corpus, tmp_path):
             "max_regions": 24}}}})
     try:
         dataset = build_dataset("uvla_region_tag", config, "train")
+        config.fast_read = True  # MMF's preloading: refused, not silently ignored
+        with pytest.raises(ValueError, match=r"uvla_region_tag\.fast_read: not supported"):
+            build_dataset("uvla_region_tag", config, "train")
     finally:
         for key, value in saved.items():
             registry.register(key, value)

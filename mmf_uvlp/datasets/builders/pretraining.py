@@ -126,6 +126,10 @@ class RegionsDataset(PretrainingDataset):
 
     def build_features_db(self) -> RegionFeaturesDatabase:
         """The split's features, real rows only (MMF main's name of the hook)."""
+        if self.config.get("fast_read", False):
+            raise ValueError(f"dataset_config.{self.dataset_name}.fast_read: not supported by "
+                             "the plugin's pre-training datasets (each image is read when "
+                             "its sample is made); set it to false")
         path = self._get_path_based_on_index(self.config, "features", self._index)
         return RegionFeaturesDatabase(path, int(self.config.get("max_features", 100)))
 
