@@ -51,7 +51,7 @@ def test_bad_settings_are_clear_errors(corpus, tmp_path):
         AlignedCorpusDatabase(corpus, "pair", "train")
     with pytest.raises(ValueError, match="top_k must be"):
         AlignedCorpusDatabase(corpus, "sentence", "train", top_k=0)
-    with pytest.raises(FileNotFoundError, match="build_corpus"):
+    with pytest.raises(FileNotFoundError, match="uvlp-build-corpus"):
         AlignedCorpusDatabase(str(tmp_path / "absent"), "image", "train")
     with pytest.raises(ValueError) as info:
         AlignedCorpusDatabase(corpus, "image", "train", holdout_every=1)
