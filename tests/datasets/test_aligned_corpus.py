@@ -93,7 +93,9 @@ def test_image_sentence_dataset_names_holdout_every(corpus, tmp_path):
     from mmf.common.registry import registry
     from mmf.utils.build import build_dataset
 
-    saved = {key: registry.get(key, None, no_warning=True) for key in ("config", "current_device")}
+    missing = object()
+    saved = {key: registry.get(key, missing, no_warning=True)
+             for key in ("config", "current_device")}
     registry.register("config", OmegaConf.create({"training": {"batch_size": 2}}))
     registry.register("current_device", torch.device("cpu"))
     (tmp_path / "features").mkdir()
@@ -117,7 +119,10 @@ def test_image_sentence_dataset_names_holdout_every(corpus, tmp_path):
             build_dataset("uvla_image_sentence", config, "val")
     finally:
         for key, value in saved.items():
-            registry.register(key, value)
+            if value is missing:  # not registered before: leave no None behind
+                registry.unregister(key)
+            else:
+                registry.register(key, value)
         registry.unregister("uvla_image_sentence_masking_processor")
 
 

@@ -76,7 +76,9 @@ def pool(tmp_path_factory) -> Path:
 def registry_state():
     """A minimal global config for MMF's loaders; MMF reuses a processor registered under
     ``<dataset>_masking_processor``, so each test starts without them."""
-    saved = {key: registry.get(key, None, no_warning=True) for key in ("config", "current_device")}
+    missing = object()
+    saved = {key: registry.get(key, missing, no_warning=True)
+             for key in ("config", "current_device")}
     registry.register("config", OmegaConf.create({
         "evaluation": {"predict": False},
         "training": {"batch_size": 2, "num_workers": 0, "pin_memory": False,
@@ -84,7 +86,10 @@ def registry_state():
     registry.register("current_device", torch.device("cpu"))
     yield
     for key, value in saved.items():
-        registry.register(key, value)
+        if value is missing:  # not registered before: leave no None behind
+            registry.unregister(key)
+        else:
+            registry.register(key, value)
     for name in DATASETS:
         registry.unregister(f"{name}_masking_processor")
 

@@ -152,7 +152,9 @@ def test_the_pretraining_datasets_read_the_real_rows(tiny_corpus, tmp_path):
 
     path = tmp_path / "cc.lmdb"
     shutil.copytree(tiny_corpus.parent / "features" / "cc.lmdb", path)
-    saved = {key: registry.get(key, None, no_warning=True) for key in ("config", "current_device")}
+    missing = object()
+    saved = {key: registry.get(key, missing, no_warning=True)
+             for key in ("config", "current_device")}
     registry.register("config", OmegaConf.create({"training": {"batch_size": 2}}))
     registry.register("current_device", torch.device("cpu"))
     splits = ("train", "val", "test")
@@ -171,7 +173,10 @@ def test_the_pretraining_datasets_read_the_real_rows(tiny_corpus, tmp_path):
             build_dataset("uvla_region_tag", config, "train")
     finally:
         for key, value in saved.items():
-            registry.register(key, value)
+            if value is missing:  # not registered before: leave no None behind
+                registry.unregister(key)
+            else:
+                registry.register(key, value)
         registry.unregister("uvla_region_tag_masking_processor")
     assert isinstance(dataset.features_db, RegionFeaturesDatabase)
     counts = []
