@@ -66,6 +66,7 @@ from mmf_uvlp.training.progress import current_epoch, registered_train_samples, 
 from mmf_uvlp.training.throughput import compile_in_place, compile_requested
 from mmf_uvlp.utils.bert_source import load_or_explain
 from mmf_uvlp.utils.config_files import default_config
+from mmf_uvlp.utils.run_log import write_run_log
 from mmf_uvlp.utils.safe_loading import load_checkpoint
 
 ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")
@@ -126,14 +127,6 @@ def _without_targets(head: str, result: Mapping[str, Any], batch: Mapping[str, A
         labels = batch.get("itm_label")
         return labels is None or not bool((labels != -1).any())
     return False
-
-
-def _write_log(message: str) -> None:
-    """``message`` in the run's log (rc10 registers its Logger, MMF main a logging.Logger)."""
-    writer = registry.get("writer", no_warning=True)
-    if writer is not None:
-        log = writer.write if hasattr(writer, "write") else writer.info
-        log(message)
 
 
 def dropped_heads_message(not_copied: Sequence[str], own_heads: Mapping[str, Any]) -> str:
@@ -249,7 +242,7 @@ class UVLA(BaseModel):
         explained.add(dataset)
         losses = [str(loss["type"]) for loss in self.head_spec.losses
                   if any(str(loss["type"]).endswith(name) for name in idle)]
-        _write_log(f"{self.config_key}: the first batch of {dataset} has no targets of the "
+        write_run_log(f"{self.config_key}: the first batch of {dataset} has no targets of the "
                    f"heads {', '.join(idle)}: {', '.join(losses) or 'their losses'} log 0.0000 "
                    f"in {dataset}'s rows for batches without their targets (MMF logs every "
                    "loss for every dataset)")
@@ -263,7 +256,7 @@ class UVLA(BaseModel):
         update = updates_done(module=self) + 1  # the update this step belongs to
         for line in self.curriculum.log_lines(weights, weighted, active, update,
                                               self.epochs_done(), every):
-            _write_log(line)
+            write_run_log(line)
 
     def visual_parameters(self) -> List[nn.Parameter]:
         """The region path's own parameters: the embeddings' modules a BERT checkpoint does
@@ -407,7 +400,7 @@ class UVLA(BaseModel):
         message = (f"{self.config_key}: loaded {len(wanted)} pre-trained tensors "
                    f"({', '.join(part.rstrip('.') for part in PRETRAINED_PARTS)}) from {path}; "
                    f"{dropped_heads_message(self.pretrained_report['not_copied'], self.heads)}")
-        _write_log(message)
+        write_run_log(message)
 
     def _build_head(self, name: str, bert: BertForPreTraining) -> nn.Module:
         hidden = bert.config.hidden_size

@@ -20,7 +20,6 @@ Split: images whose ``position`` (their line in the detections file) is a multip
 
 from __future__ import annotations
 
-import logging
 import os
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
@@ -31,10 +30,10 @@ from mmf_uvlp.corpus.shards import part_paths, read_numbered_part
 from mmf_uvlp.data_formats.mmf_features import FeatureNames
 from mmf_uvlp.datasets.databases.link_noise import LinkNoise
 from mmf_uvlp.errors import FormatError
+from mmf_uvlp.utils.run_log import write_run_log
 from mmf_uvlp.utils.safe_loading import stays_inside, unsafe_name
 
 UNITS = ("image", "sentence")
-logger = logging.getLogger(__name__)
 
 
 class AlignedCorpusDatabase(Dataset):
@@ -77,8 +76,7 @@ class AlignedCorpusDatabase(Dataset):
                 self.items.extend((image, s) for s in range(count))
         self._positions = np.asarray(positions, dtype=np.int64)
         if noise.share:
-            logger.info("%s (%s split of %s): %s", config_key, dataset_type, path,
-                        noise.summary())
+            write_run_log(f"{config_key} ({dataset_type} split of {path}): {noise.summary()}")
         if not self.items:
             raise ValueError(self._split_error(1, f"no {unit} items: a split needs"))
 
