@@ -150,7 +150,8 @@ class SeededMultiDatasetLoader(MultiDatasetLoader):
                 self._streams.append(EpochStream(seeded))
             self._loaders[index], self._samplers[index] = seeded, sampler
         if self._streams:
-            self._copy = SideStreamCopy(registry.get("current_device", "cpu", no_warning=True))
+            device = registry.get("current_device", None, no_warning=True)
+            self._copy = SideStreamCopy(device or "cpu")  # None: no device chosen, the CPU
         self.current_loader = self.loaders[self.current_index]
         self.consumed = [0] * self.num_datasets
 

@@ -92,7 +92,7 @@ def test_one_nan_feature_is_refused_when_read_naming_file_and_image(tiny_corpus,
     result, image, world, _ = run_poisoned(tiny_corpus, tmp_path, math.nan)
     assert result.returncode == 2, (result.stdout + result.stderr)[-3000:]
     last = result.stderr.strip().splitlines()[-1]
-    assert last == (f"mmf_run: error: {world / 'features/cc.lmdb'} [key '{image}.npy']: field "
+    assert last == (f"mmf_run: error: {world / 'features/cc.lmdb'} [key '{image}']: field "
                     "'features': expected finite values, got '1 NaN (first in row 0)'"), last
     assert "Traceback" not in result.stderr
 
