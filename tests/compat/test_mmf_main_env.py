@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -303,23 +302,9 @@ def test_without_the_progress_callback_the_curriculum_says_what_to_add(tiny_corp
 def test_a_resumed_run_of_the_uvlp_trainer_is_the_uninterrupted_run(tiny_corpus, tmp_path):
     """As tests/training/test_resume_exact.py on rc10: at update 12 of 16 (tiny world, batch
     16) R-T and R-N have finished epoch 1, so the resume re-enters an epoch in progress."""
-    from helpers import pretrain, same
+    from helpers import assert_resume_at_12_is_the_uninterrupted_run
 
-    world, opts = tiny_corpus.parent, ["training.max_updates=16",
-                                       "scheduler.params.num_warmup_steps=2"]
-    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
-    pretrain(tmp_path, world, straight, *opts)
-    at_12 = torch.load(straight / "models/model_12.ckpt", weights_only=True)
-    assert at_12["uvlp_run_state"]["data"]["finished"] != []
-    # the run stopped right after its checkpoint at update 12 (as by a kill)
-    (resumed / "models").mkdir(parents=True)
-    shutil.copy(straight / "models/model_12.ckpt", resumed / "current.ckpt")
-    pretrain(tmp_path, world, resumed, *opts, "checkpoint.resume=True")
-    a = torch.load(straight / "current.ckpt", weights_only=True)
-    b = torch.load(resumed / "current.ckpt", weights_only=True)
-    assert a["num_updates"] == b["num_updates"] == 16 and a["current_epoch"] == b["current_epoch"] == 2
-    assert a["uvlp_run_state"]["data"] == b["uvlp_run_state"]["data"]
-    assert same(a["model"], b["model"]), "resumed weights differ from the uninterrupted run"
+    assert_resume_at_12_is_the_uninterrupted_run(tmp_path, tiny_corpus.parent)
 
 
 def main() -> int:

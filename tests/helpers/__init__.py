@@ -3,6 +3,7 @@ of the toy world (tiny random uvla, R-T / R-N / I-S with every 6th image held ou
 
 import atexit
 import re
+import shutil
 import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -76,3 +77,22 @@ def rows(output: str, split: str = "train") -> List[Dict[str, str]]:
 
 def same(a: Dict[str, torch.Tensor], b: Dict[str, torch.Tensor]) -> bool:
     return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def assert_resume_at_12_is_the_uninterrupted_run(tmp_path: Path, world: Path) -> None:
+    """A tiny pre-training of 16 updates resumed from its checkpoint at update 12 (R-T and
+    R-N have then finished epoch 1) ends with the uninterrupted run's weights and data state."""
+    opts = ["training.max_updates=16", "scheduler.params.num_warmup_steps=2"]
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    pretrain(tmp_path, world, straight, *opts)
+    at_12 = torch.load(straight / "models/model_12.ckpt", weights_only=True)
+    assert at_12["uvlp_run_state"]["data"]["finished"] != []
+    # the run stopped right after its checkpoint at update 12 (as by a kill)
+    (resumed / "models").mkdir(parents=True)
+    shutil.copy(straight / "models/model_12.ckpt", resumed / "current.ckpt")
+    pretrain(tmp_path, world, resumed, *opts, "checkpoint.resume=True")
+    a = torch.load(straight / "current.ckpt", weights_only=True)
+    b = torch.load(resumed / "current.ckpt", weights_only=True)
+    assert a["num_updates"] == b["num_updates"] == 16 and a["current_epoch"] == b["current_epoch"] == 2
+    assert a["uvlp_run_state"]["data"] == b["uvlp_run_state"]["data"]
+    assert same(a["model"], b["model"]), "resumed weights differ from the uninterrupted run"

@@ -3,14 +3,11 @@ dataset of the multi-dataset pre-training had finished its epoch (``finished`` i
 state): the sampler of a finished dataset is never iterated again in that epoch, so the
 skip a resume gives it must not carry into the next epoch."""
 
-import shutil
-
 import pytest
-import torch
 
 from mmf_uvlp.training.reproducibility import EpochSampler
 
-from helpers import pretrain, same
+from helpers import assert_resume_at_12_is_the_uninterrupted_run
 
 
 def test_a_skip_still_pending_at_the_next_epoch_is_dropped():
@@ -30,17 +27,4 @@ def test_a_skip_still_pending_at_the_next_epoch_is_dropped():
 def test_resume_after_a_dataset_finished_its_epoch_is_the_uninterrupted_run(tiny_corpus, tmp_path):
     # tiny world, batch 16: R-T has 3 batches, R-N and I-S 5 each, so epoch 2 begins at update
     # 14; at update 12, R-T and R-N have finished epoch 1
-    world, opts = tiny_corpus.parent, ["training.max_updates=16", "scheduler.params.num_warmup_steps=2"]
-    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
-    pretrain(tmp_path, world, straight, *opts)
-    at_12 = torch.load(straight / "models/model_12.ckpt", weights_only=True)
-    assert at_12["uvlp_run_state"]["data"]["finished"] != []
-    # the run stopped right after its checkpoint at update 12 (as by a kill)
-    (resumed / "models").mkdir(parents=True)
-    shutil.copy(straight / "models/model_12.ckpt", resumed / "current.ckpt")
-    pretrain(tmp_path, world, resumed, *opts, "checkpoint.resume=True")
-    a = torch.load(straight / "current.ckpt", weights_only=True)
-    b = torch.load(resumed / "current.ckpt", weights_only=True)
-    assert a["num_updates"] == b["num_updates"] == 16 and a["current_epoch"] == b["current_epoch"] == 2
-    assert a["uvlp_run_state"]["data"] == b["uvlp_run_state"]["data"]
-    assert same(a["model"], b["model"]), "resumed weights differ from the uninterrupted run"
+    assert_resume_at_12_is_the_uninterrupted_run(tmp_path, tiny_corpus.parent)
