@@ -30,7 +30,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from mmf_uvlp.analysis.regions import ImageRegions
-from mmf_uvlp.modules.boxes import normalized_boxes
+from mmf_uvlp.utils.boxes import normalized_boxes
 from mmf_uvlp.utils.safe_loading import load_checkpoint
 
 TRUST_HINT = "pass --trust-checkpoint (it may then run code)"

@@ -8,8 +8,8 @@ import functools
 import os
 from typing import Any, Callable
 
-# Keys rc10 reads that the rc7 defaults.yaml (the newest one published) lacks,
-# plus the switches this layer adds. Values are rc10's defaults.
+# Keys rc10 reads that the rc7 defaults.yaml (the newest one published) lacks, and MMF
+# main's keys that the uvlp trainer reads on rc10. Values are rc10's (or MMF main's) defaults.
 RC10_DEFAULTS = {
     "training": {
         # rc10 sends stdout into its log file when true; false keeps progress on
@@ -23,11 +23,7 @@ RC10_DEFAULTS = {
         # MMF main's: DataLoader workers kept alive across epochs (with num_workers > 0)
         "persistent_workers": True,
     },
-    # the plugin's: replace another run's final checkpoint (mmf_uvlp.training.run_folder),
-    # load a checkpoint that does not fit the run (mmf_uvlp.training.checkpoint_fit), resume
-    # from a trusted legacy resume_file (mmf_uvlp.training.resumable_checkpoints)
-    "checkpoint": {"reset": {"fp16_scaler": False}, "overwrite": False,
-                   "accept_mismatch": False, "trust_resume_file": False},
+    "checkpoint": {"reset": {"fp16_scaler": False}},
     # MMF main's per-dataset mix of a multi-dataset run (the uvlp trainer's loaders:
     # mmf_uvlp/trainers/rc10_loaders.py)
     "multitasking": {"enabled": True, "type": "size_proportional", "params": {}},

@@ -8,7 +8,7 @@ warnings of this stack are left out of the output.
 They run on the first import of ``mmf_cli.run`` (MMF's command line), are listed by ``python -m mmf_uvlp.doctor`` and disabled by name with
 ``$MMF_UVLP_DISABLE_FIXES``, as the fixes are. The behaviour itself is in
 ``mmf_uvlp.training``: ``cli_errors``, ``run_lock``, ``command_line_values``,
-``cpu_distributed``.
+``trainer_choice``, ``cpu_distributed``.
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def run_folder_lock() -> None:
     import mmf_cli.run as cli
 
     from mmf_uvlp.errors import RunFolderBusy
-    from mmf_uvlp.trainers import chosen_by
+    from mmf_uvlp.training.trainer_choice import chosen_by
     from mmf_uvlp.training.run_folder import another_runs_final_checkpoint
     from mmf_uvlp.training.run_lock import RunLock
 
@@ -195,6 +195,57 @@ def literal_command_line_values_on_mmf_main() -> None:
     configuration._merge_with_dotlist = _merge_with_dotlist
 
 
+@_entry([RC10], "uvlp_trainer_switches",
+        "checkpoint.overwrite=True (or accept_mismatch, trust_resume_file) on the command line "
+        "of a run of the plugin's trainer with a model of MMF's (visual_bert, vilbert) ends "
+        "in AttributeError: While updating configuration option checkpoint.overwrite is "
+        "missing from configuration (no config of MMF's declares the trainer's switches); "
+        "they are now declared for every run of the plugin's trainer "
+        "(configs/trainers/uvlp.yaml)")
+def uvlp_trainer_switches() -> None:
+    """MMF 1.0.0rc10's ``Configuration._merge_with_dotlist`` declares the trainer's switches
+    in a run of the plugin's trainer before the command line is merged."""
+    from mmf.utils.configuration import Configuration
+
+    from mmf_uvlp.training.command_line_values import wanted
+    from mmf_uvlp.training.trainer_choice import declare_switches
+
+    merge_with_dotlist = Configuration._merge_with_dotlist
+
+    @functools.wraps(merge_with_dotlist)
+    def _merge_with_dotlist(self: Configuration, config: Any, opts: Any) -> Any:
+        if wanted(config, opts):
+            declare_switches(config)
+        return merge_with_dotlist(self, config, opts)
+
+    Configuration._merge_with_dotlist = _merge_with_dotlist
+
+
+@_entry([MMF_MAIN], "uvlp_trainer_switches",
+        "checkpoint.overwrite=True (or accept_mismatch, trust_resume_file) on the command line "
+        "of a run of the plugin's trainer with a model of MMF's ends in AttributeError: "
+        "checkpoint.overwrite is missing from configuration (MMF main's _merge_with_dotlist); "
+        "they are now declared for every run of the plugin's trainer "
+        "(configs/trainers/uvlp.yaml)")
+def uvlp_trainer_switches_on_mmf_main() -> None:
+    """MMF main's ``mmf.utils.configuration._merge_with_dotlist`` declares the trainer's
+    switches in its second pass (the whole config, which tells the run's trainer)."""
+    import mmf.utils.configuration as configuration
+
+    from mmf_uvlp.training.command_line_values import wanted
+    from mmf_uvlp.training.trainer_choice import declare_switches
+
+    merge_with_dotlist = configuration._merge_with_dotlist
+
+    @functools.wraps(merge_with_dotlist)
+    def _merge_with_dotlist(config, opts, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if not kwargs.get("skip_missing", args[0] if args else False) and wanted(config, opts):
+            declare_switches(config)
+        return merge_with_dotlist(config, opts, *args, **kwargs)
+
+    configuration._merge_with_dotlist = _merge_with_dotlist
+
+
 def _distributed_main_then_shut_down(device_id: int, configuration: Any, predict: bool) -> None:
     """One spawned rank: MMF's ``distributed_main``, then the gloo group torn down by all
     ranks together. Left to interpreter exit, a rank aborted now and then with "terminate
@@ -273,8 +324,8 @@ def quiet_known_warnings() -> None:
 
 
 # the order they wrap mmf_cli.run in: the spawn innermost, so that one-line errors cover it
-ORDER = ("cpu_distributed_spawn", "literal_command_line_values", "one_line_user_errors",
-         "run_folder_lock", "quiet_known_warnings")
+ORDER = ("cpu_distributed_spawn", "literal_command_line_values", "uvlp_trainer_switches",
+         "one_line_user_errors", "run_folder_lock", "quiet_known_warnings")
 
 
 def for_version(mmf_version: str) -> List[Fix]:

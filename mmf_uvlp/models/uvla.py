@@ -47,7 +47,7 @@ from mmf.modules.losses import Losses
 from mmf_uvlp.datasets.collate import ragged, restore_region_copies
 from mmf_uvlp.losses.curriculum import CurriculumWeighting
 from mmf_uvlp.models.head_spec import head_spec
-from mmf_uvlp.modules.boxes import normalized_boxes
+from mmf_uvlp.utils.boxes import normalized_boxes
 from mmf_uvlp.modules.embeddings import BOX_DIM, UVLAEmbeddings
 from mmf_uvlp.modules.heads import (
     Encoded,

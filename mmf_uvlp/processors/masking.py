@@ -57,7 +57,7 @@ import torch
 from transformers import BertTokenizerFast
 
 from mmf.datasets.processors.processors import BaseProcessor
-from mmf_uvlp.modules.boxes import normalized_boxes
+from mmf_uvlp.utils.boxes import normalized_boxes
 from mmf_uvlp.utils.bert_source import load_or_explain
 
 IGNORE = -1

@@ -28,7 +28,7 @@ from mmf.trainers.mmf_trainer import MMFTrainer
 from mmf.utils.checkpoint import Checkpoint
 
 from mmf_uvlp.errors import CheckpointWriteError
-from mmf_uvlp.trainers import NAME
+from mmf_uvlp.training.trainer_choice import NAME
 from mmf_uvlp.trainers.behaviour import (
     evaluation_stream,
     flush_non_finite_check,

@@ -29,7 +29,7 @@ from mmf.utils.early_stopping import EarlyStopping
 from mmf.utils.general import clip_gradients
 from mmf.utils.logger import TensorboardLogger
 
-from mmf_uvlp.trainers import NAME
+from mmf_uvlp.training.trainer_choice import NAME
 from mmf_uvlp.trainers.behaviour import (
     evaluation_stream,
     flush_non_finite_check,

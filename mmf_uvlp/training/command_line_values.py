@@ -29,7 +29,7 @@ def with_predict_flag_as_literal(opts: Any) -> Any:
 def wanted(config: Any, opts: Optional[Sequence[str]]) -> bool:
     """Whether the run being configured (``config`` before ``opts`` are merged) trains with
     the plugin's trainer (``training.trainer`` of ``config``, or of ``opts``)."""
-    from mmf_uvlp.trainers import NAME, chosen_by
+    from mmf_uvlp.training.trainer_choice import NAME, chosen_by
 
     for opt in opts or []:
         key, _, value = str(opt).partition("=")

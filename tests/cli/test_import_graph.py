@@ -15,13 +15,16 @@ from helpers import REPO
 
 FLOORS: Tuple[Tuple[str, ...], ...] = (
     ("errors",),  # the package's error types
-    ("utils",),  # helpers of every floor: safe loading, atomic writes, config files
+    ("utils",),  # helpers of every floor: safe loading, atomic writes, config files, boxes
     ("data_formats", "tasks"),  # the on-disk formats; the study's tasks and metrics
-    ("corpus", "metrics", "reference_models", "report", "toy_world", "trainers", "training"),
-    ("datasets", "extraction", "modules", "processors"),
+    ("corpus", "metrics", "reference_models", "report", "toy_world", "training"),
+    ("trainers",),  # the uvlp trainer: MMF's trainer calling the training behaviour
+    ("datasets", "extraction", "processors"),
+    ("modules",),  # the model's parts, reading collated batches
     ("losses",),
     ("models",),
-    ("analysis", "compat", "plugin", "replication"),  # MMF's fixes, the plugin's registration
+    ("analysis", "plugin", "replication"),  # what a checkpoint learned; the registration; the study
+    ("compat",),  # MMF's fixes, which register the plugin once MMF is imported
     ("cli", "doctor", "__init__"),  # entry points; the package itself
 )
 

@@ -122,6 +122,21 @@ def _literal_values() -> None:
     assert config.evaluation.predict is True, config.evaluation.predict
 
 
+@check("uvlp_trainer_switches")
+def _trainer_switches() -> None:
+    import mmf_cli.run  # noqa: F401  (MMF's command line: the entry-point fixes apply)
+
+    # MMF's own model, trained by the plugin's trainer: the trainer's switches are declared
+    config = _configuration(["model=visual_bert", "dataset=vqa2", "training.trainer=uvlp",
+                             "checkpoint.overwrite=True"]).get_config()
+    assert (config.checkpoint.overwrite, config.checkpoint.accept_mismatch,
+            config.checkpoint.trust_resume_file) == (True, False, False), config.checkpoint
+    # MMF's own run (its own trainer) has none of them
+    own = _configuration([f"config={_empty_config_file()}", "model=visual_bert",
+                          "dataset=vqa2"]).get_config()
+    assert "overwrite" not in own.checkpoint, own.checkpoint
+
+
 @check("relative_data_dir")
 def _relative_data_dir() -> None:
     import os

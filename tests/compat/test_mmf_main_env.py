@@ -96,6 +96,7 @@ CHECKS: Dict[str, Callable[[], None]] = {
     "feature_files_run_no_code": _rc10_check("feature_files_run_no_code"),
     "plugin_resolvers_kept": _plugin_resolvers_kept,
     "literal_command_line_values": _rc10_check("literal_command_line_values"),
+    "uvlp_trainer_switches": _rc10_check("uvlp_trainer_switches"),
     "relative_data_dir": _rc10_check("relative_data_dir"),
     "one_line_user_errors": _one_line_user_errors,
     "plain_data_checkpoint_loads": _plain_data_checkpoint_loads,

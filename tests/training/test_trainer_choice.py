@@ -42,7 +42,7 @@ def test_a_run_s_trainer_comes_from_its_config(opts, trainer):
     from mmf.common.registry import registry
     from mmf.trainers.base_trainer import BaseTrainer
 
-    from mmf_uvlp.trainers import chosen_by
+    from mmf_uvlp.training.trainer_choice import chosen_by
     from mmf_uvlp.trainers.uvlp_trainer import UVLPTrainer
 
     config = _run_config(*opts)
@@ -154,3 +154,20 @@ def test_mmf_s_own_visual_bert_run_is_byte_for_byte_the_run_without_the_plugin(t
         save.rename(tmp_path / f"save_{len(files)}")
     assert outputs[0] and outputs[0] == outputs[1]
     assert files[0] == files[1], [name for name in files[0] if files[0][name] != files[1][name]]
+
+
+def test_the_trainer_s_switches_are_declared_at_their_defaults_and_a_file_s_values_stay():
+    from omegaconf import OmegaConf
+
+    from mmf_uvlp.training.trainer_choice import declare_switches, switches
+
+    config = OmegaConf.create({"checkpoint": {"resume": False, "overwrite": True},
+                               "training": {"trainer": "uvlp"}})
+    OmegaConf.set_struct(config, True)
+    declare_switches(config)
+    assert OmegaConf.to_container(config.checkpoint) == {
+        "resume": False, "overwrite": True, "accept_mismatch": False, "trust_resume_file": False}
+    bare = OmegaConf.create({"training": {"trainer": "uvlp"}})
+    OmegaConf.set_struct(bare, True)
+    declare_switches(bare)
+    assert OmegaConf.to_container(bare.checkpoint) == switches()["checkpoint"]

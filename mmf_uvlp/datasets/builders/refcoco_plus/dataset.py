@@ -40,8 +40,7 @@ from mmf_uvlp.data_formats.mmf_features import FeatureNames
 from mmf_uvlp.data_formats.refer import REFER_SPLITS, Refer
 from mmf_uvlp.datasets.annotation_db import AnnotationDbHook
 from mmf_uvlp.errors import FormatError
-from mmf_uvlp.modules.boxes import normalized_boxes
-from mmf_uvlp.utils.boxes import MATCH_IOU, iou
+from mmf_uvlp.utils.boxes import MATCH_IOU, iou, normalized_boxes
 from mmf_uvlp.utils.safe_loading import stays_inside, unsafe_name
 
 REQUIRED_INFO = ("bbox", "image_width", "image_height", "max_features")
