@@ -8,25 +8,15 @@ import functools
 import os
 from typing import Any, Callable
 
-# Keys rc10 reads that the rc7 defaults.yaml (the newest one published) lacks, and MMF
-# main's keys that the uvlp trainer reads on rc10. Values are rc10's (or MMF main's) defaults.
+# Keys rc10 reads that the rc7 defaults.yaml (the newest one published) lacks. Values are
+# rc10's defaults. (The uvlp trainer's own keys: configs/trainers/uvlp.yaml.)
 RC10_DEFAULTS = {
     "training": {
         # rc10 sends stdout into its log file when true; false keeps progress on
         # the console (the log file is written either way).
         "stdout_capture": False,
         "detect_anomaly": False,
-        # MMF main's mixed precision and its bf16 choice (the uvlp trainer reads them:
-        # mmf_uvlp/training/mixed_precision.py)
-        "fp16": False,
-        "amp_dtype": "float16",
-        # MMF main's: DataLoader workers kept alive across epochs (with num_workers > 0)
-        "persistent_workers": True,
     },
-    "checkpoint": {"reset": {"fp16_scaler": False}},
-    # MMF main's per-dataset mix of a multi-dataset run (the uvlp trainer's loaders:
-    # mmf_uvlp/trainers/rc10_loaders.py)
-    "multitasking": {"enabled": True, "type": "size_proportional", "params": {}},
 }
 
 

@@ -196,15 +196,16 @@ def literal_command_line_values_on_mmf_main() -> None:
 
 
 @_entry([RC10], "uvlp_trainer_switches",
-        "checkpoint.overwrite=True (or accept_mismatch, trust_resume_file) on the command line "
-        "of a run of the plugin's trainer with a model of MMF's (visual_bert, vilbert) ends "
-        "in AttributeError: While updating configuration option checkpoint.overwrite is "
-        "missing from configuration (no config of MMF's declares the trainer's switches); "
-        "they are now declared for every run of the plugin's trainer "
-        "(configs/trainers/uvlp.yaml)")
+        "checkpoint.overwrite=True (or another key of the plugin's trainer: accept_mismatch, "
+        "trust_resume_file, training.fp16, multitasking) on the command line of a run of the "
+        "plugin's trainer with a model of MMF's (visual_bert, vilbert) ends in "
+        "AttributeError: While updating configuration option checkpoint.overwrite is missing "
+        "from configuration (rc10's configs declare none of them), and without them the "
+        "bfloat16 default is never seen; they are now declared for every run of the "
+        "plugin's trainer (configs/trainers/uvlp.yaml)")
 def uvlp_trainer_switches() -> None:
-    """MMF 1.0.0rc10's ``Configuration._merge_with_dotlist`` declares the trainer's switches
-    in a run of the plugin's trainer before the command line is merged."""
+    """MMF 1.0.0rc10's ``Configuration._merge_with_dotlist`` declares the trainer's keys in
+    a run of the plugin's trainer before the command line is merged."""
     from mmf.utils.configuration import Configuration
 
     from mmf_uvlp.training.command_line_values import wanted
@@ -229,7 +230,7 @@ def uvlp_trainer_switches() -> None:
         "(configs/trainers/uvlp.yaml)")
 def uvlp_trainer_switches_on_mmf_main() -> None:
     """MMF main's ``mmf.utils.configuration._merge_with_dotlist`` declares the trainer's
-    switches in its second pass (the whole config, which tells the run's trainer)."""
+    keys in its second pass (the whole config, which tells the run's trainer)."""
     import mmf.utils.configuration as configuration
 
     from mmf_uvlp.training.command_line_values import wanted

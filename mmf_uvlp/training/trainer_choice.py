@@ -1,12 +1,12 @@
 """Whether a run trains with the plugin's trainer (``training.trainer: uvlp``), and the
-trainer's own switches (``configs/trainers/uvlp.yaml``), declared for such runs only.
+trainer's own keys (``configs/trainers/uvlp.yaml``), declared for such runs only.
 
 Importing this module is cheap: it touches neither torch nor MMF.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Dict, Mapping, Optional
 
 NAME = "uvlp"
 
@@ -23,8 +23,8 @@ def chosen_by(config: Any) -> bool:
         return False
 
 
-def switches() -> Dict[str, Dict[str, Any]]:
-    """The trainer's switches and their defaults, by config section (``configs/trainers/uvlp.yaml``)."""
+def switches() -> Dict[str, Any]:
+    """The trainer's keys and their defaults (``configs/trainers/uvlp.yaml``)."""
     from omegaconf import OmegaConf
 
     from mmf_uvlp.utils.config_files import default_config
@@ -32,17 +32,14 @@ def switches() -> Dict[str, Dict[str, Any]]:
     return OmegaConf.to_container(OmegaConf.load(default_config("trainers", "uvlp.yaml")))
 
 
-def declare_switches(config: Any) -> None:
-    """Give ``config`` (MMF's, struct or not) each of the trainer's switches it lacks, at its
-    default; values already there, from a config file, stay."""
-    from omegaconf import OmegaConf, open_dict
+def declare_switches(config: Any, declared: Optional[Mapping[str, Any]] = None) -> None:
+    """Give ``config`` (MMF's, struct or not) each of the trainer's keys it lacks, at its
+    default; values already there (MMF's, a config file's) stay."""
+    from omegaconf import DictConfig, open_dict
 
-    for section, keys in switches().items():
-        with open_dict(config):
-            if OmegaConf.select(config, section, default=None) is None:
-                config[section] = {}
-        node = config[section]
-        with open_dict(node):
-            for key, default in keys.items():
-                if key not in node:
-                    node[key] = default
+    for key, default in (switches() if declared is None else declared).items():
+        if key not in config:
+            with open_dict(config):
+                config[key] = default
+        elif isinstance(default, dict) and isinstance(config[key], DictConfig):
+            declare_switches(config[key], default)

@@ -74,6 +74,28 @@ def test_bfloat16_is_the_default_on_a_gpu_that_has_it_float32_elsewhere(bf16_gpu
         assert precision(("mmf_run", "config=projects/uvla/pretrain.yaml")) == "fp32"
 
 
+def test_a_run_of_the_plugin_s_config_gets_the_bf16_default_through_mmf_s_configuration(bf16_gpu):
+    """The default reaches a real run: MMF's configuration of ``projects/uvla/pretrain.yaml``
+    leaves ``training.fp16`` and ``amp_dtype`` unset (the trainer's keys declare them null),
+    while a run that sets ``training.fp16=False`` keeps float32."""
+    import argparse
+
+    import mmf_cli.run  # noqa: F401  (MMF's command line: the entry-point fixes apply)
+    from mmf.utils.configuration import Configuration
+    from mmf.utils.env import setup_imports
+
+    setup_imports()
+
+    def training(*opts: str):
+        args = argparse.Namespace(config_override=None, opts=[
+            f"config={REPO / 'projects/uvla/pretrain.yaml'}", *opts])
+        return Configuration(args).get_config().training
+
+    cuda = torch.device("cuda")
+    assert Precision.from_config(training(), cuda).name == "bf16"
+    assert Precision.from_config(training("training.fp16=False"), cuda).name == "fp32"
+
+
 def test_training_keys_as_mmf_main_spells_them_plus_the_autocast_dtype():
     cpu = torch.device("cpu")
     assert Precision.from_config({}, cpu).name == "fp32"

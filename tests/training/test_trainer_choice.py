@@ -156,17 +156,21 @@ def test_mmf_s_own_visual_bert_run_is_byte_for_byte_the_run_without_the_plugin(t
     assert files[0] == files[1], [name for name in files[0] if files[0][name] != files[1][name]]
 
 
-def test_the_trainer_s_switches_are_declared_at_their_defaults_and_a_file_s_values_stay():
+def test_the_trainer_s_keys_are_declared_at_their_defaults_and_present_values_stay():
     from omegaconf import OmegaConf
 
     from mmf_uvlp.training.trainer_choice import declare_switches, switches
 
-    config = OmegaConf.create({"checkpoint": {"resume": False, "overwrite": True},
-                               "training": {"trainer": "uvlp"}})
+    config = OmegaConf.create({"checkpoint": {"resume": False, "overwrite": True,
+                                              "reset": {"all": False}},
+                               "training": {"trainer": "uvlp", "fp16": False}})
     OmegaConf.set_struct(config, True)
     declare_switches(config)
     assert OmegaConf.to_container(config.checkpoint) == {
-        "resume": False, "overwrite": True, "accept_mismatch": False, "trust_resume_file": False}
+        "resume": False, "overwrite": True, "reset": {"all": False, "fp16_scaler": False},
+        "accept_mismatch": False, "trust_resume_file": False}
+    assert (config.training.fp16, config.training.amp_dtype) == (False, None)
+    assert OmegaConf.to_container(config.multitasking) == switches()["multitasking"]
     bare = OmegaConf.create({"training": {"trainer": "uvlp"}})
     OmegaConf.set_struct(bare, True)
     declare_switches(bare)
