@@ -75,3 +75,22 @@ def tiny_corpus(tiny_world) -> Path:
     ]
     subprocess.run(command, check=True, capture_output=True)
     return out
+
+
+@pytest.fixture
+def mmf_registry():
+    """MMF's registry, its state as it was before the test once the test ends: the keys the
+    test registers (``config``, ``current_device``, a dataset's processors) are removed
+    again, the ones it changes or unregisters get back their values, and a nested entry
+    changed in place (``registry.register("a.b", ...)``) is restored too."""
+    from mmf.common.registry import registry
+
+    def containers_copied(mapping: dict) -> dict:
+        return {key: containers_copied(value) if type(value) is dict else value
+                for key, value in mapping.items()}
+
+    state = registry.mapping["state"]
+    saved = containers_copied(state)
+    yield registry
+    state.clear()
+    state.update(saved)

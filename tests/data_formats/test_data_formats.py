@@ -20,6 +20,8 @@ from mmf_uvlp.data_formats.vinvl import (
     parse_predictions_row, read_detections_jsonl, read_features, read_predictions, read_vinvl,
 )
 
+from helpers.crafted import write_lmdb
+
 GOOD_JSON = {
     "image_h": 100, "image_w": 200, "num_boxes": 1,
     "objects": [{"rect": [10.0, 20.0, 110.0, 90.0], "class": "dog", "conf": 0.9,
@@ -258,21 +260,12 @@ def _mmf_record(n: int = 2, d: int = 4) -> dict:
     }
 
 
-def _write_lmdb(path, records: dict[str, dict]) -> None:
-    env = lmdb.open(str(path), map_size=1 << 24, subdir=True, lock=False)
-    with env.begin(write=True) as txn:
-        for key, record in records.items():
-            txn.put(key.encode(), pickle.dumps(record))
-        txn.put(b"keys", pickle.dumps([k.encode() for k in records]))
-    env.close()
-
-
 def test_lmdb_round_trip_and_errors(tmp_path):
     bad_nan = _mmf_record()
     bad_nan["features"][0, 0] = np.nan
     bad_box = _mmf_record()
     bad_box["bbox"][1] = [1, 2, 130, 40]
-    _write_lmdb(tmp_path / "f.lmdb", {"good": _mmf_record(), "nan": bad_nan, "box": bad_box})
+    write_lmdb(tmp_path / "f.lmdb", {"good": _mmf_record(), "nan": bad_nan, "box": bad_box})
     with LmdbFeatures(tmp_path / "f.lmdb", feature_dim=4, num_classes=5) as db:
         assert db.keys() == ["good", "nan", "box"] and len(db) == 3
         assert db["good"]["features"].shape == (2, 4)

@@ -22,20 +22,11 @@ from mmf_uvlp.cli import probe_grounding, probe_visual_reliance
 from mmf_uvlp.errors import FormatError
 
 from helpers import HOLDOUT, MMF_RUN, REPO, tiny_uvla_template
+from helpers.crafted import CreatesFile, write_lmdb
 
 
 TINY = str(REPO / "configs" / "models" / "uvla" / "tiny_random.yaml")
 FEATURE_DIM = 64  # the tiny preset's
-
-
-class CreatesFile:
-    """Pickles into ``open(path, "w")``: unpickling it creates ``path``."""
-
-    def __init__(self, path: Path):
-        self.path = str(path)
-
-    def __reduce__(self):
-        return open, (self.path, "w")
 
 
 class LegacyExtra:
@@ -185,22 +176,13 @@ def _feature_record(n: int = 2, dim: int = 4) -> dict:
             "image_id": "img"}
 
 
-def _write_lmdb(path: Path, values: dict) -> None:
-    env = lmdb.open(str(path), map_size=1 << 24)
-    with env.begin(write=True) as txn:
-        for key, value in values.items():
-            txn.put(key.encode(), pickle.dumps(value))
-        txn.put(b"keys", pickle.dumps([k.encode() for k in values]))
-    env.close()
-
-
 def test_lmdb_feature_value_with_a_payload_is_refused_by_both_readers(tmp_path):
     from mmf.datasets.databases.readers.feature_readers import LMDBFeatureReader
     from mmf_uvlp.data_formats.mmf_features import LmdbFeatures
 
     marker, path = tmp_path / "created", tmp_path / "features.lmdb"
-    _write_lmdb(path, {"good": _feature_record(),
-                       "evil": dict(_feature_record(), objects=CreatesFile(marker))})
+    write_lmdb(path, {"good": _feature_record(),
+                      "evil": dict(_feature_record(), objects=CreatesFile(marker))})
     with LmdbFeatures(path) as db:
         assert db["good"]["num_boxes"] == 2
         with pytest.raises(FormatError, match=r"features\.lmdb \[key 'evil'\].*refused"):

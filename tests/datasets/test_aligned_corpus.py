@@ -84,6 +84,7 @@ def test_a_split_too_small_names_holdout_every_and_a_value_that_fits(corpus):
         everything.require_images(7, "a test needs")
 
 
+@pytest.mark.usefixtures("mmf_registry")
 def test_image_sentence_dataset_names_holdout_every(corpus, tmp_path):
     """The I-S dataset of the tiny world's default hold-out: MMF's own build path."""
     import torch
@@ -93,9 +94,6 @@ def test_image_sentence_dataset_names_holdout_every(corpus, tmp_path):
     from mmf.common.registry import registry
     from mmf.utils.build import build_dataset
 
-    missing = object()
-    saved = {key: registry.get(key, missing, no_warning=True)
-             for key in ("config", "current_device")}
     registry.register("config", OmegaConf.create({"training": {"batch_size": 2}}))
     registry.register("current_device", torch.device("cpu"))
     (tmp_path / "features").mkdir()
@@ -111,19 +109,11 @@ def test_image_sentence_dataset_names_holdout_every(corpus, tmp_path):
         "processors": {"masking_processor": {"type": "uvla_image_sentence_masking", "params": {
             "tokenizer_path": os.environ["UVLP_BERT"], "max_seq_length": 16,
             "max_regions": 4}}}})
-    try:
-        with pytest.raises(ValueError, match=r"^dataset_config\.uvla_image_sentence: negatives "
-                                             r"\(negative_prob > 0\) need at least 2 image.*"
-                                             r"set dataset_config\.uvla_image_sentence\."
-                                             r"holdout_every to 5 "):
-            build_dataset("uvla_image_sentence", config, "val")
-    finally:
-        for key, value in saved.items():
-            if value is missing:  # not registered before: leave no None behind
-                registry.unregister(key)
-            else:
-                registry.register(key, value)
-        registry.unregister("uvla_image_sentence_masking_processor")
+    with pytest.raises(ValueError, match=r"^dataset_config\.uvla_image_sentence: negatives "
+                                         r"\(negative_prob > 0\) need at least 2 image.*"
+                                         r"set dataset_config\.uvla_image_sentence\."
+                                         r"holdout_every to 5 "):
+        build_dataset("uvla_image_sentence", config, "val")
 
 
 def test_top_k_above_the_corpus_k_is_refused(corpus):

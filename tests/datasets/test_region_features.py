@@ -6,7 +6,6 @@ import pickle
 import shutil
 from pathlib import Path
 
-import lmdb
 import numpy as np
 import pytest
 import torch
@@ -16,31 +15,13 @@ from mmf.datasets.databases.readers.feature_readers import FeatureReader
 from mmf_uvlp.errors import FormatError
 from mmf_uvlp.datasets.region_features import RegionFeaturesDatabase, check_finite
 
-
-class CreatesFile:
-    """Pickles into ``open(path, "w")``: unpickling it creates ``path``."""
-
-    def __init__(self, path: Path):
-        self.path = str(path)
-
-    def __reduce__(self):
-        return open, (self.path, "w")
+from helpers.crafted import CreatesFile, write_lmdb
 
 
 def _record(n: int, dim: int = 4, value: float = 1.0) -> dict:
     return {"features": np.arange(n * dim, dtype=np.float32).reshape(n, dim) + value,
             "bbox": np.zeros((n, 4), np.float32), "num_boxes": n, "image_width": 10,
             "image_height": 10, "objects": np.arange(n), "image_id": "img"}
-
-
-def _write_lmdb(path: Path, values: dict) -> str:
-    env = lmdb.open(str(path), map_size=1 << 24)
-    with env.begin(write=True) as txn:
-        for key, value in values.items():
-            txn.put(key.encode(), pickle.dumps(value))
-        txn.put(b"keys", pickle.dumps([k.encode() for k in values]))
-    env.close()
-    return str(path)
 
 
 def _write_npy(folder: Path, name: str, record: dict) -> None:
@@ -54,9 +35,9 @@ def _write_npy(folder: Path, name: str, record: dict) -> None:
 def locations(tmp_path):
     """The same three images (3, 7 and 2 rows) as an LMDB and as an npy folder."""
     records = {"img_a": _record(3), "coco_17": _record(7, value=5.0), "img_c": _record(2)}
-    lmdb_path = _write_lmdb(tmp_path / "features.lmdb", {"img_a": records["img_a"],
-                                                         "17": records["coco_17"],
-                                                         "img_c": records["img_c"]})
+    lmdb_path = write_lmdb(tmp_path / "features.lmdb", {"img_a": records["img_a"],
+                                                        "17": records["coco_17"],
+                                                        "img_c": records["img_c"]})
     for name, record in records.items():
         _write_npy(tmp_path / "npy", name, record)
     return {"lmdb": lmdb_path, "npy": str(tmp_path / "npy")}
@@ -82,8 +63,8 @@ def test_the_real_rows_of_what_mmf_reads(locations, kind):
 
 def test_a_payload_in_a_feature_file_is_refused_and_runs_nothing(tmp_path):
     marker = tmp_path / "created"
-    path = _write_lmdb(tmp_path / "features.lmdb",
-                       {"good": _record(2), "evil": dict(_record(2), objects=CreatesFile(marker))})
+    path = write_lmdb(tmp_path / "features.lmdb",
+                      {"good": _record(2), "evil": dict(_record(2), objects=CreatesFile(marker))})
     db = RegionFeaturesDatabase(path, 4)
     assert db.from_path("good.npy")["image_feature_0"].shape == (2, 4)
     with pytest.raises(FormatError, match=r"features\.lmdb \[key 'evil'\].*refused"):
@@ -110,7 +91,7 @@ def test_a_nan_in_a_real_row_and_a_missing_key_name_file_and_image(tmp_path):
     bad["features"][2, 1] = np.nan
     padded_nan = _record(6)
     padded_nan["features"][5, 0] = np.inf  # beyond max_features: never read
-    path = _write_lmdb(tmp_path / "features.lmdb", {"bad": bad, "cut": padded_nan})
+    path = write_lmdb(tmp_path / "features.lmdb", {"bad": bad, "cut": padded_nan})
     db = RegionFeaturesDatabase(path, 5)
     with pytest.raises(FormatError) as found:
         db.from_path("bad.npy")
@@ -141,6 +122,7 @@ def test_one_feature_location_per_split(locations):
         RegionFeaturesDatabase(f"{locations['lmdb']},{locations['npy']}", 5)
 
 
+@pytest.mark.usefixtures("mmf_registry")
 def test_the_pretraining_datasets_read_the_real_rows(tiny_corpus, tmp_path):
     """R-T over a copy of the tiny world's LMDB, built by MMF: each image's real rows."""
     import os
@@ -152,9 +134,6 @@ def test_the_pretraining_datasets_read_the_real_rows(tiny_corpus, tmp_path):
 
     path = tmp_path / "cc.lmdb"
     shutil.copytree(tiny_corpus.parent / "features" / "cc.lmdb", path)
-    missing = object()
-    saved = {key: registry.get(key, missing, no_warning=True)
-             for key in ("config", "current_device")}
     registry.register("config", OmegaConf.create({"training": {"batch_size": 2}}))
     registry.register("current_device", torch.device("cpu"))
     splits = ("train", "val", "test")
@@ -166,18 +145,10 @@ def test_the_pretraining_datasets_read_the_real_rows(tiny_corpus, tmp_path):
         "processors": {"masking_processor": {"type": "uvla_region_tag_masking", "params": {
             "tokenizer_path": os.environ["UVLP_BERT"], "max_seq_length": 24,
             "max_regions": 24}}}})
-    try:
-        dataset = build_dataset("uvla_region_tag", config, "train")
-        config.fast_read = True  # MMF's preloading: refused, not silently ignored
-        with pytest.raises(ValueError, match=r"uvla_region_tag\.fast_read: not supported"):
-            build_dataset("uvla_region_tag", config, "train")
-    finally:
-        for key, value in saved.items():
-            if value is missing:  # not registered before: leave no None behind
-                registry.unregister(key)
-            else:
-                registry.register(key, value)
-        registry.unregister("uvla_region_tag_masking_processor")
+    dataset = build_dataset("uvla_region_tag", config, "train")
+    config.fast_read = True  # MMF's preloading: refused, not silently ignored
+    with pytest.raises(ValueError, match=r"uvla_region_tag\.fast_read: not supported"):
+        build_dataset("uvla_region_tag", config, "train")
     assert isinstance(dataset.features_db, RegionFeaturesDatabase)
     counts = []
     for index in range(4):
