@@ -199,11 +199,10 @@ def _as_mmf_main_builds_it(dataset_class):
 
 
 @pytest.fixture
-def world_config(tiny_corpus):
+def world_config(tiny_corpus, mmf_registry):
     from mmf.utils.configuration import Configuration
     from mmf.utils.env import setup_imports
 
-    previous = registry.get("config", no_warning=True)
     setup_imports()
     registry.register("config", None)
     names = ["uvla_region_tag", "uvla_image_sentence", "refcoco_plus"]
@@ -212,12 +211,7 @@ def world_config(tiny_corpus):
         "training.num_workers=0"])
     config = Configuration(args).get_config()
     registry.register("config", config)
-    yield config, names
-    registry.register("config", previous)
-    for name in names:
-        for key in list(registry.mapping["state"]):
-            if key.startswith(f"{name}_"):
-                registry.unregister(key)
+    return config, names
 
 
 def test_datasets_build_the_same_annotations_under_both_mmf_conventions(world_config):
@@ -246,16 +240,9 @@ def _uvla(**overrides):
 
 
 @pytest.fixture
-def saved_writer():
-    saved = registry.get("writer", None, no_warning=True)
-    saved_config = registry.get("config", None, no_warning=True)
+def saved_writer(mmf_registry):
+    """The config a model reads; MMF's writer as it was again after the test."""
     registry.register("config", OmegaConf.create({"evaluation": {"predict": False}}))
-    yield
-    for key, value in (("writer", saved), ("config", saved_config)):
-        if value is None:  # registering None would leave a "writer" later lookups call
-            registry.unregister(key)
-        else:
-            registry.register(key, value)
 
 
 def test_loading_pretrained_weights_reports_through_mmf_mains_logging_writer(saved_writer, tmp_path, caplog):
@@ -274,20 +261,13 @@ def test_loading_pretrained_weights_reports_through_mmf_mains_logging_writer(sav
 
 # ----------------------------------------------------------------------------- update count
 @pytest.fixture
-def progress_state():
-    keys = ("config", "num_updates", training_progress.TRAINER_KEY)
-    saved = {key: registry.get(key, None, no_warning=True) for key in keys}
-    saved_sizes = registry.get("uvla_train_samples", {}, no_warning=True)
+def progress_state(mmf_registry):
     registry.register("config", OmegaConf.create({"training": {"batch_size": 8}}))
     registry.unregister("num_updates")
     registry.unregister(training_progress.TRAINER_KEY)
     clear_train_samples()
     register_train_samples("rt", 30)
     register_train_samples("is", 10)  # 40 samples, batch 8: one epoch = 5 updates
-    yield
-    for key, value in saved.items():
-        registry.register(key, value)
-    registry.register("uvla_train_samples", saved_sizes)
 
 
 def test_without_the_registrys_num_updates_the_epoch_follows_the_trainer(progress_state):

@@ -28,19 +28,13 @@ PHRASES = [{"char_span": [0, 10], "region": 0, "link_score": 0.8},
 
 
 @pytest.fixture(autouse=True)
-def registry_state():
-    """A minimal MMF config in the registry (Losses reads it); restored afterwards."""
-    saved = {key: registry.get(key, None, no_warning=True) for key in ("config", "num_updates")}
-    saved_sizes = registry.get("uvla_train_samples", {}, no_warning=True)
+def registry_state(mmf_registry):
+    """A minimal MMF config in the registry (Losses reads it); as it was again after the test."""
     registry.register("config", OmegaConf.create({"evaluation": {"predict": False},
                                                   "training": {"batch_size": 4}}))
     clear_train_samples()
     register_train_samples("toy", 8)  # batch 4: one epoch = 2 updates
     registry.register("num_updates", 0)
-    yield
-    for key, value in saved.items():
-        registry.register(key, value)
-    registry.register("uvla_train_samples", saved_sizes)
 
 
 def _config(**overrides):

@@ -18,16 +18,7 @@ from mmf_uvlp.errors import CheckpointWriteError, DamagedCheckpoint, RefusedChec
 from mmf_uvlp.training.checkpoint_files import atomic_torch_save, load_checkpoint
 
 from helpers import HOLDOUT, MMF_RUN, REPO, TINY, rows
-
-
-class RunsCode:
-    """Unpickling this creates the file ``path`` (a stand-in for any code)."""
-
-    def __init__(self, path: str):
-        self.path = path
-
-    def __reduce__(self):
-        return (open, (self.path, "w"))
+from helpers.crafted import CreatesFile
 
 
 def full_disk_at(path: Path) -> None:
@@ -50,7 +41,7 @@ def test_a_write_to_a_full_disk_names_enospc_and_the_file_and_leaves_nothing(tmp
 @pytest.mark.parametrize("fmt", ["torch.save", "pickle"])
 def test_a_file_holding_code_is_refused_naming_the_file_and_the_object(tmp_path, fmt):
     crafted, ran = tmp_path / "crafted.ckpt", tmp_path / "ran"
-    content = {"model": {"w": torch.zeros(2)}, "extra": RunsCode(str(ran))}
+    content = {"model": {"w": torch.zeros(2)}, "extra": CreatesFile(ran)}
     if fmt == "torch.save":
         torch.save(content, crafted)
     else:
@@ -121,7 +112,7 @@ def test_a_full_disk_stops_in_one_line_and_the_resume_falls_back_to_model_4(tiny
 @pytest.mark.slow
 def test_a_crafted_resume_file_is_refused_in_one_line_and_runs_nothing(tiny_corpus, tmp_path):
     crafted, ran = tmp_path / "crafted.ckpt", tmp_path / "ran"
-    torch.save({"model": {}, "optimizer": {}, "extra": RunsCode(str(ran))}, crafted)
+    torch.save({"model": {}, "optimizer": {}, "extra": CreatesFile(ran)}, crafted)
     # even with torch.load's default switched back to unpickling anything
     result = mmf_run(tmp_path, tiny_corpus.parent, tmp_path / "save", "training.max_updates=1",
                      f"checkpoint.resume_file={crafted}", env={"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"})
