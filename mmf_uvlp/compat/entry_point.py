@@ -5,7 +5,9 @@ They are labelled *entry point* (``kind``), not MMF fixes: MMF's own runs (anoth
 keep MMF's command line, except that a CPU-only torch can spawn distributed processes,
 ``mmf_predict``'s own ``evaluation.predict=true`` is read as MMF means it, and rc10's known
 warnings of this stack are left out of the output.
-They run on the first import of ``mmf_cli.run`` (MMF's command line), are listed by ``python -m mmf_uvlp.doctor`` and disabled by name with
+They run on the first import of ``mmf_cli.run`` (MMF's command line), the declaration of the
+trainer's keys on that of ``mmf.utils.configuration`` (so that a config built in Python has
+them too); they are listed by ``python -m mmf_uvlp.doctor`` and disabled by name with
 ``$MMF_UVLP_DISABLE_FIXES``, as the fixes are. The behaviour itself is in
 ``mmf_uvlp.training``: ``cli_errors``, ``run_lock``, ``command_line_values``,
 ``trainer_choice``, ``cpu_distributed``.
@@ -202,7 +204,7 @@ def literal_command_line_values_on_mmf_main() -> None:
         "AttributeError: While updating configuration option checkpoint.overwrite is missing "
         "from configuration (rc10's configs declare none of them), and without them the "
         "bfloat16 default is never seen; they are now declared for every run of the "
-        "plugin's trainer (configs/trainers/uvlp.yaml)")
+        "plugin's trainer (configs/trainers/uvlp.yaml)", trigger="mmf.utils.configuration")
 def uvlp_trainer_switches() -> None:
     """MMF 1.0.0rc10's ``Configuration._merge_with_dotlist`` declares the trainer's keys in
     a run of the plugin's trainer before the command line is merged."""
@@ -227,7 +229,7 @@ def uvlp_trainer_switches() -> None:
         "of a run of the plugin's trainer with a model of MMF's ends in AttributeError: "
         "checkpoint.overwrite is missing from configuration (MMF main's _merge_with_dotlist); "
         "they are now declared for every run of the plugin's trainer "
-        "(configs/trainers/uvlp.yaml)")
+        "(configs/trainers/uvlp.yaml)", trigger="mmf.utils.configuration")
 def uvlp_trainer_switches_on_mmf_main() -> None:
     """MMF main's ``mmf.utils.configuration._merge_with_dotlist`` declares the trainer's
     keys in its second pass (the whole config, which tells the run's trainer)."""
