@@ -11,14 +11,14 @@ computes on the batch where the DataLoader left it.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, Optional
+from typing import Any, Dict, Iterator, Mapping, Optional
 
 import torch
 
 
 class SideStreamCopy:
-    """Copies of batches (MMF ``SampleList`` s: their top-level tensors, as MMF's own
-    ``to`` moves them) to ``device`` on a side stream."""
+    """Copies of batches (MMF ``SampleList`` s: their tensors and nested ``SampleList`` s,
+    as MMF's own ``to`` moves them) to ``device`` on a side stream."""
 
     def __init__(self, device: Any):
         self.device = torch.device(device)
@@ -44,18 +44,29 @@ class SideStreamCopy:
 
     def ready(self, batch: Any) -> Any:
         """``batch`` for the computing stream: it waits (on the device) for the batch's copy,
-        and the copied tensors are kept from reuse until that stream is done with them."""
+        and every copied tensor, nested ones included, is kept from reuse until that stream
+        is done with it (``record_stream``: the side stream allocated it, and the caching
+        allocator would otherwise hand its memory to the next copy while the step reads it)."""
         event = self._copied.pop(id(batch), None)
         if event is None:
             return batch
         current = torch.cuda.current_stream(self.device)
         current.wait_event(event)
-        for tensor in _tensors(batch):
-            if tensor.device.type == "cuda":
+        for tensor in tensors(batch):
+            if tensor.device.type == self.device.type:
                 tensor.record_stream(current)
         return batch
 
 
-def _tensors(batch: Any) -> Iterator[torch.Tensor]:
-    values = batch.values() if hasattr(batch, "values") else ()
-    return (value for value in values if torch.is_tensor(value))
+def tensors(batch: Any) -> Iterator[torch.Tensor]:
+    """Every tensor of ``batch``: its own fields' and those of its nested mappings (the
+    ``{"values": tensor}`` fields of :mod:`mmf_uvlp.datasets.collate`, nested ``SampleList`` s
+    that MMF's ``to`` moves with the batch) and lists."""
+    if torch.is_tensor(batch):
+        yield batch
+    elif isinstance(batch, Mapping):
+        for value in batch.values():
+            yield from tensors(value)
+    elif isinstance(batch, (list, tuple)):
+        for value in batch:
+            yield from tensors(value)
