@@ -4,6 +4,7 @@ resumed fp16 run equal to the uninterrupted one, and checkpoints moved between a
 the CPU (emulated where no GPU exists)."""
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -94,6 +95,33 @@ def test_a_run_of_the_plugin_s_config_gets_the_bf16_default_through_mmf_s_config
     cuda = torch.device("cuda")
     assert Precision.from_config(training(), cuda).name == "bf16"
     assert Precision.from_config(training("training.fp16=False"), cuda).name == "fp32"
+
+
+def test_the_benchmark_s_mmf_run_computes_in_each_precision_it_names_on_a_bf16_gpu(bf16_gpu,
+                                                                                 monkeypatch):
+    """tools/bench/pretrain_throughput.py's ``mmf_run`` rows: the options of each precision,
+    through MMF's configuration of the config it runs, give that precision on a GPU whose
+    default is bf16 (its fp32 row asks for float32), and the run's record says the same."""
+    import argparse
+    import importlib.util
+
+    import mmf_cli.run  # noqa: F401  (MMF's command line: the entry-point fixes apply)
+    from mmf.utils.configuration import Configuration
+    from mmf.utils.env import setup_imports
+
+    from mmf_uvlp.replication.provenance import precision
+
+    spec = importlib.util.spec_from_file_location(
+        "pretrain_throughput", REPO / "tools/bench/pretrain_throughput.py")
+    bench = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, bench)  # its dataclasses look it up there
+    spec.loader.exec_module(bench)
+    setup_imports()
+    for name in ("fp32", "fp16", "bf16"):
+        opts = [f"config={REPO / 'projects/uvla/pretrain.yaml'}", *bench.precision_options(name)]
+        config = Configuration(argparse.Namespace(config_override=None, opts=opts)).get_config()
+        assert Precision.from_config(config.training, torch.device("cuda")).name == name
+        assert precision(opts) == name
 
 
 def test_training_keys_as_mmf_main_spells_them_plus_the_autocast_dtype():

@@ -455,6 +455,15 @@ def _mmf_time_ms(text: str) -> float:
     return sum(float(value) * units[unit] for value, unit in re.findall(r"(\d+)(ms|h|m|s)\b", text))
 
 
+def precision_options(precision: str) -> List[str]:
+    """The ``mmf_run`` options that make the ``uvlp`` trainer compute in ``precision``; fp32
+    is asked for explicitly (``training.fp16=False``), as a run that sets no precision
+    computes in bf16 on a GPU that has it."""
+    if precision == "fp32":
+        return ["training.fp16=False"]
+    return ["training.fp16=True"] + (["training.amp_dtype=bfloat16"] if precision == "bf16" else [])
+
+
 def mmf_run_ms_per_update(size: Size, batch: int, precision: str, world: Path,
                           args: argparse.Namespace) -> Dict[str, Any]:
     """uvla pre-training through ``mmf_run`` on ``world``: ms per update, data loading and
@@ -475,11 +484,7 @@ def mmf_run_ms_per_update(size: Size, batch: int, precision: str, world: Path,
         opts += [f"dataset_config.{dataset}.max_features={size.regions}",
                  f"dataset_config.{dataset}.processors.masking_processor.params.max_seq_length="
                  f"{size.text_length}"]
-    opts += args.mmf_option
-    if precision != "fp32":
-        opts.append("training.fp16=True")
-    if precision == "bf16":
-        opts.append("training.amp_dtype=bfloat16")
+    opts += args.mmf_option + precision_options(precision)
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
     with tempfile.TemporaryDirectory() as save_dir:
         command = [str(Path(sys.executable).with_name("mmf_run")), *opts,
