@@ -2,8 +2,9 @@
 
 A call that needs a tensor's value on the host (``.item()``, ``.tolist()``, ``bool()``,
 ``nonzero``, a boolean-mask index ...) makes the Python process wait until the device has
-computed it: the device's queue drains and it idles while Python prepares the next
-kernels. :func:`no_host_sync` raises :class:`HostSyncError` at the first such call on a
+computed it, and so does a tensor made from host data on the device (``torch.tensor(list,
+device=...)``, a blocking copy): the device's queue drains and it idles while Python
+prepares the next kernels. :func:`no_host_sync` raises :class:`HostSyncError` at the first such call on a
 tensor inside its block, naming the call and the line that made it. Every tensor of a step
 lives on the model's device once MMF has moved the batch there, so on a CPU (where nothing
 waits) the block finds the calls that would wait on a GPU; on a CUDA device it also sets
@@ -27,6 +28,9 @@ SYNCING = frozenset({"item", "tolist", "__bool__", "__int__", "__float__", "__in
                      "nonzero", "argwhere", "numpy", "masked_select", "unique",
                      "unique_consecutive", "cpu"})
 INDEXING = frozenset({"__getitem__", "__setitem__"})
+# Tensors made from host data (a list, a number, an array) on a device: on a GPU the copy
+# to it is a blocking one, which CUDA's sync check (set_sync_debug_mode) refuses.
+FROM_HOST_DATA = frozenset({"tensor", "as_tensor"})
 
 
 class HostSyncError(RuntimeError):
@@ -60,6 +64,11 @@ class _HostSyncCheck(TorchFunctionMode):
                                and _has_bool_index(args[1])):
             what = f"a boolean-mask {name}" if name in INDEXING else f"{name}()"
             raise HostSyncError(f"{what} on a tensor waits for the device, at {_caller()}")
+        if (name in FROM_HOST_DATA and (kwargs or {}).get("device") is not None and args
+                and not torch.is_tensor(args[0])):
+            raise HostSyncError(f"torch.{name}() of host data on device "
+                                f"{kwargs['device']} copies and waits for the device, at "
+                                f"{_caller()}")
         return func(*args, **(kwargs or {}))
 
 

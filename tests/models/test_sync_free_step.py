@@ -100,8 +100,11 @@ def test_the_sync_check_fails_on_a_trainer_step_that_syncs(processors, call):  #
 
 
 @pytest.mark.parametrize("call", [lambda t: t.sum().item(), lambda t: t.tolist(),
-                                  lambda t: bool(t.any()), lambda t: t[t > 0]],
-                         ids=["item", "tolist", "bool", "mask-index"])
+                                  lambda t: bool(t.any()), lambda t: t[t > 0],
+                                  lambda t: torch.tensor([1.0, 2.0], device=t.device),
+                                  lambda t: torch.as_tensor([3], device=t.device)],
+                         ids=["item", "tolist", "bool", "mask-index", "tensor-of-host-data",
+                              "as_tensor-of-host-data"])
 def test_the_sync_check_names_each_kind_of_sync(call):
     tensor = torch.ones(3, device=DEVICE)
     call(tensor)  # fine outside the block
@@ -127,6 +130,7 @@ def test_a_deferred_non_finite_loss_is_skipped_on_the_device_and_named_next_upda
 
 
 def test_finite_flag_is_a_device_tensor():
-    flag = finite_flag({"a": torch.tensor(1.0, device=DEVICE), "b": torch.tensor(float("inf"))})
+    flag = finite_flag({"a": torch.tensor(1.0, device=DEVICE),
+                        "b": torch.tensor(float("inf"), device=DEVICE)})
     assert torch.is_tensor(flag) and not bool(flag)
     assert finite_flag({"n": 3}) is None
