@@ -63,7 +63,7 @@ from mmf_uvlp.modules.heads import (
 from mmf_uvlp.errors import UserConfigError
 from mmf_uvlp.modules.pooling import check_pooling, pool
 from mmf_uvlp.training.progress import current_epoch, registered_train_samples, updates_done
-from mmf_uvlp.training.throughput import compile_in_place, compile_requested
+from mmf_uvlp.training.throughput import compile_in_place, compile_mode, mark_cuda_graph_step
 from mmf_uvlp.utils.bert_source import load_or_explain
 from mmf_uvlp.utils.config_files import default_config
 from mmf_uvlp.utils.run_log import write_run_log
@@ -183,8 +183,10 @@ class UVLA(BaseModel):
         self._init_new_weights(bert)
         self._visual_lr_multiplier()  # a bad value fails at build, not at the optimizer
         self.curriculum = self._build_curriculum()
-        if compile_requested():
-            compile_in_place(self.encoder, f"{self.config_key}'s encoder")
+        mode = compile_mode()
+        compiled = mode is not None and compile_in_place(
+            self.encoder, f"{self.config_key}'s encoder", mode)
+        self._cuda_graphs = compiled and mode == "reduce-overhead"
 
         self.pretrained_report: Optional[Dict[str, Any]] = None
         pretrained = self.config.get("pretrained_checkpoint", None)
@@ -570,6 +572,8 @@ class UVLA(BaseModel):
 
     def forward(self, sample_list: Mapping[str, Any],
                 output_attentions: Optional[bool] = None) -> Dict[str, Any]:
+        if self._cuda_graphs:
+            mark_cuda_graph_step()
         restore_region_copies(sample_list)
         encoded = self.encode(sample_list, output_attentions)
         output: Dict[str, Any] = {}

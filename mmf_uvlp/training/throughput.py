@@ -9,8 +9,9 @@
   workers sized from the CPUs present (:func:`default_num_workers`) and pins its batches
   (MMF then copies them with ``non_blocking=True``); without one, none and no pinning,
   as the training process computes on those cores itself.
-- :func:`compile_in_place` (``training.compile: True``, opt-in): ``torch.compile`` of the
-  model's encoder, for launch-bound small models; a clear fallback to eager.
+- :func:`compile_in_place` (``training.compile: True`` or a ``torch.compile`` mode, opt-in):
+  ``torch.compile`` of the model's encoder, for launch-bound small models, with CUDA graphs
+  in mode ``reduce-overhead``; a clear fallback to eager.
 """
 
 from __future__ import annotations
@@ -71,21 +72,38 @@ def fused_adamw_default(params: Iterable[Any]) -> bool:
     return bool(tensors) and all(t.is_cuda and t.is_floating_point() for t in tensors)
 
 
-def compile_requested() -> bool:
-    """``training.compile`` of the run's config (off when unset or no config is registered)."""
+# ``training.compile``: True or a ``torch.compile`` mode. "reduce-overhead" adds CUDA graphs
+# (one replay per step instead of a launch per kernel, for launch-bound small models; a graph
+# is recorded per distinct batch shape) and is the same as "default" off CUDA.
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
+
+
+def compile_mode() -> Optional[str]:
+    """The ``torch.compile`` mode ``training.compile`` of the run's config asks for (True:
+    "default"), or None when it is unset, False or no config is registered."""
     from mmf.common.registry import registry
+
+    from mmf_uvlp.errors import UserConfigError
 
     config = registry.get("config", None, no_warning=True)
     training = (config.get("training") if config is not None else None) or {}
-    return bool(training.get("compile", False))
+    value = training.get("compile", False)
+    if value is None or value is False:
+        return None
+    if value is True:
+        return "default"
+    if value not in COMPILE_MODES:
+        raise UserConfigError(f"training.compile={value!r}: expected True, False or one of "
+                              f"{list(COMPILE_MODES)} (a torch.compile mode)")
+    return value
 
 
-def compile_in_place(module: torch.nn.Module, what: str) -> bool:
-    """``torch.compile`` ``module`` in place (its weights and their names unchanged), with
-    dynamic shapes (a batch is padded to its longest, so sizes vary). Where PyTorch cannot
-    compile here the module stays eager, with a warning; a graph that fails to compile at
-    its first call runs eagerly too (``torch._dynamo.config.suppress_errors``). Returns
-    whether it was compiled."""
+def compile_in_place(module: torch.nn.Module, what: str, mode: str = "default") -> bool:
+    """``torch.compile`` ``module`` in place (its weights and their names unchanged) in
+    ``mode``, with dynamic shapes (a batch is padded to its longest, so sizes vary). Where
+    PyTorch cannot compile here the module stays eager, with a warning; a graph that fails
+    to compile at its first call runs eagerly too (``torch._dynamo.config.suppress_errors``).
+    Returns whether it was compiled."""
     import torch._dynamo as dynamo
 
     if not dynamo.is_dynamo_supported():
@@ -93,7 +111,14 @@ def compile_in_place(module: torch.nn.Module, what: str) -> bool:
                        "%s runs eagerly", torch.__version__, what)
         return False
     dynamo.config.suppress_errors = True
-    module.compile(dynamic=True)
-    logger.info("training.compile: %s compiled with torch.compile (dynamic shapes; eager where "
-                "a graph fails to compile)", what)
+    module.compile(dynamic=True, mode=mode)
+    logger.info("training.compile: %s compiled with torch.compile, mode %s (dynamic shapes; "
+                "eager where a graph fails to compile)", what, mode)
     return True
+
+
+def mark_cuda_graph_step() -> None:
+    """Begin a new step of CUDA graphs (``torch.compiler.cudagraph_mark_step_begin``): the
+    outputs of the previous step's replays may then be overwritten, which a step calls
+    before it runs its compiled module again."""
+    torch.compiler.cudagraph_mark_step_begin()

@@ -3,6 +3,8 @@
 
 from types import SimpleNamespace
 
+from typing import Any
+
 import pytest
 import torch
 from omegaconf import OmegaConf
@@ -38,16 +40,26 @@ def test_mmf_adam_w_takes_fused_and_keeps_the_cpu_default():
     assert torch.all(weight < 1)
 
 
-@pytest.mark.slow
-def test_training_compile_compiles_the_encoder_and_changes_no_loss(processors):  # noqa: F811
-    _, batch = both_batches(processors, "rt")
-    eager = tiny_model()(batch)["losses"]
+def _model_with(compile_value: Any) -> Any:
     config = registry.get("config")
-    registry.register("config", OmegaConf.merge(config, {"training": {"compile": True}}))
+    registry.register("config", OmegaConf.merge(config, {"training": {"compile": compile_value}}))
     try:
-        model = tiny_model()
+        return tiny_model()
     finally:
         registry.register("config", config)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("compile_value", [True, "reduce-overhead"])
+def test_training_compile_compiles_the_encoder_and_changes_no_loss(processors, compile_value,  # noqa: F811
+                                                                     monkeypatch):
+    import mmf_uvlp.models.uvla as uvla
+
+    _, batch = both_batches(processors, "rt")
+    eager = tiny_model()(batch)["losses"]
+    steps = []
+    monkeypatch.setattr(uvla, "mark_cuda_graph_step", lambda: steps.append(1))
+    model = _model_with(compile_value)
     assert model.encoder._compiled_call_impl is not None  # compiled in place
     assert all(not key.startswith("encoder._orig_mod") for key in model.state_dict())
     from torch._dynamo.utils import counters
@@ -58,6 +70,17 @@ def test_training_compile_compiles_the_encoder_and_changes_no_loss(processors): 
     # Inductor fuses and reorders float32 arithmetic: the losses agree to this tolerance.
     for name, value in eager.items():
         torch.testing.assert_close(compiled[name], value, rtol=1e-4, atol=1e-5, msg=name)
+    # CUDA graphs ("reduce-overhead"): each forward pass begins a new step of graph replays
+    assert steps == ([1] if compile_value == "reduce-overhead" else [])
+
+
+def test_training_compile_takes_true_or_a_torch_compile_mode(processors):  # noqa: F811
+    from mmf_uvlp.errors import UserConfigError
+
+    with pytest.raises(UserConfigError, match=r"training.compile='fast': expected True, "
+                       r"False or one of \['default', 'reduce-overhead', 'max-autotune'\]"):
+        _model_with("fast")
+    assert _model_with(False)._cuda_graphs is False
 
 
 def test_workers_are_sized_from_the_cpus_only_with_a_gpu():
