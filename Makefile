@@ -12,7 +12,7 @@ SEED ?= 0
 DATA ?= data
 WORLD ?= $(DATA)/toy_world_$(PRESET)
 
-.PHONY: setup wheelhouse test demo doctor toy-world corpus pretrain finetune report clean
+.PHONY: setup wheelhouse gpu-carry test demo doctor toy-world corpus pretrain finetune report clean
 
 # Installs (docs/install.md). TORCH: auto (a CUDA build when nvidia-smi lists a GPU, else
 # the CPU build), cuda, cpu, or system (keep the torch PYTHON has). WHEELHOUSE=dir: install
@@ -33,6 +33,10 @@ setup:
 wheelhouse:
 	@test -n "$(WHEELHOUSE)" || { echo "make wheelhouse: set WHEELHOUSE=<folder>" >&2; exit 2; }
 	@PYTHON=$(PYTHON) TORCH=$(TORCH) WHEELHOUSE=$(WHEELHOUSE) EXTRACT=$(EXTRACT) DETECTRON2=$(DETECTRON2) bash tools/wheelhouse.sh
+
+# The folder a GPU machine with no network installs from (tools/bench/gpu_carry.sh, docs/gpu.md).
+gpu-carry: setup
+	@PYTHON=$(PY) bash tools/bench/gpu_carry.sh
 
 doctor: setup
 	$(PY) -m mmf_uvlp.doctor

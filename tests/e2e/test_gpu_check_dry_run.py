@@ -1,12 +1,16 @@
 """The prepared GPU check (tools/bench/gpu_check.sh) runs every step with --dry-run on a
 CPU, and writes each step's status and output into its one folder."""
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
+from pathlib import Path
 
 import pytest
+import torch
 
 from helpers import REPO
 
@@ -84,3 +88,78 @@ def test_a_carried_corpus_is_kept_and_its_world_generated_beside_it(tmp_path):
     assert (study / "world.json").is_file() and (study / "features").is_dir()
     assert (study / "corpus" / "annotations" / "carried.jsonl").read_text() == "{}\n"
     assert "corpus kept" in (tmp_path / "out" / "world_study.log").read_text()
+
+
+def _description(tmp_path):
+    """MiniLM's description as gpu_carry.sh carries it: settings and tokenizer, no weights."""
+    description = tmp_path / "bert"
+    description.mkdir()
+    for name in ("config.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json"):
+        shutil.copy(Path(os.environ["UVLP_BERT"]) / name, description / name)
+    return description
+
+
+def test_the_carry_size_check_fails_over_the_limit(tmp_path):
+    """The carry folder plus the working tree against the device's 64 MiB: 60 MiB (a sparse
+    file) beside the tracked files is over, 1 KiB is under."""
+    check = ["bash", str(REPO / "tools/bench/gpu_carry.sh"), "--check-size", str(tmp_path)]
+    (tmp_path / "small").write_bytes(b"x" * 1024)
+    under = subprocess.run(check, capture_output=True, text=True)
+    assert under.returncode == 0, under.stderr
+    assert f"gpu_carry: {tmp_path} 0.0 MiB + working tree" in under.stdout
+    assert under.stdout.rstrip().endswith("of 64 MiB")
+    with open(tmp_path / "big", "wb") as f:
+        f.truncate(60 * 1024 * 1024)
+    over = subprocess.run(check, capture_output=True, text=True)
+    assert over.returncode == 1
+    assert "over the 64 MiB the device tool carries" in over.stderr
+    assert subprocess.run(check + ["--limit-mib", "200"], capture_output=True).returncode == 0
+
+
+def test_the_random_bert_is_seeded_and_loads_as_a_bert_folder(tmp_path):
+    from transformers import AutoTokenizer, BertModel
+
+    from mmf_uvlp.utils import bert_source
+
+    description = _description(tmp_path)
+    script = [sys.executable, str(REPO / "tools/bench/random_bert.py"), "--description",
+              str(description)]
+    for out, seed in (("a", "0"), ("b", "0"), ("c", "1")):
+        subprocess.run(script + ["--out", str(tmp_path / out), "--seed", seed], check=True,
+                       capture_output=True)
+    assert bert_source.folder_problem(str(tmp_path / "a")) is None
+    models = [BertModel.from_pretrained(str(tmp_path / out)) for out in "abc"]
+    settings = json.loads((description / "config.json").read_text())
+    assert models[0].config.hidden_size == settings["hidden_size"]
+    assert models[0].config.num_hidden_layers == settings["num_hidden_layers"]
+    weights = [m.embeddings.word_embeddings.weight for m in models]
+    assert torch.equal(weights[0], weights[1]) and not torch.equal(weights[0], weights[2])
+    assert AutoTokenizer.from_pretrained(str(tmp_path / "a")).vocab_size == settings["vocab_size"]
+    (description / "vocab.txt").unlink()
+    missing = subprocess.run(script + ["--out", str(tmp_path / "d")], capture_output=True,
+                             text=True)
+    assert missing.returncode == 1
+    assert missing.stderr.strip() == f"random_bert: {description / 'vocab.txt'} is missing (the vocabulary)"
+
+
+@pytest.mark.skipif(sys.version_info[:2] == (3, 12), reason="the carry's wheels are for 3.12")
+def test_a_carry_for_another_python_fails_the_install_and_the_bert_is_still_made(tmp_path):
+    """--carry on a Python the wheels' tags do not fit: the install step fails naming the
+    wheel (a dry run would skip it), the steps go on with the given python, and the bert step
+    makes the random-weights BERT from the carried description."""
+    carry = tmp_path / "carry"
+    (carry / "wheels").mkdir(parents=True)
+    (carry / "wheels" / "fakepkg-1.0-cp312-cp312-manylinux_2_17_x86_64.whl").write_bytes(b"")
+    shutil.move(_description(tmp_path), carry / "bert")
+    env = {k: v for k, v in os.environ.items() if k != "UVLP_BERT"}
+    result = subprocess.run(["bash", str(REPO / "tools/bench/gpu_check.sh"), "--out",
+                             str(tmp_path / "out"), "--carry", str(carry), "--python",
+                             sys.executable, "--only", "env"],
+                            capture_output=True, text=True, env=env, timeout=300)
+    summary = (tmp_path / "out" / "summary.txt").read_text().splitlines()
+    assert [line.split()[0] for line in summary] == ["install", "bert", "env"]
+    assert " exit=0 " not in summary[0] and " exit=0 " in summary[1] and result.returncode == 1
+    log = (tmp_path / "out" / "install.log").read_text()
+    assert "fakepkg-1.0-cp312-cp312-manylinux_2_17_x86_64.whl not installed" in log
+    assert "1 carried wheel(s) cannot install on Python 3." in log
+    assert (tmp_path / "out" / "bert" / "model.safetensors").is_file()

