@@ -6,7 +6,8 @@
   CUDA device; on a CPU it keeps PyTorch's default, so CPU results stay as they were.
 - ``${uvlp_num_workers:}`` / ``${uvlp_pin_memory:}`` (the project configs'
   ``training.num_workers`` / ``training.pin_memory``): with a GPU, each DataLoader gets
-  workers sized from the CPUs present (:func:`default_num_workers`) and pins its batches
+  workers sized from the run's share of the CPUs (:func:`run_cpus`, :func:`default_num_workers`)
+  and pins its batches
   (MMF then copies them with ``non_blocking=True``); without one, none and no pinning,
   as the training process computes on those cores itself.
 - :func:`compile_in_place` (``training.compile: True`` or a ``torch.compile`` mode, opt-in):
@@ -30,13 +31,27 @@ LOADERS_SHARING_CORES = 3
 MAX_WORKERS = 4  # measured on one H200 (docs/benchmarks.md); more were not measured
 
 
+def run_cpus() -> int:
+    """The CPUs this run may use: ``OMP_NUM_THREADS`` when it is set to a number (the study
+    runner sets it to each run's share, cpu_count / jobs, when runs share a machine), else
+    the CPUs this process may run on (its affinity, as a scheduler such as SLURM sets it)."""
+    value = os.environ.get("OMP_NUM_THREADS", "")
+    if value.isdigit() and int(value) > 0:
+        return int(value)
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # a platform without affinities
+        return os.cpu_count() or 1
+
+
 def default_num_workers(cpus: Optional[int] = None, gpu: Optional[bool] = None) -> int:
-    """DataLoader workers per loader: with a GPU, the CPUs but one shared by the pre-training
-    loaders (at least 1, at most :data:`MAX_WORKERS`); without a GPU, 0."""
+    """DataLoader workers per loader: with a GPU, the run's CPUs (``cpus``, default
+    :func:`run_cpus`) but one, shared by the pre-training loaders (at least 1, at most
+    :data:`MAX_WORKERS`); without a GPU, 0."""
     gpu = torch.cuda.is_available() if gpu is None else gpu
     if not gpu:
         return 0
-    cpus = (os.cpu_count() or 1) if cpus is None else cpus
+    cpus = run_cpus() if cpus is None else cpus
     return max(1, min(MAX_WORKERS, (cpus - 1) // LOADERS_SHARING_CORES))
 
 

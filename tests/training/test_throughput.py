@@ -1,8 +1,8 @@
 """Step-speed settings: AdamW fused where every parameter is on a GPU, explicit otherwise;
 ``training.compile`` compiles uvla's encoder in place and changes no loss."""
 
+import os
 from types import SimpleNamespace
-
 from typing import Any
 
 import pytest
@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 import mmf  # noqa: F401  (applies the compatibility fixes)
 import mmf.modules.optimizers  # noqa: F401  (registers adam_w)
 from mmf.common.registry import registry
-from mmf_uvlp.training.throughput import default_num_workers, fused_adamw_default
+from mmf_uvlp.training.throughput import default_num_workers, fused_adamw_default, run_cpus
 
 from helpers.collated import both_batches, processors, registry_state, tiny_model  # noqa: F401
 
@@ -87,6 +87,18 @@ def test_workers_are_sized_from_the_cpus_only_with_a_gpu():
     assert default_num_workers(cpus=16, gpu=True) == 4
     assert default_num_workers(cpus=4, gpu=True) == 1 and default_num_workers(1, True) == 1
     assert default_num_workers(cpus=64, gpu=False) == 0
+
+
+def test_a_run_s_workers_come_from_its_share_of_the_cpus(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "4")  # one of four runs on 16 CPUs (replicate --jobs 4)
+    assert run_cpus() == 4 and default_num_workers(gpu=True) == 1
+    monkeypatch.setenv("OMP_NUM_THREADS", "16")
+    assert default_num_workers(gpu=True) == 4
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3, 4, 5, 6}, raising=False)
+    assert run_cpus() == 7 and default_num_workers(gpu=True) == 2
+    monkeypatch.setenv("OMP_NUM_THREADS", "")  # unset in effect: the affinity decides
+    assert run_cpus() == 7
 
 
 def test_the_pretraining_config_resolves_workers_and_pinning_here():
