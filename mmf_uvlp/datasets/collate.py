@@ -21,6 +21,9 @@ DataLoader's worker) instead builds, from samples made with ``padded=False``:
   (``region_class_targets`` != -1), ``region_masked_index`` (masked real regions),
   ``region_phrase_index`` (a phrase target), ``itm_label_index`` (M,) (``itm_label`` != -1);
 - ``curriculum_weighted_host``: the per-sample flags as Python booleans.
+- with resident features (:mod:`mmf_uvlp.datasets.resident_features`), the region field
+  ``region_feature_rows`` (B, R') and zero-width feature fields: the model's device fills
+  them from the table.
 
 MMF's ``SampleList`` wants every top-level tensor to have one row per sample, so a field
 with another first dimension (an index, the restore rows) is a one-entry mapping
@@ -42,7 +45,7 @@ import torch
 TEXT_FIELDS = ("input_ids", "input_mask", "segment_ids", "lm_label_ids", "text_boxes",
                "text_is_tag", "clean_input_ids")
 REGION_FIELDS = ("region_boxes", "region_mask", "region_zeroed", "region_masked",
-                 "region_class_targets", "region_phrase_targets")
+                 "region_class_targets", "region_phrase_targets", "region_feature_rows")
 FEATURE_FIELD = "region_features"
 ORIGINAL_FEATURE_FIELDS = ("region_features_target", "clean_region_features")
 IGNORE = -1

@@ -44,6 +44,7 @@ from transformers import BertConfig, BertForPreTraining
 from mmf.common.registry import registry
 from mmf.models.base_model import BaseModel
 from mmf.modules.losses import Losses
+from mmf_uvlp.datasets import resident_features
 from mmf_uvlp.datasets.collate import ragged, restore_region_copies
 from mmf_uvlp.losses.curriculum import CurriculumWeighting
 from mmf_uvlp.models.head_spec import head_spec
@@ -574,6 +575,7 @@ class UVLA(BaseModel):
                 output_attentions: Optional[bool] = None) -> Dict[str, Any]:
         if self._cuda_graphs:
             mark_cuda_graph_step()
+        resident_features.fill(sample_list)
         restore_region_copies(sample_list)
         encoded = self.encode(sample_list, output_attentions)
         output: Dict[str, Any] = {}

@@ -28,7 +28,10 @@ Called with ``padded=False`` (the plugin's datasets, which pad each batch to its
 
 Common raw input keys (one image): ``features`` (N, D) float array / tensor,
 ``boxes`` (N, 4) pixel ``[x1, y1, x2, y2]``, ``image_width``, ``image_height``. The
-first ``max_regions`` regions are kept.
+first ``max_regions`` regions are kept. With resident features
+(:mod:`mmf_uvlp.datasets.resident_features`) ``features`` is (N, 0) and ``feature_rows``
+(N,) long gives each region's table row: the batch gets ``region_feature_rows`` (R,) long,
+-1 at padding, and every feature field is zero-width until the model's device fills it.
 
 A batch is masked at once (``batch``: one tokenizer call, the masks drawn and applied as
 (B, L) and (B, R) tensors); ``__call__`` is a batch of one. Each sample's draws are one row
@@ -57,6 +60,7 @@ import torch
 from transformers import BertTokenizerFast
 
 from mmf.datasets.processors.processors import BaseProcessor
+from mmf_uvlp.datasets.resident_features import ROWS_FIELD as RESIDENT_ROWS
 from mmf_uvlp.utils.boxes import normalized_boxes
 from mmf_uvlp.utils.bert_source import load_or_explain
 
@@ -266,7 +270,7 @@ class UVLAMaskingProcessor(BaseProcessor):
         (B, R) long, ``num_regions`` (the counts, a list), ``region_zeroed`` (B, R) bool
         (none yet) and ``region_features`` (= ``clean_region_features`` until masked): each
         item's (R, D) rows zero-padded when ``padded``, else its n real rows (a view)."""
-        rows, boxes, counts, sizes = [], [], [], []
+        rows, boxes, counts, sizes, table_rows = [], [], [], [], []
         for item in items:
             for key in ("features", "boxes", "image_width", "image_height"):
                 if item.get(key) is None:
@@ -286,6 +290,8 @@ class UVLAMaskingProcessor(BaseProcessor):
             else:
                 rows.append(features[:n])
             boxes.append(box[:n])
+            if item.get("feature_rows") is not None:
+                table_rows.append(torch.as_tensor(item["feature_rows"], dtype=torch.long)[:n])
             counts.append(n)
             sizes.append((float(item["image_width"]), float(item["image_height"])))
         if any(width <= 0 or height <= 0 for width, height in sizes):
@@ -296,8 +302,17 @@ class UVLAMaskingProcessor(BaseProcessor):
         width, height = torch.tensor(sizes).repeat_interleave(repeats, dim=0).unbind(-1)
         box5 = torch.zeros(B, R, 5)
         box5[mask] = normalized_boxes(torch.cat(boxes), width, height)
-        return {"region_features": rows, "clean_region_features": rows,
-                "region_boxes": box5, "region_mask": mask.long(), "num_regions": counts, "region_zeroed": torch.zeros(B, R, dtype=torch.bool)}
+        regions = {"region_features": rows, "clean_region_features": rows,
+                   "region_boxes": box5, "region_mask": mask.long(), "num_regions": counts,
+                   "region_zeroed": torch.zeros(B, R, dtype=torch.bool)}
+        if table_rows:
+            if len(table_rows) != B:
+                raise ValueError(f"processor {type(self).__name__}: 'feature_rows' in "
+                                 f"{len(table_rows)} of {B} raw inputs (all or none)")
+            feature_rows = torch.full((B, R), -1, dtype=torch.long)
+            feature_rows[mask] = torch.cat(table_rows)
+            regions[RESIDENT_ROWS] = feature_rows
+        return regions
 
     def region_classes(self, items: Sequence[RawItem], counts: Sequence[int]) -> torch.Tensor:
         """The detector class ids (MRC targets) of each item's first regions, (B, R) padded
@@ -371,6 +386,7 @@ class UVLAMaskingProcessor(BaseProcessor):
             "region_boxes": regions["region_boxes"],
             "region_mask": regions["region_mask"],
             "region_zeroed": regions["region_zeroed"],
+            **({RESIDENT_ROWS: regions[RESIDENT_ROWS]} if RESIDENT_ROWS in regions else {}),
             "region_masked": (region_masked if region_masked is not None
                               else torch.zeros(B, R, dtype=torch.long)),
             "region_class_targets": (region_class_targets if region_class_targets is not None

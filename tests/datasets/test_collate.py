@@ -1,10 +1,13 @@
 """The plugin's batches (padded to the batch's longest, one copy of the features, host
-indices) give the losses of MMF's fixed-size collation on the same samples."""
+indices) give the losses of MMF's fixed-size collation on the same samples, and so do
+batches of resident-feature table rows, padded or not."""
 
 import pytest
 import torch
 
+from mmf.common.sample import SampleList
 from mmf_uvlp.datasets.collate import collate, ragged, restore_region_copies
+from mmf_uvlp.datasets.resident_features import RESIDENT
 
 from helpers.collated import (  # noqa: F401  (fixtures)
     ATOL, BERT, D, L, LOSSES, R, RTOL, both_batches, processors, raw_item, registry_state,
@@ -21,6 +24,49 @@ def test_collated_batches_give_the_losses_of_fixed_size_batches(processors, kind
     for name, value in old_losses.items():
         torch.testing.assert_close(new_losses[name], value, rtol=RTOL, atol=ATOL, msg=name)
     assert sum(float(v) for v in old_losses.values()) > 0
+
+
+class _RawFeatures:
+    """A feature location holding the raw items' rows (image ``i`` named ``"i"``), read as
+    :class:`~mmf_uvlp.datasets.region_features.RegionFeaturesDatabase` reads one."""
+
+    path = "raw-items"
+
+    def __init__(self, kind: str):
+        self.kind = kind
+
+    def from_path(self, name: str) -> dict:
+        return {"image_feature_0": raw_item(self.kind, int(name))["features"],
+                "image_info_0": {}}
+
+
+@pytest.mark.parametrize("padded", [False, True], ids=["collated", "fixed-size"])
+@pytest.mark.parametrize("kind", ["rt", "rn", "is", "pair"])
+def test_resident_feature_rows_give_the_losses_of_read_features(processors, kind, padded):
+    RESIDENT.clear()
+    entries = RESIDENT.load(_RawFeatures(kind), [str(i) for i in range(6)], "toy")
+    read, resident = [], []
+    for i in range(6):
+        raw = raw_item(kind, i)
+        start, rows, _ = entries[str(i)]
+        handles = dict(raw, features=torch.empty((rows, 0)),
+                       feature_rows=torch.arange(start, start + rows))
+        for samples, item in ((read, raw), (resident, handles)):
+            samples.append(processors[kind](item, torch.Generator().manual_seed(100 + i),
+                                            padded=padded))
+    batches = [SampleList(samples) if padded else collate(samples)
+               for samples in (read, resident)]
+    for batch in batches:
+        batch.dataset_name, batch.dataset_type = "toy", "train"
+    assert batches[1].region_features.shape[-1] == 0
+    model = tiny_model()
+    try:
+        read_losses, resident_losses = (model(batch)["losses"] for batch in batches)
+    finally:
+        RESIDENT.clear()
+    assert sorted(read_losses) == sorted(resident_losses)
+    for name, value in read_losses.items():
+        torch.testing.assert_close(resident_losses[name], value, rtol=0, atol=0, msg=name)
 
 
 @pytest.mark.parametrize("kind", ["rt", "rn", "is", "pair"])

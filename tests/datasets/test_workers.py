@@ -1,7 +1,9 @@
 """Data loading with ``training.num_workers > 0``: each worker reads the features LMDB
 through its own environment, readers survive pickling (spawned workers), workers persist,
 and the batches, random masks included, equal those of ``num_workers = 0`` across an epoch
-end and in a resumed epoch (LMDB and ``.npy`` features)."""
+end and in a resumed epoch (LMDB and ``.npy`` features); with resident features the
+workers' batches carry table rows, and the features the model's device makes from them
+equal those read by the workers."""
 
 import os
 import pickle
@@ -14,6 +16,9 @@ import torch
 import mmf  # noqa: F401  (applies the compatibility fixes)
 from mmf.common.registry import registry
 from mmf.datasets.databases.readers.feature_readers import LMDBFeatureReader
+from mmf_uvlp.datasets import resident_features
+from mmf_uvlp.datasets.collate import restore_region_copies
+from mmf_uvlp.datasets.resident_features import RESIDENT
 from mmf_uvlp.trainers.train_loaders import REGISTERED, seeded_loaders
 from mmf_uvlp.utils import lmdb_envs
 
@@ -97,13 +102,14 @@ def registry_kept():
 
 
 def _batches(tmp_path, world, features: str, workers: int, resume_at: int = 0,
-             epochs=(1, 2)) -> list:
+             epochs=(1, 2), options=()) -> list:
     """The epochs' batches of the R-T train loader that the ``uvlp`` trainer builds; with
     ``resume_at``, the first epoch resumed after that many batches, as a checkpoint does."""
     config_file = tmp_path / "pretrain.yaml"
     config_file.write_text(PRETRAIN.format(repo=REPO, features=features))
     loader = seeded_loaders([f"config={config_file}", f"env.data_dir={world}",
-                             "training.batch_size=8", f"training.num_workers={workers}"])
+                             "training.batch_size=8", f"training.num_workers={workers}",
+                             *options])
     train = loader.train_loader
     assert [one.persistent_workers for one in train.loaders] == [workers > 0]
     batches = []
@@ -149,3 +155,47 @@ def _assert_same(one, other, where: str = "batch") -> None:
             _assert_same(one[key], other[key], f"{where}.{key}")
         else:
             assert one[key] == other[key], f"{where}.{key}"
+
+
+@pytest.fixture
+def empty_table():
+    RESIDENT.clear()
+    yield RESIDENT
+    RESIDENT.clear()
+
+
+@pytest.mark.parametrize("features", ["features/cc.lmdb", "features/cc"], ids=["lmdb", "npy"])
+def test_resident_features_give_the_batches_read_by_the_workers(tiny_corpus, tmp_path,
+                                                                registry_kept, empty_table,
+                                                                features):
+    world = tiny_corpus.parent
+    read = _batches(tmp_path, world, features, workers=2)
+    resident = _batches(tmp_path, world, features, workers=2,
+                        options=["dataset_config.uvla_region_tag.resident_features=True"])
+    assert empty_table.rows > 0 and len(read) == len(resident) > 2
+    zeroed = 0
+    for one, other in zip(read, resident):
+        assert other.region_features.shape[-1] == 0  # no feature values left the workers
+        assert (other.region_feature_rows >= 0).equal(one.region_mask != 0)
+        for batch in (one, other):
+            resident_features.fill(batch)
+            restore_region_copies(batch)
+        del other["region_feature_rows"], one["region_restore_rows"], other["region_restore_rows"]
+        _assert_same(one, other)
+        zeroed += int(one.region_zeroed.sum())
+    assert zeroed > 0  # masked regions were zeroed, and their originals came back equal
+
+
+def test_resident_features_are_refused_when_the_table_does_not_fit():
+    resident_features.check_fits(nbytes=2**30, free=4 * 2**30)
+    with pytest.raises(MemoryError, match=r"resident_features: the feature table takes 3.00 "
+                                          r"GiB, more than 50% of the device's 4.00 GiB free"):
+        resident_features.check_fits(nbytes=3 * 2**30, free=4 * 2**30)
+
+
+def test_resident_features_take_a_boolean():
+    assert resident_features.option({"resident_features": True}, "uvla_region_tag") is True
+    assert resident_features.option({}, "uvla_region_tag") is False
+    with pytest.raises(ValueError, match=r"dataset_config.uvla_region_tag.resident_features: "
+                                         r"expected True or False, got 'true'"):
+        resident_features.option({"resident_features": "true"}, "uvla_region_tag")

@@ -6,7 +6,9 @@ fields. :class:`RegionsDataset` adds the image side: an item's region features, 
 detector classes, read from MMF's feature files (LMDB or ``.npy`` folder) without MMF's padding
 (:mod:`mmf_uvlp.datasets.region_features`); an image whose
 features hold another number of regions than its record lists is counted and reported
-(:mod:`mmf_uvlp.datasets.region_counts`).
+(:mod:`mmf_uvlp.datasets.region_counts`). With ``resident_features: True`` the images are
+read once, when the dataset is built, into the training device's table
+(:mod:`mmf_uvlp.datasets.resident_features`), and samples carry table rows instead.
 
 A DataLoader asks for a whole batch at once (``__getitems__``): its raw inputs are read
 (feature rows unpadded), masked at once by the processor's ``batch`` (one tokenizer call,
@@ -29,7 +31,9 @@ from mmf.datasets.mmf_dataset import MMFDataset
 from mmf.datasets.mmf_dataset_builder import MMFDatasetBuilder
 from mmf_uvlp.datasets.annotation_db import AnnotationDbHook
 from mmf_uvlp.datasets.collate import collate
+from mmf_uvlp.datasets import resident_features
 from mmf_uvlp.datasets.region_features import RegionFeaturesDatabase
+from mmf_uvlp.datasets.resident_features import RESIDENT, ImageRows
 from mmf_uvlp.datasets.region_counts import RegionCounts
 from mmf_uvlp.training.progress import register_train_samples
 from mmf_uvlp.utils.config_files import default_config
@@ -123,6 +127,11 @@ class RegionsDataset(PretrainingDataset):
         if not self._use_features:
             raise ValueError(f"dataset_config.{dataset_name}.use_features must be true")
         self.region_counts = RegionCounts(dataset_name)
+        self.resident: Optional[Dict[str, ImageRows]] = None
+        if resident_features.option(self.config, dataset_name):
+            paths = dict.fromkeys(self.annotation_db[i]["feature_path"]
+                                  for i in range(len(self.annotation_db)))
+            self.resident = RESIDENT.load(self.features_db, paths, dataset_name)
 
     def build_features_db(self) -> RegionFeaturesDatabase:
         """The split's features, real rows only (MMF main's name of the hook)."""
@@ -138,8 +147,12 @@ class RegionsDataset(PretrainingDataset):
 
     def image_input(self, item: Dict[str, Any]) -> Dict[str, Any]:
         """The raw image keys of the masking processors: the image's real feature rows."""
-        features = self.features_db.from_path(item["feature_path"])
-        info = features["image_info_0"]
+        if self.resident is not None:
+            start, real_rows, info = self.resident[item["feature_path"]]
+            features = {"image_feature_0": torch.empty((real_rows, 0))}
+        else:
+            features = self.features_db.from_path(item["feature_path"])
+            info = features["image_info_0"]
         rows, listed = int(info["max_features"]), len(item["region_labels"])
         self.region_counts.check(item["image_id"], item["feature_path"], listed, rows)
         count = min(rows, listed, features["image_feature_0"].shape[0])
@@ -149,7 +162,7 @@ class RegionsDataset(PretrainingDataset):
                 f"{self.dataset_name}: image {item['image_id']} has {rows} feature rows but "
                 f"{boxes.shape[0]} boxes in {item['feature_path']}"
             )
-        return {
+        raw = {
             "features": features["image_feature_0"][:count],
             "boxes": boxes,
             "image_width": info["image_width"],
@@ -157,6 +170,9 @@ class RegionsDataset(PretrainingDataset):
             "region_classes": torch.as_tensor(info["objects"], dtype=torch.long)[:count],
             "region_labels": item["region_labels"][:count],
         }
+        if self.resident is not None:
+            raw["feature_rows"] = torch.arange(start, start + count)
+        return raw
 
     def sample_extras(self, idx: int, fields: Dict[str, Any]) -> Dict[str, Any]:
         fields["image_id"] = self.annotation_db[idx]["image_id"]
