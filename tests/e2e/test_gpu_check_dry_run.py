@@ -37,6 +37,7 @@ def test_the_gpu_check_dry_run_runs_every_step(tiny_corpus, tmp_path):
     for produced in ("env.txt", "data_path.md", "study.md", "paper.md", "packed.txt"):
         assert (out / produced).stat().st_size > 0, produced
     assert "updates/s summed" in (out / "packed.txt").read_text()
+    assert "resident_features=True samples/s" in (out / "data_path.md").read_text()
     assert "torch" in (out / "env.txt").read_text()
     with tarfile.open(bundle) as archive:  # the one file a GPU machine hands back
         names = archive.getnames()

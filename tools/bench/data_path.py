@@ -17,6 +17,11 @@ ends (the sampler is reseeded at each, as the trainer does). A figure per row:
   hands it over, i.e. what crosses from a worker into the training process and then to
   the device; the median over the timed batches.
 
+``--with OPTION`` measures the working tree a second time with an MMF option, in the same
+run (``{dataset}`` in it: each dataset's name), e.g. resident features:
+``--with 'dataset_config.{dataset}.resident_features=True'``; ``build_s`` (seconds to build
+the loader, the table's read included) is in each row of ``--out``'s JSON.
+
 ``--before REV [REV ...]`` measures the code at each git revision ``REV`` too, in the same
 run: a temporary ``git worktree`` of ``REV`` is put first on ``PYTHONPATH`` of a child
 process (this script runs there, importing that revision's ``mmf_uvlp`` and configs);
@@ -37,7 +42,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Sequence, Tuple
 
 REPO = Path(__file__).resolve().parents[2]
 DATASETS = ("uvla_region_tag", "uvla_region_phrase", "uvla_image_sentence")
@@ -96,7 +101,8 @@ def _loaders_of_an_earlier_revision(opts: List[str]) -> Any:
 
 
 def measure(code: Path, world: Path, dataset: str, workers: int, batch: int, batches: int,
-            warmup: int, text_length: int, regions: int, holdout_every: int) -> Dict[str, Any]:
+            warmup: int, text_length: int, regions: int, holdout_every: int,
+            options: Sequence[str] = ()) -> Dict[str, Any]:
     """One row: the train loader of ``dataset`` of the code at ``code`` (see the docstring)."""
     import torch
 
@@ -111,8 +117,11 @@ def measure(code: Path, world: Path, dataset: str, workers: int, batch: int, bat
             f"env.data_dir={world}", f"training.batch_size={batch}",
             f"training.num_workers={workers}", "training.seed=0",
             f"{prefix}.max_features={regions}", f"{prefix}.holdout_every={holdout_every}",
-            f"{prefix}.processors.masking_processor.params.max_seq_length={text_length}"]
+            f"{prefix}.processors.masking_processor.params.max_seq_length={text_length}",
+            *(option.format(dataset=dataset) for option in options)]
+    built = time.perf_counter()
     loader = seeded_loaders(opts)
+    build_s = time.perf_counter() - built
     train = loader.train_loader
     sizes: List[int] = []
     epoch, pulled, start, cpu_start = 0, 0, time.perf_counter(), cpu_seconds()
@@ -133,21 +142,25 @@ def measure(code: Path, world: Path, dataset: str, workers: int, batch: int, bat
     return {"dataset": dataset, "workers": workers, "batches": timed, "epochs": epoch,
             "samples_per_s": timed * batch / seconds / max(workers, 1),
             "samples_per_cpu_s": timed * batch / cpu if cpu > 0 else float("nan"),
-            "mb_per_batch": statistics.median(sizes) / 1e6, "batch": batch}
+            "mb_per_batch": statistics.median(sizes) / 1e6, "batch": batch,
+            "build_s": build_s}
 
 
-def child_command(code: Path, args: argparse.Namespace, dataset: str, workers: int) -> List[str]:
+def child_command(code: Path, args: argparse.Namespace, dataset: str, workers: int,
+                  options: Sequence[str] = ()) -> List[str]:
     return [sys.executable, str(Path(__file__).resolve()), "--child", "--code", str(code),
+            *(f"--with={option}" for option in options),
             "--world", str(args.world), "--datasets", dataset, "--workers", str(workers),
             "--batch", str(args.batch), "--batches", str(args.batches),
             "--warmup", str(args.warmup), "--text-length", str(args.text_length),
             "--regions", str(args.regions), "--holdout-every", str(args.holdout_every)]
 
 
-def run_child(code: Path, args: argparse.Namespace, dataset: str, workers: int) -> Dict[str, Any]:
+def run_child(code: Path, args: argparse.Namespace, dataset: str, workers: int,
+              options: Sequence[str] = ()) -> Dict[str, Any]:
     env = dict(os.environ, PYTHONPATH=str(code), OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
-    result = subprocess.run(child_command(code, args, dataset, workers), capture_output=True,
-                            text=True, cwd=code, env=env)
+    result = subprocess.run(child_command(code, args, dataset, workers, options),
+                            capture_output=True, text=True, cwd=code, env=env)
     if result.returncode != 0:
         raise RuntimeError(f"{code}: {dataset}, {workers} workers failed "
                            f"(exit {result.returncode}):\n{result.stderr[-3000:]}")
@@ -209,6 +222,11 @@ def main(argv: List[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--before", nargs="+", default=[],
                         help="git revisions measured in the same run")
+    parser.add_argument("--with", dest="options", action="append", default=[],
+                        metavar="OPTION",
+                        help="also measure the working tree with this MMF option ({dataset}: "
+                             "the dataset's name), e.g. "
+                             "'dataset_config.{dataset}.resident_features=True'; repeatable")
     parser.add_argument("--out", type=Path, help="also write the table and rows here (.md, .json)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--code", type=Path, default=REPO, help=argparse.SUPPRESS)
@@ -222,18 +240,21 @@ def main(argv: List[str] | None = None) -> int:
     if args.child:
         print(json.dumps(measure(args.code, args.world, args.datasets[0], args.workers[0],
                                  args.batch, args.batches, args.warmup, args.text_length,
-                                 args.regions, args.holdout_every)))
+                                 args.regions, args.holdout_every, args.options)))
         return 0
     if args.batches <= args.warmup:
         parser.error("--batches must be larger than --warmup")
     with tempfile.TemporaryDirectory() as scratch:
-        codes: Dict[str, Path] = {}
+        codes: Dict[str, Tuple[Path, List[str]]] = {}
         for number, rev in enumerate(args.before):
             before = Path(scratch) / f"before{number}"
             subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "-q",
                             str(before), rev], check=True)
-            codes[f"before ({revision(before)})"] = before
-        codes[f"after ({revision(REPO)})"] = REPO
+            codes[f"before ({revision(before)})"] = (before, [])
+        codes[f"after ({revision(REPO)})"] = (REPO, [])
+        if args.options:
+            codes[f"after ({revision(REPO)}), " + ", ".join(
+                option.split(".")[-1] for option in args.options)] = (REPO, args.options)
         try:
             rows = []
             for round_ in range(args.rounds):
@@ -242,12 +263,13 @@ def main(argv: List[str] | None = None) -> int:
                     order.reverse()
                 for dataset in args.datasets:
                     for workers in args.workers:
-                        for label, code in order:
-                            row = dict(run_child(code, args, dataset, workers), label=label)
+                        for label, (code, options) in order:
+                            row = dict(run_child(code, args, dataset, workers, options),
+                                       label=label)
                             print(json.dumps(row), file=sys.stderr, flush=True)
                             rows.append(row)
         finally:
-            for label, code in codes.items():
+            for code, _ in codes.values():
                 if code != REPO:
                     subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force",
                                     str(code)], check=False)

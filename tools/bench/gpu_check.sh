@@ -36,7 +36,8 @@
 #   paper      the same at the paper's size (B=64)
 #   packed     a packed study sample: JOBS pre-trainings side by side on the one GPU
 #              (replicate-style placement), updates/s summed over them
-#   data_path  the data path alone at the paper's size (tools/bench/data_path.py)
+#   data_path  the data path alone at the paper's size (tools/bench/data_path.py), features
+#              read by the loader and resident (resident_features=True)
 # --dry-run runs every step at the tiny sizes on the CPU with the fewest updates, so the
 # plumbing is checked without a GPU (the test suite runs it); nothing it prints is a figure.
 set -u -o pipefail
@@ -84,7 +85,7 @@ if [ "$DRY" = 1 ]; then
     SIZES_STUDY="tiny" SIZES_PAPER="tiny" REGIONS_PAPER=8 TEXT_PAPER=16
     BENCH="--precisions fp32 --rounds 1 --warmup 0 --steps 3 --threads 1 --matmul-size 64 --matmul-reps 1"
     MMF="--mmf-updates 4 --mmf-log-interval 2"
-    DATA_PATH="--batches 3 --warmup 1 --batch 4 --workers 0"
+    DATA_PATH="--batches 3 --warmup 1 --batch 4 --workers 0 --datasets uvla_region_tag"
     PACKED_UPDATES=2 JOBS=1
     PACKED_MODEL="model_config.uvla.feature_dim=64"
     PACKED_INCLUDES="- $REPO/configs/models/uvla/tiny_random.yaml"
@@ -288,8 +289,9 @@ mkdir -p "$OUT/packed"
 export -f packed
 export OUT REPO JOBS PACKED_UPDATES PACKED_MODEL PACKED_INCLUDES HOLDOUT_OPTS
 step packed 180 packed
-step data_path 120 "$PY" tools/bench/data_path.py --world "$DATA/paper" $DATA_PATH \
-    --regions "$REGIONS_PAPER" --text-length "$TEXT_PAPER" --out "$OUT/data_path"
+step data_path 180 "$PY" tools/bench/data_path.py --world "$DATA/paper" $DATA_PATH \
+    --regions "$REGIONS_PAPER" --text-length "$TEXT_PAPER" --out "$OUT/data_path" \
+    --with 'dataset_config.{dataset}.resident_features=True'
 
 failed=$(grep -vc ' exit=0 ' "$OUT/summary.txt")
 echo "gpu_check: $(wc -l < "$OUT/summary.txt") steps, $failed failed; results in $OUT${BUNDLE:+ and $BUNDLE}"
