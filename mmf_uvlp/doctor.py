@@ -39,7 +39,7 @@ def _run_trainer(opts: Sequence[str]) -> str:
     setup_imports()
     config = Configuration(argparse.Namespace(config_override=None, opts=list(opts))).get_config()
     if chosen_by(config):
-        return (f"trainer {NAME}: the plugin's training behaviour (seeding, data order, mixed "
+        return (f"trainer {config.training.trainer}: the plugin's training behaviour (seeding, data order, mixed "
                 "precision, resumable checkpoints, non-finite loss stop; mmf_uvlp.trainers)")
     return (f"trainer {config.training.get('trainer')}: MMF's own training behaviour "
             f"(training.trainer={NAME} chooses the plugin's)")

@@ -28,11 +28,12 @@ def with_predict_flag_as_literal(opts: Any) -> Any:
 
 def wanted(config: Any, opts: Optional[Sequence[str]]) -> bool:
     """Whether the run being configured (``config`` before ``opts`` are merged) trains with
-    the plugin's trainer (``training.trainer`` of ``config``, or of ``opts``)."""
-    from mmf_uvlp.training.trainer_choice import NAME, chosen_by
+    the plugin's trainer or a subclass of it (``training.trainer`` of ``config``, or of
+    ``opts``)."""
+    from mmf_uvlp.training.trainer_choice import chosen_by, is_plugin_trainer
 
     for opt in opts or []:
         key, _, value = str(opt).partition("=")
         if key.strip() == "training.trainer":
-            return value.strip() == NAME
+            return is_plugin_trainer(value.strip())
     return chosen_by(config)

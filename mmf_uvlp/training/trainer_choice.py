@@ -1,5 +1,6 @@
-"""Whether a run trains with the plugin's trainer (``training.trainer: uvlp``), and the
-trainer's own keys (``configs/trainers/uvlp.yaml``), declared for such runs only.
+"""Whether a run trains with the plugin's trainer (``training.trainer: uvlp``, or a
+trainer registered as a subclass of it), and the trainer's own keys
+(``configs/trainers/uvlp.yaml``), declared for such runs only.
 
 Importing this module is cheap: it touches neither torch nor MMF.
 """
@@ -11,16 +12,31 @@ from typing import Any, Dict, Mapping, Optional
 NAME = "uvlp"
 
 
+def is_plugin_trainer(name: Any) -> bool:
+    """Whether the trainer registered as ``name`` is the plugin's or a subclass of it (a
+    user's trainer in ``env.user_dir``, which MMF imports before it merges the command line)."""
+    if name == NAME:
+        return True
+    if not isinstance(name, str):
+        return False
+    from mmf.common.registry import registry
+
+    base, trainer = registry.get_trainer_class(NAME), registry.get_trainer_class(name)
+    return isinstance(base, type) and isinstance(trainer, type) and issubclass(trainer, base)
+
+
 def chosen_by(config: Any) -> bool:
-    """Whether the run of ``config`` (MMF's config, or None) trains with the plugin's trainer."""
+    """Whether the run of ``config`` (MMF's config, or None) trains with the plugin's trainer
+    or a subclass of it."""
     if config is None:
         return False
     from omegaconf import OmegaConf
 
     try:
-        return OmegaConf.select(config, "training.trainer", default=None) == NAME
+        name = OmegaConf.select(config, "training.trainer", default=None)
     except Exception:  # an unresolvable interpolation elsewhere does not matter here
         return False
+    return is_plugin_trainer(name)
 
 
 def switches() -> Dict[str, Any]:

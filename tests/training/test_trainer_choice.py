@@ -175,3 +175,24 @@ def test_the_trainer_s_keys_are_declared_at_their_defaults_and_present_values_st
     OmegaConf.set_struct(bare, True)
     declare_switches(bare)
     assert OmegaConf.to_container(bare.checkpoint) == switches()["checkpoint"]
+
+
+def test_a_trainer_subclassing_the_plugin_s_gets_its_keys_and_behaviour():
+    """A user's trainer registered as a subclass of ``uvlp`` (as an ``env.user_dir`` plugin
+    registers one) is the plugin's trainer for its keys and behaviour; MMF's is not."""
+    from mmf.common.registry import registry
+
+    from mmf_uvlp.trainers.uvlp_trainer import UVLPTrainer
+    from mmf_uvlp.training.trainer_choice import is_plugin_trainer
+
+    name = "uvlp_subclass_of_a_test"
+    registry.register_trainer(name)(type("UserTrainer", (UVLPTrainer,), {}))
+    try:
+        assert is_plugin_trainer(name) and is_plugin_trainer("uvlp")
+        assert not is_plugin_trainer("base_trainer") and not is_plugin_trainer("not_registered")
+        config = _run_config("model=visual_bert", "dataset=vqa2", f"training.trainer={name}",
+                             "checkpoint.overwrite=True", "training.fp16=True")
+        assert (config.checkpoint.overwrite, config.training.fp16) == (True, True)
+        assert config.checkpoint.trust_resume_file is False  # declared at its default
+    finally:
+        registry.mapping["trainer_name_mapping"].pop(name)
