@@ -147,15 +147,15 @@ class RegionsDataset(PretrainingDataset):
 
     def image_input(self, item: Dict[str, Any]) -> Dict[str, Any]:
         """The raw image keys of the masking processors: the image's real feature rows."""
-        if self.resident is not None:
+        if self.resident is not None:  # the table holds the rows: zero-width features here
             start, real_rows, info = self.resident[item["feature_path"]]
-            features = {"image_feature_0": torch.empty((real_rows, 0))}
+            features = torch.empty((real_rows, 0))
         else:
-            features = self.features_db.from_path(item["feature_path"])
-            info = features["image_info_0"]
+            read = self.features_db.from_path(item["feature_path"])
+            features, info = read["image_feature_0"], read["image_info_0"]
         rows, listed = int(info["max_features"]), len(item["region_labels"])
         self.region_counts.check(item["image_id"], item["feature_path"], listed, rows)
-        count = min(rows, listed, features["image_feature_0"].shape[0])
+        count = min(rows, listed, features.shape[0])
         boxes = torch.as_tensor(info["bbox"], dtype=torch.float32)[:count]
         if boxes.shape[0] < count:
             raise ValueError(
@@ -163,7 +163,7 @@ class RegionsDataset(PretrainingDataset):
                 f"{boxes.shape[0]} boxes in {item['feature_path']}"
             )
         raw = {
-            "features": features["image_feature_0"][:count],
+            "features": features[:count],
             "boxes": boxes,
             "image_width": info["image_width"],
             "image_height": info["image_height"],
