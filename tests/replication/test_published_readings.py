@@ -69,21 +69,27 @@ def value(system: str, seed: int, task: str = "meta") -> float:
     return 100 * unit[TASKS[task]]
 
 
-def seeds(system: str) -> tuple[int, ...]:
-    return tuple(seed for seed in SEEDS if cells(system, seed))
+def seeds(system: str, task: str | None = "meta") -> tuple[int, ...]:
+    """The seeds of ``system`` with a value of ``task`` (``meta``: every task, as the tables'
+    Meta-Ave; None: any archived run)."""
+    needed = {"meta": list(TASKS.values()), None: [],
+              "refcoco": [TASKS[split] for split in ("val", "testA", "testB")]}.get(
+                  task, [TASKS.get(task)])
+    return tuple(seed for seed in SEEDS if cells(system, seed)
+                 and all(cell in cells(system, seed) for cell in needed))
 
 
 def mean(system: str, task: str = "meta") -> float:
-    return statistics.fmean(value(system, seed, task) for seed in seeds(system))
+    return statistics.fmean(value(system, seed, task) for seed in seeds(system, task))
 
 
 def std(system: str, task: str = "meta") -> float:
-    return statistics.stdev(value(system, seed, task) for seed in seeds(system))
+    return statistics.stdev(value(system, seed, task) for seed in seeds(system, task))
 
 
 def paired(above: str, below: str, task: str = "meta") -> tuple[float, float]:
     """The mean over the shared seeds of above − below and its standard error, in points."""
-    shared = [seed for seed in seeds(above) if seed in seeds(below)]
+    shared = [seed for seed in seeds(above, task) if seed in seeds(below, task)]
     differences = [value(above, s, task) - value(below, s, task) for s in shared]
     return (statistics.fmean(differences),
             statistics.stdev(differences) / math.sqrt(len(shared)))
@@ -92,7 +98,7 @@ def paired(above: str, below: str, task: str = "meta") -> tuple[float, float]:
 def gap(above: str, below: str):
     """:func:`meta_gap` of two rows of the archive (difference, Welch SE, paired, test)."""
     def row(system: str):
-        return summarize_row(system, system, {s: cells(system, s) for s in seeds(system)})
+        return summarize_row(system, system, {s: cells(system, s) for s in seeds(system, None)})
     return meta_gap(row(above), row(below))
 
 
