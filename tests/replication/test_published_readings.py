@@ -165,7 +165,7 @@ def gap_text(above: str, below: str, paper: str) -> str:
 def t_text(above: str, below: str) -> str:
     """``(paired t(2) = 0.6, p = 0.63; it detects 7.7 or more``."""
     test = gap(above, below).test
-    return (f"(paired t(2) = {test.t:.1f}, p = {test.p:.2f}; it detects "
+    return (f"(paired t({test.df:g}) = {test.t:.1f}, p = {test.p:.2f}; it detects "
             f"{100 * test.detectable:.1f} or more")
 
 
@@ -185,11 +185,12 @@ def by_task(above: str, below: str, tasks=("vqa", "nlvr2", "ve", "refcoco"),
 Quote = Callable[[], str]
 
 def t_p(above: str, below: str) -> str:
-    """``t(2) = 18.0, p = 0.003``: the paired test of a Meta-Ave gap, as the table prints it."""
+    """``t(2) = 18.0, p = 0.003``: the test of a Meta-Ave gap (paired over the shared seeds),
+    as the table prints it."""
     from mmf_uvlp.replication.render import format_p
 
     test = gap(above, below).test
-    return f"t(2) = {test.t:.1f}, {format_p(test.p)}"
+    return f"t({test.df:g}) = {test.t:.1f}, {format_p(test.p)}"
 
 
 TABLE1: list[Quote] = [
@@ -645,18 +646,10 @@ def detects_multiple(df: int) -> float:
     return t_test("paired", 1.0, 1.0, df).detectable
 
 
-def paired_test_text(above: str, below: str) -> str:
-    """``t(1) = -0.7, p = 0.60``: the paired test of a Meta-Ave gap over its shared seeds."""
-    from mmf_uvlp.replication.render import format_p
-
-    test = gap(above, below).paired.test
-    return f"t({test.df:g}) = {test.t:.1f}, {format_p(test.p)}"
-
-
 TABLE4_INTRO: list[Quote] = [
     lambda: "Over seeds {} the paired gap w_ITM - w/o w_ITM is {} (paired {}), within the "
             "noise".format(" and ".join(str(k) for k in seeds("no_witm") if k in seeds("uvla")),
-                           pm(paired("uvla", "no_witm")), paired_test_text("uvla", "no_witm")),
+                           pm(paired("uvla", "no_witm")), t_p("uvla", "no_witm")),
     lambda: "the test detects {:.1f} points or more".format(
         100 * gap("uvla", "no_witm").paired.test.detectable),
     lambda: "A third seed makes the test detect {:.1f} standard errors of the gap instead of "
