@@ -138,6 +138,7 @@ def loss(x: float) -> str:
     return f"{x:.2f}"
 
 
+@cache
 def logged(system: str, seed: int, key: str) -> dict[int, float]:
     """Every update's logged training value of ``key`` in a pre-training's archived log."""
     text = (ARCHIVE / system / f"seed{seed}" / "pretrain" / LOG_FILE).read_text(
@@ -686,7 +687,7 @@ TABLE4_INTRO_ELSEWHERE = [
 
 TABLE4: list[Quote] = [
     lambda: "Over seeds {} the paired gap w_ITM - w/o w_ITM is {} (paired {})".format(
-        seed_list(k for k in seeds("no_witm") if k in seeds("uvla")),
+        seed_list(gap("uvla", "no_witm").paired.seeds),
         pm(paired("uvla", "no_witm")), t_p("uvla", "no_witm")),
     lambda: "per seed {}, {} and {}".format(
         *(s(value("uvla", k) - value("no_witm", k)) for k in SEEDS)),
