@@ -20,6 +20,7 @@ COMPONENT_MODULES = (
     "mmf_uvlp.processors.pair_masking",
     "mmf_uvlp.processors.text_masking",
     "mmf_uvlp.processors.image_tag_masking",
+    "mmf_uvlp.processors.image_masking",
     "mmf_uvlp.datasets.builders.aligned_vlp.builder",
     "mmf_uvlp.datasets.builders.random_pairs.builder",
     "mmf_uvlp.datasets.builders.u_visualbert.builder",

@@ -22,6 +22,7 @@ from mmf_uvlp.datasets.builders.random_pairs.pairing import choose_true_pairs, d
 from mmf_uvlp.datasets.databases.image_pool import ImagePoolDatabase
 from mmf_uvlp.datasets.databases.text_corpus import TextCorpusDatabase
 from mmf_uvlp.models.uvla import UVLA
+from mmf_uvlp.processors.image_masking import ImageMaskingProcessor
 from mmf_uvlp.processors.image_tag_masking import ImageTagMaskingProcessor
 from mmf_uvlp.processors.pair_masking import PairMaskingProcessor
 from mmf_uvlp.processors.region_tag_masking import RegionTagMaskingProcessor
@@ -200,6 +201,26 @@ def test_image_tag_masking_masks_a_masked_regions_tag_too():
     assert out["text_is_tag"][1:1 + len(owner)].tolist() == [1] * len(owner)
 
 
+def test_image_masking_reads_regions_alone():
+    """The round-robin image batches of the paper's Table 5: [CLS] [SEP] and the regions,
+    about mask_prob of them masked (MRC, MRFR targets), no MLM target, no tag read."""
+    processor = ImageMaskingProcessor(dict(PARAMS, max_seq_length=L, mask_prob=0.3))
+    tokenizer = processor.tokenizer
+    image = {key: value for key, value in _image().items() if key != "region_labels"}
+    g = torch.Generator().manual_seed(2)
+    masked = 0
+    for _ in range(300):
+        out = processor(image, g)
+        assert out["input_ids"][:2].tolist() == [tokenizer.cls_token_id, tokenizer.sep_token_id]
+        assert out["input_mask"].tolist() == [1, 1] + [0] * (L - 2)
+        assert not (out["lm_label_ids"] != -1).any() and not out["text_is_tag"].any()
+        chosen = out["region_masked"].bool()
+        assert out["region_class_targets"][chosen].tolist() == \
+            [CLASSES[r] for r in range(3) if chosen[r]]
+        masked += int(chosen.sum())
+    assert masked / (300 * 3) == pytest.approx(0.3, abs=0.05)
+
+
 def test_text_masking_has_no_region_field():
     processor = TextMaskingProcessor(PARAMS)
     g = torch.Generator().manual_seed(1)
@@ -364,6 +385,18 @@ def test_u_visualbert_samples_are_uni_modal(pool):
                                               for t in LABELS)
 
 
+def test_round_robin_image_samples_have_no_text(pool):
+    """u_visualbert_image read through ``uvla_image_masking`` (the round-robin row of Table 5):
+    every sample is [CLS] [SEP] with its image's regions."""
+    processor = {"masking_processor": {"type": "uvla_image_masking", "params": dict(PARAMS)}}
+    image = _dataset(pool, "u_visualbert_image", processors=processor)
+    for idx in range(len(image)):
+        sample = image[idx]
+        assert int(sample.input_mask.sum()) == 2 and not sample.text_is_tag.any()
+        assert not (sample.lm_label_ids != -1).any()
+        assert _image_number(sample.region_features_target) == idx
+
+
 def _round_robin(pool: Path, epochs: int, seed: int) -> list:
     """The dataset of each batch MMF's multi-dataset loader yields, epoch by epoch."""
     config = OmegaConf.create({
@@ -435,6 +468,14 @@ def test_uvla_encodes_text_only_batches_when_allowed():
     masked = int((images.region_class_targets != -1).sum())  # regions with an MRC target
     assert masked > 0 and image_output["mrc_logits"].shape[0] == masked
     assert image_output["losses"]["train/u_visualbert_image/uvla_mrc"] > 0
+    # and so does a batch of regions alone (no text to mask, so no MLM term)
+    regions = ImageMaskingProcessor(dict(PARAMS, mask_prob=0.5))
+    alone = SampleList(default_collate([regions(_image(), g) for _ in range(2)]))
+    alone.dataset_name, alone.dataset_type = "u_visualbert_image", "train"
+    alone_losses = model(alone)["losses"]
+    assert alone_losses["train/u_visualbert_image/uvla_mlm"] == 0
+    assert alone_losses["train/u_visualbert_image/uvla_mrc"] > 0
+    sum(alone_losses.values()).backward()
 
     model.text_only_batches = False
     with pytest.raises(ValueError, match="text_only_batches: true"):

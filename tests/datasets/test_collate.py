@@ -15,7 +15,7 @@ from helpers.collated import (  # noqa: F401  (fixtures)
 )
 
 
-@pytest.mark.parametrize("kind", ["rt", "rn", "is", "pair"])
+@pytest.mark.parametrize("kind", ["rt", "rn", "is", "pair", "image"])
 def test_collated_batches_give_the_losses_of_fixed_size_batches(processors, kind):
     old, new = both_batches(processors, kind)
     model = tiny_model()

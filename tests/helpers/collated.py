@@ -13,6 +13,7 @@ from mmf.common.registry import registry
 from mmf.common.sample import SampleList
 from mmf_uvlp.datasets.collate import collate
 from mmf_uvlp.models.uvla import UVLA
+from mmf_uvlp.processors.image_masking import ImageMaskingProcessor
 from mmf_uvlp.processors.image_sentence_masking import ImageSentenceMaskingProcessor
 from mmf_uvlp.processors.image_tag_masking import ImageTagMaskingProcessor
 from mmf_uvlp.processors.pair_masking import PairMaskingProcessor
@@ -54,7 +55,8 @@ def processors():
               "max_phrase_tokens": 4, "mask_prob": 0.4}
     return {"rt": RegionTagMaskingProcessor(params), "rn": RegionPhraseMaskingProcessor(params),
             "is": ImageSentenceMaskingProcessor(params), "pair": PairMaskingProcessor(params),
-            "text": TextMaskingProcessor(params), "image_tag": ImageTagMaskingProcessor(params)}
+            "text": TextMaskingProcessor(params), "image_tag": ImageTagMaskingProcessor(params),
+            "image": ImageMaskingProcessor(params)}
 
 
 def tiny_model() -> UVLA:
@@ -88,6 +90,8 @@ def raw_item(kind: str, i: int) -> dict:
                                           "car"][:n])
     if kind == "text":
         return {"sentence": sentence}
+    if kind == "image":
+        return image
     if kind == "rn":
         return dict(image, sentence=sentence, noun_phrases=PHRASES)
     return dict(image, sentence=sentence, itm_label=i % 2)

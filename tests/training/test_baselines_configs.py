@@ -20,6 +20,8 @@ SYSTEMS = {  # config -> (datasets, heads, losses)
                                              VISUAL_LOSSES + ["uvla_itm"]),
     "baselines/u_visualbert/pretrain.yaml": (["u_visualbert_text", "u_visualbert_image"],
                                               ["mlm", "mrc", "mrfr"], VISUAL_LOSSES),
+    "baselines/round_robin/pretrain.yaml": (["u_visualbert_text", "u_visualbert_image"],
+                                             ["mlm", "mrc", "mrfr"], VISUAL_LOSSES),
     "baselines/random_pairs/pretrain.yaml": (["random_pairs"], ["mlm", "mrc", "mrfr"],
                                               VISUAL_LOSSES),
     "baselines/uvla_bc/random_pairs.yaml": (["random_pairs"], ["mlm", "mrc", "mrfr"],
@@ -91,6 +93,19 @@ def test_u_visualbert_reads_text_only_batches_in_proportion():
     assert list(text.annotations.train) == ["text/caption_corpus.txt,text/narrative_corpus.txt"]
     assert loaded.dataset_config.u_visualbert_image.processors.masking_processor.type == \
         "uvla_image_tag_masking"
+
+
+def test_round_robin_reads_the_caption_corpus_and_regions_alone():
+    """Table 5's round-robin row: the joint row's text (the caption corpus), image batches
+    with no tags."""
+    loaded = _load("baselines/round_robin/pretrain.yaml")
+    assert loaded.model_config.uvla.text_only_batches is True
+    assert list(loaded.dataset_config.u_visualbert_text.annotations.train) == \
+        ["text/caption_corpus.txt"]
+    assert loaded.dataset_config.u_visualbert_image.processors.masking_processor.type == \
+        "uvla_image_masking"
+    joint = _load("baselines/paired_ratio/true_pairs_0.yaml").dataset_config.random_pairs
+    assert list(joint.sentences) == ["text/caption_corpus.txt"]
 
 
 @pytest.mark.parametrize("ratio", RATIOS)
