@@ -718,14 +718,15 @@ def table5_p() -> str:
 
     return format_p(gap(JOINT, ROUND_ROBIN).test.p)
 
+
 TABLE5_INTRO: list[Quote] = [
     lambda: "the round-robin pre-training took {:.1f} min, the joint one {:.1f} min".format(
         run_minutes(ROUND_ROBIN, 0, "pretrain"), run_minutes(JOINT, 0, "pretrain")),
 ]
 
 TABLE5_INTRO_ELSEWHERE = [
-    "stopped after update 800 and resumed from its update-750 checkpoint",
     # round-robin seed 1's VE train.log (two starts)
+    "stopped after update 800 and resumed from its update-750 checkpoint",
 ]
 
 
