@@ -273,6 +273,8 @@ TABLE1: list[Quote] = [
     lambda: "Aligned VLP's ITM learns in the last {:.0f} % of its schedule at most".format(
         100 * max(1 - learns_from("aligned_vlp", k, ALIGNED_ITM)
                   / max(logged("aligned_vlp", k, ALIGNED_ITM)) for k in SEEDS)),
+    lambda: "still ends at {:.1f} times μ-VLA's validation loss".format(
+        itm_final(ALIGNED_2X, 0) / itm_final(UVLA_2X, 0)),
     lambda: "Its Meta-Ave is {}, {} and {} on seeds 0, 1 and 2".format(
         *per_seed("aligned_vlp")) + f" ({row_stat('aligned_vlp')}; μ-VLA "
         "{}, {} and {})".format(*per_seed("uvla")),
@@ -541,11 +543,16 @@ TABLE2_ELSEWHERE = [
     "600 held-out captions or images each",
 ]
 
-def records() -> list[dict]:
+def records(budget: bool = False) -> list[dict]:
+    """The archived runs' records (``budget``: only those of systems pre-trained for the
+    recipe's updates, not a multiple of them)."""
     import json
 
+    from mmf_uvlp.replication.study import SYSTEMS
+
     return [json.loads(path.read_text(encoding="utf-8"))
-            for path in sorted(ARCHIVE.glob("*/seed*/*/step.json"))]
+            for path in sorted(ARCHIVE.glob("*/seed*/*/step.json"))
+            if not budget or SYSTEMS[path.parents[2].name].updates == 1]
 
 
 def backfilled() -> list[dict]:
@@ -554,9 +561,9 @@ def backfilled() -> list[dict]:
 
 
 def option(step: str, key: str) -> str:
-    """A command option of the archived runs of ``step`` (``pretrain`` or a task): one value
-    in all of them."""
-    found = {arg.partition("=")[2] for record in records()
+    """A command option of the archived runs of ``step`` (``pretrain`` or a task) at the
+    recipe's budget: one value in all of them."""
+    found = {arg.partition("=")[2] for record in records(budget=True)
              if any(arg.startswith("env.save_dir=") and arg.endswith(f"/{step}")
                     for arg in record["command"])
              for arg in record["command"] if arg.startswith(f"{key}=")}
@@ -851,6 +858,77 @@ LINKS_READING_ELSEWHERE = [
 ]
 
 
+UVLA_2X, ALIGNED_2X = "uvla_2x", "aligned_vlp_2x"
+
+
+def curriculum_on(system: str, seed: int) -> int:
+    """The update from which a pre-training's log says the curriculum weights its losses."""
+    text = (ARCHIVE / system / f"seed{seed}" / "pretrain" / LOG_FILE).read_text(encoding="utf-8")
+    return int(re.search(r"curriculum: on from update (\d+)", text).group(1))
+
+
+def last_share(system: str, seed: int, key: str) -> float:
+    """The share of a pre-training's schedule from the update its ITM learns from, in %."""
+    return 100 * (1 - learns_from(system, seed, key) / max(logged(system, seed, key)))
+
+
+def itm_final(system: str, seed: int) -> float:
+    """A pre-training's last validation ITM loss (Aligned VLP's pairs, μ-VLA's I-S pairs)."""
+    pairs = "aligned_vlp" if system.startswith("aligned_vlp") else "uvla_image_sentence"
+    return final(system, seed, "pretrain", f"val/{pairs}/uvla_itm")
+
+
+BUDGET_INTRO: list[Quote] = [
+    lambda: "at 5,000 updates it learns in the last {:.0f} % of the schedule at most".format(
+        max(last_share("aligned_vlp", k, ALIGNED_ITM) for k in SEEDS)),
+    lambda: "epoch 0.5, at update {:,} in both μ-VLA rows".format(curriculum_on(UVLA_2X, 0)),
+]
+
+BUDGET_INTRO_ELSEWHERE = [
+    # the rows' schedule: the recipe's 5,000 updates, twice (study.py: updates=2)
+    "pre-trained for 10,000 updates instead of the recipe's 5,000",
+    "warm-up over the first 10 %",  # steps.py: schedule_options
+    "half-way through 5,000 updates, under a quarter of the way through 10,000",  # 2,298 above
+    "beside both rows at 5,000 updates as archived",  # Table 1's rows
+    "at 5,000 updates name no device",  # the archive's records
+    "with their own rows at 5,000 updates",  # idem
+]
+
+BUDGET: list[Quote] = [
+    lambda: "With 10,000 updates Aligned VLP's logged training ITM loss stays under {} (ln 2 "
+            "less 0.02) from update {:,} on, in the last {:.0f} % of its schedule".format(
+                loss(AT_CHANCE), learns_from(ALIGNED_2X, 0, ALIGNED_ITM),
+                last_share(ALIGNED_2X, 0, ALIGNED_ITM)),
+    lambda: "(at 5,000 updates from update {}, {} and {} on seeds 0, 1 and 2, the last {:.0f} % "
+            "at most)".format(*(f"{learns_from('aligned_vlp', k, ALIGNED_ITM):,}" for k in SEEDS),
+                              max(last_share("aligned_vlp", k, ALIGNED_ITM) for k in SEEDS)),
+    lambda: "It averages {} over its last 500 updates ({}, {} and {} at 5,000) and its final "
+            "validation ITM loss is {} ({}, {} and {}), against {} for chance".format(
+                loss(last_mean(ALIGNED_2X, 0, ALIGNED_ITM)),
+                *(loss(last_mean("aligned_vlp", k, ALIGNED_ITM)) for k in SEEDS),
+                loss(itm_final(ALIGNED_2X, 0)),
+                *(loss(itm_final("aligned_vlp", k)) for k in SEEDS), loss(math.log(2))),
+    lambda: "μ-VLA's ITM at 10,000 updates stays under {} from update {:,} on ({}, {} and {} at "
+            "5,000), averages {} over its last 500 ({}, {} and {}) and ends at {} on validation "
+            "({} on seed 0 at 5,000)".format(
+                loss(AT_CHANCE), learns_from(UVLA_2X, 0, ITM),
+                *(f"{learns_from('uvla', k, ITM):,}" for k in SEEDS),
+                loss(last_mean(UVLA_2X, 0, ITM)),
+                *(loss(last_mean("uvla", k, ITM)) for k in SEEDS),
+                loss(itm_final(UVLA_2X, 0)), loss(itm_final("uvla", 0))),
+    lambda: "moves Aligned VLP's onset later in updates, not earlier, and takes {} off its final "
+            "validation loss on the same seed".format(
+                loss(itm_final("aligned_vlp", 0) - itm_final(ALIGNED_2X, 0)))
+            if learns_from(ALIGNED_2X, 0, ALIGNED_ITM) > learns_from("aligned_vlp", 0, ALIGNED_ITM)
+            else "the onset is earlier",
+    lambda: "its loss is still {:.1f} times μ-VLA's".format(
+        itm_final(ALIGNED_2X, 0) / itm_final(UVLA_2X, 0)),
+    lambda: "Aligned VLP's RefCOCO+ is in the table above: {} over the three splits, against {} "
+            "at 5,000 updates on seed 0".format(f(value(ALIGNED_2X, 0, "refcoco")),
+                                               f(value("aligned_vlp", 0, "refcoco"))),
+]
+
+
 # The corpus builder's report on the corpus the study builds (report/report.json; built from
 # the world, not archived): every number of that section is from it.
 LINKS_ELSEWHERE = [
@@ -877,6 +955,8 @@ READINGS: dict[str, tuple[list[Quote], list[str]]] = {
     "Reading of Table 5": (TABLE5, TABLE5_ELSEWHERE),
     "Link quality": ([], LINKS_INTRO_ELSEWHERE),
     "Reading of the link-quality table": (LINKS_READING, LINKS_READING_ELSEWHERE),
+    "Twice the pre-training updates": (BUDGET_INTRO, BUDGET_INTRO_ELSEWHERE),
+    "Reading of the budget check": (BUDGET, []),
     "Reading of Table 1": (TABLE1, TABLE1_ELSEWHERE),
     "Reading of Table 2": (TABLE2, TABLE2_ELSEWHERE),
     "Reading of Table 3": (TABLE3, TABLE3_ELSEWHERE),
@@ -1052,6 +1132,7 @@ def test_every_number_of_the_readings_is_the_archive_s_or_has_a_source():
     ("+3.7 with a quarter of them random and +0.7", "+3.7 with a quarter of them random and +0.9"),
     ("the gap is −2.6 ± 0.7", "the gap is −2.6 ± 0.8"),  # Table 5's reading
     ("NLVR2 is lower on every seed", "NLVR2 is lower on seeds 0 and 1"),  # a claim, not a number
+    ("from update 4,825 on", "from update 4,285 on"),  # the budget check's ITM onset
     ("lies in 74.0 ± 1.0", "lies in 74.0 ± 1.2"),  # a prediction interval
 ])
 def test_a_changed_number_fails(old, new):
