@@ -259,7 +259,7 @@ TABLE1: list[Quote] = [
             f"{s(mean('u_visualbert') - mean('base'))})",
     lambda: f"μ-VLA's {s(mean('uvla') - mean('base'))}; training each linked phrase",
     lambda: "its final validation ITM loss is {}, {} and {} on seeds 0, 1 and 2".format(
-        *(loss(final("aligned_vlp", k, "pretrain", "val/aligned_vlp/uvla_itm")) for k in SEEDS)),
+        *(loss(itm_final("aligned_vlp", k)) for k in SEEDS)),
     lambda: f"against {loss(math.log(2))} (ln 2) for chance",
     lambda: "Its logged training ITM loss stays under {} (ln 2 less 0.02) only from update {}, "
             "{} and {} on, and averages {}, {} and {} over the last 500 updates".format(
