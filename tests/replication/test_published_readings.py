@@ -964,8 +964,8 @@ BUDGET: list[Quote] = [
                 else "not above", "inside" if inside(value(ALIGNED_2X, 0), "uvla") else "outside",
                 f(mean("aligned_vlp")), prediction_half_width("aligned_vlp")),
     lambda: "on seed 0 μ-VLA keeps the lead, by about {} its seed-0 lead at 5,000 updates".format(
-        {1: "half"}.get(round(2 * (value(UVLA_2X, 0) - value(ALIGNED_2X, 0))
-                              / (value("uvla", 0) - value("aligned_vlp", 0))), "a changed share of")),
+        "half" if round(2 * (value(UVLA_2X, 0) - value(ALIGNED_2X, 0))
+                        / (value("uvla", 0) - value("aligned_vlp", 0))) == 1 else "not half"),
 ]
 
 BUDGET_ELSEWHERE = [
