@@ -271,12 +271,12 @@ TABLE1: list[Quote] = [
                 loss(AT_CHANCE), *(f"{learns_from('uvla', k, ITM):,}" for k in SEEDS),
                 *(loss(last_mean("uvla", k, ITM)) for k in SEEDS)),
     lambda: "Aligned VLP's ITM learns in the last {:.0f} % of its schedule at most".format(
-        max(last_share("aligned_vlp", k, ALIGNED_ITM) for k in SEEDS)),
+        aligned_itm_share()),
     lambda: "still ends at {:.1f} times μ-VLA's validation loss".format(
-        itm_final(ALIGNED_2X, 0) / itm_final(UVLA_2X, 0)),
+        itm_ratio()),
     lambda: "There μ-VLA still leads on seed 0, {} against {} Meta-Ave ({} between the rows' "
             "seed 0 at 5,000 updates)".format(f(value(UVLA_2X, 0)), f(value(ALIGNED_2X, 0)),
-                                              s(value("uvla", 0) - value("aligned_vlp", 0))),
+                                              s(lead())),
     lambda: "Its Meta-Ave is {}, {} and {} on seeds 0, 1 and 2".format(
         *per_seed("aligned_vlp")) + f" ({row_stat('aligned_vlp')}; μ-VLA "
         "{}, {} and {})".format(*per_seed("uvla")),
@@ -890,9 +890,24 @@ def itm_final(system: str, seed: int) -> float:
     return final(system, seed, "pretrain", f"val/{pairs}/uvla_itm")
 
 
+def aligned_itm_share() -> float:
+    """The most of its 5,000-update schedule Aligned VLP's ITM learns in over the seeds, in %."""
+    return max(last_share("aligned_vlp", k, ALIGNED_ITM) for k in SEEDS)
+
+
+def itm_ratio() -> float:
+    """Aligned VLP's final validation ITM loss over μ-VLA's, both at twice the updates."""
+    return itm_final(ALIGNED_2X, 0) / itm_final(UVLA_2X, 0)
+
+
+def lead(uvla: str = "uvla", aligned: str = "aligned_vlp") -> float:
+    """μ-VLA's Meta-Ave over Aligned VLP's on seed 0, the seed the budget rows share."""
+    return value(uvla, 0) - value(aligned, 0)
+
+
 BUDGET_INTRO: list[Quote] = [
     lambda: "at 5,000 updates it learns in the last {:.0f} % of the schedule at most".format(
-        max(last_share("aligned_vlp", k, ALIGNED_ITM) for k in SEEDS)),
+        aligned_itm_share()),
     lambda: "epoch 0.5, at update {:,} in both μ-VLA rows".format(curriculum_on(UVLA_2X, 0)),
 ]
 
@@ -913,7 +928,7 @@ BUDGET: list[Quote] = [
                 last_share(ALIGNED_2X, 0, ALIGNED_ITM)),
     lambda: "(at 5,000 updates from update {}, {} and {} on seeds 0, 1 and 2, the last {:.0f} % "
             "at most)".format(*(f"{learns_from('aligned_vlp', k, ALIGNED_ITM):,}" for k in SEEDS),
-                              max(last_share("aligned_vlp", k, ALIGNED_ITM) for k in SEEDS)),
+                              aligned_itm_share()),
     lambda: "It averages {} over its last 500 updates ({}, {} and {} at 5,000) and its final "
             "validation ITM loss is {} ({}, {} and {}), against {} for chance".format(
                 loss(last_mean(ALIGNED_2X, 0, ALIGNED_ITM)),
@@ -934,12 +949,12 @@ BUDGET: list[Quote] = [
                 > learns_from("aligned_vlp", 0, ALIGNED_ITM) else "earlier",
                 loss(itm_final("aligned_vlp", 0) - itm_final(ALIGNED_2X, 0))),
     lambda: "its loss is still {:.1f} times μ-VLA's".format(
-        itm_final(ALIGNED_2X, 0) / itm_final(UVLA_2X, 0)),
+        itm_ratio()),
     lambda: "With 10,000 updates μ-VLA reads a Meta-Ave of {} on seed 0 and Aligned VLP {}, on "
             "one device: a gap of {}, against {} between the two rows' seed 0 at 5,000 "
             "updates".format(f(value(UVLA_2X, 0)), f(value(ALIGNED_2X, 0)),
-                             s(value(UVLA_2X, 0) - value(ALIGNED_2X, 0)),
-                             s(value("uvla", 0) - value("aligned_vlp", 0))),
+                             s(lead(UVLA_2X, ALIGNED_2X)),
+                             s(lead())),
     lambda: "At 5,000 updates the rows' paired gap is {} over three seeds, and one more seed's "
             "gap lies in {} ± {:.1f} with 95 % probability".format(
                 pm(paired("uvla", "aligned_vlp")), f(paired("uvla", "aligned_vlp")[0]),
@@ -964,8 +979,7 @@ BUDGET: list[Quote] = [
                 else "not above", "inside" if inside(value(ALIGNED_2X, 0), "uvla") else "outside",
                 f(mean("aligned_vlp")), prediction_half_width("aligned_vlp")),
     lambda: "on seed 0 μ-VLA keeps the lead, by about {} its seed-0 lead at 5,000 updates".format(
-        "half" if round(2 * (value(UVLA_2X, 0) - value(ALIGNED_2X, 0))
-                        / (value("uvla", 0) - value("aligned_vlp", 0))) == 1 else "not half"),
+        "half" if round(2 * lead(UVLA_2X, ALIGNED_2X) / lead()) == 1 else "not half"),
 ]
 
 BUDGET_ELSEWHERE = [
