@@ -20,7 +20,7 @@ from mmf.datasets.multi_dataset_loader import MultiDatasetLoader
 
 from mmf_uvlp.training.data_order import seeded_dataloader
 from mmf_uvlp.training.multitasking import train_probabilities
-from mmf_uvlp.training.side_stream import SideStreamCopy
+from mmf_uvlp.training.side_stream import CopyAhead, SideStreamCopy
 from mmf_uvlp.training.workers import worker_arguments
 from mmf_uvlp.training.reproducibility import EpochSampler
 
@@ -81,7 +81,7 @@ class EpochStream:
         self._iterator: Optional[Iterator[Any]] = None
         self._epoch, self._left = 0, 0
 
-    def epoch(self, skip: Optional[int] = None) -> "EpochBatchIterator":
+    def epoch(self, skip: Optional[int] = None) -> CopyAhead:
         """The batches of the sampler's epoch; with ``skip`` (a resume), a new iterator
         that leaves out the epoch's first ``skip`` samples."""
         wanted = self.batches.sampler.epoch
@@ -92,7 +92,7 @@ class EpochStream:
         else:
             self._left = len(self.batches)
         self._epoch = wanted
-        return EpochBatchIterator(self)
+        return CopyAhead(self.next_batch)
 
     def next_batch(self) -> Any:
         """The epoch's next batch (StopIteration at its end)."""
@@ -101,31 +101,6 @@ class EpochStream:
         batch = next(self._iterator)
         self._left -= 1
         return batch
-
-
-class EpochBatchIterator:
-    """The batches of one epoch of an :class:`EpochStream`; :meth:`ahead` takes the next
-    one early, its copy to the device begun (:class:`SideStreamCopy`)."""
-
-    def __init__(self, stream: EpochStream):
-        self._stream, self._ahead = stream, None
-
-    def __iter__(self) -> "EpochBatchIterator":
-        return self
-
-    def __next__(self) -> Any:
-        if self._ahead is not None:
-            batch, self._ahead = self._ahead, None
-            return batch
-        return self._stream.next_batch()
-
-    def ahead(self, copy: SideStreamCopy) -> None:
-        """Take the next batch now and begin its copy (nothing at the epoch's end)."""
-        if self._ahead is None:
-            try:
-                self._ahead = copy.start(self._stream.next_batch())
-            except StopIteration:
-                pass
 
 
 class SeededMultiDatasetLoader(MultiDatasetLoader):
@@ -217,15 +192,14 @@ class SeededMultiDatasetLoader(MultiDatasetLoader):
 
     def prepare_batch(self, batch: Any) -> Any:
         """MMF's (the batch to the device, the next dataset chosen); on a GPU, the next
-        batch of the chosen dataset is taken and its copy begun on a side stream."""
+        batch of the chosen dataset is taken and its copy begun on a side stream (the
+        chosen dataset's iterator waits for it when it hands it out)."""
         self.consumed[self.current_index] += 1
-        copy_ = self._copy
-        if copy_ is None or not copy_.enabled:
-            return super().prepare_batch(batch)
-        prepared = super().prepare_batch(copy_.ready(batch))
-        chosen = self._iterators[self.current_index]
-        if isinstance(chosen, EpochBatchIterator):
-            chosen.ahead(copy_)
+        prepared = super().prepare_batch(batch)
+        if self._copy is not None and self._copy.enabled:
+            chosen = self._iterators[self.current_index]
+            if isinstance(chosen, CopyAhead):
+                chosen.ahead(self._copy)
         return prepared
 
     def seed_sampler(self, epoch: int) -> None:

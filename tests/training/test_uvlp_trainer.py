@@ -34,7 +34,7 @@ from mmf_uvlp.trainers.rc10_trainer import UVLPTrainer
 from mmf_uvlp.training.checkpoint_files import atomic_torch_save
 from mmf_uvlp.training.data_order import seeded_dataloader
 from mmf_uvlp.training.mixed_precision import FLOAT32
-from mmf_uvlp.training.side_stream import SideStreamCopy
+from mmf_uvlp.training.side_stream import CopiedBatch, SideStreamCopy
 
 from helpers.crafted import CreatesFile
 
@@ -180,8 +180,7 @@ def test_a_resume_at_the_end_of_an_epoch_continues_with_the_next(registered):
 
 class _RecordingCopy:
     """What :class:`SideStreamCopy` is asked to do on a GPU, recorded: which batch's copy
-    began (``start``) and which batch the step took (``ready``, and whether its copy had
-    begun earlier)."""
+    began (``start``) and which copied batch was handed to the step (``ready``)."""
 
     enabled = True
 
@@ -189,40 +188,47 @@ class _RecordingCopy:
         self.events: List[tuple] = []
         self._started: Dict[int, Any] = {}
 
-    def start(self, batch: Any) -> Any:
+    def start(self, batch: Any) -> CopiedBatch:
         moved = batch.copy()  # the batch "on the device"
         self._started[id(moved)] = moved
         self.events.append(("start", batch.index.tolist()))
-        return moved
+        return CopiedBatch(moved, None)
 
-    def ready(self, batch: Any) -> Any:
-        self.events.append(("ready", batch.index.tolist(), self._started.pop(id(batch), None)
-                            is batch))
-        return batch
+    def ready(self, copied: CopiedBatch) -> Any:
+        assert self._started.pop(id(copied.batch)) is copied.batch  # each copy handed out once
+        self.events.append(("ready", copied.batch.index.tolist()))
+        return copied.batch
 
 
 def test_on_a_gpu_the_next_batch_is_copied_while_the_step_computes(registered):
     registered.register("seed", 3)
     import numpy as np
 
-    epochs = {}
+    epochs, prepared = {}, []
     for copied in (False, True):
         loader = _training_loader(_Indexed(12), 0, _Indexed(6))
         if copied:
             recording = loader._copy = _RecordingCopy()
         np.random.seed(0)  # MMF's choice of the next dataset
-        epochs[copied] = [_epoch(loader, epoch) for epoch in (1, 2)]
+        epochs[copied] = []
+        for epoch in (1, 2):
+            loader.seed_sampler(epoch)
+            batches = [loader.prepare_batch(batch).index.tolist() for batch in loader]
+            epochs[copied].append([i for batch in batches for i in batch])
+            if copied:
+                prepared.append(batches)
         assert loader.consumed == [3, 2]
     assert epochs[True] == epochs[False]  # the same batches, in the same order
     events = recording.events
-    readies = [event for event in events if event[0] == "ready"]
+    readies = [batch for kind, batch in events if kind == "ready"]
     # copied late: each epoch's first batch, and the one MMF takes when the dataset it
     # chose runs out (it switches inside its __next__)
-    assert len(readies) == 10 and sum(not early for *_, early in readies) == 3, readies
+    assert len(readies) == 7 and sum(len(batches) for batches in prepared) == 10, events
     for before, after in zip(events, events[1:]):  # each copy begins as its step is prepared
-        if after[0] == "ready" and after[2]:
+        if after[0] == "ready":
             assert before == ("start", after[1]), events
-    assert not any(early for *_, early in readies[:1] + readies[5:6])  # each epoch's first
+    for batches in prepared:  # each epoch's first batch is not copied ahead
+        assert batches[0] not in readies and batches[1] in readies, (batches, readies)
     assert SideStreamCopy("cpu").enabled is False  # a CPU: nothing is copied ahead
     cpu = _training_loader(_Indexed(), 0)
     assert cpu._copy is not None and not cpu._copy.enabled
