@@ -417,3 +417,19 @@ def test_a_damaged_part_read_by_iter_records_names_file_and_line(reference, tmp_
         list(iter_records(part))
     assert str(error.value).startswith(f"{part}:1: field 'gzip': expected a complete gzip stream "
                                        "(damaged or cut short: rebuild it), got 'EOFError: ")
+
+
+@pytest.mark.parametrize("name", ["part-000000.jsonl", "part-000000.jsonl.gz"])
+def test_a_part_missing_whole_records_is_not_complete(tmp_path, name):
+    """A part whose every line is a whole record but whose index lists more (a chunk cut
+    between records, its size not recorded, as the link stage checks its parts) is damaged."""
+    import gzip
+
+    from mmf_uvlp.corpus.shards import part_damage
+
+    part = str(tmp_path / name)
+    lines = "".join(json.dumps({"image_id": f"cc_{i}", "phrases": []}) + "\n" for i in range(2))
+    with (gzip.open(part, "wt") if name.endswith(".gz") else open(part, "w")) as handle:
+        handle.write(lines)
+    assert part_damage(part, 2) is None
+    assert part_damage(part, 3) == f"{part} holds 2 records, the index lists 3"

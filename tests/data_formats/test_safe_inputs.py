@@ -234,18 +234,22 @@ def test_feature_names_leaving_the_folder_are_refused(tmp_path):
     from mmf.datasets.databases.readers.feature_readers import FeatureReader
     from mmf_uvlp.data_formats.mmf_features import load_npy
 
-    folder, elsewhere = tmp_path / "features", tmp_path / "elsewhere"
-    folder.mkdir()
-    elsewhere.mkdir()
+    # "features2" shares the folder's name as a prefix: a string-prefix check would let it in
+    folder, elsewhere, beside = tmp_path / "features", tmp_path / "elsewhere", tmp_path / "features2"
+    for made in (folder, elsewhere, beside):
+        made.mkdir()
     record = _feature_record()
-    for target in (folder / "inside", elsewhere / "evil"):
+    for target in (folder / "inside", elsewhere / "evil", beside / "evil"):
         np.save(f"{target}.npy", record["features"])
         np.save(f"{target}_info.npy", {k: v for k, v in record.items() if k != "features"},
                 allow_pickle=True)
     (folder / "linked.npy").symlink_to(elsewhere / "evil.npy")
     (folder / "linked_info.npy").symlink_to(elsewhere / "evil_info.npy")
+    (folder / "beside.npy").symlink_to(beside / "evil.npy")
+    (folder / "beside_info.npy").symlink_to(beside / "evil_info.npy")
     assert load_npy(folder, "inside")["num_boxes"] == 2
-    for name in ("../elsewhere/evil", str(elsewhere / "evil"), "linked"):
+    for name in ("../elsewhere/evil", str(elsewhere / "evil"), "linked", "../features2/evil",
+                 "beside"):
         with pytest.raises(FormatError, match="stays inside"):
             load_npy(folder, name)
         with pytest.raises(FormatError, match="stays inside"):
