@@ -162,7 +162,7 @@ class UVLA(BaseModel):
     def build(self) -> None:
         attention = self.config.get("attention", "sdpa")
         if attention not in ATTENTION_IMPLEMENTATIONS:
-            raise ValueError(
+            raise UserConfigError(
                 f"model_config.{self.config_key}.attention must be one of "
                 f"{ATTENTION_IMPLEMENTATIONS}, "
                 f"got {attention!r}"
@@ -269,7 +269,7 @@ class UVLA(BaseModel):
     def _visual_lr_multiplier(self) -> float:
         value = float(self.config.get("visual_lr_multiplier", 1.0))
         if value <= 0:
-            raise ValueError(f"model_config.{self.config_key}.visual_lr_multiplier must be > 0, "
+            raise UserConfigError(f"model_config.{self.config_key}.visual_lr_multiplier must be > 0, "
                              f"got {value}")
         return value
 
@@ -289,7 +289,7 @@ class UVLA(BaseModel):
     def _required(self, key: str) -> Any:
         value = self.config.get(key, None)
         if value is None:
-            raise ValueError(f"model_config.{self.config_key}.{key} must be set")
+            raise UserConfigError(f"model_config.{self.config_key}.{key} must be set")
         return value
 
     def _load_bert(self, attention: str) -> BertForPreTraining:
@@ -298,7 +298,7 @@ class UVLA(BaseModel):
         if name is None:
             sizes = self.config.get("bert_config", None)
             if sizes is None:
-                raise ValueError(
+                raise UserConfigError(
                     f"model_config.{self.config_key}: bert_model_name is null, so bert_config "
                     "(vocab_size, hidden_size, num_hidden_layers, num_attention_heads, "
                     "intermediate_size) "
@@ -321,12 +321,12 @@ class UVLA(BaseModel):
         names = self.head_spec.heads
         unknown = [n for n in names if n not in PRETRAINING_HEADS + TASK_HEADS]
         if unknown:
-            raise ValueError(
+            raise UserConfigError(
                 f"model_config.{self.config_key}.heads: unknown {unknown}; expected names from "
                 f"{PRETRAINING_HEADS + TASK_HEADS}"
             )
         if sum(n in TASK_HEADS for n in names) > 1:
-            raise ValueError(
+            raise UserConfigError(
                 f"model_config.{self.config_key}.heads: at most one of {TASK_HEADS} "
                 "(each writes 'scores')"
             )
@@ -344,7 +344,7 @@ class UVLA(BaseModel):
         key = self.head_spec.num_labels_from
         value = registry.get(key, no_warning=True) if key else None
         if value is None:
-            raise ValueError(
+            raise UserConfigError(
                 f"model_config.{self.config_key}: set num_labels, or num_labels_from to a "
                 "registry key "
                 f"a dataset builder registers (got num_labels_from={key!r}, not registered)"
@@ -378,14 +378,14 @@ class UVLA(BaseModel):
                                 trust_hint=f"set {trust_key}=True (it may then run code)")
         wanted = {key: value for key, value in state.items() if key.startswith(PRETRAINED_PARTS)}
         if not wanted:
-            raise ValueError(
+            raise UserConfigError(
                 f"{path}: no {PRETRAINED_PARTS} weights; expected a checkpoint of the "
                 f"{self.config_key} model"
             )
         try:
             result = nn.Module.load_state_dict(self, wanted, strict=False)
         except RuntimeError as error:
-            raise ValueError(f"{path}: does not fit model_config.{self.config_key}: "
+            raise UserConfigError(f"{path}: does not fit model_config.{self.config_key}: "
                              f"{error}") from error
         missing = [key for key in result.missing_keys if key.startswith(PRETRAINED_PARTS)]
         self.pretrained_report = {
@@ -396,7 +396,7 @@ class UVLA(BaseModel):
             "not_copied": sorted(set(state) - set(wanted)),
         }
         if missing or result.unexpected_keys:
-            raise ValueError(
+            raise UserConfigError(
                 f"{path}: missing {missing} / unexpected {list(result.unexpected_keys)} "
                 "keys in the embeddings, encoder or pooler (different bert_layers or sizes?)"
             )

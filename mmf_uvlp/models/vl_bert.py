@@ -33,6 +33,7 @@ from mmf.common.registry import registry
 from torch import nn
 from transformers import BertForPreTraining
 
+from mmf_uvlp.errors import UserConfigError
 from mmf_uvlp.models.uvla import TASK_HEADS, UVLA
 from mmf_uvlp.modules.heads import Encoded
 from mmf_uvlp.modules.pooling import pool
@@ -69,10 +70,10 @@ class VLBERT(UVLA):
         allowed = VL_BERT_PRETRAINING_HEADS + TASK_HEADS
         unknown = [name for name in names if name not in allowed]
         if unknown:
-            raise ValueError(f"model_config.vl_bert.heads: unknown {unknown}; VL-BERT has "
+            raise UserConfigError(f"model_config.vl_bert.heads: unknown {unknown}; VL-BERT has "
                              f"{allowed}")
         if sum(name in TASK_HEADS for name in names) > 1:
-            raise ValueError(f"model_config.vl_bert.heads: at most one of {TASK_HEADS} "
+            raise UserConfigError(f"model_config.vl_bert.heads: at most one of {TASK_HEADS} "
                              "(each writes 'scores')")
         return names
 

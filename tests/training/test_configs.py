@@ -24,3 +24,17 @@ def test_training_config_runs_its_lr_schedule(path):
     assert config.scheduler.type, f"{path}: scheduler.type is missing"
     steps = config.scheduler.params._get_node("num_training_steps")._value()
     assert steps == "${training.max_updates}", f"{path}: the schedule must end at training.max_updates"
+
+
+@pytest.mark.parametrize("opt,message", [
+    ("model_config.uvla.attention=flash",
+     "model_config.uvla.attention must be one of ('sdpa', 'eager'), got 'flash'"),
+    ("model_config.uvla.visual_lr_multiplier=-1",
+     "model_config.uvla.visual_lr_multiplier must be > 0, got -1.0"),
+])
+def test_a_bad_model_config_value_ends_mmf_run_in_one_line(tiny_corpus, tmp_path, opt, message):
+    from helpers import pretrain
+
+    output = pretrain(tmp_path, tiny_corpus.parent, tmp_path / "save", opt, ok=False)
+    errors = [line for line in output.splitlines() if line.startswith("mmf_run: error:")]
+    assert errors == [f"mmf_run: error: {message}"] and "Traceback" not in output, output[-3000:]
