@@ -12,7 +12,7 @@ SEED ?= 0
 DATA ?= data
 WORLD ?= $(DATA)/toy_world_$(PRESET)
 
-.PHONY: setup wheelhouse gpu-carry test demo doctor toy-world corpus pretrain finetune report clean
+.PHONY: setup wheelhouse gpu-carry lint test demo doctor toy-world corpus pretrain finetune report clean
 
 # Installs (docs/install.md). TORCH: auto (a CUDA build when nvidia-smi lists a GPU, else
 # the CPU build), cuda, cpu, or system (keep the torch PYTHON has). WHEELHOUSE=dir: install
@@ -46,7 +46,12 @@ doctor: setup
 # tests/extraction then runs in EXTRACT_VENV, set up first where detectron2 can be installed
 # (DETECTRON2 set, or a wheel in ../shared/wheels/detectron2); elsewhere its tests skip.
 TEST_JOBS ?= 2
-test: setup
+LINTED = mmf_uvlp tests tools hatch_build.py
+# The lint gate (pyproject.toml's [tool.ruff]): imports and unused names.
+lint: setup
+	$(PY) -m ruff check $(LINTED)
+
+test: setup lint
 	$(PY) -m pytest -q -n $(TEST_JOBS) --dist loadfile tests
 	@if [ -n "$(DETECTRON2)" ] || [ -d ../shared/wheels/detectron2 ]; then \
 		$(EXTRACT_ENV) bash tools/setup_extract.sh && \

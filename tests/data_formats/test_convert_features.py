@@ -31,7 +31,6 @@ from mmf_uvlp.data_formats.convert import Sources, convert_features
 from mmf_uvlp.data_formats.mmf_features import LmdbFeatures, load_npy
 from mmf_uvlp.data_formats.nlvr2_files import convert_nlvr2
 
-from helpers import REPO
 from helpers.own_data import EXAMPLE, hand_written
 
 LABELMAP = str(EXAMPLE / "labelmap.json")

@@ -12,7 +12,6 @@ import time
 import numpy as np
 import pytest
 
-from helpers import REPO
 from helpers.extraction import FAST, NO_DETECTRON2, PHOTOS, extract_cli, write_photos
 
 pytest.importorskip("detectron2", reason=NO_DETECTRON2)

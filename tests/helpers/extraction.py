@@ -5,7 +5,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import REPO
 
 NO_DETECTRON2 = ("detectron2 is not installed in this environment (make setup EXTRACT=1 makes "
                  ".venv-extract; make test runs tests/extraction there)")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 
 import pytest
-import torch
 from omegaconf import OmegaConf
 from torch import nn
 

@@ -7,7 +7,6 @@ the same through a whole ``mmf_run`` of the ``uvlp`` trainer, where MMF's own
 import subprocess
 import sys
 import types
-from pathlib import Path
 from typing import Any, List
 
 import torch
