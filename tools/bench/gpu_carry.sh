@@ -56,6 +56,9 @@ check_size() {  # the folder and the working tree that travels with it, against 
     fi
 }
 if [ "$CHECK_ONLY" = 1 ]; then check_size; exit; fi
+case "$PY" in  # a path relative to the caller's folder holds after the steps that change it
+    */*) PY="$(cd "$(dirname "$PY")" && pwd)/$(basename "$PY")" ;;
+esac
 
 pin() {  # the version requirements.txt or requirements-build.txt pins for a name
     local line
