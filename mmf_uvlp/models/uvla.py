@@ -21,8 +21,10 @@ Reads top to bottom: inputs -> embeddings -> BERT encoder -> heads -> curriculum
 Batch fields read (B batch, L text length, R regions, D feature dim): ``input_ids``,
 ``input_mask``, ``segment_ids`` (B, L); optional ``text_boxes`` (B, L, 5) and
 ``text_is_tag`` (B, L) for tag tokens; ``region_features`` (B, R, D), ``region_boxes``
-(B, R, 5), ``region_mask`` (B, R) — or MMF's ``image_feature_0`` with ``image_info_0``
-(``max_features``, ``bbox`` pixels, ``image_width``, ``image_height``), and for pairs
+(B, R, 5), ``region_mask`` (B, R) — or MMF's ``image_feature_0`` with ``region_boxes``
+and ``region_mask`` or else ``image_info_0`` (``max_features``, ``bbox`` pixels on the host,
+``image_width``, ``image_height``: the batch's boxes are normalised on the host and copied
+to the device once), and for pairs
 (NLVR2) ``img0`` / ``img1`` each holding those. With ``text_only_batches: true`` a batch
 without any region field (U-VisualBERT's text batches) encodes its text alone (R = 0).
 A batch of the plugin's datasets (:mod:`mmf_uvlp.datasets.collate`) carries the region
@@ -48,7 +50,7 @@ from mmf_uvlp.datasets import resident_features
 from mmf_uvlp.datasets.collate import ragged, restore_region_copies
 from mmf_uvlp.losses.curriculum import CurriculumWeighting
 from mmf_uvlp.models.head_spec import head_spec
-from mmf_uvlp.utils.boxes import normalized_boxes
+from mmf_uvlp.utils.boxes import batch_normalized_boxes
 from mmf_uvlp.modules.embeddings import BOX_DIM, UVLAEmbeddings
 from mmf_uvlp.modules.heads import (
     Encoded,
@@ -468,7 +470,10 @@ class UVLA(BaseModel):
                 mask = torch.ones(features.shape[:2], dtype=torch.long, device=features.device)
         elif source.get("image_feature_0") is not None:
             features = source["image_feature_0"]
-            boxes, mask = self._boxes_from_image_info(source.get("image_info_0"), features, prefix)
+            boxes, mask = source.get("region_boxes"), source.get("region_mask")
+            if boxes is None or mask is None:  # RefCOCO+'s dataset brings both
+                boxes, mask = self._boxes_from_image_info(source.get("image_info_0"), features,
+                                                          prefix)
         elif self.text_only_batches:
             batch = input_ids.size(0)
             features = input_ids.new_zeros((batch, 0, self.feature_dim), dtype=torch.float)
@@ -504,11 +509,12 @@ class UVLA(BaseModel):
                 "'image_height' "
                 "(the feature files' info; set return_features_info: true in the dataset config)"
             )
-        boxes = torch.zeros(batch, regions, BOX_DIM, device=device)
-        widths, heights = info["image_width"], info["image_height"]
-        for i in range(batch):
-            pixel = torch.as_tensor(info["bbox"][i], dtype=torch.float32, device=device)[:regions]
-            boxes[i, : pixel.size(0)] = normalized_boxes(pixel, float(widths[i]), float(heights[i]))
+        boxes = batch_normalized_boxes(info["bbox"], info["image_width"], info["image_height"],
+                                       regions)  # on the host, then one copy
+        if boxes.size(0) != batch:
+            raise ValueError(f"{self.config_key}: '{prefix}image_info_0' has the boxes of "
+                             f"{boxes.size(0)} images, the batch {batch}")
+        boxes = boxes.to(device, non_blocking=True)
         counts = info.get("max_features")
         if counts is None:
             mask = torch.ones(batch, regions, dtype=torch.long, device=device)

@@ -3,8 +3,9 @@ grounding, and the 5-d box of the μ-VLA visual and tag embeddings."""
 
 from __future__ import annotations
 
-from typing import Union
+from typing import Any, Sequence, Union
 
+import numpy as np
 import torch
 
 # A proposal grounds an expression when its IoU with the gold box reaches this (RefCOCO+).
@@ -50,6 +51,41 @@ def normalized_boxes(boxes: torch.Tensor, width: Size, height: Size) -> torch.Te
         raise ValueError(
             f"image width and height must be positive, got {width.tolist()}, {height.tolist()}"
         )
+    return _normalized(boxes, width, height)
+
+
+def batch_normalized_boxes(bboxes: Sequence[Any], widths: Sequence[Size],
+                           heights: Sequence[Size], regions: int) -> torch.Tensor:
+    """The 5-d boxes of a batch (B, ``regions``, 5) on the host, computed in one pass.
+
+    ``bboxes[i]``: image i's pixel boxes (n_i, 4) (an array, a list or a host tensor, as MMF's
+    feature readers collate them); rows past ``regions`` are left out and missing rows are
+    zero. ``widths`` / ``heights``: the images' sizes (B,). Host data only: the batch's boxes
+    go to the device in one copy, and nothing waits for the device.
+    """
+    sizes = np.stack([_host(widths), _host(heights)], axis=1)  # (B, 2)
+    if sizes.shape[0] != len(bboxes):
+        raise ValueError(f"{len(bboxes)} images' boxes but {sizes.shape[0]} image sizes")
+    if (sizes <= 0).any():
+        raise ValueError(f"image width and height must be positive, got "
+                         f"{sizes[:, 0].tolist()}, {sizes[:, 1].tolist()}")
+    pixels = np.zeros((len(bboxes), regions, 4), dtype=np.float32)
+    for index, image in enumerate(bboxes):
+        image = _host(image).reshape(-1, 4)[:regions]
+        pixels[index, :len(image)] = image
+    sizes_t = torch.from_numpy(sizes)
+    return _normalized(torch.from_numpy(pixels), sizes_t[:, :1], sizes_t[:, 1:])
+
+
+def _host(values: Any) -> np.ndarray:
+    """``values`` as a float32 array (a device tensor is copied to the host)."""
+    if torch.is_tensor(values):
+        values = values.detach().cpu().numpy()
+    return np.asarray(values, dtype=np.float32)
+
+
+def _normalized(boxes: torch.Tensor, width: torch.Tensor, height: torch.Tensor) -> torch.Tensor:
+    """:func:`normalized_boxes` of float boxes, sizes known positive."""
     x1 = (boxes[..., 0] / width).clamp(0, 1)
     y1 = (boxes[..., 1] / height).clamp(0, 1)
     x2 = (boxes[..., 2] / width).clamp(0, 1)

@@ -1,10 +1,11 @@
 """A uvla step on the plugin's batches makes no host sync (forward, losses, curriculum and
 the non-finite flag), nor does the ``uvlp`` trainer's step around it (batch preparation,
-forward, non-finite check, backward, optimizer); the check that proves it fails on a step
-that syncs."""
+forward, non-finite check, backward, optimizer), in pre-training and in a fine-tuning step of
+each task on MMF's own datasets; the check that proves it fails on a step that syncs."""
 
 import types
 
+import numpy as np
 import pytest
 import torch
 from omegaconf import OmegaConf
@@ -18,6 +19,7 @@ from mmf_uvlp.trainers.behaviour import flush_non_finite_check
 from mmf_uvlp.trainers.rc10_trainer import UVLPTrainer
 from mmf_uvlp.training.mixed_precision import FLOAT32
 
+from helpers import REPO
 from helpers.collated import both_batches, processors, registry_state, tiny_model  # noqa: F401
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -80,6 +82,46 @@ def test_the_uvlp_trainers_step_makes_no_host_sync(processors):  # noqa: F811
     assert any(not torch.equal(old, new.detach())
                for old, new in zip(before, trainer.model.parameters()))
     flush_non_finite_check(trainer)  # as before a checkpoint: finite, nothing raised
+
+
+FINE_TUNING = ("vqa2", "nlvr2", "visual_entailment", "refcoco_plus")
+
+
+def _fine_tuning(task: str, world, tmp_path):
+    """A training batch of ``task`` as MMF's own dataset and ``DatasetLoader`` prepare it on
+    the tiny world, on the device, and uvla built for it as MMF's trainer builds it."""
+    from mmf.utils.build import build_model
+
+    from mmf_uvlp.trainers.train_loaders import seeded_loaders
+
+    zoo = tmp_path / "no_dataset_zoo.yaml"
+    zoo.write_text("{}")
+    loaders = seeded_loaders([f"config={REPO / 'projects/uvla/finetune' / task}.yaml",
+                              f"env.data_dir={world}", f"env.dataset_zoo={zoo}",
+                              "model_config.uvla.feature_dim=64", "training.batch_size=4",
+                              "model_config.uvla.pretrained_checkpoint=None"])
+    batch = loaders.prepare_batch(next(iter(loaders.train_loader)))
+    attributes = loaders.config.model_config.uvla
+    attributes.model = "uvla"
+    return _on_device(batch), build_model(attributes).to(DEVICE).train()
+
+
+@pytest.mark.parametrize("task", FINE_TUNING)
+def test_a_fine_tuning_step_of_each_task_makes_no_host_sync(task, tiny_world, mmf_registry,
+                                                            tmp_path):
+    mmf_registry.unregister("config")  # MMF's configuration reads the run's own
+    batch, model = _fine_tuning(task, tiny_world, tmp_path)
+    images = [batch] if "img0" not in batch else [batch.img0, batch.img1]
+    assert all(isinstance(image.image_info_0.bbox[0], np.ndarray) for image in images)  # MMF's
+    trainer = _trainer(model)
+    before = [weight.detach().clone() for weight in trainer.model.parameters()]
+    with no_host_sync(DEVICE):
+        _trainer_step(trainer, batch)
+        _trainer_step(trainer, batch)
+    assert trainer.num_updates == 6
+    assert any(not torch.equal(old, new.detach())
+               for old, new in zip(before, trainer.model.parameters()))
+    flush_non_finite_check(trainer)
 
 
 @pytest.mark.parametrize("call", [lambda t: t.sum().item(), lambda t: t.tolist(),

@@ -279,6 +279,33 @@ def test_task_heads_on_mmf_dataset_fields():
     assert scores.shape == (2, 4) and scores[0, 3].item() == -1e4 and scores[1, 3].item() > -1e4
 
 
+def test_mmf_s_pixel_boxes_are_normalised_per_batch_as_by_hand():
+    model = _model(losses=[], curriculum={"enabled": False}, heads=["pooled_classifier"],
+                   num_labels=3)
+    fields = _mmf_batch()
+    fields["image_info_0"]["bbox"][1][0] = [-3.0, 5.0, 130.0, 40.0]  # a pixel outside: clamped
+    inputs = model._inputs(SampleList(fields))
+    info = fields["image_info_0"]
+    for image, pixels in enumerate(info["bbox"]):
+        width, height = info["image_width"][image], info["image_height"][image]
+        for row in range(4):
+            if row >= len(pixels):
+                assert inputs.region_boxes[image, row].tolist() == [0.0] * 5
+                continue
+            x1, y1, x2, y2 = (min(max(float(value) / size, 0.0), 1.0) for value, size in
+                              zip(pixels[row], (width, height, width, height)))
+            expected = [x1, y1, x2, y2, max(x2 - x1, 0.0) * max(y2 - y1, 0.0)]
+            assert inputs.region_boxes[image, row].tolist() == pytest.approx(expected, abs=1e-6)
+    assert inputs.region_mask.tolist() == [[1, 1, 1, 0], [1, 1, 1, 1]]
+    given = dict(fields, region_boxes=torch.rand(2, 4, 5), region_mask=torch.ones(2, 4).long())
+    inputs = model._inputs(SampleList(given))  # a dataset's own boxes (RefCOCO+'s) are used
+    assert torch.equal(inputs.region_boxes, given["region_boxes"])
+    bad = _mmf_batch()
+    bad["image_info_0"]["image_width"] = [100, 0]
+    with pytest.raises(ValueError, match="width and height must be positive"):
+        model._inputs(SampleList(bad))
+
+
 def test_mean_pooling_reads_the_mean_of_the_unpadded_tokens():
     no_curriculum = {"losses": [], "curriculum": {"enabled": False}, "heads": ["pooled_classifier"],
                      "num_labels": 3}
