@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
@@ -70,6 +70,7 @@ class Detections:
     scores: np.ndarray  # (N,) float32
     attributes: List[List[int]]  # 0-based attribute ids per region (empty without a head)
     attr_scores: List[List[float]]
+    extra: Dict[str, np.ndarray] = field(default_factory=dict)  # what MMF's scripts also write
 
 
 def read_names(path: str, what: str) -> List[str]:
