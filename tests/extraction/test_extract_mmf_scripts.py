@@ -31,7 +31,9 @@ def _read(folder, key):
 
 def test_vinvl_files_are_the_box_features_and_six_box_values(tmp_path):
     extra = {"scores_all": np.ones((2, 6), np.float32),
-             "boxes_all": np.ones((2, 6, 4), np.float32), "attr_labels": np.ones((2, 16), np.int64), "attr_scores": np.ones((2, 16), np.float32)}
+             "boxes_all": np.ones((2, 6, 4), np.float32),
+             "attr_labels": np.ones((2, 16), np.int64),
+             "attr_scores": np.ones((2, 16), np.float32)}
     det = _detections(extra=extra)
     ScriptOutput(str(tmp_path), "vinvl").write("photo", det, width=200, height=100)
     features, info = _read(tmp_path, "photo")

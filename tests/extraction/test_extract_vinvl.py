@@ -85,8 +85,9 @@ def _bottleneck(x, prefix, state, stride):
 
 @pytest.fixture(scope="module")
 def x152_state():
-    return {k: v.double() for k, v in random_state("vinvl_vg_x152c4", seed=1,
-                                                    prefix=("backbone.body.layer1.", "backbone.body.layer2.0.")).items()}
+    layers = ("backbone.body.layer1.", "backbone.body.layer2.0.")
+    state = random_state("vinvl_vg_x152c4", seed=1, prefix=layers)
+    return {k: v.double() for k, v in state.items()}
 
 
 @pytest.mark.parametrize("layer, stage, stride, channels", [
