@@ -7,7 +7,7 @@ layers, ``fc6`` and ``fc7`` (each followed by a ReLU), over a 7 x 7 legacy ``ROI
 (sampling ratio 2) of each proposal. Its maskrcnn-benchmark weights
 :func:`mmf_uvlp.extraction.maskrcnn_benchmark.convert` renames (``fc6`` -> ``box_head.fc1``,
 ``fc7`` -> ``box_head.fc2``). MMF's features are ``fc6``'s output (``--feature_name fc6``);
-:func:`box_features` gives either layer's.
+:func:`box_features` gives either layer's; :func:`select_boxes` is the script's box selection.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from detectron2.layers import ShapeSpec
 from detectron2.modeling import ROI_HEADS_REGISTRY
 from detectron2.modeling.roi_heads import StandardROIHeads
 from detectron2.structures import Boxes
+from torchvision.ops import nms
 
 from mmf_uvlp.extraction.maskrcnn_benchmark import regression_with_background
 
@@ -86,3 +87,24 @@ def vmb_config(cfg: CfgNode) -> CfgNode:
     cfg.INPUT.MIN_SIZE_TEST = 800
     cfg.INPUT.MAX_SIZE_TEST = 1333
     return cfg
+
+
+def select_boxes(probs: torch.Tensor, boxes: torch.Tensor, conf_thresh: float = 0.0,
+                 max_boxes: int = 100, nms_iou: float = 0.5
+                 ) -> Tuple[torch.Tensor, torch.Tensor]:
+    """``extract_features_vmb.py``'s selection: (indices of the kept proposals, their best
+    class score surviving NMS, 0 where none is above ``conf_thresh``), by descending score.
+
+    ``probs`` (N, C): the foreground classes' probabilities; ``boxes`` (N, 4): the proposals
+    in the image's pixels. Per class, NMS at ``nms_iou`` over every proposal (maskrcnn-benchmark's
+    IoU, ``x2 - x1 + 1`` wide); each proposal keeps its best surviving score above
+    ``conf_thresh``; the ``max_boxes`` best are kept, whatever their score."""
+    legacy = boxes.float().clone()
+    legacy[:, 2:] += 1
+    best = torch.zeros(len(probs))
+    for column in probs.float().T:
+        keep = nms(legacy, column, nms_iou)
+        better = (column[keep] > best[keep]) & (column[keep] > conf_thresh)
+        best[keep] = torch.where(better, column[keep], best[keep])
+    order = torch.argsort(best, descending=True, stable=True)[:max_boxes]
+    return order, best[order]

@@ -227,3 +227,24 @@ def test_vinvl_boxes_are_the_best_class_surviving_nms_by_score():
     # have IoU 110 / 121 = 0.909 (0.9 without the +1): at 0.905 one is suppressed
     idx, _, _ = vinvl.select_boxes(probs[:2, :1], regressed[:2, :1], 0.0, 1, 10, nms_iou=0.905)
     assert idx.tolist() == [0]
+
+
+def test_vmb_boxes_are_the_best_surviving_scores_and_always_max_boxes():
+    boxes = torch.tensor([[0.0, 0.0, 10.0, 10.0], [0.0, 0.0, 10.0, 9.0],
+                          [50.0, 50.0, 60.0, 60.0], [80.0, 0.0, 99.0, 9.0]])
+    probs = torch.tensor([[0.50, 0.25],   # suppressed by proposal 1 in class 0 only
+                          [0.60, 0.20],
+                          [0.05, 0.15],
+                          [0.01, 0.02]])
+    idx, best = vmb.select_boxes(probs, boxes, conf_thresh=0.0, max_boxes=3)
+    assert idx.tolist() == [1, 0, 2]  # by best surviving score: 0.6, 0.25 (class 1), 0.15
+    assert np.allclose(best.tolist(), [0.60, 0.25, 0.15])
+    # above a threshold only: proposal 3 keeps 0 and still comes, last, when asked for
+    idx, best = vmb.select_boxes(probs, boxes, conf_thresh=0.03, max_boxes=4)
+    assert idx.tolist() == [1, 0, 2, 3] and best[-1] == 0
+    # strictly above: a score equal to the threshold counts as none
+    idx, best = vmb.select_boxes(probs, boxes, conf_thresh=0.25, max_boxes=4)
+    assert best.tolist() == [pytest.approx(0.6), 0, 0, 0]
+    # the +1 IoU: 110 / 121 = 0.909; at 0.905 proposal 0 is suppressed, as in the script
+    idx, best = vmb.select_boxes(probs[:2, :1], boxes[:2], 0.0, 2, nms_iou=0.905)
+    assert idx.tolist() == [1, 0] and best.tolist()[1] == 0
