@@ -1,17 +1,19 @@
 """The Visual Genome bottom-up-attention Faster R-CNN, as layers in detectron2's registries.
 
 The detector of Anderson et al.'s bottom-up attention (a Caffe ResNet-101 C4 Faster R-CNN
-trained on Visual Genome: 1,600 object classes and 400 attributes), in the layout of its public
-detectron2 weights (``faster_rcnn_from_caffe_attr.pkl``), which ``DetectionCheckpointer``
-loads:
+trained on Visual Genome: 1,600 object classes and 400 attributes), under the names of its
+public detectron2 weights (py-bottom-up-attention's ``faster_rcnn_from_caffe_attr.pkl``, and
+``faster_rcnn_from_caffe.pkl`` without the attribute head), so that they load as they are:
 
 - ``build_caffe_resnet_backbone`` (``BACKBONE_REGISTRY``): detectron2's ResNet with Caffe's
   stem, whose max-pool has no padding and rounds up (``ceil_mode``);
 - ``BottomUpRes5ROIHeads`` (``ROI_HEADS_REGISTRY``): res5 on each RoI-pooled (``ROIPool``,
   14 x 14) proposal, with stride 1 and dilation 2 in res5 as in Caffe, so the pooled feature is
-  the mean of a 14 x 14 map (2048-d); and the attribute head ``attribute_predictor``: the
-  feature and an embedding of the predicted class through ``fc`` (Linear, ReLU) to
-  ``attr_score`` (400 attributes + "no attribute" in column 0).
+  the mean of a 14 x 14 map (2048-d);
+- ``AttributeOutputLayers``: the box predictor with the attribute head in it
+  (``roi_heads.box_predictor.{cls_embedding,fc_attr,attr_score}``): the feature and an
+  embedding of the best class logit through ``fc_attr`` (Linear, ReLU) to ``attr_score``
+  (400 attributes, then "no attribute" as the last row).
 
 :func:`bottom_up_config` is the whole recipe's config (BGR input, Caffe's pixel means, 600 /
 1000 px test sizes, a 512-channel RPN, anchors 64-512).
@@ -29,7 +31,7 @@ from detectron2.modeling import BACKBONE_REGISTRY, ROI_HEADS_REGISTRY
 from detectron2.modeling.backbone.resnet import (
     BasicStem, BottleneckBlock, ResNet, build_resnet_backbone,
 )
-from detectron2.modeling.roi_heads import Res5ROIHeads
+from detectron2.modeling.roi_heads import FastRCNNOutputLayers, Res5ROIHeads
 from torch import nn
 
 NUM_CLASSES = 1600
@@ -57,36 +59,54 @@ def build_caffe_resnet_backbone(cfg: CfgNode, input_shape: ShapeSpec) -> ResNet:
     return backbone
 
 
-class AttributePredictor(nn.Module):
-    """Attribute scores from a region feature and its predicted class."""
+class AttributeOutputLayers(FastRCNNOutputLayers):
+    """detectron2's box predictor with the bottom-up attribute head, under the public file's
+    names: ``cls_embedding`` (an embedding of the best of the 1,601 class logits,
+    background included, as the public code indexes it), ``fc_attr`` (Linear, ReLU) and
+    ``attr_score`` (400 attributes, then "no attribute" as the LAST row)."""
 
-    def __init__(self, input_dim: int, num_classes: int, num_attributes: int,
-                 embed_dim: int, fc_dim: int):
-        super().__init__()
-        self.obj_embed = nn.Embedding(num_classes + 1, embed_dim)
-        self.fc = nn.Sequential(nn.Linear(input_dim + embed_dim, fc_dim), nn.ReLU())
+    @configurable
+    def __init__(self, *, num_attributes: int, embed_dim: int, fc_dim: int, **kwargs):
+        super().__init__(**kwargs)
+        input_dim = self.cls_score.in_features
+        self.num_attributes = num_attributes
+        self.cls_embedding = nn.Embedding(self.num_classes + 1, embed_dim)
+        self.fc_attr = nn.Linear(input_dim + embed_dim, fc_dim)
         self.attr_score = nn.Linear(fc_dim, num_attributes + 1)
 
-    def forward(self, features: torch.Tensor, classes: torch.Tensor) -> torch.Tensor:
-        return self.attr_score(self.fc(torch.cat([features, self.obj_embed(classes)], dim=1)))
+    @classmethod
+    def from_config(cls, cfg: CfgNode, input_shape: ShapeSpec):
+        attr = cfg.MODEL.ROI_ATTRIBUTE_HEAD
+        return {**super().from_config(cfg, input_shape), "num_attributes": attr.NUM_ATTRIBUTES,
+                "embed_dim": attr.OBJ_EMBED_DIM, "fc_dim": attr.FC_DIM}
+
+    def attribute_logits(self, features: torch.Tensor, class_logits: torch.Tensor
+                         ) -> torch.Tensor:
+        """(N, 401) attribute logits of (N, D) region features and their (N, C + 1) class
+        logits; the last column is "no attribute"."""
+        embedded = self.cls_embedding(class_logits.argmax(dim=1))
+        return self.attr_score(F.relu(self.fc_attr(torch.cat([features, embedded], dim=1))))
+
+    def attribute_probs(self, features: torch.Tensor, class_logits: torch.Tensor
+                        ) -> torch.Tensor:
+        """(N, 400) probabilities of the named attributes: a softmax over the logits without
+        the "no attribute" column (py-bottom-up-attention's and MMF's frcnn port's)."""
+        return torch.softmax(self.attribute_logits(features, class_logits)[:, :-1].float(),
+                             dim=-1)
 
 
 @ROI_HEADS_REGISTRY.register()
 class BottomUpRes5ROIHeads(Res5ROIHeads):
-    """Res5 RoI heads with Caffe's stride-1, dilation-2 res5 and the attribute head."""
-
-    @configurable
-    def __init__(self, *, attribute_predictor: AttributePredictor, **kwargs):
-        super().__init__(**kwargs)
-        self.attribute_predictor = attribute_predictor
+    """Res5 RoI heads with Caffe's stride-1, dilation-2 res5 and, when
+    ``MODEL.ROI_ATTRIBUTE_HEAD.NUM_ATTRIBUTES`` > 0, the attribute head."""
 
     @classmethod
     def from_config(cls, cfg: CfgNode, input_shape: Dict[str, ShapeSpec]):
         ret = super().from_config(cfg, input_shape)
-        attr = cfg.MODEL.ROI_ATTRIBUTE_HEAD
-        ret["attribute_predictor"] = AttributePredictor(
-            cfg.MODEL.RESNETS.RES2_OUT_CHANNELS * 8, cfg.MODEL.ROI_HEADS.NUM_CLASSES,
-            attr.NUM_ATTRIBUTES, attr.OBJ_EMBED_DIM, attr.FC_DIM)
+        if cfg.MODEL.ROI_ATTRIBUTE_HEAD.NUM_ATTRIBUTES > 0:
+            channels = cfg.MODEL.RESNETS.RES2_OUT_CHANNELS * 8
+            ret["box_predictor"] = AttributeOutputLayers(
+                cfg, ShapeSpec(channels=channels, height=1, width=1))
         return ret
 
     @classmethod
@@ -109,9 +129,12 @@ def add_attribute_config(cfg: CfgNode) -> None:
                                                 "OBJ_EMBED_DIM": 256, "FC_DIM": 512})
 
 
-def bottom_up_config(cfg: CfgNode) -> CfgNode:
-    """``cfg`` (detectron2's R101-C4 Faster R-CNN) turned into the bottom-up recipe."""
+def bottom_up_config(cfg: CfgNode, attributes: bool = True) -> CfgNode:
+    """``cfg`` (detectron2's R101-C4 Faster R-CNN) turned into the bottom-up detector, with
+    its attribute head (``faster_rcnn_from_caffe_attr.pkl``) or without
+    (``faster_rcnn_from_caffe.pkl``)."""
     add_attribute_config(cfg)
+    cfg.MODEL.ROI_ATTRIBUTE_HEAD.NUM_ATTRIBUTES = NUM_ATTRIBUTES if attributes else 0
     cfg.MODEL.BACKBONE.NAME = "build_caffe_resnet_backbone"
     cfg.MODEL.RESNETS.DEPTH = 101
     cfg.MODEL.RESNETS.STRIDE_IN_1X1 = True

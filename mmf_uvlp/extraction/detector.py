@@ -29,12 +29,11 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import asdict, dataclass, field
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 from detectron2 import model_zoo
-from detectron2.checkpoint import DetectionCheckpointer
 from detectron2.config import CfgNode, get_cfg
 from detectron2.data import MetadataCatalog
 from detectron2.data import transforms as T
@@ -42,22 +41,54 @@ from detectron2.modeling import build_model
 from detectron2.modeling.backbone.resnet import BottleneckBlock
 from detectron2.modeling.roi_heads import Res5ROIHeads, StandardROIHeads
 from detectron2.structures import Boxes
-from torchvision.ops import batched_nms
 
 from mmf_uvlp.extraction import bottom_up
-from mmf_uvlp.extraction.selection import Selection
+from mmf_uvlp.extraction.arch_yaml import merge_yaml
+from mmf_uvlp.extraction.checkpoints import LoadReport, load_weights
+from mmf_uvlp.extraction.selection import Selection, select_max_class, select_per_class
 
 logger = logging.getLogger(__name__)
 
 ZOO = "COCO-Detection/faster_rcnn_{}_3x.yaml"
-ARCHITECTURES = {
-    "R50-C4": ZOO.format("R_50_C4"),
-    "R101-C4": ZOO.format("R_101_C4"),
-    "R50-FPN": ZOO.format("R_50_FPN"),
-    "R101-FPN": ZOO.format("R_101_FPN"),
-    "X101-FPN": ZOO.format("X_101_32x8d_FPN"),
-    "VG-R101-C4-attr": "bottom-up attention (Visual Genome, 1600 classes, 400 attributes)",
-}
+# name -> (what it is, fn(cfg) that makes detectron2's default config that architecture)
+ARCHITECTURES: Dict[str, Tuple[str, Callable[[CfgNode], None]]] = {}
+
+
+def register_architecture(name: str, description: str) -> Callable:
+    """Register ``fn(cfg)``, which turns detectron2's default config into ``name``."""
+
+    def wrap(fn: Callable[[CfgNode], None]) -> Callable[[CfgNode], None]:
+        if name in ARCHITECTURES:
+            raise ValueError(f"architecture {name!r} is registered twice")
+        ARCHITECTURES[name] = (description, fn)
+        return fn
+
+    return wrap
+
+
+def _zoo(config: str) -> Callable[[CfgNode], None]:
+    return lambda cfg: cfg.merge_from_file(model_zoo.get_config_file(config))
+
+
+for _name, _zoo_name in (("R50-C4", "R_50_C4"), ("R101-C4", "R_101_C4"),
+                         ("R50-FPN", "R_50_FPN"), ("R101-FPN", "R_101_FPN"),
+                         ("X101-FPN", "X_101_32x8d_FPN")):
+    register_architecture(_name, f"detectron2 model zoo {ZOO.format(_zoo_name)} (COCO)")(
+        _zoo(ZOO.format(_zoo_name)))
+
+
+@register_architecture("VG-R101-C4-attr", "bottom-up attention (Visual Genome, 1,600 classes, "
+                       "400 attributes): faster_rcnn_from_caffe_attr.pkl")
+def _bottom_up_attr(cfg: CfgNode) -> None:
+    _zoo(ZOO.format("R_101_C4"))(cfg)
+    bottom_up.bottom_up_config(cfg, attributes=True)
+
+
+@register_architecture("VG-R101-C4", "bottom-up attention without its attribute head "
+                       "(Visual Genome, 1,600 classes): faster_rcnn_from_caffe.pkl")
+def _bottom_up(cfg: CfgNode) -> None:
+    _zoo(ZOO.format("R_101_C4"))(cfg)
+    bottom_up.bottom_up_config(cfg, attributes=False)
 
 
 @dataclass
@@ -83,17 +114,17 @@ def read_names(path: str, what: str) -> List[str]:
     return names
 
 
-def build_config(arch: str, selection: Selection, opts: Sequence[str] = ()) -> CfgNode:
-    """The detectron2 config of ``arch`` with the selection's proposal count and ``opts``."""
+def build_config(arch: str, selection: Selection, opts: Sequence[str] = (),
+                 trust_arch: bool = False) -> CfgNode:
+    """The detectron2 config of ``arch`` (a registered name, or a yaml file: read as plain
+    data, see :func:`mmf_uvlp.extraction.arch_yaml.merge_yaml`) with the selection's
+    proposal count and ``opts``."""
     cfg = get_cfg()
     bottom_up.add_attribute_config(cfg)
-    if arch == "VG-R101-C4-attr":
-        cfg.merge_from_file(model_zoo.get_config_file(ARCHITECTURES["R101-C4"]))
-        bottom_up.bottom_up_config(cfg)
-    elif arch in ARCHITECTURES:
-        cfg.merge_from_file(model_zoo.get_config_file(ARCHITECTURES[arch]))
+    if arch in ARCHITECTURES:
+        ARCHITECTURES[arch][1](cfg)
     elif os.path.isfile(arch):
-        cfg.merge_from_file(arch)
+        merge_yaml(cfg, arch, trust_arch)
     else:
         raise ValueError(f"--arch {arch!r}: expected one of {', '.join(ARCHITECTURES)} or a "
                          "detectron2 yaml file")
@@ -115,27 +146,32 @@ class Detector:
 
     def __init__(self, cfg: CfgNode, weights: Optional[str], selection: Selection,
                  device: str = "cpu", random_seed: Optional[int] = None,
-                 precision: str = "fp32"):
+                 precision: str = "fp32", layout: str = "detectron2",
+                 allow_partial: bool = False, state: Optional[Dict[str, torch.Tensor]] = None):
         self.cfg = cfg.clone()
         self.cfg.MODEL.DEVICE = device
         self.selection = selection.validate()
-        if weights is None and random_seed is None:
-            raise ValueError("--weights: give the detector's weights (a .pkl or .pth file)")
+        if (weights is None) == (random_seed is None):
+            raise ValueError("--weights: give the detector's weights (a .pkl or .pth file), "
+                             "or --random-weights SEED (tests, benchmarks)")
         if random_seed is not None:
             torch.manual_seed(random_seed)
         self.model = build_model(self.cfg).eval()
         if weights is None:
             _zero_init_residuals(self.model)
-        if weights is not None:
-            if "://" not in weights and not os.path.isfile(weights):
-                raise FileNotFoundError(f"--weights {weights}: no such file")
-            DetectionCheckpointer(self.model).load(weights)
+            self.weights = LoadReport(None, None, random_seed=random_seed,
+                                      tensors_in_detector=len(self.model.state_dict()))
+        else:
+            self.weights = load_weights(self.model, weights, layout, allow_partial, state)
         heads = self.model.roi_heads
         if not isinstance(heads, (Res5ROIHeads, StandardROIHeads)):
             raise ValueError(f"{type(heads).__name__}: expected C4 (Res5ROIHeads) or FPN "
                              "(StandardROIHeads) RoI heads")
         self.num_classes = self.cfg.MODEL.ROI_HEADS.NUM_CLASSES
-        self.attribute_head = getattr(heads, "attribute_predictor", None)
+        predictor = heads.box_predictor
+        self.attribute_head = predictor if hasattr(predictor, "attribute_probs") else None
+        self.num_attributes = (self.attribute_head.num_attributes
+                               if self.attribute_head is not None else 0)
         self.feature_dim = self._feature_dim()
         self.device = torch.device(device)
         self.precision = precision
@@ -161,8 +197,9 @@ class Detector:
         return {"meta_architecture": self.cfg.MODEL.META_ARCHITECTURE,
                 "feature": self.feature_kind, "feature_dim": self.feature_dim,
                 "num_classes": self.num_classes,
-                "num_attributes": (self.cfg.MODEL.ROI_ATTRIBUTE_HEAD.NUM_ATTRIBUTES
-                                   if self.attribute_head is not None else 0),
+                "num_attributes": self.num_attributes,
+                "weights": {k: v for k, v in self.weights.as_dict().items()
+                            if k in ("status", "layout", "random_seed")},
                 "selection": asdict(self.selection), "precision": self.precision,
                 "config": self.cfg.dump()}
 
@@ -200,18 +237,21 @@ class Detector:
             pooled = self._pooled(features, boxes)
         pooled = pooled.float()
         logits, deltas = model.roi_heads.box_predictor(pooled)
-        probs = torch.softmax(logits.float(), dim=-1)
+        logits = logits.float()
+        probs = torch.softmax(logits, dim=-1)
         # the selection runs on the CPU: its NMS loops over the classes
-        probs, deltas, pooled = probs.cpu(), deltas.cpu(), pooled.cpu()
+        logits, probs, deltas, pooled = logits.cpu(), probs.cpu(), deltas.cpu(), pooled.cpu()
         boxes = [b.to("cpu") for b in boxes]
         counts = [len(b) for b in boxes]
         out = []
-        for k, (image, probs_k, deltas_k, pooled_k, boxes_k) in enumerate(zip(
-                inputs, probs.split(counts), deltas.split(counts), pooled.split(counts), boxes)):
+        for k, (image, logits_k, probs_k, deltas_k, pooled_k, boxes_k) in enumerate(zip(
+                inputs, logits.split(counts), probs.split(counts), deltas.split(counts),
+                pooled.split(counts), boxes)):
             scale = (image["width"] / batch.image_sizes[k][1],
                      image["height"] / batch.image_sizes[k][0])
-            out.append(self._select(probs_k, deltas_k, pooled_k, boxes_k, batch.image_sizes[k],
-                                    scale, (image["height"], image["width"])))
+            out.append(self._select(logits_k, probs_k, deltas_k, pooled_k, boxes_k,
+                                    batch.image_sizes[k], scale,
+                                    (image["height"], image["width"])))
         return out
 
     def _pooled(self, features: Dict[str, torch.Tensor], boxes: List[Boxes]) -> torch.Tensor:
@@ -222,12 +262,12 @@ class Detector:
         x = heads.box_pooler([features[f] for f in heads.box_in_features], boxes)
         return heads.box_head(x)
 
-    def _select(self, probs, deltas, pooled, proposals: Boxes, size, scale, original
-                ) -> Detections:
+    def _select(self, logits, probs, deltas, pooled, proposals: Boxes, size, scale,
+                original) -> Detections:
         sel = self.selection
         n, c = probs.shape[0], self.num_classes
         fg = probs[:, :c]  # detectron2 puts the background last
-        if sel.boxes == "regressed":
+        if sel.boxes == "regressed" or sel.method == "max-class":
             regressed = self.model.roi_heads.box_predictor.box2box_transform.apply_deltas(
                 deltas, proposals.tensor).view(n, -1, 4)
             if regressed.shape[1] == 1:  # class-agnostic regression
@@ -235,31 +275,20 @@ class Detector:
             candidates = regressed[:, :c]
         else:
             candidates = proposals.tensor[:, None, :].expand(n, c, 4)
-        flat_scores = fg.reshape(-1)
-        classes = torch.arange(c).repeat(n)
-        keep = batched_nms(candidates.reshape(-1, 4).float(), flat_scores, classes, sel.nms_iou)
-        max_conf = torch.zeros(n)
-        np.maximum.at(max_conf.numpy(), (keep // c).numpy(), flat_scores[keep].numpy())
-        order = torch.argsort(max_conf, descending=True, stable=True)
-        chosen = torch.nonzero(max_conf >= sel.conf_thresh).flatten()
-        if len(chosen) < sel.min_boxes:
-            chosen = order[:sel.min_boxes]
-        elif len(chosen) > sel.max_boxes:
-            chosen = order[:sel.max_boxes]
-        scores, labels = fg[chosen].max(dim=1)
-        if sel.boxes == "regressed":
-            picked = candidates[chosen, labels]
+        if sel.method == "max-class":
+            chosen = select_max_class(fg, candidates, size, sel)
         else:
-            picked = proposals.tensor[chosen]
-        picked = Boxes(picked.clone())
+            chosen = select_per_class(fg, candidates, sel)
+        scores, labels = fg[chosen].max(dim=1)
+        picked = Boxes(candidates[chosen, labels].clone())
         picked.clip(size)
         picked.scale(*scale)
         picked.clip(original)
         attributes: List[List[int]] = [[] for _ in range(len(chosen))]
         attr_scores: List[List[float]] = [[] for _ in range(len(chosen))]
         if self.attribute_head is not None and len(chosen):
-            logits = self.attribute_head(pooled[chosen].to(self.device), labels.to(self.device))
-            attr = torch.softmax(logits.float().cpu(), dim=-1)[:, 1:]
+            attr = self.attribute_head.attribute_probs(
+                pooled[chosen].to(self.device), logits[chosen].to(self.device)).float().cpu()
             top = attr.topk(min(sel.max_attributes, attr.shape[1]), dim=1)
             for i, (values, ids) in enumerate(zip(top.values.tolist(), top.indices.tolist())):
                 for value, index in zip(values, ids):

@@ -220,7 +220,8 @@ def extract(images: str, out: str, detector, classes: Sequence[str],
         bar.close()
         for handle in handles.values():
             handle.close()
-    _write_tail(out, state, classes, attributes, detector.feature_dim)
+    _write_tail(out, state, classes, attributes, detector.feature_dim,
+                detector.weights.as_dict())
     state["complete"] = True
     atomic_write_json(state_path, state)
     summary = _summary(out, state, detector, resumed_at, time.time() - start, hi - lo)
@@ -247,8 +248,10 @@ def _counts(problems: Sequence[str]) -> Tuple[Dict[str, int], Dict[str, int]]:
     return dict(sorted(skipped.items())), dict(sorted(noted.items()))
 
 
-def _write_tail(out: str, state: Dict, classes, attributes, feature_dim: int) -> None:
-    """labelmap.json, problems.tsv and report.json of a finished run or merge."""
+def _write_tail(out: str, state: Dict, classes, attributes, feature_dim: int,
+                weights: Dict[str, object]) -> None:
+    """labelmap.json, problems.tsv and report.json of a finished run or merge; ``weights``:
+    how the detector's weights were loaded (``whole``, ``partial`` or ``random``)."""
     atomic_write_json(os.path.join(out, "labelmap.json"), labelmap(classes, attributes))
     with open(os.path.join(out, "problems.tsv"), "w", encoding="utf-8") as handle:
         handle.writelines(state["problems"])
@@ -256,7 +259,7 @@ def _write_tail(out: str, state: Dict, classes, attributes, feature_dim: int) ->
     atomic_write_json(os.path.join(out, "report.json"), {
         "images_written": state["written"], "regions": state["regions"],
         "feature_dim": feature_dim, "skipped": skipped, "converted": converted,
-        "num_classes": len(classes), "num_attributes": len(attributes)})
+        "num_classes": len(classes), "num_attributes": len(attributes), "weights": weights})
 
 
 def _summary(out, state, detector, resumed_at, seconds, listed) -> Summary:
@@ -288,6 +291,6 @@ def merge(shard_dirs: Sequence[str], out: str) -> Dict[str, object]:
     classes = [first["idx_to_label"][str(i + 1)] for i in range(len(first["idx_to_label"]))]
     attributes = [first["idx_to_attribute"][str(i + 1)]
                   for i in range(len(first["idx_to_attribute"]))]
-    _write_tail(out, merged, classes, attributes, report["feature_dim"])
+    _write_tail(out, merged, classes, attributes, report["feature_dim"], report["weights"])
     return read_json(os.path.join(out, "report.json"))
 

@@ -1,5 +1,6 @@
 """The Visual Genome bottom-up-attention detector in detectron2's registries: the public
-weights' key names and shapes, loading them, and its layers against hand-written references."""
+files' key names and shapes (their manifests), loading them, and its layers against
+hand-written references."""
 
 import math
 import pickle
@@ -13,56 +14,14 @@ pytest.importorskip("detectron2", reason=NO_DETECTRON2)
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from detectron2.checkpoint import DetectionCheckpointer  # noqa: E402
 from detectron2.modeling import build_model  # noqa: E402
+from helpers.checkpoints import (  # noqa: E402
+    ANCHORS, BOTTOM_UP, BOTTOM_UP_ATTR, cell_anchors, manifest, public_checkpoint,
+)
 
+from mmf_uvlp.extraction.checkpoints import load_weights  # noqa: E402
 from mmf_uvlp.extraction.detector import build_config  # noqa: E402
 from mmf_uvlp.extraction.selection import Selection  # noqa: E402
-
-
-def _norm(prefix, channels):
-    return {f"{prefix}.norm.{k}": (channels,)
-            for k in ("weight", "bias", "running_mean", "running_var")}
-
-
-def _block(prefix, cin, mid, cout, shortcut):
-    keys = {f"{prefix}.conv1.weight": (mid, cin, 1, 1), f"{prefix}.conv2.weight": (mid, mid, 3, 3),
-            f"{prefix}.conv3.weight": (cout, mid, 1, 1)}
-    for conv, ch in (("conv1", mid), ("conv2", mid), ("conv3", cout)):
-        keys.update(_norm(f"{prefix}.{conv}", ch))
-    if shortcut:
-        keys[f"{prefix}.shortcut.weight"] = (cout, cin, 1, 1)
-        keys.update(_norm(f"{prefix}.shortcut", cout))
-    return keys
-
-
-def public_layout():
-    """The names and shapes of faster_rcnn_from_caffe_attr.pkl's tensors, written out."""
-    keys = {"backbone.stem.conv1.weight": (64, 3, 7, 7), **_norm("backbone.stem.conv1", 64)}
-    cin = 64
-    for stage, (blocks, mid, cout) in {"res2": (3, 64, 256), "res3": (4, 128, 512),
-                                       "res4": (23, 256, 1024)}.items():
-        for i in range(blocks):
-            keys.update(_block(f"backbone.{stage}.{i}", cin, mid, cout, i == 0))
-            cin = cout
-    for i in range(3):
-        keys.update(_block(f"roi_heads.res5.{i}", 1024 if i == 0 else 2048, 512, 2048, i == 0))
-    rpn = "proposal_generator.rpn_head"
-    keys.update({f"{rpn}.conv.weight": (512, 1024, 3, 3), f"{rpn}.conv.bias": (512,),
-                 f"{rpn}.objectness_logits.weight": (12, 512, 1, 1),
-                 f"{rpn}.objectness_logits.bias": (12,),
-                 f"{rpn}.anchor_deltas.weight": (48, 512, 1, 1),
-                 f"{rpn}.anchor_deltas.bias": (48,),
-                 "roi_heads.box_predictor.cls_score.weight": (1601, 2048),
-                 "roi_heads.box_predictor.cls_score.bias": (1601,),
-                 "roi_heads.box_predictor.bbox_pred.weight": (6400, 2048),
-                 "roi_heads.box_predictor.bbox_pred.bias": (6400,),
-                 "roi_heads.attribute_predictor.obj_embed.weight": (1601, 256),
-                 "roi_heads.attribute_predictor.fc.0.weight": (512, 2304),
-                 "roi_heads.attribute_predictor.fc.0.bias": (512,),
-                 "roi_heads.attribute_predictor.attr_score.weight": (401, 512),
-                 "roi_heads.attribute_predictor.attr_score.bias": (401,)})
-    return keys
 
 
 @pytest.fixture(scope="module")
@@ -73,23 +32,32 @@ def model():
     return build_model(cfg).eval()
 
 
-def test_the_architecture_has_the_public_weights_names_and_shapes(model):
+@pytest.mark.parametrize("arch, name", [("VG-R101-C4-attr", BOTTOM_UP_ATTR),
+                                        ("VG-R101-C4", BOTTOM_UP)])
+def test_the_architecture_has_the_public_file_s_names_and_shapes(arch, name):
+    """Against the manifest of the public file (its names read from py-bottom-up-attention's
+    modules, not from this project); its anchors are the detector's, computed."""
+    cfg = build_config(arch, Selection())
+    cfg.MODEL.DEVICE = "cpu"
+    model = build_model(cfg)
     have = {k: tuple(v.shape) for k, v in model.state_dict().items()}
-    want = public_layout()
+    anchors = "proposal_generator.anchor_generator.cell_anchors.0"
+    assert np.allclose(dict(model.named_buffers())[anchors].numpy(),
+                       cell_anchors(*ANCHORS[name]), atol=1e-4)
+    have[anchors] = (12, 4)
+    want = {k: shape for k, (shape, _) in manifest(name).items()}
     assert sorted(set(have) ^ set(want)) == []
     assert {k: have[k] for k in want if have[k] != want[k]} == {}
 
 
-def test_a_zoo_layout_pkl_of_that_layout_loads_every_tensor(model, tmp_path):
-    rng = np.random.default_rng(0)
-    blobs = {k: rng.standard_normal(s).astype(np.float32) for k, s in public_layout().items()}
-    blobs.update({k: np.abs(v) + 0.5 for k, v in blobs.items() if k.endswith("running_var")})
-    path = tmp_path / "faster_rcnn_from_caffe_attr.pkl"
-    with open(path, "wb") as handle:
-        pickle.dump({"model": blobs, "__author__": "test"}, handle)
-    DetectionCheckpointer(model).load(str(path))
+def test_a_pkl_of_the_public_layout_loads_every_tensor(model, tmp_path):
+    path = public_checkpoint(BOTTOM_UP_ATTR, tmp_path / "faster_rcnn_from_caffe_attr.pkl")
+    report = load_weights(model, str(path))
+    assert report.whole and report.loaded == len(manifest(BOTTOM_UP_ATTR)) == 536
+    with open(path, "rb") as handle:
+        blobs = pickle.load(handle)["model"]
     state = model.state_dict()
-    assert all(np.array_equal(state[k].numpy(), v) for k, v in blobs.items())
+    assert all(np.array_equal(state[k].numpy(), v) for k, v in blobs.items() if k in state)
 
 
 def _bn(x, norm):
@@ -165,13 +133,20 @@ def test_the_pooler_is_roi_pool_at_14_by_14(model):
     assert torch.equal(got, ref)
 
 
-def test_the_attribute_head_reads_the_feature_and_the_class_embedding(model):
-    head = model.roi_heads.attribute_predictor
+def test_the_attribute_head_reads_the_feature_and_the_best_class_logit(model):
+    """py-bottom-up-attention's FastRCNNOutputLayers: the embedding of the argmax over all
+    1,601 class logits (background, the last, included); its demo and MMF's port drop the
+    LAST attribute column ("no attribute") before the softmax."""
+    head = model.roi_heads.box_predictor
     _randomise(head, 6)
     x = torch.rand(3, 2048, generator=torch.Generator().manual_seed(7))
-    classes = torch.tensor([0, 5, 1599])
-    hidden = torch.relu(torch.cat([x, head.obj_embed.weight[classes]], 1)
-                        @ head.fc[0].weight.T + head.fc[0].bias)
+    logits = torch.zeros(3, 1601)
+    logits[0, 0], logits[1, 5], logits[2, 1600] = 1.0, 2.0, 3.0  # the last: background
+    rows = torch.tensor([0, 5, 1600])
+    hidden = torch.relu(torch.cat([x, head.cls_embedding.weight[rows]], 1)
+                        @ head.fc_attr.weight.T + head.fc_attr.bias)
     ref = hidden @ head.attr_score.weight.T + head.attr_score.bias
-    assert torch.allclose(head(x, classes), ref, atol=1e-4)
     assert ref.shape == (3, 401)
+    assert torch.allclose(head.attribute_logits(x, logits), ref, atol=1e-4)
+    probs = torch.exp(ref[:, :400]) / torch.exp(ref[:, :400]).sum(1, keepdim=True)
+    assert torch.allclose(head.attribute_probs(x, logits), probs, atol=1e-6)

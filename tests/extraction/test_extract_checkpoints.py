@@ -1,0 +1,176 @@
+"""The public bottom-up-attention checkpoints as a user hands them to uvlp-extract-features:
+random tensors under the public files' names and shapes (tests/fixtures/detector_checkpoints),
+in their real format. A whole file loads; one renamed or mis-shaped key, a crafted pickle or
+yaml is refused in one line before the first image."""
+
+import json
+import os
+import pickle
+
+import pytest
+
+from helpers.checkpoints import BOTTOM_UP, BOTTOM_UP_ATTR, manifest, public_checkpoint
+from helpers.extraction import NO_DETECTRON2, extract_cli
+
+pytest.importorskip("detectron2", reason=NO_DETECTRON2)
+
+# one small photograph, few proposals: a few CPU seconds for the R101 detector
+SMALL = ["--threads", "1", "--no-progress", "--proposals", "40",
+         "--opts", "INPUT.MIN_SIZE_TEST", "160", "INPUT.MAX_SIZE_TEST", "240"]
+VOCAB = {"classes": 1600, "attributes": 400}
+
+
+@pytest.fixture(scope="module")
+def photo(tmp_path_factory):
+    from PIL import Image
+    from skimage import data
+
+    folder = tmp_path_factory.mktemp("photo")
+    Image.fromarray(data.chelsea()).save(folder / "chelsea.png")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def vocab(tmp_path_factory):
+    """Visual Genome's vocabulary files as users have them: a name a line."""
+    folder = tmp_path_factory.mktemp("vocab")
+    for what, n in VOCAB.items():
+        (folder / f"{what}.txt").write_text("".join(f"{what[:-1]}{i}\n" for i in range(n)))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def attr_pkl(tmp_path_factory):
+    return public_checkpoint(BOTTOM_UP_ATTR, tmp_path_factory.mktemp("w") /
+                             "faster_rcnn_from_caffe_attr.pkl")
+
+
+def _one_line_error(result):
+    lines = [line for line in result.stderr.splitlines() if "error:" in line]
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+def test_the_attribute_checkpoint_loads_whole_with_its_recipe(photo, vocab, attr_pkl, tmp_path):
+    out = tmp_path / "raw"
+    result = extract_cli("--images", photo, "--out", out, "--recipe", "bottom-up-attention",
+                         "--weights", attr_pkl, "--classes", vocab / "classes.txt",
+                         "--attributes", vocab / "attributes.txt", "--max-boxes", "20", *SMALL)
+    report = json.loads((out / "report.json").read_text())
+    weights = report["weights"]
+    assert weights["status"] == "whole" and weights["layout"] == "detectron2"
+    assert weights["loaded"] == weights["tensors_in_file"] == len(manifest(BOTTOM_UP_ATTR))
+    assert weights["missing"]["count"] == weights["unexpected"]["count"] == 0
+    assert report["num_attributes"] == 400
+    row = json.loads((out / "predictions.tsv").read_text().split("\t")[1])
+    assert 10 <= len(row["objects"]) <= 20
+    assert "attributes" in row["objects"][0]
+    assert "1 of 1 images" in result.stdout
+
+
+def test_the_checkpoint_without_attributes_needs_no_attribute_names(photo, vocab, tmp_path):
+    pkl = public_checkpoint(BOTTOM_UP, tmp_path / "faster_rcnn_from_caffe.pkl")
+    out = tmp_path / "raw"
+    extract_cli("--images", photo, "--out", out, "--recipe", "lxmert-36", "--weights", pkl,
+                "--classes", vocab / "classes.txt", *SMALL)
+    report = json.loads((out / "report.json").read_text())
+    assert report["weights"]["status"] == "whole"
+    assert report["weights"]["loaded"] == len(manifest(BOTTOM_UP)) == 531
+    assert report["num_attributes"] == 0
+    objects = json.loads((out / "predictions.tsv").read_text().split("\t")[1])["objects"]
+    assert len(objects) == 36  # the recipe's exactly 36
+    assert all(o["attributes"] == [] and o["attr_scores"] == [] for o in objects)
+    assert json.loads((out / "labelmap.json").read_text())["attribute_to_idx"] == {}
+
+
+@pytest.mark.parametrize("change", ["rename", "reshape"])
+def test_one_renamed_or_reshaped_key_is_refused_before_the_first_image(photo, vocab, tmp_path,
+                                                                       change):
+    key = "roi_heads.box_predictor.fc_attr.weight"
+    pkl = public_checkpoint(BOTTOM_UP_ATTR, tmp_path / "faster_rcnn_from_caffe_attr.pkl",
+                            rename=(key, key.replace("fc_attr", "fc")) if change == "rename"
+                            else None, reshape=key if change == "reshape" else None)
+    args = ["--images", photo, "--recipe", "bottom-up-attention", "--weights", pkl,
+            "--classes", vocab / "classes.txt", "--attributes", vocab / "attributes.txt",
+            "--max-boxes", "20", *SMALL]
+    line = _one_line_error(extract_cli(*args, "--out", tmp_path / "refused", check=False))
+    assert str(pkl) in line
+    if change == "rename":
+        assert "535 of the file's 536 tensors fit the detector, which has 535 to fill" in line
+        assert f"1 missing (first: {key})" in line
+        assert "1 unexpected (first: roi_heads.box_predictor.fc.weight)" in line
+    else:
+        assert "535 of the file's 536 tensors" in line
+        assert f"1 mis-shaped (first: {key} (file 513x2304, detector 512x2304))" in line
+    assert "--allow-partial-weights" in line
+    assert not (tmp_path / "refused" / "predictions.tsv").exists()
+    if change == "rename":  # the opt-in runs, and says so
+        out = tmp_path / "partial"
+        extract_cli(*args, "--out", out, "--allow-partial-weights")
+        weights = json.loads((out / "report.json").read_text())["weights"]
+        assert weights["status"] == "partial" and weights["missing"]["first"] == [key]
+
+
+def test_random_weights_are_recorded(photo, vocab, tmp_path):
+    out = tmp_path / "raw"
+    result = extract_cli("--images", photo, "--out", out, "--recipe", "lxmert-36",
+                         "--arch", "VG-R101-C4", "--random-weights", "3",
+                         "--classes", vocab / "classes.txt", *SMALL)
+    weights = json.loads((out / "report.json").read_text())["weights"]
+    assert weights["status"] == "random" and weights["random_seed"] == 3
+    assert "--random-weights 3" in result.stderr
+
+
+class _Runs:
+    """What a crafted pickle calls: os.system, writing a marker file."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_pickle_that_would_run_code_is_refused_and_runs_nothing(photo, vocab, tmp_path):
+    marker = tmp_path / "ran"
+    pkl = tmp_path / "faster_rcnn_from_caffe_attr.pkl"
+    with open(pkl, "wb") as handle:
+        pickle.dump({"model": {"backbone.stem.conv1.weight": _Runs(marker)},
+                     "__author__": "someone"}, handle)
+    line = _one_line_error(extract_cli(
+        "--images", photo, "--out", tmp_path / "out", "--recipe", "lxmert-36", "--weights", pkl,
+        "--classes", vocab / "classes.txt", *SMALL, check=False))
+    assert str(pkl) in line and "refused to load" in line and "system" in line
+    assert not marker.exists()
+
+
+def test_a_pth_that_would_run_code_is_refused_and_runs_nothing(photo, vocab, tmp_path):
+    import torch
+
+    marker = tmp_path / "ran"
+    pth = tmp_path / "model.pth"
+    torch.save({"model": {"x": _Runs(marker)}}, pth)
+    line = _one_line_error(extract_cli(
+        "--images", photo, "--out", tmp_path / "out", "--arch", "VG-R101-C4", "--weights", pth,
+        "--classes", vocab / "classes.txt", "--max-boxes", "20", *SMALL, check=False))
+    assert str(pth) in line and "refused to load" in line
+    assert not marker.exists()
+
+
+def test_an_arch_yaml_that_would_run_code_is_refused_unless_trusted(photo, vocab, tmp_path):
+    marker = tmp_path / "ran"
+    arch = tmp_path / "arch.yaml"
+    arch.write_text("MODEL:\n  ROI_HEADS:\n    NUM_CLASSES: !!python/object/apply:os.system "
+                    f"['touch {marker}']\n")
+    line = _one_line_error(extract_cli(
+        "--images", photo, "--out", tmp_path / "out", "--arch", arch, "--random-weights", "0",
+        "--classes", vocab / "classes.txt", "--max-boxes", "20", *SMALL, check=False))
+    assert f"{arch}:3: --arch refused" in line and "--trust-arch" in line
+    assert not marker.exists()
+    base = tmp_path / "base.yaml"
+    base.write_text("_BASE_: https://example.com/Base-RCNN-C4.yaml\n")
+    line = _one_line_error(extract_cli(
+        "--images", photo, "--out", tmp_path / "out", "--arch", base, "--random-weights", "0",
+        "--classes", vocab / "classes.txt", "--max-boxes", "20", *SMALL, check=False))
+    assert str(base) in line and "a URL would be downloaded" in line
