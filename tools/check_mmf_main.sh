@@ -22,6 +22,11 @@
 # VQA2 fine-tuning from the pre-trained checkpoint, RefCOCO+ training, and RefCOCO+ inference
 # on val, testA and testB; with MMF main's Lightning trainer (training.trainer=lightning):
 # pre-training that stops at training.max_updates, and VQA2 fine-tuning from its current.ckpt.
+# Then MMF main's frcnn port (tools/scripts/features/frcnn of its source) on the random
+# bottom-up-attention weights, against the fixture the extractor's tests compare with
+# (tools/frcnn_port_reference.py --check); it runs in the extractor's environment
+# ($EXTRACT_PYTHON, default .venv-extract/bin/python, whose torchvision ops load), and is
+# skipped without one.
 #
 set -uo pipefail
 
@@ -36,7 +41,7 @@ while [ $# -gt 0 ]; do
         --mirror) MIRROR=$2; shift 2 ;;
         --work) WORK=$2; shift 2 ;;
         --tools) TOOLS=$2; shift 2 ;;
-        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
         *) echo "check_mmf_main: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -207,6 +212,15 @@ else
                 "Lightning: VQA2 from current.ckpt"; do
         skip "$name" "the tiny world"
     done
+fi
+
+EXTRACT_PYTHON=${EXTRACT_PYTHON:-$REPO/.venv-extract/bin/python}
+if [ -x "$EXTRACT_PYTHON" ]; then
+    step "frcnn port = the extractor's fixture" "gives the fixture's numbers" -- \
+        "$EXTRACT_PYTHON" "$REPO/tools/frcnn_port_reference.py" --mmf-source "$ENV_DIR/src" \
+            --check "$REPO/tests/fixtures/frcnn_port/bottom_up_attr_lxmert36.npz"
+else
+    skip "frcnn port = the extractor's fixture" "the extractor's environment (make setup EXTRACT=1)"
 fi
 
 if [ "$FAILED" -eq 0 ]; then echo "MMF main check: all steps passed"; else echo "MMF main check: FAILED"; fi
