@@ -26,63 +26,20 @@ from __future__ import annotations
 
 import importlib.abc
 import importlib.machinery
-import importlib.metadata
 import os
 import sys
-from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Callable, Dict, List, Optional, Sequence, Set
+from typing import Dict, List, Optional, Sequence, Set
 
-
-@dataclass
-class Fix:
-    """One compatibility fix: what it repairs and whether it ran."""
-
-    name: str
-    error: str
-    apply: Callable[[], None]
-    trigger: str  # top-level module whose first import runs the fix
-    stage: str  # "pre": before the trigger module executes, "post": after it
-    # "fix": MMF needs it on this stack; "entry point": the plugin's behaviour at MMF's
-    # command line (mmf_uvlp.compat.entry_point)
-    kind: str = "fix"
-    applied: bool = False
-    failure: Optional[str] = None
-
-
-@dataclass
-class FixSet:
-    """The fixes written for one MMF version."""
-
-    mmf_version: str
-    fixes: List[Fix] = field(default_factory=list)
-
-    def fix(self, name: str, error: str, stage: str = "pre", trigger: str = "mmf") -> Callable:
-        """Decorator registering ``fn`` as a fix repairing ``error``."""
-
-        def decorator(fn: Callable[[], None]) -> Callable[[], None]:
-            self.fixes.append(Fix(name, error, fn, trigger=trigger, stage=stage))
-            return fn
-
-        return decorator
-
-    def triggers(self) -> List[str]:
-        """Top-level modules whose first import runs some fix."""
-        return sorted({fix.trigger for fix in self.fixes})
+from mmf_uvlp.compat.fix import Fix, FixSet  # noqa: F401  (the package's names for them)
+from mmf_uvlp.utils.mmf_version import (  # noqa: F401  (the package's names for them)
+    MMF_MAIN_VERSION,
+    RC10_VERSION,
+    installed_mmf_version,
+)
 
 
 _STATE: Dict[str, object] = {"installed": False, "active": None, "mmf_version": None}
-
-# The version of MMF's main branch (never released to the package index).
-MMF_MAIN_VERSION = "1.0.0rc12"
-
-
-def installed_mmf_version() -> Optional[str]:
-    """Version of the installed ``mmf`` distribution, without importing it."""
-    try:
-        return importlib.metadata.version("mmf")
-    except importlib.metadata.PackageNotFoundError:
-        return None
 
 
 _FIX_SETS: Dict[str, FixSet] = {}
@@ -91,7 +48,7 @@ _FIX_SETS: Dict[str, FixSet] = {}
 def fix_set_for(version: Optional[str]) -> Optional[FixSet]:
     """The fixes written for ``version`` (its module's MMF fixes, then the entry-point fixes
     of :mod:`mmf_uvlp.compat.entry_point`), or None (the layer stays inert)."""
-    if version not in ("1.0.0rc10", MMF_MAIN_VERSION):
+    if version not in (RC10_VERSION, MMF_MAIN_VERSION):
         return None
     if version not in _FIX_SETS:
         from mmf_uvlp.compat import entry_point

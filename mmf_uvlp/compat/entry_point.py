@@ -21,7 +21,7 @@ import random
 import sys
 from typing import Any, List, Optional
 
-from mmf_uvlp.compat import Fix, FixSet
+from mmf_uvlp.compat.fix import Fix, FixSet
 
 KIND = "entry point"
 

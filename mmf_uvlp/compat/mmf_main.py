@@ -15,7 +15,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from mmf_uvlp.compat import FixSet, configuration, feature_readers, lightning
+from mmf_uvlp.compat import configuration, feature_readers, lightning
+from mmf_uvlp.compat.fix import FixSet
 
 FIXES = FixSet(mmf_version="1.0.0rc12")
 

@@ -23,8 +23,9 @@ import sys
 import types
 from typing import Any, Callable
 
+from mmf_uvlp.compat.fix import FixSet
 from mmf_uvlp.compat import (
-    FixSet, configuration, distributed, feature_readers, multi_dataset_loader, omegaconf_2_0,
+    configuration, distributed, feature_readers, multi_dataset_loader, omegaconf_2_0,
     torchtext_stub, transformers_2x, vilbert, visual_bert,
 )
 from mmf_uvlp.training.cpu_distributed import cuda_calls_to

@@ -33,49 +33,24 @@ import glob
 import json
 import math
 import os
-from dataclasses import dataclass
 from typing import BinaryIO, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 from mmf_uvlp.corpus.sentences import read_json
+from mmf_uvlp.corpus.detection import Detection
 from mmf_uvlp.corpus.stage import StageContext
+from mmf_uvlp.corpus.tag_query import ranked_tags
 from mmf_uvlp.corpus.work import Clock, add_timing, chunk_file
 from mmf_uvlp.data_formats.labelmap import load_labelmap
 from mmf_uvlp.errors import EmptyInputError, FormatError
 from mmf_uvlp.utils.atomic import atomic_write_bytes, atomic_write_json
 from mmf_uvlp.utils.error_policy import ErrorPolicy
 from mmf_uvlp.data_formats.vinvl import (
-    VinvlPrediction, duplicate_id_error, infer_feature_dim, is_blank,
+    duplicate_id_error, infer_feature_dim, is_blank,
     parse_detections_jsonl_row, parse_features_row, row_image_id,
 )
 from mmf_uvlp.data_formats.vinvl_raw import (
     ImageSizes, infer_embedded_feature_dim, parse_detector_row,
 )
-
-
-@dataclass
-class Detection:
-    """One image's detections; ``objects[i]`` is region ``i`` (and feature row ``i``)."""
-
-    image_id: str
-    image_w: float
-    image_h: float
-    boxes: List[List[float]]
-    labels: List[str]
-    confs: List[float]
-    position: int = -1
-    feature_dim: Optional[int] = None
-
-    @property
-    def num_boxes(self) -> int:
-        return len(self.boxes)
-
-    @classmethod
-    def from_prediction(cls, prediction: VinvlPrediction, position: int) -> "Detection":
-        """The corpus's view of a parsed detections row."""
-        objects = prediction.objects
-        return cls(prediction.image_id, float(prediction.image_w), float(prediction.image_h),
-                   [list(o.rect) for o in objects], [o.cls for o in objects],
-                   [o.conf for o in objects], position)
 
 
 class _FeatureRows:
@@ -345,8 +320,6 @@ def _reader(builder: StageContext, directory: str) -> DetectionReader:
 
 def _read_chunks(builder: StageContext, directory: str, reader: DetectionReader) -> int:
     """Write the chunk files of ``reader``'s images; the rows read."""
-    from mmf_uvlp.corpus.tag_query import ranked_tags
-
     config = builder.config
     writer = _ChunkWriter(builder, directory)
     bar = builder.progress("detections", None)

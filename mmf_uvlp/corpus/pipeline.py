@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
+from filelock import FileLock
 
 from mmf_uvlp.corpus.config import CorpusConfig
 from mmf_uvlp.corpus.detections import stage_detections
@@ -123,26 +124,11 @@ class Resources:
         return self._get(("glove", directory), lambda: GloveVectors(directory))
 
 
-class _Lock:
-    """An exclusive ``flock`` on ``path`` (released by the OS if the process dies)."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.handle = None
-
-    def __enter__(self):
-        import fcntl
-
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        self.handle = open(self.path, "a+")
-        fcntl.flock(self.handle.fileno(), fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        import fcntl
-
-        fcntl.flock(self.handle.fileno(), fcntl.LOCK_UN)
-        self.handle.close()
+def _cache_lock(cache_dir: str) -> FileLock:
+    """The exclusive lock of a shared corpus cache (``cache_dir/.lock``, an ``flock`` the OS
+    releases if the process dies)."""
+    os.makedirs(cache_dir, exist_ok=True)
+    return FileLock(os.path.join(cache_dir, ".lock"))
 
 
 class _Aborter:
@@ -215,7 +201,7 @@ def prepare_sentences(
     resources = resources or Resources()
     progress = config.run.progress if progress is None else progress
     aborter = hook if isinstance(hook, _Aborter) else _Aborter(hook)
-    with _Lock(os.path.join(cache_dir, ".lock")):
+    with _cache_lock(cache_dir):
         _index_corpus(config, cache_dir, rebuild, progress, timings)
         store = SentenceStore(cache_dir, config.inputs.corpus)
         if not os.path.exists(os.path.join(cache_dir, DONE_FILE)):
@@ -242,7 +228,7 @@ def prepare_sentences_part(
     from mmf_uvlp.corpus.embed import embed_corpus_part
 
     resources = resources or Resources()
-    with _Lock(os.path.join(cache_dir, ".lock")):
+    with _cache_lock(cache_dir):
         _index_corpus(config, cache_dir, False, False, None)
     store = SentenceStore(cache_dir, config.inputs.corpus)
     return embed_corpus_part(store, cache_dir, resources.sentence_model(config.embed),

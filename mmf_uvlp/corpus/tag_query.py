@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import List, Sequence
 
 from mmf_uvlp.corpus.config import TagsConfig
-from mmf_uvlp.corpus.detections import Detection
+from mmf_uvlp.corpus.detection import Detection
 
 
 def box_area(box: Sequence[float]) -> float:

@@ -43,7 +43,7 @@ from pathlib import Path
 
 from mmf_uvlp.replication.steps import Step
 from mmf_uvlp.tasks import SPLITS_RUN
-from mmf_uvlp.replication.study import REPO, _config_path, _load_yaml
+from mmf_uvlp.replication.study import REPO, _config_path, config_value
 from mmf_uvlp.report.results import Cell
 
 UNKNOWN = "unknown"
@@ -113,25 +113,6 @@ def _true(text: str) -> bool:
     return text.strip().lower() in ("true", "1")
 
 
-def _config_option(path: Path, keys: Sequence[str]) -> object:
-    """The value at ``keys`` (nested) of a config, following its ``includes`` as MMF merges
-    them (the file's own value wins, a later include over an earlier one); None: unset.
-    Includes outside this repository (MMF's own configs, which never set the precision)
-    are not read."""
-    data = _load_yaml(path)
-    value: object = data
-    for key in keys:
-        value = value.get(key) if isinstance(value, dict) else None
-    if value is not None:
-        return value
-    for include in reversed(data.get("includes") or []):
-        if (path.parent / include).is_file():
-            found = _config_option(path.parent / include, keys)
-            if found is not None:
-                return found
-    return None
-
-
 def precision(command: Sequence[str]) -> str:
     """The precision a run's command asks for: a :data:`PRECISION_OPTIONS` option on its
     command line (the last one wins, as in MMF), else in its ``config=`` file, else what the
@@ -148,7 +129,7 @@ def precision(command: Sequence[str]) -> str:
             found = PRECISION_OPTIONS[key] if _true(value) else DEFAULT_PRECISION
     if found is None and config is not None and _config_path(config).is_file():
         for key, name in PRECISION_OPTIONS.items():
-            value = _config_option(_config_path(config), key.split("."))
+            value = config_value(_config_path(config), key.split("."))
             if value is not None:
                 found = name if _true(str(value)) else DEFAULT_PRECISION
     if found == "fp16" and _amp_dtype(command, config) == "bfloat16":
@@ -168,7 +149,7 @@ def _amp_dtype(command: Sequence[str], config: str | None) -> str | None:
         if sep and key == AMP_DTYPE_OPTION:
             found = value.strip()
     if found is None and config is not None and _config_path(config).is_file():
-        value = _config_option(_config_path(config), AMP_DTYPE_OPTION.split("."))
+        value = config_value(_config_path(config), AMP_DTYPE_OPTION.split("."))
         found = None if value is None else str(value)
     return found
 

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
-import yaml
 
 from mmf_uvlp.reference_models import REFERENCE_MODELS, HarnessModel
 from mmf_uvlp.reference_models import SYSTEMS as REFERENCE_SYSTEMS
@@ -220,28 +219,18 @@ def _tables_of(systems: Iterable[str]) -> dict[str, list[str]]:
     return {s: [t.key for t in TABLES.values() if s in t.systems()] for s in systems}
 
 
-def _load_yaml(path: Path) -> dict:
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f) or {}
-    except FileNotFoundError:
-        raise FileNotFoundError(f"config not found: {path}") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a mapping of config keys, got {type(data).__name__}")
-    return data
+def config_value(path: Path, keys: Sequence[str]) -> object:
+    """The value at ``keys`` (nested) of the config ``path`` as MMF reads it: its
+    ``includes`` merged by MMF's own ``load_yaml`` (the file's value wins, a later include
+    over an earlier one); None: unset."""
+    from omegaconf import OmegaConf
 
+    from mmf.utils.configuration import load_yaml
 
-def _config_value(path: Path, key: str) -> object:
-    """Top-level ``key`` of a config, following its ``includes`` as MMF does (the file's
-    own value wins over its includes', a later include over an earlier one); None: unset."""
-    data = _load_yaml(path)
-    if key in data:
-        return data[key]
-    for include in reversed(data.get("includes") or []):
-        found = _config_value(path.parent / include, key)
-        if found is not None:
-            return found
-    return None
+    value: object = OmegaConf.to_container(load_yaml(str(path)), resolve=False)
+    for key in keys:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
 
 
 def _config_path(path: str | Path) -> Path:
@@ -250,14 +239,14 @@ def _config_path(path: str | Path) -> Path:
 
 def config_datasets(path: str | Path) -> list[str]:
     """The ``datasets`` a config trains on (following its ``includes``)."""
-    value = _config_value(_config_path(path), "datasets")
+    value = config_value(_config_path(path), ["datasets"])
     return _names(None if value is None else str(value))
 
 
 def config_model(path: str | Path) -> str:
     """The ``model`` a config trains (following its ``includes``): MMF names the weights
     it writes at the end of the run ``<model>_final.pth``."""
-    value = _config_value(_config_path(path), "model")
+    value = config_value(_config_path(path), ["model"])
     if not isinstance(value, str) or not value:
         raise ValueError(f"{_config_path(path)}: no model: key (in it or its includes)")
     return value

@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-try:  # MMF main: callbacks and MMFTrainer
-    import mmf.trainers.mmf_trainer  # noqa: F401
-except ImportError:  # MMF 1.0.0rc10: one BaseTrainer
-    from mmf_uvlp.trainers.rc10_trainer import UVLPTrainer
-else:
-    from mmf_uvlp.trainers.mmf_main_trainer import UVLPTrainer  # type: ignore[assignment]
+from mmf_uvlp.utils.mmf_version import mmf_main_installed
+
+if mmf_main_installed():  # MMF main: callbacks and MMFTrainer
+    from mmf_uvlp.trainers.mmf_main_trainer import UVLPTrainer
+else:  # MMF 1.0.0rc10: one BaseTrainer
+    from mmf_uvlp.trainers.rc10_trainer import UVLPTrainer  # type: ignore[assignment]
 
 __all__ = ["UVLPTrainer"]

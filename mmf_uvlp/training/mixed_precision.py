@@ -30,7 +30,6 @@ MMF 1.0.0rc10, which has no mixed precision, the ``uvlp`` trainer adds it
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import warnings
 from dataclasses import dataclass
@@ -39,6 +38,7 @@ from typing import Any, ContextManager, Dict, Mapping, Optional
 import torch
 
 from mmf_uvlp.errors import UserConfigError
+from mmf_uvlp.utils.mmf_version import mmf_main_installed
 
 logger = logging.getLogger(__name__)
 
@@ -113,7 +113,7 @@ def bf16_by_default(device: Any = None) -> bool:
         native = torch.cuda.is_bf16_supported(including_emulation=False)
     except TypeError:  # a torch without emulation
         native = torch.cuda.is_bf16_supported()
-    return bool(native) and importlib.util.find_spec("mmf.trainers.mmf_trainer") is None
+    return bool(native) and not mmf_main_installed()
 
 
 def default_precision() -> str:

@@ -105,6 +105,7 @@ def test_the_check_finds_a_circle():
 
 def test_no_import_circle_among_the_package_s_modules():
     assert circles(import_graph(REPO / "mmf_uvlp")) == []
+    assert circles(import_graph(REPO / "mmf_uvlp", late=True)) == []  # late imports too
 
 
 def test_the_check_finds_an_upward_import():

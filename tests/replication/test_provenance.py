@@ -115,13 +115,15 @@ def test_precision_from_the_command_line_and_the_config(tmp_path):
     assert precision(("mmf_run", "training.fp16=True")) == "fp16"
     assert precision(("mmf_run", "training.fp16=True", "training.fp16=False")) == "fp32"
     (tmp_path / "base.yaml").write_text("training:\n  fp16: true\n  batch_size: 4\n")
-    (tmp_path / "child.yaml").write_text("includes: [base.yaml, missing.yaml]\n"
-                                         "training: {batch_size: 8}\n")
+    (tmp_path / "child.yaml").write_text("includes: [base.yaml]\ntraining: {batch_size: 8}\n")
+    (tmp_path / "broken.yaml").write_text("includes: [base.yaml, missing.yaml]\n")
     (tmp_path / "off.yaml").write_text("includes: [base.yaml]\ntraining: {fp16: false}\n")
     child, off = f"config={tmp_path / 'child.yaml'}", f"config={tmp_path / 'off.yaml'}"
     assert precision(("mmf_run", child)) == "fp16"  # from its include
     assert precision(("mmf_run", off)) == "fp32"  # its own value wins over the include's
     assert precision(("mmf_run", off, "training.fp16=True")) == "fp16"  # the command's wins
+    with pytest.raises(FileNotFoundError, match="missing.yaml"):  # as mmf_run would stop
+        precision(("mmf_run", f"config={tmp_path / 'broken.yaml'}"))
 
 
 def test_bfloat16_autocast_is_recorded_as_bf16(tmp_path):

@@ -42,9 +42,7 @@ def bf16_gpu(monkeypatch):
         monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
         monkeypatch.setattr(torch.cuda, "is_bf16_supported",
                             lambda including_emulation=True: native or including_emulation)
-        find_spec = mixed_precision.importlib.util.find_spec
-        monkeypatch.setattr(mixed_precision.importlib.util, "find_spec", lambda name: (
-            object() if mmf_main and name == "mmf.trainers.mmf_trainer" else find_spec(name)))
+        monkeypatch.setattr(mixed_precision, "mmf_main_installed", lambda: mmf_main)
 
     gpu()
     return gpu
