@@ -42,8 +42,8 @@ def get_recipe(name: str) -> Recipe:
 
 
 ATTRIBUTE_KEY = "roi_heads.box_predictor.attr_score.weight"
-PY_BOTTOM_UP = ("py-bottom-up-attention's https://nlp1.cs.unc.edu/models/{} (linked from "
-                "github.com/airsplay/py-bottom-up-attention)")
+PY_BOTTOM_UP = ("py-bottom-up-attention's http://nlp.cs.unc.edu/models/{} (what "
+                "github.com/airsplay/py-bottom-up-attention's demos load)")
 
 
 def bottom_up_arch(keys: Optional[Collection[str]]) -> str:
