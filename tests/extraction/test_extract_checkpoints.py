@@ -112,14 +112,18 @@ def test_one_renamed_or_reshaped_key_is_refused_before_the_first_image(photo, vo
         assert weights["status"] == "partial" and weights["missing"]["first"] == [key]
 
 
-def test_random_weights_are_recorded(photo, vocab, tmp_path):
-    out = tmp_path / "raw"
+def test_random_weights_are_recorded_and_said_after_the_read_back(photo, vocab, tmp_path):
+    out, features = tmp_path / "raw", tmp_path / "features" / "photo.lmdb"
     result = extract_cli("--images", photo, "--out", out, "--recipe", "lxmert-36",
                          "--arch", "VG-R101-C4", "--random-weights", "3",
-                         "--classes", vocab / "classes.txt", *SMALL)
+                         "--classes", vocab / "classes.txt", "--mmf-out", features, *SMALL)
     weights = json.loads((out / "report.json").read_text())["weights"]
     assert weights["status"] == "random" and weights["random_seed"] == 3
     assert "--random-weights 3" in result.stderr
+    assert "read back through MMF's FeaturesDatabase: 1 of 1 images identical" in result.stdout
+    assert (f"WARNING: {features}: read back, but its regions come from a RANDOMLY "
+            "INITIALISED detector (--random-weights 3)") in result.stdout
+    assert json.loads((features / "detector.json").read_text())["weights"]["status"] == "random"
 
 
 class _Runs:

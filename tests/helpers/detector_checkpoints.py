@@ -1,5 +1,5 @@
-"""Public detector checkpoints rebuilt from their manifests (../shared/reference/
-detector-checkpoints/): every key, shape and dtype of the public file, random values, the
+"""Public detector checkpoints rebuilt from their manifests (tests/fixtures/
+detector_checkpoints/): every key, shape and dtype of the public file, random values, the
 public file's format. The values are random but kept in a range where a deep network's
 activations stay finite: unit-variance fan-in scaling for weights, positive variances, small
 scales on each residual branch's last norm, and anchors that are boxes around the origin."""
@@ -13,7 +13,7 @@ import torch
 
 from helpers import REPO
 
-MANIFESTS = REPO.parent / "shared" / "reference" / "detector-checkpoints"
+MANIFESTS = REPO / "tests" / "fixtures" / "detector_checkpoints"
 
 
 def read_manifest(name: str) -> List[Tuple[str, Tuple[int, ...], str]]:
