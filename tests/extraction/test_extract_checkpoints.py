@@ -178,3 +178,34 @@ def test_an_arch_yaml_that_would_run_code_is_refused_unless_trusted(photo, vocab
         "--images", photo, "--out", tmp_path / "out", "--arch", base, "--random-weights", "0",
         "--classes", vocab / "classes.txt", "--max-boxes", "20", *SMALL, check=False))
     assert str(base) in line and "a URL would be downloaded" in line
+
+
+def test_a_truncated_pkl_is_refused_in_one_line_naming_it(photo, vocab, attr_pkl, tmp_path):
+    cut = tmp_path / "faster_rcnn_from_caffe_attr.pkl"
+    cut.write_bytes(attr_pkl.read_bytes()[:1_000_000])
+    line = _one_line_error(extract_cli(
+        "--images", photo, "--out", tmp_path / "out", "--recipe", "bottom-up-attention",
+        "--weights", cut, "--classes", vocab / "classes.txt", *SMALL, check=False))
+    assert str(cut) in line and "a complete pickle" in line
+
+
+def test_a_plain_yaml_and_its_base_merge_and_a_trusted_one_is_read_detectron2_s_way(tmp_path):
+    from detectron2.config import get_cfg
+
+    from mmf_uvlp.extraction.arch_yaml import merge_yaml
+
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "Base.yaml").write_text("MODEL:\n  ROI_HEADS:\n    NUM_CLASSES: 7\n")
+    (tmp_path / "configs" / "arch.yaml").write_text(
+        "_BASE_: ../Base.yaml\nINPUT:\n  MIN_SIZE_TEST: 123\n")
+    cfg = get_cfg()
+    merge_yaml(cfg, str(tmp_path / "configs" / "arch.yaml"))
+    assert (cfg.MODEL.ROI_HEADS.NUM_CLASSES, cfg.INPUT.MIN_SIZE_TEST) == (7, 123)
+    marker = tmp_path / "ran"
+    tagged = tmp_path / "tagged.yaml"
+    tagged.write_text(f"VERSION: !!python/object/apply:os.system ['touch {marker}']\n")
+    with pytest.raises(ValueError, match="tagged.yaml:1: --arch refused"):
+        merge_yaml(get_cfg(), str(tagged))
+    assert not marker.exists()
+    merge_yaml(get_cfg(), str(tagged), trusted=True)  # the opt-in: detectron2's reader runs it
+    assert marker.exists()
