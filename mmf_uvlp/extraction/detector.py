@@ -1,7 +1,8 @@
 """Detectors on detectron2: boxes, pooled region features, classes and attributes of a batch.
 
 ``--arch`` names one of :data:`ARCHITECTURES` (detectron2 model-zoo Faster R-CNN configs, or the
-Visual Genome bottom-up-attention detector of ``bottom_up.py``), or a detectron2 yaml file.
+Visual Genome bottom-up-attention detector of ``bottom_up.py``, with or without its attribute
+head; one :func:`register_architecture` each), or a detectron2 yaml file (``arch_yaml.py``).
 What a region's feature is depends on the heads:
 
 - C4 (``Res5ROIHeads``): res5 on the RoI-pooled proposal, averaged over its map: 2048-d for a
@@ -10,18 +11,16 @@ What a region's feature is depends on the heads:
   (``MODEL.ROI_BOX_HEAD.FC_DIM``: 1024-d in the model zoo). A model that expects 2048-d
   features (``model_config.uvla.feature_dim``) cannot read it: ``--feature-dim`` refuses it.
 
-Weights are a path (``DetectionCheckpointer``: a model-zoo ``.pkl``, or a ``.pth`` state dict
-or ``{"model": state dict}``); nothing is downloaded, unless ``--weights`` is a URL that
-detectron2 fetches itself (``detectron2://...``, ``https://...``), for machines online.
+Weights are a local file, read as data and loaded whole or refused (``checkpoints.py``: a
+``.pkl`` or ``.pth``, its names through a layout); nothing is downloaded. An attribute head is
+a box predictor with ``num_attributes`` and ``attribute_probs(features, class_logits)``.
 ``random_seed`` builds randomly initialised weights instead, for tests and benchmarks only:
 detectron2's initialisation with each residual branch's last norm zeroed (torchvision's
 ``zero_init_residual``), without which a random ResNet-101's activations overflow and its
 RPN proposes nothing.
 
-The boxes follow the bottom-up-attention selection (its ``generate_tsv.py``), every setting a
-field of :class:`Selection`: per-class NMS over the proposals (or the class's regressed
-boxes) gives each proposal its best surviving class score; proposals scoring at least
-``conf_thresh`` are kept, at least ``min_boxes`` and at most ``max_boxes`` of them, by score.
+The boxes follow a :class:`Selection` (``selection.py``): bottom-up attention's
+``generate_tsv.py`` rule (``per-class``) or LXMERT's (``max-class``), every setting a field.
 """
 
 from __future__ import annotations
