@@ -34,7 +34,7 @@ MISSING = ("detectron2 is not installed in this environment: `make setup EXTRACT
 
 
 def parser() -> argparse.ArgumentParser:
-    from mmf_uvlp.extraction.selection import HELP, Selection
+    from mmf_uvlp.extraction.selection import HELP, METHODS, Selection
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -73,9 +73,10 @@ def parser() -> argparse.ArgumentParser:
                         "a detector whose features are another size is refused")
     sel = p.add_argument_group("box selection (default: the recipe's, else bottom-up "
                                "attention's)")
+    choices = {"method": METHODS, "boxes": ("proposals", "regressed")}
     for f in fields(Selection):
         sel.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default),
-                         help=f"{HELP[f.name]} (default {f.default})")
+                         choices=choices.get(f.name), help=f"{HELP[f.name]} (default {f.default})")
     p.add_argument("--batch-size", type=int, default=4)
     p.add_argument("--device", default="auto", help="auto (cuda when available), cpu, cuda")
     p.add_argument("--precision", choices=["fp32", "fp16", "bf16"], default="fp32",
