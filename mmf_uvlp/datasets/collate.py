@@ -38,17 +38,22 @@ readers pad to ``max_features``, and RefCOCO+'s targets index the padded regions
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Sequence
 
 import torch
 
-TEXT_FIELDS = ("input_ids", "input_mask", "segment_ids", "lm_label_ids", "text_boxes",
-               "text_is_tag", "clean_input_ids")
-REGION_FIELDS = ("region_boxes", "region_mask", "region_zeroed", "region_masked",
-                 "region_class_targets", "region_phrase_targets", "region_feature_rows")
-FEATURE_FIELD = "region_features"
-ORIGINAL_FEATURE_FIELDS = ("region_features_target", "clean_region_features")
-IGNORE = -1
+from mmf_uvlp.batch import (
+    COPIES_FIELD,
+    FEATURE_FIELD,
+    IGNORE,
+    ORIGINAL_FEATURE_FIELDS,
+    REGION_FIELDS,
+    RESTORE_INDEX_FIELD,
+    RESTORE_ROWS_FIELD,
+    TEXT_FIELDS,
+    ragged,
+)
+
 
 
 def _longest(samples: Sequence[Mapping[str, Any]], field: str, minimum: int) -> int:
@@ -101,7 +106,7 @@ def collate(samples: Sequence[Mapping[str, Any]]) -> Any:
     copies = [key for key in ORIGINAL_FEATURE_FIELDS if key in keys]
     if copies:
         _keep_originals_as_rows(samples, copies[0], batch)
-        batch["region_copies"] = copies
+        batch[COPIES_FIELD] = copies
     _gather_indices(batch)
     if "curriculum_weighted" in batch:
         batch["curriculum_weighted_host"] = [bool(flag) for flag in batch["curriculum_weighted"]]
@@ -116,8 +121,8 @@ def _keep_originals_as_rows(samples: Sequence[Mapping[str, Any]], original: str,
     index = batch["region_zeroed"].nonzero()  # (Z, 2), real regions only
     rows = [samples[i][original][r] for i, r in index.tolist()]
     dim = batch[FEATURE_FIELD].size(-1)
-    batch["region_restore_index"] = _values(index)
-    batch["region_restore_rows"] = _values(torch.stack(rows) if rows
+    batch[RESTORE_INDEX_FIELD] = _values(index)
+    batch[RESTORE_ROWS_FIELD] = _values(torch.stack(rows) if rows
                                            else batch[FEATURE_FIELD].new_zeros((0, dim)))
 
 
@@ -143,22 +148,16 @@ def _values(tensor: torch.Tensor) -> Dict[str, torch.Tensor]:
     return {"values": tensor}
 
 
-def ragged(batch: Mapping[str, Any], field: str) -> Optional[torch.Tensor]:
-    """The tensor of a one-entry ``{"values": tensor}`` field, or None when absent."""
-    value = batch.get(field) if hasattr(batch, "get") else None
-    return None if value is None else value["values"]
-
-
 def restore_region_copies(sample_list: Any) -> None:
     """Rebuild the original features a :func:`collate` batch names in ``region_copies``
     (on the batch's device: one copy of ``region_features`` with the zeroed rows put
     back) and set each of those fields to it; a batch without them is left as it is."""
-    copies: List[str] = sample_list.get("region_copies") or []
+    copies: List[str] = sample_list.get(COPIES_FIELD) or []
     if not copies or sample_list.get(copies[0]) is not None:
         return
     features = sample_list[FEATURE_FIELD]
-    index = ragged(sample_list, "region_restore_index")
-    rows = ragged(sample_list, "region_restore_rows")
+    index = ragged(sample_list, RESTORE_INDEX_FIELD)
+    rows = ragged(sample_list, RESTORE_ROWS_FIELD)
     original = features.index_put((index[:, 0], index[:, 1]), rows.to(features.dtype))
     for key in copies:
         sample_list[key] = original

@@ -1,17 +1,16 @@
 """Region features resident on the training device, for worlds that fit (an opt-in).
 
 With ``dataset_config.<name>.resident_features: True`` a pre-training dataset reads the
-real rows of every image it lists once, when it is built, into the process's
-:data:`RESIDENT` table (one row per region, every dataset's images in one table, an image
-shared by two datasets or splits read once). Its samples then carry no feature values:
+real rows of every image it lists once, when it is built, into its own
+:class:`ResidentFeatures` table (one row per region). Its samples then carry no feature values:
 the masking processors get zero-width features and ``feature_rows``, the table row of each
 region, and a batch holds ``region_feature_rows`` (B, R') (-1 at padding) instead of
-(B, R', D) floats. :func:`fill` makes the features on the batch's device from the table
-(moved there once): the originals gathered by row, the masked view with the zeroed regions
+(B, R', D) floats. The dataset's ``prepare_batch`` makes the features on the batch's
+device from its table (:meth:`ResidentFeatures.fill`, the table moved there once): the originals gathered by row, the masked view with the zeroed regions
 (``region_zeroed``) at zero, the same values as a batch read from the files. DataLoader
 workers then copy, pin and move indices only.
 
-The table lives in the training process; workers, forked or spawned, carry only each
+The table lives in the training process, owned by its dataset; workers, forked or spawned, carry only each
 image's row range. On a CUDA device it may take at most :data:`DEVICE_SHARE` of the free
 memory (the rest is left to training); a larger one is refused naming the key. The
 fine-tuning datasets keep MMF's readers (fixed ``max_features`` rows, no table).
@@ -24,18 +23,18 @@ from typing import Any, Dict, Iterable, List, Tuple
 
 import torch
 
-from mmf_uvlp.datasets.collate import ORIGINAL_FEATURE_FIELDS
+from mmf_uvlp.batch import COPIES_FIELD, ORIGINAL_FEATURE_FIELDS, ROWS_FIELD
+from mmf_uvlp.errors import UserConfigError
 
 logger = logging.getLogger(__name__)
 
 KEY = "resident_features"
-ROWS_FIELD = "region_feature_rows"
 DEVICE_SHARE = 0.5
 ImageRows = Tuple[int, int, Dict[str, Any]]  # first table row, row count, info fields
 
 
 class ResidentFeatures:
-    """The process's table of resident feature rows and where each image's rows start."""
+    """A dataset's table of resident feature rows and where each image's rows start."""
 
     def __init__(self) -> None:
         self.clear()
@@ -99,8 +98,24 @@ class ResidentFeatures:
             self._tables[device] = host.to(device)
         return self._tables[device]
 
-
-RESIDENT = ResidentFeatures()
+    def fill(self, sample_list: Any) -> None:
+        """The features of a batch with ``region_feature_rows``, made on its device from
+        this table (see the module docstring): ``region_features`` (masked) and the
+        originals, each field of ``region_copies`` (a collated batch) or else each original
+        feature field present (a batch of fixed-size samples); any other batch is left as
+        it is."""
+        rows = sample_list.get(ROWS_FIELD) if hasattr(sample_list, "get") else None
+        if rows is None:
+            return
+        table = self.table(rows.device)
+        real = rows >= 0
+        original = table[rows.clamp(min=0)] * real.unsqueeze(-1).to(table.dtype)
+        zeroed = sample_list["region_zeroed"].to(torch.bool).unsqueeze(-1)
+        sample_list["region_features"] = original.masked_fill(zeroed, 0.0)
+        copies = sample_list.get(COPIES_FIELD) or [
+            key for key in ORIGINAL_FEATURE_FIELDS if sample_list.get(key) is not None]
+        for key in copies:
+            sample_list[key] = original
 
 
 def check_fits(nbytes: int, free: int) -> None:
@@ -116,25 +131,6 @@ def option(config: Any, dataset: str) -> bool:
     """``dataset_config.<dataset>.resident_features``, which must be a boolean."""
     value = config.get(KEY, False)
     if not isinstance(value, bool):
-        raise ValueError(f"dataset_config.{dataset}.{KEY}: expected True or False, got "
+        raise UserConfigError(f"dataset_config.{dataset}.{KEY}: expected True or False, got "
                          f"{value!r}")
     return value
-
-
-def fill(sample_list: Any) -> None:
-    """The features of a batch with ``region_feature_rows``, made on its device (see the
-    module docstring): ``region_features`` (masked) and the originals, each field of
-    ``region_copies`` (a collated batch) or else each original feature field present (a
-    batch of fixed-size samples); any other batch is left as it is."""
-    rows = sample_list.get(ROWS_FIELD) if hasattr(sample_list, "get") else None
-    if rows is None:
-        return
-    table = RESIDENT.table(rows.device)
-    real = rows >= 0
-    original = table[rows.clamp(min=0)] * real.unsqueeze(-1).to(table.dtype)
-    zeroed = sample_list["region_zeroed"].to(torch.bool).unsqueeze(-1)
-    sample_list["region_features"] = original.masked_fill(zeroed, 0.0)
-    copies = sample_list.get("region_copies") or [
-        key for key in ORIGINAL_FEATURE_FIELDS if sample_list.get(key) is not None]
-    for key in copies:
-        sample_list[key] = original

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from mmf.common.registry import registry
-from mmf_uvlp.datasets.collate import ragged
+from mmf_uvlp.batch import ragged
 from mmf_uvlp.losses.reduction import Fields, require_field, weighted_sample_mean, zero_loss
 
 

@@ -27,9 +27,9 @@ and ``region_mask`` or else ``image_info_0`` (``max_features``, ``bbox`` pixels 
 to the device once), and for pairs
 (NLVR2) ``img0`` / ``img1`` each holding those. With ``text_only_batches: true`` a batch
 without any region field (U-VisualBERT's text batches) encodes its text alone (R = 0).
-A batch of the plugin's datasets (:mod:`mmf_uvlp.datasets.collate`) carries the region
-features once: ``forward`` first rebuilds the fields it names in ``region_copies`` (the
-original features) on the batch's device and sets them in ``sample_list``.
+The model takes finished tensors: a batch of the plugin's datasets
+(:mod:`mmf_uvlp.datasets.collate`) has its original features rebuilt, and its resident
+features made, by the dataset's ``prepare_batch`` before it gets here.
 """
 
 from __future__ import annotations
@@ -46,8 +46,7 @@ from transformers import BertConfig, BertForPreTraining
 from mmf.common.registry import registry
 from mmf.models.base_model import BaseModel
 from mmf.modules.losses import Losses
-from mmf_uvlp.datasets import resident_features
-from mmf_uvlp.datasets.collate import ragged, restore_region_copies
+from mmf_uvlp.batch import ragged
 from mmf_uvlp.losses.curriculum import CurriculumWeighting
 from mmf_uvlp.models.head_spec import head_spec
 from mmf_uvlp.utils.boxes import batch_normalized_boxes
@@ -581,8 +580,6 @@ class UVLA(BaseModel):
                 output_attentions: Optional[bool] = None) -> Dict[str, Any]:
         if self._cuda_graphs:
             mark_cuda_graph_step()
-        resident_features.fill(sample_list)
-        restore_region_copies(sample_list)
         encoded = self.encode(sample_list, output_attentions)
         output: Dict[str, Any] = {}
         idle = []

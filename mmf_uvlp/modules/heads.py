@@ -33,7 +33,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 import torch
 from torch import nn
 
-from mmf_uvlp.datasets.collate import ragged
+from mmf_uvlp.batch import ragged
 
 Outputs = Optional[Dict[str, torch.Tensor]]
 PADDED_REGION_SCORE = -1e4

@@ -60,7 +60,7 @@ import torch
 from transformers import BertTokenizerFast
 
 from mmf.datasets.processors.processors import BaseProcessor
-from mmf_uvlp.datasets.resident_features import ROWS_FIELD as RESIDENT_ROWS
+from mmf_uvlp.batch import ROWS_FIELD as RESIDENT_ROWS
 from mmf_uvlp.utils.boxes import normalized_boxes
 from mmf_uvlp.utils.bert_source import load_or_explain
 

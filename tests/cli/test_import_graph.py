@@ -14,7 +14,7 @@ from helpers import REPO
 
 
 FLOORS: Tuple[Tuple[str, ...], ...] = (
-    ("errors",),  # the package's error types
+    ("errors", "batch"),  # the package's error types; the batch fields
     ("utils",),  # helpers of every floor: safe loading, atomic writes, config files, boxes
     ("data_formats", "tasks"),  # the on-disk formats; the study's tasks and metrics
     ("corpus", "metrics", "reference_models", "report", "toy_world", "training"),

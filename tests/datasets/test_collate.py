@@ -6,8 +6,9 @@ import pytest
 import torch
 
 from mmf.common.sample import SampleList
-from mmf_uvlp.datasets.collate import collate, ragged, restore_region_copies
-from mmf_uvlp.datasets.resident_features import RESIDENT
+from mmf_uvlp.batch import ragged
+from mmf_uvlp.datasets.collate import collate, restore_region_copies
+from mmf_uvlp.datasets.resident_features import ResidentFeatures
 
 from helpers.collated import (  # noqa: F401  (fixtures)
     ATOL, BERT, D, L, LOSSES, R, RTOL, both_batches, processors, raw_item, registry_state,
@@ -43,8 +44,8 @@ class _RawFeatures:
 @pytest.mark.parametrize("padded", [False, True], ids=["collated", "fixed-size"])
 @pytest.mark.parametrize("kind", ["rt", "rn", "is", "pair"])
 def test_resident_feature_rows_give_the_losses_of_read_features(processors, kind, padded):  # noqa: F811
-    RESIDENT.clear()
-    entries = RESIDENT.load(_RawFeatures(kind), [str(i) for i in range(6)], "toy")
+    table = ResidentFeatures()
+    entries = table.load(_RawFeatures(kind), [str(i) for i in range(6)], "toy")
     read, resident = [], []
     for i in range(6):
         raw = raw_item(kind, i)
@@ -59,11 +60,11 @@ def test_resident_feature_rows_give_the_losses_of_read_features(processors, kind
     for batch in batches:
         batch.dataset_name, batch.dataset_type = "toy", "train"
     assert batches[1].region_features.shape[-1] == 0
+    table.fill(batches[1])  # as the dataset's prepare_batch finishes them
+    for batch in batches:
+        restore_region_copies(batch)
     model = tiny_model()
-    try:
-        read_losses, resident_losses = (model(batch)["losses"] for batch in batches)
-    finally:
-        RESIDENT.clear()
+    read_losses, resident_losses = (model(batch)["losses"] for batch in batches)
     assert sorted(read_losses) == sorted(resident_losses)
     for name, value in read_losses.items():
         torch.testing.assert_close(resident_losses[name], value, rtol=0, atol=0, msg=name)
@@ -71,7 +72,7 @@ def test_resident_feature_rows_give_the_losses_of_read_features(processors, kind
 
 @pytest.mark.parametrize("kind", ["rt", "rn", "is", "pair"])
 def test_a_collated_batch_is_cut_to_its_longest_and_holds_the_features_once(processors, kind):  # noqa: F811
-    old, new = both_batches(processors, kind)
+    old, new = both_batches(processors, kind, finished=False)
     text = int(old.input_mask.sum(1).max())
     regions = int(old.region_mask.sum(1).max())
     assert text < L and regions < R  # the fixtures leave padding to cut

@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 import mmf  # noqa: F401  (registers the plugin's components)
 from mmf.common.registry import registry
 from mmf.common.sample import SampleList
-from mmf_uvlp.datasets.collate import collate
+from mmf_uvlp.datasets.collate import collate, restore_region_copies
 from mmf_uvlp.models.uvla import UVLA
 from mmf_uvlp.processors.image_masking import ImageMaskingProcessor
 from mmf_uvlp.processors.image_sentence_masking import ImageSentenceMaskingProcessor
@@ -97,9 +97,10 @@ def raw_item(kind: str, i: int) -> dict:
     return dict(image, sentence=sentence, itm_label=i % 2)
 
 
-def both_batches(processors, kind: str, size: int = 6):
+def both_batches(processors, kind: str, size: int = 6, finished: bool = True):
     """(MMF's collation of the fixed-size samples, ``collate`` of the unpadded ones), the
-    same random draws in both."""
+    same random draws in both; ``finished``: the collated batch's original features rebuilt,
+    as the dataset's ``prepare_batch`` hands it to the model."""
     old, new = [], []
     for i in range(size):
         raw = raw_item(kind, i)
@@ -108,4 +109,6 @@ def both_batches(processors, kind: str, size: int = 6):
     old_batch, new_batch = SampleList(old), collate(new)
     for batch in (old_batch, new_batch):
         batch.dataset_name, batch.dataset_type = "toy", "train"
+    if finished:
+        restore_region_copies(new_batch)
     return old_batch, new_batch

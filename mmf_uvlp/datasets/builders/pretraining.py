@@ -30,10 +30,10 @@ from mmf.common.sample import Sample, SampleList
 from mmf.datasets.mmf_dataset import MMFDataset
 from mmf.datasets.mmf_dataset_builder import MMFDatasetBuilder
 from mmf_uvlp.datasets.annotation_db import AnnotationDbHook
-from mmf_uvlp.datasets.collate import collate
+from mmf_uvlp.datasets.collate import collate, restore_region_copies
 from mmf_uvlp.datasets import resident_features
 from mmf_uvlp.datasets.region_features import RegionFeaturesDatabase
-from mmf_uvlp.datasets.resident_features import RESIDENT, ImageRows
+from mmf_uvlp.datasets.resident_features import ImageRows, ResidentFeatures
 from mmf_uvlp.datasets.region_counts import RegionCounts
 from mmf_uvlp.training.progress import register_train_samples
 from mmf_uvlp.utils.config_files import default_config
@@ -64,6 +64,7 @@ class PretrainingDataset(AnnotationDbHook, MMFDataset):
         super().__init__(dataset_name, config, dataset_type, index, *args, **kwargs)
         if dataset_type == "train":
             register_train_samples(dataset_name, len(self.annotation_db))
+        self.resident_table: Optional[ResidentFeatures] = None  # the resident features
 
     def raw_input(self, idx: int) -> Dict[str, Any]:
         """The masking processor's raw input of sample ``idx``."""
@@ -116,6 +117,17 @@ class PretrainingDataset(AnnotationDbHook, MMFDataset):
         """The batch of ``indices``, padded to its longest (what a DataLoader asks for)."""
         return collate(self.batch_fields(indices, padded=False))
 
+    def prepare_batch(self, batch: Any) -> Any:
+        """MMF's (the batch on the run's device), then its features made there: from the
+        dataset's resident table (:mod:`mmf_uvlp.datasets.resident_features`), and the
+        original features of a collated batch (:func:`restore_region_copies`). The model
+        gets finished tensors."""
+        batch = super().prepare_batch(batch)
+        if self.resident_table is not None:
+            self.resident_table.fill(batch)
+        restore_region_copies(batch)
+        return batch
+
 
 class RegionsDataset(PretrainingDataset):
     """A pre-training dataset of images: each annotation item has ``image_id``,
@@ -131,7 +143,8 @@ class RegionsDataset(PretrainingDataset):
         if resident_features.option(self.config, dataset_name):
             paths = dict.fromkeys(self.annotation_db[i]["feature_path"]
                                   for i in range(len(self.annotation_db)))
-            self.resident = RESIDENT.load(self.features_db, paths, dataset_name)
+            self.resident_table = ResidentFeatures()
+            self.resident = self.resident_table.load(self.features_db, paths, dataset_name)
 
     def build_features_db(self) -> RegionFeaturesDatabase:
         """The split's features, real rows only (MMF main's name of the hook)."""
