@@ -191,8 +191,10 @@ def test_a_trainer_subclassing_the_plugin_s_gets_its_keys_and_behaviour():
         assert is_plugin_trainer(name) and is_plugin_trainer("uvlp")
         assert not is_plugin_trainer("base_trainer") and not is_plugin_trainer("not_registered")
         config = _run_config("model=visual_bert", "dataset=vqa2", f"training.trainer={name}",
-                             "checkpoint.overwrite=True", "training.fp16=True")
+                             "checkpoint.overwrite=True", "training.fp16=True",
+                             "training.exit_on_nan_losses=False")
         assert (config.checkpoint.overwrite, config.training.fp16) == (True, True)
+        assert config.training.exit_on_nan_losses is False  # MMF main's key, on rc10 too
         assert config.checkpoint.trust_resume_file is False  # declared at its default
     finally:
         registry.mapping["trainer_name_mapping"].pop(name)
