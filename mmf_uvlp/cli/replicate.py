@@ -44,7 +44,7 @@ from typing import Callable
 from mmf_uvlp.replication.archive import Archive
 from mmf_uvlp.replication.children import Interrupted
 from mmf_uvlp.replication.devices import GpuPlacement, visible_gpus
-from mmf_uvlp.replication.outputs import write_study
+from mmf_uvlp.replication.outputs import spread_of_study, write_study
 from mmf_uvlp.replication.recipe import Recipe, load_recipe
 from mmf_uvlp.replication.executor import JobRun
 from mmf_uvlp.replication.runner import (BadRecord, StaleRun, StepFailed, clock, execute,
@@ -207,6 +207,7 @@ class Study:
     world: World
     recipe: Recipe
     settings: Settings
+    every_seed: tuple[int, ...] = ()
 
     def steps(self) -> list[Step]:
         """Every step of the study, in the order they run."""
@@ -220,7 +221,8 @@ def configure(args: argparse.Namespace) -> Study:
     tables, systems = select(args.tables or recipe.tables, args.systems or recipe.systems)
     world = World.resolve(args.world or recipe.world or "demo", args.data)
     overrides = tuple(o for path in args.model_config for o in model_overrides(path))
-    seeds = _selected_seeds(args.seeds or recipe.seeds or DEFAULT_SEEDS, args.only_seeds)
+    count = args.seeds or recipe.seeds or DEFAULT_SEEDS
+    seeds = _selected_seeds(count, args.only_seeds)
     if args.steps and (args.recorded or args.plan):
         raise ValueError("--steps: not with --recorded or --plan, which run no training step")
     folder = world.path.name + (f"__{recipe.path.stem}" if recipe.path else "")
@@ -236,7 +238,7 @@ def configure(args: argparse.Namespace) -> Study:
         pretrain_options=recipe.pretrain_options, finetune_options=recipe.finetune_options,
         task_options=recipe.task_options,
         task_updates=() if args.finetune_updates else recipe.task_updates)
-    return Study(tables, systems, world, recipe, settings)
+    return Study(tables, systems, world, recipe, settings, tuple(range(count)))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -340,7 +342,9 @@ def _study(args: argparse.Namespace, study: Study, job_options: JobOptions | Non
               "archive": str(archive.root) if archive is not None else None,
               "recorded": args.recorded,
               "tables": [t.key for t in tables], "systems": [s.key for s in systems]}
-    written = write_study(tables, steps, settings, args.out, header, record)
+    spread = spread_of_study(settings, archive.root if archive is not None else runs,
+                             study.every_seed)
+    written = write_study(tables, steps, settings, args.out, header, record, spread)
     for markdown in written:
         print("\n" + markdown.read_text(encoding="utf-8"), end="")
     print(f"\n{ran} of {len(steps)} steps ran in {clock(time.perf_counter() - start)}; "

@@ -10,9 +10,11 @@ comparable Meta-Aves. :func:`meta_gap` is one row's Meta-Ave minus another's,
 with the standard error of that difference: unpaired (Welch), and paired over the seeds both
 rows share (a seed fixes the fine-tuning order and head initialisation of every system, so a
 seed's two runs differ only by the system; the paired error removes the seeds' common spread).
-:class:`TTest` is the test a gap is read by (:attr:`Gap.test`): the paired t over the shared
-seeds (df = n - 1), else Welch's t; its two-sided p, and the smallest difference it detects
-at 80 % power and alpha 0.05, (t_{1 - alpha/2, df} + t_{power, df}) x its standard error.
+:class:`~mmf_uvlp.replication.significance.TTest` is the test a gap is read by
+(:attr:`Gap.test`): the paired t over the shared seeds (df = n - 1), else Welch's t, else,
+where a row has one seed, the t against the seed spread pooled over the study's rows
+(:func:`study_spread`); its two-sided p, 95 % confidence interval and the smallest
+difference it detects at 80 % power (``significance.py``).
 """
 
 from __future__ import annotations
@@ -22,9 +24,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from scipy import stats
-
 from mmf_uvlp.replication.provenance import MadeBy
+from mmf_uvlp.replication.significance import PooledSpread, TTest, pooled_spread, t_test
 from mmf_uvlp.replication.steps import Step
 from mmf_uvlp.tasks import SPLITS_RUN
 from mmf_uvlp.report.results import LOG_FILE, Cell, collect_run, parse_log
@@ -124,33 +125,6 @@ def _ratio(difference: float, stderr: float | None) -> float | None:
     return abs(difference) / stderr
 
 
-ALPHA = 0.05  # the two-sided level of the smallest detectable difference
-POWER = 0.80  # the power at which :attr:`TTest.detectable` is detected
-
-
-@dataclass(frozen=True)
-class TTest:
-    """A t test of a difference: ``kind`` (``paired`` or ``Welch``), its statistic ``t``
-    (difference / standard error), degrees of freedom ``df``, two-sided ``p`` and
-    ``detectable``: the smallest |difference| it detects at :data:`POWER` and :data:`ALPHA`,
-    (t_{1 - ALPHA/2, df} + t_{POWER, df}) x the standard error."""
-
-    kind: str
-    t: float
-    df: float
-    p: float
-    detectable: float
-
-
-def t_test(kind: str, difference: float, stderr: float, df: float) -> TTest:
-    """The :class:`TTest` of ``difference`` with standard error ``stderr`` on ``df``."""
-    t = difference / stderr if stderr else (math.copysign(math.inf, difference)
-                                            if difference else 0.0)
-    p = float(2 * stats.t.sf(abs(t), df))
-    quantiles = stats.t.ppf(1 - ALPHA / 2, df) + stats.t.ppf(POWER, df)
-    return TTest(kind, t, df, p, float(quantiles * stderr))
-
-
 def welch_df(a: Stat, b: Stat) -> float:
     """The Welch–Satterthwaite degrees of freedom of two means' difference (each n > 1)."""
     va, vb = a.std ** 2 / a.n, b.std ** 2 / b.n
@@ -183,12 +157,14 @@ class Gap:
     """A row's mean Meta-Ave minus the reference row's, and the standard error of that
     difference, sqrt(s1^2 / n1 + s2^2 / n2) over the seeds (None without two seeds in each);
     ``paired`` over the seeds both rows share (None with fewer than two); ``df``: the Welch
-    degrees of freedom of ``stderr``."""
+    degrees of freedom of ``stderr``; ``pooled``: where a row has one seed, the test against
+    the study's pooled seed spread (None without one)."""
 
     difference: float
     stderr: float | None
     paired: PairedGap | None = None
     df: float | None = None
+    pooled: TTest | None = None
 
     @property
     def ratio(self) -> float | None:
@@ -197,17 +173,20 @@ class Gap:
     @property
     def test(self) -> TTest | None:
         """The test the gap is read by: the paired t when the rows share two seeds or more,
-        else Welch's t, else None (one seed on a side)."""
+        else Welch's t, else the t against the pooled spread (one seed on a side), else
+        None."""
         if self.paired is not None:
             return self.paired.test
         if self.stderr is None or self.df is None:
-            return None
+            return self.pooled
         return t_test("Welch", self.difference, self.stderr, self.df)
 
 
-def meta_gap(row: RowSummary, reference: RowSummary) -> Gap | None:
+def meta_gap(row: RowSummary, reference: RowSummary,
+             spread: PooledSpread | None = None) -> Gap | None:
     """``row``'s Meta-Ave gap to ``reference`` (None when either has no Meta-Ave, or when
-    the two average different tasks)."""
+    the two average different tasks); where one of them has a single seed, read against
+    ``spread`` (the study's pooled seed spread, :func:`study_spread`) when given."""
     if row.meta is None or reference.meta is None or row.meta_parts != reference.meta_parts:
         return None
     means = (row.meta, reference.meta)
@@ -221,7 +200,19 @@ def meta_gap(row: RowSummary, reference: RowSummary) -> Gap | None:
         differences = [row.seed_metas[s] - reference.seed_metas[s] for s in shared]
         paired = PairedGap(statistics.fmean(differences),
                            statistics.stdev(differences) / math.sqrt(len(shared)), shared)
-    return Gap(row.meta.mean - reference.meta.mean, stderr, paired, df)
+    difference = row.meta.mean - reference.meta.mean
+    pooled = None
+    if stderr is None and spread is not None:
+        pooled = spread.test(difference, row.meta.n, reference.meta.n)
+    return Gap(difference, stderr, paired, df, pooled)
+
+
+def study_spread(rows: Sequence[RowSummary]) -> PooledSpread | None:
+    """The seed spread of a Meta-Ave pooled over ``rows`` (a study's rows: every system once)
+    with two seeds or more that average every task."""
+    return pooled_spread([(row.system, row.meta.std, row.meta.n) for row in rows
+                          if row.meta is not None and row.meta.std is not None
+                          and row.meta_note is None])
 
 
 @dataclass(frozen=True)

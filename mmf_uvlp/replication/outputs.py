@@ -4,16 +4,18 @@ each table with what made its runs (``provenance.py``)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import yaml
 
-from mmf_uvlp.replication.aggregate import run_result, seed_cells, table_rows
+from mmf_uvlp.replication.aggregate import run_result, seed_cells, study_spread, table_rows
 from mmf_uvlp.replication.provenance import table_provenance
 from mmf_uvlp.replication.render import write_runs, write_table
 from mmf_uvlp.replication.runner import read_record
-from mmf_uvlp.replication.steps import Settings, Step
-from mmf_uvlp.replication.study import REPO, StudyTable
+from mmf_uvlp.replication.significance import PooledSpread
+from mmf_uvlp.replication.steps import Settings, Step, plan
+from mmf_uvlp.replication.study import REPO, SYSTEMS, StudyTable
 from mmf_uvlp.report.trivial import trivial_rates
 
 REFCOCO_CONFIG = REPO / "projects/uvla/finetune/refcoco_plus.yaml"
@@ -30,10 +32,22 @@ def refcoco_max_proposals(config: Path = REFCOCO_CONFIG) -> int:
                          "integer (the proposals per image)") from None
 
 
+def spread_of_study(settings: Settings, folder: Path, seeds: Sequence[int]
+                    ) -> PooledSpread | None:
+    """The seed spread of a Meta-Ave pooled over every system of the study with two seeds or
+    more of ``seeds`` finished in ``folder`` (the study's archive, else its runs folder),
+    whichever tables were asked for: the yardstick of the rows that have one seed."""
+    every = replace(settings, runs=folder, seeds=tuple(seeds))
+    cells = seed_cells(plan(list(SYSTEMS.values()), every))
+    return study_spread(table_rows([(key, key) for key in SYSTEMS], seeds, cells))
+
+
 def write_study(tables: Sequence[StudyTable], steps: Sequence[Step], settings: Settings,
-                out: Path, header: str, settings_json: Mapping[str, object]) -> list[Path]:
+                out: Path, header: str, settings_json: Mapping[str, object],
+                spread: PooledSpread | None = None) -> list[Path]:
     """Every table's markdown and figure, and ``runs.json``, in ``out``; returns the
-    markdown files in table order."""
+    markdown files in table order. ``spread``: the study's pooled seed spread
+    (:func:`spread_of_study`), which a row with one seed is read against."""
     records = {step: read_record(step) for step in steps}
     results = [run_result(step, records[step]) for step in steps]
     cells = seed_cells(steps)
@@ -49,7 +63,7 @@ def write_study(tables: Sequence[StudyTable], steps: Sequence[Step], settings: S
         made = table_provenance(rows, settings.seeds, steps, records, cells)
         markdown, _ = write_table(table, table_rows(rows, settings.seeds, cells),
                                   settings.seeds, trivial, header,
-                                  sum(walls) if walls else None, out, made)
+                                  sum(walls) if walls else None, out, made, spread)
         written.append(markdown)
     write_runs(results, settings_json, out / "runs.json")
     return written

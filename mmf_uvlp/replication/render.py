@@ -3,13 +3,16 @@
 Markdown rows are the paper's, each cell ``mean ± std`` over the seeds, with Meta-Ave, the
 number of seeds and a row of trivial rates; under it each row's Meta-Ave gap to the
 table's first row (the paper's reference: Base, R-T, w/o w_ITM, ...) with its standard
-error, "within the noise" under 2 standard errors; then each ordering the paper reports
-between two rows, read against the measured gap (holds / does not hold / within the
-noise). Every verdict names its test (:class:`~mmf_uvlp.replication.aggregate.TTest`: the
-paired t over the shared seeds, its two-sided p and the smallest difference it detects at
-80 % power), and a gap within the noise whose test could not detect the paper's difference
-reads "not distinguishable at this power"; and what made the runs (``provenance.py``), a mark on each cell whose runs were
-made differently or whose seed's fine-tunings read different pre-trained weights. Figures:
+error and its test; then each ordering the paper reports between two rows, read by that
+test: holds / reversed at p < 0.05, else not significant, and with Holm's correction over
+the table's orderings. Every verdict names its test
+(:class:`~mmf_uvlp.replication.significance.TTest`: the paired t over the shared seeds,
+Welch's t, or for a one-seed row the t against the study's pooled seed spread; its p, 95 %
+confidence interval and the smallest difference it detects at 80 % power), and a gap that
+is not significant and whose test could not detect the paper's difference reads "not
+distinguishable at this power"; and what made the runs (``provenance.py``), a mark on each
+cell whose runs were made differently or whose seed's fine-tunings read different
+pre-trained weights. Figures:
 grouped bars with the seeds' std as error bars and the trivial rates as black ticks; a table
 with ``x`` values (Table 6, top-K) is drawn as the Meta-Ave curve over x, the trivial
 Meta-Ave dashed.
@@ -23,9 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from mmf_uvlp.replication.aggregate import (
-    ALPHA, POWER, Gap, RowSummary, RunResult, Stat, TTest, meta_gap, t_test,
-)
+from mmf_uvlp.replication.aggregate import Gap, RowSummary, RunResult, Stat, meta_gap
+from mmf_uvlp.replication.significance import ALPHA, POWER, PooledSpread, TTest, holm
 from mmf_uvlp.replication.provenance import TableProvenance
 from mmf_uvlp.replication.study import StudyTable
 from mmf_uvlp.report.results import Cell
@@ -57,9 +59,9 @@ def format_stat(stat: Stat | None, seeds: int) -> str:
     return text
 
 
-NOISE_SE = 2.0  # a gap under this many standard errors is reported as within the noise
-ONE_SEED = "no standard error: one seed on a side"  # printed where a gap has no standard error
-UNDERPOWERED = "not distinguishable at this power"  # within the noise, the paper's gap unseen
+ONE_SEED = "no standard error: one seed on a side"  # printed where a gap has no test
+UNDERPOWERED = "not distinguishable at this power"  # not significant, the paper's gap unseen
+NOT_SIGNIFICANT = "not significant"  # p >= ALPHA
 
 
 def format_p(p: float) -> str:
@@ -73,82 +75,112 @@ def format_df(df: float) -> str:
     return f"{df:.0f}" if float(df).is_integer() else f"{df:.1f}"
 
 
+def format_interval(test: TTest) -> str:
+    """``95 % CI [+2.6, +8.2]`` in points."""
+    low, high = (100 * bound for bound in test.interval)
+    return f"{100 * (1 - ALPHA):.0f} % CI [{low:+.1f}, {high:+.1f}]"
+
+
 def test_text(test: TTest) -> str:
-    """``paired t(2) = 18.0, p = 0.003, detects ≥ 4.8``: the test, its p and the smallest
-    difference it detects at 80 % power (points)."""
+    """``paired t(2) = 18.0, p = 0.003, 95 % CI [+12.1, +19.8], detects ≥ 5.1``: the test,
+    its p, the 95 % confidence interval of the difference and the smallest difference it
+    detects at 80 % power (points)."""
     return (f"{test.kind} t({format_df(test.df)}) = {test.t:.1f}, {format_p(test.p)}, "
-            f"detects ≥ {100 * test.detectable:.1f}")
+            f"{format_interval(test)}, detects ≥ {100 * test.detectable:.1f}")
 
 
-def noise_rule(seed_counts: Sequence[int]) -> str:
-    """What the 2-SE rule is as a paired t over ``seed_counts`` shared seeds (3 if none)."""
-    counts = sorted(set(seed_counts), reverse=True) or [3]
-    rule = "; ".join(f"{n} seeds (df = {n - 1}) p = "
-                     f"{t_test('paired', NOISE_SE, 1.0, n - 1).p:.2f}" for n in counts)
-    return (f"The {NOISE_SE:g}-SE rule is a two-sided paired t test at |t| ≥ {NOISE_SE:g}, with "
-            f"{rule}. Each verdict names its test (paired t over the shared seeds, df = n − 1; "
-            f"Welch's t where the rows share fewer than two), its p and the smallest difference "
-            f"it detects at {100 * POWER:.0f} % power and α = {ALPHA:g}, (t(1 − α/2, df) + t(power, df)) "
-            "× its standard error, in points (\"detects\").")
+def verdict(t: float, p: float) -> str:
+    """``holds`` / ``reversed`` at p < ALPHA in / against the paper's direction, else the
+    direction and ``not significant``."""
+    if p < ALPHA and t:
+        return "holds" if t > 0 else "does not hold: reversed"
+    if not t:
+        return NOT_SIGNIFICANT
+    direction = "the paper's direction" if t > 0 else "reversed"
+    return f"{direction}, {NOT_SIGNIFICANT}"
 
 
-def gap_lines(rows: Sequence[RowSummary]) -> list[str]:
+def test_rule(spread: PooledSpread | None) -> str:
+    """What each verdict's test is; ``spread``: the pooled seed spread, when a one-seed row
+    was read against it."""
+    pooled = ("" if spread is None else
+              "; where a row has one seed, the pooled-SD t: a Meta-Ave's seed-to-seed standard "
+              f"deviation pooled over the study's {len(spread.rows)} rows with two seeds or more, "
+              f"{100 * spread.sd:.2f} points on df = {spread.df}, and SE = s × √(1/n1 + 1/n2)")
+    return ("Each gap names its test (paired t over the shared seeds, df = n − 1; Welch's t "
+            f"where the rows share fewer than two{pooled}), its two-sided p, the "
+            f"{100 * (1 - ALPHA):.0f} % confidence interval of the gap (the t distribution) and "
+            f"the smallest difference it detects at {100 * POWER:.0f} % power and α = {ALPHA:g} "
+            "(the noncentral t), in points (\"detects\"); a gap at p ≥ "
+            f"{ALPHA:g} is {NOT_SIGNIFICANT}.")
+
+
+def gap_lines(rows: Sequence[RowSummary], spread: PooledSpread | None = None) -> list[str]:
     """One line per row after the first: its Meta-Ave gap to the first row, in points, and the
-    test it is read by."""
+    test it is read by (one-seed rows against ``spread``, the study's pooled seed spread)."""
     if len(rows) < 2:
         return []
-    reference, lines, counts = rows[0], [], []
+    reference, lines, pooled = rows[0], [], False
     for row in rows[1:]:
-        gap = meta_gap(row, reference)
+        gap = meta_gap(row, reference, spread)
         if gap is None:
             lines.append(f"- {row.label}: {MISSING} (no Meta-Ave on one side, or the two "
                          "average different tasks)")
             continue
         text = f"- {row.label}: {100 * gap.difference:+.1f}"
         if gap.ratio is None:
-            text += f" ({ONE_SEED})"
+            text += " (one seed on a side)" if gap.pooled is not None else f" ({ONE_SEED})"
+            pooled = pooled or gap.pooled is not None
         else:
             text += f" ± {100 * gap.stderr:.1f} ({gap.ratio:.1f} SE)"
         if gap.paired is not None:
             paired = gap.paired
-            counts.append(len(paired.seeds))
             text += (f"; paired over seeds {', '.join(map(str, paired.seeds))}: "
                      f"{100 * paired.difference:+.1f} ± {100 * paired.stderr:.1f} "
                      f"({paired.ratio:.1f} SE)")
         test = gap.test
         if test is not None:
             text += f"; {test_text(test)}"
-            if abs(test.t) < NOISE_SE:
-                text += ": within the noise"
+            if not test.significant:
+                text += f": {NOT_SIGNIFICANT}"
         lines.append(text)
     return ["", f"Meta-Ave gap to {reference.label} in points, ± the standard error of the "
             "difference, sqrt(s1²/n1 + s2²/n2) over the seeds. Paired: the mean of each shared "
             "seed's difference ± its standard error (a seed fixes every system's fine-tuning "
-            "order and head initialisation), reported beside it. Under "
-            f"{NOISE_SE:g} SE of the test it is within the noise.", noise_rule(counts), *lines]
+            "order and head initialisation), reported beside it.",
+            test_rule(spread if pooled else None), *lines]
 
 
-def reading(gap: Gap | None, paper: float | None = None) -> str:
+def reading(gap: Gap | None, paper: float | None = None, holm_p: float | None = None,
+            family: int = 1) -> str:
     """How a gap above − below reads against the paper's finding that above is higher
-    (by ``paper``): ``holds`` at :data:`NOISE_SE` standard errors of its test
-    (:attr:`Gap.test`) or more in its direction, ``does not hold`` at as many against it,
-    else ``within the noise``, and :data:`UNDERPOWERED` where the smallest difference the test
-    detects is over the paper's; each with the test."""
+    (by ``paper``): :func:`verdict` of its test (:attr:`Gap.test`), with the test, and
+    :data:`UNDERPOWERED` where it is not significant and the smallest difference it detects is
+    over the paper's; with ``holm_p`` (Holm's p over the table's ``family`` of orderings),
+    the verdict after the correction too."""
     test = None if gap is None else gap.test
     if test is None:
         return f"not decided ({ONE_SEED})"
-    if abs(test.t) >= NOISE_SE:
-        return f"{'holds' if test.t > 0 else 'does not hold (reversed)'} ({test_text(test)})"
-    text = f"within the noise ({test_text(test)})"
-    if paper is not None and test.detectable > abs(paper):
+    text = f"{verdict(test.t, test.p)} ({test_text(test)})"
+    if not test.significant and paper is not None and test.detectable > abs(paper):
         text += f": {UNDERPOWERED}, the paper's {100 * paper:+.1f} is under what it detects"
+    if holm_p is not None and family > 1:
+        text += (f"; Holm over the {family} orderings tested: {format_p(holm_p)}, "
+                 f"{verdict(test.t, holm_p)}")
     return text
 
 
-def ordering_lines(table: StudyTable, rows: Sequence[RowSummary]) -> list[str]:
+def _named(orderings: Sequence[str]) -> str:
+    return "; ".join(orderings) if orderings else "none"
+
+
+def ordering_lines(table: StudyTable, rows: Sequence[RowSummary],
+                   spread: PooledSpread | None = None) -> list[str]:
     """One line per finding of the paper between two of ``rows``: the paper's Meta-Aves,
-    the measured gap above − below and its reading (:func:`reading`)."""
+    the measured gap above − below and its reading (:func:`reading`), corrected by Holm over
+    the orderings of the table that have a test; then which hold before and after."""
     by_system = {row.system: row for row in rows}
+    measured = []  # (line start, gap, paper's gap, name) of each ordering shown
     lines = []
     for ordering in table.orderings:
         above, below = by_system.get(ordering.above), by_system.get(ordering.below)
@@ -157,7 +189,7 @@ def ordering_lines(table: StudyTable, rows: Sequence[RowSummary]) -> list[str]:
         high, low = ordering.paper
         text = (f"- {above.label} above {below.label} (paper {high:.1f} vs {low:.1f}, "
                 f"{high - low:+.1f}): ")
-        gap = meta_gap(above, below)
+        gap = meta_gap(above, below, spread)
         if gap is None:
             missing = [row.label for row in (above, below) if row.meta is None]
             lines.append(text + (f"not measured yet (no Meta-Ave for {', '.join(missing)})"
@@ -169,22 +201,42 @@ def ordering_lines(table: StudyTable, rows: Sequence[RowSummary]) -> list[str]:
         if gap.paired is not None:
             text += (f", paired {100 * gap.paired.difference:+.1f} ± "
                      f"{100 * gap.paired.stderr:.1f} ({gap.paired.ratio:.1f} SE)")
-        lines.append(f"{text}: {reading(gap, (high - low) / 100)}")
+        measured.append((len(lines), text, gap, (high - low) / 100,
+                         f"{above.label} above {below.label}"))
+        lines.append(text)
+    tested = [entry for entry in measured if entry[2].test is not None]
+    adjusted = dict(zip((entry[0] for entry in tested),
+                        holm([entry[2].test.p for entry in tested])))
+    for index, text, gap, paper, _ in measured:
+        lines[index] = f"{text}: {reading(gap, paper, adjusted.get(index), len(tested))}"
     if not lines:
         return []
-    return ["", "The paper's orderings (Meta-Ave above − below, ± the standard error of the "
-            f"difference): holds at {NOISE_SE:g} SE of its test or more in the paper's "
-            f"direction, does not hold at {NOISE_SE:g} SE or more against it, else within the "
-            f"noise, and {UNDERPOWERED} where the test's smallest detectable difference is "
-            "over the paper's. The paper's Meta-Ave reads RefCOCO+ val only, ours the mean of "
-            "val, testA and testB:", *lines]
+    head = ["", "The paper's orderings (Meta-Ave above − below, ± the standard error of the "
+            f"difference): holds at p < {ALPHA:g} in the paper's direction, reversed at p < "
+            f"{ALPHA:g} against it, else not significant, and {UNDERPOWERED} where the test's "
+            "smallest detectable difference is over the paper's; over two or more orderings "
+            "tested, each p again with Holm's correction over the table's family. The paper's "
+            "Meta-Ave reads RefCOCO+ val only, ours the mean of val, testA and testB:"]
+    tail = []
+    if len(tested) > 1:
+        before = {index: gap.test.p for index, _, gap, _, _ in tested}
+
+        def which(p_values: Mapping[int, float], sign: int) -> str:
+            return _named([name for index, _, gap, _, name in tested
+                           if p_values[index] < ALPHA and gap.test.t * sign > 0])
+
+        tail = [f"At p < {ALPHA:g}, before Holm's correction: holds: {which(before, 1)}; "
+                f"reversed: {which(before, -1)}. After it, over the {len(tested)} orderings "
+                f"tested: holds: {which(adjusted, 1)}; reversed: {which(adjusted, -1)}."]
+    return [*head, *lines, *tail]
 
 
 def markdown(table: StudyTable, rows: Sequence[RowSummary], seeds: Sequence[int],
              trivial: Mapping[Cell, float], header: str, wall_s: float | None,
-             made: TableProvenance | None = None) -> str:
+             made: TableProvenance | None = None, spread: PooledSpread | None = None) -> str:
     """The table in the paper's layout (see the module docstring); ``made``: what made its
-    runs, a footnote, and the marks of the cells (``TableProvenance.marks``)."""
+    runs, a footnote, and the marks of the cells (``TableProvenance.marks``); ``spread``: the
+    study's pooled seed spread, which one-seed rows are read against."""
     cols = columns(table)
 
     def mark(system: str, cell: Cell | None, text: str) -> str:
@@ -221,8 +273,8 @@ def markdown(table: StudyTable, rows: Sequence[RowSummary], seeds: Sequence[int]
         lines += ["", *notes]
     if made is not None and made.lines:
         lines += ["", *made.lines]
-    lines += gap_lines(rows)
-    lines += ordering_lines(table, rows)
+    lines += gap_lines(rows, spread)
+    lines += ordering_lines(table, rows, spread)
     return "\n".join(lines) + "\n"
 
 
@@ -291,13 +343,13 @@ def plot_curve(table: StudyTable, rows: Sequence[RowSummary], trivial: Mapping[C
 
 def write_table(table: StudyTable, rows: Sequence[RowSummary], seeds: Sequence[int],
                 trivial: Mapping[Cell, float], header: str, wall_s: float | None,
-                out: str | os.PathLike, made: TableProvenance | None = None
-                ) -> tuple[Path, Path]:
+                out: str | os.PathLike, made: TableProvenance | None = None,
+                spread: PooledSpread | None = None) -> tuple[Path, Path]:
     """``<stem>.md`` and ``<stem>.png`` of a table in ``out`` (created)."""
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     text, figure = folder / f"{table.stem}.md", folder / f"{table.stem}.png"
-    text.write_text(markdown(table, rows, seeds, trivial, header, wall_s, made),
+    text.write_text(markdown(table, rows, seeds, trivial, header, wall_s, made, spread),
                     encoding="utf-8")
     if table.x is None:
         plot_bars(table, rows, trivial, figure)

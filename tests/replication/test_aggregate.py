@@ -14,6 +14,7 @@ from mmf_uvlp.replication.aggregate import (
 )
 from mmf_uvlp.replication.render import (format_stat, gap_lines, markdown, ordering_lines,
                                          write_table)
+from mmf_uvlp.replication.significance import PooledSpread
 from mmf_uvlp.replication.steps import Settings, plan, system_steps
 from mmf_uvlp.replication.study import SYSTEMS, TABLES
 from mmf_uvlp.report.trivial import (
@@ -138,16 +139,19 @@ def test_tables_from_crafted_run_folders(tmp_path, saved_figures):
     assert lines[8] == "| *Trivial (majority / chance)* | — | 50.0 | — | — | 50.0* | – |"
     assert "- Trivial: Meta-Ave* is the mean of NLVR2; missing: VQA, VE, RefCOCO+." in lines
     # The gap to the first row: 58.0 - 58.5, SE sqrt(0.71² / 2 + 0² / 2) = 0.5.
-    # Paired over 2 seeds: t(1) = -1, p = 1 - 2 atan(1) / pi = 0.5; it detects
-    # (t(0.975, 1) + t(0.8, 1)) x 0.5 = (12.706 + 1.376) x 0.5 = 7.0 points.
+    # Paired over 2 seeds: t(1) = -1, p = 1 - 2 atan(1) / pi = 0.5; its 95 % interval
+    # -0.5 ± tan(0.475 pi) x 0.5 = -0.5 ± 6.35; it detects 16.33 x 0.5 = 8.2 points at 80 %
+    # power (test_significance.py checks the 16.33 by simulation).
     assert ("- w_ITM: -0.5 ± 0.5 (1.0 SE); paired over seeds 0, 1: -0.5 ± 0.5 (1.0 SE); "
-            "paired t(1) = -1.0, p = 0.50, detects ≥ 7.0: within the noise") in lines
+            "paired t(1) = -1.0, p = 0.50, 95 % CI [-6.9, +5.9], detects ≥ 8.2: not "
+            "significant") in lines
     # The paper's ordering (w_ITM above w/o w_ITM, 75.8 vs 75.3), read against that gap:
-    # the paper's +0.5 is under the 7.0 the test detects.
+    # the paper's +0.5 is under the 8.2 the test detects; one ordering: no Holm line.
     assert lines[-1] == ("- w_ITM above w/o w_ITM (paper 75.8 vs 75.3, +0.5): -0.5 ± 0.5 "
-                         "(1.0 SE), paired -0.5 ± 0.5 (1.0 SE): within the noise (paired "
-                         "t(1) = -1.0, p = 0.50, detects ≥ 7.0): not distinguishable at this "
-                         "power, the paper's +0.5 is under what it detects")
+                         "(1.0 SE), paired -0.5 ± 0.5 (1.0 SE): reversed, not significant "
+                         "(paired t(1) = -1.0, p = 0.50, 95 % CI [-6.9, +5.9], detects ≥ 8.2): "
+                         "not distinguishable at this power, the paper's +0.5 is under what it "
+                         "detects")
     markdown_path, figure = write_table(TABLES["4"], rows, (0, 1), trivial, "World x.", 5400.0,
                                         tmp_path / "out")
     assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -200,21 +204,31 @@ def test_meta_gap_and_its_standard_error():
     lines = gap_lines([base, aligned, row("One", [0.6]), row("Same", [0.50, 0.52, 0.54]),
                        row("Two", [0.55, 0.57])])
     # Each gap is read by its paired t: df = n - 1, two-sided p (df 2: 1 - t / sqrt(t² + 2);
-    # df 1: 1 - 2 atan(t) / pi) and the smallest detectable difference, (4.303 + 1.061) x SE
-    # on df 2, (12.706 + 1.376) x SE on df 1.
+    # df 1: 1 - 2 atan(t) / pi), the 95 % interval, ± 4.3027 x SE on df 2 (t / sqrt(t² + 2)
+    # = 0.95) and ± tan(0.475 pi) = 12.706 x SE on df 1, and the smallest difference detected
+    # at 80 % power, 5.654 x SE on df 2 and 16.33 x SE on df 1 (the noncentral t).
     assert lines[-4:] == [
         "- Aligned: +7.0 ± 1.3 (5.4 SE); paired over seeds 0, 1, 2: +7.0 ± 0.6 (12.1 SE); "
-        "paired t(2) = 12.1, p = 0.007, detects ≥ 3.1",
+        "paired t(2) = 12.1, p = 0.007, 95 % CI [+4.5, +9.5], detects ≥ 3.3",
         "- One: +9.0 (no standard error: one seed on a side)",
         "- Same: +1.0 ± 1.3 (0.8 SE); paired over seeds 0, 1, 2: +1.0 ± 0.6 (1.7 SE); "
-        "paired t(2) = 1.7, p = 0.23, detects ≥ 3.1: within the noise",
+        "paired t(2) = 1.7, p = 0.23, 95 % CI [-1.5, +3.5], detects ≥ 3.3: not significant",
         "- Two: +5.0 ± 1.2 (4.3 SE); paired over seeds 0, 1: +5.5 ± 0.5 (11.0 SE); "
-        "paired t(1) = 11.0, p = 0.06, detects ≥ 7.0"]
-    # The 2-SE rule as a paired t: p = 1 - 2 / sqrt(6) = 0.18 on 3 seeds, 1 - 2 atan(2) / pi
-    # = 0.30 on 2.
-    assert lines[2].startswith("The 2-SE rule is a two-sided paired t test at |t| ≥ 2, with 3 "
-                               "seeds (df = 2) p = 0.18; 2 seeds (df = 1) p = 0.30.")
+        "paired t(1) = 11.0, p = 0.06, 95 % CI [-0.9, +11.9], detects ≥ 8.2: not significant"]
+    assert lines[2].startswith("Each gap names its test (paired t over the shared seeds, df = "
+                               "n − 1; Welch's t where the rows share fewer than two), its "
+                               "two-sided p, the 95 % confidence interval")
     assert gap_lines([base]) == []
+    # With the study's pooled spread, the one-seed row is read against it: s = 2 points on
+    # 24 df, SE = 2 x sqrt(1 + 1/3) = 2.31, t(24) = 9.0 / 2.31 = 3.9, 95 % interval
+    # 9.0 ± 2.0639 x 2.31 = [+4.2, +13.8].
+    spread = PooledSpread(0.02, 24, tuple(f"row{k}" for k in range(12)))
+    pooled = gap_lines([base, row("One", [0.6])], spread)
+    assert pooled[-1] == ("- One: +9.0 (one seed on a side); pooled-SD t(24) = 3.9, p < 0.001, "
+                          "95 % CI [+4.2, +13.8], detects ≥ 6.7")
+    assert ("where a row has one seed, the pooled-SD t: a Meta-Ave's seed-to-seed standard "
+            "deviation pooled over the study's 12 rows with two seeds or more, 2.00 points on "
+            "df = 24") in pooled[2]
 
 
 def test_a_gap_is_read_by_a_t_test_with_its_p_and_the_difference_it_detects():
@@ -225,7 +239,7 @@ def test_a_gap_is_read_by_a_t_test_with_its_p_and_the_difference_it_detects():
     two = t_test("paired", 0.02, 0.01, 2)
     assert (two.t, two.df) == (2.0, 2)
     assert two.p == pytest.approx(1 - 2 / math.sqrt(6))
-    assert two.detectable == pytest.approx((4.302653 + 1.060660) * 0.01, rel=1e-5)
+    assert two.interval == pytest.approx((0.02 - 4.302653 * 0.01, 0.02 + 4.302653 * 0.01))
     assert t_test("paired", -0.02, 0.01, 1).p == pytest.approx(1 - 2 * math.atan(2) / math.pi)
     assert t_test("paired", 0.01, 0.0, 2).p == 0.0
 
@@ -244,9 +258,10 @@ def test_a_gap_is_read_by_a_t_test_with_its_p_and_the_difference_it_detects():
 
 
 def test_the_paper_s_orderings_are_read_against_the_measured_gap():
-    """Each ordering the paper reports between two rows of a table: holds / does not hold at
-    2 standard errors or more, else within the noise; undecided or not measured where a
-    side has one seed or none (crafted rows: the reading, not which system wins)."""
+    """Each ordering the paper reports between two rows of a table: holds / reversed at
+    p < 0.05, else not significant, and again with Holm's correction over the orderings
+    tested; undecided or not measured where a side has one seed or none (crafted rows: the
+    reading, not which system wins)."""
     def row(label, system, metas):
         return summarize_row(label, system, {
             seed: {cell: v for cell in SEED0} for seed, v in enumerate(metas)})
@@ -263,17 +278,33 @@ def test_the_paper_s_orderings_are_read_against_the_measured_gap():
         "error: one seed on a side)",
         "- Random pairs above Base (paper 68.1 vs 65.9, +2.2): not measured yet (no Meta-Ave "
         "for Random pairs)",
+        # Holm over the 3 orderings tested: 3 x 0.004 = 0.012 (Aligned VLP above μ-VLA),
+        # 2 x 0.007 = 0.014, 1 x 0.20.
         "- μ-VLA above Base (paper 75.8 vs 65.9, +9.9): +7.0 ± 1.3 (5.4 SE), paired +7.0 ± 0.6 "
-        "(12.1 SE): holds (paired t(2) = 12.1, p = 0.007, detects ≥ 3.1)",
+        "(12.1 SE): holds (paired t(2) = 12.1, p = 0.007, 95 % CI [+4.5, +9.5], detects ≥ "
+        "3.3); Holm over the 3 orderings tested: p = 0.01, holds",
         "- Aligned VLP above Base (paper 77.3 vs 65.9, +11.4): +1.7 ± 1.6 (1.1 SE), paired "
-        "+1.7 ± 0.9 (1.9 SE): within the noise (paired t(2) = 1.9, p = 0.20, detects ≥ 4.7)",
+        "+1.7 ± 0.9 (1.9 SE): the paper's direction, not significant (paired t(2) = 1.9, "
+        "p = 0.20, 95 % CI [-2.1, +5.5], detects ≥ 5.0); Holm over the 3 orderings tested: "
+        "p = 0.20, the paper's direction, not significant",
         "- μ-VLA above U-VisualBERT (paper 75.8 vs 70.0, +5.8): -2.0: not decided (no "
         "standard error: one seed on a side)",
         "- μ-VLA above Random pairs (paper 75.8 vs 68.1, +7.7): not measured yet (no Meta-Ave "
         "for Random pairs)",
         "- Aligned VLP above μ-VLA (paper 77.3 vs 75.8, +1.5): -5.3 ± 1.9 (2.9 SE), paired "
-        "-5.3 ± 0.3 (16.0 SE): does not hold (reversed) (paired t(2) = -16.0, p = 0.004, "
-        "detects ≥ 1.8)"]
+        "-5.3 ± 0.3 (16.0 SE): does not hold: reversed (paired t(2) = -16.0, p = 0.004, "
+        "95 % CI [-6.8, -3.9], detects ≥ 1.9); Holm over the 3 orderings tested: p = 0.01, "
+        "does not hold: reversed",
+        "At p < 0.05, before Holm's correction: holds: μ-VLA above Base; reversed: Aligned VLP "
+        "above μ-VLA. After it, over the 3 orderings tested: holds: μ-VLA above Base; "
+        "reversed: Aligned VLP above μ-VLA."]
+    # Against the study's pooled spread the one-seed orderings are tested too, and join the
+    # family: U-VisualBERT − Base +9.0 (pooled-SD t(24) = 3.9, p < 0.001) holds.
+    spread = PooledSpread(0.02, 24, ())
+    pooled = ordering_lines(TABLES["1"], rows, spread)
+    assert pooled[2].startswith("- U-VisualBERT above Base (paper 70.0 vs 65.9, +4.1): +9.0: "
+                                "holds (pooled-SD t(24) = 3.9, p < 0.001")
+    assert pooled[2].endswith("Holm over the 5 orderings tested: p = 0.003, holds")
     # An ordering one of whose rows the table does not show is left out; none: no section.
     assert len(ordering_lines(TABLES["1"], [rows[0], rows[3]])) == 3
     assert ordering_lines(TABLES["1"], rows[:1]) == []
