@@ -14,8 +14,9 @@ from helpers.readings import (
     ITM, Quote, RESULTS, Readings, SEEDS, by_task,
     ci, f, gap, gap_text, hm, holm_p,
     interval, logged, loss, mean, p_of, paired,
-    pm, pooled_sd, pooled_test, problems, rest, row_stat,
-    run_minutes, s, t_text, unit_text, value, weights,
+    paired_p_value, pm, pooled_sd, pooled_test, problems, rest,
+    row_stat, run_minutes, s, t_text, unit_text, value,
+    weights,
 )
 
 
@@ -31,6 +32,12 @@ def halves(system: str) -> str:
     series = sorted(logged(system, 0, ITM).items())
     index = next(i for i, (_, v) in enumerate(series) if v < series[0][1] / 2 + 0.01)
     return f"between updates {series[index - 1][0]:,} and {series[index][0]:,}"
+
+
+def significant_tasks(above: str, below: str) -> str:
+    """``significant`` when no task's paired t(2) over the three seeds reaches p < 0.05."""
+    tasks = ("vqa", "nlvr2", "ve", "refcoco")
+    return "significant" if all(paired_p_value(above, below, k) >= 0.05 for k in tasks) else "?"
 
 
 def pooled_text(above: str, below: str) -> str:
@@ -74,9 +81,10 @@ TABLE2: list[Quote] = [
                         f(max(value("uvla", k, "nlvr2") for k in SEEDS)),
                         f(min(value("uvla", k) for k in SEEDS)),
                         f(max(value("uvla", k) for k in SEEDS))),
-    lambda: "seeds: VQA {}, NLVR2 {}, VE {}, RefCOCO+ {}, none outside the noise. R-N alone "
+    lambda: "seeds: VQA {}, NLVR2 {}, VE {}, RefCOCO+ {}, none {}. R-N alone "
             "({}) keeps nearly all of μ-VLA's gain over Base ({} against {})".format(
-                *by_task("uvla", "rn"), row_stat("rn"), s(mean("rn") - mean("base")),
+                *by_task("uvla", "rn"), significant_tasks("uvla", "rn"), row_stat("rn"),
+                s(mean("rn") - mean("base")),
                 s(mean("uvla") - mean("base"))),
     lambda: f"All three above I-S alone: holds, {s(mean('uvla') - value('is', 0))}, μ-VLA's "
             f"three seeds against I-S's seed 0 ({s(value('uvla', 0) - value('is', 0))} seed 0 "
@@ -115,8 +123,8 @@ TABLE2: list[Quote] = [
                 f(min(value("uvla", k, "nlvr2") for k in SEEDS)),
                 f(max(value("uvla", k, "nlvr2") for k in SEEDS)), f(value("rn", 1, "nlvr2"))),
     lambda: "By task, paired over the three seeds: VQA {}, NLVR2 {}, VE {}, RefCOCO+ {}, none "
-            "outside the noise. NLVR2's spread from seed to seed, {:.0f} to {:.0f} for R-N and "
-            "R-T + R-N".format(*by_task("uvla", "rt_rn"),
+            "{}. NLVR2's spread from seed to seed, {:.0f} to {:.0f} for R-N and "
+            "R-T + R-N".format(*by_task("uvla", "rt_rn"), significant_tasks("uvla", "rt_rn"),
                                min(value(r, k, "nlvr2") for r in ("rn", "rt_rn") for k in SEEDS),
                                max(value(r, k, "nlvr2") for r in ("rn", "rt_rn")
                                    for k in SEEDS)),
