@@ -5,9 +5,10 @@ They are labelled *entry point* (``kind``), not MMF fixes: MMF's own runs (anoth
 keep MMF's command line, except that a CPU-only torch can spawn distributed processes,
 ``mmf_predict``'s own ``evaluation.predict=true`` is read as MMF means it, and rc10's known
 warnings of this stack are left out of the output.
-They run on the first import of ``mmf_cli.run`` (MMF's command line), the declaration of the
-trainer's keys on that of ``mmf.utils.configuration`` (so that a config built in Python has
-them too); they are listed by ``python -m mmf_uvlp.doctor`` and disabled by name with
+They run on the first import of ``mmf_cli.run`` (MMF's command line), the command line's
+values (the trainer's keys declared and the values checked, one hook before MMF's dotlist
+merge) on that of ``mmf.utils.configuration`` (so that a config built in Python has them
+too); they are listed by ``python -m mmf_uvlp.doctor`` and disabled by name with
 ``$MMF_UVLP_DISABLE_FIXES``, as the fixes are. The behaviour itself is in
 ``mmf_uvlp.training``: ``cli_errors``, ``run_lock``, ``command_line_values``,
 ``trainer_choice``, ``cpu_distributed``.
@@ -128,19 +129,29 @@ def run_folder_lock() -> None:
     cli.main = main_owning_its_folder
 
 
-@_entry([RC10], "literal_command_line_values",
+@_entry([RC10], "command_line_values",
         "training.lr_scheduler=true on the command line stores the string 'true' and the "
         "schedule silently stays off (Configuration._decode_value uses literal_eval, which "
         "knows True/False/None only); such values of boolean or null keys are now refused "
         "with the spelling MMF expects; likewise `key=[features/cc.lmdb]` (stored as the "
-        "string '[features/cc.lmdb]', failing at the first batch) and `key[0]=x` (dropped); `mmf_predict`'s own "
-        "evaluation.predict=true is taken as True")
-def literal_command_line_values() -> None:
-    """MMF 1.0.0rc10's ``Configuration._merge_with_dotlist`` checks the values of a run of
-    the plugin's trainer."""
+        "string '[features/cc.lmdb]', failing at the first batch) and `key[0]=x` (dropped); "
+        "`mmf_predict`'s own evaluation.predict=true is taken as True. And "
+        "checkpoint.overwrite=True (or another key of the plugin's trainer: accept_mismatch, "
+        "trust_resume_file, training.fp16, training.exit_on_nan_losses, multitasking) on the "
+        "command line of a run of the plugin's trainer with a model of MMF's (visual_bert, "
+        "vilbert) ends in AttributeError: While updating configuration option "
+        "checkpoint.overwrite is missing from configuration (rc10's configs declare none of "
+        "them), and without them the bfloat16 default is never seen; they are now declared "
+        "for every run of the plugin's trainer (configs/trainers/uvlp.yaml)",
+        trigger="mmf.utils.configuration")
+def command_line_values() -> None:
+    """MMF 1.0.0rc10's ``Configuration._merge_with_dotlist``, in a run of the plugin's
+    trainer, declares the trainer's keys and checks the command line's values before it
+    merges them: one hook."""
     from mmf.utils.configuration import Configuration
 
     from mmf_uvlp.training.command_line_values import wanted, with_predict_flag_as_literal
+    from mmf_uvlp.training.trainer_choice import declare_switches
     from mmf_uvlp.utils.user_config import check_command_line_lists, check_command_line_literals
 
     merge_with_dotlist = Configuration._merge_with_dotlist
@@ -149,6 +160,7 @@ def literal_command_line_values() -> None:
     def _merge_with_dotlist(self: Configuration, config: Any, opts: Any) -> Any:
         opts = with_predict_flag_as_literal(opts)
         if wanted(config, opts):
+            declare_switches(config)
             check_command_line_literals(config, opts)
             check_command_line_lists(config, opts)
         return merge_with_dotlist(self, config, opts)
@@ -156,15 +168,21 @@ def literal_command_line_values() -> None:
     Configuration._merge_with_dotlist = _merge_with_dotlist
 
 
-@_entry([MMF_MAIN], "literal_command_line_values",
+@_entry([MMF_MAIN], "command_line_values",
         "training.lr_scheduler=true stores the string 'true' and the schedule silently stays "
         "off; `key=[features/cc.lmdb]` is stored as the string '[features/cc.lmdb]' and fails "
         "at the first batch (MMF main's _merge_with_dotlist, like rc10's, decodes values with "
         "ast.literal_eval); such values are refused with the spelling MMF expects; "
-        "`mmf_predict`'s own evaluation.predict=true is taken as True")
-def literal_command_line_values_on_mmf_main() -> None:
-    """MMF main's ``mmf.utils.configuration._merge_with_dotlist`` checks the values of a run
-    of the plugin's trainer. Its first pass (``skip_missing``) merges the overrides into
+        "`mmf_predict`'s own evaluation.predict=true is taken as True. And "
+        "checkpoint.overwrite=True (or accept_mismatch, trust_resume_file) on the command line "
+        "of a run of the plugin's trainer with a model of MMF's ends in AttributeError: "
+        "checkpoint.overwrite is missing from configuration (MMF main's _merge_with_dotlist); "
+        "they are now declared for every run of the plugin's trainer "
+        "(configs/trainers/uvlp.yaml)", trigger="mmf.utils.configuration")
+def command_line_values_on_mmf_main() -> None:
+    """MMF main's ``mmf.utils.configuration._merge_with_dotlist``, in a run of the plugin's
+    trainer, declares the trainer's keys and checks the command line's values before it
+    merges them: one hook. Its first pass (``skip_missing``) merges the overrides into
     MMF's defaults alone, before the user config and the model config that tell the run's
     trainer, and the second pass then finds ``'true'`` already written there: so the first
     pass notes what it would refuse, and the second, over the whole config, refuses it."""
@@ -172,6 +190,7 @@ def literal_command_line_values_on_mmf_main() -> None:
 
     from mmf_uvlp.errors import UserConfigError
     from mmf_uvlp.training.command_line_values import wanted, with_predict_flag_as_literal
+    from mmf_uvlp.training.trainer_choice import declare_switches
     from mmf_uvlp.utils.user_config import check_command_line_lists, check_command_line_literals
 
     merge_with_dotlist = configuration._merge_with_dotlist
@@ -188,62 +207,11 @@ def literal_command_line_values_on_mmf_main() -> None:
             except UserConfigError as error:
                 noted[key] = error
         elif wanted(config, opts):
+            declare_switches(config)
             if key in noted:
                 raise noted.pop(key)
             check_command_line_literals(config, opts)
             check_command_line_lists(config, opts)
-        return merge_with_dotlist(config, opts, *args, **kwargs)
-
-    configuration._merge_with_dotlist = _merge_with_dotlist
-
-
-@_entry([RC10], "uvlp_trainer_switches",
-        "checkpoint.overwrite=True (or another key of the plugin's trainer: accept_mismatch, "
-        "trust_resume_file, training.fp16, multitasking) on the command line of a run of the "
-        "plugin's trainer with a model of MMF's (visual_bert, vilbert) ends in "
-        "AttributeError: While updating configuration option checkpoint.overwrite is missing "
-        "from configuration (rc10's configs declare none of them), and without them the "
-        "bfloat16 default is never seen; they are now declared for every run of the "
-        "plugin's trainer (configs/trainers/uvlp.yaml)", trigger="mmf.utils.configuration")
-def uvlp_trainer_switches() -> None:
-    """MMF 1.0.0rc10's ``Configuration._merge_with_dotlist`` declares the trainer's keys in
-    a run of the plugin's trainer before the command line is merged."""
-    from mmf.utils.configuration import Configuration
-
-    from mmf_uvlp.training.command_line_values import wanted
-    from mmf_uvlp.training.trainer_choice import declare_switches
-
-    merge_with_dotlist = Configuration._merge_with_dotlist
-
-    @functools.wraps(merge_with_dotlist)
-    def _merge_with_dotlist(self: Configuration, config: Any, opts: Any) -> Any:
-        if wanted(config, opts):
-            declare_switches(config)
-        return merge_with_dotlist(self, config, opts)
-
-    Configuration._merge_with_dotlist = _merge_with_dotlist
-
-
-@_entry([MMF_MAIN], "uvlp_trainer_switches",
-        "checkpoint.overwrite=True (or accept_mismatch, trust_resume_file) on the command line "
-        "of a run of the plugin's trainer with a model of MMF's ends in AttributeError: "
-        "checkpoint.overwrite is missing from configuration (MMF main's _merge_with_dotlist); "
-        "they are now declared for every run of the plugin's trainer "
-        "(configs/trainers/uvlp.yaml)", trigger="mmf.utils.configuration")
-def uvlp_trainer_switches_on_mmf_main() -> None:
-    """MMF main's ``mmf.utils.configuration._merge_with_dotlist`` declares the trainer's
-    keys in its second pass (the whole config, which tells the run's trainer)."""
-    import mmf.utils.configuration as configuration
-
-    from mmf_uvlp.training.command_line_values import wanted
-    from mmf_uvlp.training.trainer_choice import declare_switches
-
-    merge_with_dotlist = configuration._merge_with_dotlist
-
-    @functools.wraps(merge_with_dotlist)
-    def _merge_with_dotlist(config, opts, *args, **kwargs):  # type: ignore[no-untyped-def]
-        if not kwargs.get("skip_missing", args[0] if args else False) and wanted(config, opts):
-            declare_switches(config)
         return merge_with_dotlist(config, opts, *args, **kwargs)
 
     configuration._merge_with_dotlist = _merge_with_dotlist
@@ -327,8 +295,8 @@ def quiet_known_warnings() -> None:
 
 
 # the order they wrap mmf_cli.run in: the spawn innermost, so that one-line errors cover it
-ORDER = ("cpu_distributed_spawn", "literal_command_line_values", "uvlp_trainer_switches",
-         "one_line_user_errors", "run_folder_lock", "quiet_known_warnings")
+ORDER = ("cpu_distributed_spawn", "command_line_values", "one_line_user_errors",
+         "run_folder_lock", "quiet_known_warnings")
 
 
 def for_version(mmf_version: str) -> List[Fix]:

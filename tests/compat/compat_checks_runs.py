@@ -89,7 +89,12 @@ def expect_non_finite_loss_named(forward: Callable[[], Any], trainer: Any = None
         raise AssertionError("a NaN loss went on to its update")
 
 
-@check("literal_command_line_values")
+@check("command_line_values")
+def _command_line_values() -> None:
+    _literal_values()
+    _trainer_switches()
+
+
 def _literal_values() -> None:
     import mmf_cli.run  # noqa: F401  (MMF's command line: the entry-point fixes apply)
     from mmf_uvlp.errors import UserConfigError
@@ -122,7 +127,6 @@ def _literal_values() -> None:
     assert config.evaluation.predict is True, config.evaluation.predict
 
 
-@check("uvlp_trainer_switches")
 def _trainer_switches() -> None:
     import mmf_cli.run  # noqa: F401  (MMF's command line: the entry-point fixes apply)
 
