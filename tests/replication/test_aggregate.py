@@ -435,3 +435,21 @@ def test_trivial_rates_of_the_tiny_world(tiny_world, skewed_world):
     refcoco = [expected["refcoco_plus", split] for split in ("val", "testA", "testB")]
     assert len({round(value, 6) for value in refcoco}) == 3
     assert trivial_rates(tiny_world / "absent", 24) == {}
+
+
+def test_a_verdict_follows_its_test_not_the_2_se_rule():
+    """Table 5's gap, −2.6 ± 0.77 paired over three seeds: |t| = 3.4 is over 2 standard errors
+    but p = 0.08 (df 2: 1 - t / sqrt(t² + 2)), so the ordering is reversed, not significant;
+    the same gap at ± 0.5 (t = 5.2, p = 0.035) is reversed."""
+    from mmf_uvlp.replication.aggregate import Gap, PairedGap
+    from mmf_uvlp.replication.render import reading
+
+    weak = Gap(-0.026, None, PairedGap(-0.026, 0.0077, (0, 1, 2)))
+    t = 0.026 / 0.0077
+    assert weak.test.p == pytest.approx(1 - t / math.sqrt(t ** 2 + 2))
+    assert reading(weak, 0.007).startswith("reversed, not significant (paired t(2) = -3.4, "
+                                           "p = 0.08")
+    strong = Gap(-0.026, None, PairedGap(-0.026, 0.005, (0, 1, 2)))
+    assert reading(strong, 0.007).startswith("does not hold: reversed (paired t(2) = -5.2")
+    assert reading(strong, 0.007, holm_p=0.07, family=2).endswith(
+        "; Holm over the 2 orderings tested: p = 0.07, reversed, not significant")
