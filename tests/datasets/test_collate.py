@@ -1,6 +1,7 @@
 """The plugin's batches (padded to the batch's longest, one copy of the features, host
 indices) give the losses of MMF's fixed-size collation on the same samples, and so do
 batches of resident-feature table rows, padded or not."""
+# ruff: noqa: F811  (pytest fixtures imported from helpers.collated are test parameters)
 
 import pytest
 import torch
@@ -17,7 +18,7 @@ from helpers.collated import (  # noqa: F401  (fixtures)
 
 
 @pytest.mark.parametrize("kind", ["rt", "rn", "is", "pair", "image"])
-def test_collated_batches_give_the_losses_of_fixed_size_batches(processors, kind):  # noqa: F811
+def test_collated_batches_give_the_losses_of_fixed_size_batches(processors, kind):
     old, new = both_batches(processors, kind)
     model = tiny_model()
     old_losses, new_losses = model(old)["losses"], model(new)["losses"]
@@ -43,7 +44,7 @@ class _RawFeatures:
 
 @pytest.mark.parametrize("padded", [False, True], ids=["collated", "fixed-size"])
 @pytest.mark.parametrize("kind", ["rt", "rn", "is", "pair"])
-def test_resident_feature_rows_give_the_losses_of_read_features(processors, kind, padded):  # noqa: F811
+def test_resident_feature_rows_give_the_losses_of_read_features(processors, kind, padded):
     table = ResidentFeatures()
     entries = table.load(_RawFeatures(kind), [str(i) for i in range(6)], "toy")
     read, resident = [], []
@@ -71,7 +72,7 @@ def test_resident_feature_rows_give_the_losses_of_read_features(processors, kind
 
 
 @pytest.mark.parametrize("kind", ["rt", "rn", "is", "pair"])
-def test_a_collated_batch_is_cut_to_its_longest_and_holds_the_features_once(processors, kind):  # noqa: F811
+def test_a_collated_batch_is_cut_to_its_longest_and_holds_the_features_once(processors, kind):
     old, new = both_batches(processors, kind, finished=False)
     text = int(old.input_mask.sum(1).max())
     regions = int(old.region_mask.sum(1).max())
@@ -90,7 +91,7 @@ def test_a_collated_batch_is_cut_to_its_longest_and_holds_the_features_once(proc
     assert new["curriculum_weighted_host"] == old.curriculum_weighted.tolist()
 
 
-def test_samples_with_different_fields_are_refused(processors):  # noqa: F811
+def test_samples_with_different_fields_are_refused(processors):
     first = processors["rt"](raw_item("rt", 0), padded=False)
     second = dict(first)
     del second["region_features_target"]
@@ -99,7 +100,7 @@ def test_samples_with_different_fields_are_refused(processors):  # noqa: F811
 
 
 @pytest.mark.parametrize("kind", ["rt", "rn", "is", "pair", "text", "image_tag"])
-def test_a_batch_is_masked_as_its_samples_alone_with_one_tokenizer_call(processors, kind):  # noqa: F811
+def test_a_batch_is_masked_as_its_samples_alone_with_one_tokenizer_call(processors, kind):
     """``processor.batch``: each sample the same as alone from the same generator, whatever
     else is in its batch (so the seeding is the per-sample one), the text of the whole batch
     tokenized at once (R-T's tags: only those not tokenized before)."""
@@ -128,7 +129,7 @@ def test_a_batch_is_masked_as_its_samples_alone_with_one_tokenizer_call(processo
         assert all(torch.equal(one[key], value) for key, value in other.items()), kind
 
 
-def test_batched_masking_keeps_the_rates_and_the_80_10_10_rule(processors):  # noqa: F811
+def test_batched_masking_keeps_the_rates_and_the_80_10_10_rule(processors):
     """R-T masked 40 samples a batch: tags and real regions each with mask_prob (0.4 here),
     selected tags 80 % [MASK] / 10 % a random word-piece / 10 % kept, selected regions
     zeroed 90 %, never padding, [CLS] or [SEP] (method.md)."""
@@ -184,7 +185,7 @@ def test_tag_word_pieces_are_tokenized_once_and_the_cache_stays_bounded(monkeypa
     assert len(processor._tag_pieces) <= 6
 
 
-def test_more_linked_phrases_than_a_samples_draws_hold(processors):  # noqa: F811
+def test_more_linked_phrases_than_a_samples_draws_hold(processors):
     """R-N: a sentence with more linked phrases than L + R draws: still seeded per sample."""
     processor = processors["rn"]
     words = ["dog"] * (L + R + 6)
@@ -204,7 +205,7 @@ def test_more_linked_phrases_than_a_samples_draws_hold(processors):  # noqa: F81
 
 
 def test_a_datasets_batch_is_its_samples_alone_and_leaves_device_generators_alone(
-        processors, monkeypatch):  # noqa: F811
+        processors, monkeypatch):
     """Each sample's draws follow from its seed whatever its batch (the dataset's own draw
     too), and seeding them touches neither the process's CPU stream nor any device's."""
     from mmf_uvlp.datasets.builders.pretraining import PretrainingDataset

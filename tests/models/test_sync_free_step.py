@@ -2,6 +2,7 @@
 the non-finite flag), nor does the ``uvlp`` trainer's step around it (batch preparation,
 forward, non-finite check, backward, optimizer), in pre-training and in a fine-tuning step of
 each task on MMF's own datasets; the check that proves it fails on a step that syncs."""
+# ruff: noqa: F811  (pytest fixtures imported from helpers.collated are test parameters)
 
 import types
 
@@ -30,7 +31,7 @@ def _on_device(batch):
 
 
 @pytest.mark.parametrize("kind", ["rt", "rn", "is"])
-def test_a_step_on_a_collated_batch_makes_no_host_sync(processors, kind):  # noqa: F811
+def test_a_step_on_a_collated_batch_makes_no_host_sync(processors, kind):
     _, batch = both_batches(processors, kind)
     model = tiny_model().to(DEVICE).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
@@ -44,7 +45,7 @@ def test_a_step_on_a_collated_batch_makes_no_host_sync(processors, kind):  # noq
 
 
 @pytest.mark.parametrize("kind", ["rt", "rn"])
-def test_the_sync_check_fails_on_a_step_that_syncs(processors, kind):  # noqa: F811
+def test_the_sync_check_fails_on_a_step_that_syncs(processors, kind):
     fixed_size, _ = both_batches(processors, kind)  # MMF's collation: no host-computed indices
     model = tiny_model().to(DEVICE).train()
     with pytest.raises(HostSyncError, match=r"nonzero\(\) .*heads\.py"):
@@ -71,7 +72,7 @@ def _trainer_step(trainer: UVLPTrainer, batch) -> None:
     trainer._backward(trainer._extract_loss(report))
 
 
-def test_the_uvlp_trainers_step_makes_no_host_sync(processors):  # noqa: F811
+def test_the_uvlp_trainers_step_makes_no_host_sync(processors):
     _, batch = both_batches(processors, "rt")
     trainer = _trainer(tiny_model().to(DEVICE).train())
     before = [weight.detach().clone() for weight in trainer.model.parameters()]
@@ -126,7 +127,7 @@ def test_a_fine_tuning_step_of_each_task_makes_no_host_sync(task, tiny_world, mm
 
 @pytest.mark.parametrize("call", [lambda t: t.sum().item(), lambda t: t.tolist(),
                                   lambda t: bool(t.any())], ids=["item", "tolist", "bool"])
-def test_the_sync_check_fails_on_a_trainer_step_that_syncs(processors, call):  # noqa: F811
+def test_the_sync_check_fails_on_a_trainer_step_that_syncs(processors, call):
     _, batch = both_batches(processors, "rt")
     trainer = _trainer(tiny_model().to(DEVICE).train())
 

@@ -1,5 +1,6 @@
 """Step-speed settings: AdamW fused where every parameter is on a GPU, explicit otherwise;
 ``training.compile`` compiles uvla's encoder in place and changes no loss."""
+# ruff: noqa: F811  (pytest fixtures imported from helpers.collated are test parameters)
 
 import os
 from types import SimpleNamespace
@@ -51,7 +52,7 @@ def _model_with(compile_value: Any) -> Any:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("compile_value", [True, "reduce-overhead"])
-def test_training_compile_compiles_the_encoder_and_changes_no_loss(processors, compile_value,  # noqa: F811
+def test_training_compile_compiles_the_encoder_and_changes_no_loss(processors, compile_value,
                                                                      monkeypatch):
     import mmf_uvlp.models.uvla as uvla
 
@@ -74,7 +75,7 @@ def test_training_compile_compiles_the_encoder_and_changes_no_loss(processors, c
     assert steps == ([1] if compile_value == "reduce-overhead" else [])
 
 
-def test_training_compile_takes_true_or_a_torch_compile_mode(processors):  # noqa: F811
+def test_training_compile_takes_true_or_a_torch_compile_mode(processors):
     from mmf_uvlp.errors import UserConfigError
 
     with pytest.raises(UserConfigError, match=r"training.compile='fast': expected True, "
