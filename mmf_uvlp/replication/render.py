@@ -27,9 +27,9 @@ from dataclasses import asdict
 from pathlib import Path
 
 from mmf_uvlp.replication.aggregate import Gap, RowSummary, RunResult, Stat, meta_gap
-from mmf_uvlp.replication.significance import ALPHA, POWER, PooledSpread, TTest, holm
+from mmf_uvlp.replication.significance import ALPHA, POWER, PooledSpread, TTest, holm, trend
 from mmf_uvlp.replication.provenance import TableProvenance
-from mmf_uvlp.replication.study import StudyTable
+from mmf_uvlp.replication.study import PAPER_META, StudyTable
 from mmf_uvlp.report.results import Cell
 from mmf_uvlp.report.table import (
     COLUMNS, MISSING, TRIVIAL_NOTE, draw_trivial_ticks, meta_average, trivial_row,
@@ -231,6 +231,31 @@ def ordering_lines(table: StudyTable, rows: Sequence[RowSummary],
     return [*head, *lines, *tail]
 
 
+def trend_lines(table: StudyTable, rows: Sequence[RowSummary]) -> list[str]:
+    """For a table with ``x`` values (Table 6, top-K): the least-squares slope of every seed's
+    Meta-Ave against x, with its t test and 95 % interval, beside the paper's slope over its
+    rows' Meta-Aves where it has them all."""
+    if table.x is None:
+        return []
+    x_of = {system: x for (_, system), x in zip(table.rows, table.x)}
+    measured = [row for row in rows if row.meta_note is None and row.seed_metas]
+    points = [(x_of[row.system], meta) for row in measured for meta in row.seed_metas.values()]
+    found = trend([x for x, _ in points], [meta for _, meta in points])
+    if found is None:
+        return []
+    unit = table.x_label or "x"
+    low, high = (100 * bound for bound in found.interval)
+    text = (f"Trend: {100 * found.slope:+.3f} Meta-Ave points per unit of {unit}, least squares "
+            f"over the {found.n} seeds' Meta-Aves of {len(measured)} rows; t({found.n - 2}) = "
+            f"{found.t:.1f}, {format_p(found.p)}, {100 * (1 - ALPHA):.0f} % CI [{low:+.3f}, "
+            f"{high:+.3f}]: {'a slope' if found.p < ALPHA else NOT_SIGNIFICANT}")
+    systems = table.systems()
+    if all(system in PAPER_META for system in systems):
+        paper = trend(list(table.x), [PAPER_META[system] for system in systems])
+        text += f"; the paper's Meta-Aves give {paper.slope:+.3f}"
+    return ["", text + "."]
+
+
 def markdown(table: StudyTable, rows: Sequence[RowSummary], seeds: Sequence[int],
              trivial: Mapping[Cell, float], header: str, wall_s: float | None,
              made: TableProvenance | None = None, spread: PooledSpread | None = None) -> str:
@@ -275,6 +300,7 @@ def markdown(table: StudyTable, rows: Sequence[RowSummary], seeds: Sequence[int]
         lines += ["", *made.lines]
     lines += gap_lines(rows, spread)
     lines += ordering_lines(table, rows, spread)
+    lines += trend_lines(table, rows)
     return "\n".join(lines) + "\n"
 
 

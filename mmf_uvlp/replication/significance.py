@@ -107,3 +107,30 @@ def holm(pvalues: Sequence[float]) -> list[float]:
         running = max(running, min(1.0, (len(pvalues) - rank) * pvalues[index]))
         adjusted[index] = running
     return adjusted
+
+
+@dataclass(frozen=True)
+class Trend:
+    """The least-squares line of ``n`` values against their x: ``slope`` per unit of x, its
+    standard error, t and two-sided p on ``n - 2`` degrees of freedom, and its 95 %
+    confidence ``interval``."""
+
+    slope: float
+    stderr: float
+    t: float
+    p: float
+    n: int
+    interval: tuple[float, float]
+
+
+def trend(xs: Sequence[float], values: Sequence[float]) -> Trend | None:
+    """:class:`Trend` of ``values`` against ``xs`` (None with fewer than three values or
+    fewer than two distinct x)."""
+    if len(values) < 3 or len(set(xs)) < 2:
+        return None
+    fit = stats.linregress(xs, values)
+    df = len(values) - 2
+    half = float(stats.t.ppf(1 - ALPHA / 2, df) * fit.stderr)
+    t = fit.slope / fit.stderr if fit.stderr else math.copysign(math.inf, fit.slope)
+    return Trend(float(fit.slope), float(fit.stderr), float(t), float(fit.pvalue), len(values),
+                 (float(fit.slope) - half, float(fit.slope) + half))

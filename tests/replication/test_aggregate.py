@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -453,3 +454,27 @@ def test_a_verdict_follows_its_test_not_the_2_se_rule():
     assert reading(strong, 0.007).startswith("does not hold: reversed (paired t(2) = -5.2")
     assert reading(strong, 0.007, holm_p=0.07, family=2).endswith(
         "; Holm over the 2 orderings tested: p = 0.07, reversed, not significant")
+
+
+def test_a_table_with_x_values_reads_the_trend_of_its_meta_aves():
+    """Table 6: the slope of every seed's Meta-Ave against the share of true pairs (three seeds
+    of the 0 % row, one of the others), beside the paper's slope over its six Meta-Aves
+    (68.1 ... 77.3: +0.082 points per %); numpy's polyfit gives both slopes."""
+    from mmf_uvlp.replication.render import trend_lines
+
+    def row(label, system, metas):
+        return summarize_row(label, system, {
+            seed: {cell: v for cell in SEED0} for seed, v in metas.items()})
+
+    rows = [row("0%", "true_pairs_0", {0: 0.61, 1: 0.62, 2: 0.625}),
+            row("20%", "true_pairs_20", {0: 0.66}), row("40%", "true_pairs_40", {0: 0.65}),
+            row("60%", "true_pairs_60", {}), row("80%", "true_pairs_80", {}),
+            row("100%", "true_pairs_100", {})]
+    (line,) = trend_lines(TABLES["6"], rows)[1:]
+    slope = np.polyfit([0, 0, 0, 20, 40], [61.0, 62.0, 62.5, 66.0, 65.0], 1)[0]
+    paper = np.polyfit([0, 20, 40, 60, 80, 100], [68.1, 73.5, 74.5, 76.0, 76.8, 77.3], 1)[0]
+    assert line.startswith(f"Trend: {slope:+.3f} Meta-Ave points per unit of true pairs (%), "
+                           "least squares over the 5 seeds' Meta-Aves of 3 rows; t(3) = ")
+    assert line.endswith(f": not significant; the paper's Meta-Aves give {paper:+.3f}.")
+    assert trend_lines(TABLES["6"], rows[:1]) == []  # one x: no slope
+    assert trend_lines(TABLES["4"], rows) == []  # no x values

@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 from mmf_uvlp.replication.significance import (
-    PooledSpread, detectable, holm, pooled_spread, t_test,
+    PooledSpread, detectable, holm, pooled_spread, t_test, trend,
 )
 
 
@@ -74,3 +74,20 @@ def test_the_pooled_spread_sums_the_rows_variances_by_their_degrees_of_freedom()
     test = PooledSpread(2.0, 24, ()).test(-3.8, 1, 3)
     assert test.kind == "pooled-SD" and test.df == 24
     assert test.t == pytest.approx(-3.8 / (2.0 * math.sqrt(4 / 3)))
+
+
+def test_the_trend_is_the_least_squares_slope_with_its_t_test():
+    """Against numpy's polyfit and the textbook standard error of a slope,
+    sqrt(sum(residual²) / (n - 2) / sum((x - x̄)²)), on n - 2 degrees of freedom."""
+    xs = [0, 0, 0, 20, 40, 60, 80, 100]
+    values = [61.0, 62.0, 62.5, 66.0, 65.0, 70.0, 69.0, 73.0]
+    found = trend(xs, values)
+    slope, intercept = np.polyfit(xs, values, 1)
+    residuals = np.array(values) - (slope * np.array(xs) + intercept)
+    x = np.array(xs, dtype=float)
+    stderr = math.sqrt((residuals ** 2).sum() / 6 / ((x - x.mean()) ** 2).sum())
+    assert found.slope == pytest.approx(slope) and found.stderr == pytest.approx(stderr)
+    assert found.p == pytest.approx(2 * stats.t.sf(slope / stderr, 6))
+    half = stats.t.ppf(0.975, 6) * stderr
+    assert found.interval == pytest.approx((slope - half, slope + half))
+    assert trend([0, 0], [1.0, 2.0]) is None and trend([5, 5, 5], [1.0, 2.0, 3.0]) is None
