@@ -58,12 +58,12 @@ WORLD += [
     lambda: "pooled over the study's {2} rows with three seeds is {0:.2f} points on {1} degrees "
             "of freedom".format(*pooled_sd()),
     lambda: f"read with a 95 % interval of ± {pooled_interval():.1f} points",
-    lambda: f"(the {len(backfilled())} runs above among them)",
+    lambda: f"(those of the {len(backfilled())} runs above among them)",
 ]
 
 WORLD_ELSEWHERE = [
-    "on a 2-core x86 CPU",
-    "Table 6's rows beyond 0 % (its 0 % row",  # the rows' configs (paired_ratio)  # the machine of the unrecorded runs (their logs: a CPU build)
+    "on a 2-core x86 CPU",  # the machine of the unrecorded runs (their logs: a CPU build)
+    "Table 6's rows beyond 0 % as they are made (its 0 % row",  # the rows' configs (paired_ratio)
 ]
 
 
