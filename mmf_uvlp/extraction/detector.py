@@ -25,6 +25,7 @@ The boxes follow a :class:`Selection` (``selection.py``): bottom-up attention's
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from dataclasses import asdict, dataclass, field
@@ -104,13 +105,36 @@ class Detections:
 
 
 def read_names(path: str, what: str) -> List[str]:
-    """Class or attribute names, one a line (the first comma-separated synonym kept whole)."""
-    with open(path, encoding="utf-8") as handle:
-        names = [line.strip() for line in handle if line.strip()]
+    """Class or attribute names: one a line (the first comma-separated synonym kept whole),
+    or a VinVL json label map (``VG-SGG-dicts-vgoi6-clipped.json``), whose ``label_to_idx`` /
+    ``attribute_to_idx`` give each name its id from 1."""
+    if path.endswith(".json"):
+        names = _json_names(path, "label_to_idx" if what == "class" else "attribute_to_idx")
+    else:
+        with open(path, encoding="utf-8") as handle:
+            names = [line.strip() for line in handle if line.strip()]
     if len(set(names)) != len(names):
         seen = sorted({n for n in names if names.count(n) > 1})[:3]
         raise ValueError(f"{path}: {what} names must be unique, repeated: {seen}")
     return names
+
+
+def _json_names(path: str, key: str) -> List[str]:
+    """The names of a json label map's ``key`` (name -> id), by id; the ids must be 1..N."""
+    with open(path, encoding="utf-8") as handle:
+        try:
+            data = json.load(handle)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}: not json ({exc})") from None
+    ids = data.get(key) if isinstance(data, dict) else None
+    if not isinstance(ids, dict) or not ids:
+        raise ValueError(f"{path}: expected a json object with {key!r} (name -> id from 1)")
+    bad = [name for name, index in ids.items() if type(index) is not int]
+    if bad:
+        raise ValueError(f"{path}: {key}[{bad[0]!r}] is not an integer id")
+    if sorted(ids.values()) != list(range(1, len(ids) + 1)):
+        raise ValueError(f"{path}: {key}'s ids must be 1 to {len(ids)}, each once")
+    return sorted(ids, key=ids.__getitem__)
 
 
 def build_config(arch: str, selection: Selection, opts: Sequence[str] = (),

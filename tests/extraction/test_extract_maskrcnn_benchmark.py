@@ -248,3 +248,19 @@ def test_vmb_boxes_are_the_best_surviving_scores_and_always_max_boxes():
     # the +1 IoU: 110 / 121 = 0.909; at 0.905 proposal 0 is suppressed, as in the script
     idx, best = vmb.select_boxes(probs[:2, :1], boxes[:2], 0.0, 2, nms_iou=0.905)
     assert idx.tolist() == [1, 0] and best.tolist()[1] == 0
+
+
+def test_a_vinvl_json_label_map_gives_the_names_by_id(tmp_path):
+    from mmf_uvlp.extraction.detector import read_names
+
+    path = tmp_path / "VG-SGG-dicts-vgoi6-clipped.json"
+    path.write_text('{"label_to_idx": {"table": 2, "man": 1, "tree": 3}, '
+                    '"idx_to_label": {"1": "man", "2": "table", "3": "tree"}, '
+                    '"attribute_to_idx": {"wooden": 2, "red": 1}}')
+    assert read_names(str(path), "class") == ["man", "table", "tree"]
+    assert read_names(str(path), "attribute") == ["red", "wooden"]
+    path.write_text('{"label_to_idx": {"man": 1, "tree": 3}}')
+    with pytest.raises(ValueError, match="ids must be 1 to 2"):
+        read_names(str(path), "class")
+    with pytest.raises(ValueError, match="'attribute_to_idx'"):
+        read_names(str(path), "attribute")
