@@ -264,3 +264,24 @@ def test_a_vinvl_json_label_map_gives_the_names_by_id(tmp_path):
         read_names(str(path), "class")
     with pytest.raises(ValueError, match="'attribute_to_idx'"):
         read_names(str(path), "attribute")
+
+
+def test_vmb_features_are_fc6_or_fc7_after_their_relu():
+    model = _build(vmb.vmb_config)
+    heads = model.roi_heads
+    generator = torch.Generator().manual_seed(6)
+    features = {f"p{i}": torch.rand(1, 512, 64 // 2 ** i, 64 // 2 ** i, generator=generator)
+                for i in range(2, 6)}
+    boxes = [Boxes(torch.tensor([[4.0, 8.0, 60.0, 90.0], [30.0, 2.0, 120.0, 50.0]]))]
+    with torch.no_grad():
+        pooled = heads.box_pooler([features[f"p{i}"] for i in range(2, 6)], boxes).flatten(1)
+        fc1, fc2 = heads.box_head.fc1, heads.box_head.fc2
+        fc6 = torch.relu(pooled @ fc1.weight.T + fc1.bias)
+        fc7 = torch.relu(fc6 @ fc2.weight.T + fc2.bias)
+        for layer, want in (("fc6", fc6), ("fc7", fc7)):
+            got, head_out = vmb.box_features(heads, features, boxes, layer)
+            assert torch.allclose(got, want, atol=1e-4) and torch.allclose(head_out, fc7,
+                                                                            atol=1e-4)
+    assert not torch.allclose(fc6, fc7)
+    with pytest.raises(ValueError, match="--feature-layer fc8"):
+        vmb.box_features(heads, features, boxes, "fc8")
