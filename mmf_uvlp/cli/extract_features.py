@@ -68,6 +68,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--classes", help="class names, one a line (default: COCO's 80 for the "
                                      "COCO configs)")
     p.add_argument("--attributes", help="attribute names, one a line (attribute heads)")
+    p.add_argument("--feature-layer", choices=["fc6", "fc7"],
+                   help="an FPN box head's layer the region features come from (default: the "
+                        "recipe's, else fc7)")
     p.add_argument("--feature-dim", type=int, default=2048,
                    help="the D the model reads (model_config.uvla.feature_dim; default 2048): "
                         "a detector whose features are another size is refused")
@@ -86,7 +89,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--min-side", type=int, default=32, help="smaller images are skipped")
     p.add_argument("--max-pixels", type=int, default=50_000_000,
                    help="larger images are skipped (checked before decoding)")
-    p.add_argument("--mmf-out", help="also convert into MMF's features: NAME.lmdb or a folder")
+    p.add_argument("--mmf-out", help="also MMF's features: NAME.lmdb or a folder, converted by "
+                                     "uvlp-convert-features; with --recipe vinvl or mmf-vmb, "
+                                     "a folder receives the files of that MMF script "
+                                     "(extract_features_vinvl.py, extract_features_vmb.py)")
     p.add_argument("--restart", action="store_true",
                    help="discard an earlier extraction in --out and start over")
     p.add_argument("--opts", nargs="*", default=[],
@@ -128,16 +134,20 @@ def run_shard(settings: Dict[str, object], out: str, shard: Optional[Tuple[int, 
     import torch
 
     from mmf_uvlp.extraction.detector import Detector, build_config, read_names
+    from mmf_uvlp.extraction.mmf_scripts import ScriptOutput
+    from mmf_uvlp.extraction.recipes import get_recipe
     from mmf_uvlp.extraction.run import RunOptions, extract
 
     s = argparse.Namespace(**settings)
     if s.threads:
         torch.set_num_threads(s.threads)
     arch, layout, selection, opts, state = resolve(s)
+    recipe = get_recipe(s.recipe) if s.recipe else None
     device = s.device if s.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
     cfg = build_config(arch, selection, opts, s.trust_arch)
     detector = Detector(cfg, s.weights, selection, device, s.random_weights, s.precision,
-                        layout, s.allow_partial_weights, state)
+                        layout, s.allow_partial_weights, state,
+                        s.feature_layer or (recipe.feature_layer if recipe else "fc7"))
     del state
     if detector.feature_dim != s.feature_dim:
         raise ValueError(
@@ -156,8 +166,20 @@ def run_shard(settings: Dict[str, object], out: str, shard: Optional[Tuple[int, 
     options = RunOptions(batch_size=s.batch_size, min_side=s.min_side,
                          max_pixels=s.max_pixels, progress=not s.no_progress and shard is None,
                          restart=s.restart)
+    script = mmf_script(s)
+    sink = ScriptOutput(s.mmf_out, script).write if script else None
     return extract(s.images, out, detector, classes, attributes, options, shard, s.weights,
-                   s.random_weights)
+                   s.random_weights, sink)
+
+
+def mmf_script(s: argparse.Namespace) -> Optional[str]:
+    """The MMF script whose files ``--mmf-out`` receives (its recipe's, to a folder), or
+    None: ``--mmf-out`` is converted by uvlp-convert-features."""
+    from mmf_uvlp.extraction.recipes import get_recipe
+
+    if not s.mmf_out or not s.recipe or s.mmf_out.rstrip("/").endswith(".lmdb"):
+        return None
+    return get_recipe(s.recipe).mmf_script
 
 
 def main(argv=None) -> int:
@@ -204,7 +226,13 @@ def main(argv=None) -> int:
         notice = weights_notice(args.out)
         if notice:
             print(f"WARNING: {args.out}: {notice}")
-        if args.mmf_out:
+        if args.mmf_out and mmf_script(args):
+            _write_detector_json(args)
+            print(f"{args.mmf_out}: the files of MMF's extract_features_{mmf_script(args)}.py, "
+                  "an image each (<key>.npy, <key>_info.npy)")
+            if notice:
+                print(f"WARNING: {args.mmf_out}: {notice}")
+        elif args.mmf_out:
             status = _convert(args)
             if status == 0 and notice:
                 print(f"WARNING: {args.mmf_out}: read back, but {notice}")
@@ -236,22 +264,30 @@ def weights_notice(out: str) -> Optional[str]:
 def _convert(args: argparse.Namespace) -> int:
     """``--out`` into MMF's features through the converter (``uvlp-convert-features``), with
     ``detector.json`` beside them (the detector's weights: whole, partial or random)."""
-    import json
     import os
 
     from mmf_uvlp.cli.convert_features import main as convert
-    from mmf_uvlp.utils.atomic import atomic_write_json
 
     status = convert(["--predictions", os.path.join(args.out, "predictions.tsv"),
                       "--hw", os.path.join(args.out, "hw.tsv"),
                       "--labelmap", os.path.join(args.out, "labelmap.json"),
                       "--out", args.mmf_out] + (["--no-progress"] if args.no_progress else []))
-    if status == 0:  # the detector beside its features: how its weights were loaded
-        with open(os.path.join(args.out, "report.json"), encoding="utf-8") as handle:
-            weights = json.load(handle)["weights"]
-        atomic_write_json(os.path.join(args.mmf_out, "detector.json"),
-                          {"raw_output": os.path.abspath(args.out), "weights": weights})
+    if status == 0:
+        _write_detector_json(args)
     return status
+
+
+def _write_detector_json(args: argparse.Namespace) -> None:
+    """The detector beside its features: how its weights were loaded."""
+    import json
+    import os
+
+    from mmf_uvlp.utils.atomic import atomic_write_json
+
+    with open(os.path.join(args.out, "report.json"), encoding="utf-8") as handle:
+        weights = json.load(handle)["weights"]
+    atomic_write_json(os.path.join(args.mmf_out, "detector.json"),
+                      {"raw_output": os.path.abspath(args.out), "weights": weights})
 
 
 if __name__ == "__main__":

@@ -8,8 +8,13 @@ What a region's feature is depends on the heads:
 - C4 (``Res5ROIHeads``): res5 on the RoI-pooled proposal, averaged over its map: 2048-d for a
   ResNet (the bottom-up recipe's ``pool5_flat``);
 - FPN (``StandardROIHeads``): the box head's last fully connected layer, ``fc7``
-  (``MODEL.ROI_BOX_HEAD.FC_DIM``: 1024-d in the model zoo). A model that expects 2048-d
-  features (``model_config.uvla.feature_dim``) cannot read it: ``--feature-dim`` refuses it.
+  (``MODEL.ROI_BOX_HEAD.FC_DIM``: 1024-d in the model zoo), or its first, ``fc6``
+  (``feature_layer``; MMF's vmb features). A model that expects 2048-d features
+  (``model_config.uvla.feature_dim``) cannot read 1024: ``--feature-dim`` refuses it.
+
+VinVL's X152-C4 (``vinvl.py``) and MMF's vmb X101-FPN (``vmb.py``) are maskrcnn-benchmark
+detectors whose files load through the ``maskrcnn-benchmark`` layout
+(``maskrcnn_benchmark.py``).
 
 Weights are a local file, read as data and loaded whole or refused (``checkpoints.py``: a
 ``.pkl`` or ``.pth``, its names through a layout); nothing is downloaded. An attribute head is
@@ -42,7 +47,7 @@ from detectron2.modeling.backbone.resnet import BottleneckBlock
 from detectron2.modeling.roi_heads import Res5ROIHeads, StandardROIHeads
 from detectron2.structures import Boxes
 
-from mmf_uvlp.extraction import bottom_up
+from mmf_uvlp.extraction import bottom_up, vinvl, vmb
 from mmf_uvlp.extraction.arch_yaml import merge_yaml
 from mmf_uvlp.extraction.checkpoints import LoadReport, load_weights
 from mmf_uvlp.extraction.selection import Selection, select_max_class, select_per_class
@@ -89,6 +94,12 @@ def _bottom_up_attr(cfg: CfgNode) -> None:
 def _bottom_up(cfg: CfgNode) -> None:
     _zoo(ZOO.format("R_101_C4"))(cfg)
     bottom_up.bottom_up_config(cfg, attributes=False)
+
+
+register_architecture("VinVL-X152-C4", "VinVL's ResNeXt-152 32x8d C4 with its attribute head "
+                      "(1,594 classes, 524 attributes): vinvl_vg_x152c4.pth")(vinvl.vinvl_config)
+register_architecture("vmb-X101-FPN", "MMF's vmb ResNeXt-101 64x4d FPN, 2048-d fc6/fc7 "
+                      "(Visual Genome, 1,600 classes): detectron_model.pth")(vmb.vmb_config)
 
 
 @dataclass
@@ -170,7 +181,8 @@ class Detector:
     def __init__(self, cfg: CfgNode, weights: Optional[str], selection: Selection,
                  device: str = "cpu", random_seed: Optional[int] = None,
                  precision: str = "fp32", layout: str = "detectron2",
-                 allow_partial: bool = False, state: Optional[Dict[str, torch.Tensor]] = None):
+                 allow_partial: bool = False, state: Optional[Dict[str, torch.Tensor]] = None,
+                 feature_layer: str = "fc7"):
         self.cfg = cfg.clone()
         self.cfg.MODEL.DEVICE = device
         self.selection = selection.validate()
@@ -190,11 +202,20 @@ class Detector:
         if not isinstance(heads, (Res5ROIHeads, StandardROIHeads)):
             raise ValueError(f"{type(heads).__name__}: expected C4 (Res5ROIHeads) or FPN "
                              "(StandardROIHeads) RoI heads")
+        if feature_layer not in vmb.FEATURE_LAYERS:
+            raise ValueError(f"--feature-layer {feature_layer}: expected one of "
+                             f"{', '.join(vmb.FEATURE_LAYERS)}")
+        if feature_layer != "fc7" and not isinstance(heads, StandardROIHeads):
+            raise ValueError(f"--feature-layer {feature_layer}: a C4 detector's feature is "
+                             "res5's; fc6 is an FPN box head's")
+        self.feature_layer = feature_layer
         self.num_classes = self.cfg.MODEL.ROI_HEADS.NUM_CLASSES
         predictor = heads.box_predictor
         self.attribute_head = predictor if hasattr(predictor, "attribute_probs") else None
         self.num_attributes = (self.attribute_head.num_attributes
                                if self.attribute_head is not None else 0)
+        if isinstance(heads, vinvl.VinVLRes5ROIHeads):
+            self.num_attributes = self.cfg.MODEL.ROI_ATTRIBUTE_HEAD.NUM_ATTRIBUTES
         self.feature_dim = self._feature_dim()
         self.device = torch.device(device)
         self.precision = precision
@@ -213,7 +234,7 @@ class Detector:
     def feature_kind(self) -> str:
         if isinstance(self.model.roi_heads, Res5ROIHeads):
             return f"res5 of each RoI-pooled box, averaged over its map ({self.feature_dim}-d)"
-        return f"the FPN box head's fc7 output ({self.feature_dim}-d)"
+        return f"the FPN box head's {self.feature_layer} output ({self.feature_dim}-d)"
 
     def describe(self) -> Dict[str, object]:
         """What the output depends on, for the run's fingerprint and report."""
@@ -257,9 +278,9 @@ class Detector:
             features = model.backbone(batch.tensor)
             proposals, _ = model.proposal_generator(batch, features, None)
             boxes = [p.proposal_boxes for p in proposals]
-            pooled = self._pooled(features, boxes)
+            pooled, head_out = self._pooled(features, boxes)
         pooled = pooled.float()
-        logits, deltas = model.roi_heads.box_predictor(pooled)
+        logits, deltas = model.roi_heads.box_predictor(head_out.float())
         logits = logits.float()
         probs = torch.softmax(logits, dim=-1)
         # the selection runs on the CPU: its NMS loops over the classes
@@ -272,24 +293,37 @@ class Detector:
                 pooled.split(counts), boxes)):
             scale = (image["width"] / batch.image_sizes[k][1],
                      image["height"] / batch.image_sizes[k][0])
-            out.append(self._select(logits_k, probs_k, deltas_k, pooled_k, boxes_k,
-                                    batch.image_sizes[k], scale,
-                                    (image["height"], image["width"])))
+            det = self._select(logits_k, probs_k, deltas_k, pooled_k, boxes_k,
+                               batch.image_sizes[k], scale, (image["height"], image["width"]))
+            if isinstance(model.roi_heads, vinvl.VinVLRes5ROIHeads):
+                with autocast:
+                    self._vinvl_attributes(det, {f: v[k:k + 1] for f, v in features.items()})
+            out.append(det)
         return out
 
-    def _pooled(self, features: Dict[str, torch.Tensor], boxes: List[Boxes]) -> torch.Tensor:
+    def _pooled(self, features: Dict[str, torch.Tensor], boxes: List[Boxes]
+                ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """(each box's region feature, the box head's output for the predictor)."""
         heads = self.model.roi_heads
         if isinstance(heads, Res5ROIHeads):
             x = heads._shared_roi_transform([features[f] for f in heads.in_features], boxes)
-            return x.mean(dim=[2, 3])
-        x = heads.box_pooler([features[f] for f in heads.box_in_features], boxes)
-        return heads.box_head(x)
+            x = x.mean(dim=[2, 3])
+            return x, x
+        if self.feature_layer == "fc7":
+            x = heads.box_head(heads.box_pooler([features[f] for f in heads.box_in_features],
+                                                boxes))
+            return x, x
+        return vmb.box_features(heads, features, boxes, self.feature_layer)
 
     def _select(self, logits, probs, deltas, pooled, proposals: Boxes, size, scale,
                 original) -> Detections:
         sel = self.selection
         n, c = probs.shape[0], self.num_classes
         fg = probs[:, :c]  # detectron2 puts the background last
+        if sel.method == "vinvl":
+            return self._select_vinvl(probs, deltas, pooled, proposals, size, scale, original)
+        if sel.method == "mmf-vmb":
+            return self._select_vmb(fg, pooled, proposals, size, scale, original)
         if sel.boxes == "regressed" or sel.method == "max-class":
             regressed = self.model.roi_heads.box_predictor.box2box_transform.apply_deltas(
                 deltas, proposals.tensor).view(n, -1, 4)
@@ -322,3 +356,66 @@ class Detector:
                           pooled[chosen].numpy().astype(np.float32),
                           labels.numpy().astype(np.int64),
                           scores.numpy().astype(np.float32), attributes, attr_scores)
+
+    def _select_vinvl(self, probs, deltas, pooled, proposals: Boxes, size, scale, original
+                      ) -> Detections:
+        """scene_graph_benchmark's boxes (:func:`vinvl.select_boxes`), its fields for MMF's
+        ``extract_features_vinvl.py`` in ``extra`` (background first, as there)."""
+        sel, n, c = self.selection, probs.shape[0], self.num_classes
+        regressed = self.model.roi_heads.box_predictor.box2box_transform.apply_deltas(
+            deltas, proposals.tensor).view(n, -1, 4)
+        # maskrcnn-benchmark clips a box to the last pixel: x in [0, W - 1]
+        regressed[..., 0::2] = regressed[..., 0::2].clamp(0, size[1] - 1)
+        regressed[..., 1::2] = regressed[..., 1::2].clamp(0, size[0] - 1)
+        chosen, labels, scores = vinvl.select_boxes(
+            probs[:, :c], regressed[:, :c], sel.conf_thresh, sel.min_boxes, sel.max_boxes,
+            sel.nms_iou)
+        picked = regressed[chosen, labels]
+        boxes = Boxes(picked.clone())
+        boxes.scale(*scale)
+        background_first = torch.cat([torch.arange(c, probs.shape[1]), torch.arange(c)])
+        empty = [[] for _ in range(len(chosen))]
+        return Detections(boxes.tensor.numpy().astype(np.float32),
+                          pooled[chosen].numpy().astype(np.float32),
+                          labels.numpy().astype(np.int64), scores.numpy().astype(np.float32),
+                          empty, [[] for _ in range(len(chosen))], extra={
+                              "input_boxes": picked,
+                              "scores_all": probs[chosen][:, background_first].numpy(),
+                              "boxes_all": regressed[chosen][:, background_first].numpy()})
+
+    def _vinvl_attributes(self, det: Detections, features: Dict[str, torch.Tensor]) -> None:
+        """VinVL's attributes of ``det``'s boxes (:func:`vinvl.select_attributes`): into its
+        ``attributes`` (0-based, those scoring above 0) and, whole, its ``extra``."""
+        sel = self.selection
+        boxes = det.extra.pop("input_boxes")
+        ids = np.zeros((len(boxes), sel.max_attributes), np.int64)
+        values = np.zeros((len(boxes), sel.max_attributes), np.float32)
+        if len(boxes):
+            logits = self.model.roi_heads.attribute_logits(
+                features, [Boxes(boxes.to(self.device))],
+                torch.from_numpy(det.classes).to(self.device))
+            top_ids, top_values = vinvl.select_attributes(
+                logits.float().cpu(), sel.attr_thresh, per_box=sel.max_attributes)
+            ids, values = top_ids.numpy(), top_values.numpy()
+        for i in range(len(boxes)):
+            kept = values[i] > 0
+            det.attributes[i] = [int(a) - 1 for a in ids[i][kept]]
+            det.attr_scores[i] = [float(v) for v in values[i][kept]]
+        det.extra.update(attr_labels=ids, attr_scores=values)
+
+    def _select_vmb(self, fg, pooled, proposals: Boxes, size, scale, original) -> Detections:
+        """``extract_features_vmb.py``'s boxes (:func:`vmb.select_boxes`) on the proposals
+        in the image's pixels; its ``cls_prob`` and ``num_boxes`` in ``extra``."""
+        sel = self.selection
+        boxes = Boxes(proposals.tensor.clone())
+        boxes.scale(*scale)
+        chosen, best = vmb.select_boxes(fg, boxes.tensor, sel.conf_thresh, sel.max_boxes,
+                                        sel.nms_iou)
+        scores, labels = fg[chosen].max(dim=1)
+        empty = [[] for _ in range(len(chosen))]
+        return Detections(boxes.tensor[chosen].numpy().astype(np.float32),
+                          pooled[chosen].numpy().astype(np.float32),
+                          labels.numpy().astype(np.int64), scores.numpy().astype(np.float32),
+                          empty, [[] for _ in range(len(chosen))], extra={
+                              "cls_prob": fg[chosen].numpy(),
+                              "num_boxes": int((best > 0).sum())})

@@ -16,9 +16,11 @@ what the names do not show:
   as ordinary (saved) buffers so that the file's anchors are the ones used.
 
 A tensor no rule names keeps its name, so that the whole-load check reports it as unexpected.
-Boxes are decoded as maskrcnn-benchmark decodes them (:class:`LegacyBox2BoxTransform`: widths
-``x2 - x1 + 1``, the far corner one pixel in); :func:`adopt_conventions` puts that decoder in
-a built model's RPN and box predictor.
+:func:`convert` is the checkpoint layout ``maskrcnn-benchmark``. Boxes are decoded as
+maskrcnn-benchmark decodes them (:class:`LegacyBox2BoxTransform`: widths ``x2 - x1 + 1``, the
+far corner one pixel in), in the RPN (:class:`LegacyRPN`, ``MODEL.PROPOSAL_GENERATOR.NAME``)
+and the box predictor (:func:`maskrcnn_benchmark_predictor`, which also gives it the
+background's regression rows).
 """
 
 from __future__ import annotations
@@ -27,11 +29,15 @@ import re
 from typing import Callable, Dict, List, Mapping, Tuple
 
 import torch
-from detectron2.layers import FrozenBatchNorm2d
-from detectron2.modeling import ANCHOR_GENERATOR_REGISTRY
+from detectron2.config import CfgNode
+from detectron2.layers import FrozenBatchNorm2d, ShapeSpec
+from detectron2.modeling import ANCHOR_GENERATOR_REGISTRY, PROPOSAL_GENERATOR_REGISTRY
 from detectron2.modeling.anchor_generator import DefaultAnchorGenerator
 from detectron2.modeling.box_regression import Box2BoxTransform
+from detectron2.modeling.proposal_generator import RPN
 from torch import nn
+
+from mmf_uvlp.extraction.checkpoints import register_layout
 
 FROZEN_BN_EPS = FrozenBatchNorm2d(1).eps
 
@@ -43,34 +49,42 @@ def _block(suffix: str) -> str:
     return re.sub(r"^downsample\.1\.", "shortcut.norm.", suffix)
 
 
+# a tensor of a module (a norm's statistics included), and one of a ResNet block's modules
+TENSOR = r"(weight|bias|running_mean|running_var)"
+BLOCK = r"((?:conv\d|bn\d|downsample\.[01])\.(?:weight|bias|running_mean|running_var))"
+
+
 def _rules(body: str) -> List[Tuple[re.Pattern, Callable[[re.Match], str]]]:
     """(pattern, new name) of every maskrcnn-benchmark tensor; ``body`` is the ResNet's prefix
-    in detectron2 (``backbone.`` for C4, ``backbone.bottom_up.`` under an FPN)."""
+    in detectron2 (``backbone.`` for C4, ``backbone.bottom_up.`` under an FPN). A name no
+    pattern matches whole keeps the file's spelling."""
     rules = {
-        r"backbone\.body\.stem\.conv1\.(.+)": lambda m: f"{body}stem.conv1.{m[1]}",
-        r"backbone\.body\.stem\.bn1\.(.+)": lambda m: f"{body}stem.conv1.norm.{m[1]}",
-        r"backbone\.body\.layer(\d)\.(\d+)\.(.+)":
+        rf"backbone\.body\.stem\.conv1\.{TENSOR}": lambda m: f"{body}stem.conv1.{m[1]}",
+        rf"backbone\.body\.stem\.bn1\.{TENSOR}": lambda m: f"{body}stem.conv1.norm.{m[1]}",
+        rf"backbone\.body\.layer(\d)\.(\d+)\.{BLOCK}":
             lambda m: f"{body}res{int(m[1]) + 1}.{m[2]}.{_block(m[3])}",
-        r"backbone\.fpn\.fpn_inner(\d)\.(.+)":
+        rf"backbone\.fpn\.fpn_inner(\d)\.{TENSOR}":
             lambda m: f"backbone.fpn_lateral{int(m[1]) + 1}.{m[2]}",
-        r"backbone\.fpn\.fpn_layer(\d)\.(.+)":
+        rf"backbone\.fpn\.fpn_layer(\d)\.{TENSOR}":
             lambda m: f"backbone.fpn_output{int(m[1]) + 1}.{m[2]}",
         r"rpn\.anchor_generator\.cell_anchors\.(\d+)":
             lambda m: f"proposal_generator.anchor_generator.cell_anchors.{m[1]}",
-        r"rpn\.head\.conv\.(.+)": lambda m: f"proposal_generator.rpn_head.conv.{m[1]}",
-        r"rpn\.head\.cls_logits\.(.+)":
+        rf"rpn\.head\.conv\.{TENSOR}": lambda m: f"proposal_generator.rpn_head.conv.{m[1]}",
+        rf"rpn\.head\.cls_logits\.{TENSOR}":
             lambda m: f"proposal_generator.rpn_head.objectness_logits.{m[1]}",
-        r"rpn\.head\.bbox_pred\.(.+)":
+        rf"rpn\.head\.bbox_pred\.{TENSOR}":
             lambda m: f"proposal_generator.rpn_head.anchor_deltas.{m[1]}",
-        r"roi_heads\.box\.feature_extractor\.head\.layer4\.(\d+)\.(.+)":
+        rf"roi_heads\.box\.feature_extractor\.head\.layer4\.(\d+)\.{BLOCK}":
             lambda m: f"roi_heads.res5.{m[1]}.{_block(m[2])}",
-        r"roi_heads\.box\.feature_extractor\.fc6\.(.+)": lambda m: f"roi_heads.box_head.fc1.{m[1]}",
-        r"roi_heads\.box\.feature_extractor\.fc7\.(.+)": lambda m: f"roi_heads.box_head.fc2.{m[1]}",
-        r"roi_heads\.box\.predictor\.(cls_score|bbox_pred)\.(.+)":
+        rf"roi_heads\.box\.feature_extractor\.fc6\.{TENSOR}":
+            lambda m: f"roi_heads.box_head.fc1.{m[1]}",
+        rf"roi_heads\.box\.feature_extractor\.fc7\.{TENSOR}":
+            lambda m: f"roi_heads.box_head.fc2.{m[1]}",
+        rf"roi_heads\.box\.predictor\.(cls_score|bbox_pred)\.{TENSOR}":
             lambda m: f"roi_heads.box_predictor.{m[1]}.{m[2]}",
-        r"attribute\.feature_extractor\.head\.layer4\.(\d+)\.(.+)":
+        rf"attribute\.feature_extractor\.head\.layer4\.(\d+)\.{BLOCK}":
             lambda m: f"roi_heads.attribute_res5.{m[1]}.{_block(m[2])}",
-        r"attribute\.predictor\.(cls_embedding|fc_attr|attr_score)\.(.+)":
+        rf"attribute\.predictor\.(cls_embedding|fc_attr|attr_score)\.{TENSOR}":
             lambda m: f"roi_heads.attribute_predictor.{m[1]}.{m[2]}",
     }
     return [(re.compile(pattern + "$"), rename) for pattern, rename in rules.items()]
@@ -114,13 +128,6 @@ def convert(state: Mapping[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
     return out
 
 
-def regression_with_background(predictor: nn.Module) -> None:
-    """Give a ``FastRCNNOutputLayers`` a box regression for the background too (the last 4
-    rows), as maskrcnn-benchmark's predictors have one."""
-    num_rows = predictor.cls_score.out_features * 4
-    predictor.bbox_pred = nn.Linear(predictor.bbox_pred.in_features, num_rows)
-
-
 @ANCHOR_GENERATOR_REGISTRY.register()
 class FileAnchorGenerator(DefaultAnchorGenerator):
     """detectron2's anchor generator whose cell anchors are saved and loaded with the weights
@@ -156,11 +163,26 @@ class LegacyBox2BoxTransform(Box2BoxTransform):
         return torch.stack((x1, y1, x2, y2), dim=-1).view(deltas.shape)
 
 
-def adopt_conventions(model: torch.nn.Module) -> None:
-    """maskrcnn-benchmark's box decoding in ``model``'s RPN and box predictor."""
-    rpn = model.proposal_generator
-    rpn.box2box_transform = LegacyBox2BoxTransform(rpn.box2box_transform.weights,
-                                                   rpn.box2box_transform.scale_clamp)
-    predictor = model.roi_heads.box_predictor
-    predictor.box2box_transform = LegacyBox2BoxTransform(
-        predictor.box2box_transform.weights, predictor.box2box_transform.scale_clamp)
+def maskrcnn_benchmark_predictor(predictor: nn.Module) -> nn.Module:
+    """A ``FastRCNNOutputLayers`` made maskrcnn-benchmark's: a box regression for the
+    background too (its last 4 rows), decoded by :class:`LegacyBox2BoxTransform`."""
+    num_rows = predictor.cls_score.out_features * 4
+    predictor.bbox_pred = nn.Linear(predictor.bbox_pred.in_features, num_rows)
+    transform = predictor.box2box_transform
+    predictor.box2box_transform = LegacyBox2BoxTransform(transform.weights,
+                                                         transform.scale_clamp)
+    return predictor
+
+
+@PROPOSAL_GENERATOR_REGISTRY.register()
+class LegacyRPN(RPN):
+    """detectron2's RPN decoding its anchors as maskrcnn-benchmark does."""
+
+    @classmethod
+    def from_config(cls, cfg: CfgNode, input_shape: Dict[str, ShapeSpec]):
+        ret = super().from_config(cfg, input_shape)
+        ret["box2box_transform"] = LegacyBox2BoxTransform(cfg.MODEL.RPN.BBOX_REG_WEIGHTS)
+        return ret
+
+
+register_layout("maskrcnn-benchmark")(convert)

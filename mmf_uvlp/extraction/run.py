@@ -31,7 +31,7 @@ import shutil
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Callable, Dict, Optional, Sequence, Tuple
 
 from mmf_uvlp.corpus.sentences import read_json
 from mmf_uvlp.utils.atomic import atomic_open, atomic_write_json
@@ -133,9 +133,12 @@ def _fingerprint(listing_source: str, listing: Listing, detector_info: Dict[str,
 def extract(images: str, out: str, detector, classes: Sequence[str],
             attributes: Sequence[str] = (), options: RunOptions = RunOptions(),
             shard: Optional[Tuple[int, int]] = None, weights: Optional[str] = None,
-            seed: Optional[int] = None) -> Summary:
+            seed: Optional[int] = None,
+            sink: Optional[Callable[[str, object, int, int], None]] = None) -> Summary:
     """Extract the regions of every image of ``images`` (a folder, list file or tsv) into
-    ``out``; resumes an interrupted run of the same inputs and settings."""
+    ``out``; resumes an interrupted run of the same inputs and settings. ``sink(key,
+    detections, width, height)``, given, also receives each image written (before its batch
+    is committed, so that a resumed run gives it again every image after the commit)."""
     from tqdm import tqdm
 
     if len(classes) != detector.num_classes:
@@ -203,6 +206,8 @@ def extract(images: str, out: str, detector, classes: Sequence[str],
                 handles["predictions.tsv"].write(prediction_row(ref.key, det, classes,
                                                                 attributes))
                 handles["hw.tsv"].write(hw_row(ref.key, *array.shape[:2]))
+                if sink is not None:
+                    sink(ref.key, det, array.shape[1], array.shape[0])
                 state["regions"] += len(det.scores)
                 state["written"] += 1
                 if not len(det.scores):

@@ -1,6 +1,6 @@
 """Which of a detector's proposals become an image's regions: the settings and the rules.
 
-Two rules (``Selection.method``), each the public code of the recipes that use it:
+Four rules (``Selection.method``), each the public code of the recipes that use it:
 
 - ``per-class`` (bottom-up attention's ``generate_tsv.py``): per-class NMS (``nms_iou``)
   over the proposals (``boxes="proposals"``, as that recipe) or each class's regressed boxes
@@ -11,7 +11,15 @@ Two rules (``Selection.method``), each the public code of the recipes that use i
   ``detectron2_mscoco_proposal_maxnms.py``, and MMF's frcnn port): each proposal's best
   class and that class's regressed box, clipped to the image; one class-agnostic NMS at
   ``nms_iou``, raised by 0.1 (up to 0.9) until at least ``min_boxes`` survive; the first
-  ``max_boxes`` by score (:func:`select_max_class`).
+  ``max_boxes`` by score (:func:`select_max_class`);
+- ``vinvl`` (scene_graph_benchmark's ``NMS_FILTER 1``): per-class NMS over each class's
+  regressed boxes; each proposal's label is its best class surviving NMS; by that score,
+  those scoring at least ``conf_thresh``, at least ``min_boxes`` and at most ``max_boxes``
+  (:func:`mmf_uvlp.extraction.vinvl.select_boxes`);
+- ``mmf-vmb`` (MMF's ``extract_features_vmb.py``): per-class NMS over the proposals; each
+  proposal's best surviving score above ``conf_thresh`` (else 0); the ``max_boxes`` best,
+  whatever their score, labelled with their best class
+  (:func:`mmf_uvlp.extraction.vmb.select_boxes`).
 
 An attribute head's top ``max_attributes`` attributes scoring at least ``attr_thresh`` are
 written.
@@ -25,10 +33,11 @@ from typing import Tuple
 import numpy as np
 import torch
 
-METHODS = ("per-class", "max-class")
+METHODS = ("per-class", "max-class", "vinvl", "mmf-vmb")
 HELP = {
-    "method": "per-class (bottom-up attention's generate_tsv.py) or max-class (LXMERT's "
-              "detectron2 script, MMF's frcnn port)",
+    "method": "per-class (bottom-up attention's generate_tsv.py), max-class (LXMERT's "
+              "detectron2 script, MMF's frcnn port), vinvl (scene_graph_benchmark) or "
+              "mmf-vmb (MMF's extract_features_vmb.py)",
     "proposals": "RPN proposals per image (MODEL.RPN.POST_NMS_TOPK_TEST)",
     "nms_iou": "IoU of the NMS (max-class: the first, raised by 0.1 until min-boxes survive)",
     "conf_thresh": "keep the boxes whose best class score is at least this (per-class)",

@@ -35,7 +35,7 @@ from detectron2.structures import Boxes
 from torch import nn
 from torchvision.ops import batched_nms
 
-from mmf_uvlp.extraction.maskrcnn_benchmark import regression_with_background
+from mmf_uvlp.extraction.maskrcnn_benchmark import maskrcnn_benchmark_predictor
 
 NUM_CLASSES = 1594
 NUM_ATTRIBUTES = 524
@@ -72,7 +72,7 @@ class VinVLRes5ROIHeads(Res5ROIHeads):
     @classmethod
     def from_config(cls, cfg: CfgNode, input_shape: Dict[str, ShapeSpec]):
         ret = super().from_config(cfg, input_shape)
-        regression_with_background(ret["box_predictor"])
+        maskrcnn_benchmark_predictor(ret["box_predictor"])
         ret["attribute_res5"], channels = cls._build_res5_block(cfg)
         attr = cfg.MODEL.ROI_ATTRIBUTE_HEAD
         ret["attribute_predictor"] = VinVLAttributePredictor(
@@ -106,6 +106,7 @@ def vinvl_config(cfg: CfgNode) -> CfgNode:
     cfg.MODEL.RPN.IN_FEATURES = ["res4"]
     cfg.MODEL.RPN.PRE_NMS_TOPK_TEST = 6000
     cfg.MODEL.RPN.NMS_THRESH = 0.7
+    cfg.MODEL.PROPOSAL_GENERATOR.NAME = "LegacyRPN"
     cfg.MODEL.RPN.BBOX_REG_WEIGHTS = (1.0, 1.0, 1.0, 1.0)
     cfg.MODEL.ANCHOR_GENERATOR.NAME = "FileAnchorGenerator"
     cfg.MODEL.ANCHOR_GENERATOR.SIZES = [[32, 64, 128, 256, 512]]

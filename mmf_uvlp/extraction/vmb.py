@@ -23,7 +23,7 @@ from detectron2.modeling.roi_heads import StandardROIHeads
 from detectron2.structures import Boxes
 from torchvision.ops import nms
 
-from mmf_uvlp.extraction.maskrcnn_benchmark import regression_with_background
+from mmf_uvlp.extraction.maskrcnn_benchmark import maskrcnn_benchmark_predictor
 
 NUM_CLASSES = 1600
 FEATURE_LAYERS = ("fc6", "fc7")
@@ -38,7 +38,7 @@ class VmbROIHeads(StandardROIHeads):
     @classmethod
     def _init_box_head(cls, cfg: CfgNode, input_shape: Dict[str, ShapeSpec]):
         ret = super()._init_box_head(cfg, input_shape)
-        regression_with_background(ret["box_predictor"])
+        maskrcnn_benchmark_predictor(ret["box_predictor"])
         return ret
 
 
@@ -69,6 +69,7 @@ def vmb_config(cfg: CfgNode) -> CfgNode:
     cfg.MODEL.ANCHOR_GENERATOR.ASPECT_RATIOS = [[0.5, 1.0, 2.0]]
     cfg.MODEL.RPN.PRE_NMS_TOPK_TEST = 6000
     cfg.MODEL.RPN.NMS_THRESH = 0.7
+    cfg.MODEL.PROPOSAL_GENERATOR.NAME = "LegacyRPN"
     cfg.MODEL.RPN.BBOX_REG_WEIGHTS = (1.0, 1.0, 1.0, 1.0)
     cfg.MODEL.ROI_HEADS.NAME = "VmbROIHeads"
     cfg.MODEL.ROI_HEADS.NUM_CLASSES = NUM_CLASSES

@@ -115,7 +115,11 @@ def test_the_x152_bottleneck_equals_a_hand_written_one(x152, x152_state, layer, 
     block.float()
 
 
-def test_the_legacy_decoder_is_maskrcnn_benchmark_s():
+def test_the_legacy_decoder_is_maskrcnn_benchmark_s(x152):
+    for model in (x152, _build(vmb.vmb_config)):
+        assert isinstance(model.proposal_generator.box2box_transform, mb.LegacyBox2BoxTransform)
+        assert isinstance(model.roi_heads.box_predictor.box2box_transform,
+                          mb.LegacyBox2BoxTransform)
     transform = mb.LegacyBox2BoxTransform((10.0, 10.0, 5.0, 5.0))
     box = torch.tensor([[10.0, 20.0, 29.0, 59.0]])  # 20 x 40 pixels with the +1
     deltas = torch.tensor([[1.0, -2.0, 5.0 * np.log(2.0), 0.0]])
