@@ -1,8 +1,9 @@
 """Detectors on detectron2: boxes, pooled region features, classes and attributes of a batch.
 
-``--arch`` names one of :data:`ARCHITECTURES` (detectron2 model-zoo Faster R-CNN configs, or the
+``--arch`` names one of :data:`ARCHITECTURES` (detectron2 model-zoo Faster R-CNN configs, the
 Visual Genome bottom-up-attention detector of ``bottom_up.py``, with or without its attribute
-head; one :func:`register_architecture` each), or a detectron2 yaml file (``arch_yaml.py``).
+head, VinVL's X152-C4 and MMF's vmb X101-FPN; one :func:`register_architecture` each), or a
+detectron2 yaml file (``arch_yaml.py``).
 What a region's feature is depends on the heads:
 
 - C4 (``Res5ROIHeads``): res5 on the RoI-pooled proposal, averaged over its map: 2048-d for a
@@ -18,14 +19,17 @@ detectors whose files load through the ``maskrcnn-benchmark`` layout
 
 Weights are a local file, read as data and loaded whole or refused (``checkpoints.py``: a
 ``.pkl`` or ``.pth``, its names through a layout); nothing is downloaded. An attribute head is
-a box predictor with ``num_attributes`` and ``attribute_probs(features, class_logits)``.
+a box predictor with ``num_attributes`` and ``attribute_probs(features, class_logits)``, or
+VinVL's, whose RoI heads pool the kept boxes again (``attribute_logits``).
 ``random_seed`` builds randomly initialised weights instead, for tests and benchmarks only:
 detectron2's initialisation with each residual branch's last norm zeroed (torchvision's
 ``zero_init_residual``), without which a random ResNet-101's activations overflow and its
 RPN proposes nothing.
 
 The boxes follow a :class:`Selection` (``selection.py``): bottom-up attention's
-``generate_tsv.py`` rule (``per-class``) or LXMERT's (``max-class``), every setting a field.
+``generate_tsv.py`` rule (``per-class``), LXMERT's (``max-class``), scene_graph_benchmark's
+(``vinvl``) or MMF's ``extract_features_vmb.py``'s (``mmf-vmb``), every setting a field; the
+last two also put in :attr:`Detections.extra` what those MMF scripts write.
 """
 
 from __future__ import annotations

@@ -23,19 +23,27 @@ pytest.importorskip("detectron2", reason=NO_DETECTRON2)
 DOC = REPO / "docs" / "own-data.md"
 
 
-def recipe_commands():
+BOTTOM_UP_RECIPES = ("bottom-up-attention", "lxmert-36")
+
+
+def recipe_commands(recipes=BOTTOM_UP_RECIPES):
+    """The section's commands of ``recipes`` (VinVL's and MMF's are run by
+    test_extract_public_detectors.py)."""
     text = DOC.read_text(encoding="utf-8")
     body = text[text.index("\n## From your images\n"):]
     body = body[:body.index("\n## ", 1)]
     blocks = re.findall(r"^```text\n(.*?)^```$", body, flags=re.S | re.M)
     return [line for block in blocks for _, line in logical_lines(block)
-            if line.startswith("uvlp-extract-features") and "--recipe" in line]
+            if line.startswith("uvlp-extract-features") and "--recipe" in line
+            and re.search(r"--recipe (\S+)", line)[1] in recipes]
 
 
-def test_the_doc_names_both_bottom_up_recipes():
-    commands = recipe_commands()
+def test_the_doc_has_a_command_of_every_recipe():
+    from mmf_uvlp.extraction.recipes import RECIPES
+
+    commands = recipe_commands(tuple(RECIPES))
     assert [re.search(r"--recipe (\S+)", c)[1] for c in commands] == [
-        "bottom-up-attention", "lxmert-36"]
+        "bottom-up-attention", "lxmert-36", "vinvl", "mmf-vmb"] == list(RECIPES)
 
 
 @pytest.mark.slow
