@@ -12,7 +12,9 @@ behaviour that MMF main lacks (:mod:`.behaviour`).
 - checkpoints resume the same run (:class:`UVLPCheckpoint`): they carry the run state
   (random-number states and the position in the epoch:
   :mod:`mmf_uvlp.training.resumable_checkpoints`), which a resume restores;
-- a checkpoint write that fails names its error code and file in one line.
+- a checkpoint write that fails names its error code and file in one line;
+- an evaluation whose predictions collapsed says so in one line
+  (:mod:`mmf_uvlp.metrics.collapse`).
 
 MMF main has mixed precision, the lr scheduler's state in its checkpoints and the
 ``multitasking`` mix of its own.
@@ -28,6 +30,7 @@ from mmf.trainers.mmf_trainer import MMFTrainer
 from mmf.utils.checkpoint import Checkpoint
 
 from mmf_uvlp.errors import CheckpointWriteError
+from mmf_uvlp.metrics.collapse import warn_if_collapsed
 from mmf_uvlp.training.trainer_choice import NAME
 from mmf_uvlp.trainers.behaviour import (
     evaluation_stream,
@@ -127,7 +130,9 @@ class UVLPTrainer(MMFTrainer):
     def evaluation_loop(self, *args: Any, **kwargs: Any) -> Any:
         flush_non_finite_check(self)
         with evaluation_stream():
-            return super().evaluation_loop(*args, **kwargs)
+            report, meter = super().evaluation_loop(*args, **kwargs)
+        warn_if_collapsed(report, self.config.evaluation.metrics)
+        return report, meter
 
     def configure_callbacks(self) -> None:
         """MMF main's callbacks, their checkpoint (the checkpoint callback's and early

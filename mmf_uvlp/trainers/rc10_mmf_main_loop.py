@@ -6,7 +6,8 @@ keeps rc10's loop.
   ``num_updates > max_updates`` inside an epoch: N+1, so the scheduler, the last checkpoint
   and a resumed schedule were off by one);
 - evaluation combines its reports per dataset (rc10 concatenates the scores of every
-  dataset, so heads of different widths fail in ``torch.cat`` and metrics mix datasets).
+  dataset, so heads of different widths fail in ``torch.cat`` and metrics mix datasets);
+  each dataset's predictions then pass the collapse check (:mod:`mmf_uvlp.metrics.collapse`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import torch
 from mmf.common.meter import Meter
 from mmf.utils.distributed import is_master
 from tqdm import tqdm
+
+from mmf_uvlp.metrics.collapse import warn_if_collapsed
 
 
 class MMFMainLoop:
@@ -48,5 +51,6 @@ class MMFMainLoop:
             for report in combined.values():
                 report.metrics = self.metrics(report, report)
                 self._update_meter(report, meter, eval_mode=True)
+                warn_if_collapsed(report, self.config.evaluation.metrics)
             self.model.train()
         return report, meter
