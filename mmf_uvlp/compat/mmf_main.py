@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from mmf_uvlp.compat import configuration, feature_readers, lightning
+from mmf_uvlp.compat import configuration, feature_readers, lightning, predictions
 from mmf_uvlp.compat.fix import FixSet
 
 FIXES = FixSet(mmf_version="1.0.0rc12")
@@ -119,3 +119,13 @@ FIXES.fix(
     stage="post",
     trigger="mmf.trainers.lightning_trainer",
 )(lightning.follow_training_keys)
+
+
+FIXES.fix(
+    "nlvr2_ve_predictions",
+    "AttributeError: 'NLVR2Dataset' object has no attribute 'answer_processor' (mmf_predict "
+    "on nlvr2 or visual_entailment: both inherit VQA2's format_for_prediction, which reads "
+    "an answer vocabulary and question_id they lack); their samples now carry an id and "
+    "each writes one prediction per item named by its annotation's identifier",
+    stage="post",
+)(predictions.nlvr2_and_visual_entailment_predictions)

@@ -26,7 +26,7 @@ from typing import Any, Callable
 from mmf_uvlp.compat.fix import FixSet
 from mmf_uvlp.compat import (
     configuration, distributed, feature_readers, multi_dataset_loader, omegaconf_2_0,
-    torchtext_stub, transformers_2x, vilbert, visual_bert,
+    predictions, torchtext_stub, transformers_2x, vilbert, visual_bert,
 )
 from mmf_uvlp.training.cpu_distributed import cuda_calls_to
 
@@ -281,3 +281,13 @@ FIXES.fix(
     "ViLBERTBase.from_pretrained(None)); such a ViLBERT is now built randomly initialised",
     stage="post",
 )(vilbert.random_init)
+
+
+FIXES.fix(
+    "nlvr2_ve_predictions",
+    "AttributeError: 'NLVR2Dataset' object has no attribute 'answer_processor' (mmf_predict "
+    "on nlvr2 or visual_entailment: both inherit VQA2's format_for_prediction, which reads "
+    "an answer vocabulary and question_id they lack); their samples now carry an id and "
+    "each writes one prediction per item named by its annotation's identifier",
+    stage="post",
+)(predictions.nlvr2_and_visual_entailment_predictions)

@@ -196,3 +196,26 @@ def _imdb() -> None:
 
     fake = types.SimpleNamespace(annotation_db=["record"])
     assert NLVR2Dataset.imdb.fget(fake) == ["record"]
+
+
+@check("nlvr2_ve_predictions")
+def _nlvr2_ve_predictions() -> None:
+    import torch
+    from mmf.common.report import Report
+    from mmf.common.sample import SampleList
+    from mmf.datasets.builders.nlvr2.dataset import NLVR2Dataset
+    from mmf.datasets.builders.visual_entailment.dataset import VisualEntailmentDataset
+
+    scores = torch.tensor([[0.9, 0.1, 0.0], [0.1, 0.2, 0.7]])
+    for dataset_class, records, expected in (
+            (NLVR2Dataset, [{"identifier": "dev-7-0-0"}, {"identifier": "dev-7-1-0"}],
+             [{"identifier": "dev-7-1-0", "prediction": "False"},
+              {"identifier": "dev-7-0-0", "prediction": "True"}]),
+            (VisualEntailmentDataset, [{"pairID": "1.jpg#0r1e"}, {"pairID": "1.jpg#0r2c"}],
+             [{"pairID": "1.jpg#0r2c", "prediction": "entailment"},
+              {"pairID": "1.jpg#0r1e", "prediction": "contradiction"}])):
+        dataset = dataset_class.__new__(dataset_class)
+        dataset.annotation_db, dataset.dataset_name = records, "fake"
+        width = 2 if dataset_class is NLVR2Dataset else 3
+        report = Report(SampleList({"id": torch.tensor([1, 0])}), {"scores": scores[:, :width]})
+        assert dataset.format_for_prediction(report) == expected

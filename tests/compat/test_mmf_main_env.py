@@ -101,6 +101,7 @@ CHECKS: Dict[str, Callable[[], None]] = {
     "plain_data_checkpoint_loads": _plain_data_checkpoint_loads,
     "run_folder_lock": _rc10_check("run_folder_lock"),
     "lightning_follows_training_keys": _lightning_follows_training_keys,
+    "nlvr2_ve_predictions": _rc10_check("nlvr2_ve_predictions"),
 }
 FIX_NAMES = [fix.name for fix in compat.fix_set_for(compat.MMF_MAIN_VERSION).fixes]
 
