@@ -141,6 +141,16 @@ def _free_space(path: str) -> str:
     return f"{free / 2**20:.1f} MiB free in {folder}"
 
 
+class LmdbWriteError(OSError):
+    """An LMDB that could not be written (a full disk, an I/O error): names the file."""
+
+    def __init__(self, folder: str, error: Exception):
+        path = os.path.join(folder, "data.mdb")
+        super().__init__(f"cannot write {path}: {error} ({_free_space(path)}); free space "
+                         "(or write elsewhere) and run the same command again")
+        self.path = path
+
+
 class CheckpointWriteError(RunStopped):
     """A checkpoint that could not be written (the disk is full, the folder is read-only)."""
 

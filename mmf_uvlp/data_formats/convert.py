@@ -52,7 +52,7 @@ import lmdb
 import numpy as np
 from tqdm import tqdm
 
-from mmf_uvlp.errors import FormatError
+from mmf_uvlp.errors import FormatError, LmdbWriteError
 from mmf_uvlp.utils.atomic import atomic_open
 from mmf_uvlp.utils.error_policy import ErrorPolicy
 from mmf_uvlp.utils.file_signature import file_signature
@@ -226,7 +226,11 @@ class _Rows:
 class _LmdbWriter:
     def __init__(self, out: str):
         os.makedirs(out, exist_ok=True)
-        self.env = lmdb.open(out, map_size=LMDB_MAP_SIZE, subdir=True, meminit=False)
+        self.out = out
+        try:
+            self.env = lmdb.open(out, map_size=LMDB_MAP_SIZE, subdir=True, meminit=False)
+        except lmdb.Error as error:
+            raise LmdbWriteError(out, error) from error
 
     def write(self, records: List[Tuple[str, Dict[str, Any]]]) -> None:
         blobs = [(key.encode("utf-8"), pickle.dumps(record, protocol=PICKLE_PROTOCOL))
@@ -234,15 +238,20 @@ class _LmdbWriter:
         self._commit(blobs)
 
     def _commit(self, blobs: List[Tuple[bytes, bytes]]) -> None:
-        while True:
-            try:
-                with self.env.begin(write=True) as txn:
-                    for key, blob in blobs:
-                        txn.put(key, blob)
-                break
-            except lmdb.MapFullError:
-                self.env.set_mapsize(self.env.info()["map_size"] * 2)
-        self.env.sync(True)
+        """``blobs`` written in one transaction, on disk on return; a write the disk refuses
+        (full, an I/O error) is an :class:`LmdbWriteError` naming the file."""
+        try:
+            while True:
+                try:
+                    with self.env.begin(write=True) as txn:
+                        for key, blob in blobs:
+                            txn.put(key, blob)
+                    break
+                except lmdb.MapFullError:
+                    self.env.set_mapsize(self.env.info()["map_size"] * 2)
+            self.env.sync(True)
+        except lmdb.Error as error:
+            raise LmdbWriteError(self.out, error) from error
 
     def finish(self, keys: List[str]) -> None:
         self._commit([(KEYS_ENTRY, pickle.dumps([k.encode("utf-8") for k in keys],

@@ -523,3 +523,31 @@ def test_a_class_given_by_id_without_a_label_map_names_its_row(tmp_path):
     assert str(refused.value).endswith(
         "flickr30k/predictions.tsv:1: field 'objects[0].class': expected a class name (a class "
         "id needs the detector's label map: give --labelmap), got 1")
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A folder on a 12 KiB tmpfs: a disk that fills at the first commit (mounting needs
+    the right to mount; elsewhere the test skips)."""
+    folder = tmp_path / "full"
+    folder.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=12k", "tmpfs", str(folder)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"no small disk to fill: mount -t tmpfs: {mounted.stderr.strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+def test_a_full_disk_during_an_lmdb_conversion_ends_in_one_line_naming_the_file(full_disk):
+    out = full_disk / "cc.lmdb"
+    result = subprocess.run([sys.executable, "-m", "mmf_uvlp.cli.convert_features",
+                             "--predictions", raw("cc").predictions, "--hw", raw("cc").hw,
+                             "--labelmap", LABELMAP, "--out", str(out), "--no-progress"],
+                            capture_output=True, text=True)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.startswith(f"convert_features: error: cannot write {out}/data.mdb: ")
+    assert "No space left on device" in result.stderr
