@@ -34,6 +34,9 @@ def user_error_of(exc: BaseException) -> Optional[Tuple[str, int]]:
     missing = missing_data_file_of_config(exc)
     if missing is not None:
         return missing, 2
+    unwritable = unwritable_folder_of_config(exc)
+    if unwritable is not None:
+        return unwritable, 2
     if isinstance(exc, (OSError, ImportError)):
         message = missing_bert_of_config()
         return (message, 2) if message else None
@@ -48,6 +51,16 @@ def missing_data_file_of_config(exc: BaseException) -> Optional[str]:
 
     config = registry.get("config", no_warning=True)
     return None if config is None else missing_data_file_message(config, exc)
+
+
+def unwritable_folder_of_config(exc: BaseException) -> Optional[str]:
+    """The one line for a folder of the run's config (save, TensorBoard) it cannot write."""
+    from mmf.common.registry import registry
+
+    from mmf_uvlp.utils.user_config import unwritable_folder_message
+
+    config = registry.get("config", no_warning=True)
+    return None if config is None else unwritable_folder_message(config, exc)
 
 
 def missing_bert_of_config() -> Optional[str]:

@@ -140,3 +140,35 @@ def missing_data_file_message(config: Any, error: BaseException) -> Optional[str
             spelling = f"{list_key}=['<file>']" if in_list else f"{key}=<file>"
             return f"{key}={value!r}: {path} does not exist{where}; set {spelling}"
     return None
+
+
+# the folders a run writes, by config key, with what else a user can set
+WRITTEN_FOLDERS = (
+    ("env.tensorboard_logdir", "the TensorBoard folder", " or training.tensorboard=False"),
+    ("env.save_dir", "the run's save folder", ""),
+)
+
+
+def unwritable_folder_message(config: Any, error: BaseException) -> Optional[str]:
+    """One line naming the folder and its key when ``error`` (or what caused it) is an
+    ``OSError`` on a path inside a folder the run writes (``env.save_dir``,
+    ``env.tensorboard_logdir``), or None."""
+    import errno
+
+    seen, visited = error, set()
+    while seen is not None and id(seen) not in visited:
+        visited.add(id(seen))
+        if isinstance(seen, OSError) and seen.filename:
+            path = os.path.abspath(os.fsdecode(seen.filename))
+            for key, what, other in WRITTEN_FOLDERS:
+                folder = OmegaConf.select(config, key, default=None)
+                if not folder:
+                    continue
+                folder = os.path.abspath(str(folder))
+                if path == folder or path.startswith(folder + os.sep):
+                    code = errno.errorcode.get(seen.errno or 0, "no error code")
+                    return (f"cannot write {what} {folder} ({key}): {code} "
+                            f"({seen.strerror or seen}) at {path}; set {key}=<a folder you "
+                            f"can write>{other}")
+        seen = seen.__cause__ or seen.__context__
+    return None
