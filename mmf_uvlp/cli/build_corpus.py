@@ -158,11 +158,29 @@ def build(argv: list[str] | None = None) -> int:
     return 0
 
 
+def skipped_words(summary: dict) -> str:
+    """Every item the build left out, by reason and count: bad input rows skipped
+    (``--on-error skip``), images without a tag after the tag filter, own captions kept out
+    of retrieval (``--exclude-own-caption``); ``nothing`` when none."""
+    def items(count: int, noun: str, why: str) -> str:
+        return f"{count} {noun}{'' if count == 1 else 's'} {why}"
+
+    left_out = [items(count, "bad item", f"({reason})")
+                for reason, count in summary["skipped"]["counts"].items() if count]
+    no_tags = summary.get("detections", {}).get("dropped_no_tags", 0)
+    own = summary.get("retrieval", {}).get("own_caption_dropped", 0)
+    if no_tags:
+        left_out.append(items(no_tags, "image", "without a tag after filtering"))
+    if own:
+        left_out.append(items(own, "own caption", "kept out of retrieval"))
+    return ", ".join(left_out) or "nothing"
+
+
 def _print_summary(summary, out: str) -> None:
     if "output" in summary:
-        print(f"{summary['output']['images']} images written to {out}/annotations; "
-              f"skipped: {summary['skipped']['counts'] or 'nothing'}; "
-              f"report: {out}/report/report.md")
+        read = summary.get("detections", {}).get("rows", summary["output"]["images"])
+        print(f"{summary['output']['images']} of {read} images written to {out}/annotations; "
+              f"skipped: {skipped_words(summary)}; report: {out}/report/report.md")
     else:
         print(json.dumps(summary))
 

@@ -352,7 +352,8 @@ def test_cli_kill_and_resume(world, reference, tmp_path):
     env.pop("MMF_UVLP_CORPUS_ABORT_AFTER")
     second = subprocess.run(cmd, env=env, capture_output=True, text=True)
     assert second.returncode == 0, second.stderr[-2000:]
-    assert "5 images written" in second.stdout
+    assert (f"5 of 6 images written to {out}/annotations; skipped: 1 image without a tag after "
+            "filtering; report:") in second.stdout
     resumed = _chunk_files(out)
     assert {k: resumed[k] for k in finished} == finished  # finished work was not redone
     assert "work/retrieval/chunk-000002.npz" in resumed
