@@ -306,6 +306,8 @@ def _study(args: argparse.Namespace, study: Study, job_options: JobOptions | Non
     log = lambda line: print(line, flush=True)  # noqa: E731
     execute = (placed_runs(args.jobs) if job_options is None
                else JobRun(job_options, runs / "jobs", REPO, log))
+    chosen = [step for step in steps if not args.steps or step.kind in args.steps]
+    done_before = [step.done() for step in chosen]
     try:
         ran = run_steps(steps, run=execute, log=log, jobs=args.jobs,
                         on_done=archive.store if archive is not None else None,
@@ -314,9 +316,13 @@ def _study(args: argparse.Namespace, study: Study, job_options: JobOptions | Non
         print(f"replicate: error: {e}", file=sys.stderr)
         return 1
     if args.steps and set(args.steps) != set(KINDS):
-        print(f"\n--steps {','.join(args.steps)}: {ran} of {len(steps)} steps ran, finished "
-              f"in {clock(time.perf_counter() - start)}; the tables are written by a call "
-              "with every step (or --recorded)", flush=True)
+        print("\n".join([
+            f"\nDone in {clock(time.perf_counter() - start)}: {ran} of the {len(chosen)} steps "
+            f"of {', '.join(args.steps)} ran, the others were already done:",
+            *(f"    {step.title}: {step.folder} ({'already done' if before else 'ran'})"
+              for step, before in zip(chosen, done_before)),
+            "The tables need every step of the study (a call without --steps, or --recorded "
+            "for the finished runs)."]), flush=True)
         return 0
     if args.recorded:
         left = [step.title for step in steps
