@@ -41,9 +41,10 @@ def register_components() -> None:
         return
     _registered = True
     from mmf_uvlp.training.throughput import register_resolvers
-    from mmf_uvlp.utils.bert_source import register_resolver
+    from mmf_uvlp.utils import bert_source, world_preset
 
-    register_resolver()
+    bert_source.register_resolver()
+    world_preset.register_resolver()
     register_resolvers()
     for name in COMPONENT_MODULES:
         importlib.import_module(name)

