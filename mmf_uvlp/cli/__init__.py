@@ -1,6 +1,7 @@
 """The console scripts (``[project.scripts]`` in pyproject.toml), each named after its module
 (``uvlp-<module>``, ``_`` as ``-``); ``python -m mmf_uvlp.cli.<module>`` runs the same (an
-installed study spawns its tools so).
+installed study spawns its tools so). ``uvlp`` (:mod:`.overview`, also ``python -m mmf_uvlp``)
+lists them with the run configs of ``projects/``.
 
     uvlp-attention-maps          mmf_uvlp.cli.attention_maps
     uvlp-convert-features        mmf_uvlp.cli.convert_features
