@@ -66,6 +66,8 @@ RUN = (
 # where they have one, the others (no rule) only must still be in the docs.
 PARSE_ONLY = {
     "module load pytorch": "an environment-modules command of a cluster",
+    "source .venv/bin/activate": "changes the shell that runs it; tests/e2e/test_quick_start.py "
+                                 "runs the Quick start in a fresh login shell",
     "pip freeze | grep -v -e '^-e ' -e ' @ ' > pins.txt":
         "writes the environment's pins (a pipe into a file); pip freeze is parsed",
 }

@@ -1,12 +1,12 @@
-"""The README's Quick start, run line by line in its order from a fresh copy of the checkout
-(an empty ``data/``, no ``save/``), on the tiny world.
+"""The README's Quick start, pasted into a fresh login shell, on the tiny world.
 
-The lines run as written, with ``PRESET=tiny`` in the environment of the ``make`` lines and,
-appended to the ``mmf_run`` / ``mmf_predict`` lines, the tiny world's folder and feature size
-and a few updates: every path one line hands the next (the world, ``save/uvla_pretrain``,
-``save/uvla_vqa2``) is the README's own. ``make analyze`` and ``make replicate`` are run as
-``make -n``: the first must name the pre-training the Quick start wrote, the second is the
-study itself (its runs are tested in ``tests/replication/``).
+Its lines are taken from the README's text and run in their order as one script by
+``env -i HOME=<empty folder> PATH=/usr/bin:/bin bash -lc``: no variable of this process, no
+Hugging Face setting, nothing but the README's switch ``export PRESET=tiny`` before them, in a
+fresh copy of the checkout (its files linked, ``.venv`` the one ``make setup`` built, an
+empty ``data/``, no ``save/``). Every path one line hands the next (the world,
+``save/uvla_pretrain``, ``save/uvla_vqa2``) is the README's own. ``make replicate`` is run as
+``make -n``: it is the study itself, whose runs are tested in ``tests/replication/``.
 """
 
 from __future__ import annotations
@@ -16,136 +16,110 @@ import hashlib
 import json
 import os
 import shlex
-import sys
+import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from helpers import REPO, fork_server
+from helpers import REPO
 from helpers.docs import section_commands
 
 pytestmark = pytest.mark.slow
 
-BIN = Path(sys.executable).parent
 # what the Quick start's lines are, in order (a new line must be added here and run)
-PROGRAMS = ["make", "mmf_run", "mmf_run", "mmf_predict", "make", "make"]
-TINY_WORLD = ["env.data_dir=data/toy_world_tiny", "model_config.uvla.feature_dim=64"]
-FEW_UPDATES = ["training.max_updates=4", "training.batch_size=8", "training.log_interval=2",
-               "training.checkpoint_interval=4", "training.evaluation_interval=4",
-               "scheduler.params.num_warmup_steps=1"]
-# the pre-training sets hold out every 6th image as their val split (50 leaves none of 48)
-HOLDOUT = [f"dataset_config.uvla_{name}.holdout_every=6"
-           for name in ("region_tag", "region_phrase", "image_sentence")]
+PROGRAMS = ["make", "source", "uvlp", "make", "mmf_run", "mmf_run", "mmf_predict", "make",
+            "make"]
+SWITCH = "export PRESET=tiny"
+MARK = "::quick-start-line::"
 
 
 def _fresh_copy(root: Path) -> Path:
     """A folder with this checkout's files (linked) and an empty ``data/``, no ``save/``."""
     root.mkdir(parents=True)
     for entry in REPO.iterdir():
-        if entry.name not in ("data", "save", ".git"):
+        if entry.name not in ("data", "save", ".git", "results"):
             (root / entry.name).symlink_to(entry)
     (root / "data").mkdir()
+    (root / "results").mkdir()  # make analyze writes results/analysis here
     return root
 
 
-def _environment() -> dict[str, str]:
-    env = dict(os.environ, PRESET="tiny", HF_HUB_OFFLINE="1")
-    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
-    return env
+def _login_shell(script: str, cwd: Path, home: Path) -> subprocess.CompletedProcess:
+    """``script`` in a fresh login shell: ``env -i`` with only a home and a plain PATH."""
+    home.mkdir(exist_ok=True)
+    return subprocess.run(["env", "-i", f"HOME={home}", "PATH=/usr/bin:/bin", "bash", "-lc",
+                           f"cd {shlex.quote(str(cwd))}\n{script}"],
+                          capture_output=True, text=True, timeout=1800)
 
 
-def _run(argv: list[str], cwd: Path) -> tuple[int, str]:
-    """``argv`` from ``cwd``: a console script in a child of the fork server, else a process."""
-    if argv[0] in ("mmf_run", "mmf_predict"):
-        result = fork_server().run([str(BIN / argv[0]), *argv[1:]], env=_environment(),
-                                   cwd=cwd, timeout=600)
-        return result["returncode"], str(result["output"])
-    import subprocess
-
-    done = subprocess.run(argv, cwd=cwd, env=_environment(), capture_output=True, text=True,
-                          timeout=600)
-    return done.returncode, done.stdout + done.stderr
+def _outputs(output: str) -> list[str]:
+    """The output of each line of the script (split at the marks it printed)."""
+    return output.split(MARK)[1:]
 
 
 def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _excerpt(output: str, *needles: str) -> str:
-    """The last line of ``output`` holding one of ``needles`` (else its last line)."""
-    lines = [line for line in output.splitlines() if line.strip()]
-    found = [line for line in lines if any(needle in line for needle in needles)]
-    return (found or lines or [""])[-1][-300:]
-
-
-def test_the_quick_start_runs_as_written_on_the_tiny_world(tmp_path):
+def test_the_quick_start_pasted_into_a_fresh_shell_runs_on_the_tiny_world(tmp_path):
     commands = section_commands(REPO / "README.md", "Quick start")
     argvs = [shlex.split(command) for command in commands]
     assert [argv[0] for argv in argvs] == PROGRAMS, commands
-    root = _fresh_copy(tmp_path / "checkout")
+    assert "PRESET" not in " ".join(commands)  # the switch is the one line the test adds
+    runnable = [*commands[:-1], "make -n " + commands[-1].split(" ", 1)[1]]
+    script = "\n".join(["set -e", SWITCH, *(f"echo {MARK}; {line}" for line in runnable)])
+    root, home = _fresh_copy(tmp_path / "checkout"), tmp_path / "home"
+    done = _login_shell(script, root, home)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-4000:]
+    lines = _outputs(done.stdout)
+    assert len(lines) == len(commands), output[-4000:]
     world, save = root / "data" / "toy_world_tiny", root / "save"
-    printed = []
 
-    # make toy-world corpus
-    status, output = _run(argvs[0], root)
-    assert status == 0, output[-3000:]
+    # the front door lists the run configs and the tools
+    assert "projects/uvla/" in lines[2] and "finetune/vqa2.yaml" in lines[2], lines[2]
+    assert "uvlp-build-corpus" in lines[2], lines[2]
+    # the tiny world and its corpus; nothing from the demo world
     assert (world / "corpus" / "annotations" / "index.json").is_file()
-    printed.append(_excerpt(output, "finished in"))
-
-    # pre-training: save/uvla_pretrain/
-    status, output = _run([*argvs[1], *TINY_WORLD, *FEW_UPDATES, *HOLDOUT], root)
-    assert status == 0, output[-3000:]
+    assert not (root / "data" / "toy_world_demo").exists()
+    # pre-training on it, with the packaged MiniLM: nothing fetched from the network
     pretrained = save / "uvla_pretrain" / "uvla_final.pth"
     assert pretrained.is_file(), sorted(os.listdir(save))
-    weights = _digest(pretrained)
-    printed.append(_excerpt(output, "Finished run in"))
-
-    # fine-tuning from it: save/uvla_vqa2/, the pre-trained weights kept
-    status, output = _run([*argvs[2], *TINY_WORLD, *FEW_UPDATES], root)
-    assert status == 0, output[-3000:]
+    assert "huggingface.co" not in output and "Retrying" not in output
+    # fine-tuning from it: save/uvla_vqa2/
     assert ("from save/uvla_pretrain/uvla_final.pth; dropped on purpose: its heads itm, mlm, "
             "mrc, mrfr, pmrtc (28 tensors); this run trains its own: pooled_classifier") in output
     assert (save / "uvla_vqa2" / "uvla_final.pth").is_file()
-    assert _digest(pretrained) == weights
-    printed.append(_excerpt(output, "pre-trained tensors"))
-
     # MMF's own prediction entry point: the answers of every test question
-    status, output = _run([*argvs[3], *TINY_WORLD], root)
-    assert status == 0, output[-3000:]
     reports = glob.glob(str(save / "uvla_vqa2" / "vqa2_uvla_*" / "reports" / "*.json"))
-    assert len(reports) == 1, output[-3000:]
+    assert len(reports) == 1, lines[6][-3000:]
     answers = json.loads(Path(reports[0]).read_text())
     test_set = np.load(world / "mmf" / "vqa2" / "annotations" / "imdb_test.npy",
                        allow_pickle=True)[1:]
     vocabulary = set((world / "mmf/vqa2/vocabs/answers_vqa.txt").read_text().split("\n"))
     assert sorted(a["question_id"] for a in answers) == sorted(q["question_id"] for q in test_set)
     assert all(a["answer"] in vocabulary for a in answers)
-    printed.append(_excerpt(output, "Wrote evalai predictions"))
+    # the analysis read the Quick start's pre-training; the study is only planned
+    assert "μ-VLA=save/uvla_pretrain/uvla_final.pth" in lines[7], lines[7][-3000:]
+    assert "--world tiny" in lines[8], lines[8]
+    weights = _digest(pretrained)
+
+    # the pre-training line again: refused in one line, the weights kept
+    again = _login_shell("\n".join([SWITCH, commands[1], commands[4]]), root, home)
+    assert again.returncode == 2, (again.stdout + again.stderr)[-3000:]
+    last = (again.stdout + again.stderr).strip().splitlines()[-1]
+    assert "holds the final checkpoint of another run (uvla_final.pth" in last, last
+    assert _digest(pretrained) == weights
 
     # a checkpoint of another task is refused in one line
-    status, output = _run(["mmf_run", "config=projects/uvla/finetune/refcoco_plus.yaml",
-                           "run_type=inference", *TINY_WORLD,
-                           "checkpoint.resume_file=save/uvla_vqa2/current.ckpt",
-                           "datasets=refcoco_plus_val,refcoco_plus_testA"], root)
-    assert status == 2, output[-3000:]
+    other = _login_shell("\n".join([
+        SWITCH, commands[1],
+        "mmf_run config=projects/uvla/finetune/refcoco_plus.yaml run_type=inference "
+        "checkpoint.resume_file=save/uvla_vqa2/current.ckpt "
+        "datasets=refcoco_plus_val,refcoco_plus_testA"]), root, home)
+    assert other.returncode == 2, (other.stdout + other.stderr)[-3000:]
     assert ("mmf_run: error: checkpoint save/uvla_vqa2/current.ckpt does not fit this run: it "
             "was trained on vqa2, this run is on refcoco_plus_val,refcoco_plus_testA; it lacks "
             "6 tensors of this model (heads.region_scorer); it holds 6 that this model has not "
-            "(heads.pooled_classifier)") in output
-
-    # the analysis reads the Quick start's pre-training; the study is only planned
-    for argv in argvs[4:]:
-        status, output = _run(["make", "-n", *argv[1:]], root)
-        assert status == 0, output[-3000:]
-        printed.append(_excerpt(output, "probe_grounding", "replicate.py"))
-    assert "μ-VLA=save/uvla_pretrain/uvla_final.pth" in printed[4]
-
-    # the pre-training line again: refused, the weights kept
-    status, output = _run([*argvs[1], *TINY_WORLD, *FEW_UPDATES, *HOLDOUT], root)
-    assert status == 2, output[-3000:]
-    assert "holds the final checkpoint of another run (uvla_final.pth" in output
-    assert _digest(pretrained) == weights
-    printed.append(_excerpt(output, "error:"))
-    for command, line in zip([*commands, "(the pre-training again)"], printed):
-        print(f"$ {command}\n    {line}")
+            "(heads.pooled_classifier)") in other.stdout + other.stderr
