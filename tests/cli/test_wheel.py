@@ -100,7 +100,7 @@ def test_the_wheel_installs_the_console_scripts(wheel_env, tmp_path):
         (entry_points,) = [n for n in archive.namelist() if n.endswith(".dist-info/entry_points.txt")]
         parser = configparser.ConfigParser()
         parser.read_string(archive.read(entry_points).decode())
-    assert dict(parser["console_scripts"]) == scripts and len(scripts) == 13
+    assert dict(parser["console_scripts"]) == scripts and len(scripts) == 14
     for script in scripts:
         assert (wheel_env.parent / script).is_file(), script
     for script, expected in (("uvlp-report", "usage: uvlp-report"),
@@ -109,6 +109,11 @@ def test_the_wheel_installs_the_console_scripts(wheel_env, tmp_path):
                                 env=_clean_env(), capture_output=True, text=True, timeout=300)
         assert result.returncode == 0, result.stderr[-3000:]
         assert result.stdout.startswith(expected), result.stdout[:500]
+    front = subprocess.run([str(wheel_env.parent / "uvlp")], cwd=tmp_path, env=_clean_env(),
+                           capture_output=True, text=True, timeout=300)
+    assert front.returncode == 0, front.stderr[-3000:]
+    assert "site-packages/mmf_uvlp):" in front.stdout and "    pretrain.yaml " in front.stdout
+    assert "uvlp-replicate " in front.stdout, front.stdout[-2000:]
 
 
 def test_the_study_plans_and_runs_its_steps_from_the_wheel(wheel_env, tmp_path):
