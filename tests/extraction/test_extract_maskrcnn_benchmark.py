@@ -1,5 +1,5 @@
 """VinVL's X152-C4 and MMF's vmb X101-FPN on detectron2: the maskrcnn-benchmark names of their
-public files (../shared/reference/detector-checkpoints/), and the layers, boxes and attributes
+public files (tests/fixtures/detector_checkpoints/), and the layers, boxes and attributes
 against hand-written references of scene_graph_benchmark's and maskrcnn-benchmark's code."""
 
 import numpy as np
@@ -15,7 +15,7 @@ from detectron2.config import get_cfg  # noqa: E402
 from detectron2.modeling import build_model  # noqa: E402
 from detectron2.structures import Boxes  # noqa: E402
 
-from helpers.detector_checkpoints import random_state, read_manifest  # noqa: E402
+from helpers.checkpoints import manifest, random_tensors  # noqa: E402
 from mmf_uvlp.extraction import maskrcnn_benchmark as mb  # noqa: E402
 from mmf_uvlp.extraction import vinvl, vmb  # noqa: E402
 
@@ -32,14 +32,15 @@ def x152():
     return _build(vinvl.vinvl_config)
 
 
-@pytest.mark.parametrize("manifest", ["vinvl_vg_x152c4", "mmf_vmb_X101_64x4d_FPN"])
-def test_every_tensor_of_the_public_file_has_a_module_of_its_shape(manifest, request):
-    model = request.getfixturevalue("x152") if manifest.startswith("vinvl") \
+@pytest.mark.parametrize("name", ["vinvl_vg_x152c4", "mmf_vmb_X101_64x4d_FPN"])
+def test_every_tensor_of_the_public_file_has_a_module_of_its_shape(name, request):
+    model = request.getfixturevalue("x152") if name.startswith("vinvl") \
         else _build(vmb.vmb_config)
     have = {k: tuple(v.shape) for k, v in model.state_dict().items()}
-    names = {mb.new_name(k, "backbone.bottom_up." if "FPN" in manifest else "backbone."): s
-             for k, s, _ in read_manifest(manifest)}
-    assert len(names) == len(read_manifest(manifest))  # no two public names meet
+    public = manifest(name)
+    names = {mb.new_name(k, "backbone.bottom_up." if "FPN" in name else "backbone."): s
+             for k, (s, _) in public.items()}
+    assert len(names) == len(public)  # no two public names meet
     assert sorted(set(have) ^ set(names)) == []
     assert {k: (have[k], s) for k, s in names.items() if have[k] != s} == {}
 
@@ -86,8 +87,8 @@ def _bottleneck(x, prefix, state, stride):
 @pytest.fixture(scope="module")
 def x152_state():
     layers = ("backbone.body.layer1.", "backbone.body.layer2.0.")
-    state = random_state("vinvl_vg_x152c4", seed=1, prefix=layers)
-    return {k: v.double() for k, v in state.items()}
+    public = {k: v for k, v in manifest("vinvl_vg_x152c4").items() if k.startswith(layers)}
+    return {k: torch.from_numpy(v).double() for k, v in random_tensors(public, 1).items()}
 
 
 @pytest.mark.parametrize("layer, stage, stride, channels", [

@@ -1,7 +1,7 @@
 """VinVL's ``vinvl_vg_x152c4.pth`` and MMF's vmb ``detectron_model.pth`` as users have them.
 
 Each is a checkpoint of random tensors under every key, shape and dtype of the public file
-(../shared/reference/detector-checkpoints/), saved as the public file is
+(tests/fixtures/detector_checkpoints/), saved as the public file is
 (``torch.save({"model": state_dict})``), given to ``uvlp-extract-features --recipe`` as a user's
 file: docs/own-data.md's command for it, run as written in a folder holding the files it
 names, with CPU-sized settings appended (small images, few proposals, one thread). It loads
@@ -23,7 +23,7 @@ pytest.importorskip("detectron2", reason=NO_DETECTRON2)
 
 import torch  # noqa: E402
 
-from helpers.detector_checkpoints import random_state, read_manifest, save_pth  # noqa: E402
+from helpers.checkpoints import manifest, public_checkpoint, write_pth  # noqa: E402
 
 DOC = REPO / "docs" / "own-data.md"
 # appended to the documented command: CPU-sized images and proposals
@@ -54,8 +54,8 @@ def user(tmp_path_factory):
           "attribute_to_idx": {f"attribute{i}": i for i in range(1, 525)}}
     (folder / "VG-SGG-dicts-vgoi6-clipped.json").write_text(json.dumps(vg))
     (folder / "vg_classes.txt").write_text("".join(f"vg{i}\n" for i in range(1600)))
-    save_pth(random_state(VINVL, seed=0), folder / "vinvl_vg_x152c4.pth")
-    save_pth(random_state(VMB, seed=0), folder / "detectron_model.pth")
+    public_checkpoint(VINVL, folder / "vinvl_vg_x152c4.pth")
+    public_checkpoint(VMB, folder / "detectron_model.pth")
     return folder
 
 
@@ -63,16 +63,16 @@ def _run(user, recipe, *extra, check=True):
     return extract_cli(*documented(recipe), *CPU, *extra, cwd=user, check=check)
 
 
-@pytest.mark.parametrize("recipe, manifest, dim", [("vinvl", VINVL, 2048 + 6),
-                                                   ("mmf-vmb", VMB, 2048)])
-def test_the_public_file_loads_whole_and_writes_mmf_s_own_files(user, recipe, manifest, dim):
+@pytest.mark.parametrize("recipe, name, dim", [("vinvl", VINVL, 2048 + 6),
+                                               ("mmf-vmb", VMB, 2048)])
+def test_the_public_file_loads_whole_and_writes_mmf_s_own_files(user, recipe, name, dim):
     result = _run(user, recipe)
     args = documented(recipe)
     out, mmf = user / args[args.index("--out") + 1], user / args[args.index("--mmf-out") + 1]
     report = json.loads((out / "report.json").read_text())
     weights = report["weights"]
     assert weights["status"] == "whole", result.stderr[-2000:]
-    assert weights["tensors_in_file"] == weights["loaded"] == len(read_manifest(manifest))
+    assert weights["tensors_in_file"] == weights["loaded"] == len(manifest(name))
     assert report["images_written"] == 2 and report["regions"] > 0
     for key in ("astronaut", "coffee"):
         features = np.load(mmf / f"{key}.npy")
@@ -100,7 +100,7 @@ def _variant(user, public_name):
     state["roi_heads.box.predictor.cls_score.bias"] = bias[:-1].clone()
     path = user / "variant" / public_name
     path.parent.mkdir(exist_ok=True)
-    return save_pth(state, path)
+    return write_pth(path, {k: v.numpy() for k, v in state.items()})
 
 
 @pytest.mark.parametrize("recipe, public_name", [("vinvl", "vinvl_vg_x152c4.pth"),

@@ -45,19 +45,23 @@ def cell_anchors(sizes, ratios) -> np.ndarray:
 def random_tensors(layout: Mapping[str, Tuple[Tuple[int, ...], str]], seed: int,
                    anchors=None) -> Dict[str, np.ndarray]:
     """Random values of each key's shape: weights scaled by their fan-in, norms near the
-    identity (a residual branch's last norm small), so a deep network stays finite; the
-    anchors (``anchors``: sizes, aspect ratios) as the config generates them."""
+    identity (a residual branch's last norm small: detectron2's or maskrcnn-benchmark's names),
+    so a deep network stays finite; the anchors (``anchors``: sizes, aspect ratios) as the
+    config generates them, or (None) random boxes around 0, where the file's own are used."""
     rng = np.random.default_rng(seed)
     out = {}
     for key, (shape, dtype) in layout.items():
         fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else 1
-        if "cell_anchors" in key:
+        if "cell_anchors" in key and anchors is None:  # the file's own: boxes around 0
+            half = rng.uniform(8, 128, (shape[0], 2))
+            value = np.concatenate([-half, half], axis=1)
+        elif "cell_anchors" in key:
             value = cell_anchors(*anchors)
             assert value.shape == shape, (key, value.shape, shape)
         elif key.endswith("running_var"):
             value = rng.uniform(0.5, 1.5, shape)
-        elif ".norm." in key or ".bn" in key:
-            small = "conv3" in key or "shortcut" in key
+        elif ".norm." in key or ".bn" in key or ".downsample.1." in key:
+            small = any(s in key for s in ("conv3", "shortcut", ".bn3.", ".downsample.1."))
             if key.endswith("weight"):
                 value = rng.uniform(0.05, 0.2, shape) if small else rng.uniform(0.8, 1.2, shape)
             else:
