@@ -226,14 +226,6 @@ def p_text(above: str, below: str) -> str:
     return format_p(gap(above, below).test.p)
 
 
-def spread(rows: tuple[str, ...]) -> float:
-    """The root mean square over every pair of ``rows`` of the std of a seed's Meta-Ave
-    difference, in points."""
-    pairs = [(a, b) for i, a in enumerate(rows) for b in rows[i + 1:]]
-    return math.sqrt(statistics.fmean(
-        statistics.stdev(value(a, k) - value(b, k) for k in SEEDS) ** 2 for a, b in pairs))
-
-
 def paired_p_value(above: str, below: str, task: str = "meta") -> float:
     """The two-sided p of the paired t over three seeds of ``above`` − ``below``."""
     from mmf_uvlp.replication.aggregate import t_test
@@ -244,9 +236,6 @@ def paired_p_value(above: str, below: str, task: str = "meta") -> float:
 
 def paired_p(above: str, below: str, task: str = "meta") -> str:
     return f"{paired_p_value(above, below, task):.2f}"
-
-
-TABLE1_ROWS = ("base", "u_visualbert", "random_pairs", "uvla", "aligned_vlp")
 
 
 BC, RBC = "uvla_bc", "random_pairs_bc"
@@ -397,11 +386,6 @@ def itm_final(system: str, seed: int) -> float:
 def aligned_itm_share() -> float:
     """The most of its 5,000-update schedule Aligned VLP's ITM learns in over the seeds, in %."""
     return max(last_share("aligned_vlp", k, ALIGNED_ITM) for k in SEEDS)
-
-
-def itm_ratio() -> float:
-    """Aligned VLP's final validation ITM loss over μ-VLA's, both at twice the updates."""
-    return itm_final(ALIGNED_2X, 0) / itm_final(UVLA_2X, 0)
 
 
 def lead(uvla: str = "uvla", aligned: str = "aligned_vlp") -> float:
