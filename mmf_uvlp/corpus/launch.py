@@ -213,7 +213,7 @@ def end_processes(pids: Sequence[int], grace_s: float = 5.0) -> None:
 
 
 @contextlib.contextmanager
-def _sigterm_as_exit() -> Iterator[None]:
+def sigterm_as_exit() -> Iterator[None]:
     """SIGTERM raises SystemExit in the main thread, so the launch stops its local jobs as it
     does on Ctrl-C (SIGINT)."""
     import signal
@@ -453,7 +453,7 @@ class Launcher(JobLauncher):
         return [("embed", embed), ("index", index), ("shards", shards), ("merge", merge)]
 
     def run(self) -> Dict[str, object]:
-        with _sigterm_as_exit():
+        with sigterm_as_exit():
             self._end_orphans()
             self._check_out()
             for name, tasks in self.phases():

@@ -56,6 +56,7 @@ from mmf_uvlp.errors import FormatError, LmdbWriteError
 from mmf_uvlp.utils.atomic import atomic_open
 from mmf_uvlp.utils.error_policy import ErrorPolicy
 from mmf_uvlp.utils.file_signature import file_signature
+from mmf_uvlp.utils.output_folder import refuse_foreign_folder
 from mmf_uvlp.data_formats.labelmap import (NAMED_LABELMAP, LabelMap, labelmap_of_names,
                                             load_labelmap, write_labelmap)
 from mmf_uvlp.data_formats.mmf_features import KEYS_ENTRY, LmdbFeatures, load_npy
@@ -356,9 +357,7 @@ def _prepare_out(out: str, state: _State, fingerprint: str, restart: bool) -> Op
         return None
     saved = state.load()
     if saved is None:
-        if os.path.exists(out) and os.listdir(out) and not os.path.isdir(state.dir):
-            raise FileExistsError(f"{out} exists and was not written by convert_features (no "
-                                  f"{STATE_DIR}/state.json in it): choose another output")
+        refuse_foreign_folder(out, STATE_DIR, "convert_features")
         return None
     if saved.get("fingerprint") != fingerprint or saved.get("version") != STATE_VERSION:
         raise ValueError(f"{out} holds a conversion of other inputs or settings "

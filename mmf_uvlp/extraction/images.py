@@ -10,7 +10,9 @@ Three kinds of input, each an ordered list of (key, source):
 The key is the file name without its extension (the tsv's first column), the name MMF's
 builders look an image's features up by. A second image of a key that was listed already is a
 ``duplicate_key`` problem naming the first; other files of a folder are counted as
-``not_an_image_name``.
+``not_an_image_name``, a symbolic link to nothing as ``broken_link``, and a folder named like
+an image or a FIFO, socket or device as ``not_a_file`` (an image a list file names is checked
+to be a regular file before it is read: a FIFO is never opened for a blocking read).
 
 :func:`decode` returns the image as (H, W, 3) uint8 RGB, upright (its EXIF orientation
 applied), and the conversions it made (grayscale, CMYK, 16-bit, palette or alpha, EXIF
@@ -25,6 +27,7 @@ import base64
 import binascii
 import io
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple
@@ -77,16 +80,39 @@ def list_images(source: str) -> Listing:
     return _dedup(_list_file(path))
 
 
-def _folder(root: Path) -> Iterator[Tuple[ImageRef, Optional[str]]]:
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+Problem = Optional[Tuple[str, str]]  # (kind, reason) of an entry refused while listing
+
+
+def _folder(root: Path) -> Iterator[Tuple[ImageRef, Problem]]:
+    for path in sorted(root.rglob("*")):
         ref = ImageRef(path.stem, str(path))
-        if path.suffix.lower() in IMAGE_EXTENSIONS:
+        named_like_an_image = path.suffix.lower() in IMAGE_EXTENSIONS
+        if path.is_dir():  # its files are listed on their own
+            if named_like_an_image:
+                yield ref, ("not_a_file", "a folder, not an image file")
+        elif path.is_symlink() and not path.exists():
+            yield ref, ("broken_link", f"a symbolic link to {os.readlink(path)}, which does "
+                        "not exist")
+        elif not path.is_file():
+            yield ref, ("not_a_file", f"{_file_type(path.stat().st_mode)}, not an image file")
+        elif named_like_an_image:
             yield ref, None
         else:
-            yield ref, f"not an image file name (extensions: {' '.join(IMAGE_EXTENSIONS)})"
+            yield ref, ("not_an_image_name", "not an image file name (extensions: "
+                        f"{' '.join(IMAGE_EXTENSIONS)})")
 
 
-def _list_file(path: Path) -> Iterator[Tuple[ImageRef, Optional[str]]]:
+def _file_type(mode: int) -> str:
+    """What a file that is not a regular one is, in words."""
+    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _list_file(path: Path) -> Iterator[Tuple[ImageRef, Problem]]:
     with open(path, encoding="utf-8") as handle:
         for text in handle:
             text = text.strip()
@@ -96,7 +122,7 @@ def _list_file(path: Path) -> Iterator[Tuple[ImageRef, Optional[str]]]:
             yield ImageRef(image.stem, str(image)), None
 
 
-def _tsv(path: Path) -> Iterator[Tuple[ImageRef, Optional[str]]]:
+def _tsv(path: Path) -> Iterator[Tuple[ImageRef, Problem]]:
     offset = 0
     with open(path, "rb") as handle:
         for line, raw in enumerate(handle, start=1):
@@ -111,7 +137,7 @@ def _dedup(items, tsv: Optional[str] = None) -> Listing:
     first: Dict[str, ImageRef] = {}
     for ref, problem in items:
         if problem is not None:
-            refused.append((ref, "not_an_image_name", problem))
+            refused.append((ref, *problem))
         elif ref.key in first:
             refused.append((ref, "duplicate_key", f"key {ref.key!r} was listed already, by "
                             f"{first[ref.key].source} (keys are file names without extension)"))
@@ -122,9 +148,14 @@ def _dedup(items, tsv: Optional[str] = None) -> Listing:
 
 
 def read_bytes(ref: ImageRef, tsv: Optional[str]) -> bytes:
-    """The encoded image of ``ref``."""
+    """The encoded image of ``ref``; :class:`BadImage` ``not_a_file`` for a folder, FIFO,
+    socket or device (opened without blocking, checked before reading)."""
     if tsv is None:
-        with open(ref.source, "rb") as handle:
+        descriptor = os.open(ref.source, os.O_RDONLY | os.O_NONBLOCK)
+        with open(descriptor, "rb") as handle:
+            mode = os.fstat(descriptor).st_mode
+            if not stat.S_ISREG(mode):
+                raise BadImage("not_a_file", f"{_file_type(mode)}, not an image file")
             return handle.read()
     with open(tsv, "rb") as handle:
         handle.seek(ref.offset)

@@ -16,13 +16,23 @@ The images are read in listing order, ``batch_size`` at a time. After each batch
 files are flushed to disk and ``OUT/.extract/state.json`` records their sizes and the next
 image; a run started again with the same inputs and settings (after any interruption, ``kill
 -9`` included) truncates the files to the last commit and goes on, so its output is byte for
-byte an uninterrupted run's. ``shard=(i, n)`` extracts the ``i``-th of ``n`` contiguous runs
-of whole batches; :func:`merge` joins the shards' folders into a single run's output.
+byte an uninterrupted run's. A file found shorter than the batches committed to it (or, in a
+finished run, of another size than the run wrote, or missing) is named in the log and the run
+extracts again from the first image. ``shard=(i, n)`` extracts the ``i``-th of ``n``
+contiguous runs of whole batches; :func:`merge` joins the shards' folders into a single run's
+output.
+
+``OUT`` is refused when it holds files and no ``.extract/`` (another tool's output, such as a
+user's own VinVL ``predictions.tsv``: ``uvlp-convert-features`` refuses it the same way), and
+while another extraction writes into it (the lock ``OUT/.extract/lock``, held by a run or a
+launch for as long as it runs). An error while writing (a full disk) names the file.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
+import errno
 import hashlib
 import json
 import logging
@@ -31,11 +41,14 @@ import shutil
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, Optional, Sequence, Tuple
+
+from filelock import FileLock, Timeout
 
 from mmf_uvlp.corpus.sentences import read_json
 from mmf_uvlp.utils.atomic import atomic_open, atomic_write_json
 from mmf_uvlp.utils.file_signature import file_signature
+from mmf_uvlp.utils.output_folder import refuse_foreign_folder
 from mmf_uvlp.extraction.images import (
     MAX_PIXELS, MIN_SIDE, BadImage, Listing, decode, list_images, read_bytes,
 )
@@ -43,7 +56,11 @@ from mmf_uvlp.extraction.images import (
 logger = logging.getLogger(__name__)
 
 OUTPUTS = ("predictions.tsv", "hw.tsv", "labelmap.json", "problems.tsv", "report.json")
-STATE = os.path.join(".extract", "state.json")
+TSVS = ("predictions.tsv", "hw.tsv")
+STATE_DIR = ".extract"
+STATE = os.path.join(STATE_DIR, "state.json")
+LOCK = os.path.join(STATE_DIR, "lock")
+LAUNCH = os.path.join("launch", "launch.json")
 
 
 @dataclass(frozen=True)
@@ -112,6 +129,65 @@ def problem_row(key: str, source: str, action: str, kind: str, reason: str) -> s
     return "\t".join(clean) + "\n"
 
 
+@contextlib.contextmanager
+def claim(out: str) -> Iterator[None]:
+    """``out`` for this extraction (a run or a launch) alone, while the block runs: refused
+    when it holds another tool's files, or while another extraction holds its lock."""
+    refuse_foreign_folder(out, STATE_DIR, "uvlp-extract-features")
+    os.makedirs(os.path.join(out, STATE_DIR), exist_ok=True)
+    lock = FileLock(os.path.join(out, LOCK), timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise RuntimeError(f"{out} is being written by another extraction (it holds "
+                           f"{os.path.join(out, LOCK)}): wait for it to end, or use another "
+                           "--out") from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+@contextlib.contextmanager
+def writing(path: str) -> Iterator[None]:
+    """An OSError of the block (writing ``path``) raised again naming ``path``; a full disk
+    says how to go on."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            raise OSError(exc.errno, f"{path}: no space left on device; free some space and "
+                          "run the same command again: it resumes after the last batch "
+                          "written whole") from None
+        if exc.filename is None:
+            raise OSError(exc.errno, f"{path}: {exc.strerror or exc}") from None
+        raise
+
+
+def damage(out: str, state: Dict) -> Optional[str]:
+    """What is wrong with ``out``'s files against its ``state``: a tsv shorter than the
+    batches committed to it (in a finished run: of another size, or a file missing); None
+    when they are whole."""
+    complete = state.get("complete")
+    for name in TSVS:
+        path = os.path.join(out, name)
+        have = os.path.getsize(path) if os.path.exists(path) else 0
+        want = state["bytes"][name]
+        if have < want or (complete and have != want):
+            wrote = "the finished run wrote" if complete else "the batches committed hold"
+            return f"{path} has {have} bytes where {wrote} {want}"
+    for name in OUTPUTS if complete else ():
+        if not os.path.exists(os.path.join(out, name)):
+            return f"{os.path.join(out, name)} of the finished run is missing"
+    return None
+
+
+def finished(out: str) -> bool:
+    """``out`` holds a finished run (or shard) whose files are whole."""
+    state = read_json(os.path.join(out, STATE))
+    return bool(state and state.get("complete")) and damage(out, state) is None
+
+
 def _fingerprint(listing_source: str, listing: Listing, detector_info: Dict[str, object],
                  weights: Optional[str], seed: Optional[int], classes, attributes,
                  options: RunOptions, shard: Optional[Tuple[int, int]]) -> str:
@@ -139,8 +215,22 @@ def extract(images: str, out: str, detector, classes: Sequence[str],
     ``out``; resumes an interrupted run of the same inputs and settings. ``sink(key,
     detections, width, height)``, given, also receives each image written (before its batch
     is committed, so that a resumed run gives it again every image after the commit)."""
+    with claim(out):
+        return _extract(images, out, detector, classes, attributes, options, shard, weights,
+                        seed, sink)
+
+
+def _extract(images: str, out: str, detector, classes: Sequence[str],
+             attributes: Sequence[str], options: RunOptions, shard: Optional[Tuple[int, int]],
+             weights: Optional[str], seed: Optional[int],
+             sink: Optional[Callable[[str, object, int, int], None]]) -> Summary:
     from tqdm import tqdm
 
+    launch = read_json(os.path.join(out, LAUNCH))
+    if launch is not None:
+        raise RuntimeError(f"{out} holds a launch of {launch.get('shards')} shards: run the "
+                           f"same command with --shards {launch.get('shards')} to resume it, "
+                           "or use another --out")
     if len(classes) != detector.num_classes:
         raise ValueError(f"{len(classes)} class names for a detector of "
                          f"{detector.num_classes} classes")
@@ -153,12 +243,16 @@ def extract(images: str, out: str, detector, classes: Sequence[str],
         len(listing.images), options.batch_size, shard)
     fingerprint = _fingerprint(images, listing, detector.describe(), weights, seed, classes,
                                attributes, options, shard)
-    os.makedirs(os.path.join(out, ".extract"), exist_ok=True)
     state_path = os.path.join(out, STATE)
     state = read_json(state_path)
     if state is not None and state.get("fingerprint") != fingerprint and not options.restart:
         raise RuntimeError(f"{out} holds an extraction of other images or settings "
                            f"({state_path}); use another --out, or --restart to start over")
+    problem = None if state is None or options.restart else damage(out, state)
+    if problem is not None:
+        logger.warning("%s: damaged since it was written; extracting again from the first "
+                       "image", problem)
+        state = None
     if state is None or options.restart or state.get("fingerprint") != fingerprint:
         refused = listing.refused if (shard is None or shard[0] == 0) else []
         state = {"fingerprint": fingerprint, "next": lo, "bytes": {"predictions.tsv": 0,
@@ -173,11 +267,13 @@ def extract(images: str, out: str, detector, classes: Sequence[str],
         logger.info("%s: already extracted from these images and settings", out)
         return _summary(out, state, detector, resumed_at, 0.0, hi - lo)
     handles = {}
-    for name in ("predictions.tsv", "hw.tsv"):
-        handle = open(os.path.join(out, name), "ab")
-        handle.truncate(state["bytes"][name])
-        handle.seek(state["bytes"][name])
-        handles[name] = handle
+    for name in TSVS:
+        path = os.path.join(out, name)
+        with writing(path):
+            handle = open(path, "ab")
+            handles[name] = handle
+            handle.truncate(state["bytes"][name])
+            handle.seek(state["bytes"][name])
     start, cpu_start = time.time(), time.process_time()
     bar = tqdm(total=hi - lo, initial=state["next"] - lo, unit="img", desc="extract",
                disable=not options.progress, dynamic_ncols=True)
@@ -202,10 +298,11 @@ def extract(images: str, out: str, detector, classes: Sequence[str],
                                                          kind, _CONVERSIONS[kind]))
                 arrays.append(array)
                 kept.append(ref)
+            rows = {name: [] for name in TSVS}
             for ref, array, det in zip(kept, arrays, detector(arrays)):
-                handles["predictions.tsv"].write(prediction_row(ref.key, det, classes,
-                                                                attributes))
-                handles["hw.tsv"].write(hw_row(ref.key, *array.shape[:2]))
+                rows["predictions.tsv"].append(prediction_row(ref.key, det, classes,
+                                                              attributes))
+                rows["hw.tsv"].append(hw_row(ref.key, *array.shape[:2]))
                 if sink is not None:
                     sink(ref.key, det, array.shape[1], array.shape[0])
                 state["regions"] += len(det.scores)
@@ -215,20 +312,26 @@ def extract(images: str, out: str, detector, classes: Sequence[str],
                         ref.key, ref.source, "written", "no_regions", "written with no region: "
                         "the detector gave no proposal (its row has an empty object list)"))
             for name, handle in handles.items():
-                handle.flush()
-                os.fsync(handle.fileno())
+                with writing(handle.name):
+                    handle.write(b"".join(rows[name]))
+                    handle.flush()
+                    os.fsync(handle.fileno())
                 state["bytes"][name] = handle.tell()
             state["next"] = first + len(refs)
-            atomic_write_json(state_path, state)
+            with writing(state_path):
+                atomic_write_json(state_path, state)
             bar.update(len(refs))
     finally:
         bar.close()
         for handle in handles.values():
-            handle.close()
+            # after a failed write: what its buffer held is not committed, a rerun rewrites it
+            with contextlib.suppress(OSError):
+                handle.close()
     _write_tail(out, state, classes, attributes, detector.feature_dim,
                 detector.weights.as_dict())
     state["complete"] = True
-    atomic_write_json(state_path, state)
+    with writing(state_path):
+        atomic_write_json(state_path, state)
     summary = _summary(out, state, detector, resumed_at, time.time() - start, hi - lo)
     summary.cpu_seconds = time.process_time() - cpu_start
     return summary
@@ -257,14 +360,20 @@ def _write_tail(out: str, state: Dict, classes, attributes, feature_dim: int,
                 weights: Dict[str, object]) -> None:
     """labelmap.json, problems.tsv and report.json of a finished run or merge; ``weights``:
     how the detector's weights were loaded (``whole``, ``partial`` or ``random``)."""
-    atomic_write_json(os.path.join(out, "labelmap.json"), labelmap(classes, attributes))
-    with open(os.path.join(out, "problems.tsv"), "w", encoding="utf-8") as handle:
+    path = os.path.join(out, "labelmap.json")
+    with writing(path):
+        atomic_write_json(path, labelmap(classes, attributes))
+    path = os.path.join(out, "problems.tsv")
+    with writing(path), open(path, "w", encoding="utf-8") as handle:
         handle.writelines(state["problems"])
     skipped, converted = _counts(state["problems"])
-    atomic_write_json(os.path.join(out, "report.json"), {
-        "images_written": state["written"], "regions": state["regions"],
-        "feature_dim": feature_dim, "skipped": skipped, "converted": converted,
-        "num_classes": len(classes), "num_attributes": len(attributes), "weights": weights})
+    path = os.path.join(out, "report.json")
+    with writing(path):
+        atomic_write_json(path, {
+            "images_written": state["written"], "regions": state["regions"],
+            "feature_dim": feature_dim, "skipped": skipped, "converted": converted,
+            "num_classes": len(classes), "num_attributes": len(attributes),
+            "weights": weights})
 
 
 def _summary(out, state, detector, resumed_at, seconds, listed) -> Summary:
@@ -282,9 +391,9 @@ def merge(shard_dirs: Sequence[str], out: str) -> Dict[str, object]:
             raise RuntimeError(f"{folder}: the shard is not complete ({STATE})")
         states.append(state)
     os.makedirs(out, exist_ok=True)
-    for name in ("predictions.tsv", "hw.tsv"):
+    for name in TSVS:
         path = os.path.join(out, name)
-        with atomic_open(path, "wb", temporary=path + ".part") as target:
+        with writing(path), atomic_open(path, "wb", temporary=path + ".part") as target:
             for folder in shard_dirs:
                 with open(os.path.join(folder, name), "rb") as source:
                     shutil.copyfileobj(source, target)
@@ -299,3 +408,19 @@ def merge(shard_dirs: Sequence[str], out: str) -> Dict[str, object]:
     _write_tail(out, merged, classes, attributes, report["feature_dim"], report["weights"])
     return read_json(os.path.join(out, "report.json"))
 
+
+def merged(shard_dirs: Sequence[str], out: str) -> bool:
+    """``out`` holds the whole merge of ``shard_dirs``: its report, and each tsv as long as
+    the shards' together (a damaged one is named in the log)."""
+    states = [read_json(os.path.join(folder, STATE)) for folder in shard_dirs]
+    if not os.path.exists(os.path.join(out, "report.json")) or None in states:
+        return False
+    for name in TSVS:
+        path = os.path.join(out, name)
+        want = sum(state["bytes"][name] for state in states)
+        have = os.path.getsize(path) if os.path.exists(path) else 0
+        if have != want:
+            logger.warning("%s has %d bytes where the shards hold %d: merged again", path,
+                           have, want)
+            return False
+    return True

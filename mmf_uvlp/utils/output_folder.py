@@ -12,6 +12,10 @@ or knows the subfolders it writes. Both are checked before anything is deleted o
 
 A refusal is an :class:`UnsafeOutputPath` naming the list, its line and the entry, or the
 link and where it points.
+
+A tool that resumes in its output folder keeps its state in a folder of its own there
+(``.convert/``, ``.extract/``); :func:`refuse_foreign_folder` refuses an output that holds
+files but no such state: another tool's files or a user's, which it would replace.
 """
 
 from __future__ import annotations
@@ -21,6 +25,15 @@ from pathlib import Path, PurePosixPath
 from typing import Iterable
 
 from mmf_uvlp.errors import UnsafeOutputPath
+
+
+def refuse_foreign_folder(out: str, state_dir: str, tool: str) -> None:
+    """``FileExistsError`` when ``out`` holds files and no ``state_dir`` of ``tool``."""
+    names = sorted(os.listdir(out)) if os.path.isdir(out) else []
+    if names and not os.path.isdir(os.path.join(out, state_dir)):
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        raise FileExistsError(f"{out} exists and was not written by {tool} (no {state_dir}/ "
+                              f"in it; it holds {shown}): choose another output")
 
 
 def _link_text(path: Path) -> str:

@@ -26,12 +26,12 @@ def write_photos(folder: Path) -> Path:
     return folder
 
 
-def extract_cli(*args, check=True, **kwargs) -> subprocess.CompletedProcess:
+def extract_cli(*args, check=True, timeout=900, **kwargs) -> subprocess.CompletedProcess:
     """uvlp-extract-features in this interpreter."""
     env = dict(os.environ, OMP_NUM_THREADS="1")
     result = subprocess.run([sys.executable, "-m", "mmf_uvlp.cli.extract_features",
                              *map(str, args)], capture_output=True, text=True, env=env,
-                            timeout=900, **kwargs)
+                            timeout=timeout, **kwargs)
     if check:
         assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
     return result
