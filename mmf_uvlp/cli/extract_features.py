@@ -82,9 +82,10 @@ def parser() -> argparse.ArgumentParser:
                          choices=choices.get(f.name), help=f"{HELP[f.name]} (default {f.default})")
     p.add_argument("--batch-size", type=int, default=4)
     p.add_argument("--device", default="auto", help="auto (cuda when available), cpu, cuda")
-    p.add_argument("--precision", choices=["fp32", "fp16", "bf16"], default="fp32",
-                   help="autocast for the backbone and pooling on CUDA (boxes and scores "
-                        "stay fp32)")
+    p.add_argument("--precision", choices=["auto", "fp32", "fp16", "bf16"], default="auto",
+                   help="the backbone and res5 (or the FPN box head) under autocast on CUDA; "
+                        "the RPN, boxes, scores, NMS and attributes stay fp32. auto "
+                        "(default): fp16 on CUDA, fp32 on a CPU")
     p.add_argument("--threads", type=int, help="CPU threads (torch.set_num_threads)")
     p.add_argument("--min-side", type=int, default=32, help="smaller images are skipped")
     p.add_argument("--max-pixels", type=int, default=50_000_000,
@@ -240,7 +241,29 @@ def main(argv=None) -> int:
     except (ValueError, RuntimeError, OSError) as e:
         print(f"extract_features: error: {e}", file=sys.stderr)
         return 2
+    except Exception as e:
+        line = _weights_error(e, args.weights)
+        if line is None:
+            raise
+        print(f"extract_features: error: {line}", file=sys.stderr)
+        return 2
     return 0
+
+
+def _weights_error(error: BaseException, weights: Optional[str]) -> Optional[str]:
+    """One line for an error raised while ``weights`` was read, beyond the reader's own
+    checks (a file that is no checkpoint can make ``torch.load`` raise an IndexError);
+    None for an error raised elsewhere."""
+    import traceback
+
+    from mmf_uvlp.extraction.checkpoints import read_weights
+
+    if not weights or not any(frame.f_code is read_weights.__code__
+                              for frame, _ in traceback.walk_tb(error.__traceback__)):
+        return None
+    text = str(error).strip().splitlines()
+    return (f"--weights {weights}: cannot be read as a checkpoint ({type(error).__name__}"
+            + (f": {text[0]})" if text else ")"))
 
 
 def weights_notice(out: str) -> Optional[str]:

@@ -1,8 +1,8 @@
 """uvlp-extract-features where things go wrong, run as a user runs it: another tool's output
 folder, two runs into one folder, a launch stopped by SIGTERM or SIGKILL, output damaged after
-it was written, a full disk, and image inputs that are not image files. Each ends in a
-one-line error or a counted skip, and nothing is lost: the output after a rerun is byte for
-byte an uninterrupted run's."""
+it was written, a full disk, a weights file that is no checkpoint, and image inputs that are
+not image files. Each ends in a one-line error or a counted skip, and nothing is lost: the
+output after a rerun is byte for byte an uninterrupted run's."""
 
 import base64
 import errno
@@ -232,6 +232,23 @@ def test_a_full_disk_names_the_file_and_the_rerun_loses_nothing(photos, referenc
     assert f"[Errno {errno.ENOSPC}]" in line
     extract_cli("--images", photos, "--out", out, *RUN)
     assert_same_output(out, reference)
+
+
+# ---------------------------------------------------------------- weights that are no checkpoint
+def test_a_weights_file_that_is_no_checkpoint_is_refused_in_one_line(photos, tmp_path):
+    import torch
+
+    garbage = tmp_path / "model_final.pth"
+    garbage.write_bytes(b"this is not a checkpoint\n" * 40)
+    cut = tmp_path / "cut.pth"
+    torch.save({"model": {"backbone.stem.conv1.weight": torch.zeros(64, 3, 7, 7)}}, cut)
+    cut.write_bytes(cut.read_bytes()[:3000])
+    fast = [a for a in RUN if a not in ("--random-weights", "0")]
+    for weights in (garbage, cut):
+        line = error_line(extract_cli("--images", photos, "--out", tmp_path / weights.stem,
+                                      "--weights", weights, *fast, check=False))
+        assert str(weights) in line
+        assert not (tmp_path / weights.stem / "predictions.tsv").exists()
 
 
 # ---------------------------------------------------------------- inputs that are no image files
