@@ -30,10 +30,16 @@ The boxes follow a :class:`Selection` (``selection.py``): bottom-up attention's
 ``generate_tsv.py`` rule (``per-class``), LXMERT's (``max-class``), scene_graph_benchmark's
 (``vinvl``) or MMF's ``extract_features_vmb.py``'s (``mmf-vmb``), every setting a field; the
 last two also put in :attr:`Detections.extra` what those MMF scripts write.
+
+A batch gives each image what it gives alone (:meth:`Detector._regions`): the images of one
+size go through the detector together, those of other sizes apart. ``precision`` ``auto`` is
+fp16 on CUDA and fp32 on a CPU; in fp16 or bf16 only the convolutional trunk computes in the
+half type, the boxes, scores and attributes in float32.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -58,6 +64,7 @@ from mmf_uvlp.extraction.selection import Selection, select_max_class, select_pe
 
 logger = logging.getLogger(__name__)
 
+HALF = {"fp16": torch.float16, "bf16": torch.bfloat16}  # --precision
 ZOO = "COCO-Detection/faster_rcnn_{}_3x.yaml"
 # name -> (what it is, fn(cfg) that makes detectron2's default config that architecture)
 ARCHITECTURES: Dict[str, Tuple[str, Callable[[CfgNode], None]]] = {}
@@ -222,9 +229,13 @@ class Detector:
             self.num_attributes = self.cfg.MODEL.ROI_ATTRIBUTE_HEAD.NUM_ATTRIBUTES
         self.feature_dim = self._feature_dim()
         self.device = torch.device(device)
-        self.precision = precision
+        if precision == "auto":
+            precision = "fp16" if self.device.type == "cuda" else "fp32"
+        if precision not in HALF and precision != "fp32":
+            raise ValueError(f"--precision {precision}: expected auto, fp32, fp16 or bf16")
         if precision != "fp32" and self.device.type != "cuda":
             raise ValueError(f"--precision {precision}: mixed precision needs a CUDA device")
+        self.precision = precision
         self.resize = T.ResizeShortestEdge([self.cfg.INPUT.MIN_SIZE_TEST] * 2,
                                            self.cfg.INPUT.MAX_SIZE_TEST)
 
@@ -274,17 +285,8 @@ class Detector:
             return []
         model = self.model
         inputs = self._inputs(images)
-        autocast = torch.autocast("cuda", dtype=getattr(torch, {"fp16": "float16", "bf16":
-                                  "bfloat16"}.get(self.precision, "float32")),
-                                  enabled=self.precision != "fp32")
-        with autocast:
-            batch = model.preprocess_image(inputs)
-            features = model.backbone(batch.tensor)
-            proposals, _ = model.proposal_generator(batch, features, None)
-            boxes = [p.proposal_boxes for p in proposals]
-            pooled, head_out = self._pooled(features, boxes)
-        pooled = pooled.float()
-        logits, deltas = model.roi_heads.box_predictor(head_out.float())
+        sizes, boxes, pooled, head_out, features = self._regions(inputs)
+        logits, deltas = model.roi_heads.box_predictor(head_out)
         logits = logits.float()
         probs = torch.softmax(logits, dim=-1)
         # the selection runs on the CPU: its NMS loops over the classes
@@ -295,15 +297,62 @@ class Detector:
         for k, (image, logits_k, probs_k, deltas_k, pooled_k, boxes_k) in enumerate(zip(
                 inputs, logits.split(counts), probs.split(counts), deltas.split(counts),
                 pooled.split(counts), boxes)):
-            scale = (image["width"] / batch.image_sizes[k][1],
-                     image["height"] / batch.image_sizes[k][0])
-            det = self._select(logits_k, probs_k, deltas_k, pooled_k, boxes_k,
-                               batch.image_sizes[k], scale, (image["height"], image["width"]))
+            scale = (image["width"] / sizes[k][1], image["height"] / sizes[k][0])
+            det = self._select(logits_k, probs_k, deltas_k, pooled_k, boxes_k, sizes[k], scale,
+                               (image["height"], image["width"]))
             if isinstance(model.roi_heads, vinvl.VinVLRes5ROIHeads):
-                with autocast:
-                    self._vinvl_attributes(det, {f: v[k:k + 1] for f, v in features.items()})
+                with self._half():
+                    self._vinvl_attributes(det, features[k])
             out.append(det)
         return out
+
+    def _half(self):
+        """Autocast to the half type of ``precision`` (nothing in fp32)."""
+        if self.precision == "fp32":
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=HALF[self.precision])
+
+    def _regions(self, inputs: List[Dict[str, object]]):
+        """Of each input: its size as the detector sees it, its proposals, their region
+        features and box head outputs (float32, every input's in order), and its backbone
+        features.
+
+        The inputs of one size go through the detector as one batch, those of another size
+        apart: a batch pads its images to the largest, which would change the features and
+        proposals near an image's lower and right edges, so that an image would not give
+        what it gives alone. In half precision only the convolutional trunk (the backbone;
+        res5, or the FPN box head) computes in the half type: the RPN, its box decoding,
+        the classifier, the selection and the attributes' scores stay float32, and a region
+        feature that is not finite stops the run."""
+        model = self.model
+        groups: Dict[Tuple[int, ...], List[int]] = {}
+        for i, item in enumerate(inputs):
+            groups.setdefault(tuple(item["image"].shape), []).append(i)
+        sizes, boxes, pooled, head_out, features = {}, {}, {}, {}, {}
+        for members in groups.values():
+            batch = model.preprocess_image([inputs[i] for i in members])
+            with self._half():
+                maps = model.backbone(batch.tensor)
+            maps = {name: value.float() for name, value in maps.items()}
+            proposals, _ = model.proposal_generator(batch, maps, None)
+            group_boxes = [p.proposal_boxes for p in proposals]
+            with self._half():
+                group_pooled, group_out = self._pooled(maps, group_boxes)
+            counts = [len(b) for b in group_boxes]
+            for k, (i, part, out) in enumerate(zip(members, group_pooled.split(counts),
+                                                   group_out.split(counts))):
+                sizes[i], boxes[i] = batch.image_sizes[k], group_boxes[k]
+                pooled[i], head_out[i] = part.float(), out.float()
+                features[i] = {name: value[k:k + 1] for name, value in maps.items()}
+        order = range(len(inputs))
+        regions = torch.cat([pooled[i] for i in order])
+        if not torch.isfinite(regions).all():
+            raise RuntimeError(
+                "the detector's region features hold inf or NaN"
+                + (f" in --precision {self.precision}: run with --precision fp32"
+                   if self.precision != "fp32" else ": its weights or input are broken"))
+        return ([sizes[i] for i in order], [boxes[i] for i in order], regions,
+                torch.cat([head_out[i] for i in order]), [features[i] for i in order])
 
     def _pooled(self, features: Dict[str, torch.Tensor], boxes: List[Boxes]
                 ) -> Tuple[torch.Tensor, torch.Tensor]:

@@ -38,17 +38,22 @@
 #              (replicate-style placement), updates/s summed over them
 #   data_path  the data path alone at the paper's size (tools/bench/data_path.py), features
 #              read by the loader and resident (resident_features=True)
+#   extract    with --extract-python PY (a python with detectron2, docs/gpu.md "Feature
+#              extraction"): uvlp-extract-features' images/s, R101-C4 with random weights on
+#              photographs at their own sizes, fp32 and fp16 (DIR/extract.txt); not run
+#              without one
 # --dry-run runs every step at the tiny sizes on the CPU with the fewest updates, so the
 # plumbing is checked without a GPU (the test suite runs it); nothing it prints is a figure.
 set -u -o pipefail
 
-OUT="" WHEELS="" PY="${PYTHON:-}" DRY=0 JOBS=4 DATA="" BUNDLE="" BUDGET=540 ONLY="" CAP="" CARRY=""
+XPY="" OUT="" WHEELS="" PY="${PYTHON:-}" DRY=0 JOBS=4 DATA="" BUNDLE="" BUDGET=540 ONLY="" CAP="" CARRY=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --out) OUT="$2"; shift 2 ;;
         --wheels) WHEELS="$2"; shift 2 ;;
         --carry) CARRY="$2"; shift 2 ;;
         --python) PY="$2"; shift 2 ;;
+        --extract-python) XPY="$2"; shift 2 ;;
         --jobs) JOBS="$2"; shift 2 ;;
         --worlds) DATA="$2"; shift 2 ;;
         --bundle) BUNDLE="$2"; shift 2 ;;
@@ -89,6 +94,8 @@ if [ "$DRY" = 1 ]; then
     PACKED_UPDATES=2 JOBS=1
     PACKED_MODEL="model_config.uvla.feature_dim=64"
     PACKED_INCLUDES="- $REPO/configs/models/uvla/tiny_random.yaml"
+    EXTRACT_IMAGES=3 EXTRACT_PRECISIONS="fp32"
+    EXTRACT_OPTS="--arch R50-C4 --threads 1 --proposals 40 --min-boxes 6 --max-boxes 6 --opts INPUT.MIN_SIZE_TEST 256 INPUT.MAX_SIZE_TEST 400"
 else
     FEATURES_STUDY="--feature-dim 128 --max-regions 24" FEATURES_PAPER="--feature-dim 2048 --max-regions 100"
     IMAGES=1024 SENTENCES=2000
@@ -98,6 +105,7 @@ else
     DATA_PATH="--batches 24 --warmup 4 --batch 64 --workers 0 1 4"
     PACKED_UPDATES=60 PACKED_MODEL="training.fp16=True training.amp_dtype=bfloat16"
     PACKED_INCLUDES=""
+    EXTRACT_IMAGES=64 EXTRACT_PRECISIONS="fp32 fp16" EXTRACT_OPTS="--arch R101-C4 --device cuda --batch-size 8"
 fi
 
 bundle() {  # the results so far as one file (--bundle), written whole or not at all
@@ -292,6 +300,32 @@ step packed 180 packed
 step data_path 180 "$PY" tools/bench/data_path.py --world "$DATA/paper" $DATA_PATH \
     --regions "$REGIONS_PAPER" --text-length "$TEXT_PAPER" --out "$OUT/data_path" \
     --with 'dataset_config.{dataset}.resident_features=True'
+
+extract_rate() {  # EXTRACT-PYTHON: the extractor on photographs at their own sizes, per precision
+    local photos="$OUT/extract/photos" precision
+    rm -rf "$OUT/extract" && mkdir -p "$photos" || return 1
+    "$1" - "$photos" "$EXTRACT_IMAGES" <<'PY' || return 1
+import sys
+import skimage.data as data
+from PIL import Image
+names = ["astronaut", "coffee", "chelsea", "rocket", "hubble_deep_field", "immunohistochemistry"]
+for i in range(int(sys.argv[2])):
+    Image.fromarray(getattr(data, names[i % len(names)])()).save(f"{sys.argv[1]}/{i:04d}.jpg")
+PY
+    for precision in $EXTRACT_PRECISIONS; do
+        "$1" -m mmf_uvlp.cli.extract_features --images "$photos" --out "$OUT/extract/$precision" \
+            --random-weights 0 --precision "$precision" --no-progress $EXTRACT_OPTS |
+            sed "s/^/$precision: /" | tee -a "$OUT/extract.txt"
+        [ "${PIPESTATUS[0]}" = 0 ] || return 1
+    done
+}
+export -f extract_rate
+export EXTRACT_IMAGES EXTRACT_PRECISIONS EXTRACT_OPTS
+if [ -n "$XPY" ]; then
+    step extract 150 extract_rate "$XPY"
+else
+    echo "gpu_check.sh: no --extract-python (a python with detectron2): the extract step is not run"
+fi
 
 failed=$(grep -vc ' exit=0 ' "$OUT/summary.txt")
 echo "gpu_check: $(wc -l < "$OUT/summary.txt") steps, $failed failed; results in $OUT${BUNDLE:+ and $BUNDLE}"
