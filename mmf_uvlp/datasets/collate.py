@@ -8,8 +8,9 @@ again. :func:`collate` (called by :meth:`PretrainingDataset.__getitems__`, in th
 DataLoader's worker) instead builds, from samples made with ``padded=False``:
 
 - the text fields cut to ``L'`` = the batch's longest text (``input_mask``), the region
-  fields to ``R'`` = its largest region count (``region_mask``, at least 1); every
-  position a field loses is padding, so attention and every loss see the same values;
+  fields to ``R'`` = its largest region count (``region_mask``, at least 1), each rounded
+  up to a multiple of ``training.pad_to_multiple`` (1: none) within the processors' sizes;
+  every position a field loses is padding, so attention and every loss see the same values;
 - ``region_features`` (B, R', D), the masked input, once. The original features
   (``region_features_target``, ``clean_region_features``) are not a second copy: their
   zeroed rows are kept as ``region_restore_index`` (Z, 2) (sample, region) and
@@ -56,8 +57,12 @@ from mmf_uvlp.batch import (
 
 
 
-def _longest(samples: Sequence[Mapping[str, Any]], field: str, minimum: int) -> int:
-    return max([minimum] + [int(sample[field].sum()) for sample in samples])
+def _longest(samples: Sequence[Mapping[str, Any]], field: str, minimum: int,
+             multiple: int = 1) -> int:
+    """The batch's longest ``field`` count (at least ``minimum``), rounded up to a multiple
+    of ``multiple`` within the samples' full size."""
+    longest = max([minimum] + [int(sample[field].sum()) for sample in samples])
+    return min(-(-longest // multiple) * multiple, max(longest, samples[0][field].size(0)))
 
 
 def _stack_cut(samples: Sequence[Mapping[str, Any]], field: str, size: int) -> torch.Tensor:
@@ -74,9 +79,10 @@ def _pad_rows(rows: Sequence[torch.Tensor], size: int) -> torch.Tensor:
     return out
 
 
-def collate(samples: Sequence[Mapping[str, Any]]) -> Any:
+def collate(samples: Sequence[Mapping[str, Any]], multiple: int = 1) -> Any:
     """One batch of the processors' samples, an MMF ``SampleList`` (see the module
-    docstring)."""
+    docstring); ``multiple``: the text and region lengths are rounded up to a multiple of it
+    (``training.pad_to_multiple``), so that a compiled model sees few distinct shapes."""
     from mmf.common.sample import SampleList  # here: the model imports this module
 
     if not samples:
@@ -87,8 +93,11 @@ def collate(samples: Sequence[Mapping[str, Any]]) -> Any:
             raise ValueError(f"collate: sample {index} has fields {sorted(sample.keys())}, "
                              f"sample 0 has {sorted(keys)}")
     batch: Dict[str, Any] = {}
-    text_length = _longest(samples, "input_mask", 1) if "input_mask" in keys else None
-    region_count = _longest(samples, "region_mask", 1) if "region_mask" in keys else None
+    if multiple < 1:
+        raise ValueError(f"collate: pad to a multiple of {multiple}: expected 1 or more")
+    text_length = _longest(samples, "input_mask", 1, multiple) if "input_mask" in keys else None
+    region_count = (_longest(samples, "region_mask", 1, multiple) if "region_mask" in keys
+                    else None)
     for key in keys:
         first = samples[0][key]
         if key in ORIGINAL_FEATURE_FIELDS:

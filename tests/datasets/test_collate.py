@@ -91,6 +91,31 @@ def test_a_collated_batch_is_cut_to_its_longest_and_holds_the_features_once(proc
     assert new["curriculum_weighted_host"] == old.curriculum_weighted.tolist()
 
 
+@pytest.mark.parametrize("kind", ["rt", "rn", "is"])
+def test_padding_to_a_multiple_rounds_the_lengths_up_and_keeps_the_losses(processors, kind):
+    old, new = both_batches(processors, kind)
+    samples = [processors[kind](raw_item(kind, i), torch.Generator().manual_seed(100 + i),
+                                padded=False) for i in range(6)]
+    text, regions = new.input_ids.size(1), new.region_features.size(1)
+    padded = []
+    for multiple in (4, 7):
+        bucketed = collate(samples, multiple)
+        bucketed.dataset_name, bucketed.dataset_type = "toy", "train"
+        restore_region_copies(bucketed)  # as the dataset's prepare_batch hands it over
+        expected = (min(-(-text // multiple) * multiple, L),
+                    min(-(-regions // multiple) * multiple, R))
+        assert (bucketed.input_ids.size(1), bucketed.region_features.size(1)) == expected
+        padded.append(expected != (text, regions))
+        assert bucketed.region_mask.size(1) == expected[1]
+        model = tiny_model()
+        losses, reference = model(bucketed)["losses"], model(new)["losses"]
+        for name, value in reference.items():
+            torch.testing.assert_close(losses[name], value, rtol=RTOL, atol=ATOL, msg=name)
+    assert any(padded)  # a multiple padded something
+    with pytest.raises(ValueError, match="multiple of 0"):
+        collate(samples, 0)
+
+
 def test_samples_with_different_fields_are_refused(processors):
     first = processors["rt"](raw_item("rt", 0), padded=False)
     second = dict(first)

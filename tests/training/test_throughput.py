@@ -1,5 +1,6 @@
 """Step-speed settings: AdamW fused where every parameter is on a GPU, explicit otherwise;
-``training.compile`` compiles uvla's encoder in place and changes no loss."""
+``training.compile`` compiles uvla's encoder in place and changes no loss, and is taken on
+``mmf_run``'s command line with ``training.pad_to_multiple``."""
 # ruff: noqa: F811  (pytest fixtures imported from helpers.collated are test parameters)
 
 import os
@@ -15,6 +16,7 @@ import mmf.modules.optimizers  # noqa: F401  (registers adam_w)
 from mmf.common.registry import registry
 from mmf_uvlp.training.throughput import default_num_workers, fused_adamw_default, run_cpus
 
+from helpers import pretrain
 from helpers.collated import both_batches, processors, registry_state, tiny_model  # noqa: F401
 
 
@@ -82,6 +84,20 @@ def test_training_compile_takes_true_or_a_torch_compile_mode(processors):
                        r"False or one of \['default', 'reduce-overhead', 'max-autotune'\]"):
         _model_with("fast")
     assert _model_with(False)._cuda_graphs is False
+
+
+def test_mmf_run_takes_training_compile_and_pad_to_multiple_on_its_command_line(tiny_corpus,
+                                                                              tmp_path):
+    save = tmp_path / "save"
+    output = pretrain(tmp_path, tiny_corpus.parent, save, "training.compile=True",
+                      "training.pad_to_multiple=8", "training.max_updates=2",
+                      "training.log_interval=1")
+    assert "progress: 2/2" in output and "AttributeError" not in output
+    training = OmegaConf.load(save / "config.yaml").training
+    assert training.compile is True and training.pad_to_multiple == 8
+    refused = pretrain(tmp_path, tiny_corpus.parent, tmp_path / "refused",
+                       "training.pad_to_multiple=0", "training.max_updates=2", ok=False)
+    assert "training.pad_to_multiple=0: expected a whole number of 1 or more" in refused
 
 
 def test_workers_are_sized_from_the_cpus_only_with_a_gpu():

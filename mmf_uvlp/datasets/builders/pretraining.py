@@ -26,6 +26,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
+from mmf.common.registry import registry
 from mmf.common.sample import Sample, SampleList
 from mmf.datasets.mmf_dataset import MMFDataset
 from mmf.datasets.mmf_dataset_builder import MMFDatasetBuilder
@@ -35,6 +36,7 @@ from mmf_uvlp.datasets import resident_features
 from mmf_uvlp.datasets.region_features import RegionFeaturesDatabase
 from mmf_uvlp.datasets.resident_features import ImageRows, ResidentFeatures
 from mmf_uvlp.datasets.region_counts import RegionCounts
+from mmf_uvlp.errors import UserConfigError
 from mmf_uvlp.training.progress import register_train_samples
 from mmf_uvlp.utils.config_files import default_config
 
@@ -55,6 +57,17 @@ def sample_seeds(seed: int, dataset_name: str) -> Tuple[int, int]:
     return int(state[0]) >> 1, int(state[1]) >> 1
 
 
+def pad_to_multiple() -> int:
+    """The run's ``training.pad_to_multiple`` (the ``uvlp`` trainer's key; 1 elsewhere)."""
+    config = registry.get("config", None, no_warning=True)
+    training = config.get("training", {}) if config is not None else {}
+    value = training.get("pad_to_multiple", 1)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise UserConfigError(f"training.pad_to_multiple={value!r}: expected a whole number "
+                              "of 1 or more (1: pad to the batch's longest)")
+    return value
+
+
 class PretrainingDataset(AnnotationDbHook, MMFDataset):
     """An MMF dataset whose samples are ``masking_processor(raw_input(idx))``; subclasses
     override ``build_annotation_db`` (see :mod:`mmf_uvlp.datasets.annotation_db`)."""
@@ -65,6 +78,7 @@ class PretrainingDataset(AnnotationDbHook, MMFDataset):
         if dataset_type == "train":
             register_train_samples(dataset_name, len(self.annotation_db))
         self.resident_table: Optional[ResidentFeatures] = None  # the resident features
+        self.pad_to_multiple = pad_to_multiple()
 
     def raw_input(self, idx: int) -> Dict[str, Any]:
         """The masking processor's raw input of sample ``idx``."""
@@ -115,7 +129,7 @@ class PretrainingDataset(AnnotationDbHook, MMFDataset):
 
     def __getitems__(self, indices: List[int]) -> SampleList:
         """The batch of ``indices``, padded to its longest (what a DataLoader asks for)."""
-        return collate(self.batch_fields(indices, padded=False))
+        return collate(self.batch_fields(indices, padded=False), self.pad_to_multiple)
 
     def prepare_batch(self, batch: Any) -> Any:
         """MMF's (the batch on the run's device), then its features made there: from the
