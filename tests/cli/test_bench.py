@@ -85,3 +85,35 @@ def test_bench_through_mmf_run_at_the_tiny_size(tiny_corpus, tmp_path):
     for run in size["mmf_run"]:
         assert len(run["intervals_ms"]) == 3 and run["ms_per_update"] > 0
         assert run["samples_per_s"] == pytest.approx(4e3 / run["ms_per_update"])
+
+
+def _tool(name: str):
+    import importlib.util
+
+    sys.path.insert(0, str(REPO / "tools" / "bench"))
+    spec = importlib.util.spec_from_file_location(name, REPO / "tools" / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_packed_run_s_start_up_and_steady_rate_and_the_study_projected_by_hand():
+    packed = _tool("packed_study")
+    log = ("2026-01-01T10:00:30 | INFO | mmf.train : progress: 20/60, train/total_loss: 1.0, "
+           "time: 04s 000ms, eta: 1m\n"
+           "2026-01-01T10:00:32 | INFO | mmf.train : progress: 40/60, train/total_loss: 0.9, "
+           "time: 02s 000ms, eta: 1m\n"
+           "2026-01-01T10:00:34 | INFO | mmf.train : progress: 60/60, train/total_loss: 0.8, "
+           "time: 02s 000ms, eta: 0s\n")
+    from datetime import datetime
+
+    launched = datetime(2026, 1, 1, 10, 0, 0).timestamp()
+    figures = packed.run_log_figures(log, launched, 20)
+    assert figures == {"startup_s": 26.0, "updates_per_s": 10.0}  # 30 s less the first 4 s
+    runs = [{"kind": "finetune", "startup_s": 20.0, "updates_per_s": 5.0},
+            {"kind": "pretrain", "startup_s": 40.0, "updates_per_s": 10.0},
+            {"kind": "pretrain", "startup_s": 30.0, "updates_per_s": 20.0}]
+    projected = packed.projection_s(runs, 3, [2, 300, 4, 100])
+    # 6 runs x 30 s start-up + 2 x 300 / 15 + 4 x 100 / 5, three at a time
+    assert projected["seconds"] == pytest.approx((180 + 40 + 80) / 3)
+    assert projected["startup_share"] == pytest.approx(180 / 300)

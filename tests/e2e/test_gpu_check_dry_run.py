@@ -14,7 +14,24 @@ import torch
 
 from helpers import REPO
 
-STEPS = ["env", "sync", "world_study", "study", "world_paper", "paper", "packed", "data_path"]
+STEPS = ["env", "world_study", "world_paper", "preflight", "sync", "window_study", "finetune",
+         "study", "paper", "window_paper", "packed", "data_path"]
+TASKS = ("vqa2", "nlvr2", "visual_entailment", "refcoco_plus")
+
+
+def _row(text: str, first_cell: str) -> list:
+    """The cells of the markdown table row whose first cell is ``first_cell``."""
+    for line in text.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if line.startswith("|") and cells[0] == first_cell:
+            return cells
+    raise AssertionError(f"no row {first_cell!r} in:\n{text}")
+
+
+def _figure(cell: str) -> float:
+    value = float(cell)
+    assert value > 0, cell
+    return value
 
 
 @pytest.mark.slow
@@ -28,22 +45,36 @@ def test_the_gpu_check_dry_run_runs_every_step(tiny_corpus, tmp_path):
     bundle = tmp_path / "back" / "gpu_check.tar.gz"
     result = subprocess.run(["bash", str(REPO / "tools/bench/gpu_check.sh"), "--out", str(out),
                              "--worlds", str(worlds), "--python", sys.executable, "--dry-run",
-                             "--bundle", str(bundle)],
-                            capture_output=True, text=True, env=env, timeout=900)
+                             "--bundle", str(bundle), "--step-cap", "900", "--budget", "3000"],
+                            capture_output=True, text=True, env=env, timeout=3000)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     steps = [line.split()[0] for line in (out / "summary.txt").read_text().splitlines()]
     assert steps == STEPS
     assert all(" exit=0 " in line for line in (out / "summary.txt").read_text().splitlines())
-    for produced in ("env.txt", "data_path.md", "study.md", "paper.md", "packed.txt"):
-        assert (out / produced).stat().st_size > 0, produced
-    assert "updates/s summed" in (out / "packed.txt").read_text()
+    # a row for every figure: the like-for-like window, each task's fine-tuning step, uvla vs
+    # visual_bert, the share of the bf16 peak at the large batch, the packed study
+    window = _row((out / "window_study.md").read_text(), "study")
+    isolated, through_mmf, ratio = (_figure(cell) for cell in window[2:5])
+    assert ratio == pytest.approx(through_mmf / isolated, abs=0.01)
+    finetune = (out / "finetune.md").read_text()
+    assert all(_figure(_row(finetune, task)[2]) for task in TASKS)
+    for table in ("study.md", "paper.md"):
+        text = (out / table).read_text()
+        assert _figure(_row(text, "uvla")[2]) and _figure(_row(text, "visual_bert")[2])
+    assert "uvla at B=8 in bf16:" in (out / "paper.md").read_text()
+    assert "of the bf16 matmul peak" in (out / "paper.md").read_text()
+    _figure(_row((out / "window_paper.md").read_text(), "paper")[2])
+    packed = _row((out / "packed.md").read_text(), "2")
+    assert all(_figure(cell) for cell in packed[1:6]), packed
+    preflight = (out / "preflight.log").read_text()
+    assert "preflight: BERT" in preflight and "world " in preflight
     assert "resident_features=True samples/s" in (out / "data_path.md").read_text()
     assert "torch" in (out / "env.txt").read_text()
     with tarfile.open(bundle) as archive:  # the one file a GPU machine hands back
         names = archive.getnames()
-    assert {"./summary.txt", "./study.md", "./paper.json", "./packed.txt",
-            "./packed/run_1.log"} <= set(names)
-    assert not [name for name in names if name.startswith(("./worlds", "./packed/run_1/"))]
+    assert {"./summary.txt", "./study.md", "./paper.json", "./packed.md", "./window_study.md",
+            "./finetune.md", "./packed/pack_2/run_0.log"} <= set(names)
+    assert not [name for name in names if name.startswith(("./worlds", "./packed/pack_2/run_0/"))]
 
 
 def test_a_failed_step_stops_none_after_it_and_the_bundle_holds_what_ran(tmp_path):
@@ -164,3 +195,34 @@ def test_a_carry_for_another_python_fails_the_install_and_the_bert_is_still_made
     assert "fakepkg-1.0-cp312-cp312-manylinux_2_17_x86_64.whl not installed" in log
     assert "1 carried wheel(s) cannot install on Python 3." in log
     assert (tmp_path / "out" / "bert" / "model.safetensors").is_file()
+
+
+def test_a_regenerated_world_hashes_the_same_and_a_changed_value_does_not(tiny_world, tmp_path):
+    """tools/bench/world_hash.py: the tiny world generated again (the same seed) has the hash
+    stored for the first; one feature value changed in a copy fails the comparison, naming
+    both hashes."""
+    from mmf_uvlp.toy_world.config import PRESETS
+    from mmf_uvlp.toy_world.generate import generate_world
+
+    tool = [sys.executable, str(REPO / "tools/bench/world_hash.py")]
+    stored = tmp_path / "world.sha256"
+    subprocess.run([*tool, str(tiny_world), "--write", str(stored)], check=True,
+                   capture_output=True)
+    again = tmp_path / "again"
+    generate_world(PRESETS["tiny"], again)
+    same = subprocess.run([*tool, str(again), "--against", str(stored)], capture_output=True,
+                          text=True)
+    assert same.returncode == 0 and "the same as" in same.stdout, same.stderr
+    (again / "corpus").mkdir()
+    (again / "corpus" / "anything.json").write_text("{}")  # the corpus is not the world
+    assert subprocess.run([*tool, str(again), "--against", str(stored)]).returncode == 0
+    npy = sorted(again.glob("features/*/*[0-9].npy"))[0]
+    import numpy as np
+
+    array = np.load(npy)
+    array.flat[0] += 1.0
+    np.save(npy, array)
+    changed = subprocess.run([*tool, str(again), "--against", str(stored)], capture_output=True,
+                             text=True)
+    assert changed.returncode == 1
+    assert f"{again} is not the world of {stored}" in changed.stderr

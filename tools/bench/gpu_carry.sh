@@ -16,8 +16,10 @@
 #   mmf-configs.tar.gz  MMF's yaml configs (mmf/configs, projects/ of the rc7 source, as
 #                  `make setup` takes them)
 #   corpora/study, corpora/paper  the corpora of gpu_check.sh's two worlds, built here (the
-#                  build needs spaCy, FAISS and MiniLM's weights); the worlds themselves are
-#                  generated there, seeded, beside them
+#                  build needs spaCy, FAISS and MiniLM's weights): their annotations/, what
+#                  training reads, and world.sha256, the hash of the world they were built
+#                  from (tools/bench/world_hash.py); the worlds themselves are generated there,
+#                  seeded, beside them, and checked against that hash
 #   bert/          MiniLM's config.json and tokenizer files, no weights: gpu_check.sh makes a
 #                  BERT with random weights from them (tools/bench/random_bert.py)
 # --worlds DIR takes the corpora from DIR/<world>/corpus (worlds already built by
@@ -35,7 +37,7 @@ while [ $# -gt 0 ]; do
         --worlds) WORLDS="$2"; shift 2 ;;
         --limit-mib) LIMIT_MIB="$2"; shift 2 ;;
         --check-size) CHECK_ONLY=1; CARRY="$2"; shift 2 ;;
-        -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
         *) echo "gpu_carry.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -112,11 +114,13 @@ if [ -z "$WORLDS" ]; then
     bash "$REPO/tools/bench/gpu_check.sh" --out "$tmp/check" --worlds "$WORLDS" --python "$PY" \
         --only world_study,world_paper --step-cap 1800 --budget 3600 >/dev/null
 fi
-for world in study paper; do
+for world in study paper; do  # what training reads (annotations/), and the world's hash
     [ -d "$WORLDS/$world/corpus/annotations" ] ||
         { echo "gpu_carry.sh: no corpus in $WORLDS/$world/corpus" >&2; exit 1; }
     rm -rf "$CARRY/corpora/$world"
-    cp -r "$WORLDS/$world/corpus" "$CARRY/corpora/$world"
+    mkdir -p "$CARRY/corpora/$world"
+    cp -r "$WORLDS/$world/corpus/annotations" "$CARRY/corpora/$world/annotations"
+    "$PY" "$REPO/tools/bench/world_hash.py" "$WORLDS/$world" --write "$CARRY/corpora/$world/world.sha256"
 done
 
 echo "gpu_carry: MiniLM's description, no weights"

@@ -28,14 +28,25 @@
 #              WHEELHOUSE=...); else the python given
 #   bert       with --carry and no UVLP_BERT: the random-weights BERT, DIR/bert (UVLP_BERT)
 #   env        the machine, torch, CUDA, transformers and mmf versions, the commit (DIR/env.txt)
-#   sync       the sync-free step test on the GPU (torch.cuda.set_sync_debug_mode("error"))
 #   world_study, world_paper
-#              the toy worlds at the study's size (128-d, 24 regions) and the paper's
-#              (2048-d, 100 regions), each with its corpus
-#   study      pretrain_throughput.py at the study's size, fp32 and bf16, isolated and mmf_run
-#   paper      the same at the paper's size (B=64)
-#   packed     a packed study sample: JOBS pre-trainings side by side on the one GPU
-#              (replicate-style placement), updates/s summed over them
+#              the toy worlds at the study's size (128-d, 24 regions, with the fine-tuning
+#              data) and the paper's (2048-d, 100 regions), each with its corpus
+#   preflight  the imports, the BERT ($UVLP_BERT) loaded, and each regenerated world's hash
+#              against the world its carried corpus was built from (tools/bench/world_hash.py)
+#   sync       the sync-free step tests on the GPU (torch.cuda.set_sync_debug_mode("error")):
+#              pre-training and a fine-tuning step of each task
+#   window_study  the trainer's step on the study world's batches against mmf_run of the
+#              same run, 200 updates (tools/bench/step_window.py; the curriculum on in both)
+#   finetune   the trainer's fine-tuning step of each task (VQA2, NLVR2, VE, RefCOCO+),
+#              ms/update over 100 updates
+#   study      uvla vs MMF's visual_bert on sync-free batches at the study's size, fp32 and
+#              bf16 (tools/bench/pretrain_throughput.py)
+#   paper      the same at the paper's size (B=64), and uvla at B=512 in bf16: its share of
+#              the measured bf16 matmul peak
+#   window_paper  step_window.py at the paper's size, 100 updates
+#   packed     the study packed on the device: 4, 8 and 16 runs side by side, one of them a
+#              fine-tuning, start-up and steady rates apart, the calibrated study's device
+#              time projected (tools/bench/packed_study.py)
 #   data_path  the data path alone at the paper's size (tools/bench/data_path.py), features
 #              read by the loader and resident (resident_features=True)
 #   extract    with --extract-python PY (a python with detectron2, docs/gpu.md "Feature
@@ -61,7 +72,7 @@ while [ $# -gt 0 ]; do
         --only) ONLY=",$2,"; shift 2 ;;
         --step-cap) CAP="$2"; shift 2 ;;
         --dry-run) DRY=1; shift ;;
-        -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,50p' "$0"; exit 0 ;;
         *) echo "gpu_check.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -89,29 +100,30 @@ if [ "$DRY" = 1 ]; then
     IMAGES=24 SENTENCES=60
     SIZES_STUDY="tiny" SIZES_PAPER="tiny" REGIONS_PAPER=8 TEXT_PAPER=16
     BENCH="--precisions fp32 --rounds 1 --warmup 0 --steps 3 --threads 1 --matmul-size 64 --matmul-reps 1"
-    MMF="--mmf-updates 4 --mmf-log-interval 2"
+    LARGE="--large-batch 8 --large-batch-sizes tiny"
+    WINDOW_STUDY="--updates 4 --warmup 2" WINDOW_PAPER="--updates 4 --warmup 2"
+    FINETUNE="--updates 2 --warmup 1" FINETUNE_OPTS="--option model_config.uvla.feature_dim=64"
     DATA_PATH="--batches 3 --warmup 1 --batch 4 --workers 0 --datasets uvla_region_tag"
-    PACKED_UPDATES=2 JOBS=1
-    PACKED_MODEL="model_config.uvla.feature_dim=64"
-    PACKED_INCLUDES="- $REPO/configs/models/uvla/tiny_random.yaml"
+    PACKED="--packs 2 --updates 4 --log-interval 2 --option model_config.uvla.feature_dim=64"
     EXTRACT_IMAGES=3 EXTRACT_PRECISIONS="fp32"
     EXTRACT_OPTS="--arch R50-C4 --threads 1 --proposals 40 --min-boxes 6 --max-boxes 6 --opts INPUT.MIN_SIZE_TEST 256 INPUT.MAX_SIZE_TEST 400"
 else
     FEATURES_STUDY="--feature-dim 128 --max-regions 24" FEATURES_PAPER="--feature-dim 2048 --max-regions 100"
     IMAGES=1024 SENTENCES=2000
     SIZES_STUDY="study" SIZES_PAPER="paper" REGIONS_PAPER=100 TEXT_PAPER=60
-    BENCH="--precisions fp32 bf16 --rounds 3 --warmup 1"
-    MMF="--mmf-workers 4 --mmf-updates 40 --mmf-log-interval 10"
+    BENCH="--precisions fp32 bf16 --rounds 2 --warmup 1"
+    LARGE="--large-batch 512"
+    WINDOW_STUDY="--updates 200 --warmup 20" WINDOW_PAPER="--updates 100 --warmup 10 --option training.batch_size=64"
+    FINETUNE="--updates 100 --warmup 10" FINETUNE_OPTS=""
     DATA_PATH="--batches 24 --warmup 4 --batch 64 --workers 0 1 4"
-    PACKED_UPDATES=60 PACKED_MODEL="training.fp16=True training.amp_dtype=bfloat16"
-    PACKED_INCLUDES=""
+    PACKED="--packs 4 8 16 --updates 100 --log-interval 20"
     EXTRACT_IMAGES=64 EXTRACT_PRECISIONS="fp32 fp16" EXTRACT_OPTS="--arch R101-C4 --device cuda --batch-size 8"
 fi
 
 bundle() {  # the results so far as one file (--bundle), written whole or not at all
     [ -n "$BUNDLE" ] || return 0
     tar -czf "$BUNDLE.part" -C "$OUT" --exclude=./venv --exclude=./worlds --exclude=./bert \
-        --exclude='./packed/run_*/*' --exclude="./$(basename "$BUNDLE")*" . 2>/dev/null &&
+        --exclude='./packed/pack_*/run_*/*' --exclude="./$(basename "$BUNDLE")*" . 2>/dev/null &&
         mv "$BUNDLE.part" "$BUNDLE"
 }
 
@@ -228,14 +240,13 @@ for name in ('transformers', 'tokenizers', 'mmf', 'numpy', 'omegaconf'):
 print('commit', subprocess.run(['git', 'rev-parse', 'HEAD'], capture_output=True, text=True).stdout.strip())
 "
 [ ! -f "$OUT/env.log" ] || cp "$OUT/env.log" "$OUT/env.txt"
-step sync 120 "$PY" -m pytest -q -p no:cacheprovider tests/models/test_sync_free_step.py
 
-world() {  # world NAME FEATURE-OPTIONS: generated unless there, its corpus built unless there
-    local name="$1" features="$2" dir="$DATA/$1"
+world() {  # world NAME FEATURE-OPTIONS [MORE]: generated unless there, its corpus built unless there
+    local name="$1" features="$2" more="${3:-}" dir="$DATA/$1"
     if [ ! -f "$dir/world.json" ]; then  # a carried corpus alone: the world is generated beside it
         rm -rf "$dir.new"
         "$PY" tools/make_toy_world.py --preset tiny --num-images "$IMAGES" \
-            --narrative-sentences "$SENTENCES" $features --no-downstream --no-npy \
+            --narrative-sentences "$SENTENCES" $features $more --no-npy \
             --out "$dir.new" || return 1
         mkdir -p "$dir" && mv "$dir.new"/* "$dir"/ && rmdir "$dir.new" || return 1
     fi
@@ -246,11 +257,11 @@ world() {  # world NAME FEATURE-OPTIONS: generated unless there, its corpus buil
 }
 export -f world
 export DATA PY IMAGES SENTENCES
-HOLDOUT="" HOLDOUT_OPTS=""
+HOLDOUT=""
 for d in region_tag region_phrase image_sentence; do
-    HOLDOUT="$HOLDOUT --mmf-option dataset_config.uvla_$d.holdout_every=6"
-    HOLDOUT_OPTS="$HOLDOUT_OPTS dataset_config.uvla_$d.holdout_every=6"
+    HOLDOUT="$HOLDOUT --option dataset_config.uvla_$d.holdout_every=6"
 done
+echo "{}" > "$OUT/no_dataset_zoo.yaml"  # the fine-tuning data is the world's own
 
 if [ -n "$CARRY" ]; then  # the carried corpora, each where its world is generated
     for name in study paper; do
@@ -263,41 +274,62 @@ if [ -n "$CARRY" ]; then  # the carried corpora, each where its world is generat
     done
 fi
 step world_study 120 world study "$FEATURES_STUDY"
-step study 180 "$PY" tools/bench/pretrain_throughput.py --sizes $SIZES_STUDY $BENCH \
-    --mmf-run "$SIZES_STUDY=$DATA/study" $MMF $HOLDOUT \
-    --out "$OUT/study.md" --json "$OUT/study.json"
-step world_paper 180 world paper "$FEATURES_PAPER"
-step paper 240 "$PY" tools/bench/pretrain_throughput.py --sizes $SIZES_PAPER $BENCH --batch 64 \
-    --mmf-run "$SIZES_PAPER=$DATA/paper" $MMF $HOLDOUT \
-    --out "$OUT/paper.md" --json "$OUT/paper.json"
+step world_paper 120 world paper "$FEATURES_PAPER" --no-downstream
 
-packed() {  # JOBS pre-trainings at the study's size side by side on the one device
-    local start end pids=() i
-    printf 'includes:\n- %s\n%s\n' "$REPO/projects/uvla/pretrain.yaml" "$PACKED_INCLUDES" \
-        > "$OUT/packed/pretrain.yaml"
-    start=$(date +%s.%N)
-    for i in $(seq 1 "$JOBS"); do
-        OMP_NUM_THREADS=$(( $(nproc) / JOBS > 0 ? $(nproc) / JOBS : 1 )) \
-        "$(dirname "$PY")/mmf_run" config="$OUT/packed/pretrain.yaml" env.data_dir="$DATA/study" \
-            env.save_dir="$OUT/packed/run_$i" training.max_updates="$PACKED_UPDATES" \
-            training.log_interval="$PACKED_UPDATES" training.checkpoint_interval="$PACKED_UPDATES" \
-            training.evaluation_interval="$PACKED_UPDATES" training.seed="$i" \
-            training.tensorboard=False $PACKED_MODEL $HOLDOUT_OPTS > "$OUT/packed/run_$i.log" 2>&1 &
-        pids+=($!)
+preflight() {  # the imports, the BERT, each world against the world of its carried corpus
+    "$PY" -c "
+import os, torch, transformers, mmf, mmf_uvlp
+from transformers import AutoConfig, AutoModel, AutoTokenizer
+path = os.environ['UVLP_BERT']
+model, tokenizer = AutoModel.from_pretrained(path), AutoTokenizer.from_pretrained(path)
+print('preflight: imports torch', torch.__version__, 'transformers', transformers.__version__,
+      'mmf', mmf.__file__)
+print('preflight: BERT', path, model.config.num_hidden_layers, 'layers x',
+      model.config.hidden_size, '; vocabulary', tokenizer.vocab_size)
+" || return 1
+    local name status=0
+    for name in study paper; do
+        if [ -f "$DATA/$name/corpus/world.sha256" ]; then
+            "$PY" tools/bench/world_hash.py "$DATA/$name" --against "$DATA/$name/corpus/world.sha256" ||
+                status=1
+        else
+            "$PY" tools/bench/world_hash.py "$DATA/$name" || status=1
+            echo "preflight: $name: its corpus was built here (no carried world hash to compare)"
+        fi
     done
-    local failed=0
-    for i in "${pids[@]}"; do wait "$i" || failed=1; done
-    end=$(date +%s.%N)
-    "$PY" -c "print(f'packed: $JOBS runs x $PACKED_UPDATES updates in {$end - $start:.1f} s: ' \
-               f'{$JOBS * $PACKED_UPDATES / ($end - $start):.2f} updates/s summed')" |
-        tee "$OUT/packed.txt"
-    return $failed
+    return $status
 }
-mkdir -p "$OUT/packed"
-export -f packed
-export OUT REPO JOBS PACKED_UPDATES PACKED_MODEL PACKED_INCLUDES HOLDOUT_OPTS
-step packed 180 packed
-step data_path 180 "$PY" tools/bench/data_path.py --world "$DATA/paper" $DATA_PATH \
+export -f preflight
+step preflight 60 preflight
+step sync 120 "$PY" -m pytest -q -p no:cacheprovider tests/models/test_sync_free_step.py
+
+# the curriculum on from the first update in both the isolated step and mmf_run, as in most of
+# pre-training, so that both compute the same passes
+CURRICULUM="--option model_config.uvla.curriculum.start_epoch=0"
+step window_study 90 "$PY" tools/bench/step_window.py --run study=projects/uvla/pretrain.yaml \
+    --size $SIZES_STUDY --option "env.data_dir=$DATA/study" $CURRICULUM $HOLDOUT $WINDOW_STUDY \
+    --out "$OUT/window_study.md" --json "$OUT/window_study.json"
+FINETUNE_RUNS=""
+for task in vqa2 nlvr2 visual_entailment refcoco_plus; do
+    FINETUNE_RUNS="$FINETUNE_RUNS --run $task=projects/uvla/finetune/$task.yaml"
+done
+step finetune 70 "$PY" tools/bench/step_window.py $FINETUNE_RUNS --no-mmf-run \
+    --option "env.data_dir=$DATA/study" --option "env.dataset_zoo=$OUT/no_dataset_zoo.yaml" \
+    --option model_config.uvla.pretrained_checkpoint=None $FINETUNE_OPTS $FINETUNE \
+    --out "$OUT/finetune.md" --json "$OUT/finetune.json"
+step study 60 "$PY" tools/bench/pretrain_throughput.py --sizes $SIZES_STUDY $BENCH \
+    --out "$OUT/study.md" --json "$OUT/study.json"
+step paper 100 "$PY" tools/bench/pretrain_throughput.py --sizes $SIZES_PAPER $BENCH --batch 64 \
+    $LARGE --out "$OUT/paper.md" --json "$OUT/paper.json"
+step window_paper 80 "$PY" tools/bench/step_window.py --run paper=projects/uvla/pretrain.yaml \
+    --size $SIZES_PAPER --option "env.data_dir=$DATA/paper" $CURRICULUM $HOLDOUT $WINDOW_PAPER \
+    --out "$OUT/window_paper.md" --json "$OUT/window_paper.json"
+step packed 150 "$PY" tools/bench/packed_study.py --world "$DATA/study" $PACKED \
+    ${HOLDOUT//--option/--pretrain-option} \
+    --finetune-option "env.dataset_zoo=$OUT/no_dataset_zoo.yaml" \
+    --finetune-option model_config.uvla.pretrained_checkpoint=None \
+    --out-dir "$OUT/packed" --out "$OUT/packed.md" --json "$OUT/packed.json"
+step data_path 120 "$PY" tools/bench/data_path.py --world "$DATA/paper" $DATA_PATH \
     --regions "$REGIONS_PAPER" --text-length "$TEXT_PAPER" --out "$OUT/data_path" \
     --with 'dataset_config.{dataset}.resident_features=True'
 

@@ -16,13 +16,18 @@ uvla's config is ``configs/models/uvla/defaults.yaml`` under ``projects/uvla/pre
 pretraining``) with the same BERT sizes. The batches come from the three μ-VLA masking
 processors (R-T, R-N, I-S) on synthetic raw inputs; visual_bert gets the SAME batches in
 MMF's fields (``input_ids``, ``input_mask``, ``segment_ids``, ``lm_label_ids``,
-``image_feature_0``, ``image_info_0.max_features``, ``is_correct``). A timed step is
-forward (with MMF's losses) + backward + ``AdamW.step``, models in train mode, cycling
-R-T, R-N, I-S like real multi-dataset pre-training, for each precision of
+``image_feature_0``, ``image_info_0.max_features``, ``is_correct``). The batches are
+collated as the plugin's datasets collate them (padded to the longest, the heads' gather
+indices from the host: uvla's step waits for nothing). A timed step is forward (with
+MMF's losses) + backward + ``AdamW.step`` (fused on a GPU, as ``mmf_run``'s), models in
+train mode, cycling R-T, R-N, I-S like real multi-dataset pre-training, for each precision of
 ``--precisions`` as ``training.fp16`` / ``training.amp_dtype`` train
 (:mod:`mmf_uvlp.training.mixed_precision`): fp32; fp16 (autocast + GradScaler); bf16
 (autocast). Rounds alternate the order of the systems (load drifts hit all of them); every
-figure is the median over rounds. On a GPU every timing ends with ``cuda.synchronize()``.
+figure is the median over rounds. A round of steps is timed as one window, on a GPU between
+two CUDA events with one synchronise at its end (no step waits for the one before).
+``--large-batch 512`` also times uvla at 512 samples in bf16 at the paper's size, for its
+share of the bf16 matmul peak.
 
 FLOPs per step are counted with ``torch.utils.flop_counter.FlopCounterMode`` over the
 first step of each kind (matmuls, bmm and attention; the optimizer step and element-wise
@@ -66,7 +71,6 @@ if "UVLP_BERT" not in os.environ:
 
 import torch  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
-from torch.utils.data.dataloader import default_collate  # noqa: E402
 from torch.utils.flop_counter import (  # noqa: E402
     FlopCounterMode,
     sdpa_backward_flop_count,
@@ -77,11 +81,13 @@ import mmf  # noqa: E402,F401  (registers the plugin's components)
 from mmf.common.registry import registry  # noqa: E402
 from mmf.common.sample import SampleList  # noqa: E402
 from mmf.utils.configuration import get_global_config  # noqa: E402
+from mmf_uvlp.datasets.collate import collate, restore_region_copies  # noqa: E402
 from mmf_uvlp.processors.image_sentence_masking import ImageSentenceMaskingProcessor  # noqa: E402
 from mmf_uvlp.processors.region_phrase_masking import RegionPhraseMaskingProcessor  # noqa: E402
 from mmf_uvlp.processors.region_tag_masking import RegionTagMaskingProcessor  # noqa: E402
 from mmf_uvlp.training.mixed_precision import Precision  # noqa: E402
 from mmf_uvlp.training.progress import clear_train_samples, register_train_samples  # noqa: E402
+from mmf_uvlp.training.throughput import fused_adamw_default  # noqa: E402
 
 KINDS = ("rt", "rn", "is")
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -146,6 +152,22 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def window_seconds(device: torch.device, work: Any) -> float:
+    """Seconds ``work()`` takes on ``device``: on a GPU between two CUDA events, the queue
+    drained before the first and waited for once after the last."""
+    if device.type != "cuda":
+        start = time.perf_counter()
+        work()
+        return time.perf_counter() - start
+    synchronize(device)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    work()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 1e3
+
+
 # ------------------------------------------------------------------ batches
 def raw_items(kind: str, size: Size, batch: int, generator: torch.Generator
               ) -> List[Dict[str, Any]]:
@@ -181,7 +203,9 @@ def raw_items(kind: str, size: Size, batch: int, generator: torch.Generator
 
 
 def uvla_batches(size: Size, batch: int, seed: int, device: torch.device) -> Dict[str, Batch]:
-    """One R-T, R-N and I-S batch (uvla's batch contract), collated like MMF does."""
+    """One R-T, R-N and I-S batch (uvla's batch contract) as the plugin's datasets give them
+    (:func:`mmf_uvlp.datasets.collate.collate`: padded to the longest, the heads' gather
+    indices from the host, so uvla's step makes no host sync), on ``device``."""
     params = {"tokenizer_path": os.environ["UVLP_BERT"], "max_seq_length": size.text_length,
               "max_regions": size.regions}
     processors = {"rt": RegionTagMaskingProcessor(params), "rn": RegionPhraseMaskingProcessor(params),
@@ -189,14 +213,17 @@ def uvla_batches(size: Size, batch: int, seed: int, device: torch.device) -> Dic
     generator = torch.Generator().manual_seed(seed)
     batches = {}
     for kind in KINDS:
-        samples = [processors[kind](item, generator)
+        samples = [processors[kind](item, generator, padded=False)
                    for item in raw_items(kind, size, batch, generator)]
-        batches[kind] = {key: value.to(device) for key, value in default_collate(samples).items()}
+        collated = collate(samples).to(device)
+        restore_region_copies(collated)  # as the datasets' prepare_batch hands it over
+        batches[kind] = dict(collated)
     return batches
 
 
 def visual_bert_batch(batch: Batch) -> Batch:
-    """The same batch in the fields MMF's masked datasets give visual_bert."""
+    """The same batch in the fields MMF's masked datasets give visual_bert (its features the
+    masked input uvla sees too)."""
     return {
         "input_ids": batch["input_ids"], "input_mask": batch["input_mask"],
         "segment_ids": batch["segment_ids"], "lm_label_ids": batch["lm_label_ids"],
@@ -289,16 +316,16 @@ class System:
     device: torch.device
     optimizer: torch.optim.Optimizer = field(init=False)
     flops: Dict[str, int] = field(default_factory=dict)  # forward + backward, per kind
-    rounds: Dict[str, List[List[float]]] = field(default_factory=dict)  # precision -> s/step
+    rounds: Dict[str, List[float]] = field(default_factory=dict)  # precision -> s/step
 
     def __post_init__(self) -> None:
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-5)
+        parameters = list(self.model.parameters())  # fused where mmf_run fuses it (a GPU)
+        self.optimizer = torch.optim.AdamW(parameters, lr=1e-5,
+                                           fused=fused_adamw_default(parameters))
 
-    def step(self, kind: str, precision: Precision, scaler: torch.amp.GradScaler) -> float:
-        """One training step (MMF's trainer: sum of the mean of each loss); wall seconds."""
+    def step(self, kind: str, precision: Precision, scaler: torch.amp.GradScaler) -> None:
+        """One training step (MMF's trainer: sum of the mean of each loss), not waited for."""
         batch = sample_list(self.batches[kind])
-        synchronize(self.device)
-        start = time.perf_counter()
         self.optimizer.zero_grad(set_to_none=True)
         with precision.autocast():
             output = self.model(batch)
@@ -306,8 +333,14 @@ class System:
         scaler.scale(loss).backward()
         scaler.step(self.optimizer)
         scaler.update()
-        synchronize(self.device)
-        return time.perf_counter() - start
+
+    def timed_steps(self, precision: Precision, scaler: torch.amp.GradScaler,
+                    steps: int) -> float:
+        """Seconds per step of ``steps`` steps cycling R-T, R-N, I-S, timed as a window (CUDA
+        events on a GPU: one synchronise, at its end)."""
+        return window_seconds(self.device, lambda: [
+            self.step(KINDS[index % len(KINDS)], precision, scaler)
+            for index in range(steps)]) / steps
 
     def count_flops(self, precision: Precision, scaler: torch.amp.GradScaler) -> None:
         """FLOPs of one step of each kind (the counter sees the same matmuls in any dtype)."""
@@ -319,12 +352,11 @@ class System:
     def run_round(self, name: str, precision: Precision, scaler: torch.amp.GradScaler,
                   steps: int) -> None:
         """``steps`` timed steps cycling R-T, R-N, I-S in precision ``name``."""
-        times = [self.step(KINDS[index % len(KINDS)], precision, scaler) for index in range(steps)]
-        self.rounds.setdefault(name, []).append(times)
+        self.rounds.setdefault(name, []).append(self.timed_steps(precision, scaler, steps))
 
     def seconds(self, name: str) -> float:
-        """Median over rounds of the mean s/step in precision ``name``."""
-        return statistics.median(statistics.fmean(times) for times in self.rounds[name])
+        """Median over rounds of the s/step in precision ``name``."""
+        return statistics.median(self.rounds[name])
 
     def step_flops(self) -> float:
         """FLOPs of one step, the mean over the R-T, R-N, I-S cycle."""
@@ -337,13 +369,7 @@ def matmul_tflops(size: int, reps: int, dtype: torch.dtype, device: torch.device
     a = torch.randn(size, size, device=device).to(dtype)
     b = torch.randn(size, size, device=device).to(dtype)
     torch.matmul(a, b)
-    best = float("inf")
-    for _ in range(reps):
-        synchronize(device)
-        start = time.perf_counter()
-        torch.matmul(a, b)
-        synchronize(device)
-        best = min(best, time.perf_counter() - start)
+    best = min(window_seconds(device, lambda: torch.matmul(a, b)) for _ in range(reps))
     return 2 * size ** 3 / best / 1e12
 
 
@@ -448,11 +474,56 @@ def bench_size(size: Size, args: argparse.Namespace, device: torch.device) -> Di
             "flops_per_kind": {system.name: dict(system.flops) for system in systems}}
 
 
+def large_batch_share(size: Size, result: Dict[str, Any], args: argparse.Namespace,
+                      device: torch.device) -> Dict[str, Any]:
+    """uvla at ``--large-batch`` samples in bf16: ms/step, and its share of the bf16 matmul
+    peak measured in the run, its FLOPs those counted at the run's batch scaled by the ratio
+    of the batches (counting at the large batch would take as long as the steps)."""
+    batch, small = args.large_batch, result["size"]["batch"]
+    precision = precision_of("bf16", device)
+    register_training_state(batch)
+    system = System("uvla", build_uvla(size, device), uvla_batches(size, batch, args.seed, device),
+                    device)
+    scaler = precision.grad_scaler()
+    for index in range(max(1, args.warmup)):
+        system.step(KINDS[index % len(KINDS)], precision, scaler)
+    seconds = statistics.median(system.timed_steps(precision, scaler, args.steps)
+                                for _ in range(args.rounds))
+    peaks = [row["peak_tflop_per_s"] for row in result["rows"] if row["precision"] == "bf16"]
+    peak = peaks[0] if peaks else matmul_tflops(args.matmul_size, args.matmul_reps,
+                                                torch.bfloat16, device)
+    counted = statistics.fmean(result["flops_per_kind"]["uvla"].values())
+    flops = counted * batch / small
+    tflops = flops / seconds / 1e12
+    del system
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return {"batch": batch, "counted_at": small, "ms_per_step": 1e3 * seconds,
+            "samples_per_s": batch / seconds, "gflop_per_step": flops / 1e9,
+            "tflop_per_s": tflops, "peak_tflop_per_s": peak, "percent_of_peak": 100 * tflops / peak}
+
+
 # ------------------------------------------------------------ through mmf_run
 def _mmf_time_ms(text: str) -> float:
     """Milliseconds of an MMF timer string such as ``01m 02s 229ms``."""
     units = {"h": 3.6e6, "m": 6e4, "s": 1e3, "ms": 1.0}
     return sum(float(value) * units[unit] for value, unit in re.findall(r"(\d+)(ms|h|m|s)\b", text))
+
+
+def size_options(size: Size) -> List[str]:
+    """The ``mmf_run`` options of ``projects/uvla/pretrain.yaml`` at ``size``: uvla's
+    model_config (:func:`uvla_config`) and the pre-training datasets' sizes."""
+    opts = []
+    for key, value in uvla_config(size).items():
+        if isinstance(value, dict):
+            opts += [f"model_config.uvla.{key}.{k}={v}" for k, v in value.items()]
+        else:
+            opts.append(f"model_config.uvla.{key}={value}")
+    for dataset in DATASETS:
+        opts += [f"dataset_config.{dataset}.max_features={size.regions}",
+                 f"dataset_config.{dataset}.processors.masking_processor.params.max_seq_length="
+                 f"{size.text_length}"]
+    return opts
 
 
 def precision_options(precision: str) -> List[str]:
@@ -475,16 +546,7 @@ def mmf_run_ms_per_update(size: Size, batch: int, precision: str, world: Path,
             f"training.checkpoint_interval={args.mmf_updates}",
             f"training.num_workers={args.mmf_workers}", "training.seed=0",
             "scheduler.params.num_warmup_steps=1", "training.tensorboard=False"]
-    for key, value in uvla_config(size).items():
-        if isinstance(value, dict):
-            opts += [f"model_config.uvla.{key}.{k}={v}" for k, v in value.items()]
-        else:
-            opts.append(f"model_config.uvla.{key}={value}")
-    for dataset in DATASETS:
-        opts += [f"dataset_config.{dataset}.max_features={size.regions}",
-                 f"dataset_config.{dataset}.processors.masking_processor.params.max_seq_length="
-                 f"{size.text_length}"]
-    opts += args.mmf_option + precision_options(precision)
+    opts += size_options(size) + args.mmf_option + precision_options(precision)
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
     with tempfile.TemporaryDirectory() as save_dir:
         command = [str(Path(sys.executable).with_name("mmf_run")), *opts,
@@ -535,6 +597,13 @@ def size_markdown(result: Dict[str, Any], e2e: List[Dict[str, Any]], world: Opti
         for system, kinds in result["flops_per_kind"].items()))
     lines.append("- load average (1/5/15 min) before the first and after each round: "
                  + "; ".join(result["loads"]))
+    large = result.get("large_batch")
+    if large:
+        lines.append(f"- uvla at B={large['batch']} in bf16: {large['ms_per_step']:.0f} ms/step, "
+                     f"{large['samples_per_s']:.1f} samples/s, {large['tflop_per_s']:.3g} TFLOP/s "
+                     f"= **{large['percent_of_peak']:.2g}% of the bf16 matmul peak** "
+                     f"({large['peak_tflop_per_s']:.3g} TFLOP/s; FLOPs counted at "
+                     f"B={large['counted_at']}, scaled)")
     if e2e:
         lines += ["", f"uvla through `mmf_run` on `{world}` (end to end: data loading, MMF's "
                   "trainer and logging included):", "",
@@ -577,6 +646,11 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument("--mmf-option", action="append", default=[], metavar="KEY=VALUE",
                         help="another mmf_run override, e.g. dataset_config.uvla_region_tag."
                              "holdout_every=6 for a small world; repeatable")
+    parser.add_argument("--large-batch", type=int, default=0, metavar="B",
+                        help="also uvla at B samples in bf16 and its share of the bf16 peak "
+                             "(the paper's goal is stated at B=512)")
+    parser.add_argument("--large-batch-sizes", nargs="+", default=["paper"],
+                        choices=sorted(SIZES), help="the sizes --large-batch measures")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, help="also write the markdown here")
     parser.add_argument("--json", type=Path, help="and every figure as JSON here")
@@ -613,6 +687,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     results = []
     for name in args.sizes:
         result = bench_size(SIZES[name], args, device)
+        if args.large_batch and name in args.large_batch_sizes:
+            result["large_batch"] = large_batch_share(SIZES[name], result, args, device)
         result["mmf_run"] = [mmf_run_ms_per_update(SIZES[name], result["size"]["batch"], p,
                                                    args.worlds[name], args)
                              for p in args.precisions] if name in args.worlds else []
