@@ -18,7 +18,9 @@
 # never move), and this checkout, editable (next to the editable MMF: the layout where the
 # import hook must not rely on sys.path). Steps: the MMF main fixes and the curriculum's
 # update count under both trainers (tests/compat/test_mmf_main_env.py), the tiny world and its
-# corpus; with the plugin's trainer (uvlp, a subclass of MMF main's MMFTrainer): pre-training,
+# corpus; with the plugin's trainer (uvlp, a subclass of MMF main's MMFTrainer): the side-stream
+# copy of the next batch with CUDA's stream calls imitated (tests/helpers/cuda_streams.py: every
+# batch after the first waited for and its tensors recorded), pre-training,
 # VQA2 fine-tuning from the pre-trained checkpoint, RefCOCO+ training, and RefCOCO+ inference
 # on val, testA and testB; with MMF main's Lightning trainer (training.trainer=lightning):
 # pre-training that stops at training.max_updates, and VQA2 fine-tuning from its current.ckpt.
@@ -41,7 +43,7 @@ while [ $# -gt 0 ]; do
         --mirror) MIRROR=$2; shift 2 ;;
         --work) WORK=$2; shift 2 ;;
         --tools) TOOLS=$2; shift 2 ;;
-        -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
         *) echo "check_mmf_main: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -113,6 +115,16 @@ pretrain() {
         mmf_run config=projects/uvla/pretrain.yaml env.data_dir="$WORLD" env.save_dir="$WORK/pretrain" \
             model_config.uvla.feature_dim=64 training.max_updates=10 training.log_interval=5 \
             training.evaluation_interval=10 training.checkpoint_interval=10 "${HOLDOUT[@]}"
+}
+
+side_stream() {  # the side-stream copy of the next batch, CUDA's stream calls imitated
+    step "side-stream copies waited for and recorded (and the keys training.compile, pad_to_multiple)" "side stream: 6 forward passes, 5 of the 5" -- \
+        bash -c "cd '$REPO' && '$PY' tests/helpers/cuda_streams.py '$WORK/streams.jsonl' \
+            config=projects/uvla/pretrain.yaml env.data_dir='$WORLD' env.save_dir='$WORK/side_stream' \
+            model_config.uvla.feature_dim=64 training.max_updates=6 training.log_interval=6 \
+            training.evaluation_interval=100 training.checkpoint_interval=100 ${HOLDOUT[*]} \
+            training.compile=False training.pad_to_multiple=8 &&
+            '$PY' tests/helpers/cuda_streams.py --verdict '$WORK/streams.jsonl'"
 }
 
 finetune_vqa2() {
@@ -193,6 +205,7 @@ if step "tiny world and its corpus" "images written to" -- bash -c "
             --corpus '$WORLD/text/caption_corpus.txt' '$WORLD/text/narrative_corpus.txt' \
             --captions-gt '$WORLD/text/captions_gt.tsv' --exclude-own-caption --no-progress \
             --out '$WORLD/corpus'"; then
+    side_stream
     if pretrain; then
         finetune_vqa2
         if train_refcoco; then infer_refcoco; else skip "RefCOCO+ inference val, testA, testB" "RefCOCO+ training"; fi

@@ -1,6 +1,8 @@
 """MMF main's data module as the ``uvlp`` trainer uses it: the data order is a function of
 (seed, epoch), and the position in the epoch is counted and resumed, as on rc10
-(:mod:`.rc10_loaders`), through the same sampler (:func:`~mmf_uvlp.training.data_order.seeded_dataloader`)."""
+(:mod:`.rc10_loaders`), through the same sampler (:func:`~mmf_uvlp.training.data_order.seeded_dataloader`);
+on a GPU, the next training batch is copied to the device on a side stream while the step
+computes (:class:`~mmf_uvlp.training.side_stream.SideStreamCopy`), as on rc10."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from mmf.datasets.multi_dataset_loader import MultiDataLoader
 from torch.utils.data import DataLoader
 
 from mmf_uvlp.training.data_order import seeded_dataloader
+from mmf_uvlp.training.side_stream import CopyAhead, SideStreamCopy
 
 
 @contextlib.contextmanager
@@ -31,11 +34,12 @@ class SeededMultiDataLoader(MultiDataLoader):
     per dataset (``consumed``), able to resume at a counted position."""
 
     def __init__(self, loaders: Mapping[str, DataLoader], iteration_strategy: Any,
-                 training: Mapping[str, Any]):
+                 training: Mapping[str, Any], copy: Optional[SideStreamCopy] = None):
         seeded = {name: seeded_dataloader(loader, training)[0] for name, loader in loaders.items()}
         super().__init__(seeded, iteration_strategy)
         self.consumed: List[int] = [0] * self.num_datasets
         self._resume: Optional[Dict[str, Any]] = None
+        self._copy = copy  # training's, on a GPU
 
     @property
     def datasets(self) -> List[Any]:
@@ -59,7 +63,9 @@ class SeededMultiDataLoader(MultiDataLoader):
         resume, self._resume = self._resume, None
         if resume is None:
             self.consumed = [0] * self.num_datasets
-            return super().__iter__()
+            super().__iter__()
+            self._copying_ahead()
+            return self
         for sampler, loader, consumed in zip(self.samplers.values(), self.loaders.values(),
                                              resume["consumed"]):
             sampler.skip_next(consumed * loader.batch_size)
@@ -68,11 +74,26 @@ class SeededMultiDataLoader(MultiDataLoader):
         self.current_index = int(resume["current_index"])
         self._finished_iterators = {self.dataset_list[index]: 1 for index in resume["finished"]}
         self.consumed = list(resume["consumed"])
+        self._copying_ahead()
         return self
 
+    def _copying_ahead(self) -> None:
+        """On a GPU, each dataset's iterator can copy its next batch ahead (:class:`CopyAhead`)."""
+        if self._copy is not None and self._copy.enabled:
+            self.iterators = {name: CopyAhead(iterator.__next__)
+                              for name, iterator in self.iterators.items()}
+
     def prepare_batch(self, batch: Any) -> Any:
+        """MMF main's (the batch to the device, the next dataset chosen); on a GPU, the next
+        batch of the chosen dataset is taken and its copy begun on a side stream (its
+        iterator waits for it when it hands it out)."""
         self.consumed[self.current_index] += 1
-        return super().prepare_batch(batch)
+        prepared = super().prepare_batch(batch)
+        if self._copy is not None and self._copy.enabled:
+            chosen = self.iterators.get(self.current_dataset_name)
+            if isinstance(chosen, CopyAhead):
+                chosen.ahead(self._copy)
+        return prepared
 
     def seed_sampler(self, epoch: int) -> None:
         """Every sampler follows the epoch (MMF main seeds distributed samplers only)."""
@@ -86,5 +107,10 @@ class SeededMultiDataModule(MultiDataModule):
 
     def _build_multi_dataloader(self, dataset_type: str = "train") -> SeededMultiDataLoader:
         loader = super()._build_multi_dataloader(dataset_type)
+        copy = None
+        if dataset_type == "train":
+            from mmf.utils.general import get_current_device  # MMF main's
+
+            copy = SideStreamCopy(get_current_device())  # the trainer's, chosen before
         return SeededMultiDataLoader(loader.loaders, loader.iteration_strategy,
-                                     self.config.training)
+                                     self.config.training, copy)

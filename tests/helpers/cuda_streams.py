@@ -4,7 +4,9 @@
 every stream call, copy and forward pass is written, one JSON line each, to a log.
 
 Run as ``python cuda_streams.py LOG MMF_RUN_ARGS...``: the stand-ins are installed, then
-MMF's own ``mmf_run`` runs in this process. :func:`read_log` reads the log back;
+MMF's own ``mmf_run`` runs in this process (on MMF 1.0.0rc10 or MMF main);
+``python cuda_streams.py --verdict LOG`` prints :func:`verdict`'s line and fails unless it
+holds. :func:`read_log` reads the log back;
 :func:`forward_passes` says, for each forward pass, whether its batch was copied ahead and,
 if so, whether the computing stream waited for the copy and recorded its tensors.
 
@@ -116,8 +118,9 @@ def read_log(path: str) -> List[list]:
 def forward_passes(entries: Sequence[list]) -> List[Optional[Tuple[bool, int]]]:
     """For each forward pass of training, in order: None when its batch was not copied on
     the side stream, else (whether the computing stream waited for that copy's event
-    since the forward pass before, how many of the batch's tensors were not recorded on
-    the computing stream since then)."""
+    since the forward pass before, how many of the copied tensors were not recorded on the
+    computing stream since then). A batch holds its copied tensors and those the computing
+    stream made from them (the dataset's ``prepare_batch`` rebuilds the original features)."""
     passes: List[Optional[Tuple[bool, int]]] = []
     copies: Dict[int, List[int]] = {}
     waited: set = set()
@@ -131,19 +134,36 @@ def forward_passes(entries: Sequence[list]) -> List[Optional[Tuple[bool, int]]]:
         elif kind == "record" and entry[2] == COMPUTING:
             recorded.add(entry[1])
         elif kind == "forward":
-            pointers = set(entry[1])
+            pointers = set(entry[1])  # the copy's, and those the computing stream made
             event = next((event for event, copied in copies.items()
-                          if set(copied) == pointers), None)
+                          if set(copied) <= pointers), None)
             if event is None:
                 passes.append(None)
             else:
-                passes.append((event in waited, len(pointers - recorded)))
+                passes.append((event in waited, len(set(copies[event]) - recorded)))
                 del copies[event]
             waited, recorded = set(), set()
     return passes
 
 
+def verdict(entries: Sequence[list]) -> Tuple[bool, str]:
+    """Whether every forward pass after the first computed on a batch copied ahead, waited
+    for and recorded, with one event per copy; and a line saying so."""
+    passes = forward_passes(entries)
+    copies = sum(entry[0] == "start" for entry in entries)
+    waits = sum(entry[0] == "wait" for entry in entries)
+    good = sum(one == (True, 0) for one in passes[1:])
+    ok = len(passes) > 1 and good == len(passes) - 1 and 0 <= copies - waits <= 1
+    return ok, (f"side stream: {len(passes)} forward passes, {good} of the {len(passes) - 1} "
+                f"after the first on a copy waited for and recorded; {copies} copies, "
+                f"{waits} waits")
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "--verdict":  # cuda_streams.py --verdict LOG
+        good, line = verdict(read_log(sys.argv[2]))
+        print(line)
+        sys.exit(0 if good else 1)
     install(sys.argv[1])
     sys.argv = ["mmf_run", *sys.argv[2:]]
     from mmf_cli.run import run
