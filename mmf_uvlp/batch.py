@@ -10,11 +10,25 @@ from __future__ import annotations
 from typing import Any, Mapping, Optional
 
 # cut to the batch's longest text (``input_mask``)
-TEXT_FIELDS = ("input_ids", "input_mask", "segment_ids", "lm_label_ids", "text_boxes",
-               "text_is_tag", "clean_input_ids")
+TEXT_FIELDS = (
+    "input_ids",
+    "input_mask",
+    "segment_ids",
+    "lm_label_ids",
+    "text_boxes",
+    "text_is_tag",
+    "clean_input_ids",
+)
 # cut to the batch's largest region count (``region_mask``)
-REGION_FIELDS = ("region_boxes", "region_mask", "region_zeroed", "region_masked",
-                 "region_class_targets", "region_phrase_targets", "region_feature_rows")
+REGION_FIELDS = (
+    "region_boxes",
+    "region_mask",
+    "region_zeroed",
+    "region_masked",
+    "region_class_targets",
+    "region_phrase_targets",
+    "region_feature_rows",
+)
 FEATURE_FIELD = "region_features"  # (B, R, D): the masked input
 # the original features, rebuilt from FEATURE_FIELD and the restore rows
 ORIGINAL_FEATURE_FIELDS = ("region_features_target", "clean_region_features")

@@ -39,14 +39,19 @@ def _run_trainer(opts: Sequence[str]) -> str:
     setup_imports()
     config = Configuration(argparse.Namespace(config_override=None, opts=list(opts))).get_config()
     if chosen_by(config):
-        return (f"trainer {config.training.trainer}: the plugin's training behaviour (seeding, data order, mixed "
-                "precision, resumable checkpoints, non-finite loss stop; mmf_uvlp.trainers)")
-    return (f"trainer {config.training.get('trainer')}: MMF's own training behaviour "
-            f"(training.trainer={NAME} chooses the plugin's)")
+        return (
+            f"trainer {config.training.trainer}: the plugin's training behaviour (seeding, data order, mixed "
+            "precision, resumable checkpoints, non-finite loss stop; mmf_uvlp.trainers)"
+        )
+    return (
+        f"trainer {config.training.get('trainer')}: MMF's own training behaviour "
+        f"(training.trainer={NAME} chooses the plugin's)"
+    )
 
 
-def diagnose(out=sys.stdout, quiet: bool = False,
-             run_opts: Optional[Sequence[str]] = None) -> List[str]:
+def diagnose(
+    out=sys.stdout, quiet: bool = False, run_opts: Optional[Sequence[str]] = None
+) -> List[str]:
     """Run every check; print the findings (for the run of ``mmf_run RUN_OPTS`` when given);
     return the list of problems."""
     problems: List[str] = []
@@ -74,13 +79,23 @@ def diagnose(out=sys.stdout, quiet: bool = False,
     if fix_set is None:
         say(f"compatibility fixes: none for MMF {mmf_version} (layer inert)")
     else:
-        for kind, title in (("fix", f"compatibility fixes for MMF {fix_set.mmf_version}:"),
-                            ("entry point", "entry-point fixes (mmf_run, for runs of the "
-                                            "plugin's trainer; mmf_uvlp/compat/entry_point.py):")):
+        for kind, title in (
+            ("fix", f"compatibility fixes for MMF {fix_set.mmf_version}:"),
+            (
+                "entry point",
+                "entry-point fixes (mmf_run, for runs of the "
+                "plugin's trainer; mmf_uvlp/compat/entry_point.py):",
+            ),
+        ):
             say(title)
             for fix in (fix for fix in fix_set.fixes if fix.kind == kind):
-                state = ("applied" if fix.applied else f"FAILED ({fix.failure})" if fix.failure
-                         else "not applied")
+                state = (
+                    "applied"
+                    if fix.applied
+                    else f"FAILED ({fix.failure})"
+                    if fix.failure
+                    else "not applied"
+                )
                 say(f"  [{state}] {fix.name}: {fix.error}")
                 if not fix.applied and import_error is None:
                     problems.append(f"fix {fix.name} did not apply ({fix.failure or 'never ran'})")
@@ -114,9 +129,13 @@ def diagnose(out=sys.stdout, quiet: bool = False,
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quiet", action="store_true", help="print only OK or the problems")
-    parser.add_argument("--run", nargs="+", metavar="OPT",
-                        help="the options of an mmf_run command (config=... model=... "
-                             "datasets=...): say which trainer it uses")
+    parser.add_argument(
+        "--run",
+        nargs="+",
+        metavar="OPT",
+        help="the options of an mmf_run command (config=... model=... "
+        "datasets=...): say which trainer it uses",
+    )
     args = parser.parse_args(argv)
     return 1 if diagnose(quiet=args.quiet, run_opts=args.run) else 0
 

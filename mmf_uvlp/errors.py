@@ -37,8 +37,13 @@ class FormatError(ValueError):
     """A malformed record: names the file, where in it, the field and what was expected."""
 
     def __init__(
-        self, path: str | os.PathLike, field: str, expected: str, got: object = None,
-        line: int | None = None, key: str | None = None,
+        self,
+        path: str | os.PathLike,
+        field: str,
+        expected: str,
+        got: object = None,
+        line: int | None = None,
+        key: str | None = None,
     ):
         self.path, self.field, self.expected, self.got = str(path), field, expected, got
         self.line, self.key = line, key
@@ -57,13 +62,21 @@ class FormatError(ValueError):
 class UnsafeFileError(FormatError):
     """A file refused because loading it would import ``refused`` (and could run code)."""
 
-    def __init__(self, path: str | os.PathLike, refused: str, allowed: str,
-                 key: Optional[str] = None, trust_hint: str = ""):
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        refused: str,
+        allowed: str,
+        key: Optional[str] = None,
+        trust_hint: str = "",
+    ):
         super().__init__(path, "pickle", allowed, refused, key=key)
         self.refused, self.allowed, self.trust_hint = refused, allowed, trust_hint
         where = str(path) + (f" [key {key!r}]" if key is not None else "")
-        message = (f"{where}: refused to load: it names {refused!r}, which a pickle calls to "
-                   f"build an object (it could run any code); only {allowed} are loaded")
+        message = (
+            f"{where}: refused to load: it names {refused!r}, which a pickle calls to "
+            f"build an object (it could run any code); only {allowed} are loaded"
+        )
         if trust_hint:
             message += f". If you trust this file and its origin, {trust_hint}"
         self.args = (message,)
@@ -112,7 +125,9 @@ class DamagedCheckpoint(RunStopped):
     """A checkpoint file that cannot be read (truncated by a crash, or not a checkpoint)."""
 
     def __init__(self, path: str, reason: str):
-        super().__init__(f"checkpoint {path} cannot be read ({reason}): the file is damaged or truncated")
+        super().__init__(
+            f"checkpoint {path} cannot be read ({reason}): the file is damaged or truncated"
+        )
         self.path = path
 
 
@@ -146,8 +161,10 @@ class LmdbWriteError(OSError):
 
     def __init__(self, folder: str, error: Exception):
         path = os.path.join(folder, "data.mdb")
-        super().__init__(f"cannot write {path}: {error} ({_free_space(path)}); free space "
-                         "(or write elsewhere) and run the same command again")
+        super().__init__(
+            f"cannot write {path}: {error} ({_free_space(path)}); free space "
+            "(or write elsewhere) and run the same command again"
+        )
         self.path = path
 
 
@@ -157,9 +174,12 @@ class CheckpointWriteError(RunStopped):
     def __init__(self, path: str, error: OSError):
         code = errno.errorcode.get(error.errno or 0, "no error code")
         reason = error.strerror or str(error)
-        hint = (f"; the disk is full ({_free_space(path)}): free space, then resume with "
-                "checkpoint.resume=True from the checkpoints written before, which are complete"
-                if error.errno == errno.ENOSPC else "")
+        hint = (
+            f"; the disk is full ({_free_space(path)}): free space, then resume with "
+            "checkpoint.resume=True from the checkpoints written before, which are complete"
+            if error.errno == errno.ENOSPC
+            else ""
+        )
         super().__init__(f"cannot write checkpoint {path}: {code} ({reason}){hint}")
         self.path = path
         self.errno = error.errno

@@ -67,18 +67,45 @@ class HarnessModel:
 
 
 _BASELINES = "projects/baselines"
-SYSTEMS: Dict[str, HarnessModel] = {system.key: system for system in (
-    HarnessModel("visual_bert", "VisualBERT", f"{_BASELINES}/visual_bert/pretrain.yaml",
-                 f"{_BASELINES}/visual_bert/{{task}}.yaml", "visual_bert_uvlp_final.pth", None,
-                 "model_config.visual_bert.visual_embedding_dim"),
-    HarnessModel("vilbert", "ViLBERT", f"{_BASELINES}/vilbert/pretrain.yaml",
-                 f"{_BASELINES}/vilbert/finetune/{{task}}.yaml", "vilbert_uvlp_final.pth", None,
-                 "model_config.vilbert.v_feature_size"),
-    HarnessModel("vl_bert", "VL-BERT", f"{_BASELINES}/vl_bert/pretrain.yaml",
-                 f"{_BASELINES}/vl_bert/finetune/{{task}}.yaml", "vl_bert_final.pth", "vl_bert",
-                 "model_config.vl_bert.feature_dim"),
-    HarnessModel("aligned_vlp", "Aligned VLP", f"{_BASELINES}/aligned_vlp/pretrain.yaml",
-                 "projects/uvla/finetune/{task}.yaml", "uvla_final.pth", "uvla",
-                 "model_config.uvla.feature_dim"),
-)}
+SYSTEMS: Dict[str, HarnessModel] = {
+    system.key: system
+    for system in (
+        HarnessModel(
+            "visual_bert",
+            "VisualBERT",
+            f"{_BASELINES}/visual_bert/pretrain.yaml",
+            f"{_BASELINES}/visual_bert/{{task}}.yaml",
+            "visual_bert_uvlp_final.pth",
+            None,
+            "model_config.visual_bert.visual_embedding_dim",
+        ),
+        HarnessModel(
+            "vilbert",
+            "ViLBERT",
+            f"{_BASELINES}/vilbert/pretrain.yaml",
+            f"{_BASELINES}/vilbert/finetune/{{task}}.yaml",
+            "vilbert_uvlp_final.pth",
+            None,
+            "model_config.vilbert.v_feature_size",
+        ),
+        HarnessModel(
+            "vl_bert",
+            "VL-BERT",
+            f"{_BASELINES}/vl_bert/pretrain.yaml",
+            f"{_BASELINES}/vl_bert/finetune/{{task}}.yaml",
+            "vl_bert_final.pth",
+            "vl_bert",
+            "model_config.vl_bert.feature_dim",
+        ),
+        HarnessModel(
+            "aligned_vlp",
+            "Aligned VLP",
+            f"{_BASELINES}/aligned_vlp/pretrain.yaml",
+            "projects/uvla/finetune/{task}.yaml",
+            "uvla_final.pth",
+            "uvla",
+            "model_config.uvla.feature_dim",
+        ),
+    )
+}
 REFERENCE_MODELS = ("visual_bert", "vilbert", "vl_bert")

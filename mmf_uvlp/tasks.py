@@ -14,8 +14,12 @@ place for the study runner, the report, the reference models and the toy world.
 from __future__ import annotations
 
 TASKS = ("vqa2", "nlvr2", "visual_entailment", "refcoco_plus")
-METRICS = {"vqa2": "vqa_accuracy", "nlvr2": "accuracy", "visual_entailment": "accuracy",
-           "refcoco_plus": "refcoco_accuracy"}
+METRICS = {
+    "vqa2": "vqa_accuracy",
+    "nlvr2": "accuracy",
+    "visual_entailment": "accuracy",
+    "refcoco_plus": "refcoco_accuracy",
+}
 REFCOCO_PLUS_SPLITS = ("val", "testA", "testB")
 REFCOCO_PLUS_SPLIT_DATASETS = tuple(f"refcoco_plus_{split}" for split in REFCOCO_PLUS_SPLITS)
 RESULT_SPLITS = ("val", "test", "testA", "testB")

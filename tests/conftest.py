@@ -67,11 +67,19 @@ def tiny_corpus(tiny_world) -> Path:
 
     out = tiny_world / "corpus"
     command = [
-        sys.executable, str(Path(__file__).parents[1] / "tools" / "build_corpus.py"), "run",
-        "--predictions", str(tiny_world / "detections/cc/predictions.tsv"),
-        "--corpus", str(tiny_world / "text/caption_corpus.txt"), str(tiny_world / "text/narrative_corpus.txt"),
-        "--captions-gt", str(tiny_world / "text/captions_gt.tsv"), "--exclude-own-caption",
-        "--out", str(out),
+        sys.executable,
+        str(Path(__file__).parents[1] / "tools" / "build_corpus.py"),
+        "run",
+        "--predictions",
+        str(tiny_world / "detections/cc/predictions.tsv"),
+        "--corpus",
+        str(tiny_world / "text/caption_corpus.txt"),
+        str(tiny_world / "text/narrative_corpus.txt"),
+        "--captions-gt",
+        str(tiny_world / "text/captions_gt.tsv"),
+        "--exclude-own-caption",
+        "--out",
+        str(out),
     ]
     subprocess.run(command, check=True, capture_output=True)
     return out
@@ -86,8 +94,10 @@ def mmf_registry():
     from mmf.common.registry import registry
 
     def containers_copied(mapping: dict) -> dict:
-        return {key: containers_copied(value) if type(value) is dict else value
-                for key, value in mapping.items()}
+        return {
+            key: containers_copied(value) if type(value) is dict else value
+            for key, value in mapping.items()
+        }
 
     state = registry.mapping["state"]
     saved = containers_copied(state)

@@ -56,13 +56,20 @@ def find_instances(examples: Iterable[Example], store: RegionStore) -> list[Inst
                 continue
             overlap = iou(torch.from_numpy(image.boxes), torch.tensor(source.gold)).numpy()[:, 0]
             word = source.target_root
-            instances.append(Instance(example, example.words[word].lower(), word,
-                                      int(np.argmax(np.where(hits, overlap, -1.0)))))
+            instances.append(
+                Instance(
+                    example,
+                    example.words[word].lower(),
+                    word,
+                    int(np.argmax(np.where(hits, overlap, -1.0))),
+                )
+            )
     return instances
 
 
-def sample_instances(instances: list[Instance], classes: int, per_class: int,
-                     seed: int) -> list[Instance]:
+def sample_instances(
+    instances: list[Instance], classes: int, per_class: int, seed: int
+) -> list[Instance]:
     """The ``classes`` most frequent classes (ties by name), ``per_class`` instances each."""
     counts = Counter(i.cls for i in instances)
     chosen = sorted(counts, key=lambda c: (-counts[c], c))[:classes]
@@ -84,8 +91,14 @@ class Representations:
     modalities: list[str]
 
 
-def represent(system: System, instances: list[Instance], store: RegionStore, tokenizer=None,
-              max_length: int = 64, batch_size: int = 16) -> Representations:
+def represent(
+    system: System,
+    instances: list[Instance],
+    store: RegionStore,
+    tokenizer=None,
+    max_length: int = 64,
+    batch_size: int = 16,
+) -> Representations:
     """Word and region (and, when possible, tag) vectors of every instance."""
     by_example: dict[str, list[Instance]] = {}
     for instance in instances:
@@ -97,12 +110,13 @@ def represent(system: System, instances: list[Instance], store: RegionStore, tok
         for b, example in enumerate(group):
             for instance in by_example[example.key]:
                 tokens = list(example.word_tokens[instance.word])
-                vectors += [hidden[b, tokens].mean(axis=0),
-                            hidden[b, batch.text_length + instance.region]]
+                vectors += [
+                    hidden[b, tokens].mean(axis=0),
+                    hidden[b, batch.text_length + instance.region],
+                ]
                 classes += [instance.cls, instance.cls]
                 modalities += ["word", "region"]
-        if not (system.supports_tags and tokenizer is not None
-                and all(r.labels for r in regions)):
+        if not (system.supports_tags and tokenizer is not None and all(r.labels for r in regions)):
             continue
         inputs = [tag_word_pieces(tokenizer, image.labels, max_length) for image in regions]
         tag_batch = make_batch([ids for ids, _ in inputs], regions, [o for _, o in inputs])
@@ -124,8 +138,9 @@ def region_word_mrr(reps: Representations) -> tuple[float, float]:
     modalities = np.array(reps.modalities)
     names = sorted(set(reps.classes))
     unit = reps.vectors / np.linalg.norm(reps.vectors, axis=1, keepdims=True).clip(min=1e-12)
-    centroids = np.stack([unit[(classes == c) & (modalities == "word")].mean(axis=0)
-                          for c in names])
+    centroids = np.stack(
+        [unit[(classes == c) & (modalities == "word")].mean(axis=0) for c in names]
+    )
     centroids /= np.linalg.norm(centroids, axis=1, keepdims=True).clip(min=1e-12)
     regions = modalities == "region"
     similarity = unit[regions] @ centroids.T  # (regions, classes)
@@ -144,5 +159,6 @@ def tsne(vectors: np.ndarray, seed: int) -> np.ndarray:
     if n < 4:
         raise ValueError(f"t-SNE needs at least 4 points, got {n}: sample more classes or images")
     perplexity = float(min(30, (n - 1) / 3))
-    return TSNE(n_components=2, perplexity=perplexity, init="pca", random_state=seed,
-                learning_rate="auto").fit_transform(vectors)
+    return TSNE(
+        n_components=2, perplexity=perplexity, init="pca", random_state=seed, learning_rate="auto"
+    ).fit_transform(vectors)

@@ -25,8 +25,9 @@ class HeadSelection:
     label: str
 
 
-def select_heads(spec: str, layers: int, heads: int, probe: Mapping | None = None,
-                 system: str | None = None) -> HeadSelection:
+def select_heads(
+    spec: str, layers: int, heads: int, probe: Mapping | None = None, system: str | None = None
+) -> HeadSelection:
     """Parse ``last`` / ``layer:N`` / ``best`` for a system with ``layers`` x ``heads``."""
     if spec == "last":
         return HeadSelection(layers - 1, tuple(range(heads)), f"layer {layers}, mean of heads")
@@ -34,22 +35,27 @@ def select_heads(spec: str, layers: int, heads: int, probe: Mapping | None = Non
         number = spec.split(":", 1)[1]
         if not number.isdigit() or not 1 <= int(number) <= layers:
             raise ValueError(f"--layer {spec!r}: expected layer:N with N in 1..{layers}")
-        return HeadSelection(int(number) - 1, tuple(range(heads)),
-                             f"layer {number}, mean of heads")
+        return HeadSelection(int(number) - 1, tuple(range(heads)), f"layer {number}, mean of heads")
     if spec == "best":
         if probe is None or system not in probe.get("systems", {}):
             raise ValueError(f"--layer best needs --probe, a probe.json with system {system!r}")
         best = probe["systems"][system]["entity"]["best_head"]
         if best["layer"] > layers or best["head"] > heads:
-            raise ValueError(f"probe head {best['layer']}-{best['head']} of {system!r} does "
-                             f"not exist in a model of {layers} x {heads} heads")
-        return HeadSelection(best["layer"] - 1, (best["head"] - 1,),
-                             f"head {best['layer']}-{best['head']} (best entity grounding)")
+            raise ValueError(
+                f"probe head {best['layer']}-{best['head']} of {system!r} does "
+                f"not exist in a model of {layers} x {heads} heads"
+            )
+        return HeadSelection(
+            best["layer"] - 1,
+            (best["head"] - 1,),
+            f"head {best['layer']}-{best['head']} (best entity grounding)",
+        )
     raise ValueError(f"--layer {spec!r}: expected 'last', 'layer:N' or 'best'")
 
 
-def word_weights(maps: np.ndarray, example: Example, selection: HeadSelection,
-                 regions: int) -> np.ndarray:
+def word_weights(
+    maps: np.ndarray, example: Example, selection: HeadSelection, regions: int
+) -> np.ndarray:
     """(words, regions): ``maps`` (layers, heads, L, R) of one example, real regions only."""
     chosen = maps[selection.layer][list(selection.heads)][:, :, :regions]  # (h, L, regions)
     weights = np.zeros((len(example.words), regions))
@@ -71,5 +77,8 @@ def word_gold(example: Example) -> list[list[list[float]]]:
 
 def shown_words(example: Example) -> list[int]:
     """Indices of the words to draw: those with a letter or digit that survived truncation."""
-    return [w for w, word in enumerate(example.words)
-            if example.word_tokens[w] and any(c.isalnum() for c in word)]
+    return [
+        w
+        for w, word in enumerate(example.words)
+        if example.word_tokens[w] and any(c.isalnum() for c in word)
+    ]

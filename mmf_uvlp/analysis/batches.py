@@ -12,8 +12,9 @@ from mmf_uvlp.analysis.regions import ImageRegions, RegionStore
 from mmf_uvlp.analysis.systems import Batch, Outputs, make_batch
 
 
-def batches(examples: Iterable[Example], store: RegionStore,
-            batch_size: int) -> Iterator[tuple[list[Example], list[ImageRegions], Batch]]:
+def batches(
+    examples: Iterable[Example], store: RegionStore, batch_size: int
+) -> Iterator[tuple[list[Example], list[ImageRegions], Batch]]:
     """Consecutive groups of ``batch_size`` examples with their regions and padded inputs."""
     cache: dict[str, ImageRegions] = {}
     group: list[Example] = []

@@ -28,34 +28,63 @@ DEFAULT_CONFIG = REPO / "projects" / "uvla" / "pretrain.yaml"
 
 def add_data_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("data")
-    group.add_argument("--world", type=Path,
-                       help="a toy world folder (world.json): sets --entities, --features and "
-                            "--class-names")
-    group.add_argument("--entities", type=Path,
-                       help="Flickr30K Entities root (Sentences/, Annotations/, <split>.txt)")
-    group.add_argument("--features", type=Path,
-                       help="MMF feature LMDB or npy folder holding the images' regions")
-    group.add_argument("--class-names", type=Path,
-                       help="detector class names by id (vocabulary.json or one name a line)")
+    group.add_argument(
+        "--world",
+        type=Path,
+        help="a toy world folder (world.json): sets --entities, --features and --class-names",
+    )
+    group.add_argument(
+        "--entities",
+        type=Path,
+        help="Flickr30K Entities root (Sentences/, Annotations/, <split>.txt)",
+    )
+    group.add_argument(
+        "--features", type=Path, help="MMF feature LMDB or npy folder holding the images' regions"
+    )
+    group.add_argument(
+        "--class-names",
+        type=Path,
+        help="detector class names by id (vocabulary.json or one name a line)",
+    )
     group.add_argument("--split", default="val", choices=SPLITS + ("all",))
     group.add_argument("--max-images", type=int, default=None, help="first N images of the split")
-    group.add_argument("--max-regions", type=int, default=None,
-                       help="keep each image's first N regions (MMF's max_features)")
+    group.add_argument(
+        "--max-regions",
+        type=int,
+        default=None,
+        help="keep each image's first N regions (MMF's max_features)",
+    )
     group.add_argument("--max-length", type=int, default=64, help="text length in word-pieces")
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("models")
-    group.add_argument("--model", action="append", default=[], metavar="NAME=SPEC",
-                       help="SPEC: 'base' (uvla, BERT init), a uvla state dict (uvla_final.pth) "
-                            "or an MMF checkpoint (.ckpt of uvla or visual_bert); repeatable")
-    group.add_argument("--config", type=Path, default=DEFAULT_CONFIG,
-                       help="yaml whose model_config.uvla builds 'base' and state-dict models")
-    group.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE",
-                       help="override, e.g. model_config.uvla.bert_layers=2; repeatable")
-    group.add_argument("--tokenizer", default=os.environ.get("UVLP_BERT"),
-                       help="local BERT folder whose WordPiece vocabulary the models use "
-                            "(default $UVLP_BERT)")
+    group.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        metavar="NAME=SPEC",
+        help="SPEC: 'base' (uvla, BERT init), a uvla state dict (uvla_final.pth) "
+        "or an MMF checkpoint (.ckpt of uvla or visual_bert); repeatable",
+    )
+    group.add_argument(
+        "--config",
+        type=Path,
+        default=DEFAULT_CONFIG,
+        help="yaml whose model_config.uvla builds 'base' and state-dict models",
+    )
+    group.add_argument(
+        "--opt",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override, e.g. model_config.uvla.bert_layers=2; repeatable",
+    )
+    group.add_argument(
+        "--tokenizer",
+        default=os.environ.get("UVLP_BERT"),
+        help="local BERT folder whose WordPiece vocabulary the models use (default $UVLP_BERT)",
+    )
     add_trust_argument(group)
     group.add_argument("--seed", type=int, default=0, help="seeds Base's new modules, t-SNE")
     group.add_argument("--batch-size", type=int, default=16)
@@ -63,31 +92,60 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_trust_argument(parser: Any) -> None:
     """``--trust-checkpoint`` on ``parser`` (an ArgumentParser or one of its groups)."""
-    parser.add_argument("--trust-checkpoint", action="store_true",
-                        help="also load legacy checkpoints holding objects other than tensors "
-                             "and plain data (torch.load weights_only=False: such a file can "
-                             "run code; only for files from a source you trust)")
+    parser.add_argument(
+        "--trust-checkpoint",
+        action="store_true",
+        help="also load legacy checkpoints holding objects other than tensors "
+        "and plain data (torch.load weights_only=False: such a file can "
+        "run code; only for files from a source you trust)",
+    )
 
 
-def parse_pool_probe_args(description: str, argv: list[str] | None, *, max_length_help: str,
-                          seed_help: str) -> tuple[argparse.Namespace, list[tuple[str, str]]]:
+def parse_pool_probe_args(
+    description: str, argv: list[str] | None, *, max_length_help: str, seed_help: str
+) -> tuple[argparse.Namespace, list[tuple[str, str]]]:
     """The command line of the probes over the pre-training pool's held-out images
     (``uvlp-probe-visual-reliance``, ``uvlp-probe-mrc-shortcut``): the arguments and
     the ``--model`` (name, checkpoint) pairs, at least one."""
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--world", type=Path, required=True,
-                        help="a toy world (text/captions_gt.tsv, features/cc.lmdb, vocabulary.json)")
-    parser.add_argument("--model", action="append", default=[], metavar="NAME=CHECKPOINT",
-                        help="a uvla pre-training uvla_final.pth or MMF .ckpt; repeatable")
-    parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG,
-                        help="yaml whose model_config.uvla builds the models")
-    parser.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE",
-                        help="override, e.g. model_config.uvla.bert_layers=2; repeatable")
-    parser.add_argument("--tokenizer", default=os.environ.get("UVLP_BERT"),
-                        help="local BERT folder (default $UVLP_BERT)")
+    parser.add_argument(
+        "--world",
+        type=Path,
+        required=True,
+        help="a toy world (text/captions_gt.tsv, features/cc.lmdb, vocabulary.json)",
+    )
+    parser.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        metavar="NAME=CHECKPOINT",
+        help="a uvla pre-training uvla_final.pth or MMF .ckpt; repeatable",
+    )
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=DEFAULT_CONFIG,
+        help="yaml whose model_config.uvla builds the models",
+    )
+    parser.add_argument(
+        "--opt",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override, e.g. model_config.uvla.bert_layers=2; repeatable",
+    )
+    parser.add_argument(
+        "--tokenizer",
+        default=os.environ.get("UVLP_BERT"),
+        help="local BERT folder (default $UVLP_BERT)",
+    )
     add_trust_argument(parser)
-    parser.add_argument("--holdout-every", type=int, default=50,
-                        help="the pre-training hold-out rule (dataset_config.*.holdout_every)")
+    parser.add_argument(
+        "--holdout-every",
+        type=int,
+        default=50,
+        help="the pre-training hold-out rule (dataset_config.*.holdout_every)",
+    )
     parser.add_argument("--max-regions", type=int, default=24)
     parser.add_argument("--max-length", type=int, default=24, help=max_length_help)
     parser.add_argument("--seed", type=int, default=0, help=seed_help)
@@ -125,15 +183,20 @@ def _world_paths(world: Path) -> tuple[Path, Path, Path]:
         raise FileNotFoundError(f"--world {world}: no world.json (make toy-world writes one)")
     paths = json.loads(manifest_path.read_text(encoding="utf-8"))["paths"]
     if "flickr30k_entities" not in paths:
-        raise ValueError(f"{manifest_path}: no flickr30k_entities; the world predates the "
-                         "Flickr30K Entities annotations: regenerate it (uvlp-make-toy-world "
-                         "--overwrite)")
+        raise ValueError(
+            f"{manifest_path}: no flickr30k_entities; the world predates the "
+            "Flickr30K Entities annotations: regenerate it (uvlp-make-toy-world "
+            "--overwrite)"
+        )
     pool = paths["pools"]["flickr30k"]
     features = pool.get("lmdb") or pool.get("npy_dir")
     if features is None:
         raise ValueError(f"{manifest_path}: the flickr30k pool has no features (--no-features)")
-    return (world / paths["flickr30k_entities"]["root"], world / features,
-            world / paths["vocabulary"])
+    return (
+        world / paths["flickr30k_entities"]["root"],
+        world / features,
+        world / paths["vocabulary"],
+    )
 
 
 def load_data(args: argparse.Namespace) -> Data:
@@ -151,8 +214,12 @@ def load_data(args: argparse.Namespace) -> Data:
     split = None if args.split == "all" else args.split
     image_ids = entities.image_ids(split)[: args.max_images]
     store = RegionStore(features, names, args.max_regions)
-    description = {"entities": str(entities_root), "features": str(features), "split": split,
-                   "images": len(image_ids)}
+    description = {
+        "entities": str(entities_root),
+        "features": str(features),
+        "split": split,
+        "images": len(image_ids),
+    }
     return Data(entities, store, image_ids, description)
 
 
@@ -182,7 +249,9 @@ def load_systems(args: argparse.Namespace, feature_dim: int) -> list[System]:
         raise SystemExit("give at least one --model NAME=SPEC (e.g. --model Base=base)")
     config = uvla_config(args.config, args.opt)
     try:
-        return [load_system(name, spec, config, feature_dim, args.seed, args.trust_checkpoint)
-                for name, spec in pairs]
+        return [
+            load_system(name, spec, config, feature_dim, args.seed, args.trust_checkpoint)
+            for name, spec in pairs
+        ]
     except FormatError as error:
         raise SystemExit(f"error: {error}") from None

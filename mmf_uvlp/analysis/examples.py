@@ -73,8 +73,9 @@ class ExampleBuilder:
         self.skipped: Counter = Counter()
 
     def _tokens(self, words: Sequence[str]) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]:
-        encoded = self.tokenizer(list(words), is_split_into_words=True, truncation=True,
-                                 max_length=self.max_length)
+        encoded = self.tokenizer(
+            list(words), is_split_into_words=True, truncation=True, max_length=self.max_length
+        )
         positions: list[list[int]] = [[] for _ in words]
         for position, word in enumerate(encoded.word_ids()):
             if word is not None:
@@ -96,8 +97,9 @@ class ExampleBuilder:
         for image in images:
             yield from self(image)
 
-    def example(self, image: EntityImage, sentence: Sentence, heads: Sequence[int],
-                relations: Sequence[str]) -> Example:
+    def example(
+        self, image: EntityImage, sentence: Sentence, heads: Sequence[int], relations: Sequence[str]
+    ) -> Example:
         """One example from a caption and its parse (``heads``/``relations`` per word)."""
         input_ids, word_tokens = self._tokens(sentence.words)
         entities: list[Source] = []
@@ -126,7 +128,24 @@ class ExampleBuilder:
                 if not word_tokens[other]:
                     self.skipped["arc cut off by max_length"] += 1
                     continue
-                syntactic.append(Source(relations[dependent], word_tokens[other],
-                                        sentence.words[other], phrase.entity_id, gold, word))
-        return Example(image.image_id, sentence.line, sentence.words, input_ids, word_tokens,
-                       tuple(heads), tuple(relations), tuple(entities), tuple(syntactic))
+                syntactic.append(
+                    Source(
+                        relations[dependent],
+                        word_tokens[other],
+                        sentence.words[other],
+                        phrase.entity_id,
+                        gold,
+                        word,
+                    )
+                )
+        return Example(
+            image.image_id,
+            sentence.line,
+            sentence.words,
+            input_ids,
+            word_tokens,
+            tuple(heads),
+            tuple(relations),
+            tuple(entities),
+            tuple(syntactic),
+        )

@@ -58,8 +58,9 @@ def argmax_credit(scores: np.ndarray, hits: np.ndarray, valid: np.ndarray) -> np
     return (tied & hits).sum(axis=-1) / tied.sum(axis=-1)
 
 
-def score_source(rows: np.ndarray, valid: np.ndarray,
-                 hits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def score_source(
+    rows: np.ndarray, valid: np.ndarray, hits: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """(credit, share), each (layers, heads), of one source.
 
     ``rows`` (layers, heads, S, R): attention from the source's S positions to the R
@@ -82,8 +83,9 @@ class Tally:
     random: float = 0.0
     reachable: int = 0
 
-    def add(self, credit: np.ndarray, share: np.ndarray, rule: float, random: float,
-            reachable: bool) -> None:
+    def add(
+        self, credit: np.ndarray, share: np.ndarray, rule: float, random: float, reachable: bool
+    ) -> None:
         self.credit += credit
         self.share += share
         self.n += 1
@@ -107,7 +109,8 @@ class Tally:
             "random_baseline": round(100.0 * self.random / n, 4),
             "upper_bound": round(100.0 * self.reachable / n, 4),
             "best_head": {
-                "layer": int(layer) + 1, "head": int(head) + 1,
+                "layer": int(layer) + 1,
+                "head": int(head) + 1,
                 "accuracy": round(float(accuracy[layer, head]), 4),
                 "attention_to_regions": round(float(share[layer, head]), 4),
                 "active": bool(active[layer, head]),
@@ -130,8 +133,15 @@ class GroundingProbe:
             self.tallies[kind] = Tally(np.zeros(shape), np.zeros(shape))
         return self.tallies[kind]
 
-    def add(self, kind: str, rows: np.ndarray, boxes: np.ndarray, valid: np.ndarray,
-            confidences: np.ndarray, gold: np.ndarray) -> None:
+    def add(
+        self,
+        kind: str,
+        rows: np.ndarray,
+        boxes: np.ndarray,
+        valid: np.ndarray,
+        confidences: np.ndarray,
+        gold: np.ndarray,
+    ) -> None:
         """Score one source: ``rows`` (layers, heads, S, R) over regions ``boxes`` (R, 4)."""
         hits = region_hits(boxes, gold) & valid
         credit, share = score_source(rows, valid, hits)
@@ -141,8 +151,9 @@ class GroundingProbe:
 
     def summary(self, relations: int = 10) -> dict:
         """``entity`` and the ``relations`` most frequent relations (ties by name)."""
-        kinds = sorted((k for k in self.tallies if k != ENTITY),
-                       key=lambda k: (-self.tallies[k].n, k))[:relations]
+        kinds = sorted(
+            (k for k in self.tallies if k != ENTITY), key=lambda k: (-self.tallies[k].n, k)
+        )[:relations]
         return {
             "layers": self.layers,
             "heads": self.heads,
@@ -151,8 +162,9 @@ class GroundingProbe:
         }
 
 
-def run_probe(system: System, examples: Iterable[Example], store: RegionStore,
-              batch_size: int = 16) -> GroundingProbe:
+def run_probe(
+    system: System, examples: Iterable[Example], store: RegionStore, batch_size: int = 16
+) -> GroundingProbe:
     """Score every source of ``examples`` for every head of ``system``."""
     probe = GroundingProbe(system.layers, system.heads)
     for group, regions, batch in batches(examples, store, batch_size):

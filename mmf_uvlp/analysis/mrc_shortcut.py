@@ -60,17 +60,28 @@ class Reading:
     hidden_accuracy: float
 
     def to_json(self) -> dict[str, Any]:
-        return {"images": self.images, "visible_nats": self.visible,
-                "hidden_nats": self.hidden, "gain_nats": self.gain,
-                "gain_stderr": self.stderr, "visible_accuracy": self.visible_accuracy,
-                "hidden_accuracy": self.hidden_accuracy}
+        return {
+            "images": self.images,
+            "visible_nats": self.visible,
+            "hidden_nats": self.hidden,
+            "gain_nats": self.gain,
+            "gain_stderr": self.stderr,
+            "visible_accuracy": self.visible_accuracy,
+            "hidden_accuracy": self.hidden_accuracy,
+        }
 
 
 DIRECTIONS = ("mrc", "tag_mlm")
 
 
-def make_tag_probes(image_ids: Sequence[str], store: RegionStore, tokenizer: Any,
-                    class_ids: Mapping[str, int], max_length: int, seed: int) -> list[TagProbe]:
+def make_tag_probes(
+    image_ids: Sequence[str],
+    store: RegionStore,
+    tokenizer: Any,
+    class_ids: Mapping[str, int],
+    max_length: int,
+    seed: int,
+) -> list[TagProbe]:
     """One probe per image with a tag in its input; the masked region drawn with ``seed``
     among those whose tag fits."""
     rng = random.Random(seed)
@@ -84,8 +95,10 @@ def make_tag_probes(image_ids: Sequence[str], store: RegionStore, tokenizer: Any
         region = rng.choice(tagged)
         label = image.labels[region]
         if label not in class_ids:
-            raise ValueError(f"{store.path}: image {image_id!r} region {region} has the label "
-                             f"{label!r}, which is not a class name")
+            raise ValueError(
+                f"{store.path}: image {image_id!r} region {region} has the label "
+                f"{label!r}, which is not a class name"
+            )
         probes.append(TagProbe(image_id, tuple(ids), tuple(owners), region, class_ids[label]))
     return probes
 
@@ -96,16 +109,26 @@ def _zeroed(image: ImageRegions, region: int) -> ImageRegions:
     return dataclasses.replace(image, features=features)
 
 
-def _losses(model: torch.nn.Module, probes: Sequence[TagProbe], store: Any, mask_id: int,
-            direction: str, hide: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def _losses(
+    model: torch.nn.Module,
+    probes: Sequence[TagProbe],
+    store: Any,
+    mask_id: int,
+    direction: str,
+    hide: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-probe loss (nats) and correctness of one direction (:data:`DIRECTIONS`), the
     other side's content visible or ``hide``-den."""
     mask_tag = direction == "tag_mlm" or hide
     zero_region = direction == "mrc" or hide
     token_ids, regions = [], []
     for probe in probes:
-        token_ids.append([mask_id if mask_tag and owner == probe.region else token
-                          for token, owner in zip(probe.input_ids, probe.owners)])
+        token_ids.append(
+            [
+                mask_id if mask_tag and owner == probe.region else token
+                for token, owner in zip(probe.input_ids, probe.owners)
+            ]
+        )
         image = store[probe.image_id]
         regions.append(_zeroed(image, probe.region) if zero_region else image)
     batch = make_batch(token_ids, regions, [p.owners for p in probes]).fields()
@@ -124,8 +147,14 @@ def _losses(model: torch.nn.Module, probes: Sequence[TagProbe], store: Any, mask
     return loss, (logits.argmax(-1) == targets).float()
 
 
-def measure_reading(model: torch.nn.Module, probes: Sequence[TagProbe], store: Any,
-                    mask_id: int, direction: str = "mrc", batch_size: int = 64) -> Reading:
+def measure_reading(
+    model: torch.nn.Module,
+    probes: Sequence[TagProbe],
+    store: Any,
+    mask_id: int,
+    direction: str = "mrc",
+    batch_size: int = 64,
+) -> Reading:
     """Mean loss and accuracy of ``direction`` with the other side visible and hidden, and
     the paired gain."""
     if direction not in DIRECTIONS:
@@ -135,16 +164,24 @@ def measure_reading(model: torch.nn.Module, probes: Sequence[TagProbe], store: A
     model.eval()
     parts: dict[bool, list[tuple[torch.Tensor, torch.Tensor]]] = {False: [], True: []}
     for start in range(0, len(probes), batch_size):
-        chunk = probes[start:start + batch_size]
+        chunk = probes[start : start + batch_size]
         for hide in (False, True):
             parts[hide].append(_losses(model, chunk, store, mask_id, direction, hide))
     visible = torch.cat([loss for loss, _ in parts[False]])
     hidden = torch.cat([loss for loss, _ in parts[True]])
     gain = hidden - visible
-    accuracy = {hide: float(torch.cat([right for _, right in parts[hide]]).mean())
-                for hide in (False, True)}
-    return Reading(gain.numel(), float(visible.mean()), float(hidden.mean()), float(gain.mean()),
-                   paired_stderr(gain), accuracy[False], accuracy[True])
+    accuracy = {
+        hide: float(torch.cat([right for _, right in parts[hide]]).mean()) for hide in (False, True)
+    }
+    return Reading(
+        gain.numel(),
+        float(visible.mean()),
+        float(hidden.mean()),
+        float(gain.mean()),
+        paired_stderr(gain),
+        accuracy[False],
+        accuracy[True],
+    )
 
 
 def class_prior_entropy(probes: Sequence[TagProbe]) -> float:

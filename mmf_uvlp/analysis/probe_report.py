@@ -38,8 +38,9 @@ def markdown(report: Mapping) -> str:
         "with IoU >= 0.5 exists. `entity`: the phrase's words to its own entity; a relation: "
         "the word linked by it to an entity's root word, to that entity.",
         "",
-        "| Type | n | Rule | Random | Upper | " + " | ".join(f"{n} acc | {n} head"
-                                                        for n in names) + " |",
+        "| Type | n | Rule | Random | Upper | "
+        + " | ".join(f"{n} acc | {n} head" for n in names)
+        + " |",
         "|---|---:|---:|---:|---:|" + "---:|---:|" * len(names),
     ]
     for kind in kinds:
@@ -49,9 +50,12 @@ def markdown(report: Mapping) -> str:
             summary = systems[name]
             tally = summary["entity"] if kind == "entity" else summary["syntactic"].get(kind)
             cells += list(_head(tally)) if tally else ["", ""]
-        lines.append(f"| {kind} | {reference['n']} | {reference['rule_baseline']:.1f} | "
-                     f"{reference['random_baseline']:.1f} | {reference['upper_bound']:.1f} | "
-                     + " | ".join(cells) + " |")
+        lines.append(
+            f"| {kind} | {reference['n']} | {reference['rule_baseline']:.1f} | "
+            f"{reference['random_baseline']:.1f} | {reference['upper_bound']:.1f} | "
+            + " | ".join(cells)
+            + " |"
+        )
     skipped = report.get("skipped") or {}
     if skipped:
         lines += ["", "Skipped: " + ", ".join(f"{v} {k}" for k, v in sorted(skipped.items())) + "."]
@@ -68,11 +72,17 @@ def write_probe_report(report: Mapping, out: Path) -> dict[str, Path]:
     paths["markdown"].write_text(markdown(report), encoding="utf-8")
     systems = report["systems"]
     paths["entity_figure"] = probe_figure(
-        systems, ["entity"], out / "entity_grounding.png",
-        "Entity grounding accuracy of each attention head")
+        systems,
+        ["entity"],
+        out / "entity_grounding.png",
+        "Entity grounding accuracy of each attention head",
+    )
     relations = list(next(iter(systems.values()))["syntactic"])
     if relations:
         paths["syntactic_figure"] = probe_figure(
-            systems, relations, out / "syntactic_grounding.png",
-            "Syntactic grounding accuracy of each attention head, per dependency relation")
+            systems,
+            relations,
+            out / "syntactic_grounding.png",
+            "Syntactic grounding accuracy of each attention head, per dependency relation",
+        )
     return paths

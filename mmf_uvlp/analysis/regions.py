@@ -40,8 +40,9 @@ def read_class_names(path: str | os.PathLike) -> list[str]:
     if path.suffix == ".json":
         with open(path, encoding="utf-8") as f:
             classes = json.load(f).get("classes")
-        if not isinstance(classes, list) or not all(isinstance(c, dict) and "name" in c
-                                                    for c in classes):
+        if not isinstance(classes, list) or not all(
+            isinstance(c, dict) and "name" in c for c in classes
+        ):
             raise FormatError(path, "classes", "a list of objects with a 'name'")
         return [str(c["name"]) for c in classes]
     with open(path, encoding="utf-8") as f:
@@ -54,15 +55,21 @@ class RegionStore:
     ``max_regions`` keeps each image's first regions (MMF's ``max_features``).
     """
 
-    def __init__(self, path: str | os.PathLike, class_names: list[str] | None = None,
-                 max_regions: int | None = None):
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        class_names: list[str] | None = None,
+        max_regions: int | None = None,
+    ):
         self.path = Path(path)
         self.class_names = class_names
         self.max_regions = max_regions
         self._lmdb = LmdbFeatures(self.path) if (self.path / "data.mdb").is_file() else None
         if self._lmdb is None and not self.path.is_dir():
-            raise FileNotFoundError(f"region features not found: {self.path} (expected an MMF "
-                                    "feature LMDB folder or an npy feature folder)")
+            raise FileNotFoundError(
+                f"region features not found: {self.path} (expected an MMF "
+                "feature LMDB folder or an npy feature folder)"
+            )
 
     def _record(self, image_id: str) -> dict:
         if self._lmdb is not None:
@@ -79,13 +86,23 @@ class RegionStore:
         objects = np.asarray(record["objects"])[:n]
         cls_prob = np.asarray(record["cls_prob"])[:n]
         if n and objects.max() + 1 >= cls_prob.shape[1]:
-            raise FormatError(self.path, "cls_prob", "a background column 0 and one column per "
-                              "class (objects[k] + 1 < C)", cls_prob.shape, key=image_id)
+            raise FormatError(
+                self.path,
+                "cls_prob",
+                "a background column 0 and one column per class (objects[k] + 1 < C)",
+                cls_prob.shape,
+                key=image_id,
+            )
         labels: tuple[str, ...] = ()
         if self.class_names is not None:
             if n and objects.max() >= len(self.class_names):
-                raise FormatError(self.path, "objects", f"class ids < {len(self.class_names)} "
-                                  "(the class names given)", int(objects.max()), key=image_id)
+                raise FormatError(
+                    self.path,
+                    "objects",
+                    f"class ids < {len(self.class_names)} (the class names given)",
+                    int(objects.max()),
+                    key=image_id,
+                )
             labels = tuple(self.class_names[int(k)] for k in objects)
         return ImageRegions(
             image_id=image_id,
@@ -102,8 +119,9 @@ class RegionStore:
         """D, from the first image."""
         if self._lmdb is not None:
             return int(self._lmdb[self._lmdb.keys()[0]]["features"].shape[1])
-        first = next((p for p in sorted(self.path.glob("*.npy"))
-                      if not p.name.endswith("_info.npy")), None)
+        first = next(
+            (p for p in sorted(self.path.glob("*.npy")) if not p.name.endswith("_info.npy")), None
+        )
         if first is None:
             raise FileNotFoundError(f"no <id>.npy feature files in {self.path}")
         return int(np.load(first, mmap_mode="r").shape[1])

@@ -56,17 +56,24 @@ class Batch:
 
     def fields(self) -> dict[str, Any]:
         """The batch fields of the ``uvla`` model."""
-        fields = {"input_ids": self.input_ids, "input_mask": self.input_mask,
-                  "segment_ids": torch.zeros_like(self.input_ids),
-                  "region_features": self.region_features, "region_boxes": self.region_boxes,
-                  "region_mask": self.region_mask}
+        fields = {
+            "input_ids": self.input_ids,
+            "input_mask": self.input_mask,
+            "segment_ids": torch.zeros_like(self.input_ids),
+            "region_features": self.region_features,
+            "region_boxes": self.region_boxes,
+            "region_mask": self.region_mask,
+        }
         if self.text_boxes is not None:
             fields.update(text_boxes=self.text_boxes, text_is_tag=self.text_is_tag)
         return fields
 
 
-def make_batch(token_ids: Sequence[Sequence[int]], regions: Sequence[ImageRegions],
-               owners: Sequence[Sequence[int]] | None = None) -> Batch:
+def make_batch(
+    token_ids: Sequence[Sequence[int]],
+    regions: Sequence[ImageRegions],
+    owners: Sequence[Sequence[int]] | None = None,
+) -> Batch:
     """Pad token ids and regions; ``owners`` (region of each tag position, -1 else) adds tags."""
     batch, length = len(token_ids), max(len(t) for t in token_ids)
     count = max(max(len(r) for r in regions), 1)
@@ -174,10 +181,17 @@ def uvla_config(config_path: str | os.PathLike | None, opts: Sequence[str] = ())
 
 
 def _analysis_uvla(config: DictConfig, feature_dim: int, pretrained: str | None) -> DictConfig:
-    config = OmegaConf.merge(config, {
-        "feature_dim": feature_dim, "pretrained_checkpoint": pretrained, "heads": [],
-        "losses": [], "curriculum": {"enabled": False}, "output_attentions": False,
-    })
+    config = OmegaConf.merge(
+        config,
+        {
+            "feature_dim": feature_dim,
+            "pretrained_checkpoint": pretrained,
+            "heads": [],
+            "losses": [],
+            "curriculum": {"enabled": False},
+            "output_attentions": False,
+        },
+    )
     return config
 
 
@@ -187,8 +201,13 @@ def _uvla(name: str, spec: str, config: DictConfig, seed: int) -> UVLASystem:
     torch.manual_seed(seed)
     model = UVLA(config)
     model.build()
-    return UVLASystem(name, spec, model, model.bert_config.num_hidden_layers,
-                      model.bert_config.num_attention_heads)
+    return UVLASystem(
+        name,
+        spec,
+        model,
+        model.bert_config.num_hidden_layers,
+        model.bert_config.num_attention_heads,
+    )
 
 
 def _visual_bert(name: str, spec: str, checkpoint: dict, feature_dim: int) -> VisualBERTSystem:
@@ -196,11 +215,14 @@ def _visual_bert(name: str, spec: str, checkpoint: dict, feature_dim: int) -> Vi
 
     config = OmegaConf.create(checkpoint["config"]["model_config"]["visual_bert"])
     if int(config.visual_embedding_dim) != feature_dim:
-        raise ValueError(f"{spec}: model_config.visual_bert.visual_embedding_dim is "
-                         f"{config.visual_embedding_dim}, the region features have {feature_dim}")
+        raise ValueError(
+            f"{spec}: model_config.visual_bert.visual_embedding_dim is "
+            f"{config.visual_embedding_dim}, the region features have {feature_dim}"
+        )
     # Weights come from the checkpoint: build from its sizes, without the BERT folder.
-    config = OmegaConf.merge(config, {"bert_model_name": None, "output_attentions": True,
-                                      "output_hidden_states": True})
+    config = OmegaConf.merge(
+        config, {"bert_model_name": None, "output_attentions": True, "output_hidden_states": True}
+    )
     model = VisualBERT(config)
     model.build()
     state = {k.removeprefix("module."): v for k, v in checkpoint["model"].items()}
@@ -212,8 +234,9 @@ def _visual_bert(name: str, spec: str, checkpoint: dict, feature_dim: int) -> Vi
     return VisualBERTSystem(name, spec, model, bert.num_hidden_layers, bert.num_attention_heads)
 
 
-def load_system(name: str, spec: str, config: DictConfig, feature_dim: int,
-                seed: int = 0, trust: bool = False) -> System:
+def load_system(
+    name: str, spec: str, config: DictConfig, feature_dim: int, seed: int = 0, trust: bool = False
+) -> System:
     """The system ``name`` from ``spec`` (``base``, a ``.pth`` state dict or an MMF ``.ckpt``).
 
     Checkpoints load with ``weights_only``; ``trust`` (``--trust-checkpoint``) also loads a
@@ -222,8 +245,10 @@ def load_system(name: str, spec: str, config: DictConfig, feature_dim: int,
     if spec == BASE:
         return _uvla(name, spec, _analysis_uvla(config, feature_dim, None), seed)
     if not os.path.isfile(spec):
-        raise FileNotFoundError(f"model {name}={spec}: no such checkpoint (expected '{BASE}', "
-                                "a uvla state dict or an MMF .ckpt)")
+        raise FileNotFoundError(
+            f"model {name}={spec}: no such checkpoint (expected '{BASE}', "
+            "a uvla state dict or an MMF .ckpt)"
+        )
     checkpoint = load_checkpoint(spec, trust, trust_hint=TRUST_HINT)
     config = OmegaConf.merge(config, {"trust_checkpoint": trust})
     mmf_config = checkpoint.get("config") if isinstance(checkpoint, dict) else None
@@ -235,8 +260,9 @@ def load_system(name: str, spec: str, config: DictConfig, feature_dim: int,
     if model == "uvla":
         own = OmegaConf.merge(config, mmf_config["model_config"]["uvla"])
         return _uvla(name, spec, _analysis_uvla(own, feature_dim, spec), seed)
-    raise ValueError(f"{spec}: an MMF checkpoint of model {model!r}; the analysis reads "
-                     "'uvla' and 'visual_bert'")
+    raise ValueError(
+        f"{spec}: an MMF checkpoint of model {model!r}; the analysis reads 'uvla' and 'visual_bert'"
+    )
 
 
 def parse_named(values: Sequence[str], flag: str, expected: str) -> list[tuple[str, str]]:
@@ -258,5 +284,6 @@ def parse_named(values: Sequence[str], flag: str, expected: str) -> list[tuple[s
 
 def parse_model_args(values: Sequence[str]) -> list[tuple[str, str]]:
     """``--model NAME=SPEC`` pairs (a bare ``SPEC`` is named after its file)."""
-    return parse_named(values, "--model", f"NAME=SPEC (SPEC: '{BASE}', a uvla state dict or "
-                                          "an MMF .ckpt)")
+    return parse_named(
+        values, "--model", f"NAME=SPEC (SPEC: '{BASE}', a uvla state dict or an MMF .ckpt)"
+    )

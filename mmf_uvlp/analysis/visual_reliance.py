@@ -51,9 +51,13 @@ class Reliance:
     stderr: float  # paired standard error of gain
 
     def to_json(self) -> dict[str, Any]:
-        return {"captions": self.captions, "own_image_nats": self.own,
-                "other_image_nats": self.other, "gain_nats": self.gain,
-                "gain_stderr": self.stderr}
+        return {
+            "captions": self.captions,
+            "own_image_nats": self.own,
+            "other_image_nats": self.other,
+            "gain_nats": self.gain,
+            "gain_stderr": self.stderr,
+        }
 
 
 def class_word_starts(tokenizer: Any, class_names: Iterable[str]) -> set[int]:
@@ -61,21 +65,30 @@ def class_word_starts(tokenizer: Any, class_names: Iterable[str]) -> set[int]:
     return {tokenizer(name, add_special_tokens=False)["input_ids"][0] for name in class_names}
 
 
-def held_out_captions(captions: Sequence[tuple[str, str]],
-                      holdout_every: int) -> list[tuple[str, str]]:
+def held_out_captions(
+    captions: Sequence[tuple[str, str]], holdout_every: int
+) -> list[tuple[str, str]]:
     """The (image id, caption) rows the pre-training datasets hold out: every
     ``holdout_every``-th, from the first; at least 2."""
     if holdout_every < 1:
         raise ValueError(f"holdout_every must be >= 1, got {holdout_every}")
     held_out = [row for position, row in enumerate(captions) if position % holdout_every == 0]
     if len(held_out) < 2:
-        raise ValueError(f"{len(captions)} captions hold out {len(held_out)} with "
-                         f"holdout_every={holdout_every}; the probe needs at least 2")
+        raise ValueError(
+            f"{len(captions)} captions hold out {len(held_out)} with "
+            f"holdout_every={holdout_every}; the probe needs at least 2"
+        )
     return held_out
 
 
-def make_probes(captions: Sequence[tuple[str, str]], tokenizer: Any, starts: set[int],
-                holdout_every: int, max_length: int, seed: int) -> list[Probe]:
+def make_probes(
+    captions: Sequence[tuple[str, str]],
+    tokenizer: Any,
+    starts: set[int],
+    holdout_every: int,
+    max_length: int,
+    seed: int,
+) -> list[Probe]:
     """One probe per held-out caption that mentions a class (the masked word drawn with
     ``seed``); the other image is the next held-out one."""
     held_out = held_out_captions(captions, holdout_every)
@@ -92,8 +105,9 @@ def make_probes(captions: Sequence[tuple[str, str]], tokenizer: Any, starts: set
     return probes
 
 
-def _losses(model: torch.nn.Module, probes: Sequence[Probe], regions: Sequence[ImageRegions],
-            mask_id: int) -> torch.Tensor:
+def _losses(
+    model: torch.nn.Module, probes: Sequence[Probe], regions: Sequence[ImageRegions], mask_id: int
+) -> torch.Tensor:
     """Per-probe MLM loss (nats) with the given regions."""
     token_ids = []
     for probe in probes:
@@ -109,21 +123,31 @@ def _losses(model: torch.nn.Module, probes: Sequence[Probe], regions: Sequence[I
     return F.cross_entropy(logits, torch.tensor([p.target for p in probes]), reduction="none")
 
 
-def measure(model: torch.nn.Module, probes: Sequence[Probe], store: RegionStore,
-            mask_id: int, batch_size: int = 64) -> Reliance:
+def measure(
+    model: torch.nn.Module,
+    probes: Sequence[Probe],
+    store: RegionStore,
+    mask_id: int,
+    batch_size: int = 64,
+) -> Reliance:
     """Mean MLM loss with own and other regions, and the paired gain with its std error."""
     if not probes:
         raise ValueError("no held-out caption mentions a detector class: nothing to probe")
     model.eval()
     own, other = [], []
     for start in range(0, len(probes), batch_size):
-        chunk = probes[start:start + batch_size]
+        chunk = probes[start : start + batch_size]
         own.append(_losses(model, chunk, [store[p.image_id] for p in chunk], mask_id))
         other.append(_losses(model, chunk, [store[p.other_image_id] for p in chunk], mask_id))
     own_t, other_t = torch.cat(own), torch.cat(other)
     gain = other_t - own_t
-    return Reliance(gain.numel(), float(own_t.mean()), float(other_t.mean()), float(gain.mean()),
-                    paired_stderr(gain))
+    return Reliance(
+        gain.numel(),
+        float(own_t.mean()),
+        float(other_t.mean()),
+        float(gain.mean()),
+        paired_stderr(gain),
+    )
 
 
 def paired_stderr(differences: torch.Tensor) -> float:
@@ -138,13 +162,16 @@ def pool_paths(world: str | os.PathLike) -> tuple[Path, Path]:
     captions, features = root / "text" / "captions_gt.tsv", root / "features" / "cc.lmdb"
     for path in (captions, features):
         if not path.exists():
-            raise FileNotFoundError(f"{path}: not found (expected a toy world's pre-training "
-                                    "pool: text/captions_gt.tsv and features/cc.lmdb)")
+            raise FileNotFoundError(
+                f"{path}: not found (expected a toy world's pre-training "
+                "pool: text/captions_gt.tsv and features/cc.lmdb)"
+            )
     return captions, features
 
 
-def load_pretrained(config: Any, feature_dim: int, spec: str,
-                    heads: Sequence[str] = ("mlm",), trust: bool = False) -> torch.nn.Module:
+def load_pretrained(
+    config: Any, feature_dim: int, spec: str, heads: Sequence[str] = ("mlm",), trust: bool = False
+) -> torch.nn.Module:
     """A uvla with pre-trained ``heads`` (``mlm``, ``mrc``, ...): ``spec`` a state dict
     (``uvla_final.pth``) or an MMF ``.ckpt`` of a uvla pre-training run that has them,
     loaded with ``weights_only`` unless ``trust`` (``--trust-checkpoint``)."""
@@ -154,23 +181,39 @@ def load_pretrained(config: Any, feature_dim: int, spec: str,
     from mmf_uvlp.models.uvla import UVLA, read_uvla_state
 
     if not os.path.isfile(spec):
-        raise FileNotFoundError(f"{spec}: no such checkpoint (expected a uvla pre-training "
-                                "uvla_final.pth or MMF .ckpt)")
+        raise FileNotFoundError(
+            f"{spec}: no such checkpoint (expected a uvla pre-training uvla_final.pth or MMF .ckpt)"
+        )
     state = read_uvla_state(spec, trust, trust_hint=TRUST_HINT)
     prefixes = tuple(f"heads.{head}." for head in heads)
     for head, prefix in zip(heads, prefixes):
         if not any(key.startswith(prefix) for key in state):
-            raise ValueError(f"{spec}: no {head.upper()} head ({prefix}*); the probe reads a "
-                             f"pre-trained uvla's own {head.upper()} head")
-    config = OmegaConf.merge(config, {
-        "feature_dim": feature_dim, "pretrained_checkpoint": None, "heads": list(heads),
-        "losses": [], "curriculum": {"enabled": False}, "output_attentions": False})
+            raise ValueError(
+                f"{spec}: no {head.upper()} head ({prefix}*); the probe reads a "
+                f"pre-trained uvla's own {head.upper()} head"
+            )
+    config = OmegaConf.merge(
+        config,
+        {
+            "feature_dim": feature_dim,
+            "pretrained_checkpoint": None,
+            "heads": list(heads),
+            "losses": [],
+            "curriculum": {"enabled": False},
+            "output_attentions": False,
+        },
+    )
     model = UVLA(config)
     model.build()
-    wanted = {key: value for key, value in state.items()
-              if key.startswith(("embeddings.", "encoder.", "pooler.", *prefixes))}
+    wanted = {
+        key: value
+        for key, value in state.items()
+        if key.startswith(("embeddings.", "encoder.", "pooler.", *prefixes))
+    }
     result = model.load_state_dict(wanted, strict=False)
     if result.missing_keys or result.unexpected_keys:
-        raise ValueError(f"{spec}: does not fit model_config.uvla (missing "
-                         f"{result.missing_keys[:5]}, unexpected {result.unexpected_keys[:5]})")
+        raise ValueError(
+            f"{spec}: does not fit model_config.uvla (missing "
+            f"{result.missing_keys[:5]}, unexpected {result.unexpected_keys[:5]})"
+        )
     return model

@@ -25,7 +25,11 @@ import numpy as np
 from mmf_uvlp.analysis.attention_maps import select_heads, shown_words, word_gold, word_weights
 from mmf_uvlp.analysis.batches import batches, text_to_regions
 from mmf_uvlp.analysis.cli import (
-    add_data_arguments, add_model_arguments, load_data, load_systems, load_tokenizer,
+    add_data_arguments,
+    add_model_arguments,
+    load_data,
+    load_systems,
+    load_tokenizer,
 )
 from mmf_uvlp.analysis.examples import ExampleBuilder
 from mmf_uvlp.analysis.figures import attention_map_figure
@@ -42,8 +46,12 @@ def _choose(data, args) -> list:
             if not sep or not line.isdigit():
                 raise SystemExit(f"--examples {key!r}: expected IMAGE_ID#LINE")
             wanted.setdefault(image_id, set()).add(int(line))
-        chosen = [e for image_id in wanted for e in builder(data.entities.image(image_id))
-                  if e.line in wanted[image_id]]
+        chosen = [
+            e
+            for image_id in wanted
+            for e in builder(data.entities.image(image_id))
+            if e.line in wanted[image_id]
+        ]
         missing = set(args.examples) - {e.key for e in chosen}
         if missing:
             raise SystemExit(f"--examples: no such captions {sorted(missing)}")
@@ -85,8 +93,10 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("no caption with two grounded phrases in the chosen images")
     probe = json.loads(args.probe.read_text(encoding="utf-8")) if args.probe else None
     systems = load_systems(args, data.store.feature_dim)
-    records = [{"key": e.key, "words": [e.words[w] for w in shown_words(e)], "systems": {}}
-               for e in examples]
+    records = [
+        {"key": e.key, "words": [e.words[w] for w in shown_words(e)], "systems": {}}
+        for e in examples
+    ]
     for system in systems:
         selection = select_heads(args.layer, system.layers, system.heads, probe, system.name)
         index = 0
@@ -95,8 +105,10 @@ def main(argv: list[str] | None = None) -> int:
             for i, (example, image) in enumerate(zip(group, regions)):
                 weights = word_weights(maps[i], example, selection, len(image))
                 records[index]["systems"][system.name] = {
-                    "spec": system.spec, "heads": selection.label,
-                    "weights": np.round(weights[shown_words(example)], 6).tolist()}
+                    "spec": system.spec,
+                    "heads": selection.label,
+                    "weights": np.round(weights[shown_words(example)], 6).tolist(),
+                }
                 index += 1
     args.out.mkdir(parents=True, exist_ok=True)
     written = []
@@ -106,12 +118,19 @@ def main(argv: list[str] | None = None) -> int:
         gold = word_gold(example)
         record.update(regions=image.boxes.round(2).tolist(), gold=[gold[w] for w in words])
         heads = "; ".join(f"{name}: {r['heads']}" for name, r in record["systems"].items())
-        written.append(attention_map_figure(
-            record["words"],
-            {name: np.array(r["weights"]) for name, r in record["systems"].items()},
-            image.boxes, image.width, image.height, record["gold"],
-            args.out / f"attention_{example.image_id}_{example.line}.png",
-            f"{' '.join(example.words)}\n{heads}", _image(args.images, example.image_id)))
+        written.append(
+            attention_map_figure(
+                record["words"],
+                {name: np.array(r["weights"]) for name, r in record["systems"].items()},
+                image.boxes,
+                image.width,
+                image.height,
+                record["gold"],
+                args.out / f"attention_{example.image_id}_{example.line}.png",
+                f"{' '.join(example.words)}\n{heads}",
+                _image(args.images, example.image_id),
+            )
+        )
     with open(args.out / "attention_maps.json", "w", encoding="utf-8") as f:
         json.dump({"layer": args.layer, "examples": records}, f, ensure_ascii=False, indent=1)
         f.write("\n")

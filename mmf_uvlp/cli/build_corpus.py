@@ -50,20 +50,34 @@ def _add_config_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--captions-gt", dest="captions_gt", help="tsv image_id\\tcaption")
     p.add_argument("--objects-gt", dest="objects_gt", help="jsonl of true objects")
     p.add_argument("--k", type=int, help="sentences per image (default 5)")
-    p.add_argument("--index", choices=["auto", "flat", "ivf", "hnsw"],
-                   help="search index (default auto: exact up to retrieve.exact_max sentences)")
+    p.add_argument(
+        "--index",
+        choices=["auto", "flat", "ivf", "hnsw"],
+        help="search index (default auto: exact up to retrieve.exact_max sentences)",
+    )
     p.add_argument("--model", help="sentence-transformers folder (default: packaged MiniLM)")
     p.add_argument("--link-method", dest="link_method", choices=["glove", "sbert"])
     p.add_argument("--on-error", dest="on_error", choices=["raise", "skip"])
     p.add_argument("--chunk-images", dest="chunk_images", type=int)
     p.add_argument("--format", choices=["jsonl.gz", "jsonl"])
-    p.add_argument("--exclude-own-caption", action="store_true",
-                   help="drop each image's own caption (needs --captions-gt)")
+    p.add_argument(
+        "--exclude-own-caption",
+        action="store_true",
+        help="drop each image's own caption (needs --captions-gt)",
+    )
     p.add_argument("--no-progress", action="store_true")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="any config key, e.g. --set retrieve.ivf_nprobe=64 (repeatable)")
-    p.add_argument("--sentence-cache", dest="sentence_cache",
-                   help="shared sentence index + embeddings (default OUT/sentences)")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any config key, e.g. --set retrieve.ivf_nprobe=64 (repeatable)",
+    )
+    p.add_argument(
+        "--sentence-cache",
+        dest="sentence_cache",
+        help="shared sentence index + embeddings (default OUT/sentences)",
+    )
 
 
 def _config(args):
@@ -83,34 +97,43 @@ def _config(args):
 
 def build(argv: list[str] | None = None) -> int:
     """The subcommand of ``argv``; user errors raise."""
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="build (or resume) the corpus, or one shard of it")
     _add_config_flags(run)
     run.add_argument("--out", required=True, help="output directory of this run / shard")
     run.add_argument("--shard", default="0/1", help="i/N: build shard i of N (chunk c %% N == i)")
-    run.add_argument("--restart", action="store_true",
-                     help="discard an existing OUT's work (and a sentence cache of other "
-                          "inputs/settings)")
+    run.add_argument(
+        "--restart",
+        action="store_true",
+        help="discard an existing OUT's work (and a sentence cache of other inputs/settings)",
+    )
     prep = sub.add_parser("prepare", help="index + embed the text corpus once (shared cache)")
     _add_config_flags(prep)
-    prep.add_argument("--restart", action="store_true",
-                      help="rebuild a cache of other inputs/settings")
+    prep.add_argument(
+        "--restart", action="store_true", help="rebuild a cache of other inputs/settings"
+    )
     mrg = sub.add_parser("merge", help="combine finished shard outputs")
     mrg.add_argument("--out", required=True)
     mrg.add_argument("--sentence-cache", dest="sentence_cache")
     mrg.add_argument("shards", nargs="+")
     rep = sub.add_parser("report", help="rewrite OUT/report from a finished single run")
     rep.add_argument("--out", required=True)
-    lau = sub.add_parser("launch", help="embed, build N shards and merge them as submitit jobs "
-                                        "(Slurm job arrays or local processes)")
+    lau = sub.add_parser(
+        "launch",
+        help="embed, build N shards and merge them as submitit jobs "
+        "(Slurm job arrays or local processes)",
+    )
     _add_config_flags(lau)
-    lau.add_argument("--out", required=True, help="merged output (shards, logs: OUT/shards, "
-                                                  "OUT/launch)")
+    lau.add_argument(
+        "--out", required=True, help="merged output (shards, logs: OUT/shards, OUT/launch)"
+    )
     lau.add_argument("--shards", type=int, default=1, help="jobs per array (default 1)")
-    lau.add_argument("--retries", type=int, default=2,
-                     help="times a failed job is submitted again (default 2)")
+    lau.add_argument(
+        "--retries", type=int, default=2, help="times a failed job is submitted again (default 2)"
+    )
     add_job_arguments(lau)
     args = parser.parse_args(argv)
 
@@ -119,8 +142,13 @@ def build(argv: list[str] | None = None) -> int:
 
     if args.command == "run":
         config = _config(args)
-        summary = pipeline.build(config, args.out, pipeline.parse_shard(args.shard),
-                                 args.sentence_cache, restart=args.restart)
+        summary = pipeline.build(
+            config,
+            args.out,
+            pipeline.parse_shard(args.shard),
+            args.sentence_cache,
+            restart=args.restart,
+        )
         _print_summary(summary, args.out)
     elif args.command == "prepare":
         config = _config(args)
@@ -138,8 +166,15 @@ def build(argv: list[str] | None = None) -> int:
 
         logging.basicConfig(level=logging.INFO, format="%(message)s")
         config = _config(args)
-        report = launch(config, args.out, args.shards, JobOptions.from_args(args),
-                        args.sentence_cache, args.retries, progress=not args.no_progress)
+        report = launch(
+            config,
+            args.out,
+            args.shards,
+            JobOptions.from_args(args),
+            args.sentence_cache,
+            args.retries,
+            progress=not args.no_progress,
+        )
         _print_summary(report, args.out)
     elif args.command == "merge":
         summary = pipeline.merge(args.shards, args.out, sentence_cache=args.sentence_cache)
@@ -162,11 +197,15 @@ def skipped_words(summary: dict) -> str:
     """Every item the build left out, by reason and count: bad input rows skipped
     (``--on-error skip``), images without a tag after the tag filter, own captions kept out
     of retrieval (``--exclude-own-caption``); ``nothing`` when none."""
+
     def items(count: int, noun: str, why: str) -> str:
         return f"{count} {noun}{'' if count == 1 else 's'} {why}"
 
-    left_out = [items(count, "bad item", f"({reason})")
-                for reason, count in summary["skipped"]["counts"].items() if count]
+    left_out = [
+        items(count, "bad item", f"({reason})")
+        for reason, count in summary["skipped"]["counts"].items()
+        if count
+    ]
     no_tags = summary.get("detections", {}).get("dropped_no_tags", 0)
     own = summary.get("retrieval", {}).get("own_caption_dropped", 0)
     if no_tags:
@@ -179,8 +218,10 @@ def skipped_words(summary: dict) -> str:
 def _print_summary(summary, out: str) -> None:
     if "output" in summary:
         read = summary.get("detections", {}).get("rows", summary["output"]["images"])
-        print(f"{summary['output']['images']} of {read} images written to {out}/annotations; "
-              f"skipped: {skipped_words(summary)}; report: {out}/report/report.md")
+        print(
+            f"{summary['output']['images']} of {read} images written to {out}/annotations; "
+            f"skipped: {skipped_words(summary)}; report: {out}/report/report.md"
+        )
     else:
         print(json.dumps(summary))
 

@@ -20,13 +20,17 @@ from mmf_uvlp.errors import FormatError
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="\n".join(__doc__.splitlines()[2:]))
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="\n".join(__doc__.splitlines()[2:]),
+    )
     parser.add_argument("sources", nargs="+", help="lil-lab's NLVR2 .json files")
     parser.add_argument("--out", required=True, help="folder for the .jsonl files")
-    parser.add_argument("--features", help="MMF feature LMDB (*.lmdb) or .npy folder that "
-                                           "must hold both images of every pair")
+    parser.add_argument(
+        "--features",
+        help="MMF feature LMDB (*.lmdb) or .npy folder that must hold both images of every pair",
+    )
     args = parser.parse_args(argv)
     try:
         counts = convert_nlvr2(args.sources, args.out, args.features)
@@ -34,8 +38,7 @@ def main(argv=None) -> int:
         print(f"convert_nlvr2: error: {e}", file=sys.stderr)
         return 2
     for path, tally in counts.items():
-        print(f"{path}: {tally['records']} records ({tally['True']} True, "
-              f"{tally['False']} False)")
+        print(f"{path}: {tally['records']} records ({tally['True']} True, {tally['False']} False)")
     return 0
 
 

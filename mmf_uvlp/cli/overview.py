@@ -45,10 +45,10 @@ def first_sentence(text: str, width: int) -> str:
     """The first sentence of ``text`` (its lines joined), cut at a word to ``width``."""
     joined = " ".join(line.strip() for line in text.strip().splitlines() if line.strip())
     match = re.search(r"[.!?](\s+[A-Z(]|$)", joined)
-    sentence = joined[:match.start()] if match else joined.rstrip(".")
+    sentence = joined[: match.start()] if match else joined.rstrip(".")
     if len(sentence) <= width:
         return sentence
-    return sentence[:width - 1].rsplit(" ", 1)[0] + "…"
+    return sentence[: width - 1].rsplit(" ", 1)[0] + "…"
 
 
 def _opening_comment(path: Path) -> str:
@@ -71,8 +71,9 @@ def run_configs(root: Path) -> Dict[str, List[Tuple[str, str]]]:
             continue
         relative = path.relative_to(root / "projects")
         folder = f"projects/{relative.parts[0]}/"
-        found.setdefault(folder, []).append((relative.relative_to(relative.parts[0]).as_posix(),
-                                             _opening_comment(path)))
+        found.setdefault(folder, []).append(
+            (relative.relative_to(relative.parts[0]).as_posix(), _opening_comment(path))
+        )
     return found
 
 

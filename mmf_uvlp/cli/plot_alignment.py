@@ -20,10 +20,18 @@ from pathlib import Path
 import numpy as np
 
 from mmf_uvlp.analysis.alignment import (
-    find_instances, region_word_mrr, represent, sample_instances, tsne,
+    find_instances,
+    region_word_mrr,
+    represent,
+    sample_instances,
+    tsne,
 )
 from mmf_uvlp.analysis.cli import (
-    add_data_arguments, add_model_arguments, load_data, load_examples, load_systems,
+    add_data_arguments,
+    add_model_arguments,
+    load_data,
+    load_examples,
+    load_systems,
     load_tokenizer,
 )
 from mmf_uvlp.analysis.figures import tsne_figure
@@ -40,33 +48,50 @@ def main(argv: list[str] | None = None) -> int:
 
     data = load_data(args)
     examples, _ = load_examples(data, args)
-    instances = sample_instances(find_instances(examples, data.store), args.classes,
-                                 args.per_class, args.seed)
+    instances = sample_instances(
+        find_instances(examples, data.store), args.classes, args.per_class, args.seed
+    )
     classes = sorted({i.cls for i in instances})
     if len(classes) < 2:
-        raise SystemExit(f"found {len(classes)} class(es) with a matched region; the plot "
-                         "needs at least 2 (use more images, --split all)")
+        raise SystemExit(
+            f"found {len(classes)} class(es) with a matched region; the plot "
+            "needs at least 2 (use more images, --split all)"
+        )
     tokenizer = load_tokenizer(args)
-    panels, report = {}, {"data": data.description, "classes": classes,
-                          "instances": len(instances), "systems": {}}
+    panels, report = (
+        {},
+        {"data": data.description, "classes": classes, "instances": len(instances), "systems": {}},
+    )
     for system in load_systems(args, data.store.feature_dim):
-        reps = represent(system, instances, data.store, tokenizer, args.max_length,
-                         args.batch_size)
+        reps = represent(system, instances, data.store, tokenizer, args.max_length, args.batch_size)
         mrr, chance = region_word_mrr(reps)
         points = tsne(reps.vectors, args.seed)
-        panels[f"{system.name} (region->word MRR {mrr:.2f})"] = (points, reps.classes,
-                                                                 reps.modalities)
+        panels[f"{system.name} (region->word MRR {mrr:.2f})"] = (
+            points,
+            reps.classes,
+            reps.modalities,
+        )
         report["systems"][system.name] = {
-            "spec": system.spec, "mrr": round(mrr, 4), "chance_mrr": round(chance, 4),
+            "spec": system.spec,
+            "mrr": round(mrr, 4),
+            "chance_mrr": round(chance, 4),
             "points": {m: int(reps.modalities.count(m)) for m in sorted(set(reps.modalities))},
-            "tsne": [[c, m, round(float(x), 3), round(float(y), 3)]
-                     for c, m, (x, y) in zip(reps.classes, reps.modalities, np.asarray(points))],
+            "tsne": [
+                [c, m, round(float(x), 3), round(float(y), 3)]
+                for c, m, (x, y) in zip(reps.classes, reps.modalities, np.asarray(points))
+            ],
         }
-        print(f"{system.name}: region->class word MRR {mrr:.3f} (chance {chance:.3f}, "
-              f"{len(classes)} classes, {len(instances)} instances)", flush=True)
+        print(
+            f"{system.name}: region->class word MRR {mrr:.3f} (chance {chance:.3f}, "
+            f"{len(classes)} classes, {len(instances)} instances)",
+            flush=True,
+        )
     args.out.mkdir(parents=True, exist_ok=True)
-    tsne_figure(panels, args.out / "alignment.png",
-                "Contextual representations (t-SNE): o word, s region, ^ tag")
+    tsne_figure(
+        panels,
+        args.out / "alignment.png",
+        "Contextual representations (t-SNE): o word, s region, ^ tag",
+    )
     with open(args.out / "alignment.json", "w", encoding="utf-8") as f:
         json.dump(report, f, ensure_ascii=False, indent=1)
         f.write("\n")

@@ -21,7 +21,11 @@ import time
 from pathlib import Path
 
 from mmf_uvlp.analysis.cli import (
-    add_data_arguments, add_model_arguments, load_data, load_examples, load_systems,
+    add_data_arguments,
+    add_model_arguments,
+    load_data,
+    load_examples,
+    load_systems,
 )
 from mmf_uvlp.analysis.grounding import run_probe
 from mmf_uvlp.analysis.probe_report import write_probe_report
@@ -31,10 +35,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_data_arguments(parser)
     add_model_arguments(parser)
-    parser.add_argument("--compare", nargs=2, metavar="NAME=SPEC",
-                        help="two systems side by side (same as two --model)")
-    parser.add_argument("--relations", type=int, default=10,
-                        help="report the N most frequent dependency relations")
+    parser.add_argument(
+        "--compare",
+        nargs=2,
+        metavar="NAME=SPEC",
+        help="two systems side by side (same as two --model)",
+    )
+    parser.add_argument(
+        "--relations", type=int, default=10, help="report the N most frequent dependency relations"
+    )
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     args.model += args.compare or []
@@ -48,13 +57,17 @@ def main(argv: list[str] | None = None) -> int:
         probe = run_probe(system, examples, data.store, args.batch_size)
         report["systems"][system.name] = {"spec": system.spec, **probe.summary(args.relations)}
         best = report["systems"][system.name]["entity"]
-        print(f"{system.name}: entity grounding best head {best['best_head']['layer']}-"
-              f"{best['best_head']['head']} {best['best_head']['accuracy']:.1f}% "
-              f"(rule {best['rule_baseline']:.1f}%, random {best['random_baseline']:.1f}%, "
-              f"n={best['n']})", flush=True)
+        print(
+            f"{system.name}: entity grounding best head {best['best_head']['layer']}-"
+            f"{best['best_head']['head']} {best['best_head']['accuracy']:.1f}% "
+            f"(rule {best['rule_baseline']:.1f}%, random {best['random_baseline']:.1f}%, "
+            f"n={best['n']})",
+            flush=True,
+        )
     paths = write_probe_report(report, args.out)
-    print(f"wrote {', '.join(str(p) for p in paths.values())} "
-          f"in {time.perf_counter() - start:.0f}s")
+    print(
+        f"wrote {', '.join(str(p) for p in paths.values())} in {time.perf_counter() - start:.0f}s"
+    )
     return 0
 
 

@@ -16,36 +16,52 @@ import sys
 from mmf_uvlp.analysis.cli import load_pool, parse_pool_probe_args, load_tokenizer
 from mmf_uvlp.analysis.systems import uvla_config
 from mmf_uvlp.analysis.visual_reliance import (
-    class_word_starts, load_pretrained, make_probes, measure,
+    class_word_starts,
+    load_pretrained,
+    make_probes,
+    measure,
 )
 
 
 def main(argv: list[str] | None = None) -> int:
-    args, models = parse_pool_probe_args(__doc__.split("\n\n")[0], argv,
-                                         max_length_help="caption word-pieces",
-                                         seed_help="which class word is masked")
+    args, models = parse_pool_probe_args(
+        __doc__.split("\n\n")[0],
+        argv,
+        max_length_help="caption word-pieces",
+        seed_help="which class word is masked",
+    )
     try:
         captions, names, store = load_pool(args)
         tokenizer = load_tokenizer(args)
-        probes = make_probes(captions, tokenizer,
-                             class_word_starts(tokenizer, names), args.holdout_every,
-                             args.max_length, args.seed)
+        probes = make_probes(
+            captions,
+            tokenizer,
+            class_word_starts(tokenizer, names),
+            args.holdout_every,
+            args.max_length,
+            args.seed,
+        )
         config = uvla_config(args.config, args.opt)
         results = {}
         for name, spec in models:
             model = load_pretrained(config, store.feature_dim, spec, trust=args.trust_checkpoint)
             reliance = measure(model, probes, store, tokenizer.mask_token_id)
             results[name] = {"checkpoint": spec, **reliance.to_json()}
-            print(f"{name}: class-word MLM {reliance.own:.3f} nats with its own image, "
-                  f"{reliance.other:.3f} with another: gain {reliance.gain:+.3f} "
-                  f"± {reliance.stderr:.3f} (n={reliance.captions})", flush=True)
+            print(
+                f"{name}: class-word MLM {reliance.own:.3f} nats with its own image, "
+                f"{reliance.other:.3f} with another: gain {reliance.gain:+.3f} "
+                f"± {reliance.stderr:.3f} (n={reliance.captions})",
+                flush=True,
+            )
     except (ValueError, FileNotFoundError) as error:
         print(f"probe_visual_reliance: error: {error}", file=sys.stderr)
         return 2
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"world": str(args.world), "models": results}, indent=1)
-                            + "\n", encoding="utf-8")
+        args.out.write_text(
+            json.dumps({"world": str(args.world), "models": results}, indent=1) + "\n",
+            encoding="utf-8",
+        )
     return 0
 
 

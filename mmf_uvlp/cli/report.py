@@ -34,12 +34,23 @@ def _run(text: str) -> tuple[str | None, str]:
 
 def main(argv: list | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--run", dest="runs", action="append", type=_run, required=True,
-                        metavar="[NAME=]PATH", help="a run folder, optionally with its row name")
+    parser.add_argument(
+        "--run",
+        dest="runs",
+        action="append",
+        type=_run,
+        required=True,
+        metavar="[NAME=]PATH",
+        help="a run folder, optionally with its row name",
+    )
     parser.add_argument("--out", default="report", help="output folder (default: report)")
-    parser.add_argument("--trivial", type=Path, metavar="WORLD",
-                        help="a data folder in the toy world's layout: add its trivial rates "
-                             "(majority / chance, mmf_uvlp/report/trivial.py) as a row")
+    parser.add_argument(
+        "--trivial",
+        type=Path,
+        metavar="WORLD",
+        help="a data folder in the toy world's layout: add its trivial rates "
+        "(majority / chance, mmf_uvlp/report/trivial.py) as a row",
+    )
     args = parser.parse_args(argv)
     try:
         trivial = None

@@ -21,20 +21,30 @@ from pathlib import Path
 from mmf_uvlp.analysis.systems import parse_named
 from mmf_uvlp.data_formats.annotations import read_vqa2_imdb
 from mmf_uvlp.report.vqa_breakdown import (
-    breakdown, find_predictions, markdown, prior_breakdown, read_predictions,
+    breakdown,
+    find_predictions,
+    markdown,
+    prior_breakdown,
+    read_predictions,
 )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--imdb", type=Path, required=True,
-                        help="the imdb of the predicted split (imdb_test.npy)")
-    parser.add_argument("--run", action="append", default=[], metavar="NAME=PATH",
-                        help="a save dir or prediction json; repeatable")
-    parser.add_argument("--train", type=Path,
-                        help="the train imdb: adds the per-type prior column")
-    parser.add_argument("--by", default="question_type",
-                        help="the imdb field to group by (default question_type)")
+    parser.add_argument(
+        "--imdb", type=Path, required=True, help="the imdb of the predicted split (imdb_test.npy)"
+    )
+    parser.add_argument(
+        "--run",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="a save dir or prediction json; repeatable",
+    )
+    parser.add_argument("--train", type=Path, help="the train imdb: adds the per-type prior column")
+    parser.add_argument(
+        "--by", default="question_type", help="the imdb field to group by (default question_type)"
+    )
     parser.add_argument("--out", type=Path, help="also write the table to this file")
     args = parser.parse_args(argv)
     try:
@@ -45,11 +55,13 @@ def main(argv: list[str] | None = None) -> int:
         columns = {}
         for name, path in runs:
             predictions = find_predictions(path)
-            columns[name] = breakdown(questions, read_predictions(predictions), args.by,
-                                      predictions)
+            columns[name] = breakdown(
+                questions, read_predictions(predictions), args.by, predictions
+            )
         if args.train:
-            columns["prior"] = prior_breakdown(read_vqa2_imdb(args.train), questions, args.by,
-                                               args.imdb)
+            columns["prior"] = prior_breakdown(
+                read_vqa2_imdb(args.train), questions, args.by, args.imdb
+            )
     except (ValueError, FileNotFoundError) as error:
         print(f"vqa_breakdown: error: {error}", file=sys.stderr)
         return 2

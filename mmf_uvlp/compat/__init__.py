@@ -66,7 +66,9 @@ DISABLE_VARIABLE = "MMF_UVLP_DISABLE_FIXES"
 
 def disabled_fixes() -> List[str]:
     """Fix names listed in ``$MMF_UVLP_DISABLE_FIXES`` (comma-separated), for diagnosis."""
-    return [name.strip() for name in os.environ.get(DISABLE_VARIABLE, "").split(",") if name.strip()]
+    return [
+        name.strip() for name in os.environ.get(DISABLE_VARIABLE, "").split(",") if name.strip()
+    ]
 
 
 def _run(fixes: Sequence[Fix], trigger: str, stage: str) -> None:
@@ -155,8 +157,10 @@ def _apply_to_imported(fix_set: FixSet) -> None:
             continue
         for fix in fix_set.fixes:
             if fix.trigger == trigger and fix.stage == "pre" and not fix.applied:
-                fix.failure = (f"too late: {trigger} was imported before mmf_uvlp; install the "
-                               "plugin, whose .pth hook imports it first")
+                fix.failure = (
+                    f"too late: {trigger} was imported before mmf_uvlp; install the "
+                    "plugin, whose .pth hook imports it first"
+                )
         _run(fix_set.fixes, trigger, "post")
 
 

@@ -72,8 +72,12 @@ def _data_dir_from_working_directory(update_specific: Callable) -> Callable:
         from omegaconf import OmegaConf
 
         data_dir = OmegaConf.select(config, "env.data_dir", default=None)
-        if isinstance(data_dir, str) and data_dir and "://" not in data_dir \
-                and not os.path.isabs(data_dir):
+        if (
+            isinstance(data_dir, str)
+            and data_dir
+            and "://" not in data_dir
+            and not os.path.isabs(data_dir)
+        ):
             config.env.data_dir = os.path.abspath(os.path.expanduser(data_dir))
         return update_specific(self, config)
 
@@ -85,4 +89,5 @@ def relative_data_dir() -> None:
     from mmf.utils.configuration import Configuration
 
     Configuration._update_specific = _data_dir_from_working_directory(
-        Configuration._update_specific)
+        Configuration._update_specific
+    )

@@ -60,8 +60,9 @@ def torchrun_local_rank() -> None:
     distributed_main = cli.distributed_main
 
     @functools.wraps(distributed_main)
-    def distributed_main_on_local_rank(device_id: int, configuration: Any,
-                                       predict: bool = False) -> Any:
+    def distributed_main_on_local_rank(
+        device_id: int, configuration: Any, predict: bool = False
+    ) -> Any:
         config = configuration.get_config()
         if config.distributed.get("no_spawn") and "LOCAL_RANK" in os.environ:
             device_id = int(os.environ["LOCAL_RANK"])

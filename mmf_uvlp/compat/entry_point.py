@@ -41,15 +41,18 @@ def _entry(fix_sets: List[FixSet], name: str, error: str, trigger: str = "mmf_cl
     return decorator
 
 
-@_entry([RC10, MMF_MAIN], "one_line_user_errors",
-        "a config mistake (no BERT folder, `key=true`, a data path that does not exist) ends "
-        "a 40-frame stack trace, e.g. ImportError: ... requires the protobuf library from the "
-        "tokenizer when bert-base-uncased cannot be downloaded, or FileNotFoundError: ... "
-        "imdb_train2014.npy naming no config key; a refused or damaged data file (its "
-        "FormatError names the file) also ends in a stack trace, and so does a run stopped by "
-        "its data or its disk (a non-finite loss, ENOSPC during a checkpoint write, a refused "
-        "checkpoint); mmf_run now prints `mmf_run: error: ...` and exits with status 2 "
-        "(config or data file) or 1 (run)")
+@_entry(
+    [RC10, MMF_MAIN],
+    "one_line_user_errors",
+    "a config mistake (no BERT folder, `key=true`, a data path that does not exist) ends "
+    "a 40-frame stack trace, e.g. ImportError: ... requires the protobuf library from the "
+    "tokenizer when bert-base-uncased cannot be downloaded, or FileNotFoundError: ... "
+    "imdb_train2014.npy naming no config key; a refused or damaged data file (its "
+    "FormatError names the file) also ends in a stack trace, and so does a run stopped by "
+    "its data or its disk (a non-finite loss, ENOSPC during a checkpoint write, a refused "
+    "checkpoint); mmf_run now prints `mmf_run: error: ...` and exits with status 2 "
+    "(config or data file) or 1 (run)",
+)
 def one_line_user_errors() -> None:
     """``mmf_cli.run.run`` ends a plugin's error (or any config error of a run of the
     plugin's trainer) with one line and its exit status."""
@@ -86,12 +89,15 @@ def _rank(config: Any, init_distributed: bool) -> int:
     return 0 if rank is None else int(rank)
 
 
-@_entry([RC10, MMF_MAIN], "run_folder_lock",
-        "two mmf_run into one env.save_dir both exit 0: the second overwrites the first's "
-        "checkpoints and the two runs' lines interleave in one train.log (MMF takes no lock on "
-        "its save dir); now the second stops with `mmf_run: error: run folder ... is in use by "
-        "pid ... on host ...`; likewise a training run into a folder holding another run's "
-        "final checkpoint, which MMF replaces without a word (mmf_uvlp.training.run_folder)")
+@_entry(
+    [RC10, MMF_MAIN],
+    "run_folder_lock",
+    "two mmf_run into one env.save_dir both exit 0: the second overwrites the first's "
+    "checkpoints and the two runs' lines interleave in one train.log (MMF takes no lock on "
+    "its save dir); now the second stops with `mmf_run: error: run folder ... is in use by "
+    "pid ... on host ...`; likewise a training run into a folder holding another run's "
+    "final checkpoint, which MMF replaces without a word (mmf_uvlp.training.run_folder)",
+)
 def run_folder_lock() -> None:
     """MMF's per-process ``main`` (``mmf_cli.run``) runs under the lock of ``env.save_dir``
     (rank 0 only) in runs of the plugin's trainer; a busy folder, or a training run into a
@@ -106,8 +112,9 @@ def run_folder_lock() -> None:
     main = cli.main
 
     @functools.wraps(main)
-    def main_owning_its_folder(configuration: Any, init_distributed: bool = False,
-                               predict: bool = False) -> Any:
+    def main_owning_its_folder(
+        configuration: Any, init_distributed: bool = False, predict: bool = False
+    ) -> Any:
         config = configuration.get_config()
         if _rank(config, init_distributed) != 0 or not chosen_by(config):
             return main(configuration, init_distributed, predict)
@@ -129,21 +136,24 @@ def run_folder_lock() -> None:
     cli.main = main_owning_its_folder
 
 
-@_entry([RC10], "command_line_values",
-        "training.lr_scheduler=true on the command line stores the string 'true' and the "
-        "schedule silently stays off (Configuration._decode_value uses literal_eval, which "
-        "knows True/False/None only); such values of boolean or null keys are now refused "
-        "with the spelling MMF expects; likewise `key=[features/cc.lmdb]` (stored as the "
-        "string '[features/cc.lmdb]', failing at the first batch) and `key[0]=x` (dropped); "
-        "`mmf_predict`'s own evaluation.predict=true is taken as True. And "
-        "checkpoint.overwrite=True (or another key of the plugin's trainer: accept_mismatch, "
-        "trust_resume_file, training.fp16, training.exit_on_nan_losses, multitasking) on the "
-        "command line of a run of the plugin's trainer with a model of MMF's (visual_bert, "
-        "vilbert) ends in AttributeError: While updating configuration option "
-        "checkpoint.overwrite is missing from configuration (rc10's configs declare none of "
-        "them), and without them the bfloat16 default is never seen; they are now declared "
-        "for every run of the plugin's trainer (configs/trainers/uvlp.yaml)",
-        trigger="mmf.utils.configuration")
+@_entry(
+    [RC10],
+    "command_line_values",
+    "training.lr_scheduler=true on the command line stores the string 'true' and the "
+    "schedule silently stays off (Configuration._decode_value uses literal_eval, which "
+    "knows True/False/None only); such values of boolean or null keys are now refused "
+    "with the spelling MMF expects; likewise `key=[features/cc.lmdb]` (stored as the "
+    "string '[features/cc.lmdb]', failing at the first batch) and `key[0]=x` (dropped); "
+    "`mmf_predict`'s own evaluation.predict=true is taken as True. And "
+    "checkpoint.overwrite=True (or another key of the plugin's trainer: accept_mismatch, "
+    "trust_resume_file, training.fp16, training.exit_on_nan_losses, multitasking) on the "
+    "command line of a run of the plugin's trainer with a model of MMF's (visual_bert, "
+    "vilbert) ends in AttributeError: While updating configuration option "
+    "checkpoint.overwrite is missing from configuration (rc10's configs declare none of "
+    "them), and without them the bfloat16 default is never seen; they are now declared "
+    "for every run of the plugin's trainer (configs/trainers/uvlp.yaml)",
+    trigger="mmf.utils.configuration",
+)
 def command_line_values() -> None:
     """MMF 1.0.0rc10's ``Configuration._merge_with_dotlist``, in a run of the plugin's
     trainer, declares the trainer's keys and checks the command line's values before it
@@ -168,17 +178,21 @@ def command_line_values() -> None:
     Configuration._merge_with_dotlist = _merge_with_dotlist
 
 
-@_entry([MMF_MAIN], "command_line_values",
-        "training.lr_scheduler=true stores the string 'true' and the schedule silently stays "
-        "off; `key=[features/cc.lmdb]` is stored as the string '[features/cc.lmdb]' and fails "
-        "at the first batch (MMF main's _merge_with_dotlist, like rc10's, decodes values with "
-        "ast.literal_eval); such values are refused with the spelling MMF expects; "
-        "`mmf_predict`'s own evaluation.predict=true is taken as True. And "
-        "checkpoint.overwrite=True (or accept_mismatch, trust_resume_file) on the command line "
-        "of a run of the plugin's trainer with a model of MMF's ends in AttributeError: "
-        "checkpoint.overwrite is missing from configuration (MMF main's _merge_with_dotlist); "
-        "they are now declared for every run of the plugin's trainer "
-        "(configs/trainers/uvlp.yaml)", trigger="mmf.utils.configuration")
+@_entry(
+    [MMF_MAIN],
+    "command_line_values",
+    "training.lr_scheduler=true stores the string 'true' and the schedule silently stays "
+    "off; `key=[features/cc.lmdb]` is stored as the string '[features/cc.lmdb]' and fails "
+    "at the first batch (MMF main's _merge_with_dotlist, like rc10's, decodes values with "
+    "ast.literal_eval); such values are refused with the spelling MMF expects; "
+    "`mmf_predict`'s own evaluation.predict=true is taken as True. And "
+    "checkpoint.overwrite=True (or accept_mismatch, trust_resume_file) on the command line "
+    "of a run of the plugin's trainer with a model of MMF's ends in AttributeError: "
+    "checkpoint.overwrite is missing from configuration (MMF main's _merge_with_dotlist); "
+    "they are now declared for every run of the plugin's trainer "
+    "(configs/trainers/uvlp.yaml)",
+    trigger="mmf.utils.configuration",
+)
 def command_line_values_on_mmf_main() -> None:
     """MMF main's ``mmf.utils.configuration._merge_with_dotlist``, in a run of the plugin's
     trainer, declares the trainer's keys and checks the command line's values before it
@@ -231,10 +245,13 @@ def _distributed_main_then_shut_down(device_id: int, configuration: Any, predict
         dist.destroy_process_group()
 
 
-@_entry([RC10], "cpu_distributed_spawn",
-        "AssertionError in mmf_cli.run (distributed.world_size is checked against "
-        "torch.cuda.device_count(), so `distributed.world_size=2` cannot spawn CPU "
-        "processes); on a CPU-only torch, world_size processes are spawned with gloo")
+@_entry(
+    [RC10],
+    "cpu_distributed_spawn",
+    "AssertionError in mmf_cli.run (distributed.world_size is checked against "
+    "torch.cuda.device_count(), so `distributed.world_size=2` cannot spawn CPU "
+    "processes); on a CPU-only torch, world_size processes are spawned with gloo",
+)
 def cpu_distributed_spawn() -> None:
     """``mmf_run distributed.world_size=N`` spawns N gloo processes on a CPU-only torch."""
     import argparse
@@ -277,11 +294,14 @@ def cpu_distributed_spawn() -> None:
     cli.run = run_cpu_processes_too
 
 
-@_entry([RC10], "quiet_known_warnings",
-        "every mmf_run prints UserWarning: register_resolver() is deprecated / In the sequence "
-        "`MMF_USER_DIR,` some elements are missing / The epoch parameter in "
-        "`scheduler.step()` ... (rc10's calls of omegaconf 2.0 and torch 1.x APIs, noise of "
-        "this stack); mmf_run's output now leaves them out")
+@_entry(
+    [RC10],
+    "quiet_known_warnings",
+    "every mmf_run prints UserWarning: register_resolver() is deprecated / In the sequence "
+    "`MMF_USER_DIR,` some elements are missing / The epoch parameter in "
+    "`scheduler.step()` ... (rc10's calls of omegaconf 2.0 and torch 1.x APIs, noise of "
+    "this stack); mmf_run's output now leaves them out",
+)
 def quiet_known_warnings() -> None:
     """``mmf_run``'s process ignores the warnings that rc10 gives on every run of this stack."""
     import warnings
@@ -295,12 +315,18 @@ def quiet_known_warnings() -> None:
 
 
 # the order they wrap mmf_cli.run in: the spawn innermost, so that one-line errors cover it
-ORDER = ("cpu_distributed_spawn", "command_line_values", "one_line_user_errors",
-         "run_folder_lock", "quiet_known_warnings")
+ORDER = (
+    "cpu_distributed_spawn",
+    "command_line_values",
+    "one_line_user_errors",
+    "run_folder_lock",
+    "quiet_known_warnings",
+)
 
 
 def for_version(mmf_version: str) -> List[Fix]:
     """The entry-point fixes written for ``mmf_version`` (none for another version)."""
     fixes = {RC10.mmf_version: RC10.fixes, MMF_MAIN.mmf_version: MMF_MAIN.fixes}.get(
-        mmf_version, [])
+        mmf_version, []
+    )
     return sorted(fixes, key=lambda fix: ORDER.index(fix.name))

@@ -91,18 +91,25 @@ def read_as_data_only() -> None:
                 if os.path.lexists(os.path.join(self.base_path, f"{name}_info.npy")):
                     resolve_inside(self.base_path, f"{name}_info.npy")
             except OutsideFolderError as error:
-                raise FormatError(self.base_path, "feature_path",
-                                  stays_inside("the features folder", error.reason),
-                                  error.name) from None
+                raise FormatError(
+                    self.base_path,
+                    "feature_path",
+                    stays_inside("the features folder", error.reason),
+                    error.name,
+                ) from None
         result = read(self, image_feat_path)
         feature = result[0] if isinstance(result, tuple) else None
         if torch.is_tensor(feature) and feature.is_floating_point():
-            feature = feature[:_real_rows(result[1], feature)]  # not the reader's padding
+            feature = feature[: _real_rows(result[1], feature)]  # not the reader's padding
             finite = torch.isfinite(feature)
             if not bool(finite.all()):
-                raise FormatError(self.base_path, "features", "finite values",
-                                  non_finite(feature.numpy(), finite.numpy()),
-                                  key=image_feat_path)
+                raise FormatError(
+                    self.base_path,
+                    "features",
+                    "finite values",
+                    non_finite(feature.numpy(), finite.numpy()),
+                    key=image_feat_path,
+                )
         return result
 
     def _load_lmdb(self: Any, image_file_path: str) -> Any:
@@ -112,11 +119,13 @@ def read_as_data_only() -> None:
         except UnsafeFileError as error:
             raise UnsafeFileError(self.db_path, error.refused, error.allowed, key=name) from None
         except FormatError as error:
-            raise FormatError(self.db_path, error.field, error.expected, error.got,
-                              key=name) from None
+            raise FormatError(
+                self.db_path, error.field, error.expected, error.got, key=name
+            ) from None
         except KeyError:
-            raise FormatError(self.db_path, "key", "an image key listed in its b'keys' entry",
-                              name) from None
+            raise FormatError(
+                self.db_path, "key", "an image key listed in its b'keys' entry", name
+            ) from None
 
     FeatureReader.read = _read
     LMDBFeatureReader._load = _load_lmdb

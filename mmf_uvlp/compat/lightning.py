@@ -60,11 +60,15 @@ def lightning_params_from_training(config: Any, defaults: Any) -> List[str]:
                     f"(training.trainer=lightning follows trainer.params.{twin}{unit}); "
                     "set only one of them"
                 )
-        if isinstance(params.get("val_check_interval"), int) \
-                and "check_val_every_n_epoch" not in params:
+        if (
+            isinstance(params.get("val_check_interval"), int)
+            and "check_val_every_n_epoch" not in params
+        ):
             params.check_val_every_n_epoch = None
-            changed.append("trainer.params.check_val_every_n_epoch=None (the evaluation "
-                           "interval spans epochs, as in MMF's trainer)")
+            changed.append(
+                "trainer.params.check_val_every_n_epoch=None (the evaluation "
+                "interval spans epochs, as in MMF's trainer)"
+            )
     return changed
 
 

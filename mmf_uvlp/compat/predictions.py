@@ -32,11 +32,15 @@ def _formatter(id_key: str, labels: Sequence[str]) -> Callable[[Any, Any], List[
     def format_for_prediction(self: Any, report: Any) -> List[Dict[str, Any]]:
         """One prediction per item: its annotation's ``{id_key}`` and the predicted label."""
         if "id" not in report:
-            raise ValueError(f"{self.dataset_name}: the report has no item ids to name the "
-                             "predictions by (samples without 'id')")
+            raise ValueError(
+                f"{self.dataset_name}: the report has no item ids to name the "
+                "predictions by (samples without 'id')"
+            )
         predicted = report.scores.argmax(dim=1).tolist()
-        return [{id_key: self.annotation_db[int(index)][id_key], "prediction": labels[label]}
-                for index, label in zip(report.id.view(-1).tolist(), predicted)]
+        return [
+            {id_key: self.annotation_db[int(index)][id_key], "prediction": labels[label]}
+            for index, label in zip(report.id.view(-1).tolist(), predicted)
+        ]
 
     return format_for_prediction
 
@@ -50,7 +54,9 @@ def nlvr2_and_visual_entailment_predictions() -> None:
     )
 
     entailment = tuple(sorted(LABEL_TO_INT_MAPPING, key=LABEL_TO_INT_MAPPING.get))
-    for dataset, id_key, labels in ((NLVR2Dataset, "identifier", NLVR2_LABELS),
-                                    (VisualEntailmentDataset, "pairID", entailment)):
+    for dataset, id_key, labels in (
+        (NLVR2Dataset, "identifier", NLVR2_LABELS),
+        (VisualEntailmentDataset, "pairID", entailment),
+    ):
         dataset.load_item = _with_id(dataset.load_item)
         dataset.format_for_prediction = _formatter(id_key, labels)

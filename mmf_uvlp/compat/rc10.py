@@ -25,8 +25,16 @@ from typing import Any, Callable
 
 from mmf_uvlp.compat.fix import FixSet
 from mmf_uvlp.compat import (
-    configuration, distributed, feature_readers, multi_dataset_loader, omegaconf_2_0,
-    predictions, torchtext_stub, transformers_2x, vilbert, visual_bert,
+    configuration,
+    distributed,
+    feature_readers,
+    multi_dataset_loader,
+    omegaconf_2_0,
+    predictions,
+    torchtext_stub,
+    transformers_2x,
+    vilbert,
+    visual_bert,
 )
 from mmf_uvlp.training.cpu_distributed import cuda_calls_to
 

@@ -56,8 +56,14 @@ def alias_module_paths() -> None:
             params = list(params)
             if fused is None:
                 fused = fused_adamw_default(params)
-            super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
-                             fused=bool(fused) or None)
+            super().__init__(
+                params,
+                lr=lr,
+                betas=betas,
+                eps=eps,
+                weight_decay=weight_decay,
+                fused=bool(fused) or None,
+            )
 
     if not hasattr(transformers.optimization, "AdamW"):
         transformers.optimization.AdamW = AdamW

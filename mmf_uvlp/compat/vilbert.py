@@ -66,9 +66,12 @@ def pair_nlvr2_images() -> None:
             return params
         first = torch.arange(batch, device=params["input_ids"].device)
         order = torch.stack([first, first + batch], dim=1).view(-1)  # 0, B, 1, B+1, ...
-        return {key: value.index_select(0, order.to(value.device))
-                if torch.is_tensor(value) and value.size(0) == 2 * batch else value
-                for key, value in params.items()}
+        return {
+            key: value.index_select(0, order.to(value.device))
+            if torch.is_tensor(value) and value.size(0) == 2 * batch
+            else value
+            for key, value in params.items()
+        }
 
     ViLBERT.get_image_and_text_features = get_image_and_text_features
 

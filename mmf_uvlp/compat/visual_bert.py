@@ -15,14 +15,14 @@ def output_attentions() -> None:
     init, forward = VisualBERTBase.__init__, VisualBERTBase.forward
 
     @functools.wraps(init)
-    def patched_init(self: Any, config: Any, *args: Any, output_attentions: bool = False,
-                     **kwargs: Any) -> None:
+    def patched_init(
+        self: Any, config: Any, *args: Any, output_attentions: bool = False, **kwargs: Any
+    ) -> None:
         if output_attentions:
             config._attn_implementation = "eager"
         init(self, config, *args, output_attentions=output_attentions, **kwargs)
         if output_attentions:
-            self.encoder.forward = functools.partial(self.encoder.forward,
-                                                     output_attentions=True)
+            self.encoder.forward = functools.partial(self.encoder.forward, output_attentions=True)
 
     @functools.wraps(forward)
     def patched_forward(self: Any, *args: Any, **kwargs: Any) -> Any:

@@ -15,6 +15,14 @@ from mmf_uvlp.errors import FormatError
 from mmf_uvlp.utils.error_policy import ErrorPolicy
 
 __all__ = [
-    "CorpusConfig", "ErrorPolicy", "FormatError", "Resources", "build", "iter_records",
-    "load_config", "merge", "parse_shard", "prepare_sentences",
+    "CorpusConfig",
+    "ErrorPolicy",
+    "FormatError",
+    "Resources",
+    "build",
+    "iter_records",
+    "load_config",
+    "merge",
+    "parse_shard",
+    "prepare_sentences",
 ]

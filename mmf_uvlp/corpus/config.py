@@ -161,8 +161,11 @@ class CorpusConfig:
         _choice("link.method", self.link.method, ("glove", "sbert"))
         _choice("link.pooling", self.link.pooling, ("mean", "max", "head"))
         for name in ("glove", "sbert"):
-            _choice(f"link.{name}.rescale", getattr(self.link, name).rescale,
-                    ("none", "divide", "minmax"))
+            _choice(
+                f"link.{name}.rescale",
+                getattr(self.link, name).rescale,
+                ("none", "divide", "minmax"),
+            )
         _choice("output.format", self.output.format, ("jsonl.gz", "jsonl"))
         _choice("run.on_error", self.run.on_error, ("raise", "skip"))
         _choice("tags.on_empty", self.tags.on_empty, ("drop", "keep"))
@@ -175,14 +178,16 @@ class CorpusConfig:
     def sentence_fingerprint(self) -> str:
         """What the shared sentence cache depends on."""
         files = [file_signature(path) for path in self.inputs.corpus]
-        return _digest({
-            "corpus": files,
-            "model": self.embed.model,
-            "max_seq_length": self.embed.max_seq_length,
-            "batch_size": self.embed.batch_size,
-            "chunk_size": self.embed.chunk_size,
-            "on_error": self.run.on_error,
-        })
+        return _digest(
+            {
+                "corpus": files,
+                "model": self.embed.model,
+                "max_seq_length": self.embed.max_seq_length,
+                "batch_size": self.embed.batch_size,
+                "chunk_size": self.embed.chunk_size,
+                "on_error": self.run.on_error,
+            }
+        )
 
     def shard_fingerprint(self) -> str:
         """What a shard's output depends on (everything but ``run`` and ``report``)."""
@@ -193,8 +198,15 @@ class CorpusConfig:
         data["deterministic_hnsw"] = run["deterministic_hnsw"]
         data["sentences"] = self.sentence_fingerprint()
         inputs = data["inputs"]
-        for key in ("predictions", "features", "detections_jsonl", "captions_gt", "objects_gt",
-                    "hw", "labelmap"):
+        for key in (
+            "predictions",
+            "features",
+            "detections_jsonl",
+            "captions_gt",
+            "objects_gt",
+            "hw",
+            "labelmap",
+        ):
             if inputs[key]:
                 inputs[key] = file_signature(inputs[key])
         for key in ("hw", "labelmap"):  # absent keys leave older fingerprints unchanged

@@ -30,6 +30,12 @@ class Detection:
     def from_prediction(cls, prediction: VinvlPrediction, position: int) -> "Detection":
         """The corpus's view of a parsed detections row."""
         objects = prediction.objects
-        return cls(prediction.image_id, float(prediction.image_w), float(prediction.image_h),
-                   [list(o.rect) for o in objects], [o.cls for o in objects],
-                   [o.conf for o in objects], position)
+        return cls(
+            prediction.image_id,
+            float(prediction.image_w),
+            float(prediction.image_h),
+            [list(o.rect) for o in objects],
+            [o.cls for o in objects],
+            [o.conf for o in objects],
+            position,
+        )

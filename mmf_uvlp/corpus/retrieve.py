@@ -68,16 +68,19 @@ def index_key(kind: str, params: Dict[str, object], n: int, dim: int) -> str:
     return f"faiss-{kind}-{hashlib.sha256(text.encode()).hexdigest()[:12]}.index"
 
 
-def index_path(kind: str, cfg, n: int, dim: int, cache_dir: Optional[str],
-               deterministic: bool = True) -> Optional[str]:
+def index_path(
+    kind: str, cfg, n: int, dim: int, cache_dir: Optional[str], deterministic: bool = True
+) -> Optional[str]:
     """Where an approximate index of these settings over ``n`` x ``dim`` vectors is saved in
     ``cache_dir`` (None for ``flat``, which is rebuilt: adding vectors is all it costs)."""
     if kind == "ivf":
-        params = {"nlist": ivf_nlist(n, cfg.ivf_nlist), "train": cfg.ivf_train_size,
-                  "seed": cfg.seed}
+        params = {
+            "nlist": ivf_nlist(n, cfg.ivf_nlist),
+            "train": cfg.ivf_train_size,
+            "seed": cfg.seed,
+        }
     elif kind == "hnsw":
-        params = {"m": cfg.hnsw_m, "efc": cfg.hnsw_ef_construction,
-                  "det": bool(deterministic)}
+        params = {"m": cfg.hnsw_m, "efc": cfg.hnsw_ef_construction, "det": bool(deterministic)}
     elif kind == "flat":
         return None
     else:
@@ -105,7 +108,7 @@ def build_index(
     if kind == "flat":
         index = faiss.IndexFlatIP(dim)
         for start in range(0, n, block):
-            index.add(np.ascontiguousarray(embeddings[start:start + block], dtype=np.float32))
+            index.add(np.ascontiguousarray(embeddings[start : start + block], dtype=np.float32))
         return index
     nlist = ivf_nlist(n, cfg.ivf_nlist)
     path = index_path(kind, cfg, n, dim, cache_dir, deterministic)
@@ -121,8 +124,7 @@ def build_index(
             sample = np.sort(rng.choice(n, size=size, replace=False))
             index.train(np.ascontiguousarray(embeddings[sample], dtype=np.float32))
             for start in range(0, n, block):
-                index.add(np.ascontiguousarray(embeddings[start:start + block],
-                                               dtype=np.float32))
+                index.add(np.ascontiguousarray(embeddings[start : start + block], dtype=np.float32))
         else:
             index = faiss.IndexHNSWFlat(dim, int(cfg.hnsw_m), faiss.METRIC_INNER_PRODUCT)
             index.hnsw.efConstruction = int(cfg.hnsw_ef_construction)
@@ -131,8 +133,9 @@ def build_index(
                 faiss.omp_set_num_threads(1)
             try:
                 for start in range(0, n, block):
-                    index.add(np.ascontiguousarray(embeddings[start:start + block],
-                                                   dtype=np.float32))
+                    index.add(
+                        np.ascontiguousarray(embeddings[start : start + block], dtype=np.float32)
+                    )
             finally:
                 faiss.omp_set_num_threads(threads)
         if path:
@@ -162,8 +165,8 @@ def search(index, queries: np.ndarray, k: int, batch: int = 1024) -> Tuple[np.nd
     scores = np.empty((len(queries), k), dtype=np.float32)
     ids = np.empty((len(queries), k), dtype=np.int64)
     for start in range(0, len(queries), batch):
-        q = np.ascontiguousarray(queries[start:start + batch], dtype=np.float32)
-        scores[start:start + len(q)], ids[start:start + len(q)] = index.search(q, k)
+        q = np.ascontiguousarray(queries[start : start + batch], dtype=np.float32)
+        scores[start : start + len(q)], ids[start : start + len(q)] = index.search(q, k)
     return scores, ids
 
 
@@ -233,12 +236,13 @@ def retrieve(
         width = k_search
         ids_i = cand[i]
         while True:
-            chosen, own = select(rescore(queries[i], ids_i, embeddings), k, hashes, ex,
-                                 unique_texts)
+            chosen, own = select(
+                rescore(queries[i], ids_i, embeddings), k, hashes, ex, unique_texts
+            )
             if len(chosen) == k or width >= total:
                 break
             width = min(total, width * 4)
-            _, more = search(index, queries[i:i + 1], width, 1)
+            _, more = search(index, queries[i : i + 1], width, 1)
             ids_i = more[0]
         dropped += own
         for r, (score, sid) in enumerate(chosen):
@@ -258,7 +262,7 @@ def exact_topk(
     best_i = np.zeros((nq, 0), dtype=np.int64)
     q = np.asarray(queries, dtype=np.float32)
     for start in range(0, n, block):
-        chunk = np.asarray(embeddings[start:start + block], dtype=np.float32)
+        chunk = np.asarray(embeddings[start : start + block], dtype=np.float32)
         s = q @ chunk.T
         if s.shape[1] > k:  # the block's own top k first: a partition, not a full sort
             top = np.argpartition(-s, k - 1, axis=1)[:, :k]
@@ -285,8 +289,9 @@ class ExactSearch:
         return exact_topk(self.embeddings, queries, k)
 
 
-def output_recall(approx_scores: np.ndarray, exact_scores: np.ndarray,
-                  eps: float = 1e-5) -> np.ndarray:
+def output_recall(
+    approx_scores: np.ndarray, exact_scores: np.ndarray, eps: float = 1e-5
+) -> np.ndarray:
     """Per query: share of the sentences an exact search would give (``retrieve`` over
     ``ExactSearch``: the same exclusions and de-duplication) that the approximate retrieval
     gave, a sentence scoring at least the exact k-th score (minus ``eps``) counting as found,
@@ -302,7 +307,10 @@ def output_recall(approx_scores: np.ndarray, exact_scores: np.ndarray,
 
 
 def recall_at_k(
-    approx_ids: np.ndarray, queries: np.ndarray, embeddings: np.ndarray, k: int,
+    approx_ids: np.ndarray,
+    queries: np.ndarray,
+    embeddings: np.ndarray,
+    k: int,
     eps: float = 1e-5,
 ) -> np.ndarray:
     """Per query: share of the approximate top-k that belongs to the exact top-k.
@@ -338,21 +346,32 @@ class _ChunkSearch:
         self.sample_size = recall_sample_size(self.config, detected["total_chunks"])
         build_clock = Clock()
         self.index = builder.sentence_index(self.embeddings)
-        add_timing(builder.timings, "retrieve_index_build", build_clock, len(store),
-                   "sentences")
+        add_timing(builder.timings, "retrieve_index_build", build_clock, len(store), "sentences")
         self.edges = np.linspace(-1.0, 1.0, self.config.histogram_bins + 1)
 
-    def chunk(self, chunk: int, images: List[Dict[str, object]]
-              ) -> Tuple[np.ndarray, np.ndarray, Dict[str, object]]:
+    def chunk(
+        self, chunk: int, images: List[Dict[str, object]]
+    ) -> Tuple[np.ndarray, np.ndarray, Dict[str, object]]:
         """Sentence ids and scores (images x k; -1 / NaN where none) of ``chunk``, and its
         stats (score histogram, sampled recall against exact search, caption recall)."""
         config = self.config
         queries = np.load(chunk_file(os.path.join(self.builder.work, "queries"), chunk, "npy"))
-        own = [set(self.builder.captions.get(image["image_id"], ())) for image in images] \
-            if config.exclude_own_caption else None
-        ids, scores, dropped = retrieve(self.index, queries, self.embeddings, self.hashes,
-                                        config.k, config.overfetch, own, config.unique_texts,
-                                        config.query_batch_size)
+        own = (
+            [set(self.builder.captions.get(image["image_id"], ())) for image in images]
+            if config.exclude_own_caption
+            else None
+        )
+        ids, scores, dropped = retrieve(
+            self.index,
+            queries,
+            self.embeddings,
+            self.hashes,
+            config.k,
+            config.overfetch,
+            own,
+            config.unique_texts,
+            config.query_batch_size,
+        )
         empty = np.array([not image["tag_query"] for image in images], dtype=bool)
         ids[empty], scores[empty] = -1, np.nan  # tags.on_empty=keep: no query, no sentences
         valid = scores[~np.isnan(scores)]
@@ -363,8 +382,7 @@ class _ChunkSearch:
             "own_caption_dropped": int(dropped),
             "histogram": np.histogram(np.clip(valid, -1, 1), bins=self.edges)[0].tolist(),
             "score_sum": float(np.sum(valid.astype(np.float64))),
-            "top1_sum": float(np.nansum(scores[:, 0].astype(np.float64))) if len(images)
-            else 0.0,
+            "top1_sum": float(np.nansum(scores[:, 0].astype(np.float64))) if len(images) else 0.0,
         }
         rows = np.flatnonzero(~empty)
         if self.kind != "flat" and self.sample_size > 0 and rows.size:
@@ -373,22 +391,36 @@ class _ChunkSearch:
             stats["gt"] = self._caption_recall(images, ids)
         return ids, scores, stats
 
-    def _sampled_recall(self, chunk: int, rows: np.ndarray, queries: np.ndarray,
-                        scores: np.ndarray, own: Optional[List[Set[int]]]) -> Dict[str, object]:
+    def _sampled_recall(
+        self,
+        chunk: int,
+        rows: np.ndarray,
+        queries: np.ndarray,
+        scores: np.ndarray,
+        own: Optional[List[Set[int]]],
+    ) -> Dict[str, object]:
         """Recall of the index against exact search on a seeded sample of the queries."""
         config = self.config
         generator = np.random.default_rng([config.seed, chunk])
-        sample = np.sort(generator.choice(rows, size=min(rows.size, self.sample_size),
-                                          replace=False))
-        _, exact, _ = retrieve(ExactSearch(self.embeddings), queries[sample], self.embeddings,
-                               self.hashes, config.k, config.overfetch,
-                               [own[i] for i in sample] if own is not None else None,
-                               config.unique_texts)
+        sample = np.sort(
+            generator.choice(rows, size=min(rows.size, self.sample_size), replace=False)
+        )
+        _, exact, _ = retrieve(
+            ExactSearch(self.embeddings),
+            queries[sample],
+            self.embeddings,
+            self.hashes,
+            config.k,
+            config.overfetch,
+            [own[i] for i in sample] if own is not None else None,
+            config.unique_texts,
+        )
         recall = output_recall(scores[sample], exact)
         return {"n": int(sample.size), "sum": float(recall.sum())}
 
-    def _caption_recall(self, images: List[Dict[str, object]],
-                        ids: np.ndarray) -> Dict[str, object]:
+    def _caption_recall(
+        self, images: List[Dict[str, object]], ids: np.ndarray
+    ) -> Dict[str, object]:
         """Per rank r: the images whose true caption is among their first r sentences."""
         k = ids.shape[1]
         out = {"images_with_caption": 0, "caption_in_pool": 0, "hits": [0] * k}
@@ -408,8 +440,9 @@ class _ChunkSearch:
         return out
 
 
-def stage_retrieve(builder: StageContext, chunks: Sequence[int],
-                   detected: Dict[str, object]) -> None:
+def stage_retrieve(
+    builder: StageContext, chunks: Sequence[int], detected: Dict[str, object]
+) -> None:
     """Stage 4: the top-K sentences of each image of ``chunks``, one ``work/retrieval``
     ``.npz`` (ids, scores) and ``.json`` (stats) per chunk."""
     directory, todo = builder.todo("retrieval", chunks, "npz")

@@ -27,8 +27,14 @@ from mmf_uvlp.utils.atomic import atomic_open
 from mmf_uvlp.utils.error_policy import ErrorPolicy, make_error
 
 SENTENCE_DTYPE = np.dtype(
-    [("file", "<u4"), ("line", "<u4"), ("offset", "<u8"), ("length", "<u4"), ("pad", "<u4"),
-     ("hash", "<u8")]
+    [
+        ("file", "<u4"),
+        ("line", "<u4"),
+        ("offset", "<u8"),
+        ("length", "<u4"),
+        ("pad", "<u4"),
+        ("hash", "<u8"),
+    ]
 )
 INDEX_FILE = "index.bin"
 HASHES_FILE = "hashes_sorted.npy"
@@ -49,7 +55,10 @@ def text_hash(text: str) -> int:
 
 
 def build_sentence_index(
-    files: Sequence[str], cache_dir: str, policy: ErrorPolicy, block: int = 65536,
+    files: Sequence[str],
+    cache_dir: str,
+    policy: ErrorPolicy,
+    block: int = 65536,
     progress: bool = False,
 ) -> Dict[str, object]:
     """Scan the corpus files once; write ``index.bin`` and ``hashes_sorted.npy`` atomically."""
@@ -62,8 +71,9 @@ def build_sentence_index(
     filled = 0
     lines_read = 0
     total_bytes = sum(os.path.getsize(p) for p in files)
-    bar = tqdm(total=total_bytes, unit="B", unit_scale=True, desc="index corpus",
-               disable=not progress)
+    bar = tqdm(
+        total=total_bytes, unit="B", unit_scale=True, desc="index corpus", disable=not progress
+    )
     with atomic_open(index_path, "wb", fsync=True) as out:
         for file_no, path in enumerate(files):
             offset = 0
@@ -77,14 +87,18 @@ def build_sentence_index(
                     try:
                         text = body.decode("utf-8")
                     except UnicodeDecodeError as exc:
-                        policy.handle("corpus", make_error(path, line_no, "encoding", "UTF-8",
-                                                           str(exc)))
+                        policy.handle(
+                            "corpus", make_error(path, line_no, "encoding", "UTF-8", str(exc))
+                        )
                         continue
                     stripped = text.strip()
                     if not stripped:
-                        policy.handle("corpus", make_error(path, line_no, "text",
-                                                           "a non-empty sentence",
-                                                           "an empty line"))
+                        policy.handle(
+                            "corpus",
+                            make_error(
+                                path, line_no, "text", "a non-empty sentence", "an empty line"
+                            ),
+                        )
                         continue
                     lead = len(text) - len(text.lstrip())
                     lead_bytes = len(text[:lead].encode("utf-8"))
@@ -101,8 +115,11 @@ def build_sentence_index(
                         filled = 0
         out.write(buffer[:filled].tobytes())
     bar.close()
-    index = np.memmap(index_path, dtype=SENTENCE_DTYPE, mode="r") if count else \
-        np.zeros(0, SENTENCE_DTYPE)
+    index = (
+        np.memmap(index_path, dtype=SENTENCE_DTYPE, mode="r")
+        if count
+        else np.zeros(0, SENTENCE_DTYPE)
+    )
     hashes = np.unique(np.asarray(index["hash"]))
     hashes_path = os.path.join(cache_dir, HASHES_FILE)
     with atomic_open(hashes_path, "wb", temporary=f"{hashes_path}.tmp") as handle:
@@ -179,7 +196,7 @@ class SentenceStore:
             blob = handle.read(last - first)
             offsets = recs[i:j]["offset"].astype(np.int64) - first
             lengths = recs[i:j]["length"].astype(np.int64)
-            out.extend(blob[o:o + n].decode("utf-8") for o, n in zip(offsets, lengths))
+            out.extend(blob[o : o + n].decode("utf-8") for o, n in zip(offsets, lengths))
             i = j
         return out
 

@@ -39,8 +39,9 @@ def part_name(chunk: int, fmt: str = "jsonl.gz") -> str:
 
 
 def encode_records(records: Sequence[Dict[str, object]], fmt: str = "jsonl.gz") -> bytes:
-    text = "".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n"
-                   for r in records).encode("utf-8")
+    text = "".join(
+        json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in records
+    ).encode("utf-8")
     if fmt == "jsonl":
         return text
     buffer = io.BytesIO()
@@ -49,8 +50,9 @@ def encode_records(records: Sequence[Dict[str, object]], fmt: str = "jsonl.gz") 
     return buffer.getvalue()
 
 
-def write_part(directory: str, chunk: int, records: Sequence[Dict[str, object]],
-               fmt: str = "jsonl.gz") -> str:
+def write_part(
+    directory: str, chunk: int, records: Sequence[Dict[str, object]], fmt: str = "jsonl.gz"
+) -> str:
     from mmf_uvlp.utils.atomic import atomic_write_bytes
 
     os.makedirs(directory, exist_ok=True)
@@ -72,19 +74,22 @@ def _numbered_lines(path: str) -> Iterator[Tuple[int, str]]:
     gzipped = path.endswith(".gz")
     number = 0
     try:
-        with (gzip.open(path, "rb") if gzipped else open(path, "rb")) as handle:
+        with gzip.open(path, "rb") if gzipped else open(path, "rb") as handle:
             for number, raw in enumerate(handle, start=1):
                 yield number, raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise FormatError(path, "text", f"UTF-8 text ({e.reason})", None,
-                          line=number) from None
+        raise FormatError(path, "text", f"UTF-8 text ({e.reason})", None, line=number) from None
     except (EOFError, OSError, zlib.error) as e:
         if isinstance(e, FileNotFoundError):
             raise
         expected = "a complete gzip stream" if gzipped else "a readable file"
-        raise FormatError(path, "gzip" if gzipped else "file",
-                          f"{expected} (damaged or cut short: rebuild it)",
-                          f"{type(e).__name__}: {e}", line=number + 1) from None
+        raise FormatError(
+            path,
+            "gzip" if gzipped else "file",
+            f"{expected} (damaged or cut short: rebuild it)",
+            f"{type(e).__name__}: {e}",
+            line=number + 1,
+        ) from None
 
 
 def read_numbered_part(path: str) -> Iterator[Tuple[int, Dict[str, object]]]:
@@ -98,11 +103,11 @@ def read_numbered_part(path: str) -> Iterator[Tuple[int, Dict[str, object]]]:
         try:
             record = json.loads(line)
         except json.JSONDecodeError as e:
-            raise FormatError(path, "json", f"a JSON record ({e.msg})", line.strip(),
-                              line=number) from None
+            raise FormatError(
+                path, "json", f"a JSON record ({e.msg})", line.strip(), line=number
+            ) from None
         if not isinstance(record, dict):
-            raise FormatError(path, "record", "a JSON object", type(record).__name__,
-                              line=number)
+            raise FormatError(path, "record", "a JSON object", type(record).__name__, line=number)
         yield number, record
 
 
@@ -115,8 +120,10 @@ def part_damage(path: str, images: int, size: Optional[int] = None) -> Optional[
     if not os.path.isfile(path):
         return f"{path} is missing"
     if size is not None and os.path.getsize(path) != int(size):
-        return (f"{path} holds {os.path.getsize(path)} bytes, {size} when written "
-                "(damaged or cut short)")
+        return (
+            f"{path} holds {os.path.getsize(path)} bytes, {size} when written "
+            "(damaged or cut short)"
+        )
     try:
         if path.endswith(".gz"):  # the stream's CRC and length, checked at its end, cover the text
             count = sum(1 for _, line in _numbered_lines(path) if line.strip())

@@ -27,7 +27,8 @@ def kept_regions(detection: Detection, rule: TagsConfig) -> List[int]:
     """Indices of the detections that pass the confidence and area filters."""
     image_area = detection.image_w * detection.image_h
     return [
-        i for i, (box, conf) in enumerate(zip(detection.boxes, detection.confs))
+        i
+        for i, (box, conf) in enumerate(zip(detection.boxes, detection.confs))
         if conf >= rule.min_conf and box_area(box) >= rule.min_area_ratio * image_area
     ]
 
@@ -47,8 +48,10 @@ def ranked_tags(detection: Detection, rule: TagsConfig) -> List[str]:
     total = len(kept)
 
     def salience(label: str) -> float:
-        return (rule.count_weight * counts[label] / total
-                + rule.area_weight * largest[label] / image_area)
+        return (
+            rule.count_weight * counts[label] / total
+            + rule.area_weight * largest[label] / image_area
+        )
 
     labels = sorted(counts, key=lambda label: (-salience(label), first[label]))
     if rule.max_tags is not None:

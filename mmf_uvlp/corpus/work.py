@@ -52,13 +52,11 @@ class Clock:
         return time.process_time() - self.cpu0
 
 
-def add_timing(timings: Optional[Timings], name: str, clock: Clock, items: int,
-               unit: str) -> None:
+def add_timing(timings: Optional[Timings], name: str, clock: Clock, items: int, unit: str) -> None:
     """Add the time since ``clock`` started and ``items`` to stage ``name`` of ``timings``."""
     if timings is None:
         return
-    entry = timings.setdefault(name, {"seconds": 0.0, "cpu_seconds": 0.0, "items": 0,
-                                      "unit": unit})
+    entry = timings.setdefault(name, {"seconds": 0.0, "cpu_seconds": 0.0, "items": 0, "unit": unit})
     entry["seconds"] += clock.wall()
     entry["cpu_seconds"] += clock.cpu()
     entry["items"] += items

@@ -57,14 +57,26 @@ from mmf_uvlp.utils.atomic import atomic_open
 from mmf_uvlp.utils.error_policy import ErrorPolicy
 from mmf_uvlp.utils.file_signature import file_signature
 from mmf_uvlp.utils.output_folder import refuse_foreign_folder
-from mmf_uvlp.data_formats.labelmap import (NAMED_LABELMAP, LabelMap, labelmap_of_names,
-                                            load_labelmap, write_labelmap)
+from mmf_uvlp.data_formats.labelmap import (
+    NAMED_LABELMAP,
+    LabelMap,
+    labelmap_of_names,
+    load_labelmap,
+    write_labelmap,
+)
 from mmf_uvlp.data_formats.mmf_features import KEYS_ENTRY, LmdbFeatures, load_npy
 from mmf_uvlp.data_formats.vinvl import (
-    BOX_TOLERANCE, GEOMETRY_DIMS, duplicate_id_error, infer_feature_dim, parse_features_row,
+    BOX_TOLERANCE,
+    GEOMETRY_DIMS,
+    duplicate_id_error,
+    infer_feature_dim,
+    parse_features_row,
 )
 from mmf_uvlp.data_formats.vinvl_raw import (
-    DetectorRow, ImageSizes, infer_embedded_feature_dim, parse_detector_row,
+    DetectorRow,
+    ImageSizes,
+    infer_embedded_feature_dim,
+    parse_detector_row,
 )
 
 logger = logging.getLogger(__name__)
@@ -89,8 +101,10 @@ class Sources:
 
     def check(self) -> None:
         if self.features and self.hw:
-            raise ValueError("give features (a released features.tsv) or hw (the hw.tsv of a "
-                             "detector's raw output), not both")
+            raise ValueError(
+                "give features (a released features.tsv) or hw (the hw.tsv of a "
+                "detector's raw output), not both"
+            )
         for path in (self.predictions, self.labelmap, self.features, self.hw):
             if path and not os.path.isfile(path):
                 raise FileNotFoundError(f"input not found: {path}")
@@ -124,21 +138,39 @@ def layout_of(out: str) -> str:
 def check_key(key: str, layout: str, path: str, line: int) -> None:
     """An image id MMF can look up as ``<key>.npy`` (and, for a folder, a plain file name)."""
     if ".npy" in key:
-        raise FormatError(path, "image_id", "an image id without '.npy' (MMF cuts a looked-up "
-                          "path at its first '.npy')", key, line=line)
-    if layout == "npy" and ("/" in key or "\\" in key or key.startswith(".")
-                            or key.endswith("_info")):
-        raise FormatError(path, "image_id", "a file name for the .npy folder (no '/' or '\\', "
-                          "not starting with '.', not ending in '_info')", key, line=line)
+        raise FormatError(
+            path,
+            "image_id",
+            "an image id without '.npy' (MMF cuts a looked-up path at its first '.npy')",
+            key,
+            line=line,
+        )
+    if layout == "npy" and (
+        "/" in key or "\\" in key or key.startswith(".") or key.endswith("_info")
+    ):
+        raise FormatError(
+            path,
+            "image_id",
+            "a file name for the .npy folder (no '/' or '\\', "
+            "not starting with '.', not ending in '_info')",
+            key,
+            line=line,
+        )
 
 
-def mmf_record(row: DetectorRow, features: np.ndarray, labelmap: LabelMap, path: str,
-               line: int) -> Dict[str, Any]:
+def mmf_record(
+    row: DetectorRow, features: np.ndarray, labelmap: LabelMap, path: str, line: int
+) -> Dict[str, Any]:
     """The per-image dict of MMF's feature files."""
     prediction = row.prediction
     n = prediction.num_boxes
-    ids = np.array([labelmap.id_of(o.cls, path, line, f"objects[{k}].class")
-                    for k, o in enumerate(prediction.objects)], dtype=np.int64).reshape(n)
+    ids = np.array(
+        [
+            labelmap.id_of(o.cls, path, line, f"objects[{k}].class")
+            for k, o in enumerate(prediction.objects)
+        ],
+        dtype=np.int64,
+    ).reshape(n)
     if row.scores_all is not None:
         cls_prob = row.scores_all.astype(np.float32)
     else:
@@ -164,16 +196,23 @@ class _Rows:
     """The input rows from given byte offsets: ``(line, offsets after it, source, (key,
     record) or FormatError)``."""
 
-    def __init__(self, sources: Sources, labelmap: LabelMap, sizes: Optional[ImageSizes],
-                 feature_dim: int, layout: str):
+    def __init__(
+        self,
+        sources: Sources,
+        labelmap: LabelMap,
+        sizes: Optional[ImageSizes],
+        feature_dim: int,
+        layout: str,
+    ):
         self.sources, self.labelmap, self.sizes = sources, labelmap, sizes
         self.feature_dim, self.layout = feature_dim, layout
 
     def read(self, line: int, offsets: Dict[str, int]) -> Iterator[Item]:
         src = self.sources
-        with open(src.predictions, "rb") as predictions, \
-                open(src.features, "rb") if src.features else contextlib.nullcontext() \
-                as features:
+        with (
+            open(src.predictions, "rb") as predictions,
+            open(src.features, "rb") if src.features else contextlib.nullcontext() as features,
+        ):
             predictions.seek(offsets.get("predictions", 0))
             if features:
                 features.seek(offsets.get("features", 0))
@@ -182,8 +221,13 @@ class _Rows:
                 features_raw = features.readline() if features else None
                 if not raw:
                     if features_raw:
-                        raise FormatError(src.features, "row", f"{line} rows (as many as "
-                                          f"{src.predictions})", "more rows", line=line + 1)
+                        raise FormatError(
+                            src.features,
+                            "row",
+                            f"{line} rows (as many as {src.predictions})",
+                            "more rows",
+                            line=line + 1,
+                        )
                     return
                 line += 1
                 after = {"predictions": predictions.tell()}
@@ -195,16 +239,24 @@ class _Rows:
     def _image(self, raw: bytes, features_raw: Optional[bytes], line: int):
         src = self.sources
         try:
-            row = parse_detector_row(raw, src.predictions, line, self.sizes, self.labelmap,
-                                     self.feature_dim, src.box_tolerance,
-                                     with_features=features_raw is None)
+            row = parse_detector_row(
+                raw,
+                src.predictions,
+                line,
+                self.sizes,
+                self.labelmap,
+                self.feature_dim,
+                src.box_tolerance,
+                with_features=features_raw is None,
+            )
             check_key(row.prediction.image_id, self.layout, src.predictions, line)
         except FormatError as err:
             return "predictions", err
         if features_raw is not None:
             try:
-                tsv = parse_features_row(features_raw, src.features, line, self.feature_dim,
-                                         row.prediction)
+                tsv = parse_features_row(
+                    features_raw, src.features, line, self.feature_dim, row.prediction
+                )
             except FormatError as err:
                 if err.field == "image_id":
                     raise  # rows out of step: nothing after this can be trusted
@@ -214,9 +266,14 @@ class _Rows:
             features = row.features
         elif row.prediction.num_boxes:
             return "predictions", FormatError(
-                src.predictions, "objects[0].feature", "the region features embedded in every "
+                src.predictions,
+                "objects[0].feature",
+                "the region features embedded in every "
                 "object (scene_graph_benchmark: TEST.OUTPUT_FEATURE True, 'feature' in "
-                "TEST.TSV_SAVE_SUBSET)", None, line=line)
+                "TEST.TSV_SAVE_SUBSET)",
+                None,
+                line=line,
+            )
         else:
             features = np.zeros((0, self.feature_dim), dtype=np.float32)
         record = mmf_record(row, features, self.labelmap, src.predictions, line)
@@ -234,8 +291,10 @@ class _LmdbWriter:
             raise LmdbWriteError(out, error) from error
 
     def write(self, records: List[Tuple[str, Dict[str, Any]]]) -> None:
-        blobs = [(key.encode("utf-8"), pickle.dumps(record, protocol=PICKLE_PROTOCOL))
-                 for key, record in records]
+        blobs = [
+            (key.encode("utf-8"), pickle.dumps(record, protocol=PICKLE_PROTOCOL))
+            for key, record in records
+        ]
         self._commit(blobs)
 
     def _commit(self, blobs: List[Tuple[bytes, bytes]]) -> None:
@@ -255,8 +314,14 @@ class _LmdbWriter:
             raise LmdbWriteError(self.out, error) from error
 
     def finish(self, keys: List[str]) -> None:
-        self._commit([(KEYS_ENTRY, pickle.dumps([k.encode("utf-8") for k in keys],
-                                                protocol=PICKLE_PROTOCOL))])
+        self._commit(
+            [
+                (
+                    KEYS_ENTRY,
+                    pickle.dumps([k.encode("utf-8") for k in keys], protocol=PICKLE_PROTOCOL),
+                )
+            ]
+        )
 
     def close(self) -> None:
         self.env.close()
@@ -325,17 +390,21 @@ class _State:
             os.fsync(handle.fileno())
 
     def save(self, summary: Summary, fingerprint: str) -> None:
-        data = {"version": STATE_VERSION, "fingerprint": fingerprint,
-                **dataclasses.asdict(summary)}
+        data = {"version": STATE_VERSION, "fingerprint": fingerprint, **dataclasses.asdict(summary)}
         data.pop("resumed")
-        with atomic_open(self.path, "w", temporary=self.path + ".tmp", fsync=True,
-                         encoding="utf-8") as handle:
+        with atomic_open(
+            self.path, "w", temporary=self.path + ".tmp", fsync=True, encoding="utf-8"
+        ) as handle:
             json.dump(data, handle, indent=1)
 
 
 def _fingerprint(sources: Sources, layout: str, on_error: str, feature_dim: int) -> str:
-    data = {"layout": layout, "on_error": on_error, "feature_dim": feature_dim,
-            "box_tolerance": sources.box_tolerance}
+    data = {
+        "layout": layout,
+        "on_error": on_error,
+        "feature_dim": feature_dim,
+        "box_tolerance": sources.box_tolerance,
+    }
     for name in ("predictions", "features", "hw", "labelmap"):
         path = getattr(sources, name)
         data[name] = file_signature(path) if path else None
@@ -346,13 +415,17 @@ def _prepare_out(out: str, state: _State, fingerprint: str, restart: bool) -> Op
     """The saved state to resume from (None: start afresh), after the checks."""
     if restart and os.path.lexists(out):
         if os.path.islink(out):
-            raise FileExistsError(f"{out} is a symbolic link (to {os.path.realpath(out)}); "
-                                  "--restart deletes files only in a folder of its own: give "
-                                  "the folder itself as the output, or choose another output")
+            raise FileExistsError(
+                f"{out} is a symbolic link (to {os.path.realpath(out)}); "
+                "--restart deletes files only in a folder of its own: give "
+                "the folder itself as the output, or choose another output"
+            )
         if not os.path.isdir(state.dir):
-            raise FileExistsError(f"{out} exists and was not written by convert_features "
-                                  f"(no {STATE_DIR}/ in it): remove it yourself or choose "
-                                  "another output")
+            raise FileExistsError(
+                f"{out} exists and was not written by convert_features "
+                f"(no {STATE_DIR}/ in it): remove it yourself or choose "
+                "another output"
+            )
         _remove_written(out, state)
         return None
     saved = state.load()
@@ -360,9 +433,11 @@ def _prepare_out(out: str, state: _State, fingerprint: str, restart: bool) -> Op
         refuse_foreign_folder(out, STATE_DIR, "convert_features")
         return None
     if saved.get("fingerprint") != fingerprint or saved.get("version") != STATE_VERSION:
-        raise ValueError(f"{out} holds a conversion of other inputs or settings "
-                         f"({state.path}); run with --restart to convert again into it, or "
-                         "choose another output")
+        raise ValueError(
+            f"{out} holds a conversion of other inputs or settings "
+            f"({state.path}); run with --restart to convert again into it, or "
+            "choose another output"
+        )
     return saved
 
 
@@ -396,23 +471,33 @@ def _feature_dim(sources: Sources) -> int:
     dim = sources.feature_dim or found
     if dim is None:
         where = sources.features or sources.predictions
-        raise ValueError(f"{where}: no region features found in the first rows (a detector's "
-                         "raw output needs TEST.OUTPUT_FEATURE True and 'feature' in "
-                         "TEST.TSV_SAVE_SUBSET; or give the released features.tsv)")
+        raise ValueError(
+            f"{where}: no region features found in the first rows (a detector's "
+            "raw output needs TEST.OUTPUT_FEATURE True and 'feature' in "
+            "TEST.TSV_SAVE_SUBSET; or give the released features.tsv)"
+        )
     return dim
 
 
 def convert_features(
-    sources: Sources, out: str, on_error: str = "raise", commit_every: int = 256,
-    restart: bool = False, progress: bool = True, verify: bool = True,
+    sources: Sources,
+    out: str,
+    on_error: str = "raise",
+    commit_every: int = 256,
+    restart: bool = False,
+    progress: bool = True,
+    verify: bool = True,
 ) -> Summary:
     """Convert (or resume converting) ``sources`` into ``out``; returns the summary."""
     sources.check()
     if commit_every < 1:
         raise ValueError(f"commit_every must be >= 1, got {commit_every}")
     layout = layout_of(out)
-    labelmap = (load_labelmap(sources.labelmap) if sources.labelmap
-                else labelmap_of_names(sources.predictions))
+    labelmap = (
+        load_labelmap(sources.labelmap)
+        if sources.labelmap
+        else labelmap_of_names(sources.predictions)
+    )
     sizes = ImageSizes(sources.hw) if sources.hw else None
     feature_dim = _feature_dim(sources)
     fingerprint = _fingerprint(sources, layout, on_error, feature_dim)
@@ -432,21 +517,34 @@ def convert_features(
         summary = _summary_of(saved)
         summary.resumed = True
         seen = state.keys(summary.images)
-        logger.info("%s: resuming after row %d (%d images converted)", out, summary.rows,
-                    summary.images)
+        logger.info(
+            "%s: resuming after row %d (%d images converted)", out, summary.rows, summary.images
+        )
     policy = ErrorPolicy.from_dict(summary.skipped, on_error)
     writer = _LmdbWriter(out) if layout == "lmdb" else _NpyWriter(out)
     try:
-        _convert_rows(_Rows(sources, labelmap, sizes, feature_dim, layout), summary, seen,
-                      policy, writer, state, fingerprint, commit_every, progress)
+        _convert_rows(
+            _Rows(sources, labelmap, sizes, feature_dim, layout),
+            summary,
+            seen,
+            policy,
+            writer,
+            state,
+            fingerprint,
+            commit_every,
+            progress,
+        )
         writer.finish(list(seen))
     finally:
         writer.close()
     if not sources.labelmap:
         write_labelmap(labelmap, os.path.join(out, NAMED_LABELMAP))
-        logger.info("%s: class ids from the names' sorted order, written to %s; give it as "
-                    "--labelmap to convert other files with the same ids", out,
-                    os.path.join(out, NAMED_LABELMAP))
+        logger.info(
+            "%s: class ids from the names' sorted order, written to %s; give it as "
+            "--labelmap to convert other files with the same ids",
+            out,
+            os.path.join(out, NAMED_LABELMAP),
+        )
     summary.complete = True
     state.save(summary, fingerprint)
     if verify:
@@ -459,14 +557,27 @@ def _summary_of(saved: Dict[str, Any]) -> Summary:
     return Summary(**{k: v for k, v in saved.items() if k in fields})
 
 
-def _convert_rows(rows: _Rows, summary: Summary, seen: Dict[str, int], policy: ErrorPolicy,
-                  writer: Any, state: _State, fingerprint: str, commit_every: int,
-                  progress: bool) -> None:
+def _convert_rows(
+    rows: _Rows,
+    summary: Summary,
+    seen: Dict[str, int],
+    policy: ErrorPolicy,
+    writer: Any,
+    state: _State,
+    fingerprint: str,
+    commit_every: int,
+    progress: bool,
+) -> None:
     pending: List[Tuple[str, int, Dict[str, Any]]] = []
     predictions = rows.sources.predictions
-    bar = tqdm(total=os.path.getsize(predictions), initial=summary.offsets.get("predictions", 0),
-               unit="B", unit_scale=True, desc=f"converting {os.path.basename(predictions)}",
-               disable=not progress)
+    bar = tqdm(
+        total=os.path.getsize(predictions),
+        initial=summary.offsets.get("predictions", 0),
+        unit="B",
+        unit_scale=True,
+        desc=f"converting {os.path.basename(predictions)}",
+        disable=not progress,
+    )
 
     def commit(offsets: Dict[str, int]) -> None:
         # the keys first: every file written is in keys.tsv (what --restart deletes)
@@ -498,8 +609,10 @@ def _convert_rows(rows: _Rows, summary: Summary, seen: Dict[str, int], policy: E
     commit(offsets)
     bar.close()
     if not summary.images:
-        raise ValueError(f"no image converted from {predictions}: {summary.rows} rows"
-                         + (f", skipped {dict(policy.counts)}" if policy.counts else ""))
+        raise ValueError(
+            f"no image converted from {predictions}: {summary.rows} rows"
+            + (f", skipped {dict(policy.counts)}" if policy.counts else "")
+        )
 
 
 # ---------------------------------------------------------------- reading back through MMF
@@ -508,8 +621,14 @@ def _mmf_features_database(out: str, max_features: int):
 
     from mmf.datasets.databases.features_database import FeaturesDatabase
 
-    config = OmegaConf.create({"max_features": max(1, max_features), "fast_read": False,
-                               "return_features_info": True, "depth_first": False})
+    config = OmegaConf.create(
+        {
+            "max_features": max(1, max_features),
+            "fast_read": False,
+            "return_features_info": True,
+            "depth_first": False,
+        }
+    )
     return FeaturesDatabase(config, out)
 
 
@@ -524,8 +643,11 @@ def verify_with_mmf(out: str, keys: List[str], max_boxes: int, progress: bool = 
     try:
         read = (lambda key: ours[key]) if ours is not None else (lambda key: load_npy(out, key))
         database = _mmf_features_database(out, max_boxes)
-        for key in tqdm(keys, desc=f"reading {os.path.basename(out.rstrip('/'))} back through "
-                        "MMF", disable=not progress):
+        for key in tqdm(
+            keys,
+            desc=f"reading {os.path.basename(out.rstrip('/'))} back through MMF",
+            disable=not progress,
+        ):
             _compare(out, key, read(key), database.from_path(f"{key}.npy"))
     finally:
         if ours is not None:
@@ -539,8 +661,7 @@ def _compare(out: str, key: str, expected: Dict[str, Any], item: Dict[str, Any])
     features = item["image_feature_0"].numpy()
     info = item["image_info_0"]
     checks = {
-        "features": np.array_equal(features[:n], expected["features"])
-        and not features[n:].any(),
+        "features": np.array_equal(features[:n], expected["features"]) and not features[n:].any(),
         "num_boxes": int(info["max_features"]) == n,
         "bbox": np.array_equal(np.asarray(info["bbox"]), expected["bbox"]),
         "objects": np.array_equal(np.asarray(info["objects"]), expected["objects"]),
@@ -549,6 +670,12 @@ def _compare(out: str, key: str, expected: Dict[str, Any], item: Dict[str, Any])
     }
     for field, same in checks.items():
         if not same:
-            raise FormatError(out, field, f"MMF's FeaturesDatabase to read back the {field} "
-                              f"written for {key!r} (MMF resolves '{key}.npy' to another "
-                              "image?)", "something else", key=key)
+            raise FormatError(
+                out,
+                field,
+                f"MMF's FeaturesDatabase to read back the {field} "
+                f"written for {key!r} (MMF resolves '{key}.npy' to another "
+                "image?)",
+                "something else",
+                key=key,
+            )

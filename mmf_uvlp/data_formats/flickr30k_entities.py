@@ -106,8 +106,13 @@ def parse_sentence(text: str, path: StrPath, line: int) -> Sentence:
         if token.startswith("["):
             match = _OPENER.match(token)
             if match is None:
-                raise FormatError(path, "phrase", "an opening '[/EN#<id>/<type>' (digits id, "
-                                  "alphabetic types)", token, line=line)
+                raise FormatError(
+                    path,
+                    "phrase",
+                    "an opening '[/EN#<id>/<type>' (digits id, alphabetic types)",
+                    token,
+                    line=line,
+                )
             types = tuple(match.group(2).split("/")[1:])
             open_phrases.append((len(phrases), match.group(1), types, len(words)))
             phrases.append(None)
@@ -115,18 +120,33 @@ def parse_sentence(text: str, path: StrPath, line: int) -> Sentence:
         word = token.rstrip("]")
         closes = len(token) - len(word)
         if not word or "[" in word or "]" in word:
-            raise FormatError(path, "word", "a word (phrases hold at least one word; "
-                              "brackets only as markup)", token, line=line)
+            raise FormatError(
+                path,
+                "word",
+                "a word (phrases hold at least one word; brackets only as markup)",
+                token,
+                line=line,
+            )
         if closes > len(open_phrases):
-            raise FormatError(path, "phrase", f"at most {len(open_phrases)} closing ']' "
-                              "(one per open phrase)", token, line=line)
+            raise FormatError(
+                path,
+                "phrase",
+                f"at most {len(open_phrases)} closing ']' (one per open phrase)",
+                token,
+                line=line,
+            )
         words.append(word)
         for _ in range(closes):
             slot, entity_id, types, first = open_phrases.pop()
             phrases[slot] = Phrase(entity_id, types, first, tuple(words[first:]))
     if open_phrases:
-        raise FormatError(path, "phrase", "a closing ']' for every phrase",
-                          f"{len(open_phrases)} unclosed", line=line)
+        raise FormatError(
+            path,
+            "phrase",
+            "a closing ']' for every phrase",
+            f"{len(open_phrases)} unclosed",
+            line=line,
+        )
     if not words:
         raise FormatError(path, "sentence", "at least one word", text, line=line)
     return Sentence(line, tuple(words), tuple(p for p in phrases if p is not None))
@@ -158,8 +178,13 @@ class _Element:
     def one(self, tag: str, path: StrPath, required: bool = True) -> "_Element | None":
         found = self.all(tag)
         if len(found) > 1 or (required and not found):
-            raise FormatError(path, f"{self.tag}.{tag}", f"exactly one <{tag}> in <{self.tag}>",
-                              f"{len(found)}", line=self.line)
+            raise FormatError(
+                path,
+                f"{self.tag}.{tag}",
+                f"exactly one <{tag}> in <{self.tag}>",
+                f"{len(found)}",
+                line=self.line,
+            )
         return found[0] if found else None
 
 
@@ -187,13 +212,15 @@ def _parse_xml(path: StrPath) -> _Element:
         try:
             parser.ParseFile(f)
         except expat.ExpatError as e:
-            raise FormatError(path, "xml", f"well-formed xml ({expat.errors.messages[e.code]})",
-                              line=e.lineno) from None
+            raise FormatError(
+                path, "xml", f"well-formed xml ({expat.errors.messages[e.code]})", line=e.lineno
+            ) from None
     return roots[0]
 
 
-def _integer(element: _Element, path: StrPath, field_name: str, low: int,
-             high: int | None = None) -> int:
+def _integer(
+    element: _Element, path: StrPath, field_name: str, low: int, high: int | None = None
+) -> int:
     text = element.text.strip()
     value = int(text) if re.fullmatch(r"-?\d+", text) else None
     if value is None or value < low or (high is not None and value > high):
@@ -209,10 +236,19 @@ def _box(element: _Element, path: StrPath, width: int, height: int) -> Box:
         limit = width if name.startswith("x") else height
         values[name] = _integer(child, path, f"bndbox.{name}", 1, limit)
     if values["xmax"] < values["xmin"] or values["ymax"] < values["ymin"]:
-        raise FormatError(path, "bndbox", "xmin <= xmax and ymin <= ymax",
-                          [values[n] for n in BOX_FIELDS], line=element.line)
-    return (values["xmin"] - 1.0, values["ymin"] - 1.0, float(values["xmax"]),
-            float(values["ymax"]))
+        raise FormatError(
+            path,
+            "bndbox",
+            "xmin <= xmax and ymin <= ymax",
+            [values[n] for n in BOX_FIELDS],
+            line=element.line,
+        )
+    return (
+        values["xmin"] - 1.0,
+        values["ymin"] - 1.0,
+        float(values["xmax"]),
+        float(values["ymax"]),
+    )
 
 
 def read_annotation(path: StrPath) -> Annotation:
@@ -221,8 +257,9 @@ def read_annotation(path: StrPath) -> Annotation:
     if root.tag != "annotation":
         raise FormatError(path, "root", "an <annotation> element", root.tag, line=root.line)
     size = root.one("size", path)
-    width, height, depth = (_integer(size.one(name, path), path, f"size.{name}", 1)
-                            for name in SIZE_FIELDS)
+    width, height, depth = (
+        _integer(size.one(name, path), path, f"size.{name}", 1) for name in SIZE_FIELDS
+    )
     filename = root.one("filename", path, required=False)
     boxes: dict[str, list[Box]] = {}
     scene: set[str] = set()
@@ -230,13 +267,15 @@ def read_annotation(path: StrPath) -> Annotation:
     for obj in root.all("object"):
         names = [n.text.strip() for n in obj.all("name")]
         if not names or not all(n.isdigit() for n in names):
-            raise FormatError(path, "object.name", "one or more <name> entity ids (digits)",
-                              names, line=obj.line)
+            raise FormatError(
+                path, "object.name", "one or more <name> entity ids (digits)", names, line=obj.line
+            )
         bndbox = obj.one("bndbox", path, required=False)
         flags = {tag: obj.one(tag, path, required=False) for tag in ("nobndbox", "scene")}
         if bndbox is None and all(flag is None for flag in flags.values()):
-            raise FormatError(path, "object", "a <bndbox>, or <nobndbox> / <scene> flags",
-                              names, line=obj.line)
+            raise FormatError(
+                path, "object", "a <bndbox>, or <nobndbox> / <scene> flags", names, line=obj.line
+            )
         if bndbox is not None:
             box = _box(bndbox, path, width, height)
             for name in names:
@@ -247,9 +286,12 @@ def read_annotation(path: StrPath) -> Annotation:
                 target.update(names)
     return Annotation(
         filename=filename.text.strip() if filename is not None else "",
-        width=width, height=height, depth=depth,
+        width=width,
+        height=height,
+        depth=depth,
         boxes={k: tuple(v) for k, v in boxes.items()},
-        scene=frozenset(scene), nobox=frozenset(nobox),
+        scene=frozenset(scene),
+        nobox=frozenset(nobox),
     )
 
 
@@ -279,8 +321,9 @@ class Flickr30kEntities:
                 if not image_id:
                     continue
                 if not image_id.isdigit():
-                    raise FormatError(path, "image_id", "a numeric Flickr image id",
-                                      image_id, line=line)
+                    raise FormatError(
+                        path, "image_id", "a numeric Flickr image id", image_id, line=line
+                    )
                 ids.append(image_id)
         return ids
 

@@ -46,19 +46,30 @@ class LabelMap:
         naming the row's file, line and field."""
         if isinstance(cls, int) and not isinstance(cls, bool):
             if cls not in self.names:
-                raise FormatError(path, field, f"a class id of {self.path} "
-                                  f"(1..{self.num_columns - 1})", cls, line=line)
+                raise FormatError(
+                    path,
+                    field,
+                    f"a class id of {self.path} (1..{self.num_columns - 1})",
+                    cls,
+                    line=line,
+                )
             return self.names[cls]
         if not isinstance(cls, str) or cls.strip() not in self.ids:
-            raise FormatError(path, field, f"a class name or id of {self.path} "
-                              f"({len(self)} classes)", cls, line=line)
+            raise FormatError(
+                path,
+                field,
+                f"a class name or id of {self.path} ({len(self)} classes)",
+                cls,
+                line=line,
+            )
         return cls.strip()
 
     def id_of(self, name: str, path: StrPath, line: int, field: str) -> int:
         """The id of a class name, or a FormatError naming the row."""
         if name not in self.ids:
-            raise FormatError(path, field, f"a class name of {self.path} ({len(self)} classes)",
-                              name, line=line)
+            raise FormatError(
+                path, field, f"a class name of {self.path} ({len(self)} classes)", name, line=line
+            )
         return self.ids[name]
 
 
@@ -74,8 +85,7 @@ def _class_id(path: str, value: object, key: str) -> int:
     if isinstance(value, str) and value.isdigit():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise FormatError(path, "id", "an integer id >= 1 (0 is the background)", value,
-                          key=key)
+        raise FormatError(path, "id", "an integer id >= 1 (0 is the background)", value, key=key)
     return value
 
 
@@ -93,31 +103,45 @@ def _load_json(path: str) -> LabelMap:
         raise FormatError(path, "json", f"valid json ({e.msg})", line=e.lineno) from None
     except UnicodeDecodeError as e:
         raise FormatError(path, "encoding", "UTF-8", str(e)) from None
-    if not isinstance(data, dict) or not isinstance(data.get("label_to_idx", {}), dict) \
-            or not isinstance(data.get("idx_to_label", {}), dict) \
-            or not ("label_to_idx" in data or "idx_to_label" in data):
-        raise FormatError(path, "label_to_idx", "a json object with a 'label_to_idx' (name -> "
-                          "id) or 'idx_to_label' (id -> name) object",
-                          sorted(data) if isinstance(data, dict) else type(data).__name__)
+    if (
+        not isinstance(data, dict)
+        or not isinstance(data.get("label_to_idx", {}), dict)
+        or not isinstance(data.get("idx_to_label", {}), dict)
+        or not ("label_to_idx" in data or "idx_to_label" in data)
+    ):
+        raise FormatError(
+            path,
+            "label_to_idx",
+            "a json object with a 'label_to_idx' (name -> "
+            "id) or 'idx_to_label' (id -> name) object",
+            sorted(data) if isinstance(data, dict) else type(data).__name__,
+        )
     names: Dict[int, str] = {}
     for name, value in data.get("label_to_idx", {}).items():
         key = f"label_to_idx.{name}"
         index = _class_id(path, value, key)
         if index in names:
-            raise FormatError(path, "id", f"an id of one class ({names[index]!r} has it "
-                              "already)", index, key=key)
+            raise FormatError(
+                path, "id", f"an id of one class ({names[index]!r} has it already)", index, key=key
+            )
         names[index] = _class_name(path, name, key)
     by_id = data.get("idx_to_label", {})
     for raw_index, name in by_id.items():
         key = f"idx_to_label.{raw_index}"
         index, name = _class_id(path, raw_index, key), _class_name(path, name, key)
         if "label_to_idx" in data and names.get(index) != name:
-            raise FormatError(path, "idx_to_label", f"the class of id {index} in label_to_idx "
-                              f"({names.get(index)!r})", name, key=key)
+            raise FormatError(
+                path,
+                "idx_to_label",
+                f"the class of id {index} in label_to_idx ({names.get(index)!r})",
+                name,
+                key=key,
+            )
         names[index] = name
     if "label_to_idx" in data and by_id and len(by_id) != len(names):
-        raise FormatError(path, "idx_to_label", f"the {len(names)} ids of label_to_idx",
-                          f"{len(by_id)} ids")
+        raise FormatError(
+            path, "idx_to_label", f"the {len(names)} ids of label_to_idx", f"{len(by_id)} ids"
+        )
     _check_unique_names(path, names)
     return LabelMap(path, names)
 
@@ -126,8 +150,13 @@ def _check_unique_names(path: str, names: Dict[int, str]) -> None:
     seen: Dict[str, int] = {}
     for index, name in sorted(names.items()):
         if name in seen:
-            raise FormatError(path, "name", f"a name of one class (id {seen[name]} has it "
-                              "already)", name, key=str(index))
+            raise FormatError(
+                path,
+                "name",
+                f"a name of one class (id {seen[name]} has it already)",
+                name,
+                key=str(index),
+            )
         seen[name] = index
     if not names:
         raise FormatError(path, "classes", "at least one class", "none")
@@ -144,11 +173,15 @@ def _load_lines(path: str) -> LabelMap:
                 raise FormatError(path, "encoding", "UTF-8", str(e), line=line) from None
             name = text.split("\t", 1)[0].strip()
             if not name:
-                raise FormatError(path, "name", "a class name (one class a line)", text,
-                                  line=line)
+                raise FormatError(path, "name", "a class name (one class a line)", text, line=line)
             if name in lines:
-                raise FormatError(path, "name", f"a name not used before (line {lines[name]} "
-                                  "has it already)", name, line=line)
+                raise FormatError(
+                    path,
+                    "name",
+                    f"a name not used before (line {lines[name]} has it already)",
+                    name,
+                    line=line,
+                )
             lines[name] = line
             names[line] = name
     if not names:
@@ -176,15 +209,21 @@ def labelmap_of_names(predictions: StrPath) -> LabelMap:
             for k, obj in enumerate(objects if isinstance(objects, list) else []):
                 cls = obj.get("class") if isinstance(obj, dict) else None
                 if isinstance(cls, int) and not isinstance(cls, bool):
-                    raise FormatError(path, f"objects[{k}].class", "a class name (a class id "
-                                      "needs the detector's label map: give --labelmap)", cls,
-                                      line=line)
+                    raise FormatError(
+                        path,
+                        f"objects[{k}].class",
+                        "a class name (a class id needs the detector's label map: give --labelmap)",
+                        cls,
+                        line=line,
+                    )
                 if isinstance(cls, str) and cls.strip():
                     names.add(cls.strip())
     if not names:
         raise FormatError(path, "objects[].class", "at least one class name", "none")
-    return LabelMap(f"{path} (its class names)",
-                    {index: name for index, name in enumerate(sorted(names), start=1)})
+    return LabelMap(
+        f"{path} (its class names)",
+        {index: name for index, name in enumerate(sorted(names), start=1)},
+    )
 
 
 def write_labelmap(labelmap: LabelMap, path: StrPath) -> None:

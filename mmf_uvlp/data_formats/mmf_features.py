@@ -31,8 +31,12 @@ BOX_TOLERANCE = 1.0
 
 
 def validate_record(
-    record: dict, path: str | os.PathLike, key: str, feature_dim: int | None = None,
-    num_classes: int | None = None, require_features: bool = True,
+    record: dict,
+    path: str | os.PathLike,
+    key: str,
+    feature_dim: int | None = None,
+    num_classes: int | None = None,
+    require_features: bool = True,
 ) -> dict:
     """Check one per-image feature dict; returns it unchanged.
 
@@ -53,37 +57,57 @@ def validate_record(
             raise FormatError(path, name, "an integer >= 1", value, key=key)
     if require_features:
         features = record["features"]
-        if not isinstance(features, np.ndarray) or features.dtype != np.float32 \
-                or features.ndim != 2 or features.shape[0] != n:
-            raise FormatError(path, "features", f"a float32 array of shape ({n}, D)",
-                              _shape(features), key=key)
+        if (
+            not isinstance(features, np.ndarray)
+            or features.dtype != np.float32
+            or features.ndim != 2
+            or features.shape[0] != n
+        ):
+            raise FormatError(
+                path, "features", f"a float32 array of shape ({n}, D)", _shape(features), key=key
+            )
         if feature_dim is not None and features.shape[1] != feature_dim:
             raise FormatError(path, "features", f"D = {feature_dim}", features.shape[1], key=key)
         finite = np.isfinite(features)
         if not finite.all():
-            raise FormatError(path, "features", "finite values", non_finite(features, finite),
-                              key=key)
+            raise FormatError(
+                path, "features", "finite values", non_finite(features, finite), key=key
+            )
     bbox = np.asarray(record["bbox"])
     if bbox.shape != (n, 4) or not np.isfinite(bbox).all():
-        raise FormatError(path, "bbox", f"a finite array of shape ({n}, 4)", _shape(bbox),
-                          key=key)
+        raise FormatError(path, "bbox", f"a finite array of shape ({n}, 4)", _shape(bbox), key=key)
     limits = np.array([w, h, w, h], dtype=np.float64) + BOX_TOLERANCE
-    if (bbox < -BOX_TOLERANCE).any() or (bbox > limits).any() \
-            or (bbox[:, 2] < bbox[:, 0]).any() or (bbox[:, 3] < bbox[:, 1]).any():
-        raise FormatError(path, "bbox", f"boxes x1<=x2, y1<=y2 inside the {w}x{h} image",
-                          bbox.tolist()[:2], key=key)
+    if (
+        (bbox < -BOX_TOLERANCE).any()
+        or (bbox > limits).any()
+        or (bbox[:, 2] < bbox[:, 0]).any()
+        or (bbox[:, 3] < bbox[:, 1]).any()
+    ):
+        raise FormatError(
+            path,
+            "bbox",
+            f"boxes x1<=x2, y1<=y2 inside the {w}x{h} image",
+            bbox.tolist()[:2],
+            key=key,
+        )
     objects = np.asarray(record["objects"])
     if objects.shape != (n,) or not np.issubdtype(objects.dtype, np.integer):
         raise FormatError(path, "objects", f"{n} integer class ids", _shape(objects), key=key)
     cls_prob = np.asarray(record["cls_prob"])
     if cls_prob.ndim != 2 or cls_prob.shape[0] != n or not np.isfinite(cls_prob).all():
-        raise FormatError(path, "cls_prob", f"a finite array of shape ({n}, C)",
-                          _shape(cls_prob), key=key)
+        raise FormatError(
+            path, "cls_prob", f"a finite array of shape ({n}, C)", _shape(cls_prob), key=key
+        )
     if num_classes is not None and cls_prob.shape[1] != num_classes:
         raise FormatError(path, "cls_prob", f"C = {num_classes}", cls_prob.shape[1], key=key)
     if n and ((objects < 0).any() or (objects >= cls_prob.shape[1]).any()):
-        raise FormatError(path, "objects", f"class ids in [0, {cls_prob.shape[1] - 1})",
-                          objects.tolist()[:5], key=key)
+        raise FormatError(
+            path,
+            "objects",
+            f"class ids in [0, {cls_prob.shape[1] - 1})",
+            objects.tolist()[:5],
+            key=key,
+        )
     return record
 
 
@@ -106,8 +130,12 @@ class LmdbFeatures:
     A path that is no LMDB raises ``mmf_uvlp.errors.LmdbOpenError``.
     """
 
-    def __init__(self, path: str | os.PathLike, feature_dim: int | None = None,
-                 num_classes: int | None = None):
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        feature_dim: int | None = None,
+        num_classes: int | None = None,
+    ):
         self.path = str(path)
         self.feature_dim, self.num_classes = feature_dim, num_classes
         self.env = lmdb_envs.acquire(self.path)
@@ -165,22 +193,28 @@ class LmdbFeatures:
         self.close()
 
 
-def read_lmdb(path: str | os.PathLike, feature_dim: int | None = None,
-              num_classes: int | None = None) -> Iterator[tuple[str, dict]]:
+def read_lmdb(
+    path: str | os.PathLike, feature_dim: int | None = None, num_classes: int | None = None
+) -> Iterator[tuple[str, dict]]:
     """Stream (key, record) pairs of an MMF feature LMDB in the order of ``b"keys"``."""
     with LmdbFeatures(path, feature_dim, num_classes) as db:
         yield from db
 
 
-def load_npy(folder: str | os.PathLike, name: str, feature_dim: int | None = None,
-             num_classes: int | None = None) -> dict:
+def load_npy(
+    folder: str | os.PathLike,
+    name: str,
+    feature_dim: int | None = None,
+    num_classes: int | None = None,
+) -> dict:
     """One image of an npy feature folder: its info dict plus ``features``."""
     try:
         feature_path = safe_loading.resolve_inside(folder, f"{name}.npy")
         info_path = safe_loading.resolve_inside(folder, f"{name}_info.npy")
     except OutsideFolderError as e:
-        raise FormatError(folder, "name", safe_loading.stays_inside("the folder", e.reason),
-                          name, key=name) from None
+        raise FormatError(
+            folder, "name", safe_loading.stays_inside("the folder", e.reason), name, key=name
+        ) from None
     features = safe_loading.load_npy(feature_path)
     if features.dtype.hasobject:
         raise FormatError(feature_path, "features", "a plain float32 .npy array", "an object array")
@@ -193,11 +227,15 @@ def load_npy(folder: str | os.PathLike, name: str, feature_dim: int | None = Non
     return validate_record(record, feature_path, name, feature_dim, num_classes)
 
 
-def read_npy_folder(folder: str | os.PathLike, feature_dim: int | None = None,
-                    num_classes: int | None = None) -> Iterator[tuple[str, dict]]:
+def read_npy_folder(
+    folder: str | os.PathLike, feature_dim: int | None = None, num_classes: int | None = None
+) -> Iterator[tuple[str, dict]]:
     """Stream (name, record) pairs of an npy feature folder in sorted name order."""
-    names = sorted(p.name[: -len(".npy")] for p in Path(folder).glob("*.npy")
-                   if not p.name.endswith("_info.npy"))
+    names = sorted(
+        p.name[: -len(".npy")]
+        for p in Path(folder).glob("*.npy")
+        if not p.name.endswith("_info.npy")
+    )
     for name in names:
         yield name, load_npy(folder, name, feature_dim, num_classes)
 
@@ -220,31 +258,51 @@ class FeatureNames:
                 with LmdbFeatures(path) as db:
                     self._keys[path] = set(db.keys())
 
-    def check(self, feature_path: str, source: str | os.PathLike, field: str,
-              line: int | None = None, key: str | None = None) -> None:
+    def check(
+        self,
+        feature_path: str,
+        source: str | os.PathLike,
+        field: str,
+        line: int | None = None,
+        key: str | None = None,
+    ) -> None:
         """Raise a :class:`FormatError` naming ``source`` (the data file holding the name),
         ``line``/``key`` and ``field`` unless every location holds ``feature_path``."""
         name = feature_path[: -len(".npy")] if feature_path.endswith(".npy") else feature_path
         reason = safe_loading.unsafe_name(feature_path)
         if reason is not None:
-            raise FormatError(source, field, safe_loading.stays_inside("the features", reason),
-                              name, line=line, key=key)
+            raise FormatError(
+                source,
+                field,
+                safe_loading.stays_inside("the features", reason),
+                name,
+                line=line,
+                key=key,
+            )
         if not feature_path.endswith(".npy"):
-            raise FormatError(source, field, "a name ending in .npy", feature_path,
-                              line=line, key=key)
+            raise FormatError(
+                source, field, "a name ending in .npy", feature_path, line=line, key=key
+            )
         for path in self.paths:
             keys = self._keys.get(path)
             if keys is None:
                 try:
                     found = safe_loading.resolve_inside(path, feature_path).is_file()
                 except OutsideFolderError as e:
-                    raise FormatError(source, field, safe_loading.stays_inside(path, e.reason),
-                                      name, line=line, key=key) from None
+                    raise FormatError(
+                        source,
+                        field,
+                        safe_loading.stays_inside(path, e.reason),
+                        name,
+                        line=line,
+                        key=key,
+                    ) from None
             else:
                 found = _lmdb_holds(keys, feature_path)
             if not found:
-                raise FormatError(source, field, f"an image of the features {path}", name,
-                                  line=line, key=key)
+                raise FormatError(
+                    source, field, f"an image of the features {path}", name, line=line, key=key
+                )
 
 
 def _lmdb_holds(keys: set[str], feature_path: str) -> bool:

@@ -45,8 +45,9 @@ def feature_lookup(features: StrPath) -> Callable[[str], bool]:
     return lambda key: os.path.exists(os.path.join(features, f"{key}.npy"))
 
 
-def convert_nlvr2(sources: List[StrPath], out: StrPath,
-                  features: Optional[StrPath] = None) -> Dict[str, Dict[str, int]]:
+def convert_nlvr2(
+    sources: List[StrPath], out: StrPath, features: Optional[StrPath] = None
+) -> Dict[str, Dict[str, int]]:
     """Write ``out/<name>.jsonl`` for every ``<name>.json`` of ``sources`` (two sources of
     one name are refused before anything is written); returns per written file its
     ``records``, ``True`` and ``False`` counts."""
@@ -55,8 +56,10 @@ def convert_nlvr2(sources: List[StrPath], out: StrPath,
     for source in sources:
         target = out / (Path(source).stem + ".jsonl")
         if target in targets:
-            raise ValueError(f"{targets[target]} and {source} would both be written to "
-                             f"{target}; convert them into separate --out folders")
+            raise ValueError(
+                f"{targets[target]} and {source} would both be written to "
+                f"{target}; convert them into separate --out folders"
+            )
         targets[target] = source
     has_image = feature_lookup(features) if features else None
     out.mkdir(parents=True, exist_ok=True)
@@ -65,15 +68,21 @@ def convert_nlvr2(sources: List[StrPath], out: StrPath,
         target = out / (Path(source).stem + ".jsonl")
         if target.resolve() == Path(source).resolve():
             raise ValueError(f"{source}: already a .jsonl file; nothing to convert")
-        with atomic_open(target, "w", temporary=target.with_name(target.name + ".tmp"),
-                         encoding="utf-8", newline="\n") as handle:
+        with atomic_open(
+            target,
+            "w",
+            temporary=target.with_name(target.name + ".tmp"),
+            encoding="utf-8",
+            newline="\n",
+        ) as handle:
             tally = _copy_records(source, handle, has_image, features)
         counts[str(target)] = tally
     return counts
 
 
-def _copy_records(source: StrPath, handle, has_image: Optional[Callable[[str], bool]],
-                  features: Optional[StrPath]) -> Dict[str, int]:
+def _copy_records(
+    source: StrPath, handle, has_image: Optional[Callable[[str], bool]], features: Optional[StrPath]
+) -> Dict[str, int]:
     """Check ``source``'s records and write them to ``handle``, one a line."""
     seen: Dict[str, int] = {}
     tally = {"records": 0, "True": 0, "False": 0}
@@ -81,16 +90,24 @@ def _copy_records(source: StrPath, handle, has_image: Optional[Callable[[str], b
         check_nlvr2(source, line, record)
         identifier = record["identifier"]
         if identifier in seen:
-            raise FormatError(source, "identifier", f"an identifier not used before "
-                              f"({source}:{seen[identifier]} has it already)", identifier,
-                              line=line)
+            raise FormatError(
+                source,
+                "identifier",
+                f"an identifier not used before ({source}:{seen[identifier]} has it already)",
+                identifier,
+                line=line,
+            )
         seen[identifier] = line
         if has_image is not None:
             missing = [key for key in image_keys(identifier) if not has_image(key)]
             if missing:
-                raise FormatError(source, "identifier", f"a pair whose images are in "
-                                  f"{features} (missing {', '.join(missing)})", identifier,
-                                  line=line)
+                raise FormatError(
+                    source,
+                    "identifier",
+                    f"a pair whose images are in {features} (missing {', '.join(missing)})",
+                    identifier,
+                    line=line,
+                )
         handle.write(json.dumps(record, ensure_ascii=False) + "\n")
         tally["records"] += 1
         tally[record["label"]] += 1

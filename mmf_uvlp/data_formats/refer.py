@@ -48,8 +48,7 @@ class ReferringExpression:
 class Refer:
     """Refs and instances of one refer data set (e.g. ``refcoco+``, split by ``unc``)."""
 
-    def __init__(self, root: str | os.PathLike, dataset: str = "refcoco+",
-                 split_by: str = "unc"):
+    def __init__(self, root: str | os.PathLike, dataset: str = "refcoco+", split_by: str = "unc"):
         folder = Path(root) / dataset
         self.refs_path = folder / f"refs({split_by}).p"
         self.instances_path = folder / "instances.json"
@@ -62,8 +61,9 @@ class Refer:
             with open(self.instances_path, encoding="utf-8") as f:
                 instances = json.load(f)
         except json.JSONDecodeError as e:
-            raise FormatError(self.instances_path, "json", f"valid json ({e.msg})",
-                              line=e.lineno) from None
+            raise FormatError(
+                self.instances_path, "json", f"valid json ({e.msg})", line=e.lineno
+            ) from None
         self.images = {img["id"]: img for img in self._list(instances, "images")}
         self.annotations = {a["id"]: a for a in self._list(instances, "annotations")}
         self.categories = {c["id"]: c for c in self._list(instances, "categories")}
@@ -75,31 +75,51 @@ class Refer:
 
     def _list(self, instances, field: str) -> list[dict]:
         value = instances.get(field) if isinstance(instances, dict) else None
-        if not isinstance(value, list) or not all(isinstance(v, dict) and "id" in v
-                                                  for v in value):
-            raise FormatError(self.instances_path, field, "a list of objects with an 'id'",
-                              type(value).__name__)
+        if not isinstance(value, list) or not all(isinstance(v, dict) and "id" in v for v in value):
+            raise FormatError(
+                self.instances_path, field, "a list of objects with an 'id'", type(value).__name__
+            )
         return value
 
     def _check_annotation(self, ann: dict) -> None:
         image = self.images.get(ann.get("image_id"))
         if image is None:
-            raise FormatError(self.instances_path, "annotations.image_id",
-                              "the id of an image in 'images'", ann.get("image_id"),
-                              key=str(ann["id"]))
+            raise FormatError(
+                self.instances_path,
+                "annotations.image_id",
+                "the id of an image in 'images'",
+                ann.get("image_id"),
+                key=str(ann["id"]),
+            )
         bbox = ann.get("bbox")
         if not isinstance(bbox, list) or len(bbox) != 4:
-            raise FormatError(self.instances_path, "annotations.bbox", "[x, y, w, h]", bbox,
-                              key=str(ann["id"]))
+            raise FormatError(
+                self.instances_path, "annotations.bbox", "[x, y, w, h]", bbox, key=str(ann["id"])
+            )
         x, y, w, h = bbox
-        if w < 0 or h < 0 or x < -1 or y < -1 or x + w > image["width"] + 1 \
-                or y + h > image["height"] + 1:
-            raise FormatError(self.instances_path, "annotations.bbox",
-                              f"a box inside the {image['width']}x{image['height']} image",
-                              bbox, key=str(ann["id"]))
+        if (
+            w < 0
+            or h < 0
+            or x < -1
+            or y < -1
+            or x + w > image["width"] + 1
+            or y + h > image["height"] + 1
+        ):
+            raise FormatError(
+                self.instances_path,
+                "annotations.bbox",
+                f"a box inside the {image['width']}x{image['height']} image",
+                bbox,
+                key=str(ann["id"]),
+            )
         if ann.get("category_id") not in self.categories:
-            raise FormatError(self.instances_path, "annotations.category_id",
-                              "the id of a category", ann.get("category_id"), key=str(ann["id"]))
+            raise FormatError(
+                self.instances_path,
+                "annotations.category_id",
+                "the id of a category",
+                ann.get("category_id"),
+                key=str(ann["id"]),
+            )
 
     def _check_ref(self, index: int, ref) -> None:
         key = f"refs[{index}]"
@@ -107,21 +127,30 @@ class Refer:
             raise FormatError(self.refs_path, "ref", "a dict", type(ref).__name__, key=key)
         missing = [f for f in REF_FIELDS if f not in ref]
         if missing:
-            raise FormatError(self.refs_path, missing[0], f"fields {list(REF_FIELDS)}",
-                              sorted(ref), key=key)
+            raise FormatError(
+                self.refs_path, missing[0], f"fields {list(REF_FIELDS)}", sorted(ref), key=key
+            )
         if ref["split"] not in REFER_SPLITS:
-            raise FormatError(self.refs_path, "split", f"one of {list(REFER_SPLITS)}",
-                              ref["split"], key=key)
+            raise FormatError(
+                self.refs_path, "split", f"one of {list(REFER_SPLITS)}", ref["split"], key=key
+            )
         if ref["ann_id"] not in self.annotations:
-            raise FormatError(self.refs_path, "ann_id", f"an annotation id of "
-                              f"{self.instances_path.name}", ref["ann_id"], key=key)
+            raise FormatError(
+                self.refs_path,
+                "ann_id",
+                f"an annotation id of {self.instances_path.name}",
+                ref["ann_id"],
+                key=key,
+            )
         if self.annotations[ref["ann_id"]]["image_id"] != ref["image_id"]:
-            raise FormatError(self.refs_path, "image_id", "the image of its annotation",
-                              ref["image_id"], key=key)
+            raise FormatError(
+                self.refs_path, "image_id", "the image of its annotation", ref["image_id"], key=key
+            )
         for s in ref["sentences"]:
             if not isinstance(s, dict) or any(f not in s for f in SENTENCE_FIELDS):
-                raise FormatError(self.refs_path, "sentences", f"dicts with {SENTENCE_FIELDS}",
-                                  s, key=key)
+                raise FormatError(
+                    self.refs_path, "sentences", f"dicts with {SENTENCE_FIELDS}", s, key=key
+                )
 
     def expressions(self, split: str | None = None) -> Iterator[ReferringExpression]:
         """Every sentence of every ref (of ``split`` when given), checked on the way."""
@@ -136,9 +165,16 @@ class Refer:
             x, y, w, h = ann["bbox"]
             for s in ref["sentences"]:
                 yield ReferringExpression(
-                    ref_id=ref["ref_id"], sent_id=s["sent_id"], split=ref["split"],
-                    sentence=s["sent"], tokens=tuple(s["tokens"]), image_id=ref["image_id"],
-                    image_file=image["file_name"], image_width=image["width"],
-                    image_height=image["height"], ann_id=ref["ann_id"],
-                    category_id=ref["category_id"], box=(x, y, x + w, y + h),
+                    ref_id=ref["ref_id"],
+                    sent_id=s["sent_id"],
+                    split=ref["split"],
+                    sentence=s["sent"],
+                    tokens=tuple(s["tokens"]),
+                    image_id=ref["image_id"],
+                    image_file=image["file_name"],
+                    image_width=image["width"],
+                    image_height=image["height"],
+                    ann_id=ref["ann_id"],
+                    category_id=ref["category_id"],
+                    box=(x, y, x + w, y + h),
                 )

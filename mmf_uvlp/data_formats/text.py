@@ -26,6 +26,11 @@ def read_captions(path: str | os.PathLike) -> Iterator[tuple[str, str]]:
                 continue
             columns = line.split("\t")
             if len(columns) != 2 or not columns[0] or not columns[1].strip():
-                raise FormatError(path, "columns", "2 tab-separated columns (image_id, caption)",
-                                  line, line=number)
+                raise FormatError(
+                    path,
+                    "columns",
+                    "2 tab-separated columns (image_id, caption)",
+                    line,
+                    line=number,
+                )
             yield columns[0], columns[1]

@@ -103,7 +103,8 @@ def _lines(path: StrPath) -> Iterator[tuple[int, bytes]]:
 
 
 def paired_rows(
-    path: StrPath, features_path: StrPath | None = None,
+    path: StrPath,
+    features_path: StrPath | None = None,
 ) -> Iterator[tuple[int, bytes, bytes | None]]:
     """Stream ``(line, row, features row)``: the same-numbered lines of two files.
 
@@ -115,8 +116,9 @@ def paired_rows(
         for line, raw in _lines(path):
             yield line, raw, feats.readline() if feats else None
         if feats and feats.readline():
-            raise FormatError(features_path, "row", f"{line} rows (as many as {path})",
-                              "more rows", line=line + 1)
+            raise FormatError(
+                features_path, "row", f"{line} rows (as many as {path})", "more rows", line=line + 1
+            )
 
 
 def _text(raw: bytes, path: StrPath, line: int) -> str:
@@ -198,9 +200,13 @@ def infer_feature_dim(path: StrPath, sample: int = FEATURE_DIM_SAMPLE) -> int | 
 def _columns(raw: bytes, path: StrPath, line: int, names: tuple[str, ...]) -> list[str]:
     columns = _text(raw, path, line).split("\t")
     if len(columns) != len(names):
-        raise FormatError(path, "columns",
-                          f"{len(names)} tab-separated columns ({', '.join(names)})",
-                          len(columns), line=line)
+        raise FormatError(
+            path,
+            "columns",
+            f"{len(names)} tab-separated columns ({', '.join(names)})",
+            len(columns),
+            line=line,
+        )
     if not columns[0]:
         raise FormatError(path, "image_id", "a non-empty image id", columns[0], line=line)
     return columns
@@ -210,8 +216,9 @@ def _json(text: str, path: StrPath, line: int):
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
-        raise FormatError(path, "json", f"valid json ({e.msg} at char {e.pos})",
-                          text, line=line) from None
+        raise FormatError(
+            path, "json", f"valid json ({e.msg} at char {e.pos})", text, line=line
+        ) from None
 
 
 def _int(path: StrPath, line: int, record: dict, field: str, minimum: int) -> int:
@@ -223,8 +230,9 @@ def _int(path: StrPath, line: int, record: dict, field: str, minimum: int) -> in
     return value
 
 
-def _number(path: StrPath, line: int, value, field: str, low: float | None = None,
-            high: float | None = None) -> float:
+def _number(
+    path: StrPath, line: int, value, field: str, low: float | None = None, high: float | None = None
+) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise FormatError(path, field, "a finite number", value, line=line)
     if low is not None and not low <= value <= high:
@@ -233,8 +241,16 @@ def _number(path: StrPath, line: int, value, field: str, low: float | None = Non
 
 
 # ---------------------------------------------------------------- detection rows
-def _object(path: StrPath, line: int, k: int, raw, w: int, h: int, with_attributes: bool,
-            box_tolerance: float) -> VinvlObject:
+def _object(
+    path: StrPath,
+    line: int,
+    k: int,
+    raw,
+    w: int,
+    h: int,
+    with_attributes: bool,
+    box_tolerance: float,
+) -> VinvlObject:
     prefix = f"objects[{k}]"
     if not isinstance(raw, dict):
         raise FormatError(path, prefix, "a json object", raw, line=line)
@@ -246,8 +262,9 @@ def _object(path: StrPath, line: int, k: int, raw, w: int, h: int, with_attribut
         raise FormatError(path, f"{prefix}.rect", "x1 <= x2 and y1 <= y2", rect, line=line)
     tol = box_tolerance
     if x1 < -tol or y1 < -tol or x2 > w + tol or y2 > h + tol:
-        raise FormatError(path, f"{prefix}.rect", f"a box inside the {w}x{h} image", rect,
-                          line=line)
+        raise FormatError(
+            path, f"{prefix}.rect", f"a box inside the {w}x{h} image", rect, line=line
+        )
     cls = raw.get("class")
     if not isinstance(cls, str) or not cls.strip():
         raise FormatError(path, f"{prefix}.class", "a non-empty string", cls, line=line)
@@ -257,21 +274,35 @@ def _object(path: StrPath, line: int, k: int, raw, w: int, h: int, with_attribut
     if with_attributes:
         raw_attributes = raw.get("attributes", [])
         if not isinstance(raw_attributes, list) or not all(
-                isinstance(a, str) for a in raw_attributes):
-            raise FormatError(path, f"{prefix}.attributes", "a list of strings",
-                              raw_attributes, line=line)
+            isinstance(a, str) for a in raw_attributes
+        ):
+            raise FormatError(
+                path, f"{prefix}.attributes", "a list of strings", raw_attributes, line=line
+            )
         attributes = tuple(raw_attributes)
         raw_scores = raw.get("attr_scores", [])
         if not isinstance(raw_scores, list) or len(raw_scores) != len(attributes):
-            raise FormatError(path, f"{prefix}.attr_scores",
-                              f"a list of {len(attributes)} scores", raw_scores, line=line)
-        scores = tuple(_number(path, line, s, f"{prefix}.attr_scores", 0.0, 1.0)
-                       for s in raw_scores)
+            raise FormatError(
+                path,
+                f"{prefix}.attr_scores",
+                f"a list of {len(attributes)} scores",
+                raw_scores,
+                line=line,
+            )
+        scores = tuple(
+            _number(path, line, s, f"{prefix}.attr_scores", 0.0, 1.0) for s in raw_scores
+        )
     return VinvlObject((x1, y1, x2, y2), cls.strip(), conf, attributes, scores)
 
 
-def _prediction(path: StrPath, line: int, record, image_id: str | None, with_attributes: bool,
-                box_tolerance: float) -> VinvlPrediction:
+def _prediction(
+    path: StrPath,
+    line: int,
+    record,
+    image_id: str | None,
+    with_attributes: bool,
+    box_tolerance: float,
+) -> VinvlPrediction:
     """Check one image's json; ``image_id`` None: the record's own (an int id becomes str)."""
     if not isinstance(record, dict):
         raise FormatError(path, "json", "a json object", type(record).__name__, line=line)
@@ -287,15 +318,21 @@ def _prediction(path: StrPath, line: int, record, image_id: str | None, with_att
     if not isinstance(objects, list):
         raise FormatError(path, "objects", "a list", type(objects).__name__, line=line)
     if "num_boxes" in record and _int(path, line, record, "num_boxes", 0) != len(objects):
-        raise FormatError(path, "num_boxes", f"len(objects) = {len(objects)}",
-                          record["num_boxes"], line=line)
-    parsed = tuple(_object(path, line, k, o, w, h, with_attributes, box_tolerance)
-                   for k, o in enumerate(objects))
+        raise FormatError(
+            path, "num_boxes", f"len(objects) = {len(objects)}", record["num_boxes"], line=line
+        )
+    parsed = tuple(
+        _object(path, line, k, o, w, h, with_attributes, box_tolerance)
+        for k, o in enumerate(objects)
+    )
     return VinvlPrediction(image_id, h, w, parsed)
 
 
 def parse_predictions_row(
-    raw: bytes, path: StrPath, line: int, box_tolerance: float = BOX_TOLERANCE,
+    raw: bytes,
+    path: StrPath,
+    line: int,
+    box_tolerance: float = BOX_TOLERANCE,
 ) -> VinvlPrediction:
     """Parse and check one ``predictions.tsv`` line (attributes included)."""
     image_id, text = _columns(raw, path, line, ("image_id", "json"))
@@ -303,7 +340,10 @@ def parse_predictions_row(
 
 
 def parse_detections_jsonl_row(
-    raw: bytes, path: StrPath, line: int, box_tolerance: float = BOX_TOLERANCE,
+    raw: bytes,
+    path: StrPath,
+    line: int,
+    box_tolerance: float = BOX_TOLERANCE,
 ) -> VinvlPrediction:
     """Parse and check one ``detections.jsonl`` line (no attributes)."""
     record = _json(_text(raw, path, line), path, line)
@@ -312,7 +352,11 @@ def parse_detections_jsonl_row(
 
 # ---------------------------------------------------------------- feature rows
 def decode_features(
-    path: StrPath, line: int, num_boxes: int, blob: str, feature_dim: int | None,
+    path: StrPath,
+    line: int,
+    num_boxes: int,
+    blob: str,
+    feature_dim: int | None,
 ) -> np.ndarray:
     """Decode and check one ``features.tsv`` payload into (num_boxes, D + 6) float32.
 
@@ -321,11 +365,11 @@ def decode_features(
     try:
         raw = base64.b64decode(blob, validate=True)
     except (binascii.Error, ValueError):
-        raise FormatError(path, "features", "base64 of a float32 array", blob,
-                          line=line) from None
+        raise FormatError(path, "features", "base64 of a float32 array", blob, line=line) from None
     if len(raw) % 4:
-        raise FormatError(path, "features", "a whole number of float32 values",
-                          f"{len(raw)} bytes", line=line)
+        raise FormatError(
+            path, "features", "a whole number of float32 values", f"{len(raw)} bytes", line=line
+        )
     values = np.frombuffer(raw, dtype="<f4")
     if feature_dim is not None:
         width = feature_dim + GEOMETRY_DIMS
@@ -335,22 +379,33 @@ def decode_features(
         width = GEOMETRY_DIMS
     if values.size != num_boxes * width or (num_boxes and width <= GEOMETRY_DIMS):
         dim = "D" if feature_dim is None else str(feature_dim)
-        raise FormatError(path, "features",
-                          f"{num_boxes} x ({dim} + {GEOMETRY_DIMS}) float32 values",
-                          f"{values.size} values", line=line)
+        raise FormatError(
+            path,
+            "features",
+            f"{num_boxes} x ({dim} + {GEOMETRY_DIMS}) float32 values",
+            f"{values.size} values",
+            line=line,
+        )
     features = values.reshape(num_boxes, width).astype(np.float32)
     if not np.isfinite(features).all():
         raise FormatError(path, "features", "finite values", "NaN or inf", line=line)
     geometry = features[:, -GEOMETRY_DIMS:]
     if (geometry < -1e-3).any() or (geometry > 1 + 1e-3).any():
-        raise FormatError(path, "features", "geometry dims in [0, 1] (box inside the image)",
-                          geometry.min(initial=0.0) if (geometry < 0).any()
-                          else geometry.max(initial=0.0), line=line)
+        raise FormatError(
+            path,
+            "features",
+            "geometry dims in [0, 1] (box inside the image)",
+            geometry.min(initial=0.0) if (geometry < 0).any() else geometry.max(initial=0.0),
+            line=line,
+        )
     return features
 
 
 def parse_features_row(
-    raw: bytes, path: StrPath, line: int, feature_dim: int | None = None,
+    raw: bytes,
+    path: StrPath,
+    line: int,
+    feature_dim: int | None = None,
     match: VinvlPrediction | None = None,
 ) -> VinvlFeatures:
     """Parse and check one ``features.tsv`` line; D is inferred when ``feature_dim`` is None.
@@ -358,12 +413,15 @@ def parse_features_row(
     With ``match`` the row must belong to that detections row: same image id (field
     ``image_id``: the files are out of step) and box count (field ``num_boxes``).
     """
-    image_id, num_boxes_text, blob = _columns(raw, path, line,
-                                              ("image_id", "num_boxes", "base64"))
+    image_id, num_boxes_text, blob = _columns(raw, path, line, ("image_id", "num_boxes", "base64"))
     if match is not None and image_id != match.image_id:
-        raise FormatError(path, "image_id",
-                          f"{match.image_id!r} (the same row order as the detections)",
-                          image_id, line=line)
+        raise FormatError(
+            path,
+            "image_id",
+            f"{match.image_id!r} (the same row order as the detections)",
+            image_id,
+            line=line,
+        )
     try:
         num_boxes = int(num_boxes_text)
     except ValueError:
@@ -371,17 +429,23 @@ def parse_features_row(
     if num_boxes < 0:
         raise FormatError(path, "num_boxes", "an integer >= 0", num_boxes_text, line=line)
     if match is not None and num_boxes != match.num_boxes:
-        raise FormatError(path, "num_boxes", f"{match.num_boxes} (boxes in the detections)",
-                          num_boxes, line=line)
+        raise FormatError(
+            path, "num_boxes", f"{match.num_boxes} (boxes in the detections)", num_boxes, line=line
+        )
     return VinvlFeatures(image_id, decode_features(path, line, num_boxes, blob, feature_dim))
 
 
-def duplicate_id_error(path: StrPath, line: int, image_id: str, first_line: int,
-                       first_path: StrPath | None = None) -> FormatError:
+def duplicate_id_error(
+    path: StrPath, line: int, image_id: str, first_line: int, first_path: StrPath | None = None
+) -> FormatError:
     """The error of a second row for one image: names both lines."""
-    return FormatError(path, "image_id",
-                       f"an image id not used before ({first_path or path}:{first_line} "
-                       "has it already)", image_id, line=line)
+    return FormatError(
+        path,
+        "image_id",
+        f"an image id not used before ({first_path or path}:{first_line} has it already)",
+        image_id,
+        line=line,
+    )
 
 
 # ---------------------------------------------------------------- streaming readers
@@ -405,7 +469,9 @@ def read_features(path: StrPath, feature_dim: int | None = None) -> Iterator[Vin
 
 
 def read_vinvl(
-    predictions_path: StrPath, features_path: StrPath, feature_dim: int | None = None,
+    predictions_path: StrPath,
+    features_path: StrPath,
+    feature_dim: int | None = None,
 ) -> Iterator[tuple[VinvlPrediction, VinvlFeatures]]:
     """Stream the two files together; rows must list the same images in the same order.
 
@@ -414,8 +480,10 @@ def read_vinvl(
     feature_dim = feature_dim or infer_feature_dim(features_path)
     for line, raw, features_raw in paired_rows(predictions_path, features_path):
         prediction = parse_predictions_row(raw, predictions_path, line)
-        yield prediction, parse_features_row(features_raw, features_path, line, feature_dim,
-                                              prediction)
+        yield (
+            prediction,
+            parse_features_row(features_raw, features_path, line, feature_dim, prediction),
+        )
 
 
 class FeatureTsvIndex:
@@ -432,11 +500,11 @@ class FeatureTsvIndex:
             for line, raw in enumerate(iter(f.readline, b""), start=1):
                 image_id = _text(raw, self.path, line).split("\t", 1)[0]
                 if not image_id:
-                    raise FormatError(self.path, "image_id", "a non-empty image id", image_id,
-                                      line=line)
+                    raise FormatError(
+                        self.path, "image_id", "a non-empty image id", image_id, line=line
+                    )
                 if image_id in self._offsets:
-                    raise duplicate_id_error(self.path, line, image_id,
-                                             self._offsets[image_id][1])
+                    raise duplicate_id_error(self.path, line, image_id, self._offsets[image_id][1])
                 self._offsets[image_id] = (f.tell() - len(raw), line)
 
     def __len__(self) -> int:

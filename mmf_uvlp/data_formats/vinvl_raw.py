@@ -38,7 +38,12 @@ import numpy as np
 from mmf_uvlp.data_formats.labelmap import LabelMap
 from mmf_uvlp.errors import FormatError
 from mmf_uvlp.data_formats.vinvl import (
-    BOX_TOLERANCE, FEATURE_DIM_SAMPLE, VinvlPrediction, _columns, _json, _prediction,
+    BOX_TOLERANCE,
+    FEATURE_DIM_SAMPLE,
+    VinvlPrediction,
+    _columns,
+    _json,
+    _prediction,
     duplicate_id_error,
 )
 
@@ -82,8 +87,13 @@ class ImageSizes:
         """(height, width) of the image of ``path``'s row ``line``; a FormatError naming that
         row and this file when ``hw.tsv`` has no row for it."""
         if image_id not in self._sizes:
-            raise FormatError(path, "image_id", f"an image with a row in {self.path} (its "
-                              f"height and width; {len(self)} rows)", image_id, line=line)
+            raise FormatError(
+                path,
+                "image_id",
+                f"an image with a row in {self.path} (its height and width; {len(self)} rows)",
+                image_id,
+                line=line,
+            )
         height, width, _ = self._sizes[image_id]
         return height, width
 
@@ -91,8 +101,9 @@ class ImageSizes:
 def _size(path: str, line: int, value) -> Tuple[int, int]:
     """(height, width) of one ``hw.tsv`` json: ``[{"height": H, "width": W}]``."""
     if not isinstance(value, list) or len(value) != 1 or not isinstance(value[0], dict):
-        raise FormatError(path, "hw", 'a list of one object [{"height": H, "width": W}]',
-                          value, line=line)
+        raise FormatError(
+            path, "hw", 'a list of one object [{"height": H, "width": W}]', value, line=line
+        )
     sizes = []
     for field in ("height", "width"):
         number = value[0].get(field)
@@ -104,8 +115,9 @@ def _size(path: str, line: int, value) -> Tuple[int, int]:
     return sizes[0], sizes[1]
 
 
-def _decode(path: StrPath, line: int, field: str, blob, size: Optional[int],
-            what: str) -> np.ndarray:
+def _decode(
+    path: StrPath, line: int, field: str, blob, size: Optional[int], what: str
+) -> np.ndarray:
     """One base64 float32 vector of ``size`` values (any size when None), finite."""
     if not isinstance(blob, str):
         raise FormatError(path, field, f"base64 of {what}", type(blob).__name__, line=line)
@@ -123,16 +135,22 @@ def _decode(path: StrPath, line: int, field: str, blob, size: Optional[int],
     return values
 
 
-def _embedded(path: StrPath, line: int, objects: list, key: str, size: Optional[int],
-              what: str) -> Optional[np.ndarray]:
+def _embedded(
+    path: StrPath, line: int, objects: list, key: str, size: Optional[int], what: str
+) -> Optional[np.ndarray]:
     """The (N, size) array of one embedded per-object field, None when no object has it."""
     present = [key in o for o in objects if isinstance(o, dict)]
     if not any(present):
         return None
     if not all(present):
         k = present.index(False)
-        raise FormatError(path, f"objects[{k}].{key}", f"a '{key}' in every object (the "
-                          "others have one)", None, line=line)
+        raise FormatError(
+            path,
+            f"objects[{k}].{key}",
+            f"a '{key}' in every object (the others have one)",
+            None,
+            line=line,
+        )
     rows = []
     for k, o in enumerate(objects):
         rows.append(_decode(path, line, f"objects[{k}].{key}", o[key], size, what))
@@ -141,9 +159,14 @@ def _embedded(path: StrPath, line: int, objects: list, key: str, size: Optional[
 
 
 def parse_detector_row(
-    raw: bytes, path: StrPath, line: int, sizes: Optional[ImageSizes] = None,
-    labelmap: Optional[LabelMap] = None, feature_dim: Optional[int] = None,
-    box_tolerance: float = BOX_TOLERANCE, with_features: bool = True,
+    raw: bytes,
+    path: StrPath,
+    line: int,
+    sizes: Optional[ImageSizes] = None,
+    labelmap: Optional[LabelMap] = None,
+    feature_dim: Optional[int] = None,
+    box_tolerance: float = BOX_TOLERANCE,
+    with_features: bool = True,
 ) -> DetectorRow:
     """Parse and check one line of a raw or released ``predictions.tsv``.
 
@@ -159,21 +182,39 @@ def parse_detector_row(
             height, width = sizes.size_of(image_id, path, line)
             for field, value in (("image_h", height), ("image_w", width)):
                 if field in record and record[field] != value:
-                    raise FormatError(path, field, f"{value} (as in {sizes.path})",
-                                      record[field], line=line)
+                    raise FormatError(
+                        path, field, f"{value} (as in {sizes.path})", record[field], line=line
+                    )
             record["image_h"], record["image_w"] = height, width
         elif "image_h" not in record and "image_w" not in record:
-            raise FormatError(path, "image_h", "an integer >= 1 (a detector's raw output has "
-                              "no image sizes: give its hw.tsv)", None, line=line)
+            raise FormatError(
+                path,
+                "image_h",
+                "an integer >= 1 (a detector's raw output has no image sizes: give its hw.tsv)",
+                None,
+                line=line,
+            )
         record["objects"] = [_named(o, k, path, line, labelmap) for k, o in enumerate(objects)]
     prediction = _prediction(path, line, record, image_id, True, box_tolerance)
     if not with_features:
         return DetectorRow(prediction)
-    features = _embedded(path, line, objects, "feature", feature_dim,
-                         f"D = {feature_dim}" if feature_dim else "D appearance values")
+    features = _embedded(
+        path,
+        line,
+        objects,
+        "feature",
+        feature_dim,
+        f"D = {feature_dim}" if feature_dim else "D appearance values",
+    )
     columns = labelmap.num_columns if labelmap is not None else None
-    scores = _embedded(path, line, objects, "scores_all", columns,
-                       f"{columns} class scores" if columns else "class scores")
+    scores = _embedded(
+        path,
+        line,
+        objects,
+        "scores_all",
+        columns,
+        f"{columns} class scores" if columns else "class scores",
+    )
     return DetectorRow(prediction, features, scores)
 
 
@@ -185,8 +226,13 @@ def _named(obj, k: int, path: StrPath, line: int, labelmap: Optional[LabelMap]):
     if labelmap is not None:
         return dict(obj, **{"class": labelmap.name_of(cls, path, line, f"objects[{k}].class")})
     if isinstance(cls, int) and not isinstance(cls, bool):
-        raise FormatError(path, f"objects[{k}].class", "a class name (a class id needs the "
-                          "detector's label map)", cls, line=line)
+        raise FormatError(
+            path,
+            f"objects[{k}].class",
+            "a class name (a class id needs the detector's label map)",
+            cls,
+            line=line,
+        )
     return obj
 
 
@@ -216,7 +262,9 @@ def _row_embedded_dim(raw: bytes) -> Optional[int]:
 
 
 def read_detector_rows(
-    path: StrPath, sizes: Optional[ImageSizes] = None, labelmap: Optional[LabelMap] = None,
+    path: StrPath,
+    sizes: Optional[ImageSizes] = None,
+    labelmap: Optional[LabelMap] = None,
     feature_dim: Optional[int] = None,
 ) -> Iterator[DetectorRow]:
     """Stream a raw or released ``predictions.tsv``; D of embedded features is

@@ -56,9 +56,9 @@ from mmf_uvlp.batch import (
 )
 
 
-
-def _longest(samples: Sequence[Mapping[str, Any]], field: str, minimum: int,
-             multiple: int = 1) -> int:
+def _longest(
+    samples: Sequence[Mapping[str, Any]], field: str, minimum: int, multiple: int = 1
+) -> int:
     """The batch's longest ``field`` count (at least ``minimum``), rounded up to a multiple
     of ``multiple`` within the samples' full size."""
     longest = max([minimum] + [int(sample[field].sum()) for sample in samples])
@@ -90,14 +90,15 @@ def collate(samples: Sequence[Mapping[str, Any]], multiple: int = 1) -> Any:
     keys = list(samples[0].keys())
     for index, sample in enumerate(samples):
         if list(sample.keys()) != keys:
-            raise ValueError(f"collate: sample {index} has fields {sorted(sample.keys())}, "
-                             f"sample 0 has {sorted(keys)}")
+            raise ValueError(
+                f"collate: sample {index} has fields {sorted(sample.keys())}, "
+                f"sample 0 has {sorted(keys)}"
+            )
     batch: Dict[str, Any] = {}
     if multiple < 1:
         raise ValueError(f"collate: pad to a multiple of {multiple}: expected 1 or more")
     text_length = _longest(samples, "input_mask", 1, multiple) if "input_mask" in keys else None
-    region_count = (_longest(samples, "region_mask", 1, multiple) if "region_mask" in keys
-                    else None)
+    region_count = _longest(samples, "region_mask", 1, multiple) if "region_mask" in keys else None
     for key in keys:
         first = samples[0][key]
         if key in ORIGINAL_FEATURE_FIELDS:
@@ -122,8 +123,9 @@ def collate(samples: Sequence[Mapping[str, Any]], multiple: int = 1) -> Any:
     return SampleList(batch)
 
 
-def _keep_originals_as_rows(samples: Sequence[Mapping[str, Any]], original: str,
-                            batch: Dict[str, Any]) -> None:
+def _keep_originals_as_rows(
+    samples: Sequence[Mapping[str, Any]], original: str, batch: Dict[str, Any]
+) -> None:
     """The original features of the zeroed regions only (see the module docstring)."""
     if "region_zeroed" not in batch:
         raise ValueError(f"collate: samples with '{original}' need 'region_zeroed' (R,)")
@@ -131,8 +133,9 @@ def _keep_originals_as_rows(samples: Sequence[Mapping[str, Any]], original: str,
     rows = [samples[i][original][r] for i, r in index.tolist()]
     dim = batch[FEATURE_FIELD].size(-1)
     batch[RESTORE_INDEX_FIELD] = _values(index)
-    batch[RESTORE_ROWS_FIELD] = _values(torch.stack(rows) if rows
-                                           else batch[FEATURE_FIELD].new_zeros((0, dim)))
+    batch[RESTORE_ROWS_FIELD] = _values(
+        torch.stack(rows) if rows else batch[FEATURE_FIELD].new_zeros((0, dim))
+    )
 
 
 def _gather_indices(batch: Dict[str, Any]) -> None:
@@ -140,17 +143,19 @@ def _gather_indices(batch: Dict[str, Any]) -> None:
     if "lm_label_ids" in batch:
         batch["lm_label_index"] = _values((batch["lm_label_ids"] != IGNORE).nonzero())
     if "region_class_targets" in batch:
-        batch["region_class_index"] = _values(
-            (batch["region_class_targets"] != IGNORE).nonzero())
+        batch["region_class_index"] = _values((batch["region_class_targets"] != IGNORE).nonzero())
     if "region_masked" in batch and "region_mask" in batch:
         batch["region_masked_index"] = _values(
-            ((batch["region_masked"] != 0) & (batch["region_mask"] != 0)).nonzero())
+            ((batch["region_masked"] != 0) & (batch["region_mask"] != 0)).nonzero()
+        )
     if "region_phrase_targets" in batch:
         batch["region_phrase_index"] = _values(
-            (batch["region_phrase_targets"] != IGNORE).any(-1).nonzero())
+            (batch["region_phrase_targets"] != IGNORE).any(-1).nonzero()
+        )
     if "itm_label" in batch:
         batch["itm_label_index"] = _values(
-            (batch["itm_label"].view(-1) != IGNORE).nonzero().view(-1))
+            (batch["itm_label"].view(-1) != IGNORE).nonzero().view(-1)
+        )
 
 
 def _values(tensor: torch.Tensor) -> Dict[str, torch.Tensor]:

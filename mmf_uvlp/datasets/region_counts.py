@@ -35,5 +35,13 @@ class RegionCounts:
                 "%s: %d image(s) so far whose features hold %s regions than the corpus lists "
                 "(latest: image %s, %d regions in the corpus, %d feature rows in %s); their "
                 "samples use the %d regions both have: the corpus and the features come from "
-                "different detector outputs", self.dataset_name, count, direction, image_id,
-                listed, rows, feature_path, min(listed, rows))
+                "different detector outputs",
+                self.dataset_name,
+                count,
+                direction,
+                image_id,
+                listed,
+                rows,
+                feature_path,
+                min(listed, rows),
+            )

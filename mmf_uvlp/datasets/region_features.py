@@ -41,8 +41,7 @@ def check_finite(features: np.ndarray, path: str, key: str) -> None:
         return
     finite = np.isfinite(features)
     if not finite.all():
-        raise FormatError(path, "features", "finite values", non_finite(features, finite),
-                          key=key)
+        raise FormatError(path, "features", "finite values", non_finite(features, finite), key=key)
 
 
 class RegionFeaturesDatabase:
@@ -52,8 +51,10 @@ class RegionFeaturesDatabase:
     def __init__(self, path: str, max_features: int):
         locations = [location for location in str(path).split(",") if location]
         if len(locations) != 1:
-            raise ValueError(f"region features: one feature location (an LMDB or an .npy "
-                             f"folder) per dataset split, got {len(locations)}: {path!r}")
+            raise ValueError(
+                f"region features: one feature location (an LMDB or an .npy "
+                f"folder) per dataset split, got {len(locations)}: {path!r}"
+            )
         from mmf.utils.general import get_absolute_path
 
         self.path = get_absolute_path(locations[0])
@@ -65,8 +66,10 @@ class RegionFeaturesDatabase:
         if self.is_lmdb:
             self._env = lmdb_envs.ProcessLocalEnvironment(self.path)
         elif not os.path.isdir(self.path):
-            raise FileNotFoundError(f"region features {self.path}: expected an MMF feature "
-                                    "LMDB (a path ending in .lmdb) or a folder of .npy files")
+            raise FileNotFoundError(
+                f"region features {self.path}: expected an MMF feature "
+                "LMDB (a path ending in .lmdb) or a folder of .npy files"
+            )
 
     def from_path(self, feature_path: str) -> Dict[str, Any]:
         """``{"image_feature_0": (n, D) float32 tensor, "image_info_0": info}`` of the image
@@ -78,8 +81,13 @@ class RegionFeaturesDatabase:
         else:
             features, info, name = self._npy_record(feature_path)
         if not isinstance(features, np.ndarray) or features.ndim != 2:
-            raise FormatError(self.path, "features", "a 2-d array (N, D)",
-                              getattr(features, "shape", type(features).__name__), key=name)
+            raise FormatError(
+                self.path,
+                "features",
+                "a 2-d array (N, D)",
+                getattr(features, "shape", type(features).__name__),
+                key=name,
+            )
         rows = features[: self.max_features]
         check_finite(rows, self.path, name)
         info = dict(info)
@@ -95,11 +103,11 @@ class RegionFeaturesDatabase:
         if self._index is None:
             with self._env.begin(write=False) as txn:
                 raw = txn.get(KEYS_ENTRY)
-            keys = safe_loading.restricted_loads(raw, self.path, arrays=True,
-                                                 key=KEYS_ENTRY.decode())
+            keys = safe_loading.restricted_loads(
+                raw, self.path, arrays=True, key=KEYS_ENTRY.decode()
+            )
             if not isinstance(keys, list) or not all(isinstance(k, bytes) for k in keys):
-                raise FormatError(self.path, "keys", "a pickled list of bytes",
-                                  type(keys).__name__)
+                raise FormatError(self.path, "keys", "a pickled list of bytes", type(keys).__name__)
             self._index = frozenset(keys)
         return self._index
 
@@ -115,14 +123,17 @@ class RegionFeaturesDatabase:
         if key not in keys:
             key = name.encode()
         if key not in keys:
-            raise FormatError(self.path, "key", "an image key listed in its b'keys' entry",
-                              name)
+            raise FormatError(self.path, "key", "an image key listed in its b'keys' entry", name)
         with self._env.begin(write=False, buffers=True) as txn:
-            record = safe_loading.restricted_loads(txn.get(key), self.path, arrays=True,
-                                                   key=name)
+            record = safe_loading.restricted_loads(txn.get(key), self.path, arrays=True, key=name)
         if not isinstance(record, dict) or "features" not in record:
-            raise FormatError(self.path, "record", "a dict with 'features' (N, D)",
-                              type(record).__name__, key=name)
+            raise FormatError(
+                self.path,
+                "record",
+                "a dict with 'features' (N, D)",
+                type(record).__name__,
+                key=name,
+            )
         info = {k: v for k, v in record.items() if k != "features"}
         return record["features"], info, name
 
@@ -134,16 +145,21 @@ class RegionFeaturesDatabase:
             features_file = safe_loading.resolve_inside(self.path, f"{name}.npy")
             info_file = safe_loading.resolve_inside(self.path, f"{name}_info.npy")
         except OutsideFolderError as error:
-            raise FormatError(self.path, "feature_path",
-                              safe_loading.stays_inside("the features folder", error.reason),
-                              error.name) from None
+            raise FormatError(
+                self.path,
+                "feature_path",
+                safe_loading.stays_inside("the features folder", error.reason),
+                error.name,
+            ) from None
         features = safe_loading.load_npy(features_file)
         if features.dtype.hasobject:
-            raise FormatError(features_file, "features", "a plain float32 .npy array",
-                              "an object array")
+            raise FormatError(
+                features_file, "features", "a plain float32 .npy array", "an object array"
+            )
         if not info_file.is_file():
-            raise FormatError(self.path, "info", f"{name}_info.npy beside {name}.npy",
-                              "no such file", key=name)
+            raise FormatError(
+                self.path, "info", f"{name}_info.npy beside {name}.npy", "no such file", key=name
+            )
         info = safe_loading.load_npy(info_file)
         info = info.item() if info.dtype.hasobject and info.shape == () else info
         if not isinstance(info, dict):

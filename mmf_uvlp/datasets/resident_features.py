@@ -55,8 +55,9 @@ class ResidentFeatures:
     def nbytes(self) -> int:
         return self._rows * (self._dim or 0) * 4
 
-    def load(self, database: Any, feature_paths: Iterable[str],
-             dataset: str) -> Dict[str, ImageRows]:
+    def load(
+        self, database: Any, feature_paths: Iterable[str], dataset: str
+    ) -> Dict[str, ImageRows]:
         """Each image of ``feature_paths`` (its real rows, ``database.from_path``, with every
         check of the reader) in the table, once per (location, ``max_features``, path);
         returns each path's (first row, row count, info)."""
@@ -72,14 +73,20 @@ class ResidentFeatures:
                     raise ValueError(
                         f"dataset_config.{dataset}.{KEY}: {database.path} image "
                         f"{feature_path} has {rows.shape[1]}-d features, the table "
-                        f"{self._dim}-d ones (every resident dataset needs one feature size)")
+                        f"{self._dim}-d ones (every resident dataset needs one feature size)"
+                    )
                 self._images[key] = (self._rows, int(rows.shape[0]), record["image_info_0"])
                 self._chunks.append(rows)
                 self._rows += int(rows.shape[0])
                 self._tables.clear()
             entries[feature_path] = self._images[key]
-        logger.info("resident features: %s, %d images; table %d rows, %.1f MiB", dataset,
-                    len(entries), self._rows, self.nbytes / 2**20)
+        logger.info(
+            "resident features: %s, %d images; table %d rows, %.1f MiB",
+            dataset,
+            len(entries),
+            self._rows,
+            self.nbytes / 2**20,
+        )
         return entries
 
     def table(self, device: Any) -> torch.Tensor:
@@ -89,8 +96,10 @@ class ResidentFeatures:
             device = torch.device("cuda", torch.cuda.current_device())
         if device not in self._tables:
             if not self._chunks:
-                raise RuntimeError(f"resident features: a batch has {ROWS_FIELD} but no "
-                                   f"dataset loaded its images (dataset_config.<name>.{KEY})")
+                raise RuntimeError(
+                    f"resident features: a batch has {ROWS_FIELD} but no "
+                    f"dataset loaded its images (dataset_config.<name>.{KEY})"
+                )
             if device.type == "cuda":
                 check_fits(self.nbytes, torch.cuda.mem_get_info(device)[0])
             host = torch.cat(self._chunks) if len(self._chunks) > 1 else self._chunks[0]
@@ -113,7 +122,8 @@ class ResidentFeatures:
         zeroed = sample_list["region_zeroed"].to(torch.bool).unsqueeze(-1)
         sample_list["region_features"] = original.masked_fill(zeroed, 0.0)
         copies = sample_list.get(COPIES_FIELD) or [
-            key for key in ORIGINAL_FEATURE_FIELDS if sample_list.get(key) is not None]
+            key for key in ORIGINAL_FEATURE_FIELDS if sample_list.get(key) is not None
+        ]
         for key in copies:
             sample_list[key] = original
 
@@ -124,13 +134,15 @@ def check_fits(nbytes: int, free: int) -> None:
         raise MemoryError(
             f"dataset_config.<name>.{KEY}: the feature table takes {nbytes / 2**30:.2f} GiB, "
             f"more than {DEVICE_SHARE:.0%} of the device's {free / 2**30:.2f} GiB free; set "
-            f"{KEY}=False for these datasets (their features are then read by the workers)")
+            f"{KEY}=False for these datasets (their features are then read by the workers)"
+        )
 
 
 def option(config: Any, dataset: str) -> bool:
     """``dataset_config.<dataset>.resident_features``, which must be a boolean."""
     value = config.get(KEY, False)
     if not isinstance(value, bool):
-        raise UserConfigError(f"dataset_config.{dataset}.{KEY}: expected True or False, got "
-                         f"{value!r}")
+        raise UserConfigError(
+            f"dataset_config.{dataset}.{KEY}: expected True or False, got {value!r}"
+        )
     return value

@@ -32,20 +32,25 @@ def check_yaml(path: str, seen: frozenset = frozenset()) -> None:
     except yaml.constructor.ConstructorError as error:
         tag = getattr(error, "problem", "") or str(error).splitlines()[0]
         line = error.problem_mark.line + 1 if error.problem_mark else "?"
-        raise ValueError(f"{path}:{line}: --arch refused: {tag.strip()} would build a Python "
-                         f"object (it could run any code); {HINT}") from None
+        raise ValueError(
+            f"{path}:{line}: --arch refused: {tag.strip()} would build a Python "
+            f"object (it could run any code); {HINT}"
+        ) from None
     except yaml.YAMLError as error:
-        raise ValueError(f"{path}: --arch: not valid yaml ({str(error).splitlines()[0]})"
-                         ) from None
+        raise ValueError(f"{path}: --arch: not valid yaml ({str(error).splitlines()[0]})") from None
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: --arch: expected a detectron2 config (a yaml mapping), "
-                         f"got {type(data).__name__}")
+        raise ValueError(
+            f"{path}: --arch: expected a detectron2 config (a yaml mapping), "
+            f"got {type(data).__name__}"
+        )
     base = data.get(BASE_KEY)
     if base is None:
         return
     if not isinstance(base, str) or "://" in base:
-        raise ValueError(f"{path}: --arch refused: {BASE_KEY} {base!r} is not a local yaml "
-                         f"file (a URL would be downloaded); {HINT}")
+        raise ValueError(
+            f"{path}: --arch refused: {BASE_KEY} {base!r} is not a local yaml "
+            f"file (a URL would be downloaded); {HINT}"
+        )
     base = os.path.expanduser(base)
     if not os.path.isabs(base):
         base = os.path.join(os.path.dirname(path), base)

@@ -29,7 +29,10 @@ from detectron2.config import CfgNode, configurable
 from detectron2.layers import ShapeSpec
 from detectron2.modeling import BACKBONE_REGISTRY, ROI_HEADS_REGISTRY
 from detectron2.modeling.backbone.resnet import (
-    BasicStem, BottleneckBlock, ResNet, build_resnet_backbone,
+    BasicStem,
+    BottleneckBlock,
+    ResNet,
+    build_resnet_backbone,
 )
 from detectron2.modeling.roi_heads import FastRCNNOutputLayers, Res5ROIHeads
 from torch import nn
@@ -51,8 +54,9 @@ class CaffeStem(BasicStem):
 def build_caffe_resnet_backbone(cfg: CfgNode, input_shape: ShapeSpec) -> ResNet:
     """detectron2's ResNet backbone with :class:`CaffeStem`."""
     backbone = build_resnet_backbone(cfg, input_shape)
-    stem = CaffeStem(input_shape.channels, cfg.MODEL.RESNETS.STEM_OUT_CHANNELS,
-                     cfg.MODEL.RESNETS.NORM)
+    stem = CaffeStem(
+        input_shape.channels, cfg.MODEL.RESNETS.STEM_OUT_CHANNELS, cfg.MODEL.RESNETS.NORM
+    )
     if cfg.MODEL.BACKBONE.FREEZE_AT >= 1:
         stem.freeze()
     backbone.stem = stem
@@ -77,22 +81,23 @@ class AttributeOutputLayers(FastRCNNOutputLayers):
     @classmethod
     def from_config(cls, cfg: CfgNode, input_shape: ShapeSpec):
         attr = cfg.MODEL.ROI_ATTRIBUTE_HEAD
-        return {**super().from_config(cfg, input_shape), "num_attributes": attr.NUM_ATTRIBUTES,
-                "embed_dim": attr.OBJ_EMBED_DIM, "fc_dim": attr.FC_DIM}
+        return {
+            **super().from_config(cfg, input_shape),
+            "num_attributes": attr.NUM_ATTRIBUTES,
+            "embed_dim": attr.OBJ_EMBED_DIM,
+            "fc_dim": attr.FC_DIM,
+        }
 
-    def attribute_logits(self, features: torch.Tensor, class_logits: torch.Tensor
-                         ) -> torch.Tensor:
+    def attribute_logits(self, features: torch.Tensor, class_logits: torch.Tensor) -> torch.Tensor:
         """(N, 401) attribute logits of (N, D) region features and their (N, C + 1) class
         logits; the last column is "no attribute"."""
         embedded = self.cls_embedding(class_logits.argmax(dim=1))
         return self.attr_score(F.relu(self.fc_attr(torch.cat([features, embedded], dim=1))))
 
-    def attribute_probs(self, features: torch.Tensor, class_logits: torch.Tensor
-                        ) -> torch.Tensor:
+    def attribute_probs(self, features: torch.Tensor, class_logits: torch.Tensor) -> torch.Tensor:
         """(N, 400) probabilities of the named attributes: a softmax over the logits without
         the "no attribute" column (py-bottom-up-attention's and MMF's frcnn port's)."""
-        return torch.softmax(self.attribute_logits(features, class_logits)[:, :-1].float(),
-                             dim=-1)
+        return torch.softmax(self.attribute_logits(features, class_logits)[:, :-1].float(), dim=-1)
 
 
 @ROI_HEADS_REGISTRY.register()
@@ -106,7 +111,8 @@ class BottomUpRes5ROIHeads(Res5ROIHeads):
         if cfg.MODEL.ROI_ATTRIBUTE_HEAD.NUM_ATTRIBUTES > 0:
             channels = cfg.MODEL.RESNETS.RES2_OUT_CHANNELS * 8
             ret["box_predictor"] = AttributeOutputLayers(
-                cfg, ShapeSpec(channels=channels, height=1, width=1))
+                cfg, ShapeSpec(channels=channels, height=1, width=1)
+            )
         return ret
 
     @classmethod
@@ -115,18 +121,26 @@ class BottomUpRes5ROIHeads(Res5ROIHeads):
         bottleneck = res.NUM_GROUPS * res.WIDTH_PER_GROUP * 8
         out_channels = res.RES2_OUT_CHANNELS * 8
         blocks: List[nn.Module] = ResNet.make_stage(
-            BottleneckBlock, 3, stride_per_block=[1, 1, 1], in_channels=out_channels // 2,
-            bottleneck_channels=bottleneck, out_channels=out_channels,
-            num_groups=res.NUM_GROUPS, norm=res.NORM, stride_in_1x1=res.STRIDE_IN_1X1,
-            dilation=2)
+            BottleneckBlock,
+            3,
+            stride_per_block=[1, 1, 1],
+            in_channels=out_channels // 2,
+            bottleneck_channels=bottleneck,
+            out_channels=out_channels,
+            num_groups=res.NUM_GROUPS,
+            norm=res.NORM,
+            stride_in_1x1=res.STRIDE_IN_1X1,
+            dilation=2,
+        )
         return nn.Sequential(*blocks), out_channels
 
 
 def add_attribute_config(cfg: CfgNode) -> None:
     """The attribute head's keys (``MODEL.ROI_ATTRIBUTE_HEAD``), when missing."""
     if "ROI_ATTRIBUTE_HEAD" not in cfg.MODEL:
-        cfg.MODEL.ROI_ATTRIBUTE_HEAD = CfgNode({"NUM_ATTRIBUTES": NUM_ATTRIBUTES,
-                                                "OBJ_EMBED_DIM": 256, "FC_DIM": 512})
+        cfg.MODEL.ROI_ATTRIBUTE_HEAD = CfgNode(
+            {"NUM_ATTRIBUTES": NUM_ATTRIBUTES, "OBJ_EMBED_DIM": 256, "FC_DIM": 512}
+        )
 
 
 def bottom_up_config(cfg: CfgNode, attributes: bool = True) -> CfgNode:

@@ -65,8 +65,10 @@ def _tensors(model: Mapping, path: str) -> StateDict:
         elif isinstance(value, torch.Tensor):
             out[str(name)] = value
         else:
-            raise ValueError(f"{path}: key {name!r} holds a {type(value).__name__}; expected "
-                             "a tensor or numpy array for every key of the model")
+            raise ValueError(
+                f"{path}: key {name!r} holds a {type(value).__name__}; expected "
+                "a tensor or numpy array for every key of the model"
+            )
     return out
 
 
@@ -80,8 +82,10 @@ def read_weights(path: str) -> StateDict:
     else:
         data = load_checkpoint(path)
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: holds a {type(data).__name__}; expected a dict of "
-                         "tensors or {'model': dict of tensors}")
+        raise ValueError(
+            f"{path}: holds a {type(data).__name__}; expected a dict of "
+            "tensors or {'model': dict of tensors}"
+        )
     if "model" in data and isinstance(data["model"], dict):
         data = data["model"]
     elif "blobs" in data and isinstance(data["blobs"], dict):
@@ -109,8 +113,12 @@ class LoadReport:
 
     @property
     def whole(self) -> bool:
-        return (self.weights is not None and not self.missing and not self.unexpected
-                and not self.mismatched)
+        return (
+            self.weights is not None
+            and not self.missing
+            and not self.unexpected
+            and not self.mismatched
+        )
 
     @property
     def status(self) -> str:
@@ -130,44 +138,71 @@ class LoadReport:
         return out
 
 
-def compare(detector: StateDict, weights: StateDict, path: str, layout: str,
-            computed: Optional[StateDict] = None) -> LoadReport:
+def compare(
+    detector: StateDict,
+    weights: StateDict,
+    path: str,
+    layout: str,
+    computed: Optional[StateDict] = None,
+) -> LoadReport:
     """Which of the file's tensors (already renamed) fit the detector's, by name and shape.
 
     ``computed``: buffers the detector computes from its config rather than loads (the RPN's
     ``cell_anchors``, which older detectron2 saved): a file's copy must hold the same
     values, or the config is not the checkpoint's."""
     computed = computed or {}
-    mismatched = [f"{k} (file {_shape(v)}, detector {_shape(detector[k])})"
-                  for k, v in weights.items() if k in detector and v.shape != detector[k].shape]
-    mismatched += [f"{k} (the file's values are not the detector's, computed from its config)"
-                   for k, v in weights.items() if k in computed and not (
-                       v.shape == computed[k].shape and torch.allclose(
-                           v.float(), computed[k].float(), atol=1e-4))]
+    mismatched = [
+        f"{k} (file {_shape(v)}, detector {_shape(detector[k])})"
+        for k, v in weights.items()
+        if k in detector and v.shape != detector[k].shape
+    ]
+    mismatched += [
+        f"{k} (the file's values are not the detector's, computed from its config)"
+        for k, v in weights.items()
+        if k in computed
+        and not (
+            v.shape == computed[k].shape
+            and torch.allclose(v.float(), computed[k].float(), atol=1e-4)
+        )
+    ]
     known = set(detector) | set(computed)
     return LoadReport(
-        weights=path, layout=layout, tensors_in_file=len(weights),
+        weights=path,
+        layout=layout,
+        tensors_in_file=len(weights),
         tensors_in_detector=len(detector),
         loaded=len(weights) - len(mismatched) - sum(1 for k in weights if k not in known),
         missing=[k for k in detector if k not in weights],
-        unexpected=[k for k in weights if k not in known], mismatched=mismatched)
+        unexpected=[k for k in weights if k not in known],
+        mismatched=mismatched,
+    )
 
 
 def refusal(report: LoadReport) -> str:
     """The one line that refuses a partial load."""
     firsts = []
-    for what, keys in (("missing", report.missing), ("unexpected", report.unexpected),
-                       ("mis-shaped", report.mismatched)):
+    for what, keys in (
+        ("missing", report.missing),
+        ("unexpected", report.unexpected),
+        ("mis-shaped", report.mismatched),
+    ):
         if keys:
             firsts.append(f"{len(keys)} {what} (first: {keys[0]})")
-    return (f"{report.weights}: {report.loaded} of the file's {report.tensors_in_file} "
-            f"tensors fit the detector, which has {report.tensors_in_detector} to fill (layout "
-            f"{report.layout}): {'; '.join(firsts)}. Check --recipe/--arch against the "
-            "checkpoint, or pass --allow-partial-weights to run with the rest random")
+    return (
+        f"{report.weights}: {report.loaded} of the file's {report.tensors_in_file} "
+        f"tensors fit the detector, which has {report.tensors_in_detector} to fill (layout "
+        f"{report.layout}): {'; '.join(firsts)}. Check --recipe/--arch against the "
+        "checkpoint, or pass --allow-partial-weights to run with the rest random"
+    )
 
 
-def load_weights(model: torch.nn.Module, path: str, layout: str = "detectron2",
-                 allow_partial: bool = False, state: Optional[StateDict] = None) -> LoadReport:
+def load_weights(
+    model: torch.nn.Module,
+    path: str,
+    layout: str = "detectron2",
+    allow_partial: bool = False,
+    state: Optional[StateDict] = None,
+) -> LoadReport:
     """Load ``path`` (``state``: its tensors, already read) into ``model`` through
     ``layout``: every tensor, or a :class:`PartialWeightsError` (unless ``allow_partial``:
     what fits is loaded)."""
@@ -181,9 +216,13 @@ def load_weights(model: torch.nn.Module, path: str, layout: str = "detectron2",
         if not allow_partial:
             raise PartialWeightsError(refusal(report))
         logger.warning("%s (loading anyway: --allow-partial-weights)", refusal(report))
-    fitting = {k: v for k, v in weights.items() if k in detector
-               and v.shape == detector[k].shape}
+    fitting = {k: v for k, v in weights.items() if k in detector and v.shape == detector[k].shape}
     model.load_state_dict(fitting, strict=report.whole)
-    logger.info("%s: %d of the file's %d tensors loaded or checked (layout %s)", path,
-                report.loaded, report.tensors_in_file, layout)
+    logger.info(
+        "%s: %d of the file's %d tensors loaded or checked (layout %s)",
+        path,
+        report.loaded,
+        report.tensors_in_file,
+        layout,
+    )
     return report

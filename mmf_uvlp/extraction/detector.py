@@ -86,31 +86,48 @@ def _zoo(config: str) -> Callable[[CfgNode], None]:
     return lambda cfg: cfg.merge_from_file(model_zoo.get_config_file(config))
 
 
-for _name, _zoo_name in (("R50-C4", "R_50_C4"), ("R101-C4", "R_101_C4"),
-                         ("R50-FPN", "R_50_FPN"), ("R101-FPN", "R_101_FPN"),
-                         ("X101-FPN", "X_101_32x8d_FPN")):
+for _name, _zoo_name in (
+    ("R50-C4", "R_50_C4"),
+    ("R101-C4", "R_101_C4"),
+    ("R50-FPN", "R_50_FPN"),
+    ("R101-FPN", "R_101_FPN"),
+    ("X101-FPN", "X_101_32x8d_FPN"),
+):
     register_architecture(_name, f"detectron2 model zoo {ZOO.format(_zoo_name)} (COCO)")(
-        _zoo(ZOO.format(_zoo_name)))
+        _zoo(ZOO.format(_zoo_name))
+    )
 
 
-@register_architecture("VG-R101-C4-attr", "bottom-up attention (Visual Genome, 1,600 classes, "
-                       "400 attributes): faster_rcnn_from_caffe_attr.pkl")
+@register_architecture(
+    "VG-R101-C4-attr",
+    "bottom-up attention (Visual Genome, 1,600 classes, "
+    "400 attributes): faster_rcnn_from_caffe_attr.pkl",
+)
 def _bottom_up_attr(cfg: CfgNode) -> None:
     _zoo(ZOO.format("R_101_C4"))(cfg)
     bottom_up.bottom_up_config(cfg, attributes=True)
 
 
-@register_architecture("VG-R101-C4", "bottom-up attention without its attribute head "
-                       "(Visual Genome, 1,600 classes): faster_rcnn_from_caffe.pkl")
+@register_architecture(
+    "VG-R101-C4",
+    "bottom-up attention without its attribute head "
+    "(Visual Genome, 1,600 classes): faster_rcnn_from_caffe.pkl",
+)
 def _bottom_up(cfg: CfgNode) -> None:
     _zoo(ZOO.format("R_101_C4"))(cfg)
     bottom_up.bottom_up_config(cfg, attributes=False)
 
 
-register_architecture("VinVL-X152-C4", "VinVL's ResNeXt-152 32x8d C4 with its attribute head "
-                      "(1,594 classes, 524 attributes): vinvl_vg_x152c4.pth")(vinvl.vinvl_config)
-register_architecture("vmb-X101-FPN", "MMF's vmb ResNeXt-101 64x4d FPN, 2048-d fc6/fc7 "
-                      "(Visual Genome, 1,600 classes): detectron_model.pth")(vmb.vmb_config)
+register_architecture(
+    "VinVL-X152-C4",
+    "VinVL's ResNeXt-152 32x8d C4 with its attribute head "
+    "(1,594 classes, 524 attributes): vinvl_vg_x152c4.pth",
+)(vinvl.vinvl_config)
+register_architecture(
+    "vmb-X101-FPN",
+    "MMF's vmb ResNeXt-101 64x4d FPN, 2048-d fc6/fc7 "
+    "(Visual Genome, 1,600 classes): detectron_model.pth",
+)(vmb.vmb_config)
 
 
 @dataclass
@@ -159,8 +176,9 @@ def _json_names(path: str, key: str) -> List[str]:
     return sorted(ids, key=ids.__getitem__)
 
 
-def build_config(arch: str, selection: Selection, opts: Sequence[str] = (),
-                 trust_arch: bool = False) -> CfgNode:
+def build_config(
+    arch: str, selection: Selection, opts: Sequence[str] = (), trust_arch: bool = False
+) -> CfgNode:
     """The detectron2 config of ``arch`` (a registered name, or a yaml file: read as plain
     data, see :func:`mmf_uvlp.extraction.arch_yaml.merge_yaml`) with the selection's
     proposal count and ``opts``."""
@@ -171,8 +189,9 @@ def build_config(arch: str, selection: Selection, opts: Sequence[str] = (),
     elif os.path.isfile(arch):
         merge_yaml(cfg, arch, trust_arch)
     else:
-        raise ValueError(f"--arch {arch!r}: expected one of {', '.join(ARCHITECTURES)} or a "
-                         "detectron2 yaml file")
+        raise ValueError(
+            f"--arch {arch!r}: expected one of {', '.join(ARCHITECTURES)} or a detectron2 yaml file"
+        )
     cfg.MODEL.RPN.POST_NMS_TOPK_TEST = selection.proposals
     cfg.MODEL.WEIGHTS = ""
     cfg.merge_from_list(list(opts))
@@ -189,42 +208,62 @@ def _zero_init_residuals(model: torch.nn.Module) -> None:
 class Detector:
     """A detectron2 Faster R-CNN in eval mode, run on batches of RGB arrays."""
 
-    def __init__(self, cfg: CfgNode, weights: Optional[str], selection: Selection,
-                 device: str = "cpu", random_seed: Optional[int] = None,
-                 precision: str = "fp32", layout: str = "detectron2",
-                 allow_partial: bool = False, state: Optional[Dict[str, torch.Tensor]] = None,
-                 feature_layer: str = "fc7"):
+    def __init__(
+        self,
+        cfg: CfgNode,
+        weights: Optional[str],
+        selection: Selection,
+        device: str = "cpu",
+        random_seed: Optional[int] = None,
+        precision: str = "fp32",
+        layout: str = "detectron2",
+        allow_partial: bool = False,
+        state: Optional[Dict[str, torch.Tensor]] = None,
+        feature_layer: str = "fc7",
+    ):
         self.cfg = cfg.clone()
         self.cfg.MODEL.DEVICE = device
         self.selection = selection.validate()
         if (weights is None) == (random_seed is None):
-            raise ValueError("--weights: give the detector's weights (a .pkl or .pth file), "
-                             "or --random-weights SEED (tests, benchmarks)")
+            raise ValueError(
+                "--weights: give the detector's weights (a .pkl or .pth file), "
+                "or --random-weights SEED (tests, benchmarks)"
+            )
         if random_seed is not None:
             torch.manual_seed(random_seed)
         self.model = build_model(self.cfg).eval()
         if weights is None:
             _zero_init_residuals(self.model)
-            self.weights = LoadReport(None, None, random_seed=random_seed,
-                                      tensors_in_detector=len(self.model.state_dict()))
+            self.weights = LoadReport(
+                None,
+                None,
+                random_seed=random_seed,
+                tensors_in_detector=len(self.model.state_dict()),
+            )
         else:
             self.weights = load_weights(self.model, weights, layout, allow_partial, state)
         heads = self.model.roi_heads
         if not isinstance(heads, (Res5ROIHeads, StandardROIHeads)):
-            raise ValueError(f"{type(heads).__name__}: expected C4 (Res5ROIHeads) or FPN "
-                             "(StandardROIHeads) RoI heads")
+            raise ValueError(
+                f"{type(heads).__name__}: expected C4 (Res5ROIHeads) or FPN "
+                "(StandardROIHeads) RoI heads"
+            )
         if feature_layer not in vmb.FEATURE_LAYERS:
-            raise ValueError(f"--feature-layer {feature_layer}: expected one of "
-                             f"{', '.join(vmb.FEATURE_LAYERS)}")
+            raise ValueError(
+                f"--feature-layer {feature_layer}: expected one of {', '.join(vmb.FEATURE_LAYERS)}"
+            )
         if feature_layer != "fc7" and not isinstance(heads, StandardROIHeads):
-            raise ValueError(f"--feature-layer {feature_layer}: a C4 detector's feature is "
-                             "res5's; fc6 is an FPN box head's")
+            raise ValueError(
+                f"--feature-layer {feature_layer}: a C4 detector's feature is "
+                "res5's; fc6 is an FPN box head's"
+            )
         self.feature_layer = feature_layer
         self.num_classes = self.cfg.MODEL.ROI_HEADS.NUM_CLASSES
         predictor = heads.box_predictor
         self.attribute_head = predictor if hasattr(predictor, "attribute_probs") else None
-        self.num_attributes = (self.attribute_head.num_attributes
-                               if self.attribute_head is not None else 0)
+        self.num_attributes = (
+            self.attribute_head.num_attributes if self.attribute_head is not None else 0
+        )
         if isinstance(heads, vinvl.VinVLRes5ROIHeads):
             self.num_attributes = self.cfg.MODEL.ROI_ATTRIBUTE_HEAD.NUM_ATTRIBUTES
         self.feature_dim = self._feature_dim()
@@ -236,8 +275,9 @@ class Detector:
         if precision != "fp32" and self.device.type != "cuda":
             raise ValueError(f"--precision {precision}: mixed precision needs a CUDA device")
         self.precision = precision
-        self.resize = T.ResizeShortestEdge([self.cfg.INPUT.MIN_SIZE_TEST] * 2,
-                                           self.cfg.INPUT.MAX_SIZE_TEST)
+        self.resize = T.ResizeShortestEdge(
+            [self.cfg.INPUT.MIN_SIZE_TEST] * 2, self.cfg.INPUT.MAX_SIZE_TEST
+        )
 
     def _feature_dim(self) -> int:
         heads = self.model.roi_heads
@@ -253,14 +293,21 @@ class Detector:
 
     def describe(self) -> Dict[str, object]:
         """What the output depends on, for the run's fingerprint and report."""
-        return {"meta_architecture": self.cfg.MODEL.META_ARCHITECTURE,
-                "feature": self.feature_kind, "feature_dim": self.feature_dim,
-                "num_classes": self.num_classes,
-                "num_attributes": self.num_attributes,
-                "weights": {k: v for k, v in self.weights.as_dict().items()
-                            if k in ("status", "layout", "random_seed")},
-                "selection": asdict(self.selection), "precision": self.precision,
-                "config": self.cfg.dump()}
+        return {
+            "meta_architecture": self.cfg.MODEL.META_ARCHITECTURE,
+            "feature": self.feature_kind,
+            "feature_dim": self.feature_dim,
+            "num_classes": self.num_classes,
+            "num_attributes": self.num_attributes,
+            "weights": {
+                k: v
+                for k, v in self.weights.as_dict().items()
+                if k in ("status", "layout", "random_seed")
+            },
+            "selection": asdict(self.selection),
+            "precision": self.precision,
+            "config": self.cfg.dump(),
+        }
 
     def default_class_names(self) -> Optional[List[str]]:
         """COCO's 80 names for the model-zoo COCO configs, else None."""
@@ -294,12 +341,27 @@ class Detector:
         boxes = [b.to("cpu") for b in boxes]
         counts = [len(b) for b in boxes]
         out = []
-        for k, (image, logits_k, probs_k, deltas_k, pooled_k, boxes_k) in enumerate(zip(
-                inputs, logits.split(counts), probs.split(counts), deltas.split(counts),
-                pooled.split(counts), boxes)):
+        for k, (image, logits_k, probs_k, deltas_k, pooled_k, boxes_k) in enumerate(
+            zip(
+                inputs,
+                logits.split(counts),
+                probs.split(counts),
+                deltas.split(counts),
+                pooled.split(counts),
+                boxes,
+            )
+        ):
             scale = (image["width"] / sizes[k][1], image["height"] / sizes[k][0])
-            det = self._select(logits_k, probs_k, deltas_k, pooled_k, boxes_k, sizes[k], scale,
-                               (image["height"], image["width"]))
+            det = self._select(
+                logits_k,
+                probs_k,
+                deltas_k,
+                pooled_k,
+                boxes_k,
+                sizes[k],
+                scale,
+                (image["height"], image["width"]),
+            )
             if isinstance(model.roi_heads, vinvl.VinVLRes5ROIHeads):
                 with self._half():
                     self._vinvl_attributes(det, features[k])
@@ -339,23 +401,34 @@ class Detector:
             with self._half():
                 group_pooled, group_out = self._pooled(maps, group_boxes)
             counts = [len(b) for b in group_boxes]
-            for k, (i, part, out) in enumerate(zip(members, group_pooled.split(counts),
-                                                   group_out.split(counts))):
+            for k, (i, part, out) in enumerate(
+                zip(members, group_pooled.split(counts), group_out.split(counts))
+            ):
                 sizes[i], boxes[i] = batch.image_sizes[k], group_boxes[k]
                 pooled[i], head_out[i] = part.float(), out.float()
-                features[i] = {name: value[k:k + 1] for name, value in maps.items()}
+                features[i] = {name: value[k : k + 1] for name, value in maps.items()}
         order = range(len(inputs))
         regions = torch.cat([pooled[i] for i in order])
         if not torch.isfinite(regions).all():
             raise RuntimeError(
                 "the detector's region features hold inf or NaN"
-                + (f" in --precision {self.precision}: run with --precision fp32"
-                   if self.precision != "fp32" else ": its weights or input are broken"))
-        return ([sizes[i] for i in order], [boxes[i] for i in order], regions,
-                torch.cat([head_out[i] for i in order]), [features[i] for i in order])
+                + (
+                    f" in --precision {self.precision}: run with --precision fp32"
+                    if self.precision != "fp32"
+                    else ": its weights or input are broken"
+                )
+            )
+        return (
+            [sizes[i] for i in order],
+            [boxes[i] for i in order],
+            regions,
+            torch.cat([head_out[i] for i in order]),
+            [features[i] for i in order],
+        )
 
-    def _pooled(self, features: Dict[str, torch.Tensor], boxes: List[Boxes]
-                ) -> Tuple[torch.Tensor, torch.Tensor]:
+    def _pooled(
+        self, features: Dict[str, torch.Tensor], boxes: List[Boxes]
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
         """(each box's region feature, the box head's output for the predictor)."""
         heads = self.model.roi_heads
         if isinstance(heads, Res5ROIHeads):
@@ -363,13 +436,15 @@ class Detector:
             x = x.mean(dim=[2, 3])
             return x, x
         if self.feature_layer == "fc7":
-            x = heads.box_head(heads.box_pooler([features[f] for f in heads.box_in_features],
-                                                boxes))
+            x = heads.box_head(
+                heads.box_pooler([features[f] for f in heads.box_in_features], boxes)
+            )
             return x, x
         return vmb.box_features(heads, features, boxes, self.feature_layer)
 
-    def _select(self, logits, probs, deltas, pooled, proposals: Boxes, size, scale,
-                original) -> Detections:
+    def _select(
+        self, logits, probs, deltas, pooled, proposals: Boxes, size, scale, original
+    ) -> Detections:
         sel = self.selection
         n, c = probs.shape[0], self.num_classes
         fg = probs[:, :c]  # detectron2 puts the background last
@@ -379,7 +454,8 @@ class Detector:
             return self._select_vmb(fg, pooled, proposals, size, scale, original)
         if sel.boxes == "regressed" or sel.method == "max-class":
             regressed = self.model.roi_heads.box_predictor.box2box_transform.apply_deltas(
-                deltas, proposals.tensor).view(n, -1, 4)
+                deltas, proposals.tensor
+            ).view(n, -1, 4)
             if regressed.shape[1] == 1:  # class-agnostic regression
                 regressed = regressed.expand(n, c, 4)
             candidates = regressed[:, :c]
@@ -397,44 +473,66 @@ class Detector:
         attributes: List[List[int]] = [[] for _ in range(len(chosen))]
         attr_scores: List[List[float]] = [[] for _ in range(len(chosen))]
         if self.attribute_head is not None and len(chosen):
-            attr = self.attribute_head.attribute_probs(
-                pooled[chosen].to(self.device), logits[chosen].to(self.device)).float().cpu()
+            attr = (
+                self.attribute_head.attribute_probs(
+                    pooled[chosen].to(self.device), logits[chosen].to(self.device)
+                )
+                .float()
+                .cpu()
+            )
             top = attr.topk(min(sel.max_attributes, attr.shape[1]), dim=1)
             for i, (values, ids) in enumerate(zip(top.values.tolist(), top.indices.tolist())):
                 for value, index in zip(values, ids):
                     if value >= sel.attr_thresh:
                         attributes[i].append(index)
                         attr_scores[i].append(value)
-        return Detections(picked.tensor.numpy().astype(np.float32),
-                          pooled[chosen].numpy().astype(np.float32),
-                          labels.numpy().astype(np.int64),
-                          scores.numpy().astype(np.float32), attributes, attr_scores)
+        return Detections(
+            picked.tensor.numpy().astype(np.float32),
+            pooled[chosen].numpy().astype(np.float32),
+            labels.numpy().astype(np.int64),
+            scores.numpy().astype(np.float32),
+            attributes,
+            attr_scores,
+        )
 
-    def _select_vinvl(self, probs, deltas, pooled, proposals: Boxes, size, scale, original
-                      ) -> Detections:
+    def _select_vinvl(
+        self, probs, deltas, pooled, proposals: Boxes, size, scale, original
+    ) -> Detections:
         """scene_graph_benchmark's boxes (:func:`vinvl.select_boxes`), its fields for MMF's
         ``extract_features_vinvl.py`` in ``extra`` (background first, as there)."""
         sel, n, c = self.selection, probs.shape[0], self.num_classes
         regressed = self.model.roi_heads.box_predictor.box2box_transform.apply_deltas(
-            deltas, proposals.tensor).view(n, -1, 4)
+            deltas, proposals.tensor
+        ).view(n, -1, 4)
         # maskrcnn-benchmark clips a box to the last pixel: x in [0, W - 1]
         regressed[..., 0::2] = regressed[..., 0::2].clamp(0, size[1] - 1)
         regressed[..., 1::2] = regressed[..., 1::2].clamp(0, size[0] - 1)
         chosen, labels, scores = vinvl.select_boxes(
-            probs[:, :c], regressed[:, :c], sel.conf_thresh, sel.min_boxes, sel.max_boxes,
-            sel.nms_iou)
+            probs[:, :c],
+            regressed[:, :c],
+            sel.conf_thresh,
+            sel.min_boxes,
+            sel.max_boxes,
+            sel.nms_iou,
+        )
         picked = regressed[chosen, labels]
         boxes = Boxes(picked.clone())
         boxes.scale(*scale)
         background_first = torch.cat([torch.arange(c, probs.shape[1]), torch.arange(c)])
         empty = [[] for _ in range(len(chosen))]
-        return Detections(boxes.tensor.numpy().astype(np.float32),
-                          pooled[chosen].numpy().astype(np.float32),
-                          labels.numpy().astype(np.int64), scores.numpy().astype(np.float32),
-                          empty, [[] for _ in range(len(chosen))], extra={
-                              "input_boxes": picked,
-                              "scores_all": probs[chosen][:, background_first].numpy(),
-                              "boxes_all": regressed[chosen][:, background_first].numpy()})
+        return Detections(
+            boxes.tensor.numpy().astype(np.float32),
+            pooled[chosen].numpy().astype(np.float32),
+            labels.numpy().astype(np.int64),
+            scores.numpy().astype(np.float32),
+            empty,
+            [[] for _ in range(len(chosen))],
+            extra={
+                "input_boxes": picked,
+                "scores_all": probs[chosen][:, background_first].numpy(),
+                "boxes_all": regressed[chosen][:, background_first].numpy(),
+            },
+        )
 
     def _vinvl_attributes(self, det: Detections, features: Dict[str, torch.Tensor]) -> None:
         """VinVL's attributes of ``det``'s boxes (:func:`vinvl.select_attributes`): into its
@@ -445,10 +543,13 @@ class Detector:
         values = np.zeros((len(boxes), sel.max_attributes), np.float32)
         if len(boxes):
             logits = self.model.roi_heads.attribute_logits(
-                features, [Boxes(boxes.to(self.device))],
-                torch.from_numpy(det.classes).to(self.device))
+                features,
+                [Boxes(boxes.to(self.device))],
+                torch.from_numpy(det.classes).to(self.device),
+            )
             top_ids, top_values = vinvl.select_attributes(
-                logits.float().cpu(), sel.attr_thresh, per_box=sel.max_attributes)
+                logits.float().cpu(), sel.attr_thresh, per_box=sel.max_attributes
+            )
             ids, values = top_ids.numpy(), top_values.numpy()
         for i in range(len(boxes)):
             kept = values[i] > 0
@@ -462,13 +563,17 @@ class Detector:
         sel = self.selection
         boxes = Boxes(proposals.tensor.clone())
         boxes.scale(*scale)
-        chosen, best = vmb.select_boxes(fg, boxes.tensor, sel.conf_thresh, sel.max_boxes,
-                                        sel.nms_iou)
+        chosen, best = vmb.select_boxes(
+            fg, boxes.tensor, sel.conf_thresh, sel.max_boxes, sel.nms_iou
+        )
         scores, labels = fg[chosen].max(dim=1)
         empty = [[] for _ in range(len(chosen))]
-        return Detections(boxes.tensor[chosen].numpy().astype(np.float32),
-                          pooled[chosen].numpy().astype(np.float32),
-                          labels.numpy().astype(np.int64), scores.numpy().astype(np.float32),
-                          empty, [[] for _ in range(len(chosen))], extra={
-                              "cls_prob": fg[chosen].numpy(),
-                              "num_boxes": int((best > 0).sum())})
+        return Detections(
+            boxes.tensor[chosen].numpy().astype(np.float32),
+            pooled[chosen].numpy().astype(np.float32),
+            labels.numpy().astype(np.int64),
+            scores.numpy().astype(np.float32),
+            empty,
+            [[] for _ in range(len(chosen))],
+            extra={"cls_prob": fg[chosen].numpy(), "num_boxes": int((best > 0).sum())},
+        )

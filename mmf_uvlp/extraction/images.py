@@ -91,22 +91,33 @@ def _folder(root: Path) -> Iterator[Tuple[ImageRef, Problem]]:
             if named_like_an_image:
                 yield ref, ("not_a_file", "a folder, not an image file")
         elif path.is_symlink() and not path.exists():
-            yield ref, ("broken_link", f"a symbolic link to {os.readlink(path)}, which does "
-                        "not exist")
+            yield (
+                ref,
+                ("broken_link", f"a symbolic link to {os.readlink(path)}, which does not exist"),
+            )
         elif not path.is_file():
             yield ref, ("not_a_file", f"{_file_type(path.stat().st_mode)}, not an image file")
         elif named_like_an_image:
             yield ref, None
         else:
-            yield ref, ("not_an_image_name", "not an image file name (extensions: "
-                        f"{' '.join(IMAGE_EXTENSIONS)})")
+            yield (
+                ref,
+                (
+                    "not_an_image_name",
+                    f"not an image file name (extensions: {' '.join(IMAGE_EXTENSIONS)})",
+                ),
+            )
 
 
 def _file_type(mode: int) -> str:
     """What a file that is not a regular one is, in words."""
-    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
-                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device")):
+    for test, name in (
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
         if test(mode):
             return name
     return "not a regular file"
@@ -139,8 +150,14 @@ def _dedup(items, tsv: Optional[str] = None) -> Listing:
         if problem is not None:
             refused.append((ref, *problem))
         elif ref.key in first:
-            refused.append((ref, "duplicate_key", f"key {ref.key!r} was listed already, by "
-                            f"{first[ref.key].source} (keys are file names without extension)"))
+            refused.append(
+                (
+                    ref,
+                    "duplicate_key",
+                    f"key {ref.key!r} was listed already, by "
+                    f"{first[ref.key].source} (keys are file names without extension)",
+                )
+            )
         else:
             first[ref.key] = ref
             images.append(ref)
@@ -169,8 +186,9 @@ def read_bytes(ref: ImageRef, tsv: Optional[str]) -> bytes:
         raise BadImage("corrupt", "the image column is not base64") from None
 
 
-def decode(data: bytes, min_side: int = MIN_SIDE,
-           max_pixels: int = MAX_PIXELS) -> Tuple[np.ndarray, List[str]]:
+def decode(
+    data: bytes, min_side: int = MIN_SIDE, max_pixels: int = MAX_PIXELS
+) -> Tuple[np.ndarray, List[str]]:
     """(H, W, 3) uint8 RGB, upright, and the conversions made; BadImage when unusable."""
     try:
         image = Image.open(io.BytesIO(data))
@@ -180,8 +198,11 @@ def decode(data: bytes, min_side: int = MIN_SIDE,
         raise BadImage("huge", f"{exc} (--max-pixels {max_pixels})") from None
     width, height = image.size
     if width * height > max_pixels:
-        raise BadImage("huge", f"{width}x{height} = {width * height / 1e6:.1f} MP, over the "
-                       f"limit of {max_pixels / 1e6:g} MP (--max-pixels)")
+        raise BadImage(
+            "huge",
+            f"{width}x{height} = {width * height / 1e6:.1f} MP, over the "
+            f"limit of {max_pixels / 1e6:g} MP (--max-pixels)",
+        )
     try:
         image.load()
     except OSError as exc:
@@ -195,8 +216,9 @@ def decode(data: bytes, min_side: int = MIN_SIDE,
         conversions.append("exif_rotated")
     array = _rgb(image, conversions)
     if min(array.shape[:2]) < min_side:
-        raise BadImage("tiny", f"{array.shape[1]}x{array.shape[0]}, a side under {min_side} "
-                       "px (--min-side)")
+        raise BadImage(
+            "tiny", f"{array.shape[1]}x{array.shape[0]}, a side under {min_side} px (--min-side)"
+        )
     return array, conversions
 
 

@@ -26,8 +26,9 @@ from mmf_uvlp.utils.atomic import atomic_write_json
 from mmf_uvlp.utils.cluster import JobOptions
 
 
-def shard_job(make_run: Callable[..., object], out: str, shard: Tuple[int, int],
-              threads: int) -> Dict[str, object]:
+def shard_job(
+    make_run: Callable[..., object], out: str, shard: Tuple[int, int], threads: int
+) -> Dict[str, object]:
     """Shard ``i/N``: ``make_run(out, shard)`` builds the detector and extracts."""
     import torch
 
@@ -46,20 +47,35 @@ class ExtractionLauncher(JobLauncher):
 
     job_name_prefix = "extract"
 
-    def __init__(self, make_run: Callable[..., object], out: str, shards: int,
-                 options: JobOptions, retries: int = 2, progress: bool = True,
-                 poll_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        make_run: Callable[..., object],
+        out: str,
+        shards: int,
+        options: JobOptions,
+        retries: int = 2,
+        progress: bool = True,
+        poll_s: float = 5.0,
+    ) -> None:
         super().__init__(out, shards, options, retries, progress, poll_s)
         self.make_run = make_run
 
     def phases(self):
         n = self.shards
         dirs = [self.shard_dir(i) for i in range(n)]
-        shards = [Task(f"shard-{i}", f"shard {i}/{n}", shard_job,
-                       (self.make_run, dirs[i], (i, n), self.threads),
-                       lambda d=dirs[i]: finished(d)) for i in range(n)]
-        merge = [Task("merge", "merge", merge_job, (dirs, self.out),
-                      lambda: merged(dirs, self.out))]
+        shards = [
+            Task(
+                f"shard-{i}",
+                f"shard {i}/{n}",
+                shard_job,
+                (self.make_run, dirs[i], (i, n), self.threads),
+                lambda d=dirs[i]: finished(d),
+            )
+            for i in range(n)
+        ]
+        merge = [
+            Task("merge", "merge", merge_job, (dirs, self.out), lambda: merged(dirs, self.out))
+        ]
         return [("shards", shards), ("merge", merge)]
 
     def run(self) -> Dict[str, object]:
@@ -75,10 +91,11 @@ class ExtractionLauncher(JobLauncher):
         path = self.folder / "launch.json"
         have = read_json(str(path))
         if have is not None and have.get("shards") != self.shards:
-            raise RuntimeError(f"{self.out} holds a launch of {have.get('shards')} shards; "
-                               "use another --out, or delete it to start again")
+            raise RuntimeError(
+                f"{self.out} holds a launch of {have.get('shards')} shards; "
+                "use another --out, or delete it to start again"
+            )
         if os.path.exists(os.path.join(self.out, STATE)):
-            raise RuntimeError(f"{self.out} holds a single run's output; launch into another "
-                               "--out")
+            raise RuntimeError(f"{self.out} holds a single run's output; launch into another --out")
         self.folder.mkdir(parents=True, exist_ok=True)
         atomic_write_json(str(path), {"shards": self.shards})

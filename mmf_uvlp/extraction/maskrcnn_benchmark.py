@@ -61,39 +61,50 @@ def _rules(body: str) -> List[Tuple[re.Pattern, Callable[[re.Match], str]]]:
     rules = {
         rf"backbone\.body\.stem\.conv1\.{TENSOR}": lambda m: f"{body}stem.conv1.{m[1]}",
         rf"backbone\.body\.stem\.bn1\.{TENSOR}": lambda m: f"{body}stem.conv1.norm.{m[1]}",
-        rf"backbone\.body\.layer(\d)\.(\d+)\.{BLOCK}":
-            lambda m: f"{body}res{int(m[1]) + 1}.{m[2]}.{_block(m[3])}",
-        rf"backbone\.fpn\.fpn_inner(\d)\.{TENSOR}":
-            lambda m: f"backbone.fpn_lateral{int(m[1]) + 1}.{m[2]}",
-        rf"backbone\.fpn\.fpn_layer(\d)\.{TENSOR}":
-            lambda m: f"backbone.fpn_output{int(m[1]) + 1}.{m[2]}",
-        r"rpn\.anchor_generator\.cell_anchors\.(\d+)":
-            lambda m: f"proposal_generator.anchor_generator.cell_anchors.{m[1]}",
+        rf"backbone\.body\.layer(\d)\.(\d+)\.{BLOCK}": lambda m: (
+            f"{body}res{int(m[1]) + 1}.{m[2]}.{_block(m[3])}"
+        ),
+        rf"backbone\.fpn\.fpn_inner(\d)\.{TENSOR}": lambda m: (
+            f"backbone.fpn_lateral{int(m[1]) + 1}.{m[2]}"
+        ),
+        rf"backbone\.fpn\.fpn_layer(\d)\.{TENSOR}": lambda m: (
+            f"backbone.fpn_output{int(m[1]) + 1}.{m[2]}"
+        ),
+        r"rpn\.anchor_generator\.cell_anchors\.(\d+)": lambda m: (
+            f"proposal_generator.anchor_generator.cell_anchors.{m[1]}"
+        ),
         rf"rpn\.head\.conv\.{TENSOR}": lambda m: f"proposal_generator.rpn_head.conv.{m[1]}",
-        rf"rpn\.head\.cls_logits\.{TENSOR}":
-            lambda m: f"proposal_generator.rpn_head.objectness_logits.{m[1]}",
-        rf"rpn\.head\.bbox_pred\.{TENSOR}":
-            lambda m: f"proposal_generator.rpn_head.anchor_deltas.{m[1]}",
-        rf"roi_heads\.box\.feature_extractor\.head\.layer4\.(\d+)\.{BLOCK}":
-            lambda m: f"roi_heads.res5.{m[1]}.{_block(m[2])}",
-        rf"roi_heads\.box\.feature_extractor\.fc6\.{TENSOR}":
-            lambda m: f"roi_heads.box_head.fc1.{m[1]}",
-        rf"roi_heads\.box\.feature_extractor\.fc7\.{TENSOR}":
-            lambda m: f"roi_heads.box_head.fc2.{m[1]}",
-        rf"roi_heads\.box\.predictor\.(cls_score|bbox_pred)\.{TENSOR}":
-            lambda m: f"roi_heads.box_predictor.{m[1]}.{m[2]}",
-        rf"attribute\.feature_extractor\.head\.layer4\.(\d+)\.{BLOCK}":
-            lambda m: f"roi_heads.attribute_res5.{m[1]}.{_block(m[2])}",
-        rf"attribute\.predictor\.(cls_embedding|fc_attr|attr_score)\.{TENSOR}":
-            lambda m: f"roi_heads.attribute_predictor.{m[1]}.{m[2]}",
+        rf"rpn\.head\.cls_logits\.{TENSOR}": lambda m: (
+            f"proposal_generator.rpn_head.objectness_logits.{m[1]}"
+        ),
+        rf"rpn\.head\.bbox_pred\.{TENSOR}": lambda m: (
+            f"proposal_generator.rpn_head.anchor_deltas.{m[1]}"
+        ),
+        rf"roi_heads\.box\.feature_extractor\.head\.layer4\.(\d+)\.{BLOCK}": lambda m: (
+            f"roi_heads.res5.{m[1]}.{_block(m[2])}"
+        ),
+        rf"roi_heads\.box\.feature_extractor\.fc6\.{TENSOR}": lambda m: (
+            f"roi_heads.box_head.fc1.{m[1]}"
+        ),
+        rf"roi_heads\.box\.feature_extractor\.fc7\.{TENSOR}": lambda m: (
+            f"roi_heads.box_head.fc2.{m[1]}"
+        ),
+        rf"roi_heads\.box\.predictor\.(cls_score|bbox_pred)\.{TENSOR}": lambda m: (
+            f"roi_heads.box_predictor.{m[1]}.{m[2]}"
+        ),
+        rf"attribute\.feature_extractor\.head\.layer4\.(\d+)\.{BLOCK}": lambda m: (
+            f"roi_heads.attribute_res5.{m[1]}.{_block(m[2])}"
+        ),
+        rf"attribute\.predictor\.(cls_embedding|fc_attr|attr_score)\.{TENSOR}": lambda m: (
+            f"roi_heads.attribute_predictor.{m[1]}.{m[2]}"
+        ),
     }
     return [(re.compile(pattern + "$"), rename) for pattern, rename in rules.items()]
 
 
 def is_maskrcnn_benchmark(state: Mapping[str, object]) -> bool:
     """Whether ``state`` is named as maskrcnn-benchmark names its modules."""
-    return any(key.startswith(("backbone.body.", "rpn.head.", "roi_heads.box."))
-               for key in state)
+    return any(key.startswith(("backbone.body.", "rpn.head.", "roi_heads.box.")) for key in state)
 
 
 def new_name(key: str, body: str = "backbone.") -> str:
@@ -114,8 +125,9 @@ def _background_last(key: str, tensor: torch.Tensor) -> torch.Tensor:
 
 def convert(state: Mapping[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
     """maskrcnn-benchmark's ``state`` with detectron2's names, row orders and norms."""
-    body = "backbone.bottom_up." if any(k.startswith("backbone.fpn.") for k in state) \
-        else "backbone."
+    body = (
+        "backbone.bottom_up." if any(k.startswith("backbone.fpn.") for k in state) else "backbone."
+    )
     out: Dict[str, torch.Tensor] = {}
     for key, tensor in state.items():
         name = new_name(key, body)
@@ -169,8 +181,7 @@ def maskrcnn_benchmark_predictor(predictor: nn.Module) -> nn.Module:
     num_rows = predictor.cls_score.out_features * 4
     predictor.bbox_pred = nn.Linear(predictor.bbox_pred.in_features, num_rows)
     transform = predictor.box2box_transform
-    predictor.box2box_transform = LegacyBox2BoxTransform(transform.weights,
-                                                         transform.scale_clamp)
+    predictor.box2box_transform = LegacyBox2BoxTransform(transform.weights, transform.scale_clamp)
     return predictor
 
 

@@ -45,11 +45,17 @@ def vinvl_record(det, width: int, height: int) -> Tuple[np.ndarray, Dict[str, ob
     """(features, info) of ``extract_features_vinvl.py`` for one image's detections."""
     bbox = normalised_boxes(det.boxes, width, height)
     info: Dict[str, object] = {
-        "labels": det.classes.astype(np.int64) + 1, "scores": det.scores.astype(np.float32),
+        "labels": det.classes.astype(np.int64) + 1,
+        "scores": det.scores.astype(np.float32),
         "box_features": det.features.astype(np.float32),
-        "scores_all": det.extra["scores_all"], "boxes_all": det.extra["boxes_all"],
-        "attr_labels": det.extra["attr_labels"], "attr_scores": det.extra["attr_scores"],
-        "bbox": bbox, "image_width": width, "image_height": height}
+        "scores_all": det.extra["scores_all"],
+        "boxes_all": det.extra["boxes_all"],
+        "attr_labels": det.extra["attr_labels"],
+        "attr_scores": det.extra["attr_scores"],
+        "bbox": bbox,
+        "image_width": width,
+        "image_height": height,
+    }
     return np.concatenate([info["box_features"], bbox], axis=1), info
 
 
@@ -57,9 +63,13 @@ def vmb_record(det, width: int, height: int) -> Tuple[np.ndarray, Dict[str, obje
     """(features, info) of ``extract_features_vmb.py`` for one image's detections."""
     cls_prob = det.extra["cls_prob"].astype(np.float32)
     info: Dict[str, object] = {
-        "bbox": det.boxes.astype(np.float32), "num_boxes": int(det.extra["num_boxes"]),
+        "bbox": det.boxes.astype(np.float32),
+        "num_boxes": int(det.extra["num_boxes"]),
         "objects": cls_prob.argmax(axis=1) if len(cls_prob) else np.zeros(0, np.int64),
-        "cls_prob": cls_prob, "image_width": width, "image_height": height}
+        "cls_prob": cls_prob,
+        "image_width": width,
+        "image_height": height,
+    }
     return det.features.astype(np.float32), info
 
 

@@ -50,7 +50,13 @@ from mmf_uvlp.utils.atomic import atomic_open, atomic_write_json
 from mmf_uvlp.utils.file_signature import file_signature
 from mmf_uvlp.utils.output_folder import refuse_foreign_folder
 from mmf_uvlp.extraction.images import (
-    MAX_PIXELS, MIN_SIDE, BadImage, Listing, decode, list_images, read_bytes,
+    MAX_PIXELS,
+    MIN_SIDE,
+    BadImage,
+    Listing,
+    decode,
+    list_images,
+    read_bytes,
 )
 
 logger = logging.getLogger(__name__)
@@ -100,22 +106,29 @@ def shard_range(n_images: int, batch_size: int, shard: Tuple[int, int]) -> Tuple
 
 def labelmap(classes: Sequence[str], attributes: Sequence[str]) -> Dict[str, object]:
     """VinVL's json label map (``VG-SGG-dicts``-style): ids from 1, 0 the background."""
-    return {"label_to_idx": {name: i + 1 for i, name in enumerate(classes)},
-            "idx_to_label": {str(i + 1): name for i, name in enumerate(classes)},
-            "attribute_to_idx": {name: i + 1 for i, name in enumerate(attributes)},
-            "idx_to_attribute": {str(i + 1): name for i, name in enumerate(attributes)}}
+    return {
+        "label_to_idx": {name: i + 1 for i, name in enumerate(classes)},
+        "idx_to_label": {str(i + 1): name for i, name in enumerate(classes)},
+        "attribute_to_idx": {name: i + 1 for i, name in enumerate(attributes)},
+        "idx_to_attribute": {str(i + 1): name for i, name in enumerate(attributes)},
+    }
 
 
 def prediction_row(key: str, det, classes: Sequence[str], attributes: Sequence[str]) -> bytes:
     """One ``predictions.tsv`` line."""
     objects = []
     for i in range(len(det.scores)):
-        objects.append({
-            "rect": [float(v) for v in det.boxes[i]], "bbox_id": i,
-            "class": classes[int(det.classes[i])], "conf": float(det.scores[i]),
-            "feature": base64.b64encode(det.features[i].astype("<f4").tobytes()).decode(),
-            "attributes": [attributes[a] for a in det.attributes[i]],
-            "attr_scores": [float(s) for s in det.attr_scores[i]]})
+        objects.append(
+            {
+                "rect": [float(v) for v in det.boxes[i]],
+                "bbox_id": i,
+                "class": classes[int(det.classes[i])],
+                "conf": float(det.scores[i]),
+                "feature": base64.b64encode(det.features[i].astype("<f4").tobytes()).decode(),
+                "attributes": [attributes[a] for a in det.attributes[i]],
+                "attr_scores": [float(s) for s in det.attr_scores[i]],
+            }
+        )
     return f"{key}\t{json.dumps({'objects': objects, 'relations': None})}\n".encode()
 
 
@@ -124,8 +137,9 @@ def hw_row(key: str, height: int, width: int) -> bytes:
 
 
 def problem_row(key: str, source: str, action: str, kind: str, reason: str) -> str:
-    clean = [str(v).replace("\t", " ").replace("\n", " ") for v in
-             (key, source, action, kind, reason)]
+    clean = [
+        str(v).replace("\t", " ").replace("\n", " ") for v in (key, source, action, kind, reason)
+    ]
     return "\t".join(clean) + "\n"
 
 
@@ -139,9 +153,11 @@ def claim(out: str) -> Iterator[None]:
     try:
         lock.acquire()
     except Timeout:
-        raise RuntimeError(f"{out} is being written by another extraction (it holds "
-                           f"{os.path.join(out, LOCK)}): wait for it to end, or use another "
-                           "--out") from None
+        raise RuntimeError(
+            f"{out} is being written by another extraction (it holds "
+            f"{os.path.join(out, LOCK)}): wait for it to end, or use another "
+            "--out"
+        ) from None
     try:
         yield
     finally:
@@ -156,9 +172,12 @@ def writing(path: str) -> Iterator[None]:
         yield
     except OSError as exc:
         if exc.errno == errno.ENOSPC:
-            raise OSError(exc.errno, f"{path}: no space left on device; free some space and "
-                          "run the same command again: it resumes after the last batch "
-                          "written whole") from None
+            raise OSError(
+                exc.errno,
+                f"{path}: no space left on device; free some space and "
+                "run the same command again: it resumes after the last batch "
+                "written whole",
+            ) from None
         if exc.filename is None:
             raise OSError(exc.errno, f"{path}: {exc.strerror or exc}") from None
         raise
@@ -188,77 +207,131 @@ def finished(out: str) -> bool:
     return bool(state and state.get("complete")) and damage(out, state) is None
 
 
-def _fingerprint(listing_source: str, listing: Listing, detector_info: Dict[str, object],
-                 weights: Optional[str], seed: Optional[int], classes, attributes,
-                 options: RunOptions, shard: Optional[Tuple[int, int]]) -> str:
+def _fingerprint(
+    listing_source: str,
+    listing: Listing,
+    detector_info: Dict[str, object],
+    weights: Optional[str],
+    seed: Optional[int],
+    classes,
+    attributes,
+    options: RunOptions,
+    shard: Optional[Tuple[int, int]],
+) -> str:
     """What the output depends on: the listing (each image's key and source), the detector,
     its weights and names, and how the images are batched."""
-    source = (file_signature(listing_source) if os.path.isfile(listing_source)
-              else os.path.abspath(listing_source))
-    listed = hashlib.sha256("\n".join(f"{r.key}\t{r.source}" for r in listing.images)
-                            .encode()).hexdigest()
-    data = {"images": source, "listed": listed, "detector": detector_info,
-            "weights": file_signature(weights) if weights and os.path.isfile(weights)
-            else weights, "seed": seed,
-            "classes": list(classes), "attributes": list(attributes),
-            "batch_size": options.batch_size, "min_side": options.min_side,
-            "max_pixels": options.max_pixels, "shard": list(shard) if shard else None}
+    source = (
+        file_signature(listing_source)
+        if os.path.isfile(listing_source)
+        else os.path.abspath(listing_source)
+    )
+    listed = hashlib.sha256(
+        "\n".join(f"{r.key}\t{r.source}" for r in listing.images).encode()
+    ).hexdigest()
+    data = {
+        "images": source,
+        "listed": listed,
+        "detector": detector_info,
+        "weights": file_signature(weights) if weights and os.path.isfile(weights) else weights,
+        "seed": seed,
+        "classes": list(classes),
+        "attributes": list(attributes),
+        "batch_size": options.batch_size,
+        "min_side": options.min_side,
+        "max_pixels": options.max_pixels,
+        "shard": list(shard) if shard else None,
+    }
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
-def extract(images: str, out: str, detector, classes: Sequence[str],
-            attributes: Sequence[str] = (), options: RunOptions = RunOptions(),
-            shard: Optional[Tuple[int, int]] = None, weights: Optional[str] = None,
-            seed: Optional[int] = None,
-            sink: Optional[Callable[[str, object, int, int], None]] = None) -> Summary:
+def extract(
+    images: str,
+    out: str,
+    detector,
+    classes: Sequence[str],
+    attributes: Sequence[str] = (),
+    options: RunOptions = RunOptions(),
+    shard: Optional[Tuple[int, int]] = None,
+    weights: Optional[str] = None,
+    seed: Optional[int] = None,
+    sink: Optional[Callable[[str, object, int, int], None]] = None,
+) -> Summary:
     """Extract the regions of every image of ``images`` (a folder, list file or tsv) into
     ``out``; resumes an interrupted run of the same inputs and settings. ``sink(key,
     detections, width, height)``, given, also receives each image written (before its batch
     is committed, so that a resumed run gives it again every image after the commit)."""
     with claim(out):
-        return _extract(images, out, detector, classes, attributes, options, shard, weights,
-                        seed, sink)
+        return _extract(
+            images, out, detector, classes, attributes, options, shard, weights, seed, sink
+        )
 
 
-def _extract(images: str, out: str, detector, classes: Sequence[str],
-             attributes: Sequence[str], options: RunOptions, shard: Optional[Tuple[int, int]],
-             weights: Optional[str], seed: Optional[int],
-             sink: Optional[Callable[[str, object, int, int], None]]) -> Summary:
+def _extract(
+    images: str,
+    out: str,
+    detector,
+    classes: Sequence[str],
+    attributes: Sequence[str],
+    options: RunOptions,
+    shard: Optional[Tuple[int, int]],
+    weights: Optional[str],
+    seed: Optional[int],
+    sink: Optional[Callable[[str, object, int, int], None]],
+) -> Summary:
     from tqdm import tqdm
 
     launch = read_json(os.path.join(out, LAUNCH))
     if launch is not None:
-        raise RuntimeError(f"{out} holds a launch of {launch.get('shards')} shards: run the "
-                           f"same command with --shards {launch.get('shards')} to resume it, "
-                           "or use another --out")
+        raise RuntimeError(
+            f"{out} holds a launch of {launch.get('shards')} shards: run the "
+            f"same command with --shards {launch.get('shards')} to resume it, "
+            "or use another --out"
+        )
     if len(classes) != detector.num_classes:
-        raise ValueError(f"{len(classes)} class names for a detector of "
-                         f"{detector.num_classes} classes")
+        raise ValueError(
+            f"{len(classes)} class names for a detector of {detector.num_classes} classes"
+        )
     n_attributes = detector.describe()["num_attributes"]
     if len(attributes) != n_attributes:
-        raise ValueError(f"{len(attributes)} attribute names for a detector of "
-                         f"{n_attributes} attributes")
+        raise ValueError(
+            f"{len(attributes)} attribute names for a detector of {n_attributes} attributes"
+        )
     listing = list_images(images)
-    lo, hi = (0, len(listing.images)) if shard is None else shard_range(
-        len(listing.images), options.batch_size, shard)
-    fingerprint = _fingerprint(images, listing, detector.describe(), weights, seed, classes,
-                               attributes, options, shard)
+    lo, hi = (
+        (0, len(listing.images))
+        if shard is None
+        else shard_range(len(listing.images), options.batch_size, shard)
+    )
+    fingerprint = _fingerprint(
+        images, listing, detector.describe(), weights, seed, classes, attributes, options, shard
+    )
     state_path = os.path.join(out, STATE)
     state = read_json(state_path)
     if state is not None and state.get("fingerprint") != fingerprint and not options.restart:
-        raise RuntimeError(f"{out} holds an extraction of other images or settings "
-                           f"({state_path}); use another --out, or --restart to start over")
+        raise RuntimeError(
+            f"{out} holds an extraction of other images or settings "
+            f"({state_path}); use another --out, or --restart to start over"
+        )
     problem = None if state is None or options.restart else damage(out, state)
     if problem is not None:
-        logger.warning("%s: damaged since it was written; extracting again from the first "
-                       "image", problem)
+        logger.warning(
+            "%s: damaged since it was written; extracting again from the first image", problem
+        )
         state = None
     if state is None or options.restart or state.get("fingerprint") != fingerprint:
         refused = listing.refused if (shard is None or shard[0] == 0) else []
-        state = {"fingerprint": fingerprint, "next": lo, "bytes": {"predictions.tsv": 0,
-                 "hw.tsv": 0}, "regions": 0, "written": 0, "complete": False,
-                 "problems": [problem_row(ref.key, ref.source, "skipped",
-                                          kind, reason) for ref, kind, reason in refused]}
+        state = {
+            "fingerprint": fingerprint,
+            "next": lo,
+            "bytes": {"predictions.tsv": 0, "hw.tsv": 0},
+            "regions": 0,
+            "written": 0,
+            "complete": False,
+            "problems": [
+                problem_row(ref.key, ref.source, "skipped", kind, reason)
+                for ref, kind, reason in refused
+            ],
+        }
         for name in OUTPUTS:
             if os.path.exists(os.path.join(out, name)):
                 os.remove(os.path.join(out, name))
@@ -275,42 +348,58 @@ def _extract(images: str, out: str, detector, classes: Sequence[str],
             handle.truncate(state["bytes"][name])
             handle.seek(state["bytes"][name])
     start, cpu_start = time.time(), time.process_time()
-    bar = tqdm(total=hi - lo, initial=state["next"] - lo, unit="img", desc="extract",
-               disable=not options.progress, dynamic_ncols=True)
+    bar = tqdm(
+        total=hi - lo,
+        initial=state["next"] - lo,
+        unit="img",
+        desc="extract",
+        disable=not options.progress,
+        dynamic_ncols=True,
+    )
     try:
         for first in range(state["next"], hi, options.batch_size):
-            refs = listing.images[first:min(first + options.batch_size, hi)]
+            refs = listing.images[first : min(first + options.batch_size, hi)]
             arrays, kept = [], []
             for ref in refs:
                 try:
-                    array, conversions = decode(read_bytes(ref, listing.tsv),
-                                                options.min_side, options.max_pixels)
+                    array, conversions = decode(
+                        read_bytes(ref, listing.tsv), options.min_side, options.max_pixels
+                    )
                 except BadImage as bad:
-                    state["problems"].append(problem_row(ref.key, ref.source, "skipped",
-                                                         bad.kind, str(bad)))
+                    state["problems"].append(
+                        problem_row(ref.key, ref.source, "skipped", bad.kind, str(bad))
+                    )
                     continue
                 except OSError as exc:
-                    state["problems"].append(problem_row(ref.key, ref.source, "skipped",
-                                                         "unreadable", str(exc)))
+                    state["problems"].append(
+                        problem_row(ref.key, ref.source, "skipped", "unreadable", str(exc))
+                    )
                     continue
                 for kind in conversions:
-                    state["problems"].append(problem_row(ref.key, ref.source, "converted",
-                                                         kind, _CONVERSIONS[kind]))
+                    state["problems"].append(
+                        problem_row(ref.key, ref.source, "converted", kind, _CONVERSIONS[kind])
+                    )
                 arrays.append(array)
                 kept.append(ref)
             rows = {name: [] for name in TSVS}
             for ref, array, det in zip(kept, arrays, detector(arrays)):
-                rows["predictions.tsv"].append(prediction_row(ref.key, det, classes,
-                                                              attributes))
+                rows["predictions.tsv"].append(prediction_row(ref.key, det, classes, attributes))
                 rows["hw.tsv"].append(hw_row(ref.key, *array.shape[:2]))
                 if sink is not None:
                     sink(ref.key, det, array.shape[1], array.shape[0])
                 state["regions"] += len(det.scores)
                 state["written"] += 1
                 if not len(det.scores):
-                    state["problems"].append(problem_row(
-                        ref.key, ref.source, "written", "no_regions", "written with no region: "
-                        "the detector gave no proposal (its row has an empty object list)"))
+                    state["problems"].append(
+                        problem_row(
+                            ref.key,
+                            ref.source,
+                            "written",
+                            "no_regions",
+                            "written with no region: "
+                            "the detector gave no proposal (its row has an empty object list)",
+                        )
+                    )
             for name, handle in handles.items():
                 with writing(handle.name):
                     handle.write(b"".join(rows[name]))
@@ -327,8 +416,7 @@ def _extract(images: str, out: str, detector, classes: Sequence[str],
             # after a failed write: what its buffer held is not committed, a rerun rewrites it
             with contextlib.suppress(OSError):
                 handle.close()
-    _write_tail(out, state, classes, attributes, detector.feature_dim,
-                detector.weights.as_dict())
+    _write_tail(out, state, classes, attributes, detector.feature_dim, detector.weights.as_dict())
     state["complete"] = True
     with writing(state_path):
         atomic_write_json(state_path, state)
@@ -356,8 +444,9 @@ def _counts(problems: Sequence[str]) -> Tuple[Dict[str, int], Dict[str, int]]:
     return dict(sorted(skipped.items())), dict(sorted(noted.items()))
 
 
-def _write_tail(out: str, state: Dict, classes, attributes, feature_dim: int,
-                weights: Dict[str, object]) -> None:
+def _write_tail(
+    out: str, state: Dict, classes, attributes, feature_dim: int, weights: Dict[str, object]
+) -> None:
     """labelmap.json, problems.tsv and report.json of a finished run or merge; ``weights``:
     how the detector's weights were loaded (``whole``, ``partial`` or ``random``)."""
     path = os.path.join(out, "labelmap.json")
@@ -369,17 +458,34 @@ def _write_tail(out: str, state: Dict, classes, attributes, feature_dim: int,
     skipped, converted = _counts(state["problems"])
     path = os.path.join(out, "report.json")
     with writing(path):
-        atomic_write_json(path, {
-            "images_written": state["written"], "regions": state["regions"],
-            "feature_dim": feature_dim, "skipped": skipped, "converted": converted,
-            "num_classes": len(classes), "num_attributes": len(attributes),
-            "weights": weights})
+        atomic_write_json(
+            path,
+            {
+                "images_written": state["written"],
+                "regions": state["regions"],
+                "feature_dim": feature_dim,
+                "skipped": skipped,
+                "converted": converted,
+                "num_classes": len(classes),
+                "num_attributes": len(attributes),
+                "weights": weights,
+            },
+        )
 
 
 def _summary(out, state, detector, resumed_at, seconds, listed) -> Summary:
     skipped, converted = _counts(state["problems"])
-    return Summary(out, listed, state["written"], state["regions"], detector.feature_dim,
-                   skipped, converted, resumed_at, seconds)
+    return Summary(
+        out,
+        listed,
+        state["written"],
+        state["regions"],
+        detector.feature_dim,
+        skipped,
+        converted,
+        resumed_at,
+        seconds,
+    )
 
 
 def merge(shard_dirs: Sequence[str], out: str) -> Dict[str, object]:
@@ -399,12 +505,15 @@ def merge(shard_dirs: Sequence[str], out: str) -> Dict[str, object]:
                     shutil.copyfileobj(source, target)
     first = read_json(os.path.join(shard_dirs[0], "labelmap.json"))
     report = read_json(os.path.join(shard_dirs[0], "report.json"))
-    merged = {"written": sum(s["written"] for s in states),
-              "regions": sum(s["regions"] for s in states),
-              "problems": [row for s in states for row in s["problems"]]}
+    merged = {
+        "written": sum(s["written"] for s in states),
+        "regions": sum(s["regions"] for s in states),
+        "problems": [row for s in states for row in s["problems"]],
+    }
     classes = [first["idx_to_label"][str(i + 1)] for i in range(len(first["idx_to_label"]))]
-    attributes = [first["idx_to_attribute"][str(i + 1)]
-                  for i in range(len(first["idx_to_attribute"]))]
+    attributes = [
+        first["idx_to_attribute"][str(i + 1)] for i in range(len(first["idx_to_attribute"]))
+    ]
     _write_tail(out, merged, classes, attributes, report["feature_dim"], report["weights"])
     return read_json(os.path.join(out, "report.json"))
 
@@ -420,7 +529,8 @@ def merged(shard_dirs: Sequence[str], out: str) -> bool:
         want = sum(state["bytes"][name] for state in states)
         have = os.path.getsize(path) if os.path.exists(path) else 0
         if have != want:
-            logger.warning("%s has %d bytes where the shards hold %d: merged again", path,
-                           have, want)
+            logger.warning(
+                "%s has %d bytes where the shards hold %d: merged again", path, have, want
+            )
             return False
     return True

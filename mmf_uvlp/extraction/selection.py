@@ -36,8 +36,8 @@ import torch
 METHODS = ("per-class", "max-class", "vinvl", "mmf-vmb")
 HELP = {
     "method": "per-class (bottom-up attention's generate_tsv.py), max-class (LXMERT's "
-              "detectron2 script, MMF's frcnn port), vinvl (scene_graph_benchmark) or "
-              "mmf-vmb (MMF's extract_features_vmb.py)",
+    "detectron2 script, MMF's frcnn port), vinvl (scene_graph_benchmark) or "
+    "mmf-vmb (MMF's extract_features_vmb.py)",
     "proposals": "RPN proposals per image (MODEL.RPN.POST_NMS_TOPK_TEST)",
     "nms_iou": "IoU of the NMS (max-class: the first, raised by 0.1 until min-boxes survive)",
     "conf_thresh": "keep the boxes whose best class score is at least this (per-class)",
@@ -65,14 +65,16 @@ class Selection:
 
     def validate(self) -> "Selection":
         if self.method not in METHODS:
-            raise ValueError(f"--method: expected one of {', '.join(METHODS)}, got "
-                             f"{self.method!r}")
+            raise ValueError(f"--method: expected one of {', '.join(METHODS)}, got {self.method!r}")
         if not 1 <= self.min_boxes <= self.max_boxes:
-            raise ValueError(f"--min-boxes {self.min_boxes} / --max-boxes {self.max_boxes}: "
-                             "expected 1 <= min <= max")
+            raise ValueError(
+                f"--min-boxes {self.min_boxes} / --max-boxes {self.max_boxes}: "
+                "expected 1 <= min <= max"
+            )
         if self.max_boxes > self.proposals:
-            raise ValueError(f"--max-boxes {self.max_boxes}: more than --proposals "
-                             f"{self.proposals}")
+            raise ValueError(
+                f"--max-boxes {self.max_boxes}: more than --proposals {self.proposals}"
+            )
         if self.boxes not in ("proposals", "regressed"):
             raise ValueError(f"--boxes: expected proposals or regressed, got {self.boxes!r}")
         if not 0 < self.nms_iou <= 1:
@@ -80,8 +82,7 @@ class Selection:
         return self
 
 
-def select_per_class(scores: torch.Tensor, boxes: torch.Tensor, sel: Selection
-                     ) -> torch.Tensor:
+def select_per_class(scores: torch.Tensor, boxes: torch.Tensor, sel: Selection) -> torch.Tensor:
     """Indices of the kept proposals, best first when cut to ``min_boxes``/``max_boxes``.
 
     ``scores``: (N, C) foreground class scores; ``boxes``: (N, C, 4) each class's box."""
@@ -97,14 +98,15 @@ def select_per_class(scores: torch.Tensor, boxes: torch.Tensor, sel: Selection
     order = torch.argsort(max_conf, descending=True, stable=True)
     chosen = torch.nonzero(max_conf >= sel.conf_thresh).flatten()
     if len(chosen) < sel.min_boxes:
-        return order[:sel.min_boxes]
+        return order[: sel.min_boxes]
     if len(chosen) > sel.max_boxes:
-        return order[:sel.max_boxes]
+        return order[: sel.max_boxes]
     return chosen
 
 
-def select_max_class(scores: torch.Tensor, boxes: torch.Tensor, size: Tuple[int, int],
-                     sel: Selection) -> torch.Tensor:
+def select_max_class(
+    scores: torch.Tensor, boxes: torch.Tensor, size: Tuple[int, int], sel: Selection
+) -> torch.Tensor:
     """Indices of the kept proposals, best first (module docstring's ``max-class``).
 
     ``scores``: (N, C) foreground class scores; ``boxes``: (N, C, 4) each class's regressed
@@ -117,7 +119,7 @@ def select_max_class(scores: torch.Tensor, boxes: torch.Tensor, size: Tuple[int,
     picked[:, 1::2] = picked[:, 1::2].clamp(0, size[0])
     keep = torch.zeros(0, dtype=torch.long)
     for step in range(max(0, round((0.9 - sel.nms_iou) / 0.1)) + 1):
-        keep = nms(picked.float(), best, sel.nms_iou + 0.1 * step)[:sel.max_boxes]
+        keep = nms(picked.float(), best, sel.nms_iou + 0.1 * step)[: sel.max_boxes]
         if len(keep) >= sel.min_boxes:
             break
     return keep

@@ -45,8 +45,14 @@ class VinVLAttributePredictor(nn.Module):
     """scene_graph_benchmark's ``AttributeRCNNPredictor``: attribute logits (row 0: "no
     attribute") of pooled region features and their 1-based class labels."""
 
-    def __init__(self, input_dim: int, num_classes: int, num_attributes: int,
-                 embed_dim: int = 256, fc_dim: int = 512):
+    def __init__(
+        self,
+        input_dim: int,
+        num_classes: int,
+        num_attributes: int,
+        embed_dim: int = 256,
+        fc_dim: int = 512,
+    ):
         super().__init__()
         self.cls_embedding = nn.Embedding(num_classes + 1, embed_dim)
         self.fc_attr = nn.Linear(input_dim + embed_dim, fc_dim)
@@ -63,8 +69,9 @@ class VinVLRes5ROIHeads(Res5ROIHeads):
     """Res5 RoI heads with VinVL's attribute head (its own res5 and predictor)."""
 
     @configurable
-    def __init__(self, *, attribute_res5: nn.Module,
-                 attribute_predictor: VinVLAttributePredictor, **kwargs):
+    def __init__(
+        self, *, attribute_res5: nn.Module, attribute_predictor: VinVLAttributePredictor, **kwargs
+    ):
         super().__init__(**kwargs)
         self.attribute_res5 = attribute_res5
         self.attribute_predictor = attribute_predictor
@@ -76,12 +83,17 @@ class VinVLRes5ROIHeads(Res5ROIHeads):
         ret["attribute_res5"], channels = cls._build_res5_block(cfg)
         attr = cfg.MODEL.ROI_ATTRIBUTE_HEAD
         ret["attribute_predictor"] = VinVLAttributePredictor(
-            channels, cfg.MODEL.ROI_HEADS.NUM_CLASSES, attr.NUM_ATTRIBUTES, attr.OBJ_EMBED_DIM,
-            attr.FC_DIM)
+            channels,
+            cfg.MODEL.ROI_HEADS.NUM_CLASSES,
+            attr.NUM_ATTRIBUTES,
+            attr.OBJ_EMBED_DIM,
+            attr.FC_DIM,
+        )
         return ret
 
-    def attribute_logits(self, features: Dict[str, torch.Tensor], boxes: List[Boxes],
-                         classes: torch.Tensor) -> torch.Tensor:
+    def attribute_logits(
+        self, features: Dict[str, torch.Tensor], boxes: List[Boxes], classes: torch.Tensor
+    ) -> torch.Tensor:
         """The attribute logits of ``boxes`` (in the network's input pixels) of 0-based
         ``classes``, concatenated over the images."""
         x = self.pooler([features[f] for f in self.in_features], boxes)
@@ -130,9 +142,14 @@ def vinvl_config(cfg: CfgNode) -> CfgNode:
     return cfg
 
 
-def select_boxes(probs: torch.Tensor, regressed: torch.Tensor, conf_thresh: float = 0.2,
-                 min_boxes: int = 10, max_boxes: int = 100, nms_iou: float = 0.3
-                 ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def select_boxes(
+    probs: torch.Tensor,
+    regressed: torch.Tensor,
+    conf_thresh: float = 0.2,
+    min_boxes: int = 10,
+    max_boxes: int = 100,
+    nms_iou: float = 0.3,
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """scene_graph_benchmark's ``filter_results_peter``: (proposal indices, 0-based labels,
     scores) of the kept boxes, by descending score.
 
@@ -156,8 +173,9 @@ def select_boxes(probs: torch.Tensor, regressed: torch.Tensor, conf_thresh: floa
     return candidates[order], labels[order], best[order]
 
 
-def select_attributes(logits: torch.Tensor, thresh: float = 0.05, per_image: int = 100,
-                      per_box: int = 16) -> Tuple[torch.Tensor, torch.Tensor]:
+def select_attributes(
+    logits: torch.Tensor, thresh: float = 0.05, per_image: int = 100, per_box: int = 16
+) -> Tuple[torch.Tensor, torch.Tensor]:
     """scene_graph_benchmark's ``AttributePostProcessor`` on one image's (N, A + 1) logits:
     (N, per_box) attribute ids (1-based, as the logits' rows) and scores, by descending score.
     An attribute scoring at most ``thresh`` scores 0 (its id then means nothing), and so does

@@ -42,8 +42,12 @@ class VmbROIHeads(StandardROIHeads):
         return ret
 
 
-def box_features(heads: StandardROIHeads, features: Dict[str, torch.Tensor],
-                 boxes: List[Boxes], layer: str = "fc7") -> Tuple[torch.Tensor, torch.Tensor]:
+def box_features(
+    heads: StandardROIHeads,
+    features: Dict[str, torch.Tensor],
+    boxes: List[Boxes],
+    layer: str = "fc7",
+) -> Tuple[torch.Tensor, torch.Tensor]:
     """(the region features of ``layer``, the box head's output for the predictor)."""
     if layer not in FEATURE_LAYERS:
         raise ValueError(f"--feature-layer {layer}: expected one of {', '.join(FEATURE_LAYERS)}")
@@ -90,9 +94,13 @@ def vmb_config(cfg: CfgNode) -> CfgNode:
     return cfg
 
 
-def select_boxes(probs: torch.Tensor, boxes: torch.Tensor, conf_thresh: float = 0.0,
-                 max_boxes: int = 100, nms_iou: float = 0.5
-                 ) -> Tuple[torch.Tensor, torch.Tensor]:
+def select_boxes(
+    probs: torch.Tensor,
+    boxes: torch.Tensor,
+    conf_thresh: float = 0.0,
+    max_boxes: int = 100,
+    nms_iou: float = 0.5,
+) -> Tuple[torch.Tensor, torch.Tensor]:
     """``extract_features_vmb.py``'s selection: (indices of the kept proposals, their best
     class score surviving NMS, 0 where none is above ``conf_thresh``), by descending score.
 

@@ -43,8 +43,9 @@ class CurriculumWeighting:
         """Whether ``w_ITM`` weighting applies now (epoch >= m)."""
         return self.epoch_fn() >= self.start_epoch
 
-    def weights(self, itm_logits: torch.Tensor, weighted: torch.Tensor,
-                active: Optional[bool] = None) -> torch.Tensor:
+    def weights(
+        self, itm_logits: torch.Tensor, weighted: torch.Tensor, active: Optional[bool] = None
+    ) -> torch.Tensor:
         """Weights (B,) float32: ITM match probability where ``weighted`` and active, else 1.
 
         itm_logits: (B, 2), class 1 = match; weighted: (B,) bool; ``active``: the step's
@@ -57,8 +58,15 @@ class CurriculumWeighting:
         match_prob = torch.softmax(itm_logits.detach().float(), dim=-1)[:, 1]  # (B,)
         return torch.where(weighted.to(torch.bool), match_prob, ones)
 
-    def log_lines(self, weights: torch.Tensor, weighted: torch.Tensor, active: bool,
-                  update: int, epoch: float, every: int) -> List[str]:
+    def log_lines(
+        self,
+        weights: torch.Tensor,
+        weighted: torch.Tensor,
+        active: bool,
+        update: int,
+        epoch: float,
+        every: int,
+    ) -> List[str]:
         """The log's lines after a training step of update ``update`` (1-based) at ``epoch``:
         the switch, once, and every ``every`` updates the w_ITM statistics (count, mean, min,
         max) of the weighted samples of the steps since the last such line."""
@@ -67,30 +75,50 @@ class CurriculumWeighting:
             return lines
         if not self._announced:
             self._announced = True
-            lines.append(f"curriculum: on from update {update} (epoch {epoch:.3f} >= m = "
-                         f"{self.start_epoch:g}): the losses of the weighted samples (R-N, "
-                         "I-S) are multiplied by w_ITM")
+            lines.append(
+                f"curriculum: on from update {update} (epoch {epoch:.3f} >= m = "
+                f"{self.start_epoch:g}): the losses of the weighted samples (R-N, "
+                "I-S) are multiplied by w_ITM"
+            )
         # Masked statistics, not a boolean index: the step waits for nothing on the device;
         # the values reach the host only when a line is written.
         mask = weighted.to(torch.bool)
         values = weights.detach().float()
         inf = torch.full_like(values, float("inf"))
-        step = torch.stack([mask.sum().float(), (values * mask).sum(),
-                            torch.where(mask, values, inf).min(),
-                            torch.where(mask, values, -inf).max()])
+        step = torch.stack(
+            [
+                mask.sum().float(),
+                (values * mask).sum(),
+                torch.where(mask, values, inf).min(),
+                torch.where(mask, values, -inf).max(),
+            ]
+        )
         seen = self._seen
-        self._seen = step if seen is None else torch.stack([
-            seen[0] + step[0], seen[1] + step[1], torch.minimum(seen[2], step[2]),
-            torch.maximum(seen[3], step[3])])
+        self._seen = (
+            step
+            if seen is None
+            else torch.stack(
+                [
+                    seen[0] + step[0],
+                    seen[1] + step[1],
+                    torch.minimum(seen[2], step[2]),
+                    torch.maximum(seen[3], step[3]),
+                ]
+            )
+        )
         if every > 0 and update % every == 0 and update != self._reported:
             self._reported = update
             count, total, low, high = self._seen.tolist()
             if count == 0:
-                lines.append(f"curriculum: w_ITM at update {update}: no weighted samples "
-                             f"in the last {every} updates")
+                lines.append(
+                    f"curriculum: w_ITM at update {update}: no weighted samples "
+                    f"in the last {every} updates"
+                )
             else:
-                lines.append(f"curriculum: w_ITM at update {update} over {int(count)} weighted "
-                             f"samples of the last {every} updates: mean {total / count:.4f}, "
-                             f"min {low:.4f}, max {high:.4f}")
+                lines.append(
+                    f"curriculum: w_ITM at update {update} over {int(count)} weighted "
+                    f"samples of the last {every} updates: mean {total / count:.4f}, "
+                    f"min {low:.4f}, max {high:.4f}"
+                )
             self._seen = None
         return lines

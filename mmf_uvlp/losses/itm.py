@@ -31,7 +31,8 @@ class ImageTextMatchingLoss(nn.Module):
         sample_index = ragged(sample_list, "itm_label_index")  # (M,), host-computed
         if sample_index is None:
             sample_index = (labels != -1).nonzero(as_tuple=True)[0]
-        per_pair = F.cross_entropy(logits[sample_index].float(), labels[sample_index],
-                                   reduction="none")  # (M,)
+        per_pair = F.cross_entropy(
+            logits[sample_index].float(), labels[sample_index], reduction="none"
+        )  # (M,)
         loss = weighted_sample_mean(per_pair, sample_index, labels.size(0), model_output)
         return self.weight * loss

@@ -35,8 +35,9 @@ def sample_weights(model_output: Fields, batch_size: int, like: torch.Tensor) ->
     return weights.to(like.dtype)
 
 
-def per_sample_mean(values: torch.Tensor, sample_index: torch.Tensor,
-                    batch_size: int) -> Tuple[torch.Tensor, torch.Tensor]:
+def per_sample_mean(
+    values: torch.Tensor, sample_index: torch.Tensor, batch_size: int
+) -> Tuple[torch.Tensor, torch.Tensor]:
     """Mean of ``values`` (M,) per sample; returns (means (B,), has_target (B,) bool)."""
     sums = values.new_zeros(batch_size).index_add(0, sample_index, values)
     counts = values.new_zeros(batch_size).index_add(0, sample_index, torch.ones_like(values))
@@ -74,5 +75,6 @@ def require_field(sample_list: Fields, field: str, loss_name: str) -> torch.Tens
             f"loss {loss_name}: the batch{f' of dataset {dataset!r}' if dataset else ''} has "
             f"no field '{field}' (its targets): take {loss_name} out of "
             "model_config.<model>.losses, or for the uvla model leave heads and losses null "
-            "to get the heads of the dataset's task (model_config.uvla.tasks)")
+            "to get the heads of the dataset's task (model_config.uvla.tasks)"
+        )
     return value

@@ -46,15 +46,21 @@ class Collapse(NamedTuple):
         majority rate, else None."""
         if not (self.collapsed or self.below_majority):
             return None
-        rates = (f"accuracy {100 * self.accuracy:.1f}, majority rate "
-                 f"{100 * self.majority_rate:.1f} (answer {self.majority} for every item)")
+        rates = (
+            f"accuracy {100 * self.accuracy:.1f}, majority rate "
+            f"{100 * self.majority_rate:.1f} (answer {self.majority} for every item)"
+        )
         if self.collapsed:
             what = f"collapsed: all {self.items} predictions are answer {self.predicted}"
         else:
-            what = (f"accuracy below the majority rate with {self.distinct} distinct answers "
-                    f"over {self.items} items")
-        return (f"{where}: {what}; {rates}: the model has not learned the task (too few "
-                "updates, or a schedule or loss that does not fit its backbone)")
+            what = (
+                f"accuracy below the majority rate with {self.distinct} distinct answers "
+                f"over {self.items} items"
+            )
+        return (
+            f"{where}: {what}; {rates}: the model has not learned the task (too few "
+            "updates, or a schedule or loss that does not fit its backbone)"
+        )
 
 
 def measure(predictions: torch.Tensor, targets: torch.Tensor) -> Collapse:
@@ -75,12 +81,19 @@ def measure(predictions: torch.Tensor, targets: torch.Tensor) -> Collapse:
         means = targets.mean(dim=0)
         majority_rate, majority = means.max().item(), int(means.argmax().item())
     else:
-        raise ValueError(f"collapse check: expected targets (N,) or (N, C) for "
-                         f"{predictions.numel()} predictions, got {tuple(targets.shape)}")
+        raise ValueError(
+            f"collapse check: expected targets (N,) or (N, C) for "
+            f"{predictions.numel()} predictions, got {tuple(targets.shape)}"
+        )
     values, counts = torch.unique(predictions, return_counts=True)
-    return Collapse(items=predictions.numel(), distinct=values.numel(),
-                    predicted=int(values[counts.argmax()].item()), accuracy=accuracy,
-                    majority_rate=majority_rate, majority=majority)
+    return Collapse(
+        items=predictions.numel(),
+        distinct=values.numel(),
+        predicted=int(values[counts.argmax()].item()),
+        accuracy=accuracy,
+        majority_rate=majority_rate,
+        majority=majority,
+    )
 
 
 def _metric_names(metrics: Iterable[Any]) -> list:
@@ -95,15 +108,22 @@ def warn_if_collapsed(report: Any, metrics: Iterable[Any]) -> Optional[str]:
     if not any(name in CHECKED_METRICS for name in names) or report is None:
         return None
     scores, targets = report.get("scores"), report.get("targets")
-    if not isinstance(scores, torch.Tensor) or not isinstance(targets, torch.Tensor) \
-            or scores.dim() != 2 or scores.size(0) < 2:
+    if (
+        not isinstance(scores, torch.Tensor)
+        or not isinstance(targets, torch.Tensor)
+        or scores.dim() != 2
+        or scores.size(0) < 2
+    ):
         return None
     scores = scores.detach().float()
     if "vqa_accuracy" in names and targets.dim() == 2:
         scores = scores.clone()
         scores[:, 0] = float("-inf")  # vqa_accuracy never predicts <unk> (index 0)
-    where = " ".join(str(report.get(key)) for key in ("dataset_name", "dataset_type")
-                     if report.get(key) is not None)
+    where = " ".join(
+        str(report.get(key))
+        for key in ("dataset_name", "dataset_type")
+        if report.get(key) is not None
+    )
     line = measure(scores.argmax(dim=1), targets).message(where or "evaluation")
     if line is not None:
         logger.warning(line)

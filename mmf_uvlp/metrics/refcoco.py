@@ -29,14 +29,23 @@ class RefCOCOAccuracy(BaseMetric):
         # MMF concatenates these tensor fields over the batches of an evaluation.
         self.required_params = ["scores", "proposal_boxes", "gold_box", "region_mask"]
 
-    def calculate(self, sample_list: Mapping[str, Any], model_output: Mapping[str, Any],
-                  *args: Any, **kwargs: Any) -> torch.Tensor:
+    def calculate(
+        self,
+        sample_list: Mapping[str, Any],
+        model_output: Mapping[str, Any],
+        *args: Any,
+        **kwargs: Any,
+    ) -> torch.Tensor:
         scores = model_output["scores"]
         boxes = sample_list["proposal_boxes"]
         gold = sample_list["gold_box"]
         mask = sample_list["region_mask"].bool()
-        if scores.dim() != 2 or boxes.shape != (*scores.shape, 4) or mask.shape != scores.shape \
-                or gold.shape != (scores.size(0), 4):
+        if (
+            scores.dim() != 2
+            or boxes.shape != (*scores.shape, 4)
+            or mask.shape != scores.shape
+            or gold.shape != (scores.size(0), 4)
+        ):
             raise ValueError(
                 "refcoco_accuracy: expected scores (B, R), proposal_boxes (B, R, 4), "
                 f"region_mask (B, R), gold_box (B, 4); got {tuple(scores.shape)}, "

@@ -53,14 +53,17 @@ def head_spec(config: Any, config_key: str, datasets: Optional[List[str]] = None
         if losses is None:
             raise UserConfigError(
                 f"{prefix}.heads is set, so {prefix}.losses must be too (or leave both null "
-                f"for the heads of the run's task, {prefix}.tasks)")
+                f"for the heads of the run's task, {prefix}.tasks)"
+            )
         return HeadSpec(list(config.heads), list(losses), *labels, source=prefix)
 
     datasets = run_datasets() if datasets is None else datasets
     tasks = config.get("tasks", None) or {}
     if not datasets:
-        raise UserConfigError(f"{prefix}.heads is null and the run names no datasets: set "
-                              f"{prefix}.heads and {prefix}.losses")
+        raise UserConfigError(
+            f"{prefix}.heads is null and the run names no datasets: set "
+            f"{prefix}.heads and {prefix}.losses"
+        )
     chosen = {}
     for dataset in datasets:
         matches = [name for name, task in tasks.items() if dataset in (task.get("datasets") or [])]
@@ -68,18 +71,24 @@ def head_spec(config: Any, config_key: str, datasets: Optional[List[str]] = None
             raise UserConfigError(
                 f"{prefix}.heads is null and dataset {dataset!r} is in no "
                 f"{prefix}.tasks.<task>.datasets ({', '.join(tasks) or 'none defined'}): set "
-                f"{prefix}.heads and {prefix}.losses, or add {dataset!r} to a task's datasets")
+                f"{prefix}.heads and {prefix}.losses, or add {dataset!r} to a task's datasets"
+            )
         chosen[dataset] = matches[0]
     if len(set(chosen.values())) > 1:
         raise UserConfigError(
             f"{prefix}.heads is null and the run's datasets belong to different tasks "
             f"({', '.join(f'{d}: {t}' for d, t in chosen.items())}): run them separately or "
-            f"set {prefix}.heads and {prefix}.losses")
+            f"set {prefix}.heads and {prefix}.losses"
+        )
     name = next(iter(chosen.values()))
     task = tasks[name]
     if task.get("heads", None) is None or task.get("losses", None) is None:
         raise UserConfigError(f"{prefix}.tasks.{name} needs heads and losses")
     if labels == (None, None):
         labels = _labels_of(task)
-    return HeadSpec(list(task.heads), list(losses if losses is not None else task.losses),
-                    *labels, source=f"{prefix}.tasks.{name}")
+    return HeadSpec(
+        list(task.heads),
+        list(losses if losses is not None else task.losses),
+        *labels,
+        source=f"{prefix}.tasks.{name}",
+    )

@@ -78,8 +78,9 @@ VOCAB_HEADS = ("mlm", "pmrtc")
 PRETRAINED_PARTS = ("embeddings.", "encoder.", "pooler.")
 
 
-def read_uvla_state(path: str, trust: bool = False,
-                    trust_hint: str = "") -> Dict[str, torch.Tensor]:
+def read_uvla_state(
+    path: str, trust: bool = False, trust_hint: str = ""
+) -> Dict[str, torch.Tensor]:
     """The weights of a uvla checkpoint: an MMF ``.ckpt`` (weights under ``model``) or a
     state dict (``uvla_final.pth``), with DistributedDataParallel's ``module.`` removed.
 
@@ -92,8 +93,9 @@ def read_uvla_state(path: str, trust: bool = False,
     elif isinstance(state, dict) and isinstance(state.get("state_dict"), dict):  # Lightning .ckpt
         state = state["state_dict"]
     if not isinstance(state, dict):
-        raise ValueError(f"{path}: expected a state dict or an MMF checkpoint, found "
-                         f"{type(state).__name__}")
+        raise ValueError(
+            f"{path}: expected a state dict or an MMF checkpoint, found {type(state).__name__}"
+        )
     return {key.removeprefix("module."): value for key, value in state.items()}
 
 
@@ -140,8 +142,11 @@ def dropped_heads_message(not_copied: Sequence[str], own_heads: Mapping[str, Any
         name = parts[1] if parts[0] == "heads" and len(parts) > 1 else parts[0]
         if name not in names:
             names.append(name)
-    dropped = (f"dropped on purpose: its heads {', '.join(names)} ({len(not_copied)} tensors)"
-               if names else "it holds no heads")
+    dropped = (
+        f"dropped on purpose: its heads {', '.join(names)} ({len(not_copied)} tensors)"
+        if names
+        else "it holds no heads"
+    )
     return f"{dropped}; this run trains its own: {', '.join(own_heads) or 'none'}"
 
 
@@ -187,7 +192,8 @@ class UVLA(BaseModel):
         self.curriculum = self._build_curriculum()
         mode = compile_mode()
         compiled = mode is not None and compile_in_place(
-            self.encoder, f"{self.config_key}'s encoder", mode)
+            self.encoder, f"{self.config_key}'s encoder", mode
+        )
         self._cuda_graphs = compiled and mode == "reduce-overhead"
 
         self.pretrained_report: Optional[Dict[str, Any]] = None
@@ -227,8 +233,9 @@ class UVLA(BaseModel):
                 f"model_config.{self.config_key}.curriculum.enabled=False (or None: on "
                 "exactly when the heads include itm)"
             )
-        return CurriculumWeighting(float(curriculum.get("start_epoch", 1)),
-                                   epoch_fn=self.epochs_done)
+        return CurriculumWeighting(
+            float(curriculum.get("start_epoch", 1)), epoch_fn=self.epochs_done
+        )
 
     def epochs_done(self) -> float:
         """Training progress in epochs, the curriculum's clock (MMF's update count, or
@@ -244,22 +251,27 @@ class UVLA(BaseModel):
         if dataset in explained:
             return
         explained.add(dataset)
-        losses = [str(loss["type"]) for loss in self.head_spec.losses
-                  if any(str(loss["type"]).endswith(name) for name in idle)]
-        write_run_log(f"{self.config_key}: the first batch of {dataset} has no targets of the "
-                   f"heads {', '.join(idle)}: {', '.join(losses) or 'their losses'} log 0.0000 "
-                   f"in {dataset}'s rows for batches without their targets (MMF logs every "
-                   "loss for every dataset)")
+        losses = [
+            str(loss["type"])
+            for loss in self.head_spec.losses
+            if any(str(loss["type"]).endswith(name) for name in idle)
+        ]
+        write_run_log(
+            f"{self.config_key}: the first batch of {dataset} has no targets of the "
+            f"heads {', '.join(idle)}: {', '.join(losses) or 'their losses'} log 0.0000 "
+            f"in {dataset}'s rows for batches without their targets (MMF logs every "
+            "loss for every dataset)"
+        )
 
-    def _log_curriculum(self, weights: torch.Tensor, weighted: torch.Tensor,
-                        active: bool) -> None:
+    def _log_curriculum(self, weights: torch.Tensor, weighted: torch.Tensor, active: bool) -> None:
         """The curriculum's lines of this training step in the run's log (its switch, its
         w_ITM statistics every ``training.log_interval`` updates)."""
         config = registry.get("config", no_warning=True)
         every = int(config.training.get("log_interval", 0)) if config is not None else 0
         update = updates_done(module=self) + 1  # the update this step belongs to
-        for line in self.curriculum.log_lines(weights, weighted, active, update,
-                                              self.epochs_done(), every):
+        for line in self.curriculum.log_lines(
+            weights, weighted, active, update, self.epochs_done(), every
+        ):
             write_run_log(line)
 
     def visual_parameters(self) -> List[nn.Parameter]:
@@ -270,8 +282,9 @@ class UVLA(BaseModel):
     def _visual_lr_multiplier(self) -> float:
         value = float(self.config.get("visual_lr_multiplier", 1.0))
         if value <= 0:
-            raise UserConfigError(f"model_config.{self.config_key}.visual_lr_multiplier must be > 0, "
-                             f"got {value}")
+            raise UserConfigError(
+                f"model_config.{self.config_key}.visual_lr_multiplier must be > 0, got {value}"
+            )
         return value
 
     def get_optimizer_parameters(self, config: Any) -> Any:
@@ -314,8 +327,11 @@ class UVLA(BaseModel):
             overrides["num_hidden_layers"] = int(layers)  # keeps the first `layers` layers
         return load_or_explain(
             lambda source: BertForPreTraining.from_pretrained(
-                source, attn_implementation=attention, **overrides),
-            str(name), f"model_config.{self.config_key}.bert_model_name", ("config", "weights"),
+                source, attn_implementation=attention, **overrides
+            ),
+            str(name),
+            f"model_config.{self.config_key}.bert_model_name",
+            ("config", "weights"),
         )
 
     def _head_names(self) -> List[str]:
@@ -375,8 +391,11 @@ class UVLA(BaseModel):
                 "pre-training first (make pretrain) or set it to null for the BERT init"
             )
         trust_key = f"model_config.{self.config_key}.trust_checkpoint"
-        state = read_uvla_state(path, bool(self.config.get("trust_checkpoint", False)),
-                                trust_hint=f"set {trust_key}=True (it may then run code)")
+        state = read_uvla_state(
+            path,
+            bool(self.config.get("trust_checkpoint", False)),
+            trust_hint=f"set {trust_key}=True (it may then run code)",
+        )
         wanted = {key: value for key, value in state.items() if key.startswith(PRETRAINED_PARTS)}
         if not wanted:
             raise UserConfigError(
@@ -386,8 +405,9 @@ class UVLA(BaseModel):
         try:
             result = nn.Module.load_state_dict(self, wanted, strict=False)
         except RuntimeError as error:
-            raise UserConfigError(f"{path}: does not fit model_config.{self.config_key}: "
-                             f"{error}") from error
+            raise UserConfigError(
+                f"{path}: does not fit model_config.{self.config_key}: {error}"
+            ) from error
         missing = [key for key in result.missing_keys if key.startswith(PRETRAINED_PARTS)]
         self.pretrained_report = {
             "path": path,
@@ -401,9 +421,11 @@ class UVLA(BaseModel):
                 f"{path}: missing {missing} / unexpected {list(result.unexpected_keys)} "
                 "keys in the embeddings, encoder or pooler (different bert_layers or sizes?)"
             )
-        message = (f"{self.config_key}: loaded {len(wanted)} pre-trained tensors "
-                   f"({', '.join(part.rstrip('.') for part in PRETRAINED_PARTS)}) from {path}; "
-                   f"{dropped_heads_message(self.pretrained_report['not_copied'], self.heads)}")
+        message = (
+            f"{self.config_key}: loaded {len(wanted)} pre-trained tensors "
+            f"({', '.join(part.rstrip('.') for part in PRETRAINED_PARTS)}) from {path}; "
+            f"{dropped_heads_message(self.pretrained_report['not_copied'], self.heads)}"
+        )
         write_run_log(message)
 
     def _build_head(self, name: str, bert: BertForPreTraining) -> nn.Module:
@@ -441,29 +463,49 @@ class UVLA(BaseModel):
         text_boxes = sample_list.get("text_boxes")
         text_is_tag = sample_list.get("text_is_tag")
         if (text_boxes is None) != (text_is_tag is None):
-            raise ValueError(f"{self.config_key}: 'text_boxes' (B, L, 5) and 'text_is_tag' "
-                             "(B, L) come together")
+            raise ValueError(
+                f"{self.config_key}: 'text_boxes' (B, L, 5) and 'text_is_tag' (B, L) come together"
+            )
 
         if sample_list.get("img0") is None or sample_list.get("img1") is None:
             features, boxes, region_mask = self._visual_inputs(sample_list, "", input_ids)
-            return ModelInputs(input_ids, input_mask, segment_ids, text_boxes, text_is_tag,
-                               features, boxes, region_mask)
+            return ModelInputs(
+                input_ids,
+                input_mask,
+                segment_ids,
+                text_boxes,
+                text_is_tag,
+                features,
+                boxes,
+                region_mask,
+            )
         # Pairs (NLVR2): [sentence with img0; sentence with img1] -> 2B sequences.
         first = self._visual_inputs(sample_list["img0"], "img0.", input_ids)
         second = self._visual_inputs(sample_list["img1"], "img1.", input_ids)
         features, boxes, region_mask = (torch.cat([a, b]) for a, b in zip(first, second))
-        return ModelInputs(_twice(input_ids), _twice(input_mask), _twice(segment_ids),
-                           _twice(text_boxes), _twice(text_is_tag), features, boxes, region_mask)
+        return ModelInputs(
+            _twice(input_ids),
+            _twice(input_mask),
+            _twice(segment_ids),
+            _twice(text_boxes),
+            _twice(text_is_tag),
+            features,
+            boxes,
+            region_mask,
+        )
 
-    def _visual_inputs(self, source: Mapping[str, Any], prefix: str,
-                       input_ids: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _visual_inputs(
+        self, source: Mapping[str, Any], prefix: str, input_ids: torch.Tensor
+    ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(features (B, R, D), boxes (B, R, 5), mask (B, R)) from our fields or MMF's."""
         features = source.get("region_features")
         if features is not None:
             boxes = source.get("region_boxes")
             if boxes is None:
-                raise ValueError(f"{self.config_key}: the batch has '{prefix}region_features' "
-                                 f"but no '{prefix}region_boxes' (B, R, 5)")
+                raise ValueError(
+                    f"{self.config_key}: the batch has '{prefix}region_features' "
+                    f"but no '{prefix}region_boxes' (B, R, 5)"
+                )
             mask = source.get("region_mask")
             if mask is None:
                 mask = torch.ones(features.shape[:2], dtype=torch.long, device=features.device)
@@ -471,8 +513,9 @@ class UVLA(BaseModel):
             features = source["image_feature_0"]
             boxes, mask = source.get("region_boxes"), source.get("region_mask")
             if boxes is None or mask is None:  # RefCOCO+'s dataset brings both
-                boxes, mask = self._boxes_from_image_info(source.get("image_info_0"), features,
-                                                          prefix)
+                boxes, mask = self._boxes_from_image_info(
+                    source.get("image_info_0"), features, prefix
+                )
         elif self.text_only_batches:
             batch = input_ids.size(0)
             features = input_ids.new_zeros((batch, 0, self.feature_dim), dtype=torch.float)
@@ -489,7 +532,8 @@ class UVLA(BaseModel):
             raise UserConfigError(
                 f"{self.config_key}: region features have dimension {features.size(-1)}, "
                 f"model_config.{self.config_key}.feature_dim is {self.feature_dim}: set "
-                f"model_config.{self.config_key}.feature_dim={features.size(-1)}")
+                f"model_config.{self.config_key}.feature_dim={features.size(-1)}"
+            )
         if boxes.shape != (*features.shape[:2], BOX_DIM):
             raise ValueError(
                 f"{self.config_key}: '{prefix}region_boxes' must be (B, R, 5), got "
@@ -497,8 +541,9 @@ class UVLA(BaseModel):
             )
         return features.float(), boxes.float(), mask
 
-    def _boxes_from_image_info(self, info: Optional[Mapping[str, Any]], features: torch.Tensor,
-                               prefix: str) -> Tuple[torch.Tensor, torch.Tensor]:
+    def _boxes_from_image_info(
+        self, info: Optional[Mapping[str, Any]], features: torch.Tensor, prefix: str
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
         """5-d boxes and the region mask from MMF's ``image_info_0`` (bbox in pixels)."""
         batch, regions = features.shape[:2]
         device = features.device
@@ -508,11 +553,14 @@ class UVLA(BaseModel):
                 "'image_height' "
                 "(the feature files' info; set return_features_info: true in the dataset config)"
             )
-        boxes = batch_normalized_boxes(info["bbox"], info["image_width"], info["image_height"],
-                                       regions)  # on the host, then one copy
+        boxes = batch_normalized_boxes(
+            info["bbox"], info["image_width"], info["image_height"], regions
+        )  # on the host, then one copy
         if boxes.size(0) != batch:
-            raise ValueError(f"{self.config_key}: '{prefix}image_info_0' has the boxes of "
-                             f"{boxes.size(0)} images, the batch {batch}")
+            raise ValueError(
+                f"{self.config_key}: '{prefix}image_info_0' has the boxes of "
+                f"{boxes.size(0)} images, the batch {batch}"
+            )
         boxes = boxes.to(device, non_blocking=True)
         counts = info.get("max_features")
         if counts is None:
@@ -523,22 +571,26 @@ class UVLA(BaseModel):
         return boxes, mask
 
     # ---------------------------------------------------------------- encode
-    def encode(self, sample_list: Mapping[str, Any],
-               output_attentions: Optional[bool] = None) -> Encoded:
+    def encode(
+        self, sample_list: Mapping[str, Any], output_attentions: Optional[bool] = None
+    ) -> Encoded:
         """Run the transformer over [text; regions] and split its output back."""
         if output_attentions is None:
             output_attentions = self.output_attentions
         inputs = self._inputs(sample_list)
-        text = self.embeddings.embed_text(inputs.input_ids, inputs.segment_ids,
-                                          inputs.text_boxes, inputs.text_is_tag)  # (B, L, H)
+        text = self.embeddings.embed_text(
+            inputs.input_ids, inputs.segment_ids, inputs.text_boxes, inputs.text_is_tag
+        )  # (B, L, H)
         regions = self.embeddings.embed_regions(
-            inputs.region_features, inputs.region_boxes)  # (B, R, H)
+            inputs.region_features, inputs.region_boxes
+        )  # (B, R, H)
         hidden = torch.cat([text, regions], dim=1)  # (B, L+R, H)
         mask = torch.cat([inputs.input_mask, inputs.region_mask], dim=1)  # (B, L+R)
         mask = mask.to(hidden.dtype)
         additive = (1.0 - mask[:, None, None, :]) * torch.finfo(hidden.dtype).min  # (B, 1, 1, L+R)
-        out = self.encoder(hidden, attention_mask=additive,
-                           output_attentions=output_attentions, return_dict=True)
+        out = self.encoder(
+            hidden, attention_mask=additive, output_attentions=output_attentions, return_dict=True
+        )
         sequence = out.last_hidden_state  # (B, L+R, H)
         length = text.size(1)
         return Encoded(
@@ -561,11 +613,14 @@ class UVLA(BaseModel):
     @torch.no_grad()
     def _clean_match_logits(self, sample_list: Mapping[str, Any]) -> torch.Tensor:
         """ITM logits (B, 2) of the batch's uncorrupted pairs (the curriculum weight)."""
-        missing = [k for k in ("clean_input_ids", "clean_region_features")
-                   if sample_list.get(k) is None]
+        missing = [
+            k for k in ("clean_input_ids", "clean_region_features") if sample_list.get(k) is None
+        ]
         if missing:
-            raise ValueError(f"{self.config_key}: a curriculum-weighted batch needs {missing} "
-                             "(the unmasked pair, emitted by the R-N and I-S processors)")
+            raise ValueError(
+                f"{self.config_key}: a curriculum-weighted batch needs {missing} "
+                "(the unmasked pair, emitted by the R-N and I-S processors)"
+            )
         clean = dict(sample_list.items())
         clean["input_ids"] = sample_list["clean_input_ids"]
         clean["region_features"] = sample_list["clean_region_features"]
@@ -576,8 +631,9 @@ class UVLA(BaseModel):
         finally:
             self.train(training)
 
-    def forward(self, sample_list: Mapping[str, Any],
-                output_attentions: Optional[bool] = None) -> Dict[str, Any]:
+    def forward(
+        self, sample_list: Mapping[str, Any], output_attentions: Optional[bool] = None
+    ) -> Dict[str, Any]:
         if self._cuda_graphs:
             mark_cuda_graph_step()
         encoded = self.encode(sample_list, output_attentions)

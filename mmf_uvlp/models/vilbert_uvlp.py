@@ -44,26 +44,41 @@ class ViLBERTForRegionScoring(nn.Module):
         super().__init__()
         self.config = config
         self.bert = ViLBERTForClassification(classification_config(config)).bert
-        self.classifier = RegionScorerHead(int(config.v_hidden_size),
-                                           float(config.v_hidden_dropout_prob),
-                                           float(config.layer_norm_eps))
+        self.classifier = RegionScorerHead(
+            int(config.v_hidden_size),
+            float(config.v_hidden_dropout_prob),
+            float(config.layer_norm_eps),
+        )
         self.classifier.apply(self.bert._init_weights)
 
-    def forward(self, input_ids: torch.Tensor, image_feature: torch.Tensor,
-                image_location: torch.Tensor, token_type_ids: Optional[torch.Tensor] = None,
-                attention_mask: Optional[torch.Tensor] = None,
-                image_attention_mask: Optional[torch.Tensor] = None,
-                *unused: Any) -> Dict[str, torch.Tensor]:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        image_feature: torch.Tensor,
+        image_location: torch.Tensor,
+        token_type_ids: Optional[torch.Tensor] = None,
+        attention_mask: Optional[torch.Tensor] = None,
+        image_attention_mask: Optional[torch.Tensor] = None,
+        *unused: Any,
+    ) -> Dict[str, torch.Tensor]:
         """input_ids (B, L); image_feature (B, R, D); image_location (B, R, 5);
         image_attention_mask (B, R) -> ``scores`` (B, R)."""
         text, regions, _, pooled_image, _ = self.bert(
-            input_ids, image_feature, image_location, token_type_ids, attention_mask,
-            image_attention_mask, output_all_encoded_layers=False)
+            input_ids,
+            image_feature,
+            image_location,
+            token_type_ids,
+            attention_mask,
+            image_attention_mask,
+            output_all_encoded_layers=False,
+        )
         if image_attention_mask is None:
-            image_attention_mask = torch.ones(regions.shape[:2], dtype=torch.long,
-                                              device=regions.device)
-        encoded = Encoded(text=text, regions=regions, pooled=pooled_image,
-                          region_mask=image_attention_mask)
+            image_attention_mask = torch.ones(
+                regions.shape[:2], dtype=torch.long, device=regions.device
+            )
+        encoded = Encoded(
+            text=text, regions=regions, pooled=pooled_image, region_mask=image_attention_mask
+        )
         return self.classifier(encoded, {})
 
 

@@ -52,25 +52,40 @@ class VisualBERTForRegionScoring(nn.Module):
         self.config = config
         self.bert = VisualBERTForClassification(classification_config(config)).bert
         bert = self.bert.config
-        self.classifier = RegionScorerHead(bert.hidden_size, bert.hidden_dropout_prob,
-                                           bert.layer_norm_eps)
+        self.classifier = RegionScorerHead(
+            bert.hidden_size, bert.hidden_dropout_prob, bert.layer_norm_eps
+        )
         self.classifier.apply(self.bert._init_weights)
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
-                token_type_ids: Optional[torch.Tensor] = None,
-                visual_embeddings: Optional[torch.Tensor] = None,
-                position_embeddings_visual: Optional[torch.Tensor] = None,
-                visual_embeddings_type: Optional[torch.Tensor] = None,
-                image_text_alignment: Optional[torch.Tensor] = None,
-                masked_lm_labels: Optional[torch.Tensor] = None) -> Dict[str, torch.Tensor]:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: Optional[torch.Tensor] = None,
+        token_type_ids: Optional[torch.Tensor] = None,
+        visual_embeddings: Optional[torch.Tensor] = None,
+        position_embeddings_visual: Optional[torch.Tensor] = None,
+        visual_embeddings_type: Optional[torch.Tensor] = None,
+        image_text_alignment: Optional[torch.Tensor] = None,
+        masked_lm_labels: Optional[torch.Tensor] = None,
+    ) -> Dict[str, torch.Tensor]:
         """input_ids (B, L); attention_mask (B, L+R) = [text mask; region mask];
         visual_embeddings (B, R, D) -> ``scores`` (B, R)."""
-        sequence, pooled, _ = self.bert(input_ids, attention_mask, token_type_ids,
-                                        visual_embeddings, position_embeddings_visual,
-                                        visual_embeddings_type, image_text_alignment)
+        sequence, pooled, _ = self.bert(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            visual_embeddings,
+            position_embeddings_visual,
+            visual_embeddings_type,
+            image_text_alignment,
+        )
         length = input_ids.size(1)
-        encoded = Encoded(text=sequence[:, :length], regions=sequence[:, length:],
-                          pooled=pooled, region_mask=attention_mask[:, length:])
+        encoded = Encoded(
+            text=sequence[:, :length],
+            regions=sequence[:, length:],
+            pooled=pooled,
+            region_mask=attention_mask[:, length:],
+        )
         return self.classifier(encoded, {})
 
 

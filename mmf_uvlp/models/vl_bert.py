@@ -55,7 +55,8 @@ class VLBERT(UVLA):
 
     def _build_embeddings(self, bert: BertForPreTraining) -> nn.Module:
         return VLBERTEmbeddings(
-            bert.bert.embeddings, feature_dim=self.feature_dim,
+            bert.bert.embeddings,
+            feature_dim=self.feature_dim,
             geometry_dim=int(self._required("geometry_dim")),
             initializer_range=bert.config.initializer_range,
             layer_norm_eps=bert.config.layer_norm_eps,
@@ -70,46 +71,57 @@ class VLBERT(UVLA):
         allowed = VL_BERT_PRETRAINING_HEADS + TASK_HEADS
         unknown = [name for name in names if name not in allowed]
         if unknown:
-            raise UserConfigError(f"model_config.vl_bert.heads: unknown {unknown}; VL-BERT has "
-                             f"{allowed}")
+            raise UserConfigError(
+                f"model_config.vl_bert.heads: unknown {unknown}; VL-BERT has {allowed}"
+            )
         if sum(name in TASK_HEADS for name in names) > 1:
-            raise UserConfigError(f"model_config.vl_bert.heads: at most one of {TASK_HEADS} "
-                             "(each writes 'scores')")
+            raise UserConfigError(
+                f"model_config.vl_bert.heads: at most one of {TASK_HEADS} (each writes 'scores')"
+            )
         return names
 
-    def encode(self, sample_list: Mapping[str, Any],
-               output_attentions: Optional[bool] = None) -> Encoded:
+    def encode(
+        self, sample_list: Mapping[str, Any], output_attentions: Optional[bool] = None
+    ) -> Encoded:
         """Run the transformer over [text; regions; END] and split its output back."""
         if output_attentions is None:
             output_attentions = self.output_attentions
         inputs = self._inputs(sample_list)
         masked = self._region_masked(sample_list, inputs.region_mask)
-        hidden = self.embeddings(inputs.input_ids, inputs.input_mask, inputs.segment_ids,
-                                 inputs.region_features, inputs.region_boxes,
-                                 inputs.region_mask, masked)  # (B, L+R+1, H)
+        hidden = self.embeddings(
+            inputs.input_ids,
+            inputs.input_mask,
+            inputs.segment_ids,
+            inputs.region_features,
+            inputs.region_boxes,
+            inputs.region_mask,
+            masked,
+        )  # (B, L+R+1, H)
         end = inputs.input_mask.new_ones((inputs.input_mask.size(0), 1))
         mask = torch.cat([inputs.input_mask, inputs.region_mask, end], dim=1).to(hidden.dtype)
         additive = (1.0 - mask[:, None, None, :]) * torch.finfo(hidden.dtype).min
-        out = self.encoder(hidden, attention_mask=additive,
-                           output_attentions=output_attentions, return_dict=True)
+        out = self.encoder(
+            hidden, attention_mask=additive, output_attentions=output_attentions, return_dict=True
+        )
         sequence = out.last_hidden_state  # (B, L+R+1, H)
         length, regions = inputs.input_ids.size(1), inputs.region_mask.size(1)
         return Encoded(
             text=sequence[:, :length],
-            regions=sequence[:, length:length + regions],
+            regions=sequence[:, length : length + regions],
             pooled=pool(self.pooler, sequence, mask, self.pooling),  # (B, H)
             region_mask=inputs.region_mask,
             attentions=out.attentions if output_attentions else None,
         )
 
     @staticmethod
-    def _region_masked(sample_list: Mapping[str, Any],
-                       region_mask: torch.Tensor) -> torch.Tensor:
+    def _region_masked(sample_list: Mapping[str, Any], region_mask: torch.Tensor) -> torch.Tensor:
         """``region_masked`` (B, R) of a pre-training batch, zeros otherwise."""
         masked = sample_list.get("region_masked")
         if masked is None:
             return torch.zeros_like(region_mask)
         if masked.shape != region_mask.shape:
-            raise ValueError(f"vl_bert: 'region_masked' must be (B, R) = "
-                             f"{tuple(region_mask.shape)}, got {tuple(masked.shape)}")
+            raise ValueError(
+                f"vl_bert: 'region_masked' must be (B, R) = "
+                f"{tuple(region_mask.shape)}, got {tuple(masked.shape)}"
+            )
         return masked

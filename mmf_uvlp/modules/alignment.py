@@ -36,7 +36,9 @@ class LastOutput:
         return value
 
 
-def matching_loss(logits: torch.Tensor, is_correct: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+def matching_loss(
+    logits: torch.Tensor, is_correct: Optional[torch.Tensor]
+) -> Optional[torch.Tensor]:
     """Cross-entropy of alignment logits (B, 2) against ``is_correct`` (B,): 1 = the caption
     is the image's, 0 = another image's, -1 = no label. BERT's next-sentence convention:
     class 0 = match. None when no sample has a label (MMF's val/test masked samples)."""

@@ -23,8 +23,14 @@ BOX_DIM = 5
 class UVLAEmbeddings(nn.Module):
     """Text, tag and visual token embeddings over a BERT's embedding tables."""
 
-    def __init__(self, text: BertEmbeddings, feature_dim: int, visual_token_type: int,
-                 layer_norm_eps: float, dropout: float):
+    def __init__(
+        self,
+        text: BertEmbeddings,
+        feature_dim: int,
+        visual_token_type: int,
+        layer_norm_eps: float,
+        dropout: float,
+    ):
         super().__init__()
         hidden = text.word_embeddings.embedding_dim
         type_vocab = text.token_type_embeddings.num_embeddings
@@ -44,16 +50,25 @@ class UVLAEmbeddings(nn.Module):
 
     def new_modules(self) -> List[nn.Module]:
         """Modules a BERT checkpoint does not have (for BERT's weight initialisation)."""
-        return [self.feature_projection, self.feature_norm, self.box_projection, self.box_norm,
-                self.visual_norm]
+        return [
+            self.feature_projection,
+            self.feature_norm,
+            self.box_projection,
+            self.box_norm,
+            self.visual_norm,
+        ]
 
     def box(self, boxes: torch.Tensor) -> torch.Tensor:
         """``LayerNorm(W_b b)``: (..., 5) -> (..., H)."""
         return self.box_norm(self.box_projection(boxes))
 
-    def embed_text(self, input_ids: torch.Tensor, segment_ids: torch.Tensor,
-                   text_boxes: Optional[torch.Tensor] = None,
-                   text_is_tag: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def embed_text(
+        self,
+        input_ids: torch.Tensor,
+        segment_ids: torch.Tensor,
+        text_boxes: Optional[torch.Tensor] = None,
+        text_is_tag: Optional[torch.Tensor] = None,
+    ) -> torch.Tensor:
         """Text and tag tokens: ids (B, L), segments (B, L), boxes (B, L, 5), is_tag (B, L)."""
         length = input_ids.size(1)
         positions = torch.arange(length, device=input_ids.device)
@@ -70,8 +85,9 @@ class UVLAEmbeddings(nn.Module):
 
     def embed_regions(self, features: torch.Tensor, boxes: torch.Tensor) -> torch.Tensor:
         """Visual tokens: features (B, R, D), boxes (B, R, 5) -> (B, R, H)."""
-        token_type = torch.full(features.shape[:2], self.visual_token_type,
-                                dtype=torch.long, device=features.device)
+        token_type = torch.full(
+            features.shape[:2], self.visual_token_type, dtype=torch.long, device=features.device
+        )
         embedded = (
             self.feature_norm(self.feature_projection(features))
             + self.box(boxes)

@@ -50,8 +50,9 @@ class Encoded:
     attentions: Optional[Tuple[torch.Tensor, ...]] = None  # per layer (B, heads, L+R, L+R)
 
 
-def target_index(batch: Mapping[str, Any], field: str,
-                 selected: Callable[[], torch.Tensor]) -> torch.Tensor:
+def target_index(
+    batch: Mapping[str, Any], field: str, selected: Callable[[], torch.Tensor]
+) -> torch.Tensor:
     """The host-computed index ``field`` of a collated batch, else ``selected().nonzero()``."""
     index = ragged(batch, field)
     if index is None:
@@ -71,8 +72,9 @@ class PredictionMLP(nn.Sequential):
         )
 
 
-def _selected(targets: Optional[torch.Tensor], hidden: torch.Tensor,
-              field: str) -> Optional[torch.Tensor]:
+def _selected(
+    targets: Optional[torch.Tensor], hidden: torch.Tensor, field: str
+) -> Optional[torch.Tensor]:
     """Check that ``targets`` (B, N, ...) lines up with ``hidden`` (B, N, H)."""
     if targets is not None and targets.shape[:2] != hidden.shape[:2]:
         raise ValueError(
@@ -103,12 +105,14 @@ class RegionClassHead(nn.Module):
 
     def __init__(self, hidden_size: int, num_region_classes: int, layer_norm_eps: float):
         super().__init__()
-        self.classifier = PredictionMLP(hidden_size, hidden_size, num_region_classes,
-                                        layer_norm_eps)
+        self.classifier = PredictionMLP(
+            hidden_size, hidden_size, num_region_classes, layer_norm_eps
+        )
 
     def forward(self, encoded: Encoded, batch: Mapping[str, Any]) -> Outputs:
-        targets = _selected(batch.get("region_class_targets"), encoded.regions,
-                            "region_class_targets")  # (B, R)
+        targets = _selected(
+            batch.get("region_class_targets"), encoded.regions, "region_class_targets"
+        )  # (B, R)
         if targets is None:
             return None
         index = target_index(batch, "region_class_index", lambda: targets != -1)  # (M, 2)
@@ -129,8 +133,9 @@ class FeatureRegressionHead(nn.Module):
         masked = _selected(batch.get("region_masked"), encoded.regions, "region_masked")
         if masked is None:
             raise ValueError("batch has 'region_features_target' but no 'region_masked' (B, R)")
-        index = target_index(batch, "region_masked_index",
-                             lambda: (masked != 0) & (encoded.region_mask != 0))  # (M, 2)
+        index = target_index(
+            batch, "region_masked_index", lambda: (masked != 0) & (encoded.region_mask != 0)
+        )  # (M, 2)
         hidden = encoded.regions[index[:, 0], index[:, 1]]  # (M, H)
         return {"mrfr_features": self.regressor(hidden), "mrfr_index": index}
 
@@ -143,12 +148,14 @@ class PhraseTokenHead(nn.Module):
         self.vocab_head = vocab_head  # the MLM head: regions are classified into word-pieces
 
     def forward(self, encoded: Encoded, batch: Mapping[str, Any]) -> Outputs:
-        phrases = _selected(batch.get("region_phrase_targets"), encoded.regions,
-                            "region_phrase_targets")  # (B, R, P)
+        phrases = _selected(
+            batch.get("region_phrase_targets"), encoded.regions, "region_phrase_targets"
+        )  # (B, R, P)
         if phrases is None:
             return None
-        index = target_index(batch, "region_phrase_index",
-                             lambda: (phrases != -1).any(-1))  # (M, 2)
+        index = target_index(
+            batch, "region_phrase_index", lambda: (phrases != -1).any(-1)
+        )  # (M, 2)
         hidden = encoded.regions[index[:, 0], index[:, 1]]  # (M, H)
         return {"pmrtc_logits": self.vocab_head(hidden), "pmrtc_index": index}
 
@@ -188,8 +195,9 @@ class PairClassifierHead(nn.Module):
     def __init__(self, hidden_size: int, num_labels: int, dropout: float, layer_norm_eps: float):
         super().__init__()
         self.dropout = nn.Dropout(dropout)
-        self.classifier = PredictionMLP(2 * hidden_size, 2 * hidden_size, num_labels,
-                                        layer_norm_eps)
+        self.classifier = PredictionMLP(
+            2 * hidden_size, 2 * hidden_size, num_labels, layer_norm_eps
+        )
 
     def forward(self, encoded: Encoded, batch: Mapping[str, Any]) -> Outputs:
         pooled = encoded.pooled  # (2B, H)

@@ -20,8 +20,9 @@ POOLING_MODES = ("cls", "mean")
 def check_pooling(mode: str, config_key: str) -> str:
     """``mode`` if it is a pooling mode, else an error naming the config key."""
     if mode not in POOLING_MODES:
-        raise UserConfigError(f"model_config.{config_key}.pooling must be one of {POOLING_MODES}, "
-                         f"got {mode!r}")
+        raise UserConfigError(
+            f"model_config.{config_key}.pooling must be one of {POOLING_MODES}, got {mode!r}"
+        )
     return mode
 
 

@@ -37,8 +37,9 @@ IMG, END = 0, 1  # rows of the special-token table
 WHOLE_IMAGE_BOX = (0.0, 0.0, 1.0, 1.0)
 
 
-def sinusoidal_geometry(boxes: torch.Tensor, dim: int, wavelength: float = 1000.0,
-                        scale: float = 100.0) -> torch.Tensor:
+def sinusoidal_geometry(
+    boxes: torch.Tensor, dim: int, wavelength: float = 1000.0, scale: float = 100.0
+) -> torch.Tensor:
     """Boxes (..., 4) in [0, 1] -> (..., dim): per coordinate, sin and cos of
     ``scale * c / wavelength^(8k/dim)`` for k < dim / 8."""
     if dim % 8:
@@ -53,8 +54,9 @@ def sinusoidal_geometry(boxes: torch.Tensor, dim: int, wavelength: float = 1000.
 def with_image_segment(token_types: nn.Embedding, std: float) -> nn.Embedding:
     """BERT's token-type table (A, B) extended by a row for segment C, drawn N(0, std)."""
     if token_types.num_embeddings != IMAGE_SEGMENT:
-        raise ValueError(f"VL-BERT extends a BERT with 2 token types (A, B), got "
-                         f"{token_types.num_embeddings}")
+        raise ValueError(
+            f"VL-BERT extends a BERT with 2 token types (A, B), got {token_types.num_embeddings}"
+        )
     segments = nn.Embedding(IMAGE_SEGMENT + 1, token_types.embedding_dim)
     with torch.no_grad():
         segments.weight.normal_(0.0, std)
@@ -65,13 +67,20 @@ def with_image_segment(token_types: nn.Embedding, std: float) -> nn.Embedding:
 class VLBERTEmbeddings(nn.Module):
     """VL-BERT's element embeddings over a BERT's embedding tables (see the module doc)."""
 
-    def __init__(self, text: BertEmbeddings, feature_dim: int, geometry_dim: int,
-                 initializer_range: float, layer_norm_eps: float):
+    def __init__(
+        self,
+        text: BertEmbeddings,
+        feature_dim: int,
+        geometry_dim: int,
+        initializer_range: float,
+        layer_norm_eps: float,
+    ):
         super().__init__()
         hidden = text.word_embeddings.embedding_dim
         self.text = text  # word and position tables, LayerNorm, dropout
-        self.text.token_type_embeddings = with_image_segment(text.token_type_embeddings,
-                                                             initializer_range)
+        self.text.token_type_embeddings = with_image_segment(
+            text.token_type_embeddings, initializer_range
+        )
         self.geometry_dim = geometry_dim
         self.special = nn.Embedding(2, hidden)  # [IMG], [END]
         self.visual_projection = nn.Linear(feature_dim + geometry_dim, hidden)
@@ -81,8 +90,12 @@ class VLBERTEmbeddings(nn.Module):
 
     def new_modules(self) -> List[nn.Module]:
         """Modules a BERT checkpoint does not have (for BERT's weight initialisation)."""
-        return [self.special, self.visual_projection, self.text_visual_norm,
-                self.region_visual_norm]
+        return [
+            self.special,
+            self.visual_projection,
+            self.text_visual_norm,
+            self.region_visual_norm,
+        ]
 
     def start_text_visual_at_zero(self) -> None:
         """Gain 0 on the text elements' visual feature embedding (after initialisation)."""
@@ -94,9 +107,16 @@ class VLBERTEmbeddings(nn.Module):
         geometry = sinusoidal_geometry(boxes, self.geometry_dim)
         return self.visual_projection(torch.cat([features, geometry], dim=-1))
 
-    def forward(self, input_ids: torch.Tensor, input_mask: torch.Tensor,
-                segment_ids: torch.Tensor, features: torch.Tensor, boxes: torch.Tensor,
-                region_mask: torch.Tensor, region_masked: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        input_mask: torch.Tensor,
+        segment_ids: torch.Tensor,
+        features: torch.Tensor,
+        boxes: torch.Tensor,
+        region_mask: torch.Tensor,
+        region_masked: torch.Tensor,
+    ) -> torch.Tensor:
         """Elements [text (L); regions (R); END] -> (B, L+R+1, H).
 
         input_ids, input_mask, segment_ids (B, L); features (B, R, D); boxes (B, R, 5)
@@ -119,17 +139,26 @@ class VLBERTEmbeddings(nn.Module):
         context = context.unsqueeze(1)  # (B, 1, H)
 
         word_positions = torch.arange(length, device=device).unsqueeze(0)  # (1, L)
-        text = (self.text.word_embeddings(input_ids) + context
-                + self.text.token_type_embeddings(segment_ids)
-                + self.text.position_embeddings(word_positions))  # (B, L, H)
+        text = (
+            self.text.word_embeddings(input_ids)
+            + context
+            + self.text.token_type_embeddings(segment_ids)
+            + self.text.position_embeddings(word_positions)
+        )  # (B, L, H)
 
         after_text = input_mask.long().sum(1, keepdim=True)  # (B, 1): regions' position
         image_segment = self.text.token_type_embeddings.weight[IMAGE_SEGMENT]  # (H,)
-        region_elements = (self.special.weight[IMG]
-                           + self.region_visual_norm(self.visual(features, boxes[..., :4]))
-                           + image_segment
-                           + self.text.position_embeddings(after_text))  # (B, R, H)
-        end = (self.special.weight[END] + context + image_segment
-               + self.text.position_embeddings(after_text + 1))  # (B, 1, H)
+        region_elements = (
+            self.special.weight[IMG]
+            + self.region_visual_norm(self.visual(features, boxes[..., :4]))
+            + image_segment
+            + self.text.position_embeddings(after_text)
+        )  # (B, R, H)
+        end = (
+            self.special.weight[END]
+            + context
+            + image_segment
+            + self.text.position_embeddings(after_text + 1)
+        )  # (B, 1, H)
         elements = torch.cat([text, region_elements, end], dim=1)  # (B, L+R+1, H)
         return self.text.dropout(self.text.LayerNorm(elements))

@@ -38,21 +38,35 @@ class ImageSentenceMaskingProcessor(UVLAMaskingProcessor):
 
     def encode(self, items: Sequence[RawItem]) -> List[Dict[str, list]]:
         return self.encode_sentences(
-            items, "uvla_image_sentence_masking: raw input needs 'sentence' (str)",
-            return_special_tokens_mask=True)
+            items,
+            "uvla_image_sentence_masking: raw input needs 'sentence' (str)",
+            return_special_tokens_mask=True,
+        )
 
-    def mask(self, items: Sequence[RawItem], encodings: Sequence[Dict[str, list]],
-             draws: Dict[str, torch.Tensor], padded: bool) -> Batch:
+    def mask(
+        self,
+        items: Sequence[RawItem],
+        encodings: Sequence[Dict[str, list]],
+        draws: Dict[str, torch.Tensor],
+        padded: bool,
+    ) -> Batch:
         regions = self.pack_regions(items, padded)
         labels = [item.get("itm_label") for item in items]
         for label in labels:
             if label is None or int(label) not in (0, 1):
-                raise ValueError("uvla_image_sentence_masking: raw input needs 'itm_label' 0 "
-                                 f"or 1, got {label!r}")
-        input_ids, lm_label_ids, input_mask = self.mask_sentences(encodings, self.mask_prob,
-                                                                  draws)
+                raise ValueError(
+                    "uvla_image_sentence_masking: raw input needs 'itm_label' 0 "
+                    f"or 1, got {label!r}"
+                )
+        input_ids, lm_label_ids, input_mask = self.mask_sentences(encodings, self.mask_prob, draws)
         clean_input_ids = restore_targets(input_ids, lm_label_ids)
         itm_label = torch.tensor([int(label) for label in labels])
         lm_label_ids = lm_label_ids.masked_fill((itm_label == 0)[:, None], IGNORE)
-        return self.assemble(input_ids, lm_label_ids, input_mask, regions, itm_label=itm_label,
-                             clean_input_ids=clean_input_ids)
+        return self.assemble(
+            input_ids,
+            lm_label_ids,
+            input_mask,
+            regions,
+            itm_label=itm_label,
+            clean_input_ids=clean_input_ids,
+        )

@@ -21,7 +21,12 @@ from mmf_uvlp.processors.region_tag_masking import RegionTagMaskingProcessor
 class ImageTagMaskingProcessor(RegionTagMaskingProcessor):
     """[tags; regions] with a masked region's tag masked too."""
 
-    def select(self, is_tag: torch.Tensor, owner: torch.Tensor, region_mask: torch.Tensor,
-               draws: Dict[str, torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor]:
+    def select(
+        self,
+        is_tag: torch.Tensor,
+        owner: torch.Tensor,
+        region_mask: torch.Tensor,
+        draws: Dict[str, torch.Tensor],
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
         tags, regions = super().select(is_tag, owner, region_mask, draws)  # (B, L), (B, R)
         return tags | (is_tag & regions.gather(1, owner.clamp(min=0))), regions

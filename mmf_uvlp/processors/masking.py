@@ -70,25 +70,28 @@ Sample = Dict[str, torch.Tensor]  # the batch-contract fields of one sample
 Batch = Dict[str, Any]  # batch fields: (B, ...) tensors, or one (N_i, D) tensor per sample
 
 
-def uniform_draws(generators: Sequence[Optional[torch.Generator]],
-                  size: int) -> torch.Tensor:
+def uniform_draws(generators: Sequence[Optional[torch.Generator]], size: int) -> torch.Tensor:
     """(B, size) float64 uniforms in [0, 1): row i from ``generators[i]`` (None: torch's
     global generator), so a sample's draws do not depend on the rest of its batch."""
-    return torch.stack([torch.rand(size, generator=g, dtype=torch.float64)
-                        for g in generators])
+    return torch.stack([torch.rand(size, generator=g, dtype=torch.float64) for g in generators])
 
 
-def corrupt_tokens(input_ids: torch.Tensor, selected: torch.Tensor, kind: torch.Tensor,
-                   pick: torch.Tensor, mask_id: int, random_ids: torch.Tensor,
-                   mask_token_prob: float,
-                   random_token_prob: float) -> Tuple[torch.Tensor, torch.Tensor]:
+def corrupt_tokens(
+    input_ids: torch.Tensor,
+    selected: torch.Tensor,
+    kind: torch.Tensor,
+    pick: torch.Tensor,
+    mask_id: int,
+    random_ids: torch.Tensor,
+    mask_token_prob: float,
+    random_token_prob: float,
+) -> Tuple[torch.Tensor, torch.Tensor]:
     """BERT's 80/10/10 on the ``selected`` (B, L) positions, ``kind`` and ``pick`` (B, L)
     uniforms choosing [MASK] / a random word-piece / kept and which random word-piece;
     returns (input_ids, lm_label_ids)."""
     labels = torch.where(selected, input_ids, torch.full_like(input_ids, IGNORE))
     to_mask = selected & (kind < mask_token_prob)
-    to_random = selected & (kind >= mask_token_prob) & (kind < mask_token_prob
-                                                         + random_token_prob)
+    to_random = selected & (kind >= mask_token_prob) & (kind < mask_token_prob + random_token_prob)
     count = len(random_ids)
     picks = random_ids[(pick * count).long().clamp(max=count - 1)]
     corrupted = torch.where(to_mask, torch.full_like(input_ids, mask_id), input_ids)
@@ -110,8 +113,7 @@ def probability_param(name: str, value: float) -> float:
 
 def padded_rows(rows: Sequence[Sequence[int]], size: int, fill: int) -> torch.Tensor:
     """(B, size) long: each list of ints (at most ``size``) padded with ``fill``."""
-    return torch.tensor([list(row) + [fill] * (size - len(row)) for row in rows],
-                        dtype=torch.long)
+    return torch.tensor([list(row) + [fill] * (size - len(row)) for row in rows], dtype=torch.long)
 
 
 class UVLAMaskingProcessor(BaseProcessor):
@@ -136,26 +138,37 @@ class UVLAMaskingProcessor(BaseProcessor):
         config = config or {}
         path = config.get("tokenizer_path", None)
         if path is None:
-            raise ValueError(f"processor {type(self).__name__}: params.tokenizer_path (a local "
-                             "BERT tokenizer folder) must be set")
-        self.tokenizer = load_or_explain(BertTokenizerFast.from_pretrained, str(path),
-                                         "processor params.tokenizer_path", ("vocabulary",))
+            raise ValueError(
+                f"processor {type(self).__name__}: params.tokenizer_path (a local "
+                "BERT tokenizer folder) must be set"
+            )
+        self.tokenizer = load_or_explain(
+            BertTokenizerFast.from_pretrained,
+            str(path),
+            "processor params.tokenizer_path",
+            ("vocabulary",),
+        )
         self.max_seq_length = int(config.get("max_seq_length", 60))
         self.max_regions = int(config.get("max_regions", 100))
         self.max_phrase_tokens = int(config.get("max_phrase_tokens", 8))
         if self.max_seq_length < 3 or self.max_regions < 1 or self.max_phrase_tokens < 1:
-            raise ValueError("processor params: max_seq_length >= 3, max_regions >= 1 and "
-                             "max_phrase_tokens >= 1 are required")
+            raise ValueError(
+                "processor params: max_seq_length >= 3, max_regions >= 1 and "
+                "max_phrase_tokens >= 1 are required"
+            )
         self.mask_prob = probability_param("mask_prob", config.get("mask_prob", 0.15))
         self.mask_token_prob = probability_param(
-            "mask_token_prob", config.get("mask_token_prob", 0.8))
+            "mask_token_prob", config.get("mask_token_prob", 0.8)
+        )
         self.random_token_prob = probability_param(
-            "random_token_prob", config.get("random_token_prob", 0.1))
+            "random_token_prob", config.get("random_token_prob", 0.1)
+        )
         if self.mask_token_prob + self.random_token_prob > 1:
             raise ValueError("processor params: mask_token_prob + random_token_prob must be <= 1")
         self.zero_prob = probability_param("zero_prob", config.get("zero_prob", 0.9))
         self.curriculum_weighted = bool(
-            config.get("curriculum_weighted", self.default_curriculum_weighted))
+            config.get("curriculum_weighted", self.default_curriculum_weighted)
+        )
         seed = config.get("seed", None)
         self._generator = None if seed is None else torch.Generator().manual_seed(int(seed))
         special = set(self.tokenizer.all_special_ids)
@@ -184,20 +197,27 @@ class UVLAMaskingProcessor(BaseProcessor):
         return {name: rows[:, part] for name, part in self._draws.items()}
 
     # ------------------------------------------------------------ one or a batch
-    def __call__(self, item: RawItem, generator: Optional[torch.Generator] = None,
-                 padded: bool = True) -> Sample:
+    def __call__(
+        self, item: RawItem, generator: Optional[torch.Generator] = None, padded: bool = True
+    ) -> Sample:
         """The sample of one raw item, its draws from ``generator`` (see the module
         docstring); with ``padded=False`` its feature rows unpadded."""
         return self.batch([item], [generator], padded)[0]
 
-    def batch(self, items: Sequence[RawItem], generators: Sequence[Optional[torch.Generator]],
-              padded: bool = False) -> List[Sample]:
+    def batch(
+        self,
+        items: Sequence[RawItem],
+        generators: Sequence[Optional[torch.Generator]],
+        padded: bool = False,
+    ) -> List[Sample]:
         """The samples of ``items``, item i's draws from ``generators[i]``: the text of all
         tokenized in one call, the masks drawn and applied to the whole batch at once, each
         sample the same as alone."""
         if len(generators) != len(items):
-            raise ValueError(f"processor {type(self).__name__}: {len(items)} items but "
-                             f"{len(generators)} generators")
+            raise ValueError(
+                f"processor {type(self).__name__}: {len(items)} items but "
+                f"{len(generators)} generators"
+            )
         if not items:
             return []
         encodings = self.encode(items)
@@ -208,28 +228,37 @@ class UVLAMaskingProcessor(BaseProcessor):
         """The tokenizer's output for each item, from one tokenizer call (no random draw)."""
         raise NotImplementedError
 
-    def mask(self, items: Sequence[RawItem], encodings: Sequence[Any],
-             draws: Dict[str, torch.Tensor], padded: bool) -> Batch:
+    def mask(
+        self,
+        items: Sequence[RawItem],
+        encodings: Sequence[Any],
+        draws: Dict[str, torch.Tensor],
+        padded: bool,
+    ) -> Batch:
         """The batch's fields (see ``assemble``) from its items, encodings and draws."""
         raise NotImplementedError
 
     @staticmethod
     def split(batch: Batch, size: int) -> List[Sample]:
         """One sample dict per row of the batch's fields."""
-        columns = {key: value.unbind(0) if torch.is_tensor(value) else value
-                   for key, value in batch.items()}
+        columns = {
+            key: value.unbind(0) if torch.is_tensor(value) else value
+            for key, value in batch.items()
+        }
         return [{key: column[i] for key, column in columns.items()} for i in range(size)]
 
     # --------------------------------------------------------------- text
-    def encode_sentences(self, items: Sequence[RawItem], needs: str,
-                         **options: Any) -> List[Dict[str, list]]:
+    def encode_sentences(
+        self, items: Sequence[RawItem], needs: str, **options: Any
+    ) -> List[Dict[str, list]]:
         """Every item's ``sentence`` tokenized (one tokenizer call for all), truncated to
         ``max_seq_length``; ``needs``: the error when an item has no sentence."""
         sentences = [item.get("sentence") for item in items]
         if not all(isinstance(sentence, str) for sentence in sentences):
             raise ValueError(needs)
-        encoding = self.tokenizer(sentences, truncation=True, max_length=self.max_seq_length,
-                                  **options)
+        encoding = self.tokenizer(
+            sentences, truncation=True, max_length=self.max_seq_length, **options
+        )
         keys = list(encoding.keys())
         return [{key: encoding[key][i] for key in keys} for i in range(len(sentences))]
 
@@ -243,24 +272,31 @@ class UVLAMaskingProcessor(BaseProcessor):
         mask = (torch.arange(self.max_seq_length) < lengths[:, None]).long()
         return padded_rows(ids, self.max_seq_length, self.tokenizer.pad_token_id), mask
 
-    def corrupt(self, input_ids: torch.Tensor, selected: torch.Tensor,
-                draws: Dict[str, torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor]:
+    def corrupt(
+        self, input_ids: torch.Tensor, selected: torch.Tensor, draws: Dict[str, torch.Tensor]
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
         """80/10/10 corruption of the ``selected`` (B, L) tokens with the ``kind`` and
         ``pick`` draws; returns (input_ids, lm_label_ids)."""
-        return corrupt_tokens(input_ids, selected, draws["kind"], draws["pick"],
-                              self.tokenizer.mask_token_id, self.random_ids,
-                              self.mask_token_prob, self.random_token_prob)
+        return corrupt_tokens(
+            input_ids,
+            selected,
+            draws["kind"],
+            draws["pick"],
+            self.tokenizer.mask_token_id,
+            self.random_ids,
+            self.mask_token_prob,
+            self.random_token_prob,
+        )
 
-    def mask_sentences(self, encodings: Sequence[Mapping[str, list]], prob: float,
-                       draws: Dict[str, torch.Tensor]
-                       ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def mask_sentences(
+        self, encodings: Sequence[Mapping[str, list]], prob: float, draws: Dict[str, torch.Tensor]
+    ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Standard MLM on encoded sentences (``encode_sentences`` with
         ``return_special_tokens_mask``): each word-piece (not [CLS], [SEP] or padding) is
         selected with ``prob`` (the ``select`` draws) and corrupted 80/10/10; returns
         (input_ids, lm_label_ids, input_mask), each (B, L)."""
         input_ids, input_mask = self.text_batch([e["input_ids"] for e in encodings])
-        special = padded_rows([e["special_tokens_mask"] for e in encodings],
-                              self.max_seq_length, 1)
+        special = padded_rows([e["special_tokens_mask"] for e in encodings], self.max_seq_length, 1)
         selected = (special == 0) & (draws["select"] < prob)
         return (*self.corrupt(input_ids, selected, draws), input_mask)
 
@@ -274,14 +310,14 @@ class UVLAMaskingProcessor(BaseProcessor):
         for item in items:
             for key in ("features", "boxes", "image_width", "image_height"):
                 if item.get(key) is None:
-                    raise ValueError(f"processor {type(self).__name__}: raw input needs "
-                                     f"'{key}'")
+                    raise ValueError(f"processor {type(self).__name__}: raw input needs '{key}'")
             features = torch.as_tensor(item["features"], dtype=torch.float32)
             box = torch.as_tensor(item["boxes"], dtype=torch.float32)
             if features.dim() != 2 or box.shape != (features.size(0), 4):
                 raise ValueError(
                     f"processor {type(self).__name__}: 'features' must be (N, D) and 'boxes' "
-                    f"(N, 4), got {tuple(features.shape)} and {tuple(box.shape)}")
+                    f"(N, 4), got {tuple(features.shape)} and {tuple(box.shape)}"
+                )
             n = min(features.size(0), self.max_regions)
             if padded:
                 padded_features = features.new_zeros((self.max_regions, features.size(1)))
@@ -302,13 +338,20 @@ class UVLAMaskingProcessor(BaseProcessor):
         width, height = torch.tensor(sizes).repeat_interleave(repeats, dim=0).unbind(-1)
         box5 = torch.zeros(B, R, 5)
         box5[mask] = normalized_boxes(torch.cat(boxes), width, height)
-        regions = {"region_features": rows, "clean_region_features": rows,
-                   "region_boxes": box5, "region_mask": mask.long(), "num_regions": counts,
-                   "region_zeroed": torch.zeros(B, R, dtype=torch.bool)}
+        regions = {
+            "region_features": rows,
+            "clean_region_features": rows,
+            "region_boxes": box5,
+            "region_mask": mask.long(),
+            "num_regions": counts,
+            "region_zeroed": torch.zeros(B, R, dtype=torch.bool),
+        }
         if table_rows:
             if len(table_rows) != B:
-                raise ValueError(f"processor {type(self).__name__}: 'feature_rows' in "
-                                 f"{len(table_rows)} of {B} raw inputs (all or none)")
+                raise ValueError(
+                    f"processor {type(self).__name__}: 'feature_rows' in "
+                    f"{len(table_rows)} of {B} raw inputs (all or none)"
+                )
             feature_rows = torch.full((B, R), -1, dtype=torch.long)
             feature_rows[mask] = torch.cat(table_rows)
             regions[RESIDENT_ROWS] = feature_rows
@@ -321,17 +364,22 @@ class UVLAMaskingProcessor(BaseProcessor):
         for item, n in zip(items, counts):
             classes = item.get("region_classes")
             if classes is None:
-                raise ValueError(f"processor {type(self).__name__}: raw input needs "
-                                 "'region_classes' (N,) detector class ids")
+                raise ValueError(
+                    f"processor {type(self).__name__}: raw input needs "
+                    "'region_classes' (N,) detector class ids"
+                )
             classes = torch.as_tensor(classes, dtype=torch.long).view(-1)
             if classes.numel() < n:
-                raise ValueError(f"processor {type(self).__name__}: 'region_classes' needs one "
-                                 f"entry per region of 'features' ({n}), got {classes.numel()}")
+                raise ValueError(
+                    f"processor {type(self).__name__}: 'region_classes' needs one "
+                    f"entry per region of 'features' ({n}), got {classes.numel()}"
+                )
             rows.append(classes[:n].tolist())
         return padded_rows(rows, self.max_regions, IGNORE)
 
-    def zero_regions(self, regions: Batch, selected: torch.Tensor,
-                     zero_draws: torch.Tensor) -> None:
+    def zero_regions(
+        self, regions: Batch, selected: torch.Tensor, zero_draws: torch.Tensor
+    ) -> None:
         """Zero the features of each ``selected`` (B, R) region with probability
         ``zero_prob`` (the ``zero_draws``): sets ``region_zeroed`` and replaces
         ``region_features`` (the originals are left as they were)."""
@@ -339,11 +387,19 @@ class UVLAMaskingProcessor(BaseProcessor):
         regions["region_zeroed"] = zeroed
         any_zeroed = zeroed.any(1).tolist()
         regions["region_features"] = [
-            rows.masked_fill(zeroed[i, : rows.size(0)].unsqueeze(-1), 0.0) if any_zeroed[i]
-            else rows for i, rows in enumerate(regions["region_features"])]
+            rows.masked_fill(zeroed[i, : rows.size(0)].unsqueeze(-1), 0.0)
+            if any_zeroed[i]
+            else rows
+            for i, rows in enumerate(regions["region_features"])
+        ]
 
-    def mask_regions(self, regions: Batch, classes: torch.Tensor, selected: torch.Tensor,
-                     zero_draws: torch.Tensor) -> Batch:
+    def mask_regions(
+        self,
+        regions: Batch,
+        classes: torch.Tensor,
+        selected: torch.Tensor,
+        zero_draws: torch.Tensor,
+    ) -> Batch:
         """MRM on the ``selected`` (B, R) real regions of ``pack_regions``' output: zeroes
         their features (``zero_regions``) and returns the targets (``assemble`` keyword
         arguments): ``region_masked``, ``region_class_targets`` (their detector class, MRC)
@@ -352,22 +408,30 @@ class UVLAMaskingProcessor(BaseProcessor):
             raise ValueError("mask_regions: only real regions can be selected")
         original = regions["region_features"]
         self.zero_regions(regions, selected, zero_draws)
-        return {"region_masked": selected.long(),
-                "region_class_targets": torch.where(selected, classes,
-                                                    torch.full_like(classes, IGNORE)),
-                "region_features_target": original}
+        return {
+            "region_masked": selected.long(),
+            "region_class_targets": torch.where(
+                selected, classes, torch.full_like(classes, IGNORE)
+            ),
+            "region_features_target": original,
+        }
 
     # --------------------------------------------------------------- fields
-    def assemble(self, input_ids: torch.Tensor, lm_label_ids: torch.Tensor,
-                 input_mask: torch.Tensor, regions: Batch,
-                 itm_label: Optional[torch.Tensor] = None,
-                 text_boxes: Optional[torch.Tensor] = None,
-                 text_is_tag: Optional[torch.Tensor] = None,
-                 region_masked: Optional[torch.Tensor] = None,
-                 region_class_targets: Optional[torch.Tensor] = None,
-                 region_phrase_targets: Optional[torch.Tensor] = None,
-                 region_features_target: Optional[List[torch.Tensor]] = None,
-                 clean_input_ids: Optional[torch.Tensor] = None) -> Batch:
+    def assemble(
+        self,
+        input_ids: torch.Tensor,
+        lm_label_ids: torch.Tensor,
+        input_mask: torch.Tensor,
+        regions: Batch,
+        itm_label: Optional[torch.Tensor] = None,
+        text_boxes: Optional[torch.Tensor] = None,
+        text_is_tag: Optional[torch.Tensor] = None,
+        region_masked: Optional[torch.Tensor] = None,
+        region_class_targets: Optional[torch.Tensor] = None,
+        region_phrase_targets: Optional[torch.Tensor] = None,
+        region_features_target: Optional[List[torch.Tensor]] = None,
+        clean_input_ids: Optional[torch.Tensor] = None,
+    ) -> Batch:
         """The batch-contract fields of the batch (defaults: nothing masked / no tags; the
         MRFR target only when given; the clean pair when ``curriculum_weighted``, its text
         ``clean_input_ids`` or else ``input_ids`` with every MLM target restored)."""
@@ -380,19 +444,27 @@ class UVLAMaskingProcessor(BaseProcessor):
             "segment_ids": torch.zeros(B, L, dtype=torch.long),
             "lm_label_ids": lm_label_ids,
             "text_boxes": text_boxes if text_boxes is not None else torch.zeros(B, L, 5),
-            "text_is_tag": (text_is_tag if text_is_tag is not None
-                            else torch.zeros(B, L, dtype=torch.long)),
+            "text_is_tag": (
+                text_is_tag if text_is_tag is not None else torch.zeros(B, L, dtype=torch.long)
+            ),
             "region_features": regions["region_features"],
             "region_boxes": regions["region_boxes"],
             "region_mask": regions["region_mask"],
             "region_zeroed": regions["region_zeroed"],
             **({RESIDENT_ROWS: regions[RESIDENT_ROWS]} if RESIDENT_ROWS in regions else {}),
-            "region_masked": (region_masked if region_masked is not None
-                              else torch.zeros(B, R, dtype=torch.long)),
-            "region_class_targets": (region_class_targets if region_class_targets is not None
-                                     else torch.full((B, R), IGNORE, dtype=torch.long)),
-            "region_phrase_targets": (region_phrase_targets if region_phrase_targets is not None
-                                      else torch.full((B, R, P), IGNORE, dtype=torch.long)),
+            "region_masked": (
+                region_masked if region_masked is not None else torch.zeros(B, R, dtype=torch.long)
+            ),
+            "region_class_targets": (
+                region_class_targets
+                if region_class_targets is not None
+                else torch.full((B, R), IGNORE, dtype=torch.long)
+            ),
+            "region_phrase_targets": (
+                region_phrase_targets
+                if region_phrase_targets is not None
+                else torch.full((B, R, P), IGNORE, dtype=torch.long)
+            ),
             "itm_label": label,
             "curriculum_weighted": torch.full((B,), self.curriculum_weighted),
             "targets": label.clone(),

@@ -36,27 +36,37 @@ class PairMaskingProcessor(UVLAMaskingProcessor):
     DRAWS = (("select", "L"), ("kind", "L"), ("pick", "L"), ("regions", "R"), ("zero", "R"))
 
     def encode(self, items: Sequence[RawItem]) -> List[Dict[str, list]]:
-        return self.encode_sentences(items, "uvla_pair_masking: raw input needs 'sentence' (str)",
-                                     return_special_tokens_mask=True)
+        return self.encode_sentences(
+            items,
+            "uvla_pair_masking: raw input needs 'sentence' (str)",
+            return_special_tokens_mask=True,
+        )
 
-    def mask(self, items: Sequence[RawItem], encodings: Sequence[Dict[str, list]],
-             draws: Dict[str, torch.Tensor], padded: bool) -> Batch:
+    def mask(
+        self,
+        items: Sequence[RawItem],
+        encodings: Sequence[Dict[str, list]],
+        draws: Dict[str, torch.Tensor],
+        padded: bool,
+    ) -> Batch:
         regions = self.pack_regions(items, padded)
         labels = [item.get("itm_label", IGNORE) for item in items]
         for label in labels:
             if label is None or int(label) not in (IGNORE, 0, 1):
                 raise ValueError(
-                    f"uvla_pair_masking: 'itm_label' must be 1, 0 or absent, got {label!r}")
+                    f"uvla_pair_masking: 'itm_label' must be 1, 0 or absent, got {label!r}"
+                )
         classes = self.region_classes(items, regions["num_regions"])
-        input_ids, lm_label_ids, input_mask = self.mask_sentences(encodings, self.mask_prob,
-                                                                  draws)
+        input_ids, lm_label_ids, input_mask = self.mask_sentences(encodings, self.mask_prob, draws)
         selected = regions["region_mask"].bool() & (draws["regions"] < self.mask_prob)
         targets = self.mask_regions(regions, classes, selected, draws["zero"])
         itm_label = torch.tensor([int(label) for label in labels])
         negative = (itm_label == 0)[:, None]  # corrupted like a true pair, nothing to rebuild
         lm_label_ids = lm_label_ids.masked_fill(negative, IGNORE)
         targets["region_class_targets"] = targets["region_class_targets"].masked_fill(
-            negative, IGNORE)
+            negative, IGNORE
+        )
         targets["region_masked"] = targets["region_masked"].masked_fill(negative, 0)
-        return self.assemble(input_ids, lm_label_ids, input_mask, regions, itm_label=itm_label,
-                             **targets)
+        return self.assemble(
+            input_ids, lm_label_ids, input_mask, regions, itm_label=itm_label, **targets
+        )

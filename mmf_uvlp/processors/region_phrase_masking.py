@@ -52,13 +52,19 @@ def linked_mask_probabilities(scores: torch.Tensor, ratio: float) -> torch.Tenso
     return (ratio * scores.numel() * scores / scores.sum()).clamp(max=1.0)
 
 
-def draw_linked(scores: Sequence[float], ratio: float, ensure_one: bool,
-                draws: Sequence[float], ensure_draw: float) -> List[bool]:
+def draw_linked(
+    scores: Sequence[float],
+    ratio: float,
+    ensure_one: bool,
+    draws: Sequence[float],
+    ensure_draw: float,
+) -> List[bool]:
     """The masked items among K scores (see the module docstring): item k when its uniform
     ``draws[k]`` falls below its probability; with ``ensure_one`` and none, the item where
     ``ensure_draw`` falls in the scores' cumulative distribution."""
-    probabilities = linked_mask_probabilities(torch.tensor(scores, dtype=torch.float64),
-                                              ratio).tolist()
+    probabilities = linked_mask_probabilities(
+        torch.tensor(scores, dtype=torch.float64), ratio
+    ).tolist()
     chosen = [draw < p for draw, p in zip(draws, probabilities)]
     if ensure_one and not any(chosen):
         total, cumulative = sum(scores), 0.0
@@ -77,9 +83,10 @@ def item_draws(row: Sequence[float], count: int) -> Sequence[float]:
     more items than the row holds) from a generator seeded by the row itself."""
     if count <= len(row):
         return row
-    generator = torch.Generator().manual_seed(int(row[0] * 2 ** 53))
-    return list(row) + torch.rand(count - len(row), generator=generator,
-                                  dtype=torch.float64).tolist()
+    generator = torch.Generator().manual_seed(int(row[0] * 2**53))
+    return (
+        list(row) + torch.rand(count - len(row), generator=generator, dtype=torch.float64).tolist()
+    )
 
 
 @registry.register_processor("uvla_region_phrase_masking")
@@ -91,14 +98,21 @@ class RegionPhraseMaskingProcessor(UVLAMaskingProcessor):
     """
 
     default_curriculum_weighted = True
-    DRAWS = (("modality", "1"), ("ensure", "1"), ("items", "L+R"), ("kind", "L"),
-             ("pick", "L"), ("zero", "R"))
+    DRAWS = (
+        ("modality", "1"),
+        ("ensure", "1"),
+        ("items", "L+R"),
+        ("kind", "L"),
+        ("pick", "L"),
+        ("zero", "R"),
+    )
 
     def __init__(self, config: Mapping[str, Any], *args: Any, **kwargs: Any):
         super().__init__(config, *args, **kwargs)
         config = config or {}
         self.text_modality_prob = probability_param(
-            "text_modality_prob", config.get("text_modality_prob", 0.5))
+            "text_modality_prob", config.get("text_modality_prob", 0.5)
+        )
         self.linked_mask_ratio = float(config.get("linked_mask_ratio", 0.5))
         if self.linked_mask_ratio <= 0:
             raise ValueError(
@@ -108,42 +122,64 @@ class RegionPhraseMaskingProcessor(UVLAMaskingProcessor):
         stop = config.get("phrase_stop_tokens", DEFAULT_STOP_TOKENS)
         self.stop_ids = set(self.tokenizer.convert_tokens_to_ids(list(stop)))
 
-    def _linked_phrases(self, phrases: Sequence[Mapping[str, Any]], offsets: List[List[int]],
-                        special: List[int], ids: List[int],
-                        num_regions: int) -> List[LinkedPhrase]:
+    def _linked_phrases(
+        self,
+        phrases: Sequence[Mapping[str, Any]],
+        offsets: List[List[int]],
+        special: List[int],
+        ids: List[int],
+        num_regions: int,
+    ) -> List[LinkedPhrase]:
         """[(token positions, region, score)] of the linked phrases that survive truncation."""
         linked = []
         for k, phrase in enumerate(phrases):
             region, score = phrase.get("region"), float(phrase.get("link_score", 0.0) or 0.0)
             if score < 0 or score != score:
-                raise ValueError(f"uvla_region_phrase_masking: noun_phrases[{k}].link_score "
-                                 f"must be >= 0, got {phrase.get('link_score')!r}")
+                raise ValueError(
+                    f"uvla_region_phrase_masking: noun_phrases[{k}].link_score "
+                    f"must be >= 0, got {phrase.get('link_score')!r}"
+                )
             if phrase.get("linked", True) is False or region is None or score <= 0:
                 continue
             if not 0 <= int(region) < num_regions:
                 continue
             span = phrase.get("char_span")
             if span is None or len(span) != 2:
-                raise ValueError(f"uvla_region_phrase_masking: noun_phrases[{k}].char_span "
-                                 "must be [start, end)")
+                raise ValueError(
+                    f"uvla_region_phrase_masking: noun_phrases[{k}].char_span must be [start, end)"
+                )
             start, end = int(span[0]), int(span[1])
-            positions = [t for t, (a, b) in enumerate(offsets)
-                         if not special[t] and b > a and a < end and b > start
-                         and ids[t] not in self.stop_ids]
+            positions = [
+                t
+                for t, (a, b) in enumerate(offsets)
+                if not special[t]
+                and b > a
+                and a < end
+                and b > start
+                and ids[t] not in self.stop_ids
+            ]
             if positions:
                 linked.append((positions, int(region), score))
         return linked
 
     def encode(self, items: Sequence[RawItem]) -> List[Dict[str, list]]:
-        needs = ("uvla_region_phrase_masking: raw input needs 'sentence' (str) and "
-                 "'noun_phrases' (list of {char_span, region, link_score})")
+        needs = (
+            "uvla_region_phrase_masking: raw input needs 'sentence' (str) and "
+            "'noun_phrases' (list of {char_span, region, link_score})"
+        )
         if any(item.get("noun_phrases") is None for item in items):
             raise ValueError(needs)
-        return self.encode_sentences(items, needs, return_offsets_mapping=True,
-                                     return_special_tokens_mask=True)
+        return self.encode_sentences(
+            items, needs, return_offsets_mapping=True, return_special_tokens_mask=True
+        )
 
-    def mask(self, items: Sequence[RawItem], encodings: Sequence[Dict[str, list]],
-             draws: Dict[str, torch.Tensor], padded: bool) -> Batch:
+    def mask(
+        self,
+        items: Sequence[RawItem],
+        encodings: Sequence[Dict[str, list]],
+        draws: Dict[str, torch.Tensor],
+        padded: bool,
+    ) -> Batch:
         regions = self.pack_regions(items, padded)
         B, L, R = len(items), self.max_seq_length, self.max_regions
         input_ids, input_mask = self.text_batch([e["input_ids"] for e in encodings])
@@ -155,17 +191,26 @@ class RegionPhraseMaskingProcessor(UVLAMaskingProcessor):
         rows = draws["items"].tolist()
         for i, (item, encoding) in enumerate(zip(items, encodings)):
             ids = encoding["input_ids"]
-            linked = self._linked_phrases(item["noun_phrases"], encoding["offset_mapping"],
-                                          encoding["special_tokens_mask"], ids,
-                                          regions["num_regions"][i])
+            linked = self._linked_phrases(
+                item["noun_phrases"],
+                encoding["offset_mapping"],
+                encoding["special_tokens_mask"],
+                ids,
+                regions["num_regions"][i],
+            )
             if not linked:
                 continue
             if modality[i] < self.text_modality_prob:
-                chosen = draw_linked([score for _, _, score in linked], self.linked_mask_ratio,
-                                     self.ensure_one, item_draws(rows[i], len(linked)),
-                                     ensure[i])
-                positions = [t for (places, _, _), take in zip(linked, chosen) if take
-                             for t in places]
+                chosen = draw_linked(
+                    [score for _, _, score in linked],
+                    self.linked_mask_ratio,
+                    self.ensure_one,
+                    item_draws(rows[i], len(linked)),
+                    ensure[i],
+                )
+                positions = [
+                    t for (places, _, _), take in zip(linked, chosen) if take for t in places
+                ]
                 selected[i, positions] = True
             else:
                 by_region: Dict[int, Tuple[List[int], float]] = {}  # word-pieces, score
@@ -173,9 +218,13 @@ class RegionPhraseMaskingProcessor(UVLAMaskingProcessor):
                     pieces, best = by_region.get(region, ([], 0.0))
                     by_region[region] = (pieces + [ids[t] for t in places], max(best, score))
                 order = sorted(by_region)
-                chosen = draw_linked([by_region[r][1] for r in order], self.linked_mask_ratio,
-                                     self.ensure_one, item_draws(rows[i], len(order)),
-                                     ensure[i])
+                chosen = draw_linked(
+                    [by_region[r][1] for r in order],
+                    self.linked_mask_ratio,
+                    self.ensure_one,
+                    item_draws(rows[i], len(order)),
+                    ensure[i],
+                )
                 for region, take in zip(order, chosen):
                     if take:
                         pieces = by_region[region][0][: self.max_phrase_tokens]
@@ -183,6 +232,11 @@ class RegionPhraseMaskingProcessor(UVLAMaskingProcessor):
                         region_masked[i, region] = True
         input_ids, lm_label_ids = self.corrupt(input_ids, selected, draws)
         self.zero_regions(regions, region_masked, draws["zero"])
-        return self.assemble(input_ids, lm_label_ids, input_mask, regions,
-                             region_masked=region_masked.long(),
-                             region_phrase_targets=phrase_targets)
+        return self.assemble(
+            input_ids,
+            lm_label_ids,
+            input_mask,
+            regions,
+            region_masked=region_masked.long(),
+            region_phrase_targets=phrase_targets,
+        )

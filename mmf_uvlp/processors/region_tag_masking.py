@@ -25,16 +25,18 @@ from mmf.common.registry import registry
 from mmf_uvlp.processors.masking import Batch, RawItem, UVLAMaskingProcessor, padded_rows
 
 
-def tag_word_pieces(tokenizer: Any, labels: Sequence[str],
-                    max_length: int) -> Tuple[List[int], List[int]]:
+def tag_word_pieces(
+    tokenizer: Any, labels: Sequence[str], max_length: int
+) -> Tuple[List[int], List[int]]:
     """R-T's text part, ``[CLS] tag word-pieces [SEP]``, and the region of each position
     (-1 for [CLS] / [SEP]); a tag that does not fit in ``max_length`` ends the list."""
     pieces = tokenizer(list(labels), add_special_tokens=False)["input_ids"] if labels else []
     return tag_text(tokenizer, pieces, max_length)
 
 
-def tag_text(tokenizer: Any, pieces: Sequence[List[int]],
-             max_length: int) -> Tuple[List[int], List[int]]:
+def tag_text(
+    tokenizer: Any, pieces: Sequence[List[int]], max_length: int
+) -> Tuple[List[int], List[int]]:
     """:func:`tag_word_pieces` from the word-pieces of each tag (``pieces``)."""
     ids, owners = [tokenizer.cls_token_id], [-1]
     for region, tag in enumerate(pieces):
@@ -66,8 +68,13 @@ class RegionTagMaskingProcessor(UVLAMaskingProcessor):
         super().__init__(config, *args, **kwargs)
         self._tag_pieces: Dict[str, List[int]] = {}
 
-    def select(self, is_tag: torch.Tensor, owner: torch.Tensor, region_mask: torch.Tensor,
-               draws: Dict[str, torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor]:
+    def select(
+        self,
+        is_tag: torch.Tensor,
+        owner: torch.Tensor,
+        region_mask: torch.Tensor,
+        draws: Dict[str, torch.Tensor],
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
         """(tag positions (B, L), regions (B, R)) to mask: each independently with
         ``mask_prob`` (the ``tags`` and ``regions`` draws).
 
@@ -85,9 +92,11 @@ class RegionTagMaskingProcessor(UVLAMaskingProcessor):
             regions = min(self.max_regions, _rows(item))
             tags = item.get("region_labels")
             if tags is None or len(tags) < regions:
-                raise ValueError(f"processor {type(self).__name__}: raw input needs "
-                                 "'region_labels', one detector tag string per region of "
-                                 f"'features' ({regions})")
+                raise ValueError(
+                    f"processor {type(self).__name__}: raw input needs "
+                    "'region_labels', one detector tag string per region of "
+                    f"'features' ({regions})"
+                )
             labels.append([str(tag) for tag in tags[:regions]])
         self.tokenize_tags([tag for tags in labels for tag in tags])
         return [[self._tag_pieces[tag] for tag in tags] for tags in labels]
@@ -106,8 +115,13 @@ class RegionTagMaskingProcessor(UVLAMaskingProcessor):
         pieces = self.tokenizer(missing, add_special_tokens=False)["input_ids"]
         self._tag_pieces.update(zip(missing, pieces))
 
-    def mask(self, items: Sequence[RawItem], encodings: Sequence[List[List[int]]],
-             draws: Dict[str, torch.Tensor], padded: bool) -> Batch:
+    def mask(
+        self,
+        items: Sequence[RawItem],
+        encodings: Sequence[List[List[int]]],
+        draws: Dict[str, torch.Tensor],
+        padded: bool,
+    ) -> Batch:
         regions = self.pack_regions(items, padded)
         classes = self.region_classes(items, regions["num_regions"])
 
@@ -119,9 +133,15 @@ class RegionTagMaskingProcessor(UVLAMaskingProcessor):
         index = owner.clamp(min=0).unsqueeze(-1).expand(-1, -1, 5)
         text_boxes = regions["region_boxes"].gather(1, index) * is_tag.unsqueeze(-1)
 
-        tag_selected, region_selected = self.select(is_tag, owner, regions["region_mask"],
-                                                    draws)
+        tag_selected, region_selected = self.select(is_tag, owner, regions["region_mask"], draws)
         input_ids, lm_label_ids = self.corrupt(input_ids, tag_selected, draws)
         targets = self.mask_regions(regions, classes, region_selected, draws["zero"])
-        return self.assemble(input_ids, lm_label_ids, input_mask, regions,
-                             text_boxes=text_boxes, text_is_tag=is_tag.long(), **targets)
+        return self.assemble(
+            input_ids,
+            lm_label_ids,
+            input_mask,
+            regions,
+            text_boxes=text_boxes,
+            text_is_tag=is_tag.long(),
+            **targets,
+        )

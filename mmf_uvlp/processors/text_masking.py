@@ -29,13 +29,20 @@ class TextMaskingProcessor(UVLAMaskingProcessor):
     DRAWS = (("select", "L"), ("kind", "L"), ("pick", "L"))
 
     def encode(self, items: Sequence[RawItem]) -> List[Dict[str, list]]:
-        return self.encode_sentences(items, "uvla_text_masking: raw input needs 'sentence' (str)",
-                                     return_special_tokens_mask=True)
+        return self.encode_sentences(
+            items,
+            "uvla_text_masking: raw input needs 'sentence' (str)",
+            return_special_tokens_mask=True,
+        )
 
-    def mask(self, items: Sequence[RawItem], encodings: Sequence[Dict[str, list]],
-             draws: Dict[str, torch.Tensor], padded: bool) -> Batch:
-        input_ids, lm_label_ids, input_mask = self.mask_sentences(encodings, self.mask_prob,
-                                                                  draws)
+    def mask(
+        self,
+        items: Sequence[RawItem],
+        encodings: Sequence[Dict[str, list]],
+        draws: Dict[str, torch.Tensor],
+        padded: bool,
+    ) -> Batch:
+        input_ids, lm_label_ids, input_mask = self.mask_sentences(encodings, self.mask_prob, draws)
         label = torch.full((len(items),), IGNORE, dtype=torch.long)
         return {
             "input_ids": input_ids,

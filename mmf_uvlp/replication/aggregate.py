@@ -74,13 +74,15 @@ def summarize_row(label: str, system: str, per_seed: SeedCells) -> RowSummary:
     """Mean ± std of every cell and of Meta-Ave across the seeds of ``per_seed``."""
     seeds = tuple(sorted(seed for seed, cells in per_seed.items() if cells))
     keys = sorted({cell for seed in seeds for cell in per_seed[seed]})
-    cells = {cell: summarize([per_seed[s][cell] for s in seeds if cell in per_seed[s]])
-             for cell in keys}
+    cells = {
+        cell: summarize([per_seed[s][cell] for s in seeds if cell in per_seed[s]]) for cell in keys
+    }
     metas = {s: meta_average(dict(per_seed[s])) for s in seeds}
     seed_metas, parts, note = _comparable_metas(metas)
     values = list(seed_metas.values())
-    return RowSummary(label, system, cells, summarize(values) if values else None,
-                      note, seeds, seed_metas, parts)
+    return RowSummary(
+        label, system, cells, summarize(values) if values else None, note, seeds, seed_metas, parts
+    )
 
 
 def _seed_list(seeds: Sequence[int]) -> str:
@@ -88,8 +90,9 @@ def _seed_list(seeds: Sequence[int]) -> str:
     return ("seed " if len(seeds) == 1 else "seeds ") + ", ".join(map(str, seeds))
 
 
-def _comparable_metas(metas: Mapping[int, MetaAverage]
-                      ) -> tuple[dict[int, float], tuple[str, ...], str | None]:
+def _comparable_metas(
+    metas: Mapping[int, MetaAverage],
+) -> tuple[dict[int, float], tuple[str, ...], str | None]:
     """The Meta-Aves of the seeds that average the same tasks, the parts they average and
     the row's Meta-Ave note.
 
@@ -102,16 +105,23 @@ def _comparable_metas(metas: Mapping[int, MetaAverage]
             groups.setdefault(meta.parts, []).append(seed)
     if not groups:
         return {}, (), None
-    parts = max(groups, key=lambda p: (metas[groups[p][0]].note is None, len(p),
-                                       len(groups[p]), -groups[p][0]))
+    parts = max(
+        groups,
+        key=lambda p: (metas[groups[p][0]].note is None, len(p), len(groups[p]), -groups[p][0]),
+    )
     used = groups.pop(parts)
     values, note = {s: metas[s].value for s in used}, metas[used[0]].note
     if not groups:
         return values, parts, note
-    left_out = ", ".join(f"{_seed_list(s)} ({metas[s[0]].note})" for s in sorted(
-        groups.values(), key=lambda seeds: seeds[0]))
-    head = (f"mean over {_seed_list(used)}, the seeds with every task" if note is None
-            else f"{note}, over {_seed_list(used)}")
+    left_out = ", ".join(
+        f"{_seed_list(s)} ({metas[s[0]].note})"
+        for s in sorted(groups.values(), key=lambda seeds: seeds[0])
+    )
+    head = (
+        f"mean over {_seed_list(used)}, the seeds with every task"
+        if note is None
+        else f"{note}, over {_seed_list(used)}"
+    )
     return values, parts, f"{head} (left out: {left_out})"
 
 
@@ -127,10 +137,10 @@ def _ratio(difference: float, stderr: float | None) -> float | None:
 
 def welch_df(a: Stat, b: Stat) -> float:
     """The Welch–Satterthwaite degrees of freedom of two means' difference (each n > 1)."""
-    va, vb = a.std ** 2 / a.n, b.std ** 2 / b.n
+    va, vb = a.std**2 / a.n, b.std**2 / b.n
     if va + vb == 0:
         return float(a.n + b.n - 2)
-    return (va + vb) ** 2 / (va ** 2 / (a.n - 1) + vb ** 2 / (b.n - 1))
+    return (va + vb) ** 2 / (va**2 / (a.n - 1) + vb**2 / (b.n - 1))
 
 
 @dataclass(frozen=True)
@@ -182,8 +192,9 @@ class Gap:
         return t_test("Welch", self.difference, self.stderr, self.df)
 
 
-def meta_gap(row: RowSummary, reference: RowSummary,
-             spread: PooledSpread | None = None) -> Gap | None:
+def meta_gap(
+    row: RowSummary, reference: RowSummary, spread: PooledSpread | None = None
+) -> Gap | None:
     """``row``'s Meta-Ave gap to ``reference`` (None when either has no Meta-Ave, or when
     the two average different tasks); where one of them has a single seed, read against
     ``spread`` (the study's pooled seed spread, :func:`study_spread`) when given."""
@@ -192,14 +203,17 @@ def meta_gap(row: RowSummary, reference: RowSummary,
     means = (row.meta, reference.meta)
     stderr = df = None
     if all(stat.std is not None for stat in means):
-        stderr = math.sqrt(sum(stat.std ** 2 / stat.n for stat in means))
+        stderr = math.sqrt(sum(stat.std**2 / stat.n for stat in means))
         df = welch_df(*means)
     shared = tuple(sorted(set(row.seed_metas) & set(reference.seed_metas)))
     paired = None
     if len(shared) > 1:
         differences = [row.seed_metas[s] - reference.seed_metas[s] for s in shared]
-        paired = PairedGap(statistics.fmean(differences),
-                           statistics.stdev(differences) / math.sqrt(len(shared)), shared)
+        paired = PairedGap(
+            statistics.fmean(differences),
+            statistics.stdev(differences) / math.sqrt(len(shared)),
+            shared,
+        )
     difference = row.meta.mean - reference.meta.mean
     pooled = None
     if stderr is None and spread is not None:
@@ -210,9 +224,13 @@ def meta_gap(row: RowSummary, reference: RowSummary,
 def study_spread(rows: Sequence[RowSummary]) -> PooledSpread | None:
     """The seed spread of a Meta-Ave pooled over ``rows`` (a study's rows: every system once)
     with two seeds or more that average every task."""
-    return pooled_spread([(row.system, row.meta.std, row.meta.n) for row in rows
-                          if row.meta is not None and row.meta.std is not None
-                          and row.meta_note is None])
+    return pooled_spread(
+        [
+            (row.system, row.meta.std, row.meta.n)
+            for row in rows
+            if row.meta is not None and row.meta.std is not None and row.meta_note is None
+        ]
+    )
 
 
 @dataclass(frozen=True)
@@ -250,8 +268,13 @@ def seed_cells(steps: Sequence[Step]) -> dict[tuple[str, int], dict[Cell, float]
     return cells
 
 
-def table_rows(rows: Sequence[tuple[str, str]], seeds: Sequence[int],
-               cells: Mapping[tuple[str, int], Mapping[Cell, float]]) -> list[RowSummary]:
+def table_rows(
+    rows: Sequence[tuple[str, str]],
+    seeds: Sequence[int],
+    cells: Mapping[tuple[str, int], Mapping[Cell, float]],
+) -> list[RowSummary]:
     """The summaries of a table's rows ((label, system)) over ``seeds``."""
-    return [summarize_row(label, system, {s: cells.get((system, s), {}) for s in seeds})
-            for label, system in rows]
+    return [
+        summarize_row(label, system, {s: cells.get((system, s), {}) for s in seeds})
+        for label, system in rows
+    ]

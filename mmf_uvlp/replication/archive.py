@@ -49,8 +49,11 @@ class Archive:
 
     def _places(self) -> list[tuple[str, str]]:
         """(absolute path, placeholder), the longest path first."""
-        places = [(str(self.settings.runs), "<runs>"), (str(self.settings.world.path), "<world>"),
-                  (str(REPO), "<repo>")]
+        places = [
+            (str(self.settings.runs), "<runs>"),
+            (str(self.settings.world.path), "<world>"),
+            (str(REPO), "<repo>"),
+        ]
         return sorted(places, key=lambda place: -len(place[0]))
 
     def relative(self, text: str) -> str:
@@ -94,8 +97,7 @@ class Archive:
         if not all(source.exists() for source, _ in files):
             return False
         record = load_record(step.record)
-        record["command"] = self._program([self.relative(arg) for arg in record["command"]],
-                                          BIN)
+        record["command"] = self._program([self.relative(arg) for arg in record["command"]], BIN)
         archived = self.root / step.record.relative_to(self.settings.runs)
         if self.holds(step):
             kept = load_record(archived)
@@ -118,8 +120,9 @@ class Archive:
         names (``step.earlier1.json``, ``train.earlier1.log``)."""
         copies = [copy for _, copy in files]
         k = 1
-        while any(copy.with_name(f"{copy.stem}.{EARLIER}{k}{copy.suffix}").exists()
-                  for copy in copies):
+        while any(
+            copy.with_name(f"{copy.stem}.{EARLIER}{k}{copy.suffix}").exists() for copy in copies
+        ):
             k += 1
         for copy in copies:
             copy.rename(copy.with_name(f"{copy.stem}.{EARLIER}{k}{copy.suffix}"))
@@ -135,7 +138,8 @@ class Archive:
                 record = load_record(copy)
                 record["command"] = self._program(
                     [self.absolute(arg) for arg in record["command"]],
-                    str(Path(sys.executable).parent))
+                    str(Path(sys.executable).parent),
+                )
                 target.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
             else:
                 shutil.copyfile(copy, target)

@@ -46,20 +46,31 @@ class Children:
         self._running: set[subprocess.Popen] = set()
         self.signum: Optional[int] = None
 
-    def run(self, command: Sequence[str], cwd: Path, output: Optional[Path] = None,
-            env: Optional[Mapping[str, str]] = None) -> int:
+    def run(
+        self,
+        command: Sequence[str],
+        cwd: Path,
+        output: Optional[Path] = None,
+        env: Optional[Mapping[str, str]] = None,
+    ) -> int:
         """Run ``command`` in a process group of its own (``env``: its environment, default
         this process's); its exit status (-N: signal N). Refused once the runner was stopped."""
         with contextlib.ExitStack() as stack:
-            stdout = None if output is None else stack.enter_context(
-                open(output, "w", encoding="utf-8"))
+            stdout = (
+                None if output is None else stack.enter_context(open(output, "w", encoding="utf-8"))
+            )
             with self._lock:
                 if self.signum is not None:
                     return -self.signum
                 process = subprocess.Popen(
-                    list(command), cwd=cwd, stdin=subprocess.DEVNULL, stdout=stdout,
+                    list(command),
+                    cwd=cwd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=stdout,
                     stderr=None if output is None else subprocess.STDOUT,
-                    env=None if env is None else dict(env), **OWN_GROUP)
+                    env=None if env is None else dict(env),
+                    **OWN_GROUP,
+                )
                 self._running.add(process)
             try:
                 return process.wait()

@@ -34,7 +34,9 @@ class GpuPlacement:
 
     def __init__(self, jobs: int, gpus: Sequence[str]):
         if jobs < 1 or not gpus:
-            raise ValueError(f"GPU placement needs jobs >= 1 and a GPU, got {jobs} and {list(gpus)}")
+            raise ValueError(
+                f"GPU placement needs jobs >= 1 and a GPU, got {jobs} and {list(gpus)}"
+            )
         self.gpus = list(gpus)
         self.slots = [self.gpus[slot % len(self.gpus)] for slot in range(jobs)]
         self._free: "queue.Queue[int]" = queue.Queue()

@@ -31,15 +31,22 @@ def run_command(command: Sequence[str], cwd: str, output: Optional[str] = None) 
         return subprocess.run(list(command), cwd=cwd).returncode
     Path(output).parent.mkdir(parents=True, exist_ok=True)
     with open(output, "w", encoding="utf-8") as out:
-        return subprocess.run(list(command), cwd=cwd, stdout=out,
-                              stderr=subprocess.STDOUT).returncode
+        return subprocess.run(
+            list(command), cwd=cwd, stdout=out, stderr=subprocess.STDOUT
+        ).returncode
 
 
 class JobRun:
     """Run each command as a submitit job under ``folder`` (see the module docstring)."""
 
-    def __init__(self, options: JobOptions, folder: Path, cwd: Path, log: Log = logger.info,
-                 poll_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        options: JobOptions,
+        folder: Path,
+        cwd: Path,
+        log: Log = logger.info,
+        poll_s: float = 5.0,
+    ) -> None:
         self.executor = options.executor_for(folder, "uvlp-study")
         self.cwd = str(cwd)
         self.log = log
@@ -48,8 +55,9 @@ class JobRun:
 
     def __call__(self, command: Sequence[str], output: Optional[Path] = None) -> int:
         with self._lock:
-            job = self.executor.submit(run_command, list(command), self.cwd,
-                                       None if output is None else str(output))
+            job = self.executor.submit(
+                run_command, list(command), self.cwd, None if output is None else str(output)
+            )
         log_path = Path(str(job.paths.stdout).replace("%j", str(job.job_id)))
         self.log(f"    job {job.job_id}, log {log_path}")
         shown = 0
@@ -63,8 +71,9 @@ class JobRun:
             return int(job.result())
         except Exception as exc:  # the job did not return: killed, timed out, cancelled
             lines = [line for line in str(exc).strip().splitlines() if line.strip()]
-            self.log(f"    job {job.job_id} failed: {lines[-1] if lines else exc!r} "
-                     f"(log {log_path})")
+            self.log(
+                f"    job {job.job_id} failed: {lines[-1] if lines else exc!r} (log {log_path})"
+            )
             return 1
 
     @staticmethod
@@ -76,9 +85,12 @@ class JobRun:
         with open(path, "rb") as handle:
             handle.seek(shown)
             data = handle.read()
-        complete = data[:data.rfind(b"\n") + 1]
-        lines = [line for line in complete.decode("utf-8", errors="replace").splitlines(True)
-                 if not line.startswith("submitit ")]
+        complete = data[: data.rfind(b"\n") + 1]
+        lines = [
+            line
+            for line in complete.decode("utf-8", errors="replace").splitlines(True)
+            if not line.startswith("submitit ")
+        ]
         if lines:
             sys.stdout.write("".join(lines))
             sys.stdout.flush()

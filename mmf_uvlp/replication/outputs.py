@@ -28,12 +28,13 @@ def refcoco_max_proposals(config: Path = REFCOCO_CONFIG) -> int:
     try:
         return int(data["dataset_config"]["refcoco_plus"]["max_features"])
     except (KeyError, TypeError, ValueError):
-        raise ValueError(f"{config}: dataset_config.refcoco_plus.max_features must be an "
-                         "integer (the proposals per image)") from None
+        raise ValueError(
+            f"{config}: dataset_config.refcoco_plus.max_features must be an "
+            "integer (the proposals per image)"
+        ) from None
 
 
-def spread_of_study(settings: Settings, folder: Path, seeds: Sequence[int]
-                    ) -> PooledSpread | None:
+def spread_of_study(settings: Settings, folder: Path, seeds: Sequence[int]) -> PooledSpread | None:
     """The seed spread of a Meta-Ave pooled over every system of the study with two seeds or
     more of ``seeds`` finished in ``folder`` (the study's archive, else its runs folder),
     whichever tables were asked for: the yardstick of the rows that have one seed."""
@@ -42,28 +43,47 @@ def spread_of_study(settings: Settings, folder: Path, seeds: Sequence[int]
     return study_spread(table_rows([(key, key) for key in SYSTEMS], seeds, cells))
 
 
-def write_study(tables: Sequence[StudyTable], steps: Sequence[Step], settings: Settings,
-                out: Path, header: str, settings_json: Mapping[str, object],
-                spread: PooledSpread | None = None) -> list[Path]:
+def write_study(
+    tables: Sequence[StudyTable],
+    steps: Sequence[Step],
+    settings: Settings,
+    out: Path,
+    header: str,
+    settings_json: Mapping[str, object],
+    spread: PooledSpread | None = None,
+) -> list[Path]:
     """Every table's markdown and figure, and ``runs.json``, in ``out``; returns the
     markdown files in table order. ``spread``: the study's pooled seed spread
     (:func:`spread_of_study`), which a row with one seed is read against."""
     records = {step: read_record(step) for step in steps}
     results = [run_result(step, records[step]) for step in steps]
     cells = seed_cells(steps)
-    trivial = {cell: rate for cell, rate in
-               trivial_rates(settings.world.path, refcoco_max_proposals()).items()
-               if cell[0] in settings.tasks}  # comparable with the rows' Meta-Ave
+    trivial = {
+        cell: rate
+        for cell, rate in trivial_rates(settings.world.path, refcoco_max_proposals()).items()
+        if cell[0] in settings.tasks
+    }  # comparable with the rows' Meta-Ave
     written = []
     for table in tables:
         systems = set(table.systems())
-        rows = [(label, system) for label, system in table.rows
-                if any(step.system == system for step in steps)]
+        rows = [
+            (label, system)
+            for label, system in table.rows
+            if any(step.system == system for step in steps)
+        ]
         walls = [r.wall_s for r in results if r.step.system in systems and r.wall_s is not None]
         made = table_provenance(rows, settings.seeds, steps, records, cells)
-        markdown, _ = write_table(table, table_rows(rows, settings.seeds, cells),
-                                  settings.seeds, trivial, header,
-                                  sum(walls) if walls else None, out, made, spread)
+        markdown, _ = write_table(
+            table,
+            table_rows(rows, settings.seeds, cells),
+            settings.seeds,
+            trivial,
+            header,
+            sum(walls) if walls else None,
+            out,
+            made,
+            spread,
+        )
         written.append(markdown)
     write_runs(results, settings_json, out / "runs.json")
     return written

@@ -64,8 +64,9 @@ RESULTS = "results"  # what studies write into the repository (archives), not wh
 
 def _git(*args: str) -> str | None:
     try:
-        result = subprocess.run(["git", "-C", str(REPO), *args], capture_output=True,
-                                text=True, timeout=60)
+        result = subprocess.run(
+            ["git", "-C", str(REPO), *args], capture_output=True, text=True, timeout=60
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return result.stdout if result.returncode == 0 else None
@@ -77,12 +78,14 @@ def commit() -> tuple[str | None, bool | None]:
     that changed a file outside ``results/``, so that the runs of a study that commits its
     archive as it goes name one commit; (None, None) outside a git checkout, e.g. an
     installed wheel."""
-    head = _git("log", "-1", "--format=%H", "--", ".", f":(exclude){RESULTS}") \
-        or _git("rev-parse", "HEAD")
+    head = _git("log", "-1", "--format=%H", "--", ".", f":(exclude){RESULTS}") or _git(
+        "rev-parse", "HEAD"
+    )
     if head is None:
         return None, None
-    changes = _git("status", "--porcelain", "--untracked-files=no", "--", ".",
-                   f":(exclude){RESULTS}")
+    changes = _git(
+        "status", "--porcelain", "--untracked-files=no", "--", ".", f":(exclude){RESULTS}"
+    )
     return head.strip(), None if changes is None else not changes.strip()
 
 
@@ -168,8 +171,13 @@ def made_by(command: Sequence[str]) -> dict[str, object]:
     import torch
 
     head, clean = commit()
-    return {"commit": head, "tree_clean": clean, "device": device(),
-            "precision": precision(command), "torch": torch.__version__}
+    return {
+        "commit": head,
+        "tree_clean": clean,
+        "device": device(),
+        "precision": precision(command),
+        "torch": torch.__version__,
+    }
 
 
 @dataclass(frozen=True)
@@ -193,22 +201,33 @@ class MadeBy:
             return str(value) if value not in (None, "") else UNKNOWN
 
         clean, threads = record.get("tree_clean"), record.get("threads")
-        return cls(text("commit"), clean if isinstance(clean, bool) else None, text("device"),
-                   text("precision"), text("torch"),
-                   threads if isinstance(threads, int) and not isinstance(threads, bool)
-                   else None)
+        return cls(
+            text("commit"),
+            clean if isinstance(clean, bool) else None,
+            text("device"),
+            text("precision"),
+            text("torch"),
+            threads if isinstance(threads, int) and not isinstance(threads, bool) else None,
+        )
 
     def describe(self) -> str:
         """``commit 1a2b3c4d5e (clean), Intel(R) Xeon(R) ..., fp32, torch 2.13.0, 1 thread``."""
-        threads = ("threads unknown" if self.threads is None
-                   else f"{self.threads} thread{'s' if self.threads != 1 else ''}")
+        threads = (
+            "threads unknown"
+            if self.threads is None
+            else f"{self.threads} thread{'s' if self.threads != 1 else ''}"
+        )
         if (self.commit, self.device, self.precision, self.torch) == (UNKNOWN,) * 4:
-            return (f"commit, device, precision and torch not recorded (runs recorded before "
-                    f"step.json kept them), {threads}")
+            return (
+                f"commit, device, precision and torch not recorded (runs recorded before "
+                f"step.json kept them), {threads}"
+            )
         state = {True: " (clean)", False: " (uncommitted changes)", None: ""}[self.clean]
         device = f"device {UNKNOWN}" if self.device == UNKNOWN else self.device
-        return (f"commit {self.commit[:10]}{state}, {device}, {self.precision}, "
-                f"torch {self.torch}, {threads}")
+        return (
+            f"commit {self.commit[:10]}{state}, {device}, {self.precision}, "
+            f"torch {self.torch}, {threads}"
+        )
 
 
 def run_made(record: Mapping[str, object] | None) -> tuple[MadeBy, ...]:
@@ -234,9 +253,15 @@ class TableProvenance:
     def marks(self, system: str, cell: Cell | None) -> str:
         """The marks of a cell: :data:`MIXED`, :data:`REMADE`, :data:`NO_DEVICE`, in that
         order, or none."""
-        return "".join(mark for mark, cells in ((MIXED, self.mixed), (REMADE, self.remade),
-                                                (NO_DEVICE, self.no_device))
-                       if (system, cell) in cells)
+        return "".join(
+            mark
+            for mark, cells in (
+                (MIXED, self.mixed),
+                (REMADE, self.remade),
+                (NO_DEVICE, self.no_device),
+            )
+            if (system, cell) in cells
+        )
 
 
 def _cell_runs(steps: Sequence[Step], system: str, seed: int) -> dict[Cell, list[Step]]:
@@ -261,13 +286,17 @@ def _unit_list(units: Mapping[tuple[str, int], list[str] | None]) -> str:
     by_label: dict[str, list[str]] = {}
     for (label, seed), runs in units.items():
         by_label.setdefault(label, []).append(
-            str(seed) if runs is None else f"{seed} ({', '.join(runs)})")
-    return "; ".join(f"{label} seed{'s' if len(seeds) > 1 else ''} {', '.join(seeds)}"
-                     for label, seeds in by_label.items())
+            str(seed) if runs is None else f"{seed} ({', '.join(runs)})"
+        )
+    return "; ".join(
+        f"{label} seed{'s' if len(seeds) > 1 else ''} {', '.join(seeds)}"
+        for label, seeds in by_label.items()
+    )
 
 
-def _weights_read(steps: Sequence[Step], records: Mapping[Step, Mapping | None],
-                  system: str, seed: int) -> dict[str, list[str]]:
+def _weights_read(
+    steps: Sequence[Step], records: Mapping[Step, Mapping | None], system: str, seed: int
+) -> dict[str, list[str]]:
     """The pre-trained weights (SHA-256) that the fine-tunings of (system, seed) read, each
     with the tasks of the fine-tunings that read it; fine-tunings whose record does not say
     are left out."""
@@ -280,10 +309,13 @@ def _weights_read(steps: Sequence[Step], records: Mapping[Step, Mapping | None],
     return read
 
 
-def _remade(rows: Sequence[tuple[str, str]], seeds: Sequence[int], steps: Sequence[Step],
-            records: Mapping[Step, Mapping | None],
-            cells: Mapping[tuple[str, int], Mapping[Cell, float]]
-            ) -> tuple[list[str], set[tuple[str, Cell | None]]]:
+def _remade(
+    rows: Sequence[tuple[str, str]],
+    seeds: Sequence[int],
+    steps: Sequence[Step],
+    records: Mapping[Step, Mapping | None],
+    cells: Mapping[tuple[str, int], Mapping[Cell, float]],
+) -> tuple[list[str], set[tuple[str, Cell | None]]]:
     """The footnote lines and the marked cells of the seeds whose shown cells come from
     fine-tunings that read different pre-trained weights."""
     lines: list[str] = []
@@ -295,22 +327,32 @@ def _remade(rows: Sequence[tuple[str, str]], seeds: Sequence[int], steps: Sequen
             if len(read) < 2 or not shown:
                 continue
             marked |= {(system, cell) for cell in shown} | {(system, None)}
-            lines.append(f"- {label} seed {seed}: its fine-tunings read {len(read)} different "
-                         "pre-trained weights (" + "; ".join(
-                             f"SHA-256 {sha[:12]}: {', '.join(tasks)}"
-                             for sha, tasks in read.items()) + ")")
+            lines.append(
+                f"- {label} seed {seed}: its fine-tunings read {len(read)} different "
+                "pre-trained weights ("
+                + "; ".join(
+                    f"SHA-256 {sha[:12]}: {', '.join(tasks)}" for sha, tasks in read.items()
+                )
+                + ")"
+            )
     if lines:
-        lines.insert(0, f"A cell marked {REMADE} comes from a seed whose pre-training was made "
-                     "again (its weights, which are not archived, were gone before every "
-                     "fine-tuning had read them) and did not give the same weights: its "
-                     "fine-tunings started from different pre-trainings:")
+        lines.insert(
+            0,
+            f"A cell marked {REMADE} comes from a seed whose pre-training was made "
+            "again (its weights, which are not archived, were gone before every "
+            "fine-tuning had read them) and did not give the same weights: its "
+            "fine-tunings started from different pre-trainings:",
+        )
     return lines, marked
 
 
-def table_provenance(rows: Sequence[tuple[str, str]], seeds: Sequence[int],
-                     steps: Sequence[Step], records: Mapping[Step, Mapping | None],
-                     cells: Mapping[tuple[str, int], Mapping[Cell, float]]
-                     ) -> TableProvenance:
+def table_provenance(
+    rows: Sequence[tuple[str, str]],
+    seeds: Sequence[int],
+    steps: Sequence[Step],
+    records: Mapping[Step, Mapping | None],
+    cells: Mapping[tuple[str, int], Mapping[Cell, float]],
+) -> TableProvenance:
     """What made the runs behind a table's ``rows`` ((label, system)) over ``seeds``:
     ``records`` gives each step's ``step.json``, ``cells`` the (system, seed) cells the
     table shows (only the runs behind those count)."""
@@ -322,36 +364,56 @@ def table_provenance(rows: Sequence[tuple[str, str]], seeds: Sequence[int],
             for cell, runs in _cell_runs(steps, system, seed).items():
                 if cell not in shown:
                     continue
-                kinds = {kind for run in runs
-                         for kind in made.setdefault(run, run_made(records.get(run)))}
+                kinds = {
+                    kind
+                    for run in runs
+                    for kind in made.setdefault(run, run_made(records.get(run)))
+                }
                 used.setdefault((system, cell), set()).update(kinds)
                 used.setdefault((system, None), set()).update(kinds)
     kinds = set().union(*used.values()) if used else set()
     remade_lines, remade = _remade(rows, seeds, steps, records, cells)
-    no_device = frozenset(key for key, found in used.items()
-                          if any(kind.device == UNKNOWN for kind in found))
-    device_lines = [f"A cell marked {NO_DEVICE} comes from runs one or more of whose records "
-                    "name no device (neither the record nor its log says which processor ran "
-                    "it): it cannot be made again bit for bit, since another processor sums "
-                    "in another order."] if no_device else []
+    no_device = frozenset(
+        key for key, found in used.items() if any(kind.device == UNKNOWN for kind in found)
+    )
+    device_lines = (
+        [
+            f"A cell marked {NO_DEVICE} comes from runs one or more of whose records "
+            "name no device (neither the record nor its log says which processor ran "
+            "it): it cannot be made again bit for bit, since another processor sums "
+            "in another order."
+        ]
+        if no_device
+        else []
+    )
     if not kinds:
         return TableProvenance((), frozenset())
     if len(kinds) == 1:
-        return TableProvenance((f"Made by: {next(iter(kinds)).describe()}.", *remade_lines,
-                                *device_lines), frozenset(), frozenset(remade), no_device)
+        return TableProvenance(
+            (f"Made by: {next(iter(kinds)).describe()}.", *remade_lines, *device_lines),
+            frozenset(),
+            frozenset(remade),
+            no_device,
+        )
     groups: dict[MadeBy, dict[tuple[str, int], list[str] | None]] = {}
     for label, system in rows:
         for seed in seeds:
             unit = [run for run in made if (run.system, run.seed) == (system, seed)]
             for kind in dict.fromkeys(kind for run in unit for kind in made[run]):
                 mine = [RUN_NAMES.get(run.task, run.task) for run in unit if kind in made[run]]
-                groups.setdefault(kind, {})[label, seed] = None if len(mine) == len(unit) \
-                    else mine
-    lines = [f"Runs made in {len(kinds)} different ways (commit, device, precision, torch or "
-             f"threads); a cell marked {MIXED} averages runs of more than one, and a number "
-             "made on other hardware or code is another sample, not the same number:"]
-    lines += [f"- {kind.describe()}: {_unit_list(units)}"
-              for kind, units in sorted(groups.items(), key=lambda item: item[0].describe())]
-    return TableProvenance(tuple(lines + remade_lines + device_lines),
-                           frozenset(key for key, found in used.items() if len(found) > 1),
-                           frozenset(remade), no_device)
+                groups.setdefault(kind, {})[label, seed] = None if len(mine) == len(unit) else mine
+    lines = [
+        f"Runs made in {len(kinds)} different ways (commit, device, precision, torch or "
+        f"threads); a cell marked {MIXED} averages runs of more than one, and a number "
+        "made on other hardware or code is another sample, not the same number:"
+    ]
+    lines += [
+        f"- {kind.describe()}: {_unit_list(units)}"
+        for kind, units in sorted(groups.items(), key=lambda item: item[0].describe())
+    ]
+    return TableProvenance(
+        tuple(lines + remade_lines + device_lines),
+        frozenset(key for key, found in used.items() if len(found) > 1),
+        frozenset(remade),
+        no_device,
+    )

@@ -38,9 +38,12 @@ import yaml
 
 from mmf_uvlp.utils.config_files import configs_dir
 
-_KEYS = {"": ("world", "tables", "systems", "seeds", "pretrain", "finetune"), "pretrain": ("updates", "options"),
-         "finetune": ("updates", "evaluations", "options", "tasks"),
-         "finetune.tasks.<task>": ("updates", "options")}
+_KEYS = {
+    "": ("world", "tables", "systems", "seeds", "pretrain", "finetune"),
+    "pretrain": ("updates", "options"),
+    "finetune": ("updates", "evaluations", "options", "tasks"),
+    "finetune.tasks.<task>": ("updates", "options"),
+}
 
 
 @dataclass(frozen=True)
@@ -66,12 +69,15 @@ def _mapping(value: Any, section: str, path: Path) -> dict:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise ValueError(f"{path}: {section or 'the file'}: expected a mapping, "
-                         f"got {type(value).__name__}")
+        raise ValueError(
+            f"{path}: {section or 'the file'}: expected a mapping, got {type(value).__name__}"
+        )
     unknown = [key for key in value if key not in _KEYS[section]]
     if unknown:
-        raise ValueError(f"{path}: {section or 'top level'}: unknown keys {unknown}; expected "
-                         f"keys from {list(_KEYS[section])}")
+        raise ValueError(
+            f"{path}: {section or 'top level'}: unknown keys {unknown}; expected "
+            f"keys from {list(_KEYS[section])}"
+        )
     return value
 
 
@@ -79,8 +85,9 @@ def _options(value: Any, where: str, path: Path) -> tuple[str, ...]:
     if value is None:
         return ()
     if not isinstance(value, list) or not all(isinstance(v, str) and "=" in v for v in value):
-        raise ValueError(f"{path}: {where}: expected a list of mmf_run options KEY=VALUE, "
-                         f"got {value!r}")
+        raise ValueError(
+            f"{path}: {where}: expected a list of mmf_run options KEY=VALUE, got {value!r}"
+        )
     return tuple(value)
 
 
@@ -96,8 +103,11 @@ def _names(value: Any, where: str, path: Path) -> str | None:
     """A list of table or system names as the command line spells them (comma-separated)."""
     if value is None:
         return None
-    if (not isinstance(value, list) or not value
-            or not all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in value)):
+    if (
+        not isinstance(value, list)
+        or not value
+        or not all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in value)
+    ):
         raise ValueError(f"{path}: {where}: expected a list of names, got {value!r}")
     return ",".join(str(v) for v in value)
 
@@ -129,8 +139,9 @@ def load_recipe(path: str | Path, tasks: tuple[str, ...]) -> Recipe:
         raise ValueError(f"{path}: finetune.tasks: expected a mapping task -> options")
     unknown = [task for task in per_task if task not in tasks]
     if unknown:
-        raise ValueError(f"{path}: finetune.tasks: unknown tasks {unknown}; expected names "
-                         f"from {list(tasks)}")
+        raise ValueError(
+            f"{path}: finetune.tasks: unknown tasks {unknown}; expected names from {list(tasks)}"
+        )
     world = top.get("world")
     if world is not None and not isinstance(world, str):
         raise ValueError(f"{path}: world: expected a preset name or folder, got {world!r}")
@@ -146,14 +157,16 @@ def load_recipe(path: str | Path, tasks: tuple[str, ...]) -> Recipe:
             where += ".options"
         task_options.append((task, _options(value, where, path)))
     return Recipe(
-        path=path, world=world, tables=_names(top.get("tables"), "tables", path),
+        path=path,
+        world=world,
+        tables=_names(top.get("tables"), "tables", path),
         systems=_names(top.get("systems"), "systems", path),
         seeds=_positive(top.get("seeds"), "seeds", path),
         pretrain_updates=_positive(pretrain.get("updates"), "pretrain.updates", path),
         finetune_updates=_positive(finetune.get("updates"), "finetune.updates", path),
-        finetune_evaluations=_positive(finetune.get("evaluations"), "finetune.evaluations",
-                                      path),
+        finetune_evaluations=_positive(finetune.get("evaluations"), "finetune.evaluations", path),
         pretrain_options=_options(pretrain.get("options"), "pretrain.options", path),
         finetune_options=_options(finetune.get("options"), "finetune.options", path),
-        task_options=tuple(task_options), task_updates=tuple(task_updates),
+        task_options=tuple(task_options),
+        task_updates=tuple(task_updates),
     )

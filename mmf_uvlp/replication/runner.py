@@ -51,7 +51,11 @@ from typing import Callable, Collection, Mapping, Optional, Sequence
 
 from mmf_uvlp.replication.children import CHILDREN, Interrupted, forwarding_signals
 from mmf_uvlp.replication.provenance import (
-    INTERRUPTED, WEIGHTS_MADE, WEIGHTS_READ, file_sha256, made_by,
+    INTERRUPTED,
+    WEIGHTS_MADE,
+    WEIGHTS_READ,
+    file_sha256,
+    made_by,
 )
 from mmf_uvlp.replication.steps import Step
 from mmf_uvlp.replication.study import REPO
@@ -92,8 +96,9 @@ def threads() -> Optional[int]:
     return int(value) if value.isdigit() else None
 
 
-def execute(command: Sequence[str], output: Optional[Path] = None,
-            env: Optional[Mapping[str, str]] = None) -> int:
+def execute(
+    command: Sequence[str], output: Optional[Path] = None, env: Optional[Mapping[str, str]] = None
+) -> int:
     """Run a command from the repository root in a process group of its own (stopped with
     the runner), its output on the terminal or in ``output``; ``env``: its environment
     (default: this process's)."""
@@ -106,33 +111,48 @@ def load_record(path: Path) -> dict:
     """A record the runner wrote (``step.json``, ``step.started.json``), checked: a JSON
     object with a ``command`` list of strings, ``wall_s`` a number or null and ``world``
     an object where they are given. Raises :class:`BadRecord` naming the file."""
-    expected = ("expected a JSON object with a 'command' list of strings (the record the "
-                "runner writes for a step)")
+    expected = (
+        "expected a JSON object with a 'command' list of strings (the record the "
+        "runner writes for a step)"
+    )
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
-        raise BadRecord(f"{path}:{e.lineno}: not valid json ({e.msg}); {expected}; delete "
-                        "it to run the step again") from None
+        raise BadRecord(
+            f"{path}:{e.lineno}: not valid json ({e.msg}); {expected}; delete "
+            "it to run the step again"
+        ) from None
     if not isinstance(record, dict):
-        raise BadRecord(f"{path}: {expected}, got a JSON {type(record).__name__}; delete it "
-                        "to run the step again")
+        raise BadRecord(
+            f"{path}: {expected}, got a JSON {type(record).__name__}; delete it "
+            "to run the step again"
+        )
     command = record.get("command")
-    if not isinstance(command, list) or not command or not all(
-            isinstance(arg, str) for arg in command):
-        raise BadRecord(f"{path}: field 'command': {expected}, got {command!r}; delete it to "
-                        "run the step again")
+    if (
+        not isinstance(command, list)
+        or not command
+        or not all(isinstance(arg, str) for arg in command)
+    ):
+        raise BadRecord(
+            f"{path}: field 'command': {expected}, got {command!r}; delete it to run the step again"
+        )
     wall = record.get("wall_s")
     if not _seconds(wall):
-        raise BadRecord(f"{path}: field 'wall_s': expected seconds (a number) or null, got "
-                        f"{wall!r}")
+        raise BadRecord(
+            f"{path}: field 'wall_s': expected seconds (a number) or null, got {wall!r}"
+        )
     if record.get("world") is not None and not isinstance(record["world"], dict):
-        raise BadRecord(f"{path}: field 'world': expected an object of world settings, got "
-                        f"{record['world']!r}")
+        raise BadRecord(
+            f"{path}: field 'world': expected an object of world settings, got {record['world']!r}"
+        )
     starts = record.get(INTERRUPTED, [])
     if not isinstance(starts, list) or not all(
-            isinstance(start, dict) and _seconds(start.get("wall_s")) for start in starts):
-        raise BadRecord(f"{path}: field '{INTERRUPTED}': expected a list of the run's stopped "
-                        f"starts, each an object with 'wall_s' seconds or null, got {starts!r}")
+        isinstance(start, dict) and _seconds(start.get("wall_s")) for start in starts
+    ):
+        raise BadRecord(
+            f"{path}: field '{INTERRUPTED}': expected a list of the run's stopped "
+            f"starts, each an object with 'wall_s' seconds or null, got {starts!r}"
+        )
     return record
 
 
@@ -170,26 +190,37 @@ def interrupted_starts(step: Step) -> list[dict]:
     started = read_started(step)
     if started is None or step.resumes_from is None or not step.resumes_from.exists():
         return []
-    writes = [path.stat().st_mtime for path in (step.folder / LOG_FILE, step.resumes_from,
-                                                step.record.with_suffix(".out"))
-              if path.exists()]
+    writes = [
+        path.stat().st_mtime
+        for path in (step.folder / LOG_FILE, step.resumes_from, step.record.with_suffix(".out"))
+        if path.exists()
+    ]
     try:
         began = datetime.fromisoformat(str(started.get("started"))).timestamp()
     except ValueError:
         began = None
     last = max(writes)
-    start = {key: value for key, value in started.items()
-             if key not in ("title", "command", "world", INTERRUPTED)}
-    start.update(stopped=_utc(last),
-                 wall_s=None if began is None else round(max(0.0, last - began), 3))
+    start = {
+        key: value
+        for key, value in started.items()
+        if key not in ("title", "command", "world", INTERRUPTED)
+    }
+    start.update(
+        stopped=_utc(last), wall_s=None if began is None else round(max(0.0, last - began), 3)
+    )
     return [*started.get(INTERRUPTED, []), start]
 
 
 def _write_json(path: Path, data: dict) -> None:
     """``data`` as ``path``, whole or not at all (written aside, then moved in place)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(path, data, fsync=False, sort_keys=False,
-                      temporary=path.with_name(f".{path.name}.{os.getpid()}.tmp"))
+    atomic_write_json(
+        path,
+        data,
+        fsync=False,
+        sort_keys=False,
+        temporary=path.with_name(f".{path.name}.{os.getpid()}.tmp"),
+    )
 
 
 def stale_reason(step: Step, record: dict | None, source: Path | None = None) -> str | None:
@@ -205,26 +236,33 @@ def stale_reason(step: Step, record: dict | None, source: Path | None = None) ->
         return f"{step.title}: {reason}"
     made_on = None if record is None else record.get("world")
     if record is not None and step.world is not None and made_on is None:
-        return (f"{step.title}: {source} does not say which world's settings its run "
-                "was made on (written before records kept them), so it may be another "
-                "world's run; delete that folder, and the step from the archive if one "
-                "holds it, to run it again on this world")
+        return (
+            f"{step.title}: {source} does not say which world's settings its run "
+            "was made on (written before records kept them), so it may be another "
+            "world's run; delete that folder, and the step from the archive if one "
+            "holds it, to run it again on this world"
+        )
     changed = {} if made_on is None or step.world is None else World.changed(made_on, step.world)
     if changed:
-        what = "; ".join(f"{k} {then} where the world now has {now}"
-                         for k, (then, now) in changed.items())
-        return (f"{step.title}: {step.folder} was {made} on a world with {what} (see "
-                f"{source}); delete that folder, and the step from the archive if one "
-                "holds it, to run it again on this world")
+        what = "; ".join(
+            f"{k} {then} where the world now has {now}" for k, (then, now) in changed.items()
+        )
+        return (
+            f"{step.title}: {step.folder} was {made} on a world with {what} (see "
+            f"{source}); delete that folder, and the step from the archive if one "
+            "holds it, to run it again on this world"
+        )
     if record is None or list(record["command"][1:]) == list(step.command[1:]):
         return None
     recorded, planned = record["command"][1:], list(step.command[1:])
     now = [a for a in planned if a not in recorded]
     then = [a for a in recorded if a not in planned]
     ran = "was run" if source == step.record else "holds a run started, not finished,"
-    return (f"{step.title}: {step.folder} {ran} with another command ({then} where "
-            f"the study now has {now}, see {source}); use another --runs folder, "
-            "or delete that folder to run it again with the current settings")
+    return (
+        f"{step.title}: {step.folder} {ran} with another command ({then} where "
+        f"the study now has {now}, see {source}); use another --runs folder, "
+        "or delete that folder to run it again with the current settings"
+    )
 
 
 def _check_record(step: Step, record: dict | None) -> None:
@@ -268,8 +306,10 @@ class Progress:
 
     def line(self, index: int, total: int, step: Step, left: Sequence[Step]) -> str:
         elapsed = clock(time.perf_counter() - self.start)
-        return (f"[{index}/{total}] {step.title} | elapsed {elapsed} | {self.eta(left)} "
-                f"| steps left: {len(left)}")
+        return (
+            f"[{index}/{total}] {step.title} | elapsed {elapsed} | {self.eta(left)} "
+            f"| steps left: {len(left)}"
+        )
 
 
 def _prune(step: Step) -> None:
@@ -309,9 +349,11 @@ def compare_with_previous(step: Step) -> str | None:
     changed = sorted(key for key in keys if old.get(key) != new.get(key))
     if not changed:
         return f"{step.title}: made again, the same {len(new)} val/test values as its previous run"
-    return (f"{step.title}: made again, and {len(changed)} of {len(keys)} "
-            "val/test values differ from its previous run: "
-            + ", ".join(f"{key} {old.get(key)} -> {new.get(key)}" for key in changed))
+    return (
+        f"{step.title}: made again, and {len(changed)} of {len(keys)} "
+        "val/test values differ from its previous run: "
+        + ", ".join(f"{key} {old.get(key)} -> {new.get(key)}" for key in changed)
+    )
 
 
 def prerequisites(steps: Sequence[Step]) -> list[set[int]]:
@@ -326,10 +368,13 @@ def prerequisites(steps: Sequence[Step]) -> list[set[int]]:
             setup.append(index)
         else:
             wanted |= {
-                j for j, other in enumerate(steps[:index])
+                j
+                for j, other in enumerate(steps[:index])
                 if (other.system, other.seed) == (step.system, step.seed)
-                and (other.kind == "pretrain"
-                     or (step.kind == "evaluate" and other.task == "refcoco_plus"))
+                and (
+                    other.kind == "pretrain"
+                    or (step.kind == "evaluate" and other.task == "refcoco_plus")
+                )
             }
         needs.append(wanted)
     return needs
@@ -353,15 +398,25 @@ def spent(steps: Sequence[Step], done: Sequence[bool]) -> list[bool]:
     used = [False] * len(steps)
     for i in reversed(range(len(steps))):
         later = [j for j, wanted in enumerate(needs) if i in wanted]
-        if (not done[i] and steps[i].kind != "world" and later
-                and all(done[j] for j in later) and read_record(steps[i]) is not None):
+        if (
+            not done[i]
+            and steps[i].kind != "world"
+            and later
+            and all(done[j] for j in later)
+            and read_record(steps[i]) is not None
+        ):
             done[i] = used[i] = True
     return used
 
 
-def run_steps(steps: Sequence[Step], run: Execute = execute, log: Log = logger.info,
-              jobs: int = 1, on_done: Callable[[Step], object] | None = None,
-              kinds: Collection[str] | None = None) -> int:
+def run_steps(
+    steps: Sequence[Step],
+    run: Execute = execute,
+    log: Log = logger.info,
+    jobs: int = 1,
+    on_done: Callable[[Step], object] | None = None,
+    kinds: Collection[str] | None = None,
+) -> int:
     """Run the steps not done yet, ``jobs`` at a time, each after its prerequisites;
     returns how many commands ran. ``on_done`` is called with each step done, before or
     by this call (e.g. to archive it). With ``kinds``, only steps of those kinds run; the
@@ -385,16 +440,21 @@ def run_steps(steps: Sequence[Step], run: Execute = execute, log: Log = logger.i
             _prune(step)
         elif unneeded:
             _check_record(step, read_record(step))
-            log(f"[{index}/{total}] {step.title}: finished earlier ({step.record}); every "
-                "step that reads its output is done")
+            log(
+                f"[{index}/{total}] {step.title}: finished earlier ({step.record}); every "
+                "step that reads its output is done"
+            )
             done[index - 1] = True
         if done[index - 1] and on_done is not None:
             on_done(step)
     needs = prerequisites(steps)
     weight = waiting_on(needs)
     chained = [any(steps[j].system is not None for j in wanted) for wanted in needs]
-    pending = [i for i, finished in enumerate(done)
-               if not finished and (kinds is None or steps[i].kind in kinds)]
+    pending = [
+        i
+        for i, finished in enumerate(done)
+        if not finished and (kinds is None or steps[i].kind in kinds)
+    ]
     for i in pending:
         _check_started(steps[i])
     running: dict[Future, tuple[int, float]] = {}
@@ -406,13 +466,17 @@ def run_steps(steps: Sequence[Step], run: Execute = execute, log: Log = logger.i
     def start(pool: ThreadPoolExecutor, i: int) -> None:
         step = steps[i]
         if step.needs is not None and not step.needs.exists():
-            raise StepFailed(f"{step.title} reads {step.needs}, which is gone (deleted once "
-                             f"its evaluation finished); delete {step.needs.parent} to run "
-                             "that fine-tuning again")
+            raise StepFailed(
+                f"{step.title} reads {step.needs}, which is gone (deleted once "
+                f"its evaluation finished); delete {step.needs.parent} to run "
+                "that fine-tuning again"
+            )
         left = [steps[j] for j in pending]
         where = f"\n    output: {step.record.with_suffix('.out')}" if jobs > 1 else ""
-        log(f"\n=== {progress.line(i + 1, total, step, [step, *left])}\n"
-            f"$ {' '.join(step.command)}{where}")
+        log(
+            f"\n=== {progress.line(i + 1, total, step, [step, *left])}\n"
+            f"$ {' '.join(step.command)}{where}"
+        )
         set_aside_previous_log(step)
         made[i] = {**made_by(step.command), **weights_read(step, [steps[j] for j in needs[i]])}
         stopped_starts = interrupted_starts(step)
@@ -433,8 +497,10 @@ def run_steps(steps: Sequence[Step], run: Execute = execute, log: Log = logger.i
                 # an evaluation (RefCOCO+ splits: half a minute) before every other ready
                 # step: the table gets its cells, the checkpoint it reads goes; then a step
                 # of a chain already under way, then the step most others wait on
-                ready = max(candidates, key=lambda i: (steps[i].kind == "evaluate",
-                                                       chained[i], weight[i], -i))
+                ready = max(
+                    candidates,
+                    key=lambda i: (steps[i].kind == "evaluate", chained[i], weight[i], -i),
+                )
                 pending.remove(ready)
                 start(pool, ready)
             if not running:
@@ -448,12 +514,16 @@ def run_steps(steps: Sequence[Step], run: Execute = execute, log: Log = logger.i
                     stopped.append(step.title)
                     continue
                 if code != 0:
-                    failures.append(f"{step.title} failed (exit code {code}) after "
-                                    f"{clock(wall)}: {' '.join(step.command)}")
+                    failures.append(
+                        f"{step.title} failed (exit code {code}) after "
+                        f"{clock(wall)}: {' '.join(step.command)}"
+                    )
                     continue
                 if not step.has_output():
-                    failures.append(f"{step.title}: the command ended without error but its "
-                                    f"output is missing ({step.proof})")
+                    failures.append(
+                        f"{step.title}: the command ended without error but its "
+                        f"output is missing ({step.proof})"
+                    )
                     continue
                 _record(step, wall, made.pop(i))
                 again = compare_with_previous(step)
@@ -467,11 +537,15 @@ def run_steps(steps: Sequence[Step], run: Execute = execute, log: Log = logger.i
                 log(f"=== [{i + 1}/{total}] {step.title}: done in {clock(wall)}")
     if children.signum is not None:
         name = signal.Signals(children.signum).name
-        raise Interrupted(children.signum, (
-            f"stopped by {name}: {ran} steps finished in this call"
-            + (f", stopped: {'; '.join(stopped)}" if stopped else "")
-            + (f", failed: {'; '.join(failures)}" if failures else "")
-            + "; run the study again to resume it"))
+        raise Interrupted(
+            children.signum,
+            (
+                f"stopped by {name}: {ran} steps finished in this call"
+                + (f", stopped: {'; '.join(stopped)}" if stopped else "")
+                + (f", failed: {'; '.join(failures)}" if failures else "")
+                + "; run the study again to resume it"
+            ),
+        )
     if failures:
         raise StepFailed("\n".join(failures) + "\nrun the study again to resume it")
     return ran
@@ -488,8 +562,7 @@ def _record_of(step: Step, wall: float | None = None, made: dict | None = None) 
         record.update(started=now, threads=threads(), **made)
     else:
         earlier = sum(start.get("wall_s") or 0.0 for start in made.get(INTERRUPTED, []))
-        record.update(wall_s=round(wall + earlier, 3), threads=threads(), **made,
-                      finished=now)
+        record.update(wall_s=round(wall + earlier, 3), threads=threads(), **made, finished=now)
     if step.world is not None:
         record["world"] = dict(step.world)
     return record

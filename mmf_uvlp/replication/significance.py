@@ -64,8 +64,11 @@ class TTest:
 
 def t_test(kind: str, difference: float, stderr: float, df: float) -> TTest:
     """The :class:`TTest` of ``difference`` with standard error ``stderr`` on ``df``."""
-    t = difference / stderr if stderr else (math.copysign(math.inf, difference)
-                                            if difference else 0.0)
+    t = (
+        difference / stderr
+        if stderr
+        else (math.copysign(math.inf, difference) if difference else 0.0)
+    )
     p = float(2 * stats.t.sf(abs(t), df))
     half = float(stats.t.ppf(1 - ALPHA / 2, df) * stderr)
     return TTest(kind, t, df, p, detectable(stderr, df), (difference - half, difference + half))
@@ -94,7 +97,7 @@ def pooled_spread(spreads: Sequence[tuple[str, float, int]]) -> PooledSpread | N
     if not used:
         return None
     df = sum(n - 1 for _, _, n in used)
-    variance = sum((n - 1) * std ** 2 for _, std, n in used) / df
+    variance = sum((n - 1) * std**2 for _, std, n in used) / df
     return PooledSpread(math.sqrt(variance), df, tuple(row for row, _, _ in used))
 
 
@@ -132,5 +135,11 @@ def trend(xs: Sequence[float], values: Sequence[float]) -> Trend | None:
     df = len(values) - 2
     half = float(stats.t.ppf(1 - ALPHA / 2, df) * fit.stderr)
     t = fit.slope / fit.stderr if fit.stderr else math.copysign(math.inf, fit.slope)
-    return Trend(float(fit.slope), float(fit.stderr), float(t), float(fit.pvalue), len(values),
-                 (float(fit.slope) - half, float(fit.slope) + half))
+    return Trend(
+        float(fit.slope),
+        float(fit.stderr),
+        float(t),
+        float(fit.pvalue),
+        len(values),
+        (float(fit.slope) - half, float(fit.slope) + half),
+    )

@@ -34,7 +34,11 @@ from typing import Callable, Iterable, Mapping, Sequence
 import yaml
 
 from mmf_uvlp.replication.study import (
-    REPO, SYSTEMS, System, config_datasets, config_model,
+    REPO,
+    SYSTEMS,
+    System,
+    config_datasets,
+    config_model,
 )
 from mmf_uvlp.replication.world import World
 from mmf_uvlp.report.results import LOG_FILE, parse_log
@@ -70,8 +74,7 @@ class Settings:
 
     def options_of(self, task: str) -> tuple[str, ...]:
         """The recipe's fine-tuning options of ``task``: every task's, then its own."""
-        own = [option for name, options in self.task_options if name == task
-               for option in options]
+        own = [option for name, options in self.task_options if name == task for option in options]
         return (*self.finetune_options, *own)
 
 
@@ -110,8 +113,9 @@ class Step:
         if not self.proof_keys:
             return True
         log = self.folder / LOG_FILE  # a value being written or cut off is not there yet
-        return log.exists() and all(key in parse_log(log, unfinished=True)
-                                    for key in self.proof_keys)
+        return log.exists() and all(
+            key in parse_log(log, unfinished=True) for key in self.proof_keys
+        )
 
     def done(self) -> bool:
         """Finished: its output exists and, for a training or inference run (``system``),
@@ -144,8 +148,10 @@ def model_overrides(path: str | Path) -> tuple[str, ...]:
     sections = sorted({system.model.model_section for system in SYSTEMS.values()})
     unknown = [name for name in data["model_config"] if name not in sections]
     if unknown:
-        raise ValueError(f"{path}: model_config sections {unknown} belong to no model of the "
-                         f"study; expected sections from {sections}")
+        raise ValueError(
+            f"{path}: model_config sections {unknown} belong to no model of the "
+            f"study; expected sections from {sections}"
+        )
     return tuple(_flatten("model_config", data["model_config"], path))
 
 
@@ -158,19 +164,24 @@ def _flatten(prefix: str, value: object, path: Path) -> Iterable[str]:
     elif isinstance(value, list) and all(isinstance(v, (bool, int, float)) for v in value):
         yield f"{prefix}={value}"  # e.g. [0, 1], read as a list literal
     else:
-        raise ValueError(f"{path}: {prefix}: only scalar values and lists of numbers can be "
-                         f"passed on the command line, got {type(value).__name__}")
+        raise ValueError(
+            f"{path}: {prefix}: only scalar values and lists of numbers can be "
+            f"passed on the command line, got {type(value).__name__}"
+        )
 
 
-def schedule_options(updates: int, checkpoints: int, seed: int,
-                     evaluations: int = 1) -> list[str]:
+def schedule_options(updates: int, checkpoints: int, seed: int, evaluations: int = 1) -> list[str]:
     """``mmf_run`` options of a seeded, resumable run of ``updates`` updates (10 % warm-up),
     evaluated ``evaluations`` times (the last at its end) and checkpointed ``checkpoints``
     times."""
-    return [f"training.max_updates={updates}", f"training.seed={seed}",
-            f"training.evaluation_interval={max(updates // evaluations, 1)}",
-            f"training.checkpoint_interval={max(updates // checkpoints, 1)}",
-            f"scheduler.params.num_warmup_steps={updates // 10}", "checkpoint.resume=True"]
+    return [
+        f"training.max_updates={updates}",
+        f"training.seed={seed}",
+        f"training.evaluation_interval={max(updates // evaluations, 1)}",
+        f"training.checkpoint_interval={max(updates // checkpoints, 1)}",
+        f"scheduler.params.num_warmup_steps={updates // 10}",
+        "checkpoint.resume=True",
+    ]
 
 
 def _data(settings: Settings, model: HarnessModel) -> list[str]:
@@ -183,8 +194,11 @@ def _data(settings: Settings, model: HarnessModel) -> list[str]:
 def _for_model(options: Iterable[str], model: HarnessModel) -> tuple[str, ...]:
     """``options`` less those of another model's ``model_config`` section."""
     own = f"model_config.{model.model_section}."
-    return tuple(option for option in options
-                 if not option.startswith("model_config.") or option.startswith(own))
+    return tuple(
+        option
+        for option in options
+        if not option.startswith("model_config.") or option.startswith(own)
+    )
 
 
 def _heavy(folder: Path, *names: str) -> tuple[Path, ...]:
@@ -196,16 +210,30 @@ def setup_steps(systems: Sequence[System], settings: Settings) -> list[Step]:
     world, steps = settings.world, []
     setup = settings.runs / "setup"
     if world.preset:
-        steps.append(Step("world", f"toy world ({world.preset} preset)",
-                          tuple(world.generate_command()), world.path,
-                          setup / "world.json", proof_file=world.path / "world.json",
-                          outdated=world.drift))
+        steps.append(
+            Step(
+                "world",
+                f"toy world ({world.preset} preset)",
+                tuple(world.generate_command()),
+                world.path,
+                setup / "world.json",
+                proof_file=world.path / "world.json",
+                outdated=world.drift,
+            )
+        )
     for corpus in dict.fromkeys(s.corpus for s in systems if s.corpus):
         folder = world.path / corpus
-        steps.append(Step("corpus", f"weakly aligned corpus {corpus}",
-                          tuple(world.corpus_command(corpus)), folder, setup / f"{corpus}.json",
-                          proof_file=folder / "annotations" / "index.json",
-                          world=world.settings_for("pretrain")))
+        steps.append(
+            Step(
+                "corpus",
+                f"weakly aligned corpus {corpus}",
+                tuple(world.corpus_command(corpus)),
+                folder,
+                setup / f"{corpus}.json",
+                proof_file=folder / "annotations" / "index.json",
+                world=world.settings_for("pretrain"),
+            )
+        )
     return steps
 
 
@@ -221,19 +249,37 @@ def system_steps(system: System, seed: int, settings: Settings) -> list[Step]:
         folder = unit / "pretrain"
         holdout = []
         if settings.world.holdout_every is not None:
-            holdout = [f"dataset_config.{name}.holdout_every={settings.world.holdout_every}"
-                       for name in config_datasets(system.config)]
-        command = (MMF_RUN, f"config={system.config}", *data,
-                   f"env.save_dir={folder}",
-                   *schedule_options(settings.pretrain_updates * system.updates, 4, seed),
-                   *holdout, *_for_model(settings.pretrain_options, model), *overrides)
+            holdout = [
+                f"dataset_config.{name}.holdout_every={settings.world.holdout_every}"
+                for name in config_datasets(system.config)
+            ]
+        command = (
+            MMF_RUN,
+            f"config={system.config}",
+            *data,
+            f"env.save_dir={folder}",
+            *schedule_options(settings.pretrain_updates * system.updates, 4, seed),
+            *holdout,
+            *_for_model(settings.pretrain_options, model),
+            *overrides,
+        )
         pretrained = folder / model.final_weights
-        steps.append(Step("pretrain", f"pre-train {where}", command, folder, folder / RECORD,
-                          proof_file=pretrained,
-                          prune=_heavy(folder, "models", "best.ckpt", "current.ckpt"),
-                          resumes_from=folder / "current.ckpt",
-                          system=system.key, seed=seed, task="pretrain",
-                          world=settings.world.settings_for("pretrain")))
+        steps.append(
+            Step(
+                "pretrain",
+                f"pre-train {where}",
+                command,
+                folder,
+                folder / RECORD,
+                proof_file=pretrained,
+                prune=_heavy(folder, "models", "best.ckpt", "current.ckpt"),
+                resumes_from=folder / "current.ckpt",
+                system=system.key,
+                seed=seed,
+                task="pretrain",
+                world=settings.world.settings_for("pretrain"),
+            )
+        )
     evaluate_splits = "refcoco_plus" in settings.tasks
     # The checkpoint MMF tested: the best on val (restored from best.ckpt). Evaluated once,
     # at the end, that is also current.ckpt, which the splits read then (as they always did).
@@ -241,34 +287,67 @@ def system_steps(system: System, seed: int, settings: Settings) -> list[Step]:
     for task in settings.tasks:
         folder = unit / task
         config = model.finetune(task)
-        command = (MMF_RUN, f"config={config}", *data, f"env.save_dir={folder}",
-                   *model.start_from(pretrained),
-                   *schedule_options(settings.updates_of(task), 2, seed,
-                                     settings.finetune_evaluations),
-                   *_for_model(settings.options_of(task), model),
-                   "run_type=train_inference",
-                   *overrides)
+        command = (
+            MMF_RUN,
+            f"config={config}",
+            *data,
+            f"env.save_dir={folder}",
+            *model.start_from(pretrained),
+            *schedule_options(settings.updates_of(task), 2, seed, settings.finetune_evaluations),
+            *_for_model(settings.options_of(task), model),
+            "run_type=train_inference",
+            *overrides,
+        )
         heavy = ["models", "best.ckpt", "current.ckpt", f"{config_model(config)}_final.pth"]
         if task == "refcoco_plus" and evaluate_splits:
             heavy.remove(tested)
-        steps.append(Step("finetune", f"fine-tune {where} on {task}", command, folder,
-                          folder / RECORD, proof_keys=(f"test/{task}/{METRICS[task]}",),
-                          prune=_heavy(folder, *heavy), resumes_from=folder / "current.ckpt",
-                          system=system.key, seed=seed, task=task,
-                          world=settings.world.settings_for(task)))
+        steps.append(
+            Step(
+                "finetune",
+                f"fine-tune {where} on {task}",
+                command,
+                folder,
+                folder / RECORD,
+                proof_keys=(f"test/{task}/{METRICS[task]}",),
+                prune=_heavy(folder, *heavy),
+                resumes_from=folder / "current.ckpt",
+                system=system.key,
+                seed=seed,
+                task=task,
+                world=settings.world.settings_for(task),
+            )
+        )
     if evaluate_splits:
         folder = unit / SPLITS_RUN
         checkpoint = unit / "refcoco_plus" / tested
-        command = (MMF_RUN, f"config={model.finetune('refcoco_plus')}", *data,
-                   f"env.save_dir={folder}", *model.evaluate_from(checkpoint),
-                   *_for_model(settings.options_of("refcoco_plus"), model),
-                   "run_type=inference",
-                   f"datasets={','.join(REFCOCO_PLUS_SPLIT_DATASETS)}", *overrides)
+        command = (
+            MMF_RUN,
+            f"config={model.finetune('refcoco_plus')}",
+            *data,
+            f"env.save_dir={folder}",
+            *model.evaluate_from(checkpoint),
+            *_for_model(settings.options_of("refcoco_plus"), model),
+            "run_type=inference",
+            f"datasets={','.join(REFCOCO_PLUS_SPLIT_DATASETS)}",
+            *overrides,
+        )
         keys = tuple(f"test/{view}/refcoco_accuracy" for view in REFCOCO_PLUS_SPLIT_DATASETS)
-        steps.append(Step("evaluate", f"RefCOCO+ val/testA/testB of {where}", command, folder,
-                          folder / RECORD, proof_keys=keys, needs=checkpoint,
-                          prune=(checkpoint,), system=system.key, seed=seed, task=SPLITS_RUN,
-                          world=settings.world.settings_for("refcoco_plus")))
+        steps.append(
+            Step(
+                "evaluate",
+                f"RefCOCO+ val/testA/testB of {where}",
+                command,
+                folder,
+                folder / RECORD,
+                proof_keys=keys,
+                needs=checkpoint,
+                prune=(checkpoint,),
+                system=system.key,
+                seed=seed,
+                task=SPLITS_RUN,
+                world=settings.world.settings_for("refcoco_plus"),
+            )
+        )
     if settings.keep_checkpoints:
         steps = [replace(step, prune=()) for step in steps]
     return steps

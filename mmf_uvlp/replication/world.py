@@ -56,8 +56,10 @@ class World:
             return cls((data / f"toy_world_{spec}").resolve(), spec)
         path = Path(spec).resolve()
         if not path.is_dir():
-            raise FileNotFoundError(f"--world: expected tiny, demo or an existing data folder, "
-                                    f"got {spec!r} ({path} is no folder)")
+            raise FileNotFoundError(
+                f"--world: expected tiny, demo or an existing data folder, "
+                f"got {spec!r} ({path} is no folder)"
+            )
         return cls(path, None)
 
     def _info(self) -> dict:
@@ -91,10 +93,13 @@ class World:
         changed = self.changed(recorded, replace(PRESETS[self.preset], seed=seed).to_json())
         if not changed:
             return None
-        what = "; ".join(f"{k} {old} where the preset now has {new}"
-                         for k, (old, new) in changed.items())
-        return (f"{self.path / 'world.json'} was generated with {what}: the runs made on it "
-                "are of another world; move the world and its runs folder aside to regenerate")
+        what = "; ".join(
+            f"{k} {old} where the preset now has {new}" for k, (old, new) in changed.items()
+        )
+        return (
+            f"{self.path / 'world.json'} was generated with {what}: the runs made on it "
+            "are of another world; move the world and its runs folder aside to regenerate"
+        )
 
     def settings_for(self, task: str, seed: int = 0) -> dict | None:
         """The preset world's settings that the files a run of ``task`` reads depend on
@@ -119,8 +124,16 @@ class World:
         """The ``make_toy_world`` command of the preset's world of ``seed``."""
         if self.preset is None:
             raise ValueError(f"{self.path}: not a toy-world preset, cannot be generated")
-        return [*_tool("make_toy_world"), "--preset", self.preset, "--seed", str(seed),
-                "--out", str(self.path), "--overwrite"]
+        return [
+            *_tool("make_toy_world"),
+            "--preset",
+            self.preset,
+            "--seed",
+            str(seed),
+            "--out",
+            str(self.path),
+            "--overwrite",
+        ]
 
     def corpus_command(self, name: str) -> list[str]:
         """The ``build_corpus`` command of corpus folder ``name``."""
@@ -138,6 +151,12 @@ class World:
             options = ["--corpus", str(text / "narrative_corpus.txt")]
         else:
             raise ValueError(f"unknown corpus {name!r}; expected corpus, corpus_k10 or corpus_bc")
-        return [*_tool("build_corpus"), "run",
-                "--predictions", str(self.path / "detections/cc/predictions.tsv"),
-                *options, "--out", str(self.path / name)]
+        return [
+            *_tool("build_corpus"),
+            "run",
+            "--predictions",
+            str(self.path / "detections/cc/predictions.tsv"),
+            *options,
+            "--out",
+            str(self.path / name),
+        ]

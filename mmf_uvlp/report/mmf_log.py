@@ -59,7 +59,7 @@ class _Record:
 
 def _message(line: str) -> str:
     match = _LOG_PREFIX.match(line)
-    return line[match.end():] if match else line
+    return line[match.end() :] if match else line
 
 
 def _number(raw: object, line: int) -> _Value:
@@ -84,12 +84,16 @@ def _json(message: str, line: int) -> _Record:
         data = json.loads(message)
     except json.JSONDecodeError as e:
         problem = f"the json record does not parse ({e.msg}): cut off or mangled"
-        return _Record(line, None, {key: _Value(line, None, problem)
-                                    for key in _JSON_KEY.findall(message)})
+        return _Record(
+            line, None, {key: _Value(line, None, problem) for key in _JSON_KEY.findall(message)}
+        )
     if not isinstance(data, dict):
         return _Record(line, None, {})
-    values = {key: _number(raw, line) for key, raw in data.items()
-              if isinstance(key, str) and _METRIC_KEY.fullmatch(key)}
+    values = {
+        key: _number(raw, line)
+        for key, raw in data.items()
+        if isinstance(key, str) and _METRIC_KEY.fullmatch(key)
+    }
     progress = data.get("progress")
     return _Record(line, progress if isinstance(progress, str) else None, values)
 
@@ -107,9 +111,14 @@ def _records(path: str | os.PathLike) -> Iterator[_Record]:
                 continue
             if not line.endswith("\n"):
                 problem = "the file ends inside this line (cut off)"
-                record = _Record(number, record.progress, {
-                    key: _Value(number, None, value.problem or problem)
-                    for key, value in record.values.items()})
+                record = _Record(
+                    number,
+                    record.progress,
+                    {
+                        key: _Value(number, None, value.problem or problem)
+                        for key, value in record.values.items()
+                    },
+                )
             yield record
 
 
@@ -129,26 +138,34 @@ def parse_log(path: str | os.PathLike, unfinished: bool = False) -> dict[str, fl
                     f"{path}:{record.line}: progress {record.progress}, where line "
                     f"{schedule[0]} has {schedule[1]}: two runs of different lengths in one "
                     "log (MMF appends each run in its env.save_dir to train.log); keep one "
-                    "run per log")
+                    "run per log"
+                )
         for key, value in record.values.items():
             earlier = tested.get(key)
-            if (key.startswith("test/") and value.value is not None and earlier is not None
-                    and earlier.value != value.value):
+            if (
+                key.startswith("test/")
+                and value.value is not None
+                and earlier is not None
+                and earlier.value != value.value
+            ):
                 raise LogFormatError(
                     f"{path}:{value.line}: {key} is {value.value:.4f}, where line "
                     f"{earlier.line} has {earlier.value:.4f}: two runs in one log (a run "
                     "tests once, at its end; MMF appends each run in its env.save_dir to "
-                    "train.log); keep one run per log")
+                    "train.log); keep one run per log"
+                )
             if key.startswith("test/") and value.value is not None:
                 tested[key] = value
             last[key] = value
-    damaged = sorted((value.line, key, value.problem) for key, value in last.items()
-                     if value.value is None)
+    damaged = sorted(
+        (value.line, key, value.problem) for key, value in last.items() if value.value is None
+    )
     if damaged and not unfinished:
         line = damaged[0][0]
         what = "; ".join(f"{key}: {problem}" for at, key, problem in damaged if at == line)
         raise LogFormatError(
             f"{path}:{line}: {what}; no later record replaces the damaged value (a truncated "
             "file, or a killed run's line continued by the next run): rerun the run, or "
-            "delete the damaged line")
+            "delete the damaged line"
+        )
     return {key: value.value for key, value in last.items() if value.value is not None}

@@ -34,6 +34,7 @@ from mmf_uvlp.report.mmf_log import parse_log
 
 from mmf_uvlp.tasks import RESULT_SPLITS as SPLITS
 from mmf_uvlp.tasks import TASKS
+
 RESULTS_FILE = "results.json"
 LOG_FILE = "train.log"
 
@@ -72,35 +73,48 @@ def read_results_file(path: str | os.PathLike) -> list[dict]:
     for index, entry in enumerate(entries):
         where = f"{path} [entry {index}]" if isinstance(data, list) else str(path)
         if not isinstance(entry, dict):
-            raise ValueError(f"{where}: expected an object with 'task' and 'metrics', "
-                             f"got {type(entry).__name__}")
+            raise ValueError(
+                f"{where}: expected an object with 'task' and 'metrics', got {type(entry).__name__}"
+            )
         if entry.get("task") not in TASKS:
-            raise ValueError(f"{where}: field 'task': expected one of {list(TASKS)}, "
-                             f"got {entry.get('task')!r}")
+            raise ValueError(
+                f"{where}: field 'task': expected one of {list(TASKS)}, got {entry.get('task')!r}"
+            )
         system = entry.get("system")
         if system is not None and (not isinstance(system, str) or not system):
-            raise ValueError(f"{where}: field 'system': expected a non-empty string, "
-                             f"got {system!r}")
+            raise ValueError(
+                f"{where}: field 'system': expected a non-empty string, got {system!r}"
+            )
         metrics = entry.get("metrics")
         if not isinstance(metrics, dict) or not metrics:
-            raise ValueError(f"{where}: field 'metrics': expected an object of split -> value, "
-                             f"got {metrics!r}")
+            raise ValueError(
+                f"{where}: field 'metrics': expected an object of split -> value, got {metrics!r}"
+            )
         for split, value in metrics.items():
             if split not in SPLITS:
                 raise ValueError(f"{where}: metrics key {split!r}: expected one of {list(SPLITS)}")
-            if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                    or not math.isfinite(value) or not 0 <= value <= 1:
-                raise ValueError(f"{where}: metrics.{split}: expected a fraction in [0, 1] "
-                                 f"(0.721 for 72.1%), got {value!r}")
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not math.isfinite(value)
+                or not 0 <= value <= 1
+            ):
+                raise ValueError(
+                    f"{where}: metrics.{split}: expected a fraction in [0, 1] "
+                    f"(0.721 for 72.1%), got {value!r}"
+                )
     return entries
 
 
-def _set(cells: dict[Cell, float], sources: dict[Cell, str], cell: Cell, value: float,
-         source: str) -> None:
+def _set(
+    cells: dict[Cell, float], sources: dict[Cell, str], cell: Cell, value: float, source: str
+) -> None:
     """Record a value; a second, different value for the same cell is an error."""
     if cell in cells and cells[cell] != value:
-        raise ValueError(f"two values for {cell[0]} {cell[1]}: {cells[cell]} ({sources[cell]}) "
-                         f"and {value} ({source}); keep one result per task and split in a run")
+        raise ValueError(
+            f"two values for {cell[0]} {cell[1]}: {cells[cell]} ({sources[cell]}) "
+            f"and {value} ({source}); keep one result per task and split in a run"
+        )
     cells[cell], sources[cell] = value, source
 
 

@@ -18,10 +18,12 @@ from mmf_uvlp.report.results import Cell, RunResults, collect_run
 
 MISSING = "—"
 TRIVIAL_LABEL = "Trivial (majority / chance)"
-TRIVIAL_NOTE = ("Trivial, fitted on the train split and scored on the test split: VQA the best "
-                "train answer of each question type (a question-only model), NLVR2 and VE the "
-                "train split's majority label, RefCOCO+ a uniformly drawn proposal's chance of "
-                "IoU ≥ 0.5, from the world's annotation files.")
+TRIVIAL_NOTE = (
+    "Trivial, fitted on the train split and scored on the test split: VQA the best "
+    "train answer of each question type (a question-only model), NLVR2 and VE the "
+    "train split's majority label, RefCOCO+ a uniformly drawn proposal's chance of "
+    "IoU ≥ 0.5, from the world's annotation files."
+)
 COLUMNS: tuple[tuple[str, Cell], ...] = (
     ("VQA", ("vqa2", "test")),
     ("NLVR2", ("nlvr2", "test")),
@@ -75,8 +77,9 @@ def meta_average(cells: dict[Cell, float]) -> MetaAverage:
     return MetaAverage(value, note, tuple(used))
 
 
-def trivial_row(trivial: dict[Cell, float], columns: Sequence[tuple[str, Cell]],
-                notes: list[str]) -> list[str]:
+def trivial_row(
+    trivial: dict[Cell, float], columns: Sequence[tuple[str, Cell]], notes: list[str]
+) -> list[str]:
     """The trivial rates' table cells: label, ``columns``' values, Meta-Ave ("*" and a line
     in ``notes`` when it averages fewer parts)."""
     meta = meta_average(dict(trivial))
@@ -84,19 +87,20 @@ def trivial_row(trivial: dict[Cell, float], columns: Sequence[tuple[str, Cell]],
     if meta.note:
         meta_text += "*"
         notes.append(f"- Trivial: Meta-Ave* is the {meta.note}.")
-    return ([f"*{TRIVIAL_LABEL}*"] + [_percent(trivial.get(cell)) for _, cell in columns]
-            + [meta_text])
+    return (
+        [f"*{TRIVIAL_LABEL}*"] + [_percent(trivial.get(cell)) for _, cell in columns] + [meta_text]
+    )
 
 
-def draw_trivial_ticks(ax, trivial: dict[Cell, float],
-                       columns: Sequence[tuple[str, Cell]]) -> None:
+def draw_trivial_ticks(ax, trivial: dict[Cell, float], columns: Sequence[tuple[str, Cell]]) -> None:
     """The trivial rates as black ticks over the bar groups of ``columns`` and Meta-Ave."""
     values = [trivial.get(cell) for _, cell in columns] + [meta_average(dict(trivial)).value]
     label: str | None = "trivial"
     for group, value in enumerate(values):
         if value is not None:
-            ax.hlines(100 * value, group - 0.42, group + 0.42, colors="black", linewidth=1.5,
-                      label=label)
+            ax.hlines(
+                100 * value, group - 0.42, group + 0.42, colors="black", linewidth=1.5, label=label
+            )
             label = None
 
 
@@ -128,18 +132,27 @@ class Table:
         self.trivial = trivial
 
     @classmethod
-    def from_runs(cls, runs: Sequence[tuple[str | None, str | os.PathLike]],
-                  trivial: dict[Cell, float] | None = None) -> Table:
+    def from_runs(
+        cls,
+        runs: Sequence[tuple[str | None, str | os.PathLike]],
+        trivial: dict[Cell, float] | None = None,
+    ) -> Table:
         """One row per ``(system, run folder)``; a system of None is named by the run's
         ``results.json`` files (their ``system``), else by the folder's name."""
-        return cls([Row(_system_name(name, run), run.cells)
-                    for name, run in ((name, collect_run(path)) for name, path in runs)],
-                   trivial)
+        return cls(
+            [
+                Row(_system_name(name, run), run.cells)
+                for name, run in ((name, collect_run(path)) for name, path in runs)
+            ],
+            trivial,
+        )
 
     def markdown(self) -> str:
         header = ["System"] + [title for title, _ in COLUMNS] + ["Meta-Ave"]
-        lines = ["| " + " | ".join(header) + " |",
-                 "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
+        lines = [
+            "| " + " | ".join(header) + " |",
+            "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|",
+        ]
         notes = []
         for row in self.rows:
             meta = row.meta
@@ -152,8 +165,10 @@ class Table:
         if self.trivial is not None:
             lines.append("| " + " | ".join(trivial_row(self.trivial, COLUMNS, notes)) + " |")
         lines.append("")
-        lines.append(f"Accuracy in %. {MISSING}: no result. Meta-Ave = mean of VQA, NLVR2, VE "
-                     "and RefCOCO+ (the mean of val, testA, testB).")
+        lines.append(
+            f"Accuracy in %. {MISSING}: no result. Meta-Ave = mean of VQA, NLVR2, VE "
+            "and RefCOCO+ (the mean of val, testA, testB)."
+        )
         if self.trivial is not None:
             lines.append(TRIVIAL_NOTE)
         if notes:
@@ -181,8 +196,14 @@ class Table:
                     ax.text(x, 1, MISSING, ha="center", va="bottom", fontsize=8)
                     continue
                 partial = group == len(COLUMNS) and meta.note is not None
-                ax.bar(x, 100 * value, width, color=f"C{index}",
-                       hatch="//" if partial else None, label=label)
+                ax.bar(
+                    x,
+                    100 * value,
+                    width,
+                    color=f"C{index}",
+                    hatch="//" if partial else None,
+                    label=label,
+                )
                 label = None
         if self.trivial is not None:
             draw_trivial_ticks(ax, self.trivial, COLUMNS)
@@ -212,6 +233,8 @@ def _system_name(name: str | None, run: RunResults) -> str:
     if name is not None:
         return name
     if len(run.systems) > 1:
-        raise ValueError(f"{run.path}: results.json files name several systems {run.systems}; "
-                         "give the row a name with --run NAME=PATH")
+        raise ValueError(
+            f"{run.path}: results.json files name several systems {run.systems}; "
+            "give the row a name with --run NAME=PATH"
+        )
     return run.systems[0] if run.systems else run.path.resolve().name

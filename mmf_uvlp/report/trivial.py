@@ -39,8 +39,10 @@ from mmf_uvlp.utils.boxes import MATCH_IOU, iou
 SPLIT_FILES = {  # task -> (train file, test file)
     "vqa2": ("mmf/vqa2/annotations/imdb_train.npy", "mmf/vqa2/annotations/imdb_test.npy"),
     "nlvr2": ("mmf/nlvr2/annotations/train.jsonl", "mmf/nlvr2/annotations/test1.jsonl"),
-    "visual_entailment": ("mmf/visual_entailment/annotations/snli_ve_train.jsonl",
-                          "mmf/visual_entailment/annotations/snli_ve_test.jsonl"),
+    "visual_entailment": (
+        "mmf/visual_entailment/annotations/snli_ve_train.jsonl",
+        "mmf/visual_entailment/annotations/snli_ve_test.jsonl",
+    ),
 }
 REFER = "refer"  # refer root holding refcoco+/
 REFCOCO_FEATURES = "features/coco.lmdb"
@@ -78,12 +80,15 @@ def answer_per_type(train: Iterable[tuple[str, Sequence[str]]]) -> dict[str, str
     return {**best, "": best_constant_vqa(answers for _, answers in train)}
 
 
-def vqa_prior_rate(train: Iterable[tuple[str, Sequence[str]]],
-                   test: Iterable[tuple[str, Sequence[str]]]) -> float:
+def vqa_prior_rate(
+    train: Iterable[tuple[str, Sequence[str]]], test: Iterable[tuple[str, Sequence[str]]]
+) -> float:
     """Accuracy on ``test`` of the best train answer of each question type."""
     best = answer_per_type(train)
-    scores = [vqa_answer_score(answers, best.get(question_type, best[""]))
-              for question_type, answers in test]
+    scores = [
+        vqa_answer_score(answers, best.get(question_type, best[""]))
+        for question_type, answers in test
+    ]
     if not scores:
         raise ValueError("no VQA test questions to score")
     return sum(scores) / len(scores)
@@ -108,8 +113,9 @@ def proposal_chance(proposals: torch.Tensor, gold: torch.Tensor) -> float:
     return float(hits.float().mean())
 
 
-def refcoco_chance(refer_root: str | os.PathLike, features: str | os.PathLike,
-                   max_proposals: int, split: str) -> float:
+def refcoco_chance(
+    refer_root: str | os.PathLike, features: str | os.PathLike, max_proposals: int, split: str
+) -> float:
     """Mean :func:`proposal_chance` over the expressions of a RefCOCO+ split."""
     refer = Refer(refer_root, "refcoco+")
     chances = []
@@ -117,16 +123,21 @@ def refcoco_chance(refer_root: str | os.PathLike, features: str | os.PathLike,
         for expression in refer.expressions(split):
             record = db[os.path.splitext(expression.image_file)[0]]
             boxes = np.asarray(record["bbox"], dtype=np.float32)[:max_proposals]
-            chances.append(proposal_chance(torch.from_numpy(boxes),
-                                           torch.tensor(expression.box, dtype=torch.float32)))
+            chances.append(
+                proposal_chance(
+                    torch.from_numpy(boxes), torch.tensor(expression.box, dtype=torch.float32)
+                )
+            )
     if not chances:
         raise ValueError(f"{refer.refs_path}: no expressions of split {split!r}")
     return sum(chances) / len(chances)
 
 
 def _typed_answers(path: Path) -> list[tuple[str, list[str]]]:
-    return [(str(record.get("question_type", "")), [str(a) for a in record["answers"]])
-            for record in read_vqa2_imdb(path)]
+    return [
+        (str(record.get("question_type", "")), [str(a) for a in record["answers"]])
+        for record in read_vqa2_imdb(path)
+    ]
 
 
 def trivial_rates(world: str | os.PathLike, max_proposals: int) -> dict[Cell, float]:
@@ -139,11 +150,15 @@ def trivial_rates(world: str | os.PathLike, max_proposals: int) -> dict[Cell, fl
         rates["vqa2", "test"] = vqa_prior_rate(*map(_typed_answers, files["vqa2"]))
     if "nlvr2" in have:
         rates["nlvr2", "test"] = majority_rate(
-            *([r["label"] for r in read_nlvr2(p)] for p in files["nlvr2"]))
+            *([r["label"] for r in read_nlvr2(p)] for p in files["nlvr2"])
+        )
     if "visual_entailment" in have:
         rates["visual_entailment", "test"] = majority_rate(
-            *([r["gold_label"] for r in read_jsonl(p, ("gold_label",))]
-              for p in files["visual_entailment"]))
+            *(
+                [r["gold_label"] for r in read_jsonl(p, ("gold_label",))]
+                for p in files["visual_entailment"]
+            )
+        )
     refer, features = root / REFER, root / REFCOCO_FEATURES
     if (refer / "refcoco+").is_dir() and features.exists():
         for split in REFCOCO_PLUS_SPLITS:

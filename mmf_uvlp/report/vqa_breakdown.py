@@ -40,7 +40,8 @@ def find_predictions(path: str | os.PathLike) -> Path:
     if not found:
         raise FileNotFoundError(
             f"{path}: no VQA test predictions (reports/vqa2*test*.json) under it; run the "
-            "fine-tuning with evaluation.predict=True")
+            "fine-tuning with evaluation.predict=True"
+        )
     return found[-1]
 
 
@@ -49,8 +50,9 @@ def read_predictions(path: str | os.PathLike) -> dict[int, str]:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
-        raise FormatError(path, "predictions", "a json list of {question_id, answer}",
-                          str(e)) from None
+        raise FormatError(
+            path, "predictions", "a json list of {question_id, answer}", str(e)
+        ) from None
     if not isinstance(data, list):
         raise FormatError(path, "predictions", "a json list", type(data).__name__)
     predictions = {}
@@ -63,36 +65,42 @@ def read_predictions(path: str | os.PathLike) -> dict[int, str]:
 
 def _group(record: Mapping, by: str, source: str | os.PathLike) -> str:
     if by not in record:
-        raise FormatError(source, by, f"a {by} in every question to group by",
-                          key=str(record.get("question_id")))
+        raise FormatError(
+            source, by, f"a {by} in every question to group by", key=str(record.get("question_id"))
+        )
     return str(record[by])
 
 
-def breakdown(questions: Sequence[Mapping], predictions: Mapping[int, str], by: str,
-              source: str | os.PathLike) -> dict[str, Cell]:
+def breakdown(
+    questions: Sequence[Mapping], predictions: Mapping[int, str], by: str, source: str | os.PathLike
+) -> dict[str, Cell]:
     """Accuracy of ``predictions`` per value of ``by`` over ``questions`` (imdb records of
     ``source``), and over all of them under :data:`ALL`. Every question needs a prediction."""
     scores: dict[str, list[float]] = {}
     missing = [q["question_id"] for q in questions if int(q["question_id"]) not in predictions]
     if missing:
-        raise ValueError(f"{source}: {len(missing)} of {len(questions)} questions have no "
-                         f"prediction (first: question_id {missing[0]}); were the predictions "
-                         "made on this split?")
+        raise ValueError(
+            f"{source}: {len(missing)} of {len(questions)} questions have no "
+            f"prediction (first: question_id {missing[0]}); were the predictions "
+            "made on this split?"
+        )
     for question in questions:
         score = vqa_answer_score(question["answers"], predictions[int(question["question_id"])])
         scores.setdefault(_group(question, by, source), []).append(score)
         scores.setdefault(ALL, []).append(score)
-    return {group: Cell(len(values), sum(values) / len(values))
-            for group, values in scores.items()}
+    return {group: Cell(len(values), sum(values) / len(values)) for group, values in scores.items()}
 
 
-def prior_breakdown(train: Iterable[Mapping], questions: Sequence[Mapping], by: str,
-                    source: str | os.PathLike) -> dict[str, Cell]:
+def prior_breakdown(
+    train: Iterable[Mapping], questions: Sequence[Mapping], by: str, source: str | os.PathLike
+) -> dict[str, Cell]:
     """The per-group trivial rate: each question answered with the best train answer of its
     question type (of every train question when train lacks that type)."""
     best = answer_per_type((str(r.get("question_type", "")), r["answers"]) for r in train)
-    prior = {int(q["question_id"]): best.get(str(q.get("question_type", "")), best[""])
-             for q in questions}
+    prior = {
+        int(q["question_id"]): best.get(str(q.get("question_type", "")), best[""])
+        for q in questions
+    }
     return breakdown(questions, prior, by, source)
 
 
@@ -100,8 +108,7 @@ def markdown(columns: Mapping[str, Mapping[str, Cell]], by: str) -> str:
     """A table: one row per group (:data:`ALL` first), n, then one column per name."""
     first = next(iter(columns.values()))
     groups = [ALL] + sorted(g for g in first if g != ALL)
-    lines = [f"| {by} | n | " + " | ".join(columns) + " |",
-             "|---|---:|" + "---:|" * len(columns)]
+    lines = [f"| {by} | n | " + " | ".join(columns) + " |", "|---|---:|" + "---:|" * len(columns)]
     for group in groups:
         cells = " | ".join(f"{100 * column[group].accuracy:.1f}" for column in columns.values())
         lines.append(f"| {group} | {first[group].count} | {cells} |")

@@ -46,7 +46,10 @@ from dataclasses import asdict, dataclass, fields, replace
 from mmf_uvlp.toy_world.downstream import NLVR2_STATEMENTS
 from mmf_uvlp.toy_world.text import CAPTION_STYLES
 from mmf_uvlp.toy_world.vocabulary import (
-    FOREGROUND, MIN_FOREGROUND_CLASSES, NEEDS_TEXT, ClassSet,
+    FOREGROUND,
+    MIN_FOREGROUND_CLASSES,
+    NEEDS_TEXT,
+    ClassSet,
 )
 
 
@@ -82,16 +85,19 @@ class WorldConfig:
     def __post_init__(self):
         for name, choices in _CHOICES.items():
             if getattr(self, name) not in choices:
-                raise ValueError(f"WorldConfig.{name} must be one of {sorted(choices)}, "
-                                 f"got {getattr(self, name)!r}")
+                raise ValueError(
+                    f"WorldConfig.{name} must be one of {sorted(choices)}, "
+                    f"got {getattr(self, name)!r}"
+                )
         for f in fields(self):
             value = getattr(self, f.name)
             if f.name == "preset" or f.name in _CHOICES or isinstance(value, bool):
                 continue
             values = value if isinstance(value, tuple) else (value,)
             if any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in values):
-                raise ValueError(f"WorldConfig.{f.name} must be non-negative integers, "
-                                 f"got {value!r}")
+                raise ValueError(
+                    f"WorldConfig.{f.name} must be non-negative integers, got {value!r}"
+                )
         for name in ("feature_dim", "max_regions"):
             if getattr(self, name) < 1:
                 raise ValueError(f"WorldConfig.{name} must be >= 1, got {getattr(self, name)}")
@@ -100,19 +106,26 @@ class WorldConfig:
             raise ValueError(
                 f"WorldConfig.foreground_classes must be 0 (every foreground class) or from "
                 f"{MIN_FOREGROUND_CLASSES} to {len(FOREGROUND)}, got {k}: {NEEDS_TEXT}, "
-                f"which takes at least {MIN_FOREGROUND_CLASSES} classes")
+                f"which takes at least {MIN_FOREGROUND_CLASSES} classes"
+            )
 
         named = len(self.class_set().foreground)
         if self.nlvr2_classes > named:
-            raise ValueError(f"WorldConfig.nlvr2_classes must be 0 (every active foreground "
-                             f"class) or at most the {named} active foreground classes, got "
-                             f"{self.nlvr2_classes}")
+            raise ValueError(
+                f"WorldConfig.nlvr2_classes must be 0 (every active foreground "
+                f"class) or at most the {named} active foreground classes, got "
+                f"{self.nlvr2_classes}"
+            )
         if self.nlvr2_classes_percent > 100:
-            raise ValueError(f"WorldConfig.nlvr2_classes_percent must be at most 100, got "
-                             f"{self.nlvr2_classes_percent}")
+            raise ValueError(
+                f"WorldConfig.nlvr2_classes_percent must be at most 100, got "
+                f"{self.nlvr2_classes_percent}"
+            )
         if self.nlvr2_classes_percent < 100 and not self.nlvr2_classes:
-            raise ValueError(f"WorldConfig.nlvr2_classes_percent {self.nlvr2_classes_percent} "
-                             f"needs nlvr2_classes (the classes those pairs name), got 0")
+            raise ValueError(
+                f"WorldConfig.nlvr2_classes_percent {self.nlvr2_classes_percent} "
+                f"needs nlvr2_classes (the classes those pairs name), got 0"
+            )
 
     def class_set(self) -> ClassSet:
         """The classes the world draws from."""
@@ -120,12 +133,17 @@ class WorldConfig:
 
     def scaled_downstream(self, factor: float) -> "WorldConfig":
         """The same world with every downstream split size multiplied by ``factor``."""
+
         def scale(sizes):
             return tuple(max(1, round(s * factor)) for s in sizes)
-        return replace(self, vqa2_questions=scale(self.vqa2_questions),
-                       nlvr2_pairs=scale(self.nlvr2_pairs),
-                       ve_hypotheses=scale(self.ve_hypotheses),
-                       refcoco_images=scale(self.refcoco_images))
+
+        return replace(
+            self,
+            vqa2_questions=scale(self.vqa2_questions),
+            nlvr2_pairs=scale(self.nlvr2_pairs),
+            ve_hypotheses=scale(self.ve_hypotheses),
+            refcoco_images=scale(self.refcoco_images),
+        )
 
     def to_json(self) -> dict:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
@@ -134,21 +152,42 @@ class WorldConfig:
 PRESETS: dict[str, WorldConfig] = {
     "tiny": WorldConfig(preset="tiny"),
     "demo": WorldConfig(
-        preset="demo", feature_dim=128, num_images=3000, extra_captions=1500,
-        narrative_sentences=6000, vinvl_features_all_pools=False,
-        vqa2_questions=(3000, 600, 600), nlvr2_pairs=(1000, 250, 250),
-        ve_hypotheses=(3000, 600, 600), refcoco_images=(800, 150, 150, 150),
+        preset="demo",
+        feature_dim=128,
+        num_images=3000,
+        extra_captions=1500,
+        narrative_sentences=6000,
+        vinvl_features_all_pools=False,
+        vqa2_questions=(3000, 600, 600),
+        nlvr2_pairs=(1000, 250, 250),
+        ve_hypotheses=(3000, 600, 600),
+        refcoco_images=(800, 150, 150, 150),
     ),
     "calibrated": WorldConfig(
-        preset="calibrated", feature_dim=128, num_images=30_000, extra_captions=1500,
-        narrative_sentences=6000, vinvl_features_all_pools=False, npy=False,
-        vqa2_questions=(12_000, 600, 600), nlvr2_pairs=(6000, 500, 1000),
-        ve_hypotheses=(12_000, 600, 600), refcoco_images=(800, 150, 150, 150),
-        foreground_classes=24, caption_style="objects", nlvr2_statements="presence",
-        nlvr2_classes=4, nlvr2_classes_percent=50,
+        preset="calibrated",
+        feature_dim=128,
+        num_images=30_000,
+        extra_captions=1500,
+        narrative_sentences=6000,
+        vinvl_features_all_pools=False,
+        npy=False,
+        vqa2_questions=(12_000, 600, 600),
+        nlvr2_pairs=(6000, 500, 1000),
+        ve_hypotheses=(12_000, 600, 600),
+        refcoco_images=(800, 150, 150, 150),
+        foreground_classes=24,
+        caption_style="objects",
+        nlvr2_statements="presence",
+        nlvr2_classes=4,
+        nlvr2_classes_percent=50,
     ),
     "bench": WorldConfig(
-        preset="bench", num_images=100_000, extra_captions=100_000,
-        narrative_sentences=800_000, features=False, npy=False, downstream=False,
+        preset="bench",
+        num_images=100_000,
+        extra_captions=100_000,
+        narrative_sentences=800_000,
+        features=False,
+        npy=False,
+        downstream=False,
     ),
 }

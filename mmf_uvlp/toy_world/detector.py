@@ -82,8 +82,15 @@ class Detections:
         b = np.asarray(self.boxes, dtype=np.float64).reshape(-1, 4)
         w, h = float(self.width), float(self.height)
         g = np.stack(
-            [b[:, 0] / w, b[:, 1] / h, b[:, 2] / w, b[:, 3] / h,
-             (b[:, 2] - b[:, 0]) / w, (b[:, 3] - b[:, 1]) / h], axis=1,
+            [
+                b[:, 0] / w,
+                b[:, 1] / h,
+                b[:, 2] / w,
+                b[:, 3] / h,
+                (b[:, 2] - b[:, 0]) / w,
+                (b[:, 3] - b[:, 1]) / h,
+            ],
+            axis=1,
         )
         return g.astype(np.float32)
 
@@ -100,8 +107,7 @@ def _jitter(rng, box, scale, w, h) -> list[float]:
     return clip_box([x1 + noise[0], y1 + noise[1], x2 + noise[2], y2 + noise[3]], w, h)
 
 
-def _cls_prob(rng, classes: ClassSet, label: int, conf: float,
-              true_cls: int | None) -> np.ndarray:
+def _cls_prob(rng, classes: ClassSet, label: int, conf: float, true_cls: int | None) -> np.ndarray:
     """A class distribution peaked at ``label`` with mass ``conf``."""
     p = np.zeros(len(CLASSES) + 1, dtype=np.float64)
     rest = 1.0 - conf
@@ -117,7 +123,10 @@ def _cls_prob(rng, classes: ClassSet, label: int, conf: float,
 
 
 def detect(
-    rng: np.random.Generator, classes: ClassSet, scene: Scene, config: DetectorConfig,
+    rng: np.random.Generator,
+    classes: ClassSet,
+    scene: Scene,
+    config: DetectorConfig,
     features: FeatureModel | None,
 ) -> Detections:
     """Simulate the detector on ``scene``; features are skipped when ``features`` is None.
@@ -140,8 +149,9 @@ def detect(
         if rng.random() < config.duplicate_rate:
             dup = _jitter(rng, obj.box, 3 * config.box_jitter, w, h)
             dup_label = obj.cls if rng.random() < 0.7 else _confusable(rng, classes, obj.cls)
-            rows.append((dup, dup_label, conf * rng.uniform(0.4, 0.9), attrs, i,
-                         "duplicate", obj.cls, 0.7))
+            rows.append(
+                (dup, dup_label, conf * rng.uniform(0.4, 0.9), attrs, i, "duplicate", obj.cls, 0.7)
+            )
     for _ in range(int(rng.poisson(config.junk_per_image))):
         cls = classes.foreground[int(rng.integers(len(classes.foreground)))]
         if rng.random() < 0.5:  # tiny box, possibly confident

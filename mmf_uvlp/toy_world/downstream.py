@@ -18,7 +18,13 @@ from mmf_uvlp.tasks import REFCOCO_PLUS_SPLITS
 from mmf_uvlp.toy_world.scene import Scene, SceneSpec
 from mmf_uvlp.toy_world.text import caption, tokenize
 from mmf_uvlp.toy_world.vocabulary import (
-    ATTRIBUTE_GROUPS, CLASSES, NUMBER_WORDS, ClassSet, article, attribute_groups, plural,
+    ATTRIBUTE_GROUPS,
+    CLASSES,
+    NUMBER_WORDS,
+    ClassSet,
+    article,
+    attribute_groups,
+    plural,
 )
 
 SceneMaker = Callable[[str, SceneSpec], Scene]
@@ -65,7 +71,10 @@ class Draw:
 
 
 def _pack(
-    rng: np.random.Generator, classes: ClassSet, draws: list[Draw], per_image: int,
+    rng: np.random.Generator,
+    classes: ClassSet,
+    draws: list[Draw],
+    per_image: int,
     realize: Callable[[np.random.Generator, ClassSet, Draw], tuple[SceneSpec, dict]],
 ) -> list[tuple[SceneSpec, list[dict]]]:
     """Group draws into images: each image takes up to ``per_image`` compatible draws.
@@ -112,22 +121,27 @@ def _vqa_draw(rng: np.random.Generator, classes: ClassSet) -> Draw:
     if kind == "colour":
         return Draw(kind, _pick(rng, ATTRIBUTE_GROUPS["colour"]), int(rng.integers(3)))
     sub = _pick(rng, _OTHER_KINDS)
-    options = {"holding": classes.handheld, "riding": classes.rideable, "on": None,
-               "material": ATTRIBUTE_GROUPS["material"]}[sub]
+    options = {
+        "holding": classes.handheld,
+        "riding": classes.rideable,
+        "on": None,
+        "material": ATTRIBUTE_GROUPS["material"],
+    }[sub]
     answer = _pick(rng, options) if options is not None else None
     return Draw(f"other:{sub}", answer, int(rng.integers(2)))
 
 
-def _vqa_realize(rng: np.random.Generator, classes: ClassSet,
-                 draw: Draw) -> tuple[SceneSpec, dict]:
+def _vqa_realize(rng: np.random.Generator, classes: ClassSet, draw: Draw) -> tuple[SceneSpec, dict]:
     spec = SceneSpec()
     v = draw.variant
     if draw.kind == "presence":
         cls = _pick(rng, classes.foreground)
         name = CLASSES[cls].name
-        question = (f"Is there {article(name)} {name} in the picture?",
-                    f"Is there {article(name)} {name}?",
-                    f"Are there any {plural(name)}?")[v]
+        question = (
+            f"Is there {article(name)} {name} in the picture?",
+            f"Is there {article(name)} {name}?",
+            f"Are there any {plural(name)}?",
+        )[v]
         if draw.answer == "yes":
             spec.add(cls)
         else:
@@ -136,8 +150,11 @@ def _vqa_realize(rng: np.random.Generator, classes: ClassSet,
     elif draw.kind == "counting":
         cls = _pick(rng, classes.foreground)
         many = plural(CLASSES[cls].name)
-        question = (f"How many {many} are there?", f"How many {many} are in the picture?",
-                    f"How many {many} can you see?")[v]
+        question = (
+            f"How many {many} are there?",
+            f"How many {many} are in the picture?",
+            f"How many {many} can you see?",
+        )[v]
         for _ in range(draw.answer):
             spec.add(cls)
         spec.exact.add(cls)
@@ -145,8 +162,11 @@ def _vqa_realize(rng: np.random.Generator, classes: ClassSet,
     elif draw.kind == "colour":
         cls = _pick(rng, classes.coloured)
         name = CLASSES[cls].name
-        question = (f"What color is the {name}?", f"What is the color of the {name}?",
-                    f"Which color is the {name}?")[v]
+        question = (
+            f"What color is the {name}?",
+            f"What is the color of the {name}?",
+            f"Which color is the {name}?",
+        )[v]
         spec.add(cls, colour=draw.answer)
         spec.exact.add(cls)
         answer = draw.answer
@@ -177,8 +197,12 @@ def _vqa_realize(rng: np.random.Generator, classes: ClassSet,
             question = (f"What is the {name} made of?", f"What material is the {name}?")[v]
             answer = draw.answer
     question_type = draw.kind.split(":")[-1]
-    return spec, {"question_str": question, "answer": answer, "question_type": question_type,
-                  "answer_type": ANSWER_TYPES.get(question_type, "other")}
+    return spec, {
+        "question_str": question,
+        "answer": answer,
+        "question_type": question_type,
+        "answer_type": ANSWER_TYPES.get(question_type, "other"),
+    }
 
 
 def _vqa_answers(rng: np.random.Generator, answer: str, kind: str) -> list[str]:
@@ -186,7 +210,8 @@ def _vqa_answers(rng: np.random.Generator, answer: str, kind: str) -> list[str]:
     answers = [answer] * 10
     if rng.random() < 0.25:
         alternatives = {
-            "presence": ["yes", "no"], "counting": ["1", "2", "3", "4", "5"],
+            "presence": ["yes", "no"],
+            "counting": ["1", "2", "3", "4", "5"],
             "colour": list(ATTRIBUTE_GROUPS["colour"]),
         }.get(kind, [answer])
         for k in rng.choice(10, size=int(rng.integers(1, 4)), replace=False):
@@ -203,8 +228,12 @@ def vqa_answer_vocabulary() -> list[str]:
 
 
 def build_vqa2(
-    rng: np.random.Generator, classes: ClassSet, questions: dict[str, int],
-    make_scene: SceneMaker, coco_ids: IdAllocator, per_image: int = 3,
+    rng: np.random.Generator,
+    classes: ClassSet,
+    questions: dict[str, int],
+    make_scene: SceneMaker,
+    coco_ids: IdAllocator,
+    per_image: int = 3,
 ) -> tuple[list[Scene], dict[str, list[dict]]]:
     """VQA2 imdb records per split (train/val/test) about ``classes``, and their scenes."""
     scenes, splits = [], {}
@@ -217,18 +246,20 @@ def build_vqa2(
             scenes.append(make_scene(name, spec))
             for k, item in enumerate(items):
                 answers = _vqa_answers(rng, item["answer"], item["question_type"])
-                records.append({
-                    "image_name": name,
-                    "image_id": image_id,
-                    "feature_path": f"{name}.npy",
-                    "question_id": image_id * 10 + k,
-                    "question_str": item["question_str"],
-                    "question_tokens": tokenize(item["question_str"]),
-                    "question_type": item["question_type"],
-                    "answer_type": item["answer_type"],
-                    "answers": answers,
-                    "all_answers": list(answers),
-                })
+                records.append(
+                    {
+                        "image_name": name,
+                        "image_id": image_id,
+                        "feature_path": f"{name}.npy",
+                        "question_id": image_id * 10 + k,
+                        "question_str": item["question_str"],
+                        "question_tokens": tokenize(item["question_str"]),
+                        "question_type": item["question_type"],
+                        "answer_type": item["answer_type"],
+                        "answers": answers,
+                        "all_answers": list(answers),
+                    }
+                )
         splits[split] = records
     return scenes, splits
 
@@ -267,10 +298,13 @@ def _nlvr2_example(rng: np.random.Generator, classes: ClassSet, kind: str, label
     if kind == "count_side":
         cls, n = _pick(rng, classes.foreground), int(rng.integers(1, 5))
         side = _pick(rng, ("left", "right"))
-        sentence = _pick(rng, (
-            f"The {side} image contains {_count_phrase(n, cls)}.",
-            f"There are {_count_phrase(n, cls)} in the {side} image.",
-        ))
+        sentence = _pick(
+            rng,
+            (
+                f"The {side} image contains {_count_phrase(n, cls)}.",
+                f"There are {_count_phrase(n, cls)} in the {side} image.",
+            ),
+        )
         shown = n if label else _other(rng, range(0, 5), n)
         target, other = (left, right) if side == "left" else (right, left)
         _with_count(target, cls, shown)
@@ -278,8 +312,13 @@ def _nlvr2_example(rng: np.random.Generator, classes: ClassSet, kind: str, label
     elif kind == "total":
         cls, n = _pick(rng, classes.foreground), int(rng.integers(2, 6))
         many = plural(CLASSES[cls].name)
-        sentence = _pick(rng, (f"There are {NUMBER_WORDS[n]} {many} in total.",
-                               f"The two images contain {NUMBER_WORDS[n]} {many} in total."))
+        sentence = _pick(
+            rng,
+            (
+                f"There are {NUMBER_WORDS[n]} {many} in total.",
+                f"The two images contain {NUMBER_WORDS[n]} {many} in total.",
+            ),
+        )
         total = n if label else n + _pick(rng, (-1, 1))
         k = int(rng.integers(max(0, total - 4), min(4, total) + 1))
         _with_count(left, cls, k)
@@ -287,8 +326,13 @@ def _nlvr2_example(rng: np.random.Generator, classes: ClassSet, kind: str, label
     elif kind == "both_colour":
         cls, colour = _pick(rng, classes.coloured), _pick(rng, ATTRIBUTE_GROUPS["colour"])
         phrase = f"{colour} {CLASSES[cls].name}"
-        sentence = _pick(rng, (f"Both images contain {article(phrase)} {phrase}.",
-                               f"Each image shows {article(phrase)} {phrase}."))
+        sentence = _pick(
+            rng,
+            (
+                f"Both images contain {article(phrase)} {phrase}.",
+                f"Each image shows {article(phrase)} {phrase}.",
+            ),
+        )
         wrong = _other(rng, ATTRIBUTE_GROUPS["colour"], colour)
         colours = [colour, colour] if label else [colour, wrong][:: _pick(rng, (1, -1))]
         for spec, c in zip((left, right), colours):
@@ -297,25 +341,41 @@ def _nlvr2_example(rng: np.random.Generator, classes: ClassSet, kind: str, label
     elif kind == "side_presence":
         cls, side = _pick(rng, classes.foreground), _pick(rng, ("left", "right"))
         name = CLASSES[cls].name
-        sentence = _pick(rng, (f"The {side} image contains {article(name)} {name}.",
-                               f"There is {article(name)} {name} in the {side} image."))
+        sentence = _pick(
+            rng,
+            (
+                f"The {side} image contains {article(name)} {name}.",
+                f"There is {article(name)} {name} in the {side} image.",
+            ),
+        )
         target, other = (left, right) if side == "left" else (right, left)
         _shown_if(rng, target, cls, label)
         _with_count(other, cls, int(rng.integers(0, 3)))
     elif kind == "both_present":
         cls = _pick(rng, classes.foreground)
         name = CLASSES[cls].name
-        sentence = _pick(rng, (f"Both images contain {article(name)} {name}.",
-                               f"Each image shows {article(name)} {name}."))
-        present = [True, True] if label else _pick(rng, ([True, False], [False, True],
-                                                          [False, False]))
+        sentence = _pick(
+            rng,
+            (
+                f"Both images contain {article(name)} {name}.",
+                f"Each image shows {article(name)} {name}.",
+            ),
+        )
+        present = (
+            [True, True] if label else _pick(rng, ([True, False], [False, True], [False, False]))
+        )
         for spec, has in zip((left, right), present):
             _shown_if(rng, spec, cls, has)
     elif kind == "one_not_other":
         cls = _pick(rng, classes.foreground)
         name = CLASSES[cls].name
-        sentence = _pick(rng, (f"One image contains {article(name)} {name} and the other does not.",
-                               f"Only one of the images shows {article(name)} {name}."))
+        sentence = _pick(
+            rng,
+            (
+                f"One image contains {article(name)} {name} and the other does not.",
+                f"Only one of the images shows {article(name)} {name}.",
+            ),
+        )
         if label:
             present = [True, False][:: _pick(rng, (1, -1))]
         else:
@@ -326,10 +386,13 @@ def _nlvr2_example(rng: np.random.Generator, classes: ClassSet, kind: str, label
         person, held = _pick(rng, classes.persons), _pick(rng, classes.handheld)
         spare = _other(rng, classes.handheld, held)
         pname, hname = CLASSES[person].name, CLASSES[held].name
-        sentence = _pick(rng, (
-            f"In one of the images, {article(pname)} {pname} is holding {article(hname)} {hname}.",
-            f"One image shows {article(pname)} {pname} holding {article(hname)} {hname}.",
-        ))
+        sentence = _pick(
+            rng,
+            (
+                f"In one of the images, {article(pname)} {pname} is holding {article(hname)} {hname}.",
+                f"One image shows {article(pname)} {pname} holding {article(hname)} {hname}.",
+            ),
+        )
         target, other = (left, right)[:: _pick(rng, (1, -1))]
         p, x, y = target.add(person), target.add(held), target.add(spare)
         target.relations.append((p, "holding", x if label else y))
@@ -339,8 +402,13 @@ def _nlvr2_example(rng: np.random.Generator, classes: ClassSet, kind: str, label
 
 
 def build_nlvr2(
-    rng: np.random.Generator, classes: ClassSet, pairs: dict[str, int], make_scene: SceneMaker,
-    kinds: tuple[str, ...] = NLVR2_KINDS, named: ClassSet | None = None, named_percent: int = 100,
+    rng: np.random.Generator,
+    classes: ClassSet,
+    pairs: dict[str, int],
+    make_scene: SceneMaker,
+    kinds: tuple[str, ...] = NLVR2_KINDS,
+    named: ClassSet | None = None,
+    named_percent: int = 100,
 ) -> tuple[list[Scene], dict[str, list[dict]]]:
     """NLVR2 jsonl records per split (train/val/test) and their scenes (two per pair); each
     statement's kind is drawn uniformly from ``kinds``. A statement names one of ``named``
@@ -353,19 +421,20 @@ def build_nlvr2(
         for k in range(pairs[split]):
             kind, label = _pick(rng, kinds), bool(rng.random() < 0.5)
             narrow = named_percent == 100 or rng.random() * 100 < named_percent
-            sentence, left, right = _nlvr2_example(rng, named if narrow else classes, kind,
-                                                   label)
+            sentence, left, right = _nlvr2_example(rng, named if narrow else classes, kind, label)
             stem = f"{name}-{1000 + k // 2}-{k % 2}"
             for side, spec in enumerate((left, right)):
                 scenes.append(make_scene(f"{stem}-img{side}", spec))
-            records.append({
-                "identifier": f"{stem}-0",
-                "sentence": sentence,
-                "label": "True" if label else "False",
-                "left_url": f"toy://nlvr2/{stem}-img0.png",
-                "right_url": f"toy://nlvr2/{stem}-img1.png",
-                "statement_type": kind,
-            })
+            records.append(
+                {
+                    "identifier": f"{stem}-0",
+                    "sentence": sentence,
+                    "label": "True" if label else "False",
+                    "left_url": f"toy://nlvr2/{stem}-img0.png",
+                    "right_url": f"toy://nlvr2/{stem}-img1.png",
+                    "statement_type": kind,
+                }
+            )
         splits[split] = records
     return scenes, splits
 
@@ -379,8 +448,7 @@ def _ve_draw(rng: np.random.Generator) -> Draw:
     return Draw(_pick(rng, VE_KINDS), _pick(rng, VE_LABELS), int(rng.integers(2)))
 
 
-def _ve_realize(rng: np.random.Generator, classes: ClassSet,
-                draw: Draw) -> tuple[SceneSpec, dict]:
+def _ve_realize(rng: np.random.Generator, classes: ClassSet, draw: Draw) -> tuple[SceneSpec, dict]:
     """A hypothesis about a definite object: absent object = neutral."""
     spec, label, v = SceneSpec(), draw.answer, draw.variant
     if draw.kind in ("colour", "material"):
@@ -388,9 +456,11 @@ def _ve_realize(rng: np.random.Generator, classes: ClassSet,
         cls = _pick(rng, classes.coloured if group == "colour" else classes.material)
         value = _pick(rng, ATTRIBUTE_GROUPS[group])
         name = CLASSES[cls].name
-        sentence = ((f"The {name} is {value}.", f"The {name} in the picture is {value}.")[v]
-                    if group == "colour" else
-                    (f"The {name} is made of {value}.", f"The {name} is {value}.")[v])
+        sentence = (
+            (f"The {name} is {value}.", f"The {name} in the picture is {value}.")[v]
+            if group == "colour"
+            else (f"The {name} is made of {value}.", f"The {name} is {value}.")[v]
+        )
         if label == "neutral":
             spec.forbidden.add(cls)
         else:
@@ -401,8 +471,10 @@ def _ve_realize(rng: np.random.Generator, classes: ClassSet,
         person, held = _pick(rng, classes.persons), _pick(rng, classes.handheld)
         spare = _other(rng, classes.handheld, held)
         pname, hname = CLASSES[person].name, CLASSES[held].name
-        sentence = (f"The {pname} is holding {article(hname)} {hname}.",
-                    f"The {pname} holds {article(hname)} {hname}.")[v]
+        sentence = (
+            f"The {pname} is holding {article(hname)} {hname}.",
+            f"The {pname} holds {article(hname)} {hname}.",
+        )[v]
         if label == "neutral":
             spec.add(held)
             spec.add(spare)
@@ -432,8 +504,12 @@ def _ve_realize(rng: np.random.Generator, classes: ClassSet,
 
 
 def build_visual_entailment(
-    rng: np.random.Generator, classes: ClassSet, hypotheses: dict[str, int],
-    make_scene: SceneMaker, flickr_ids: IdAllocator, per_image: int = 3,
+    rng: np.random.Generator,
+    classes: ClassSet,
+    hypotheses: dict[str, int],
+    make_scene: SceneMaker,
+    flickr_ids: IdAllocator,
+    per_image: int = 3,
 ) -> tuple[list[Scene], dict[str, list[dict]]]:
     """SNLI-VE jsonl records per split (train/val/test) about ``classes``, and their scenes.
 
@@ -450,16 +526,18 @@ def build_visual_entailment(
             scenes.append(scene)
             premise = caption(rng, scene, exclude=spec.mentioned())
             for k, item in enumerate(items):
-                records.append({
-                    "Flikr30kID": image,
-                    "captionID": f"{image}#0",
-                    "pairID": f"{image}#0r{k + 1}{item['gold_label'][0]}",
-                    "sentence1": premise,
-                    "sentence2": item["sentence2"],
-                    "gold_label": item["gold_label"],
-                    "annotator_labels": [item["gold_label"]],
-                    "hypothesis_type": item["hypothesis_type"],
-                })
+                records.append(
+                    {
+                        "Flikr30kID": image,
+                        "captionID": f"{image}#0",
+                        "pairID": f"{image}#0r{k + 1}{item['gold_label'][0]}",
+                        "sentence1": premise,
+                        "sentence2": item["sentence2"],
+                        "gold_label": item["gold_label"],
+                        "annotator_labels": [item["gold_label"]],
+                        "hypothesis_type": item["hypothesis_type"],
+                    }
+                )
         splits[split] = records
     return scenes, splits
 
@@ -478,7 +556,8 @@ class ReferWorld:
     def instances_json(self) -> dict:
         categories = [
             {"id": i + 1, "name": c.name, "supercategory": c.supercategory}
-            for i, c in enumerate(CLASSES) if not c.background
+            for i, c in enumerate(CLASSES)
+            if not c.background
         ]
         return {
             "info": {"description": "mmf_uvlp toy world RefCOCO+"},
@@ -496,8 +575,12 @@ def _distinct_group(cls: int) -> str:
 def _attribute_expressions(rng, cls: int, value: str) -> list[str]:
     name = CLASSES[cls].name
     who = "who is" if CLASSES[cls].is_person else "that is"
-    options = [f"{value} {name}", f"the {value} {name}", f"the {value} one",
-               f"{name} {who} {value}"]
+    options = [
+        f"{value} {name}",
+        f"the {value} {name}",
+        f"the {value} one",
+        f"{name} {who} {value}",
+    ]
     picks = rng.choice(len(options), size=2, replace=False)
     return [options[int(i)] for i in picks]
 
@@ -534,8 +617,11 @@ def _refcoco_image(rng: np.random.Generator, classes: ClassSet, people: bool):
 
 
 def build_refcoco(
-    rng: np.random.Generator, classes: ClassSet, images: dict[str, int],
-    make_scene: SceneMaker, coco_ids: IdAllocator,
+    rng: np.random.Generator,
+    classes: ClassSet,
+    images: dict[str, int],
+    make_scene: SceneMaker,
+    coco_ids: IdAllocator,
 ) -> tuple[list[Scene], ReferWorld]:
     """RefCOCO+ refs (train/val/testA/testB) about ``classes`` over COCO-like images.
 
@@ -552,35 +638,49 @@ def build_refcoco(
             name = f"{COCO_PREFIX['train']}_{image_id:012d}"
             scene = make_scene(name, spec)
             scenes.append(scene)
-            world.images.append({"id": image_id, "file_name": f"{name}.jpg",
-                                 "width": scene.width, "height": scene.height})
+            world.images.append(
+                {
+                    "id": image_id,
+                    "file_name": f"{name}.jpg",
+                    "width": scene.width,
+                    "height": scene.height,
+                }
+            )
             ann_of = {}
             for i in scene.foreground():
                 ann_id += 1
                 ann_of[i] = ann_id
                 x1, y1, x2, y2 = scene.objects[i].box
                 w, h = round(x2 - x1, 2), round(y2 - y1, 2)
-                world.annotations.append({
-                    "id": ann_id, "image_id": image_id,
-                    "category_id": scene.objects[i].cls + 1,
-                    "bbox": [x1, y1, w, h], "area": round(w * h, 2), "iscrowd": 0,
-                    "segmentation": [[x1, y1, x2, y1, x2, y2, x1, y2]],
-                })
+                world.annotations.append(
+                    {
+                        "id": ann_id,
+                        "image_id": image_id,
+                        "category_id": scene.objects[i].cls + 1,
+                        "bbox": [x1, y1, w, h],
+                        "area": round(w * h, 2),
+                        "iscrowd": 0,
+                        "segmentation": [[x1, y1, x2, y1, x2, y2, x1, y2]],
+                    }
+                )
             for index, expressions in refs:
                 sentences = []
                 for raw in expressions:
                     sent_id += 1
                     tokens = tokenize(raw)
-                    sentences.append({"tokens": tokens, "raw": raw, "sent_id": sent_id,
-                                      "sent": " ".join(tokens)})
-                world.refs.append({
-                    "ref_id": len(world.refs),
-                    "ann_id": ann_of[index],
-                    "image_id": image_id,
-                    "split": split,
-                    "category_id": scene.objects[index].cls + 1,
-                    "file_name": f"{name}_{ann_of[index]}.jpg",
-                    "sent_ids": [s["sent_id"] for s in sentences],
-                    "sentences": sentences,
-                })
+                    sentences.append(
+                        {"tokens": tokens, "raw": raw, "sent_id": sent_id, "sent": " ".join(tokens)}
+                    )
+                world.refs.append(
+                    {
+                        "ref_id": len(world.refs),
+                        "ann_id": ann_of[index],
+                        "image_id": image_id,
+                        "split": split,
+                        "category_id": scene.objects[index].cls + 1,
+                        "file_name": f"{name}_{ann_of[index]}.jpg",
+                        "sent_ids": [s["sent_id"] for s in sentences],
+                        "sentences": sentences,
+                    }
+                )
     return scenes, world

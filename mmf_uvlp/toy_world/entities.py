@@ -23,10 +23,20 @@ from mmf_uvlp.toy_world.writers import write_lines
 
 FOLDER = "flickr30k_entities"
 CAPTIONS_PER_IMAGE = 5
-ENTITY_TYPES = {"person": "people", "animal": "animals", "vehicle": "vehicles",
-                "clothing": "clothing", "scenery": "scene"}
-GROUP_NOUNS = {"person": "people", "animal": "animals", "vehicle": "vehicles",
-               "plant": "plants", "furniture": "pieces of furniture"}
+ENTITY_TYPES = {
+    "person": "people",
+    "animal": "animals",
+    "vehicle": "vehicles",
+    "clothing": "clothing",
+    "scenery": "scene",
+}
+GROUP_NOUNS = {
+    "person": "people",
+    "animal": "animals",
+    "vehicle": "vehicles",
+    "plant": "plants",
+    "furniture": "pieces of furniture",
+}
 _PLACES = ("on", "in front of", "near", "next to")
 _PREFIXES = ((), (), ("a", "photo", "of"), ("a", "view", "of"), ("a", "picture", "of"))
 
@@ -65,11 +75,16 @@ def _groups(scene: Scene, foreground: list[int]) -> list[Mention]:
         by_class.setdefault(scene.objects[i].cls, []).append(i)
         by_supercategory.setdefault(CLASSES[scene.objects[i].cls].supercategory, []).append(i)
     nouns = [(members, plural(CLASSES[cls].name)) for cls, members in by_class.items()]
-    nouns += [(members, GROUP_NOUNS[supercategory])
-              for supercategory, members in by_supercategory.items()
-              if supercategory in GROUP_NOUNS and len({scene.objects[i].cls for i in members}) > 1]
-    return [(tuple(members), (NUMBER_WORDS[len(members)], *noun.split()))
-            for members, noun in nouns if len(members) > 1]
+    nouns += [
+        (members, GROUP_NOUNS[supercategory])
+        for supercategory, members in by_supercategory.items()
+        if supercategory in GROUP_NOUNS and len({scene.objects[i].cls for i in members}) > 1
+    ]
+    return [
+        (tuple(members), (NUMBER_WORDS[len(members)], *noun.split()))
+        for members, noun in nouns
+        if len(members) > 1
+    ]
 
 
 def _caption(rng: np.random.Generator, scene: Scene) -> list[tuple[str, Mention | None]]:
@@ -81,13 +96,18 @@ def _caption(rng: np.random.Generator, scene: Scene) -> list[tuple[str, Mention 
     style = rng.random()
     if relations and style < 0.35:
         subject, predicate, obj = _pick(rng, relations)
-        pieces += [("", _single(rng, scene, subject)), (predicate, None),
-                   ("", _single(rng, scene, obj))]
+        pieces += [
+            ("", _single(rng, scene, subject)),
+            (predicate, None),
+            ("", _single(rng, scene, obj)),
+        ]
     elif groups and style < 0.6:
         pieces.append(("", _pick(rng, groups)))
     else:
-        area = {i: (b[2] - b[0]) * (b[3] - b[1])
-                for i, b in ((i, scene.objects[i].box) for i in foreground)}
+        area = {
+            i: (b[2] - b[0]) * (b[3] - b[1])
+            for i, b in ((i, scene.objects[i].box) for i in foreground)
+        }
         ranked = sorted(foreground, key=lambda i: (-area[i], i))[: int(rng.integers(1, 4))]
         for k, index in enumerate(ranked):
             if k:
@@ -112,8 +132,9 @@ class _EntityIds:
         return self.ids[key]
 
 
-def _markup(pieces: Iterable[tuple[str, Mention | None]], scene: Scene,
-            entity_ids: _EntityIds) -> str:
+def _markup(
+    pieces: Iterable[tuple[str, Mention | None]], scene: Scene, entity_ids: _EntityIds
+) -> str:
     tokens: list[str] = []
     for text, mention in pieces:
         if mention is None:
@@ -141,23 +162,33 @@ def annotation_xml(scene: Scene, entity_ids: Mapping[tuple[int, ...], int]) -> l
     for objects, entity in sorted(entity_ids.items(), key=lambda item: item[1]):
         for index in objects:
             names.setdefault(index, []).append(entity)
-    lines = ["<annotation>", f"\t<filename>{scene.image_id}.jpg</filename>", "\t<size>",
-             f"\t\t<width>{scene.width}</width>", f"\t\t<height>{scene.height}</height>",
-             "\t\t<depth>3</depth>", "\t</size>"]
+    lines = [
+        "<annotation>",
+        f"\t<filename>{scene.image_id}.jpg</filename>",
+        "\t<size>",
+        f"\t\t<width>{scene.width}</width>",
+        f"\t\t<height>{scene.height}</height>",
+        "\t\t<depth>3</depth>",
+        "\t</size>",
+    ]
     for index in sorted(names):
         box = pixel_box(scene.objects[index].box, scene.width, scene.height)
         lines.append("\t<object>")
         lines += [f"\t\t<name>{entity}</name>" for entity in names[index]]
         lines.append("\t\t<bndbox>")
-        lines += [f"\t\t\t<{tag}>{value}</{tag}>"
-                  for tag, value in zip(("xmin", "ymin", "xmax", "ymax"), box)]
+        lines += [
+            f"\t\t\t<{tag}>{value}</{tag}>"
+            for tag, value in zip(("xmin", "ymin", "xmax", "ymax"), box)
+        ]
         lines += ["\t\t</bndbox>", "\t</object>"]
     lines.append("</annotation>")
     return lines
 
 
 def write_flickr30k_entities(
-    out: Path, rng: Callable[..., np.random.Generator], scenes: Iterable[Scene],
+    out: Path,
+    rng: Callable[..., np.random.Generator],
+    scenes: Iterable[Scene],
     ve_records: Mapping[str, list[dict]],
 ) -> dict[str, str]:
     """Write ``flickr30k_entities/`` for ``scenes``; returns its paths relative to ``out``.
@@ -170,13 +201,19 @@ def write_flickr30k_entities(
     for scene in scenes:
         image_rng = rng("entities", scene.image_id)
         entity_ids.ids = {}
-        captions = [_markup(_caption(image_rng, scene), scene, entity_ids)
-                    for _ in range(CAPTIONS_PER_IMAGE)]
+        captions = [
+            _markup(_caption(image_rng, scene), scene, entity_ids)
+            for _ in range(CAPTIONS_PER_IMAGE)
+        ]
         write_lines(root / "Sentences" / f"{scene.image_id}.txt", captions)
-        write_lines(root / "Annotations" / f"{scene.image_id}.xml",
-                    annotation_xml(scene, entity_ids.ids))
-    paths = {"root": FOLDER, "sentences": f"{FOLDER}/Sentences",
-             "annotations": f"{FOLDER}/Annotations"}
+        write_lines(
+            root / "Annotations" / f"{scene.image_id}.xml", annotation_xml(scene, entity_ids.ids)
+        )
+    paths = {
+        "root": FOLDER,
+        "sentences": f"{FOLDER}/Sentences",
+        "annotations": f"{FOLDER}/Annotations",
+    }
     for split, records in ve_records.items():
         ids = sorted({r["Flikr30kID"].split(".")[0] for r in records})
         write_lines(root / f"{split}.txt", ids)

@@ -35,7 +35,12 @@ from mmf_uvlp.toy_world.scene import Scene, SceneSpec, sample_scene
 from mmf_uvlp.toy_world.text import CAPTION_STYLES, narrative_sentence, tokenize
 from mmf_uvlp.toy_world.vocabulary import CLASSES, vocabulary_json
 from mmf_uvlp.toy_world.writers import (
-    PoolWriter, write_json, write_lines, write_object_npy, write_pickle, dumps,
+    PoolWriter,
+    write_json,
+    write_lines,
+    write_object_npy,
+    write_pickle,
+    dumps,
 )
 from mmf_uvlp.errors import UnsafeOutputPath
 from mmf_uvlp.utils.atomic import atomic_path
@@ -55,8 +60,7 @@ class Streams:
         self.seed = seed
 
     def __call__(self, *names: str) -> np.random.Generator:
-        return np.random.default_rng(
-            [self.seed] + [zlib.crc32(n.encode("utf-8")) for n in names])
+        return np.random.default_rng([self.seed] + [zlib.crc32(n.encode("utf-8")) for n in names])
 
 
 class WorldGenerator:
@@ -67,8 +71,9 @@ class WorldGenerator:
         self.rng = Streams(config.seed)
         self.classes = config.class_set()
         self.detector = DetectorConfig(max_regions=config.max_regions)
-        self.features = (FeatureModel(self.rng("features"), config.feature_dim)
-                         if config.features else None)
+        self.features = (
+            FeatureModel(self.rng("features"), config.feature_dim) if config.features else None
+        )
         self.paths: dict = {}
         self.counts: dict = {"pools": {}}
 
@@ -76,19 +81,24 @@ class WorldGenerator:
         return sample_scene(self.rng("scene", image_id), self.classes, image_id, spec)
 
     def _bar(self, items: Iterable, total: int, desc: str):
-        return tqdm(items, total=total, desc=desc, disable=not self.progress,
-                    unit="img", leave=False)
+        return tqdm(
+            items, total=total, desc=desc, disable=not self.progress, unit="img", leave=False
+        )
 
     def write_pool(self, pool: str, scenes: Iterator[Scene], total: int) -> dict[str, str]:
         vinvl = pool == PRETRAIN_POOL or self.config.vinvl_features_all_pools
         writer = PoolWriter(self.out, pool, self.config.features, vinvl, self.config.npy)
         for scene in self._bar(scenes, total, f"pool {pool}"):
-            det = detect(self.rng("detect", scene.image_id), self.classes, scene, self.detector,
-                         self.features)
+            det = detect(
+                self.rng("detect", scene.image_id),
+                self.classes,
+                scene,
+                self.detector,
+                self.features,
+            )
             writer.write(scene.to_json(), det)
         paths = writer.close()
-        self.counts["pools"][pool] = {"images": writer.num_images,
-                                      "regions": writer.num_regions}
+        self.counts["pools"][pool] = {"images": writer.num_images, "regions": writer.num_regions}
         return paths
 
     # ------------------------------------------------------------------ pre-training
@@ -109,8 +119,9 @@ class WorldGenerator:
         text = self.out / "text"
         write_lines(text / "captions_gt.tsv", (f"{i}\t{c}" for i, c in zip(ids, captions)))
         extra = []
-        for k in self._bar(range(self.config.extra_captions), self.config.extra_captions,
-                           "extra captions"):
+        for k in self._bar(
+            range(self.config.extra_captions), self.config.extra_captions, "extra captions"
+        ):
             image_id = f"unpooled_{k:06d}"
             extra.append(describe(self.rng("caption", image_id), self.scene(image_id)))
         corpus = captions + extra
@@ -118,24 +129,32 @@ class WorldGenerator:
         write_lines(text / "caption_corpus.txt", (corpus[i] for i in order))
         narrative_rng = self.rng("narrative")
         n_narr = self.config.narrative_sentences
-        write_lines(text / "narrative_corpus.txt",
-                    (narrative_sentence(narrative_rng, self.classes) for _ in
-                     self._bar(range(n_narr), n_narr, "narrative")))
-        self.paths.update({
-            "images_gt": pool_paths["images_gt"],
-            "predictions_tsv": pool_paths["predictions_tsv"],
-            "detections_jsonl": pool_paths["detections_jsonl"],
-            "captions_gt": "text/captions_gt.tsv",
-            "caption_corpus": "text/caption_corpus.txt",
-            "narrative_corpus": "text/narrative_corpus.txt",
-        })
-        for key, name in (("features_tsv", "features_tsv"), ("lmdb", "pretrain_lmdb"),
-                          ("npy_dir", "pretrain_npy")):
+        write_lines(
+            text / "narrative_corpus.txt",
+            (
+                narrative_sentence(narrative_rng, self.classes)
+                for _ in self._bar(range(n_narr), n_narr, "narrative")
+            ),
+        )
+        self.paths.update(
+            {
+                "images_gt": pool_paths["images_gt"],
+                "predictions_tsv": pool_paths["predictions_tsv"],
+                "detections_jsonl": pool_paths["detections_jsonl"],
+                "captions_gt": "text/captions_gt.tsv",
+                "caption_corpus": "text/caption_corpus.txt",
+                "narrative_corpus": "text/narrative_corpus.txt",
+            }
+        )
+        for key, name in (
+            ("features_tsv", "features_tsv"),
+            ("lmdb", "pretrain_lmdb"),
+            ("npy_dir", "pretrain_npy"),
+        ):
             if key in pool_paths:
                 self.paths[name] = pool_paths[key]
         self.paths["pools"] = {PRETRAIN_POOL: pool_paths}
-        self.counts.update(captions_gt=n, caption_corpus=len(corpus),
-                           narrative_corpus=n_narr)
+        self.counts.update(captions_gt=n, caption_corpus=len(corpus), narrative_corpus=n_narr)
 
     # ------------------------------------------------------------------ downstream
 
@@ -144,20 +163,38 @@ class WorldGenerator:
         coco_ids = ds.IdAllocator(self.rng("coco_ids"), 1, 600_000)
         flickr_ids = ds.IdAllocator(self.rng("flickr_ids"), 1_000_000_000, 9_999_999_999)
         classes = self.classes
-        vqa_scenes, vqa = ds.build_vqa2(self.rng("vqa2"), classes, dict(zip(
-            ds.VQA_SPLITS, c.vqa2_questions)), self.scene, coco_ids)
-        ref_scenes, refer = ds.build_refcoco(self.rng("refcoco+"), classes, dict(zip(
-            ds.REFCOCO_SPLITS, c.refcoco_images)), self.scene, coco_ids)
+        vqa_scenes, vqa = ds.build_vqa2(
+            self.rng("vqa2"),
+            classes,
+            dict(zip(ds.VQA_SPLITS, c.vqa2_questions)),
+            self.scene,
+            coco_ids,
+        )
+        ref_scenes, refer = ds.build_refcoco(
+            self.rng("refcoco+"),
+            classes,
+            dict(zip(ds.REFCOCO_SPLITS, c.refcoco_images)),
+            self.scene,
+            coco_ids,
+        )
         nlvr_scenes, nlvr = ds.build_nlvr2(
-            self.rng("nlvr2"), classes, dict(zip(ds.NLVR2_SPLITS, c.nlvr2_pairs)), self.scene,
-            ds.NLVR2_STATEMENTS[c.nlvr2_statements], classes.first(c.nlvr2_classes),
-            c.nlvr2_classes_percent)
-        ve_scenes, ve = ds.build_visual_entailment(self.rng("visual_entailment"), classes,
-                                                   dict(zip(ds.VE_SPLITS, c.ve_hypotheses)),
-                                                   self.scene, flickr_ids)
+            self.rng("nlvr2"),
+            classes,
+            dict(zip(ds.NLVR2_SPLITS, c.nlvr2_pairs)),
+            self.scene,
+            ds.NLVR2_STATEMENTS[c.nlvr2_statements],
+            classes.first(c.nlvr2_classes),
+            c.nlvr2_classes_percent,
+        )
+        ve_scenes, ve = ds.build_visual_entailment(
+            self.rng("visual_entailment"),
+            classes,
+            dict(zip(ds.VE_SPLITS, c.ve_hypotheses)),
+            self.scene,
+            flickr_ids,
+        )
 
-        pools = {"coco": vqa_scenes + ref_scenes, "nlvr2": nlvr_scenes,
-                 "flickr30k": ve_scenes}
+        pools = {"coco": vqa_scenes + ref_scenes, "nlvr2": nlvr_scenes, "flickr30k": ve_scenes}
         for pool, scenes in pools.items():
             scenes.sort(key=lambda s: s.image_id.encode("utf-8"))
             self.paths["pools"][pool] = self.write_pool(pool, iter(scenes), len(scenes))
@@ -165,8 +202,13 @@ class WorldGenerator:
         mmf = self.out / "mmf"
         vqa_paths = {}
         for split, records in vqa.items():
-            header = {"dataset_name": "vqa2", "version": 1, "has_answer": True,
-                      "split": split, "source": "mmf_uvlp toy world"}
+            header = {
+                "dataset_name": "vqa2",
+                "version": 1,
+                "has_answer": True,
+                "split": split,
+                "source": "mmf_uvlp toy world",
+            }
             path = mmf / "vqa2" / "annotations" / f"imdb_{split}.npy"
             write_object_npy(path, [header] + records)
             vqa_paths[split] = self._rel(path)
@@ -185,13 +227,17 @@ class WorldGenerator:
             write_lines(path, (dumps(r) for r in records))
             ve_paths[split] = self._rel(path)
         self.paths["flickr30k_entities"] = write_flickr30k_entities(
-            self.out, self.rng, pools["flickr30k"], ve)
+            self.out, self.rng, pools["flickr30k"], ve
+        )
 
         refer_dir = self.out / "refer" / "refcoco+"
         write_pickle(refer_dir / "refs(unc).p", refer.refs)
         write_json(refer_dir / "instances.json", refer.instances_json(), indent=None)
-        ref_paths = {"root": "refer", "refs": "refer/refcoco+/refs(unc).p",
-                     "instances": "refer/refcoco+/instances.json"}
+        ref_paths = {
+            "root": "refer",
+            "refs": "refer/refcoco+/refs(unc).p",
+            "instances": "refer/refcoco+/instances.json",
+        }
 
         words = Counter()
         for records in vqa.values():
@@ -204,9 +250,12 @@ class WorldGenerator:
             words.update(t for s in ref["sentences"] for t in s["tokens"])
         write_lines(mmf / "vocabs" / "vocabulary_toy.txt", sorted(words))
 
-        for task, paths, pool in (("vqa2", vqa_paths, "coco"), ("nlvr2", nlvr_paths, "nlvr2"),
-                                  ("visual_entailment", ve_paths, "flickr30k"),
-                                  ("refcoco+", ref_paths, "coco")):
+        for task, paths, pool in (
+            ("vqa2", vqa_paths, "coco"),
+            ("nlvr2", nlvr_paths, "nlvr2"),
+            ("visual_entailment", ve_paths, "flickr30k"),
+            ("refcoco+", ref_paths, "coco"),
+        ):
             paths["pool"] = pool
             pool_paths = self.paths["pools"][pool]
             if "lmdb" in pool_paths:
@@ -220,11 +269,18 @@ class WorldGenerator:
             vqa2={s: len(r) for s, r in vqa.items()},
             nlvr2={s: len(r) for s, r in nlvr.items()},
             visual_entailment={s: len(r) for s, r in ve.items()},
-            **{"refcoco+": {
-                "refs": {s: sum(r["split"] == s for r in refer.refs) for s in ds.REFCOCO_SPLITS},
-                "sentences": {s: sum(len(r["sentences"]) for r in refer.refs if r["split"] == s)
-                              for s in ds.REFCOCO_SPLITS},
-                "images": len(refer.images)}},
+            **{
+                "refcoco+": {
+                    "refs": {
+                        s: sum(r["split"] == s for r in refer.refs) for s in ds.REFCOCO_SPLITS
+                    },
+                    "sentences": {
+                        s: sum(len(r["sentences"]) for r in refer.refs if r["split"] == s)
+                        for s in ds.REFCOCO_SPLITS
+                    },
+                    "images": len(refer.images),
+                }
+            },
         )
 
     def _rel(self, path: Path) -> str:
@@ -255,14 +311,17 @@ class WorldGenerator:
             "paths": self.paths,
             "file_list": FILE_LIST,
         }
-        write_lines(self.out / FILE_LIST, sorted(
-            p.relative_to(self.out).as_posix() for p in self.out.rglob("*") if p.is_file()))
+        write_lines(
+            self.out / FILE_LIST,
+            sorted(p.relative_to(self.out).as_posix() for p in self.out.rglob("*") if p.is_file()),
+        )
         write_json(self.out / MANIFEST, manifest)
         return manifest
 
 
-def generate_world(config: WorldConfig, out: str | Path, progress: bool = False,
-                   overwrite: bool = False) -> dict:
+def generate_world(
+    config: WorldConfig, out: str | Path, progress: bool = False, overwrite: bool = False
+) -> dict:
     """Generate the world described by ``config`` into ``out``; returns the manifest.
 
     ``out`` must be missing or empty, or (with ``overwrite``) hold a generated world,
@@ -272,8 +331,10 @@ def generate_world(config: WorldConfig, out: str | Path, progress: bool = False,
     check_output(out, overwrite)
     partial = out.parent / f".{out.name}.partial"
     if partial.is_symlink():
-        raise UnsafeOutputPath(f"{partial} (where a world is written before it is moved in) "
-                               "is a symbolic link; remove it")
+        raise UnsafeOutputPath(
+            f"{partial} (where a world is written before it is moved in) "
+            "is a symbolic link; remove it"
+        )
     if partial.exists():
         shutil.rmtree(partial)  # left by a killed run
     partial.mkdir(parents=True)
@@ -290,19 +351,21 @@ def check_output(out: Path, overwrite: bool) -> None:
         raise FileExistsError(f"{out} exists and is not a directory")
     if out.is_dir() and any(out.iterdir()):
         if not overwrite:
-            raise FileExistsError(f"{out} is not empty (pass --overwrite to replace a "
-                                  "previously generated world)")
+            raise FileExistsError(
+                f"{out} is not empty (pass --overwrite to replace a previously generated world)"
+            )
         if not (out / MANIFEST).is_file():
-            raise FileExistsError(f"{out} has no {MANIFEST}; refusing to write into a "
-                                  "directory that is not a generated world")
+            raise FileExistsError(
+                f"{out} has no {MANIFEST}; refusing to write into a "
+                "directory that is not a generated world"
+            )
         _listed(out)
 
 
 def _listed(root: Path) -> set[str]:
     """The files a world in ``root`` lists (none for a world older than its file list),
     each checked to lie inside ``root`` with no symbolic link on its way."""
-    return {path.relative_to(root).as_posix()
-            for path in read_file_list(root, root / FILE_LIST)}
+    return {path.relative_to(root).as_posix() for path in read_file_list(root, root / FILE_LIST)}
 
 
 def _move_in(partial: Path, out: Path) -> None:

@@ -13,7 +13,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mmf_uvlp.toy_world.vocabulary import (
-    ATTRIBUTE_GROUPS, BACKGROUND, CLASSES, UNDER_ANCHORS, ClassSet, attribute_groups, can_relate,
+    ATTRIBUTE_GROUPS,
+    BACKGROUND,
+    CLASSES,
+    UNDER_ANCHORS,
+    ClassSet,
+    attribute_groups,
+    can_relate,
 )
 
 MIN_OBJECTS = 3
@@ -244,7 +250,10 @@ def _random_relation(rng, objects, allowed) -> tuple[int, str, int] | None:
 
 
 def sample_scene(
-    rng: np.random.Generator, classes: ClassSet, image_id: str, spec: SceneSpec | None = None,
+    rng: np.random.Generator,
+    classes: ClassSet,
+    image_id: str,
+    spec: SceneSpec | None = None,
     relation_rate: float = 0.35,
 ) -> Scene:
     """Sample a scene satisfying ``spec``, filled with random objects and relations.
@@ -279,8 +288,11 @@ def sample_scene(
         objects.append(SceneObject(cls, _sample_attrs(rng, cls, {}), []))
         dep = len(objects) - 1
         anchor_of[dep] = (anchor, predicate)
-        relations.append((anchor, predicate, dep) if dependent_role(predicate) == "object"
-                         else (dep, predicate, anchor))
+        relations.append(
+            (anchor, predicate, dep)
+            if dependent_role(predicate) == "object"
+            else (dep, predicate, anchor)
+        )
 
     # place free objects first, then dependents once their anchor is placed
     pending = list(range(len(objects)))

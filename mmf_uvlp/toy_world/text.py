@@ -13,39 +13,127 @@ import numpy as np
 
 from mmf_uvlp.toy_world.scene import Scene
 from mmf_uvlp.toy_world.vocabulary import (
-    ATTRIBUTE_GROUPS, CLASSES, NUMBER_WORDS, ClassSet, article, attribute_groups, plural,
+    ATTRIBUTE_GROUPS,
+    CLASSES,
+    NUMBER_WORDS,
+    ClassSet,
+    article,
+    attribute_groups,
+    plural,
 )
 
 _DISTRACTORS = (
-    "on a sunny day", "in the city", "at night", "during the holidays", "in the morning",
-    "after the rain", "in summer", "in winter", "close up", "at the weekend",
+    "on a sunny day",
+    "in the city",
+    "at night",
+    "during the holidays",
+    "in the morning",
+    "after the rain",
+    "in summer",
+    "in winter",
+    "close up",
+    "at the weekend",
 )
-_PREFIXES = ("", "", "", "photo of ", "a view of ", "stock image of ", "picture of ",
-             "an image of ")
-_SUFFIXES = ("", "", "", " - stock photo", " in this picture", ", vintage style",
-             " for sale", " near my home")
+_PREFIXES = (
+    "",
+    "",
+    "",
+    "photo of ",
+    "a view of ",
+    "stock image of ",
+    "picture of ",
+    "an image of ",
+)
+_SUFFIXES = (
+    "",
+    "",
+    "",
+    " - stock photo",
+    " in this picture",
+    ", vintage style",
+    " for sale",
+    " near my home",
+)
 _NAMES = (
-    "Anna", "Ben", "Clara", "David", "Emma", "Frank", "Grace", "Henry", "Isla", "Jack",
-    "Kate", "Leo", "Maria", "Nick", "Olivia", "Paul", "Quinn", "Rosa", "Sam", "Tom",
-    "Uma", "Victor", "Wendy", "Xavier", "Yara", "Zoe", "Martha", "Elliot", "Nora", "Oscar",
+    "Anna",
+    "Ben",
+    "Clara",
+    "David",
+    "Emma",
+    "Frank",
+    "Grace",
+    "Henry",
+    "Isla",
+    "Jack",
+    "Kate",
+    "Leo",
+    "Maria",
+    "Nick",
+    "Olivia",
+    "Paul",
+    "Quinn",
+    "Rosa",
+    "Sam",
+    "Tom",
+    "Uma",
+    "Victor",
+    "Wendy",
+    "Xavier",
+    "Yara",
+    "Zoe",
+    "Martha",
+    "Elliot",
+    "Nora",
+    "Oscar",
 )
 _PRONOUNS = ("he", "she", "they")
 _ACTIONS = (
-    "looked out of the window", "sighed", "went back to bed", "left the room",
-    "smiled at nobody in particular", "called her sister", "waited", "put on a coat",
-    "closed the door behind him", "turned off the light",
+    "looked out of the window",
+    "sighed",
+    "went back to bed",
+    "left the room",
+    "smiled at nobody in particular",
+    "called her sister",
+    "waited",
+    "put on a coat",
+    "closed the door behind him",
+    "turned off the light",
 )
 _FEELINGS = (
-    "tired", "nervous", "happy", "lonely", "relieved", "angry", "curious", "sad",
-    "hopeful", "afraid",
+    "tired",
+    "nervous",
+    "happy",
+    "lonely",
+    "relieved",
+    "angry",
+    "curious",
+    "sad",
+    "hopeful",
+    "afraid",
 )
 _TIMES = (
-    "the next morning", "that evening", "a week later", "before dawn", "after dinner",
-    "on Sunday", "in the spring", "the day before", "at noon", "years later",
+    "the next morning",
+    "that evening",
+    "a week later",
+    "before dawn",
+    "after dinner",
+    "on Sunday",
+    "in the spring",
+    "the day before",
+    "at noon",
+    "years later",
 )
 _ABSTRACT = (
-    "the letter", "the past", "the promise", "her decision", "his mistake", "the news",
-    "the future", "the argument", "the money", "the question",
+    "the letter",
+    "the past",
+    "the promise",
+    "her decision",
+    "his mistake",
+    "the news",
+    "the future",
+    "the argument",
+    "the money",
+    "the question",
 )
 _VISUAL_TEMPLATES = (
     "{Name} picked up the {np} and {action}.",
@@ -53,7 +141,7 @@ _VISUAL_TEMPLATES = (
     "{Name} stared at the {np} for a long time.",
     "The {np} {rel} the {np2} had not moved since {time}.",
     "{Pron} noticed {a_np} {rel} {a_np2}.",
-    "\"Where did you put the {np}?\" {Name} asked.",
+    '"Where did you put the {np}?" {Name} asked.',
     "{Name} walked past the {np} without a word.",
     "Outside, {a_np} waited {rel} the {np2}.",
     "{Time}, {Name} found {a_np} {rel} the {np2}.",
@@ -70,7 +158,7 @@ _NONVISUAL_TEMPLATES = (
     "{Name} laughed, but it sounded hollow.",
     "{Name} felt {feeling} and did not know why.",
     "{Time}, everything seemed different.",
-    "\"I never meant to hurt you,\" {Name} said.",
+    '"I never meant to hurt you," {Name} said.',
     "{Pron} knew that {abstract} would change everything.",
 )
 
@@ -85,8 +173,12 @@ def _pick(rng: np.random.Generator, options):
 
 
 def noun_phrase(
-    rng: np.random.Generator, cls: int, attrs: dict[str, str], count: int = 1,
-    attr_rate: float = 0.6, determiner: bool = True,
+    rng: np.random.Generator,
+    cls: int,
+    attrs: dict[str, str],
+    count: int = 1,
+    attr_rate: float = 0.6,
+    determiner: bool = True,
 ) -> str:
     """'a small red cup', 'two dogs'; without ``determiner`` the bare 'small red cup'."""
     words = []
@@ -109,8 +201,7 @@ def caption(rng: np.random.Generator, scene: Scene, exclude: set[int] = frozense
     """A ground-truth caption of ``scene``, never naming a class in ``exclude``."""
     fg = [i for i in scene.foreground() if scene.objects[i].cls not in exclude]
     bg = [i for i, o in enumerate(scene.objects) if o.background]
-    area = {i: (b[2] - b[0]) * (b[3] - b[1]) for i, b in
-            ((i, scene.objects[i].box) for i in fg)}
+    area = {i: (b[2] - b[0]) * (b[3] - b[1]) for i, b in ((i, scene.objects[i].box) for i in fg)}
     rel = [r for r in scene.relations if r[0] in area and r[2] in area]
     prefix, suffix = _pick(rng, _PREFIXES), _pick(rng, _SUFFIXES)
     if rng.random() < 0.3:
@@ -125,8 +216,7 @@ def caption(rng: np.random.Generator, scene: Scene, exclude: set[int] = frozense
     elif rel and style < 0.45:
         s, p, o = _pick(rng, rel)
         a, b = scene.objects[s], scene.objects[o]
-        body = (f"{noun_phrase(rng, a.cls, a.attrs)} {p} "
-                f"{noun_phrase(rng, b.cls, b.attrs)}{place}")
+        body = f"{noun_phrase(rng, a.cls, a.attrs)} {p} {noun_phrase(rng, b.cls, b.attrs)}{place}"
     elif style < 0.7:
         counts: dict[int, list[int]] = {}
         for i in fg:
@@ -180,8 +270,11 @@ def attribute_list_caption(rng: np.random.Generator, scene: Scene) -> str:
     return _and_list([noun_phrase(rng, o.cls, o.attrs) for o in chosen])
 
 
-CAPTION_STYLES = {"web": caption, "objects": object_list_caption,
-                  "attributes": attribute_list_caption}
+CAPTION_STYLES = {
+    "web": caption,
+    "objects": object_list_caption,
+    "attributes": attribute_list_caption,
+}
 
 
 def _random_np(rng: np.random.Generator, classes: ClassSet) -> tuple[int, dict[str, str]]:
@@ -190,16 +283,22 @@ def _random_np(rng: np.random.Generator, classes: ClassSet) -> tuple[int, dict[s
     return cls, attrs
 
 
-def narrative_sentence(rng: np.random.Generator, classes: ClassSet,
-                       visual_rate: float = 0.7) -> str:
+def narrative_sentence(
+    rng: np.random.Generator, classes: ClassSet, visual_rate: float = 0.7
+) -> str:
     """One BookCorpus-like sentence; about objects of ``classes`` with probability
     ``visual_rate``."""
     name, pron = _pick(rng, _NAMES), _pick(rng, _PRONOUNS)
     time = _pick(rng, _TIMES)
     fields = {
-        "Name": name, "pron": pron, "Pron": pron.capitalize(), "time": time,
-        "Time": time[0].upper() + time[1:], "action": _pick(rng, _ACTIONS),
-        "feeling": _pick(rng, _FEELINGS), "abstract": _pick(rng, _ABSTRACT),
+        "Name": name,
+        "pron": pron,
+        "Pron": pron.capitalize(),
+        "time": time,
+        "Time": time[0].upper() + time[1:],
+        "action": _pick(rng, _ACTIONS),
+        "feeling": _pick(rng, _FEELINGS),
+        "abstract": _pick(rng, _ABSTRACT),
         "num": _pick(rng, NUMBER_WORDS[2:]),
     }
     if rng.random() >= visual_rate:
@@ -209,7 +308,10 @@ def narrative_sentence(rng: np.random.Generator, classes: ClassSet,
     np1 = noun_phrase(rng, c1, a1, attr_rate=0.5, determiner=False)
     np2 = noun_phrase(rng, c2, a2, attr_rate=0.3, determiner=False)
     fields.update(
-        np=np1, np2=np2, a_np=f"{article(np1)} {np1}", a_np2=f"{article(np2)} {np2}",
+        np=np1,
+        np2=np2,
+        a_np=f"{article(np1)} {np1}",
+        a_np2=f"{article(np2)} {np2}",
         rel=_pick(rng, ("on", "under", "next to", "near", "beside")),
     )
     return _pick(rng, _VISUAL_TEMPLATES).format(**fields)

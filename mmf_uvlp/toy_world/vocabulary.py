@@ -44,67 +44,75 @@ def _group(supercategory: str, size: float, names: str, **flags: str) -> list[Ob
 
 CLASSES: tuple[ObjectClass, ...] = tuple(
     _group(
-        "person", 0.42,
-        "man,woman,boy,girl,child,baby,person,player,skier,surfer,skateboarder,chef,"
-        "police officer",
+        "person",
+        0.42,
+        "man,woman,boy,girl,child,baby,person,player,skier,surfer,skateboarder,chef,police officer",
     )
     + _group(
-        "animal", 0.32,
+        "animal",
+        0.32,
         "dog,cat,horse,cow,sheep,bird,elephant,zebra,giraffe,bear,duck,goat,pig,rabbit,"
         "deer,chicken,lion,monkey,pigeon,squirrel",
         rideable="horse,elephant",
     )
     + _group(
-        "vehicle", 0.36,
+        "vehicle",
+        0.36,
         "car,bus,truck,bicycle,motorcycle,train,airplane,boat,van,taxi,scooter,tractor,"
         "helicopter,ambulance,cart,wagon",
         rideable="bicycle,motorcycle,scooter,boat,cart,wagon",
     )
     + _group(
-        "furniture", 0.32,
+        "furniture",
+        0.32,
         "chair,couch,table,bed,bench,desk,shelf,cabinet,dresser,stool,armchair,"
         "bookshelf,sofa,counter,nightstand",
         surface="table,bed,bench,desk,shelf,counter,nightstand,dresser,couch,sofa",
     )
     + _group(
-        "food", 0.15,
+        "food",
+        0.15,
         "pizza,sandwich,banana,apple,orange,cake,donut,broccoli,carrot,hot dog,"
         "hamburger,bread,cheese,egg,tomato,strawberry,lemon,cookie,salad,soup",
         handheld="sandwich,banana,apple,orange,donut,carrot,hot dog,hamburger,cookie",
     )
     + _group(
-        "kitchenware", 0.14,
-        "cup,bowl,plate,fork,knife,spoon,bottle,wine glass,mug,pot,pan,teapot,jar,"
-        "cutting board",
+        "kitchenware",
+        0.14,
+        "cup,bowl,plate,fork,knife,spoon,bottle,wine glass,mug,pot,pan,teapot,jar,cutting board",
         handheld="cup,fork,knife,spoon,bottle,wine glass,mug,jar",
     )
     + _group(
-        "electronics", 0.18,
+        "electronics",
+        0.18,
         "television,laptop,cell phone,keyboard,computer mouse,remote,monitor,camera,"
         "microwave,oven,refrigerator,speaker",
         handheld="cell phone,remote,camera,computer mouse",
     )
     + _group(
-        "clothing", 0.17,
+        "clothing",
+        0.17,
         "shirt,hat,jacket,shoe,dress,tie,coat,helmet,glove,scarf,backpack,handbag",
         handheld="hat,glove,backpack,handbag,scarf",
     )
     + _group(
-        "sports", 0.15,
+        "sports",
+        0.15,
         "ball,tennis racket,skateboard,surfboard,kite,frisbee,skis,snowboard,"
         "baseball bat,baseball glove,golf club,basketball",
-        handheld="ball,tennis racket,kite,frisbee,baseball bat,baseball glove,golf club,"
-        "basketball",
+        handheld="ball,tennis racket,kite,frisbee,baseball bat,baseball glove,golf club,basketball",
         rideable="skateboard,surfboard,snowboard,skis",
     )
     + _group(
-        "household", 0.15,
+        "household",
+        0.15,
         "book,lamp,pillow,blanket,vase,clock,mirror,towel,umbrella,suitcase,toothbrush,"
         "scissors,teddy bear,candle,basket",
         handheld="book,umbrella,toothbrush,scissors,teddy bear,candle,basket,towel",
     )
     + _group(
-        "outdoor", 0.17,
+        "outdoor",
+        0.17,
         "traffic light,fire hydrant,stop sign,street sign,parking meter,fence,pole,"
         "mailbox,flag,statue,fountain,tent",
     )
@@ -120,8 +128,17 @@ CLASSES: tuple[ObjectClass, ...] = tuple(
 
 ATTRIBUTE_GROUPS: dict[str, tuple[str, ...]] = {
     "colour": (
-        "red", "blue", "green", "yellow", "black", "white", "brown", "gray", "orange",
-        "pink", "purple",
+        "red",
+        "blue",
+        "green",
+        "yellow",
+        "black",
+        "white",
+        "brown",
+        "gray",
+        "orange",
+        "pink",
+        "purple",
     ),
     "size": ("small", "large"),
     "material": ("wooden", "metal", "plastic", "glass", "leather", "ceramic"),
@@ -134,17 +151,44 @@ RELATIONS: tuple[str, ...] = ("on", "under", "next to", "holding", "riding")
 _MATERIAL_SUPERCATEGORIES = ("furniture", "kitchenware", "household", "outdoor")
 
 _IRREGULAR_PLURALS = {
-    "man": "men", "woman": "women", "child": "children", "person": "people",
-    "sheep": "sheep", "deer": "deer", "fish": "fish", "computer mouse": "computer mice",
-    "knife": "knives", "shelf": "shelves", "bookshelf": "bookshelves", "leaf": "leaves",
-    "scarf": "scarves", "skis": "pairs of skis", "scissors": "pairs of scissors",
-    "police officer": "police officers", "wine glass": "wine glasses", "bus": "buses",
-    "tomato": "tomatoes", "broccoli": "pieces of broccoli", "bread": "loaves of bread",
-    "cheese": "pieces of cheese", "soup": "bowls of soup",
+    "man": "men",
+    "woman": "women",
+    "child": "children",
+    "person": "people",
+    "sheep": "sheep",
+    "deer": "deer",
+    "fish": "fish",
+    "computer mouse": "computer mice",
+    "knife": "knives",
+    "shelf": "shelves",
+    "bookshelf": "bookshelves",
+    "leaf": "leaves",
+    "scarf": "scarves",
+    "skis": "pairs of skis",
+    "scissors": "pairs of scissors",
+    "police officer": "police officers",
+    "wine glass": "wine glasses",
+    "bus": "buses",
+    "tomato": "tomatoes",
+    "broccoli": "pieces of broccoli",
+    "bread": "loaves of bread",
+    "cheese": "pieces of cheese",
+    "soup": "bowls of soup",
 }
 
-NUMBER_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight",
-                "nine", "ten")
+NUMBER_WORDS = (
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+)
 
 CLASS_INDEX: dict[str, int] = {c.name: i for i, c in enumerate(CLASSES)}
 ATTRIBUTE_INDEX: dict[str, int] = {a: i for i, a in enumerate(ATTRIBUTES)}
@@ -235,8 +279,9 @@ def round_robin_foreground() -> tuple[int, ...]:
     for i in FOREGROUND:
         groups.setdefault(CLASSES[i].supercategory, []).append(i)
     depth = max(len(members) for members in groups.values())
-    return tuple(members[r] for r in range(depth) for members in groups.values()
-                 if r < len(members))
+    return tuple(
+        members[r] for r in range(depth) for members in groups.values() if r < len(members)
+    )
 
 
 def _unmet_need(chosen: list[int]) -> Callable[[ObjectClass], bool] | None:
@@ -269,10 +314,13 @@ def _select_foreground(k: int) -> tuple[int, ...] | None:
         pinned.append(next(c for c in FOREGROUND if need(CLASSES[c]) and c not in chosen))
 
 
-NEEDS_TEXT = ("the downstream tasks need two classes of each kind "
-              f"({', '.join(name for name, _ in NEEDS)}) and two that can be on each surface")
-MIN_FOREGROUND_CLASSES = next(k for k in range(1, len(FOREGROUND) + 1)
-                              if _select_foreground(k) is not None)
+NEEDS_TEXT = (
+    "the downstream tasks need two classes of each kind "
+    f"({', '.join(name for name, _ in NEEDS)}) and two that can be on each surface"
+)
+MIN_FOREGROUND_CLASSES = next(
+    k for k in range(1, len(FOREGROUND) + 1) if _select_foreground(k) is not None
+)
 
 
 @dataclass(frozen=True)
@@ -294,9 +342,11 @@ class ClassSet:
             return cls(FOREGROUND)
         chosen = _select_foreground(k) if k <= len(FOREGROUND) else None
         if chosen is None:
-            raise ValueError(f"expected 0 (every foreground class) or {MIN_FOREGROUND_CLASSES}"
-                             f" to {len(FOREGROUND)} foreground classes, got {k}: "
-                             f"{NEEDS_TEXT}")
+            raise ValueError(
+                f"expected 0 (every foreground class) or {MIN_FOREGROUND_CLASSES}"
+                f" to {len(FOREGROUND)} foreground classes, got {k}: "
+                f"{NEEDS_TEXT}"
+            )
         return cls(chosen)
 
     def first(self, k: int) -> "ClassSet":

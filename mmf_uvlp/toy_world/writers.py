@@ -82,10 +82,16 @@ def prediction_json(det: Detections) -> dict:
         "image_w": det.width,
         "num_boxes": len(det),
         "objects": [
-            {"rect": box, "class": CLASSES[label].name, "conf": conf,
-             "attributes": attrs, "attr_scores": scores}
+            {
+                "rect": box,
+                "class": CLASSES[label].name,
+                "conf": conf,
+                "attributes": attrs,
+                "attr_scores": scores,
+            }
             for box, label, conf, attrs, scores in zip(
-                det.boxes, det.labels, det.confs, det.attributes, det.attr_scores)
+                det.boxes, det.labels, det.confs, det.attributes, det.attr_scores
+            )
         ],
     }
 
@@ -97,8 +103,7 @@ class PoolWriter:
     into a fresh environment, which makes its bytes reproducible).
     """
 
-    def __init__(self, out: Path, pool: str, features: bool, vinvl_features: bool,
-                 npy: bool):
+    def __init__(self, out: Path, pool: str, features: bool, vinvl_features: bool, npy: bool):
         self.out, self.pool = out, pool
         self.paths: dict[str, str] = {}
         det_dir = out / "detections" / pool
@@ -116,8 +121,14 @@ class PoolWriter:
             if lmdb_path.exists():
                 raise FileExistsError(f"{lmdb_path} exists; write the world into a fresh OUT")
             lmdb_path.mkdir(parents=True)
-            self._env = lmdb.open(str(lmdb_path), map_size=LMDB_MAP_SIZE, subdir=True,
-                                  lock=False, meminit=True, sync=False)
+            self._env = lmdb.open(
+                str(lmdb_path),
+                map_size=LMDB_MAP_SIZE,
+                subdir=True,
+                lock=False,
+                meminit=True,
+                sync=False,
+            )
             self._txn = self._env.begin(write=True)
             self.paths["lmdb"] = self._rel(lmdb_path)
         self._npy_dir = None
@@ -140,18 +151,27 @@ class PoolWriter:
     def write(self, scene_json: dict, det: Detections) -> None:
         key = det.image_id.encode("utf-8")
         if self._keys and key <= self._keys[-1]:
-            raise ValueError(f"pool {self.pool}: image ids must increase, got "
-                             f"{det.image_id!r} after {self._keys[-1].decode()!r}")
+            raise ValueError(
+                f"pool {self.pool}: image ids must increase, got "
+                f"{det.image_id!r} after {self._keys[-1].decode()!r}"
+            )
         self._keys.append(key)
         self.num_images += 1
         self.num_regions += len(det)
-        gt = dict(scene_json, regions=[{"source": s, "kind": k}
-                                       for s, k in zip(det.sources, det.kinds)])
+        gt = dict(
+            scene_json, regions=[{"source": s, "kind": k} for s, k in zip(det.sources, det.kinds)]
+        )
         self._files["images_gt"].write(dumps(gt) + "\n")
         self._files["predictions_tsv"].write(f"{det.image_id}\t{dumps(prediction_json(det))}\n")
-        simple = {"image_id": det.image_id, "image_h": det.height, "image_w": det.width,
-                  "objects": [{"rect": b, "class": CLASSES[c].name, "conf": p}
-                              for b, c, p in zip(det.boxes, det.labels, det.confs)]}
+        simple = {
+            "image_id": det.image_id,
+            "image_h": det.height,
+            "image_w": det.width,
+            "objects": [
+                {"rect": b, "class": CLASSES[c].name, "conf": p}
+                for b, c, p in zip(det.boxes, det.labels, det.confs)
+            ],
+        }
         self._files["detections_jsonl"].write(dumps(simple) + "\n")
         if det.features is None:
             return
@@ -166,8 +186,10 @@ class PoolWriter:
             self._txn = self._env.begin(write=True)
         if self._npy_dir is not None:
             np.save(self._npy_dir / f"{det.image_id}.npy", det.features, allow_pickle=False)
-            info = {k: record[k] for k in
-                    ("bbox", "num_boxes", "image_width", "image_height", "objects", "cls_prob")}
+            info = {
+                k: record[k]
+                for k in ("bbox", "num_boxes", "image_width", "image_height", "objects", "cls_prob")
+            }
             np.save(self._npy_dir / f"{det.image_id}_info.npy", info, allow_pickle=True)
 
     def close(self) -> dict[str, str]:

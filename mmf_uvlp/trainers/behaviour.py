@@ -20,8 +20,9 @@ def seed_run(config: Any) -> None:
         seed_everything(int(seed))
 
 
-def stop_on_non_finite_loss(trainer: Any, training: Mapping[str, Any], report: Any,
-                            batch: Any) -> None:
+def stop_on_non_finite_loss(
+    trainer: Any, training: Mapping[str, Any], report: Any, batch: Any
+) -> None:
     """A NaN or infinite training loss stops the run, naming the update, the dataset and
     the samples (:mod:`mmf_uvlp.training.finite_loss`); ``training.exit_on_nan_losses=False``
     (MMF main's switch) turns the check off.
@@ -39,8 +40,7 @@ def stop_on_non_finite_loss(trainer: Any, training: Mapping[str, Any], report: A
         check_finite_loss(losses, batch, dataset, update, trainer.model)
         return
     check = trainer.__dict__.setdefault("finite_check", DeferredFiniteCheck())
-    check.submit(losses, batch, dataset, update, getattr(trainer, "optimizer", None),
-                 trainer.model)
+    check.submit(losses, batch, dataset, update, getattr(trainer, "optimizer", None), trainer.model)
 
 
 def flush_non_finite_check(trainer: Any) -> None:

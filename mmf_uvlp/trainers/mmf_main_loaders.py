@@ -33,8 +33,13 @@ class SeededMultiDataLoader(MultiDataLoader):
     :class:`~mmf_uvlp.training.reproducibility.EpochSampler`, counting the batches it prepared
     per dataset (``consumed``), able to resume at a counted position."""
 
-    def __init__(self, loaders: Mapping[str, DataLoader], iteration_strategy: Any,
-                 training: Mapping[str, Any], copy: Optional[SideStreamCopy] = None):
+    def __init__(
+        self,
+        loaders: Mapping[str, DataLoader],
+        iteration_strategy: Any,
+        training: Mapping[str, Any],
+        copy: Optional[SideStreamCopy] = None,
+    ):
         seeded = {name: seeded_dataloader(loader, training)[0] for name, loader in loaders.items()}
         super().__init__(seeded, iteration_strategy)
         self.consumed: List[int] = [0] * self.num_datasets
@@ -66,8 +71,9 @@ class SeededMultiDataLoader(MultiDataLoader):
             super().__iter__()
             self._copying_ahead()
             return self
-        for sampler, loader, consumed in zip(self.samplers.values(), self.loaders.values(),
-                                             resume["consumed"]):
+        for sampler, loader, consumed in zip(
+            self.samplers.values(), self.loaders.values(), resume["consumed"]
+        ):
             sampler.skip_next(consumed * loader.batch_size)
         with _numpy_state_kept():  # the resumed run had drawn its next dataset already
             super().__iter__()
@@ -80,8 +86,9 @@ class SeededMultiDataLoader(MultiDataLoader):
     def _copying_ahead(self) -> None:
         """On a GPU, each dataset's iterator can copy its next batch ahead (:class:`CopyAhead`)."""
         if self._copy is not None and self._copy.enabled:
-            self.iterators = {name: CopyAhead(iterator.__next__)
-                              for name, iterator in self.iterators.items()}
+            self.iterators = {
+                name: CopyAhead(iterator.__next__) for name, iterator in self.iterators.items()
+            }
 
     def prepare_batch(self, batch: Any) -> Any:
         """MMF main's (the batch to the device, the next dataset chosen); on a GPU, the next
@@ -112,5 +119,6 @@ class SeededMultiDataModule(MultiDataModule):
             from mmf.utils.general import get_current_device  # MMF main's
 
             copy = SideStreamCopy(get_current_device())  # the trainer's, chosen before
-        return SeededMultiDataLoader(loader.loaders, loader.iteration_strategy,
-                                     self.config.training, copy)
+        return SeededMultiDataLoader(
+            loader.loaders, loader.iteration_strategy, self.config.training, copy
+        )

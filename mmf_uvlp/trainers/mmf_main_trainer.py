@@ -52,8 +52,7 @@ class UVLPCheckpoint(Checkpoint):
     _run_state: Optional[Dict[str, Any]] = None  # of the save in progress
     _loaded: Optional[Dict[str, Any]] = None  # the checkpoint the load in progress read
 
-    def save(self, update: int, iteration: Optional[int] = None,
-             update_best: bool = False) -> None:
+    def save(self, update: int, iteration: Optional[int] = None, update_best: bool = False) -> None:
         flush_non_finite_check(self.trainer)  # no checkpoint of a non-finite update
         self._run_state = run_state(self.trainer)
         try:
@@ -65,16 +64,20 @@ class UVLPCheckpoint(Checkpoint):
         self._loaded = super()._torch_load(file)
         return self._loaded
 
-    def _load(self, file: str, force: bool = False, load_zoo: bool = False,
-              load_pretrained: bool = False) -> Any:
+    def _load(
+        self, file: str, force: bool = False, load_zoo: bool = False, load_pretrained: bool = False
+    ) -> Any:
         """MMF main's load; a resume (not MMF's restore of the best checkpoint, nor a
         pre-trained or zoo load, nor ``checkpoint.reset.counts``) restores the run state."""
         self._loaded = None
         result = super()._load(file, force, load_zoo, load_pretrained)
         checkpoint, self._loaded = self._loaded, None
         reset = self.config.checkpoint.reset
-        if checkpoint is not None and RUN_STATE_KEY in checkpoint \
-                and not (force or load_zoo or load_pretrained or reset.all or reset.counts):
+        if (
+            checkpoint is not None
+            and RUN_STATE_KEY in checkpoint
+            and not (force or load_zoo or load_pretrained or reset.all or reset.counts)
+        ):
             restore_run_state(self.trainer, checkpoint[RUN_STATE_KEY], str(file))
         return result
 

@@ -52,12 +52,18 @@ class UVLPCheckpoint(Checkpoint):
         device = self.device if "cuda" in str(self.device) else "cpu"
         self._loaded = load_run_checkpoint(self, file, file, device)
         if self._check_fit:
-            check_checkpoint_fits(self._loaded, self.trainer.model, self.config, str(file),
-                                  getattr(self.trainer, "writer", None))
+            check_checkpoint_fits(
+                self._loaded,
+                self.trainer.model,
+                self.config,
+                str(file),
+                getattr(self.trainer, "writer", None),
+            )
         return self._loaded
 
-    def _load(self, file: str, force: bool = False, load_zoo: bool = False,
-              load_pretrained: bool = False) -> Any:
+    def _load(
+        self, file: str, force: bool = False, load_zoo: bool = False, load_pretrained: bool = False
+    ) -> Any:
         self._loaded = None
         # not MMF's own restore of the run's best checkpoint, nor a pre-trained load
         self._check_fit = not (force or load_zoo or load_pretrained)
@@ -100,18 +106,19 @@ class UVLPCheckpoint(Checkpoint):
         contents[RUN_STATE_KEY] = run_state(trainer)
         return contents
 
-    def save(self, update: int, iteration: Optional[int] = None,
-             update_best: bool = False) -> None:
+    def save(self, update: int, iteration: Optional[int] = None, update_best: bool = False) -> None:
         flush_non_finite_check(self.trainer)  # no checkpoint of a non-finite update
         if not is_master():
             return
         contents = self._contents(update, iteration or update)
         atomic_torch_save(contents, os.path.join(self.models_foldername, f"model_{update}.ckpt"))
         if update_best:
-            atomic_torch_save(contents, os.path.join(self.ckpt_foldername,
-                                                     self.ckpt_prefix + "best.ckpt"))
-        atomic_torch_save(contents, os.path.join(self.ckpt_foldername,
-                                                 self.ckpt_prefix + "current.ckpt"))
+            atomic_torch_save(
+                contents, os.path.join(self.ckpt_foldername, self.ckpt_prefix + "best.ckpt")
+            )
+        atomic_torch_save(
+            contents, os.path.join(self.ckpt_foldername, self.ckpt_prefix + "current.ckpt")
+        )
 
     def finalize(self) -> None:
         flush_non_finite_check(self.trainer)

@@ -47,7 +47,7 @@ class EpochBatches(torch.utils.data.Sampler):
         while True:
             order = self._order(epoch)
             for first in range(skip, len(order), self.batch_size):
-                yield order[first:first + self.batch_size]
+                yield order[first : first + self.batch_size]
             epoch, skip = epoch + 1, 0
 
     def _order(self, epoch: int) -> List[Any]:
@@ -57,15 +57,20 @@ class EpochBatches(torch.utils.data.Sampler):
         return list(later)
 
 
-def continuing_dataloader(loader: torch.utils.data.DataLoader, sampler: EpochSampler,
-                          training: Any) -> torch.utils.data.DataLoader:
+def continuing_dataloader(
+    loader: torch.utils.data.DataLoader, sampler: EpochSampler, training: Any
+) -> torch.utils.data.DataLoader:
     """``loader`` (:func:`seeded_dataloader`'s) drawing :class:`EpochBatches` of ``sampler``:
     one of its iterators runs through every epoch."""
     continuing = torch.utils.data.DataLoader(
-        dataset=loader.dataset, batch_sampler=EpochBatches(sampler, loader.batch_size),
-        collate_fn=loader.collate_fn, num_workers=loader.num_workers,
-        pin_memory=loader.pin_memory, generator=loader.generator,
-        **worker_arguments(training, loader.num_workers))
+        dataset=loader.dataset,
+        batch_sampler=EpochBatches(sampler, loader.batch_size),
+        collate_fn=loader.collate_fn,
+        num_workers=loader.num_workers,
+        pin_memory=loader.pin_memory,
+        generator=loader.generator,
+        **worker_arguments(training, loader.num_workers),
+    )
     continuing.dataset_type = loader.dataset_type
     return continuing
 
@@ -133,17 +138,21 @@ class SeededMultiDatasetLoader(MultiDatasetLoader):
     def _infer_dataset_probabilities(self) -> None:
         super()._infer_dataset_probabilities()
         multitasking = self.config.get("multitasking")
-        if (self._dataset_type != "train" or multitasking is None
-                or (multitasking.get("enabled", True)
-                    and multitasking.type == "size_proportional")):
+        if (
+            self._dataset_type != "train"
+            or multitasking is None
+            or (multitasking.get("enabled", True) and multitasking.type == "size_proportional")
+        ):
             return  # rc10's own choice: training.dataset_size_proportional_sampling
-        self._dataset_probabilities = train_probabilities(multitasking,
-                                                          list(self._given_datasets))
+        self._dataset_probabilities = train_probabilities(multitasking, list(self._given_datasets))
         self._proportional_sampling = False
         self.writer.write(
-            "Using per-dataset sampling probabilities: " + ", ".join(
-                f"{name}: {p:.3f}" for name, p in zip(self._given_datasets,
-                                                      self._dataset_probabilities)))
+            "Using per-dataset sampling probabilities: "
+            + ", ".join(
+                f"{name}: {p:.3f}"
+                for name, p in zip(self._given_datasets, self._dataset_probabilities)
+            )
+        )
 
     def resume_at(self, position: Dict[str, Any]) -> None:
         """Continue, at the next iteration, from ``position`` (a checkpoint's
@@ -154,8 +163,10 @@ class SeededMultiDatasetLoader(MultiDatasetLoader):
         resume, self._resume = self._resume, None
         skips: Optional[List[int]] = None
         if resume is not None:
-            skips = [consumed * (loader.batch_size or loader.batch_sampler.batch_size)
-                     for loader, consumed in zip(self.loaders, resume["consumed"])]
+            skips = [
+                consumed * (loader.batch_size or loader.batch_sampler.batch_size)
+                for loader, consumed in zip(self.loaders, resume["consumed"])
+            ]
             if not self._streams:
                 for sampler, skip in zip(self.samplers, skips):
                     sampler.skip_next(skip)
@@ -174,8 +185,10 @@ class SeededMultiDatasetLoader(MultiDatasetLoader):
         """MMF's ``__iter__`` (as the compat fix ``multi_dataset_loader_epoch_reset`` makes
         it) over the datasets' :class:`EpochStream` s instead of new DataLoader iterators;
         ``skips``: a resume's samples left out per dataset."""
-        self._iterators = [stream.epoch(None if skips is None else skips[index])
-                           for index, stream in enumerate(self._streams)]
+        self._iterators = [
+            stream.epoch(None if skips is None else skips[index])
+            for index, stream in enumerate(self._streams)
+        ]
         self._finished_iterators, self._used_once = {}, {}
         if self.num_datasets == 1:
             return self._iterators[0]
@@ -221,7 +234,10 @@ class SeededDatasetLoader(DatasetLoader):
         self.train_loader = self.train_dataset
         self.val_loader = self.val_dataset
         self.test_loader = self.test_dataset
-        self.mapping = {"train": self.train_dataset, "val": self.val_dataset,
-                        "test": self.test_dataset}
+        self.mapping = {
+            "train": self.train_dataset,
+            "val": self.val_dataset,
+            "test": self.test_dataset,
+        }
         self.test_reporter = None
         self.should_not_log = self.config.training.should_not_log

@@ -29,8 +29,9 @@ class MMFMainLoop:
         should_break = super()._logistics(report)  # type: ignore[misc]
         return should_break or self.num_updates >= self.max_updates
 
-    def evaluate(self, loader: Any, use_tqdm: bool = False,
-                 single_batch: bool = False) -> Tuple[Any, Meter]:
+    def evaluate(
+        self, loader: Any, use_tqdm: bool = False, single_batch: bool = False
+    ) -> Tuple[Any, Meter]:
         """rc10's evaluation, its metrics computed per dataset (MMF main's evaluation loop)."""
         meter = Meter()
         combined: Dict[str, Any] = {}

@@ -63,9 +63,11 @@ class UVLPTrainer(MMFMainLoop, BaseTrainer):
         record_in_config(self.precision, self.config.training)
         self.scaler = self.precision.grad_scaler()
         if self.precision.enabled:
-            self.writer.write(f"Mixed precision: autocast to {self.precision.dtype} on "
-                              f"{self.precision.device_type}, GradScaler "
-                              f"{'on' if self.scaler.is_enabled() else 'off'}")
+            self.writer.write(
+                f"Mixed precision: autocast to {self.precision.dtype} on "
+                f"{self.precision.device_type}, GradScaler "
+                f"{'on' if self.scaler.is_enabled() else 'off'}"
+            )
         self.writer.write("Torch version is: " + torch.__version__)
         self.checkpoint = UVLPCheckpoint(self)
         self.meter = Meter()
@@ -77,9 +79,13 @@ class UVLPTrainer(MMFMainLoop, BaseTrainer):
         self.should_clip_gradients = training.clip_gradients
         self.max_epochs = training.max_epochs
         self.early_stopping = EarlyStopping(
-            self.model, self.checkpoint, training.early_stop.criteria,
-            patience=training.early_stop.patience, minimize=training.early_stop.minimize,
-            should_stop=training.early_stop.enabled)
+            self.model,
+            self.checkpoint,
+            training.early_stop.criteria,
+            patience=training.early_stop.patience,
+            minimize=training.early_stop.minimize,
+            should_stop=training.early_stop.enabled,
+        )
         self.current_epoch = 0
         self.current_iteration = 0
         self.num_updates = 0

@@ -55,8 +55,7 @@ def atomic_torch_save(obj: Any, path: str) -> None:
     try:
         # the temporary file is removed before the error is built: the free space it tells
         # is what a retry would have
-        with atomic_open(path, "wb", temporary=f"{path}.tmp-{os.getpid()}",
-                         fsync=True) as handle:
+        with atomic_open(path, "wb", temporary=f"{path}.tmp-{os.getpid()}", fsync=True) as handle:
             writes = WriteErrors(handle)
             try:
                 torch.save(obj, writes)
@@ -69,12 +68,21 @@ def atomic_torch_save(obj: Any, path: str) -> None:
 
 
 def _numpy_data_name(name: str) -> bool:
-    return name in {"numpy.ndarray", "numpy.dtype"} or name.startswith("numpy.dtypes.") or \
-        name.rsplit(".", 1)[-1] in ("_reconstruct", "scalar") and ".multiarray." in name
+    return (
+        name in {"numpy.ndarray", "numpy.dtype"}
+        or name.startswith("numpy.dtypes.")
+        or name.rsplit(".", 1)[-1] in ("_reconstruct", "scalar")
+        and ".multiarray." in name
+    )
 
 
-def load_checkpoint(path: str, map_location: Any = "cpu", allowed: Sequence[Callable] = (),
-                    trust: bool = False, trust_hint: str = "") -> Dict[str, Any]:
+def load_checkpoint(
+    path: str,
+    map_location: Any = "cpu",
+    allowed: Sequence[Callable] = (),
+    trust: bool = False,
+    trust_hint: str = "",
+) -> Dict[str, Any]:
     """The checkpoint at ``path``, loaded as plain data and numpy arrays (``allowed``: further
     classes to accept); ``trust``: a legacy file the user vouches for, loaded whatever it
     holds (it may run code); ``trust_hint``: how the user opts in, told in a refusal.
@@ -83,10 +91,10 @@ def load_checkpoint(path: str, map_location: Any = "cpu", allowed: Sequence[Call
     """
     if trust:
         logging.getLogger(__name__).warning(
-            "%s: loaded as a trusted checkpoint (any object it holds is built, which can run "
-            "code)", path)
-    with torch.serialization.safe_globals(numpy_data() + list(allowed)), \
-            warnings.catch_warnings():
+            "%s: loaded as a trusted checkpoint (any object it holds is built, which can run code)",
+            path,
+        )
+    with torch.serialization.safe_globals(numpy_data() + list(allowed)), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Detected pickle protocol")
         try:
             return torch.load(path, map_location=map_location, weights_only=not trust)
@@ -96,7 +104,9 @@ def load_checkpoint(path: str, map_location: Any = "cpu", allowed: Sequence[Call
             refused = [name for name in refused_globals(str(path)) if not _numpy_data_name(name)]
             if refused:
                 raise RefusedCheckpoint(str(path), refused, trust_hint) from exc
-            first = next((line for line in str(exc).splitlines() if line.strip()), "").split(". ")[0]
+            first = next((line for line in str(exc).splitlines() if line.strip()), "").split(". ")[
+                0
+            ]
             raise DamagedCheckpoint(str(path), f"{type(exc).__name__}: {first}") from exc
 
 
@@ -157,6 +167,22 @@ def omegaconf_containers() -> List[Any]:
     from omegaconf import DictConfig, ListConfig, nodes
     from omegaconf.base import ContainerMetadata, Metadata
 
-    return [DictConfig, ListConfig, ContainerMetadata, Metadata, nodes.AnyNode, nodes.StringNode,
-            nodes.IntegerNode, nodes.FloatNode, nodes.BooleanNode, (typing.Any, "typing.Any"),
-            collections.defaultdict, dict, list, int, float, str, bool]
+    return [
+        DictConfig,
+        ListConfig,
+        ContainerMetadata,
+        Metadata,
+        nodes.AnyNode,
+        nodes.StringNode,
+        nodes.IntegerNode,
+        nodes.FloatNode,
+        nodes.BooleanNode,
+        (typing.Any, "typing.Any"),
+        collections.defaultdict,
+        dict,
+        list,
+        int,
+        float,
+        str,
+        bool,
+    ]

@@ -38,7 +38,7 @@ def _groups(keys: Sequence[str]) -> List[str]:
 
 
 def _without_module_prefix(keys: Sequence[str]) -> List[str]:
-    return [key[len("module."):] if key.startswith("module.") else key for key in keys]
+    return [key[len("module.") :] if key.startswith("module.") else key for key in keys]
 
 
 def _datasets(config: Any) -> List[str]:
@@ -46,20 +46,19 @@ def _datasets(config: Any) -> List[str]:
     return [name.strip() for name in str(value or "").split(",") if name.strip()]
 
 
-def differences(checkpoint: Mapping[str, Any], own_state: Mapping[str, Any],
-                run_config: Any) -> List[str]:
+def differences(
+    checkpoint: Mapping[str, Any], own_state: Mapping[str, Any], run_config: Any
+) -> List[str]:
     """What differs between ``checkpoint`` (an MMF ``.ckpt`` dict or a state dict) and the
     run: its model's name, its datasets, and the names and shapes of its weights."""
     found: List[str] = []
     saved = checkpoint.get("config") if isinstance(checkpoint.get("config"), Mapping) else None
     if saved is not None:
         if saved.get("model") and saved.get("model") != run_config.get("model"):
-            found.append(f"it is a {saved['model']} model, this run's is "
-                         f"{run_config.get('model')}")
+            found.append(f"it is a {saved['model']} model, this run's is {run_config.get('model')}")
         theirs, ours = _datasets(saved), _datasets(run_config)
         if theirs and ours and not set(ours) <= set(theirs) and not _same_task(theirs, ours):
-            found.append(f"it was trained on {','.join(theirs)}, this run is on "
-                         f"{','.join(ours)}")
+            found.append(f"it was trained on {','.join(theirs)}, this run is on {','.join(ours)}")
     weights = checkpoint.get("model", checkpoint)
     if not isinstance(weights, Mapping):
         return found
@@ -68,17 +67,25 @@ def differences(checkpoint: Mapping[str, Any], own_state: Mapping[str, Any],
     missing = [key for key in mine if key not in theirs_state]
     unexpected = [key for key in theirs_state if key not in mine]
     if missing:
-        found.append(f"it lacks {len(missing)} tensors of this model "
-                     f"({', '.join(_groups(missing))})")
+        found.append(
+            f"it lacks {len(missing)} tensors of this model ({', '.join(_groups(missing))})"
+        )
     if unexpected:
-        found.append(f"it holds {len(unexpected)} that this model has not "
-                     f"({', '.join(_groups(unexpected))})")
-    shapes = [key for key in mine if key in theirs_state
-              and tuple(getattr(theirs_state[key], "shape", ())) != tuple(mine[key].shape)]
+        found.append(
+            f"it holds {len(unexpected)} that this model has not ({', '.join(_groups(unexpected))})"
+        )
+    shapes = [
+        key
+        for key in mine
+        if key in theirs_state
+        and tuple(getattr(theirs_state[key], "shape", ())) != tuple(mine[key].shape)
+    ]
     if shapes:
         key = shapes[0]
-        found.append(f"{len(shapes)} tensors differ in shape (e.g. {key}: "
-                     f"{tuple(theirs_state[key].shape)} there, {tuple(mine[key].shape)} here)")
+        found.append(
+            f"{len(shapes)} tensors differ in shape (e.g. {key}: "
+            f"{tuple(theirs_state[key].shape)} there, {tuple(mine[key].shape)} here)"
+        )
     return found
 
 
@@ -87,8 +94,13 @@ def _same_task(theirs: Sequence[str], ours: Sequence[str]) -> bool:
     return all(any(a.startswith(b) or b.startswith(a) for b in theirs) for a in ours)
 
 
-def check_checkpoint_fits(checkpoint: Mapping[str, Any], model: Any, run_config: Any,
-                          file: str, writer: Optional[Any] = None) -> None:
+def check_checkpoint_fits(
+    checkpoint: Mapping[str, Any],
+    model: Any,
+    run_config: Any,
+    file: str,
+    writer: Optional[Any] = None,
+) -> None:
     """Raise a one-line :class:`~mmf_uvlp.errors.UserConfigError` when
     ``checkpoint`` (read from ``file``) does not fit ``model`` of the run; with
     ``checkpoint.accept_mismatch=True``, log what differs instead."""
@@ -105,5 +117,7 @@ def check_checkpoint_fits(checkpoint: Mapping[str, Any], model: Any, run_config:
         if writer is not None and hasattr(writer, "write"):
             writer.write(message, "warning")
         return
-    raise UserConfigError(f"{what}; resume from a checkpoint of this task and model, or load "
-                          f"it anyway with {ACCEPT_KEY}=True")
+    raise UserConfigError(
+        f"{what}; resume from a checkpoint of this task and model, or load "
+        f"it anyway with {ACCEPT_KEY}=True"
+    )

@@ -79,9 +79,12 @@ def missing_bert_of_config() -> Optional[str]:
     written = configured_bert_names(config, resolve=False)
     for key, name in configured_bert_names(config).items():
         # a name written literally (MMF's own configs: bert-base-uncased) ignores env.bert
-        how = (HOW_TO_SET if "uvlp_bert" in written.get(key, "") else
-               f"set {key}=<local BERT folder or hub name>; online, `huggingface-cli download "
-               f"{name}` fills the cache once")
+        how = (
+            HOW_TO_SET
+            if "uvlp_bert" in written.get(key, "")
+            else f"set {key}=<local BERT folder or hub name>; online, `huggingface-cli download "
+            f"{name}` fills the cache once"
+        )
         message = missing_bert_message(name, how)
         if message is not None:
             return f"{key}={name!r}: {message}"

@@ -19,8 +19,9 @@ from mmf_uvlp.training.seeding import run_seed
 from mmf_uvlp.training.workers import worker_arguments
 
 
-def seeded_dataloader(loader: torch.utils.data.DataLoader, training: Mapping[str, Any]
-                      ) -> Tuple[torch.utils.data.DataLoader, EpochSampler]:
+def seeded_dataloader(
+    loader: torch.utils.data.DataLoader, training: Mapping[str, Any]
+) -> Tuple[torch.utils.data.DataLoader, EpochSampler]:
     """MMF's ``loader`` (built by ``mmf.utils.build.build_dataloader_and_sampler``) with an
     :class:`EpochSampler` seeded by (seed, epoch): the same dataset, batch size, collator,
     workers and pinning; shuffled where MMF's shuffles, split between distributed processes
@@ -33,9 +34,15 @@ def seeded_dataloader(loader: torch.utils.data.DataLoader, training: Mapping[str
     generator = torch.Generator()
     seeded = EpochSampler(len(loader.dataset), run_seed(), shuffle, replicas, rank, generator)
     rebuilt = torch.utils.data.DataLoader(
-        dataset=loader.dataset, batch_size=loader.batch_size, collate_fn=loader.collate_fn,
-        num_workers=loader.num_workers, pin_memory=loader.pin_memory, sampler=seeded,
-        generator=generator, **worker_arguments(training, loader.num_workers))
+        dataset=loader.dataset,
+        batch_size=loader.batch_size,
+        collate_fn=loader.collate_fn,
+        num_workers=loader.num_workers,
+        pin_memory=loader.pin_memory,
+        sampler=seeded,
+        generator=generator,
+        **worker_arguments(training, loader.num_workers),
+    )
     rebuilt.dataset_type = loader.dataset_type
     return rebuilt, seeded
 

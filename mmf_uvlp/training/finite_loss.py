@@ -28,8 +28,15 @@ from mmf_uvlp.errors import RunStopped
 from mmf_uvlp.training.host_sync import deferred_read
 
 # Batch fields that identify samples, in the order they are preferred.
-SAMPLE_ID_FIELDS = ("id", "image_id", "feature_key", "question_id", "identifier", "image_name",
-                    "feature_path")
+SAMPLE_ID_FIELDS = (
+    "id",
+    "image_id",
+    "feature_key",
+    "question_id",
+    "identifier",
+    "image_name",
+    "feature_path",
+)
 _SHOWN_IDS = 8
 
 
@@ -37,8 +44,13 @@ class NonFiniteLoss(RunStopped):
     """A training batch whose loss is NaN or infinite."""
 
 
-def check_finite_loss(losses: Mapping[str, Any], batch: Mapping[str, Any], dataset: str,
-                      update: int, model: Optional[torch.nn.Module] = None) -> None:
+def check_finite_loss(
+    losses: Mapping[str, Any],
+    batch: Mapping[str, Any],
+    dataset: str,
+    update: int,
+    model: Optional[torch.nn.Module] = None,
+) -> None:
     """Raise :class:`NonFiniteLoss` when a loss of this batch (``update``: the update it
     would make, from 1) is not finite; ``batch`` is the input batch, ``model`` is checked
     for weights that were already non-finite."""
@@ -50,11 +62,15 @@ def check_finite_loss(losses: Mapping[str, Any], batch: Mapping[str, Any], datas
         return
     where = f"non-finite loss at update {update}"
     if bool(finite):
-        raise NonFiniteLoss(f"{where} on another process of this distributed run (that process "
-                            "names the dataset and samples); training stopped")
-    raise NonFiniteLoss(f"{where} on dataset {dataset} ({_bad_losses(losses)}): "
-                        + "; ".join(_causes(batch, model))
-                        + "; training stopped before this update changed any weight")
+        raise NonFiniteLoss(
+            f"{where} on another process of this distributed run (that process "
+            "names the dataset and samples); training stopped"
+        )
+    raise NonFiniteLoss(
+        f"{where} on dataset {dataset} ({_bad_losses(losses)}): "
+        + "; ".join(_causes(batch, model))
+        + "; training stopped before this update changed any weight"
+    )
 
 
 def finite_flag(losses: Mapping[str, Any]) -> Optional[torch.Tensor]:
@@ -70,8 +86,9 @@ def skips_on_device(optimizer: Any) -> bool:
     """Whether ``optimizer`` skips a step on a device flag (``found_inf``): PyTorch's fused
     Adam / AdamW."""
     groups = getattr(optimizer, "param_groups", None) or []
-    return bool(getattr(optimizer, "_step_supports_amp_scaling", False)) and \
-        all(group.get("fused") for group in groups)
+    return bool(getattr(optimizer, "_step_supports_amp_scaling", False)) and all(
+        group.get("fused") for group in groups
+    )
 
 
 class DeferredFiniteCheck:
@@ -89,9 +106,15 @@ class DeferredFiniteCheck:
     def __init__(self) -> None:
         self._pending: Optional[Tuple[Any, ...]] = None
 
-    def submit(self, losses: Mapping[str, Any], batch: Mapping[str, Any], dataset: str,
-               update: int, optimizer: Any = None,
-               model: Optional[torch.nn.Module] = None) -> None:
+    def submit(
+        self,
+        losses: Mapping[str, Any],
+        batch: Mapping[str, Any],
+        dataset: str,
+        update: int,
+        optimizer: Any = None,
+        model: Optional[torch.nn.Module] = None,
+    ) -> None:
         """Queue the check of ``update`` (see the class docstring) and make the one before
         (:meth:`flush` with ``model``)."""
         self.flush(model)
@@ -123,12 +146,17 @@ class DeferredFiniteCheck:
                 ready.synchronize()
             if bool(finite):
                 return
-        outcome = ("the optimizer skipped it, no weight changed" if skipped else
-                   "its update was applied (the optimizer cannot skip on a device flag)")
-        raise NonFiniteLoss(f"non-finite loss at update {update} on dataset {dataset} "
-                            f"({_bad_losses(losses)}): "
-                            + "; ".join(_causes(batch, model if skipped else None))
-                            + f"; {outcome}; training stopped")
+        outcome = (
+            "the optimizer skipped it, no weight changed"
+            if skipped
+            else "its update was applied (the optimizer cannot skip on a device flag)"
+        )
+        raise NonFiniteLoss(
+            f"non-finite loss at update {update} on dataset {dataset} "
+            f"({_bad_losses(losses)}): "
+            + "; ".join(_causes(batch, model if skipped else None))
+            + f"; {outcome}; training stopped"
+        )
 
 
 def _on_every_rank(finite: torch.Tensor) -> bool:
@@ -159,22 +187,32 @@ def _causes(batch: Mapping[str, Any], model: Optional[torch.nn.Module]) -> List[
         rows = ~torch.isfinite(tensor.reshape(tensor.shape[0], -1)).all(dim=1)
         for index in rows.nonzero().flatten().tolist():
             fields_of.setdefault(index, []).append(field)
-    causes = [f"{label(index)} has non-finite values in {', '.join(fields)}"
-              for index, fields in sorted(fields_of.items())]
+    causes = [
+        f"{label(index)} has non-finite values in {', '.join(fields)}"
+        for index, fields in sorted(fields_of.items())
+    ]
     if not causes and tensors:
         field, tensor = max(tensors, key=lambda item: float(item[1].abs().max()))
         largest, index = tensor.abs().reshape(tensor.shape[0], -1).max(dim=1).values.max(dim=0)
-        causes.append(f"the inputs are finite; the largest, {float(largest):.3g} in {field} of "
-                      f"{label(int(index))}, may overflow the model")
+        causes.append(
+            f"the inputs are finite; the largest, {float(largest):.3g} in {field} of "
+            f"{label(int(index))}, may overflow the model"
+        )
     if model is not None:
-        broken = [name for name, weight in model.named_parameters()
-                  if not bool(torch.isfinite(weight.detach()).all())]
+        broken = [
+            name
+            for name, weight in model.named_parameters()
+            if not bool(torch.isfinite(weight.detach()).all())
+        ]
         if broken:
-            causes.append(f"the model's weights were non-finite before this update ({len(broken)} "
-                          f"tensors, e.g. {broken[0]}): it was loaded or trained that way")
+            causes.append(
+                f"the model's weights were non-finite before this update ({len(broken)} "
+                f"tensors, e.g. {broken[0]}): it was loaded or trained that way"
+            )
     if ids:
-        shown = ", ".join(ids[:_SHOWN_IDS]) + (f", ... ({len(ids) - _SHOWN_IDS} more)"
-                                               if len(ids) > _SHOWN_IDS else "")
+        shown = ", ".join(ids[:_SHOWN_IDS]) + (
+            f", ... ({len(ids) - _SHOWN_IDS} more)" if len(ids) > _SHOWN_IDS else ""
+        )
         causes.append(f"batch of {len(ids)}: {id_field} {shown}")
     return causes
 
@@ -197,13 +235,19 @@ def _text(item: Any) -> str:
     return item.decode(errors="replace") if isinstance(item, bytes) else str(item)
 
 
-def _input_tensors(batch: Mapping[str, Any], size: Optional[int]) -> Iterator[Tuple[str, torch.Tensor]]:
+def _input_tensors(
+    batch: Mapping[str, Any], size: Optional[int]
+) -> Iterator[Tuple[str, torch.Tensor]]:
     """The floating-point tensors of ``batch`` (and of its dict fields) with one row per sample."""
     for field, value in batch.items():
         nested = value.items() if isinstance(value, Mapping) else [("", value)]
         for key, tensor in nested:
-            if not (torch.is_tensor(tensor) and tensor.is_floating_point() and tensor.numel() > 0
-                    and tensor.dim() > 0):
+            if not (
+                torch.is_tensor(tensor)
+                and tensor.is_floating_point()
+                and tensor.numel() > 0
+                and tensor.dim() > 0
+            ):
                 continue
             if size is not None and tensor.shape[0] != size:
                 continue

@@ -24,9 +24,23 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 # Tensor methods and torch functions whose result needs the device's values on the host.
-SYNCING = frozenset({"item", "tolist", "__bool__", "__int__", "__float__", "__index__",
-                     "nonzero", "argwhere", "numpy", "masked_select", "unique",
-                     "unique_consecutive", "cpu"})
+SYNCING = frozenset(
+    {
+        "item",
+        "tolist",
+        "__bool__",
+        "__int__",
+        "__float__",
+        "__index__",
+        "nonzero",
+        "argwhere",
+        "numpy",
+        "masked_select",
+        "unique",
+        "unique_consecutive",
+        "cpu",
+    }
+)
 INDEXING = frozenset({"__getitem__", "__setitem__"})
 # Tensors made from host data (a list, a number, an array) on a device: on a GPU the copy
 # to it is a blocking one, which CUDA's sync check (set_sync_debug_mode) refuses.
@@ -55,20 +69,26 @@ def _caller() -> str:
 
 
 class _HostSyncCheck(TorchFunctionMode):
-    def __torch_function__(self, func: Any, types: Any, args: Any = (),
-                           kwargs: Optional[dict] = None) -> Any:
+    def __torch_function__(
+        self, func: Any, types: Any, args: Any = (), kwargs: Optional[dict] = None
+    ) -> Any:
         name = getattr(func, "__name__", "")
         if _deferred_reads[0]:
             return func(*args, **(kwargs or {}))
-        if name in SYNCING or (name in INDEXING and len(args) > 1
-                               and _has_bool_index(args[1])):
+        if name in SYNCING or (name in INDEXING and len(args) > 1 and _has_bool_index(args[1])):
             what = f"a boolean-mask {name}" if name in INDEXING else f"{name}()"
             raise HostSyncError(f"{what} on a tensor waits for the device, at {_caller()}")
-        if (name in FROM_HOST_DATA and (kwargs or {}).get("device") is not None and args
-                and not torch.is_tensor(args[0])):
-            raise HostSyncError(f"torch.{name}() of host data on device "
-                                f"{kwargs['device']} copies and waits for the device, at "
-                                f"{_caller()}")
+        if (
+            name in FROM_HOST_DATA
+            and (kwargs or {}).get("device") is not None
+            and args
+            and not torch.is_tensor(args[0])
+        ):
+            raise HostSyncError(
+                f"torch.{name}() of host data on device "
+                f"{kwargs['device']} copies and waits for the device, at "
+                f"{_caller()}"
+            )
         return func(*args, **(kwargs or {}))
 
 

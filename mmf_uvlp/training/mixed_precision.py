@@ -60,26 +60,39 @@ class Precision:
         neither set, bfloat16 where :func:`bf16_by_default`, else float32."""
         if training.get("fp16", None) is None and training.get("amp_dtype", None) is None:
             default = bf16_by_default(device)
-            return cls(default, torch.bfloat16 if default else torch.float16,
-                       torch.device(device).type)
+            return cls(
+                default, torch.bfloat16 if default else torch.float16, torch.device(device).type
+            )
         enabled = training.get("fp16", False)
         if not isinstance(enabled, bool):
             raise UserConfigError(f"training.fp16={enabled!r}: expected True or False")
         name = training.get("amp_dtype", "float16") or "float16"
         if name not in AMP_DTYPES:
-            raise UserConfigError(f"training.amp_dtype={name!r}: expected one of "
-                                  f"{sorted(AMP_DTYPES)} (the dtype of torch.autocast)")
+            raise UserConfigError(
+                f"training.amp_dtype={name!r}: expected one of "
+                f"{sorted(AMP_DTYPES)} (the dtype of torch.autocast)"
+            )
         if name != "float16" and not enabled:
-            raise UserConfigError(f"training.amp_dtype={name} takes effect only with "
-                                  "training.fp16=True (MMF's mixed-precision switch); set both")
+            raise UserConfigError(
+                f"training.amp_dtype={name} takes effect only with "
+                "training.fp16=True (MMF's mixed-precision switch); set both"
+            )
         device_type = torch.device(device).type
-        if (enabled and name == "bfloat16" and device_type == "cuda"
-                and not torch.cuda.is_bf16_supported()):
-            raise UserConfigError("training.amp_dtype=bfloat16: this GPU has no bfloat16 "
-                                  "(compute capability < 8.0); use training.amp_dtype=float16")
+        if (
+            enabled
+            and name == "bfloat16"
+            and device_type == "cuda"
+            and not torch.cuda.is_bf16_supported()
+        ):
+            raise UserConfigError(
+                "training.amp_dtype=bfloat16: this GPU has no bfloat16 "
+                "(compute capability < 8.0); use training.amp_dtype=float16"
+            )
         if enabled and name == "float16" and device_type == "cpu":
-            logger.warning("training.fp16=True with float16 on a CPU runs, slowly; "
-                           "training.amp_dtype=bfloat16 is the CPU's fast type")
+            logger.warning(
+                "training.fp16=True with float16 on a CPU runs, slowly; "
+                "training.amp_dtype=bfloat16 is the CPU's fast type"
+            )
         return cls(enabled, AMP_DTYPES[name], device_type)
 
     @property
@@ -152,8 +165,10 @@ def restore_scaler(trainer: Any, checkpoint: Mapping[str, Any], file: str) -> No
     changes precision across the resume (then it is not the uninterrupted run)."""
     saved, now = _saved_precision(checkpoint.get("config")), precision_of(trainer).name
     if saved is not None and saved != now:
-        message = (f"{file} was trained in {saved}, this run continues in {now}: the resumed "
-                   "run is not the uninterrupted one")
+        message = (
+            f"{file} was trained in {saved}, this run continues in {now}: the resumed "
+            "run is not the uninterrupted one"
+        )
         warnings.warn(message)
         trainer.writer.write(message, "warning")
     scaler = getattr(trainer, "scaler", None)

@@ -153,7 +153,10 @@ def current_epoch(batch_size: Optional[int] = None, module: Optional[Any] = None
                 "the epoch cannot be derived: no training.batch_size in the registered MMF config"
             )
         lightning = lightning_trainer(module)
-        per_update = (lightning.accumulate_grad_batches if lightning is not None
-                      else training.get("update_frequency", 1))
+        per_update = (
+            lightning.accumulate_grad_batches
+            if lightning is not None
+            else training.get("update_frequency", 1)
+        )
         batch_size = int(training.batch_size) * int(per_update or 1)
     return updates_done(module) * int(batch_size) / sum(sizes.values())

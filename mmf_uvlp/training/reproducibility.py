@@ -59,16 +59,23 @@ class SampleIndex(int):
 
 class EpochSampler(torch.utils.data.Sampler):
     """Indices of one dataset in an order fixed by (seed, epoch); can resume mid-epoch.
-Each index is a :class:`SampleIndex` with its sample's seed.
+    Each index is a :class:`SampleIndex` with its sample's seed.
 
-    ``num_replicas``/``rank`` split the order between distributed processes as
-    ``torch.utils.data.DistributedSampler`` does (padded to a multiple of the replicas).
-    ``generator``, when given, is the DataLoader's generator: it is reseeded with the
-    epoch too, so the worker seeds PyTorch derives from it follow the run's seed.
+        ``num_replicas``/``rank`` split the order between distributed processes as
+        ``torch.utils.data.DistributedSampler`` does (padded to a multiple of the replicas).
+        ``generator``, when given, is the DataLoader's generator: it is reseeded with the
+        epoch too, so the worker seeds PyTorch derives from it follow the run's seed.
     """
 
-    def __init__(self, size: int, seed: int, shuffle: bool = True, num_replicas: int = 1,
-                 rank: int = 0, generator: Optional[torch.Generator] = None):
+    def __init__(
+        self,
+        size: int,
+        seed: int,
+        shuffle: bool = True,
+        num_replicas: int = 1,
+        rank: int = 0,
+        generator: Optional[torch.Generator] = None,
+    ):
         self.size, self.seed, self.shuffle = int(size), int(seed), bool(shuffle)
         self.num_replicas, self.rank = int(num_replicas), int(rank)
         self.generator = generator
@@ -101,14 +108,19 @@ Each index is a :class:`SampleIndex` with its sample's seed.
         if self.num_replicas > 1:
             per_rank = -(-self.size // self.num_replicas)
             order += order[: per_rank * self.num_replicas - len(order)]
-            order = order[self.rank:: self.num_replicas]
+            order = order[self.rank :: self.num_replicas]
         return order
 
     def __iter__(self) -> Iterator[int]:
         skip, self._skip = self._skip, 0
         order = self._indices()
-        return iter([SampleIndex(index, derived_seed(self.seed, self.epoch, position, 2))
-                     for position, index in enumerate(order) if position >= skip])
+        return iter(
+            [
+                SampleIndex(index, derived_seed(self.seed, self.epoch, position, 2))
+                for position, index in enumerate(order)
+                if position >= skip
+            ]
+        )
 
     def __len__(self) -> int:
         return -(-self.size // self.num_replicas)
@@ -120,10 +132,18 @@ def rng_state() -> Dict[str, Any]:
     version, python_state, gauss = random.getstate()
     kind, keys, position, has_gauss, cached = np.random.get_state()
     state: Dict[str, Any] = {
-        "python": {"version": version, "state": torch.tensor(python_state, dtype=torch.int64),
-                   "gauss": gauss},
-        "numpy": {"kind": kind, "keys": torch.from_numpy(keys.astype(np.int64)),
-                  "position": int(position), "has_gauss": int(has_gauss), "cached": float(cached)},
+        "python": {
+            "version": version,
+            "state": torch.tensor(python_state, dtype=torch.int64),
+            "gauss": gauss,
+        },
+        "numpy": {
+            "kind": kind,
+            "keys": torch.from_numpy(keys.astype(np.int64)),
+            "position": int(position),
+            "has_gauss": int(has_gauss),
+            "cached": float(cached),
+        },
         "torch": torch.get_rng_state(),
     }
     if torch.cuda.is_available():
@@ -136,11 +156,19 @@ def set_rng_state(state: Dict[str, Any]) -> None:
     (MMF maps every tensor of a checkpoint to the training device; the generators take
     host tensors)."""
     python = state["python"]
-    random.setstate((python["version"], tuple(int(v) for v in python["state"].cpu().tolist()),
-                     python["gauss"]))
+    random.setstate(
+        (python["version"], tuple(int(v) for v in python["state"].cpu().tolist()), python["gauss"])
+    )
     numpy = state["numpy"]
-    np.random.set_state((numpy["kind"], numpy["keys"].cpu().numpy().astype(np.uint32),
-                         numpy["position"], numpy["has_gauss"], numpy["cached"]))
+    np.random.set_state(
+        (
+            numpy["kind"],
+            numpy["keys"].cpu().numpy().astype(np.uint32),
+            numpy["position"],
+            numpy["has_gauss"],
+            numpy["cached"],
+        )
+    )
     torch.set_rng_state(state["torch"].cpu())
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all([cuda.cpu() for cuda in state["cuda"]])

@@ -39,8 +39,9 @@ def run_state(trainer: Any) -> Dict[str, Any]:
 TRUST_RESUME_FILE = "checkpoint.trust_resume_file"
 
 
-def load_run_checkpoint(checkpoint: Any, file: str, local_path: str, map_location: Any,
-                        allowed: Sequence[Any] = ()) -> Dict[str, Any]:
+def load_run_checkpoint(
+    checkpoint: Any, file: str, local_path: str, map_location: Any, allowed: Sequence[Any] = ()
+) -> Dict[str, Any]:
     """A checkpoint that MMF's ``checkpoint`` (its Checkpoint) loads (``local_path``: where
     ``file`` lies), as plain data and numpy arrays; the run's ``checkpoint.resume_file``
     loads whatever it holds when ``checkpoint.trust_resume_file`` is true, and a refusal of
@@ -50,12 +51,14 @@ def load_run_checkpoint(checkpoint: Any, file: str, local_path: str, map_locatio
     config = getattr(checkpoint, "config", None)  # None: a Checkpoint built without a run
     checkpoint_config = config.get("checkpoint", {}) if config is not None else {}
     resume_file = checkpoint_config.get("resume_file", None)
-    is_resume_file = resume_file is not None and \
-        os.path.abspath(str(resume_file)) == os.path.abspath(str(file))
+    is_resume_file = resume_file is not None and os.path.abspath(
+        str(resume_file)
+    ) == os.path.abspath(str(file))
     trusted = is_resume_file and bool(checkpoint_config.get("trust_resume_file", False))
     hint = f"set {TRUST_RESUME_FILE}=True (it may then run code)" if is_resume_file else ""
-    return load_checkpoint(str(local_path), map_location=map_location, allowed=allowed,
-                           trust=trusted, trust_hint=hint)
+    return load_checkpoint(
+        str(local_path), map_location=map_location, allowed=allowed, trust=trusted, trust_hint=hint
+    )
 
 
 def restore_run_state(trainer: Any, state: Dict[str, Any], file: str) -> None:
@@ -128,8 +131,10 @@ def load_or_fall_back(checkpoint: Any, load_state_dict: Callable[[Any], Any]) ->
         # e.g. the disk filled up while the first current.ckpt was written
         fallback = newest_complete(checkpoint)
         if fallback is not None:
-            _fall_back(checkpoint, f"{current} is missing; resuming from {fallback}, the "
-                                   "newest complete checkpoint")
+            _fall_back(
+                checkpoint,
+                f"{current} is missing; resuming from {fallback}, the newest complete checkpoint",
+            )
             return None
     try:
         return load_state_dict(checkpoint)
@@ -141,6 +146,7 @@ def load_or_fall_back(checkpoint: Any, load_state_dict: Callable[[Any], Any]) ->
             raise DamagedCheckpoint(
                 damaged.path, f"and no complete checkpoint in {checkpoint.models_foldername}"
             ) from damaged
-        _fall_back(checkpoint, f"{damaged}; resuming from {fallback}, the newest complete "
-                               "checkpoint")
+        _fall_back(
+            checkpoint, f"{damaged}; resuming from {fallback}, the newest complete checkpoint"
+        )
     return None

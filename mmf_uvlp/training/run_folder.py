@@ -37,16 +37,22 @@ def another_runs_final_checkpoint(config: Any) -> Optional[str]:
     finals = sorted(glob.glob(os.path.join(glob.escape(folder), "*_final.pth")))
     if not finals:
         return None
-    own = [os.path.join(glob.escape(folder), pattern)
-           for pattern in ("*current.ckpt", "*best.ckpt", os.path.join("models", "model_*.ckpt"))]
+    own = [
+        os.path.join(glob.escape(folder), pattern)
+        for pattern in ("*current.ckpt", "*best.ckpt", os.path.join("models", "model_*.ckpt"))
+    ]
     if config.checkpoint.get("resume", False) and any(glob.glob(path) for path in own):
         return None  # continues the run that wrote it
     name = str(config.training.get("experiment_name", ""))
-    elsewhere = ("training.experiment_name=<name> or env.save_dir=<folder>"
-                 if name and os.path.basename(os.path.normpath(folder)) == name
-                 else "env.save_dir=<folder>")
+    elsewhere = (
+        "training.experiment_name=<name> or env.save_dir=<folder>"
+        if name and os.path.basename(os.path.normpath(folder)) == name
+        else "env.save_dir=<folder>"
+    )
     written = datetime.fromtimestamp(os.path.getmtime(finals[0]), timezone.utc)
-    return (f"{folder} holds the final checkpoint of another run ({os.path.basename(finals[0])}, "
-            f"written {written:%Y-%m-%d %H:%M} UTC); train into another folder ({elsewhere}), "
-            "continue that run "
-            f"with checkpoint.resume=True, or replace it with {OVERWRITE_KEY}=True")
+    return (
+        f"{folder} holds the final checkpoint of another run ({os.path.basename(finals[0])}, "
+        f"written {written:%Y-%m-%d %H:%M} UTC); train into another folder ({elsewhere}), "
+        "continue that run "
+        f"with checkpoint.resume=True, or replace it with {OVERWRITE_KEY}=True"
+    )

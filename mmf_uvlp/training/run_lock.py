@@ -53,7 +53,7 @@ def _process_identity(pid: int) -> Optional[str]:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    fields = stat[stat.rindex(")") + 2:].split()  # after the command name, which may hold spaces
+    fields = stat[stat.rindex(")") + 2 :].split()  # after the command name, which may hold spaces
     return f"{boot}:{fields[19]}"  # field 22 of stat, starttime
 
 
@@ -79,8 +79,13 @@ class Owner:
 
     @classmethod
     def this_process(cls) -> "Owner":
-        return cls(os.getpid(), socket.gethostname(), _process_identity(os.getpid()),
-                   datetime.now(timezone.utc).isoformat(timespec="seconds"), list(sys.argv))
+        return cls(
+            os.getpid(),
+            socket.gethostname(),
+            _process_identity(os.getpid()),
+            datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            list(sys.argv),
+        )
 
     @classmethod
     def read(cls, path: Path) -> Optional["Owner"]:
@@ -91,16 +96,29 @@ class Owner:
             return None
         try:
             data = json.loads(text)
-            return cls(int(data["pid"]), str(data["host"]), data.get("process"),
-                       str(data.get("started", "?")), list(data.get("command", [])))
+            return cls(
+                int(data["pid"]),
+                str(data["host"]),
+                data.get("process"),
+                str(data.get("started", "?")),
+                list(data.get("command", [])),
+            )
         except (ValueError, KeyError, TypeError):
             raise RunFolderBusy(
                 f"{path} is not a run lock (expected a JSON object with 'pid' and 'host'); "
-                "delete it if no run uses its folder") from None
+                "delete it if no run uses its folder"
+            ) from None
 
     def to_json(self) -> str:
-        return json.dumps({"pid": self.pid, "host": self.host, "process": self.process,
-                           "started": self.started, "command": list(self.command)})
+        return json.dumps(
+            {
+                "pid": self.pid,
+                "host": self.host,
+                "process": self.process,
+                "started": self.started,
+                "command": list(self.command),
+            }
+        )
 
     def stale(self) -> bool:
         """Whether the owner is known to be gone: a process of this host that has ended."""
@@ -112,9 +130,8 @@ class Owner:
         return self.process is not None and now is not None and now != self.process
 
     def describe(self) -> str:
-        command = " ".join([Path(self.command[0]).name, *self.command[1:]]) if self.command \
-            else "?"
-        return (f"pid {self.pid} on host {self.host} ({command}, started {self.started})")
+        command = " ".join([Path(self.command[0]).name, *self.command[1:]]) if self.command else "?"
+        return f"pid {self.pid} on host {self.host} ({command}, started {self.started})"
 
 
 @contextlib.contextmanager
@@ -135,8 +152,9 @@ def _guard(folder: Path) -> Iterator[None]:
 class RunLock:
     """The lock of ``folder`` (``folder/name``); ``what`` names the folder in messages."""
 
-    def __init__(self, folder: str | os.PathLike, what: str = "run folder",
-                 name: str = LOCK_FILE) -> None:
+    def __init__(
+        self, folder: str | os.PathLike, what: str = "run folder", name: str = LOCK_FILE
+    ) -> None:
         self.folder = Path(folder)
         self.path = self.folder / name
         self.what = what
@@ -169,17 +187,24 @@ class RunLock:
                     continue
                 if not owner.stale():
                     raise RunFolderBusy(self._busy(owner))
-                logger.warning("%s: taking over the lock of %s, which has ended", self.path,
-                               owner.describe())
+                logger.warning(
+                    "%s: taking over the lock of %s, which has ended", self.path, owner.describe()
+                )
                 self.path.unlink(missing_ok=True)
-        raise RunFolderBusy(f"{self.path}: could not take the lock (other processes keep "
-                            "taking it)")
+        raise RunFolderBusy(
+            f"{self.path}: could not take the lock (other processes keep taking it)"
+        )
 
     def _busy(self, owner: Owner) -> str:
-        where = "" if owner.host == socket.gethostname() else (
-            "; that host cannot be checked from here: if that run is over, delete the lock")
-        return (f"{self.what} {self.folder} is in use by {owner.describe()}; its lock is "
-                f"{self.path}{where}; wait for it to end, or use another folder")
+        where = (
+            ""
+            if owner.host == socket.gethostname()
+            else ("; that host cannot be checked from here: if that run is over, delete the lock")
+        )
+        return (
+            f"{self.what} {self.folder} is in use by {owner.describe()}; its lock is "
+            f"{self.path}{where}; wait for it to end, or use another folder"
+        )
 
     def release(self) -> None:
         """Remove the lock if this process still owns it."""
@@ -191,7 +216,10 @@ class RunLock:
             except RunFolderBusy:
                 current = None
             if current is not None and (current.pid, current.host, current.process) == (
-                    self.owner.pid, self.owner.host, self.owner.process):
+                self.owner.pid,
+                self.owner.host,
+                self.owner.process,
+            ):
                 self.path.unlink(missing_ok=True)
         self.owner = None
 

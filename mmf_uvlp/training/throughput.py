@@ -108,8 +108,10 @@ def compile_mode() -> Optional[str]:
     if value is True:
         return "default"
     if value not in COMPILE_MODES:
-        raise UserConfigError(f"training.compile={value!r}: expected True, False or one of "
-                              f"{list(COMPILE_MODES)} (a torch.compile mode)")
+        raise UserConfigError(
+            f"training.compile={value!r}: expected True, False or one of "
+            f"{list(COMPILE_MODES)} (a torch.compile mode)"
+        )
     return value
 
 
@@ -122,13 +124,20 @@ def compile_in_place(module: torch.nn.Module, what: str, mode: str = "default") 
     import torch._dynamo as dynamo
 
     if not dynamo.is_dynamo_supported():
-        logger.warning("training.compile: torch.compile is not supported here (torch %s); "
-                       "%s runs eagerly", torch.__version__, what)
+        logger.warning(
+            "training.compile: torch.compile is not supported here (torch %s); %s runs eagerly",
+            torch.__version__,
+            what,
+        )
         return False
     dynamo.config.suppress_errors = True
     module.compile(dynamic=True, mode=mode)
-    logger.info("training.compile: %s compiled with torch.compile, mode %s (dynamic shapes; "
-                "eager where a graph fails to compile)", what, mode)
+    logger.info(
+        "training.compile: %s compiled with torch.compile, mode %s (dynamic shapes; "
+        "eager where a graph fails to compile)",
+        what,
+        mode,
+    )
     return True
 
 

@@ -37,8 +37,9 @@ def _fsync(path: str) -> None:
 
 
 @contextlib.contextmanager
-def atomic_path(path: PathLike, extension: str = "", temporary: Optional[PathLike] = None,
-                fsync: bool = False) -> Iterator[str]:
+def atomic_path(
+    path: PathLike, extension: str = "", temporary: Optional[PathLike] = None, fsync: bool = False
+) -> Iterator[str]:
     """A temporary name to write ``path``'s contents to; moved onto ``path`` when the block
     ends without an error, removed when it fails."""
     name = os.fspath(temporary) if temporary is not None else temporary_name(path, extension)
@@ -53,9 +54,14 @@ def atomic_path(path: PathLike, extension: str = "", temporary: Optional[PathLik
 
 
 @contextlib.contextmanager
-def atomic_open(path: PathLike, mode: str = "wb", extension: str = "",
-                temporary: Optional[PathLike] = None, fsync: bool = False,
-                **open_kwargs: Any) -> Iterator[IO]:
+def atomic_open(
+    path: PathLike,
+    mode: str = "wb",
+    extension: str = "",
+    temporary: Optional[PathLike] = None,
+    fsync: bool = False,
+    **open_kwargs: Any,
+) -> Iterator[IO]:
     """A file object (``open(..., mode, **open_kwargs)``) whose contents become ``path``
     when the block ends without an error."""
     with atomic_path(path, extension, temporary) as name:
@@ -66,22 +72,34 @@ def atomic_open(path: PathLike, mode: str = "wb", extension: str = "",
                 os.fsync(handle.fileno())
 
 
-def atomic_write_bytes(path: PathLike, data: bytes, fsync: bool = True,
-                       temporary: Optional[PathLike] = None) -> None:
+def atomic_write_bytes(
+    path: PathLike, data: bytes, fsync: bool = True, temporary: Optional[PathLike] = None
+) -> None:
     """``data`` as the file ``path``, whole or not at all."""
     with atomic_open(path, "wb", temporary=temporary, fsync=fsync) as handle:
         handle.write(data)
 
 
-def atomic_write_text(path: PathLike, text: str, fsync: bool = True,
-                      temporary: Optional[PathLike] = None, encoding: str = "utf-8") -> None:
+def atomic_write_text(
+    path: PathLike,
+    text: str,
+    fsync: bool = True,
+    temporary: Optional[PathLike] = None,
+    encoding: str = "utf-8",
+) -> None:
     """``text`` as the file ``path`` (``encoding``, newlines as given), whole or not at all."""
     atomic_write_bytes(path, text.encode(encoding), fsync, temporary)
 
 
-def atomic_write_json(path: PathLike, data: Any, fsync: bool = True,
-                      temporary: Optional[PathLike] = None, indent: int = 1,
-                      sort_keys: bool = True) -> None:
+def atomic_write_json(
+    path: PathLike,
+    data: Any,
+    fsync: bool = True,
+    temporary: Optional[PathLike] = None,
+    indent: int = 1,
+    sort_keys: bool = True,
+) -> None:
     """``data`` as a json file ``path`` (``indent``, ``sort_keys``, a final newline)."""
-    atomic_write_text(path, json.dumps(data, indent=indent, sort_keys=sort_keys) + "\n",
-                      fsync, temporary)
+    atomic_write_text(
+        path, json.dumps(data, indent=indent, sort_keys=sort_keys) + "\n", fsync, temporary
+    )

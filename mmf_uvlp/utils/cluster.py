@@ -35,13 +35,15 @@ class JobOptions:
 
     def __post_init__(self) -> None:
         if self.executor not in EXECUTORS:
-            raise ValueError(f"--executor: expected one of {list(EXECUTORS)}, got "
-                             f"{self.executor!r}")
+            raise ValueError(
+                f"--executor: expected one of {list(EXECUTORS)}, got {self.executor!r}"
+            )
         for name in ("time_min", "gpus", "cpus", "mem_gb", "array_parallelism"):
             value = getattr(self, name)
             if value is not None and value < (0 if name == "gpus" else 1):
-                raise ValueError(f"--{name.replace('_', '-')}: expected a positive number, "
-                                 f"got {value}")
+                raise ValueError(
+                    f"--{name.replace('_', '-')}: expected a positive number, got {value}"
+                )
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "JobOptions":
@@ -49,12 +51,20 @@ class JobOptions:
         for item in args.slurm_option or ():
             key, sep, value = item.partition("=")
             if not sep or not key.strip():
-                raise ValueError(f"--slurm-option {item!r}: expected KEY=VALUE, e.g. "
-                                 "account=vision or qos=high")
+                raise ValueError(
+                    f"--slurm-option {item!r}: expected KEY=VALUE, e.g. account=vision or qos=high"
+                )
             extra.append((key.strip().replace("-", "_"), value))
-        return cls(executor=args.executor, partition=args.partition, time_min=args.time,
-                   gpus=args.gpus, cpus=args.cpus, mem_gb=args.mem_gb,
-                   array_parallelism=args.array_parallelism, slurm=tuple(extra))
+        return cls(
+            executor=args.executor,
+            partition=args.partition,
+            time_min=args.time,
+            gpus=args.gpus,
+            cpus=args.cpus,
+            mem_gb=args.mem_gb,
+            array_parallelism=args.array_parallelism,
+            slurm=tuple(extra),
+        )
 
     def parallelism(self) -> Optional[int]:
         """Jobs the launcher lets run at once (None: as many as the cluster schedules)."""
@@ -107,26 +117,46 @@ def _visible_gpus() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def add_job_arguments(parser: argparse.ArgumentParser, default_executor: Optional[str] = "local",
-                      ) -> None:
+def add_job_arguments(
+    parser: argparse.ArgumentParser,
+    default_executor: Optional[str] = "local",
+) -> None:
     """The job options of ``JobOptions`` as command-line flags."""
     group = parser.add_argument_group("jobs (submitit)")
     default = default_executor or "none: not as submitit jobs"
-    group.add_argument("--executor", choices=EXECUTORS, default=default_executor,
-                       help="slurm: sbatch jobs (arrays where there are several); local: child "
-                            f"processes of this computer (default {default})")
+    group.add_argument(
+        "--executor",
+        choices=EXECUTORS,
+        default=default_executor,
+        help="slurm: sbatch jobs (arrays where there are several); local: child "
+        f"processes of this computer (default {default})",
+    )
     group.add_argument("--partition", help="Slurm partition")
-    group.add_argument("--time", type=int, default=24 * 60,
-                       help="time limit of one job in minutes (default 1440; the local "
-                            "executor stops a job at it too)")
-    group.add_argument("--gpus", type=int,
-                       help="GPUs per job (default: none on Slurm, every visible GPU locally)")
+    group.add_argument(
+        "--time",
+        type=int,
+        default=24 * 60,
+        help="time limit of one job in minutes (default 1440; the local "
+        "executor stops a job at it too)",
+    )
+    group.add_argument(
+        "--gpus", type=int, help="GPUs per job (default: none on Slurm, every visible GPU locally)"
+    )
     group.add_argument("--cpus", type=int, help="CPUs per job (Slurm --cpus-per-task)")
     group.add_argument("--mem-gb", dest="mem_gb", type=float, help="memory per job in GB")
-    group.add_argument("--array-parallelism", dest="array_parallelism", type=int,
-                       help="jobs running at once (Slurm --array=...%%N; default: every job "
-                            "on Slurm, one per CPU locally)")
-    group.add_argument("--slurm-option", dest="slurm_option", action="append", default=[],
-                       metavar="KEY=VALUE",
-                       help="any other #SBATCH option, e.g. account=vision, qos=high, "
-                            "constraint=volta32gb (repeatable)")
+    group.add_argument(
+        "--array-parallelism",
+        dest="array_parallelism",
+        type=int,
+        help="jobs running at once (Slurm --array=...%%N; default: every job "
+        "on Slurm, one per CPU locally)",
+    )
+    group.add_argument(
+        "--slurm-option",
+        dest="slurm_option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any other #SBATCH option, e.g. account=vision, qos=high, "
+        "constraint=volta32gb (repeatable)",
+    )

@@ -38,8 +38,7 @@ def acquire(path: str, **kwargs: Any) -> lmdb.Environment:
         try:
             env = lmdb.open(path, **options)
         except lmdb.Error as e:
-            raise LmdbOpenError(f"{path}: expected {EXPECTED}, found {_found(path, e)}") \
-                from None
+            raise LmdbOpenError(f"{path}: expected {EXPECTED}, found {_found(path, e)}") from None
         if options.get("readonly"):
             try:
                 _check_complete(path, env, bool(options["subdir"]))

@@ -32,8 +32,10 @@ def refuse_foreign_folder(out: str, state_dir: str, tool: str) -> None:
     names = sorted(os.listdir(out)) if os.path.isdir(out) else []
     if names and not os.path.isdir(os.path.join(out, state_dir)):
         shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-        raise FileExistsError(f"{out} exists and was not written by {tool} (no {state_dir}/ "
-                              f"in it; it holds {shown}): choose another output")
+        raise FileExistsError(
+            f"{out} exists and was not written by {tool} (no {state_dir}/ "
+            f"in it; it holds {shown}): choose another output"
+        )
 
 
 def _link_text(path: Path) -> str:
@@ -50,10 +52,12 @@ def check_no_link_on_the_way(root: Path, relative: PurePosixPath, where: str) ->
     for part in relative.parts:
         path = path / part
         if path.is_symlink():
-            raise UnsafeOutputPath(f"{where}: {_link_text(path)}; refusing to delete or write "
-                                   f"through it (only files inside {root} are replaced): "
-                                   "replace the link with the folder or file it stands for, "
-                                   "or use another output folder")
+            raise UnsafeOutputPath(
+                f"{where}: {_link_text(path)}; refusing to delete or write "
+                f"through it (only files inside {root} are replaced): "
+                "replace the link with the folder or file it stands for, "
+                "or use another output folder"
+            )
     return path
 
 
@@ -68,11 +72,14 @@ def listed_file(root: Path, entry: str, listing: Path, line: int) -> Path:
     if not entry or "\\" in entry or "\0" in entry:
         raise UnsafeOutputPath(f"{where}: expected a relative path with '/' separators")
     if relative.is_absolute():
-        raise UnsafeOutputPath(f"{where}: expected a path relative to {root}, got an "
-                               "absolute path; the list names only files inside its folder")
+        raise UnsafeOutputPath(
+            f"{where}: expected a path relative to {root}, got an "
+            "absolute path; the list names only files inside its folder"
+        )
     if any(part in ("", ".", "..") for part in entry.split("/")):
-        raise UnsafeOutputPath(f"{where}: expected a path inside {root} without '..', '.' "
-                               "or empty parts")
+        raise UnsafeOutputPath(
+            f"{where}: expected a path inside {root} without '..', '.' or empty parts"
+        )
     path = check_no_link_on_the_way(root, relative, where)
     if path.exists() and not path.is_file():
         raise UnsafeOutputPath(f"{where}: expected a file, {path} is a folder")
@@ -85,8 +92,10 @@ def read_file_list(root: Path, listing: Path) -> list[Path]:
     if not listing.is_file():
         return []
     text = listing.read_text(encoding="utf-8")
-    return [listed_file(root, entry, listing, number)
-            for number, entry in enumerate(text.splitlines(), start=1)]
+    return [
+        listed_file(root, entry, listing, number)
+        for number, entry in enumerate(text.splitlines(), start=1)
+    ]
 
 
 def check_no_links_below(root: Path, names: Iterable[str], tool: str) -> None:
@@ -95,9 +104,11 @@ def check_no_links_below(root: Path, names: Iterable[str], tool: str) -> None:
     for name in names:
         top = root / name
         if top.is_symlink():
-            raise UnsafeOutputPath(f"{tool}: {_link_text(top)}; it writes and deletes in "
-                                   f"{top} and never through a link out of {root}: replace "
-                                   "the link with a folder, or use another output folder")
+            raise UnsafeOutputPath(
+                f"{tool}: {_link_text(top)}; it writes and deletes in "
+                f"{top} and never through a link out of {root}: replace "
+                "the link with a folder, or use another output folder"
+            )
         for folder, dirs, files in os.walk(top):
             for name_below in dirs + files:
                 path = Path(folder) / name_below
@@ -105,4 +116,5 @@ def check_no_links_below(root: Path, names: Iterable[str], tool: str) -> None:
                     raise UnsafeOutputPath(
                         f"{tool}: {_link_text(path)}; it writes and deletes in {top} and "
                         f"never through a link out of {root}: remove the link, or use "
-                        "another output folder")
+                        "another output folder"
+                    )

@@ -43,17 +43,29 @@ ARRAYS = "plain containers, numbers, strings and numpy arrays"
 
 # Globals a plain-data pickle may name: containers without an opcode of their own, and
 # the bytes of protocol-2 pickles (``_codecs.encode(text, "latin1")``).
-PLAIN_GLOBALS = frozenset({
-    ("builtins", "set"), ("builtins", "frozenset"), ("builtins", "complex"),
-    ("builtins", "bytearray"), ("collections", "OrderedDict"), ("_codecs", "encode"),
-})
+PLAIN_GLOBALS = frozenset(
+    {
+        ("builtins", "set"),
+        ("builtins", "frozenset"),
+        ("builtins", "complex"),
+        ("builtins", "bytearray"),
+        ("collections", "OrderedDict"),
+        ("_codecs", "encode"),
+    }
+)
 # What ``pickle.dumps`` of numpy arrays, scalars and dtypes names (numpy 1.x and 2.x).
-ARRAY_GLOBALS = frozenset({
-    ("numpy", "ndarray"), ("numpy", "dtype"),
-    ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
-    ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
-    ("numpy.core.numeric", "_frombuffer"), ("numpy._core.numeric", "_frombuffer"),
-})
+ARRAY_GLOBALS = frozenset(
+    {
+        ("numpy", "ndarray"),
+        ("numpy", "dtype"),
+        ("numpy.core.multiarray", "_reconstruct"),
+        ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy.core.multiarray", "scalar"),
+        ("numpy._core.multiarray", "scalar"),
+        ("numpy.core.numeric", "_frombuffer"),
+        ("numpy._core.numeric", "_frombuffer"),
+    }
+)
 
 
 class _Refused(pickle.UnpicklingError):
@@ -90,22 +102,45 @@ def _resolve(module: str, name: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
-def restricted_load(file: BinaryIO, path: str | os.PathLike, arrays: bool = False,
-                    key: Optional[str] = None, **kwargs: Any) -> Any:
+def restricted_load(
+    file: BinaryIO,
+    path: str | os.PathLike,
+    arrays: bool = False,
+    key: Optional[str] = None,
+    **kwargs: Any,
+) -> Any:
     """Unpickle ``file`` (read from ``path``) with :class:`RestrictedUnpickler`."""
     allowed = ARRAYS if arrays else PLAIN
     try:
         return RestrictedUnpickler(file, arrays=arrays, **kwargs).load()
     except _Refused as refused:
         raise UnsafeFileError(path, refused.name, allowed, key=key) from None
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError,
-            IndexError, KeyError, UnicodeDecodeError, MemoryError) as error:
-        raise FormatError(path, "pickle", f"a complete pickle of {allowed}",
-                          f"{type(error).__name__}: {error}", key=key) from None
+    except (
+        pickle.UnpicklingError,
+        EOFError,
+        ValueError,
+        TypeError,
+        AttributeError,
+        IndexError,
+        KeyError,
+        UnicodeDecodeError,
+        MemoryError,
+    ) as error:
+        raise FormatError(
+            path,
+            "pickle",
+            f"a complete pickle of {allowed}",
+            f"{type(error).__name__}: {error}",
+            key=key,
+        ) from None
 
 
-def restricted_loads(data: bytes | memoryview, path: str | os.PathLike, arrays: bool = False,
-                     key: Optional[str] = None) -> Any:
+def restricted_loads(
+    data: bytes | memoryview,
+    path: str | os.PathLike,
+    arrays: bool = False,
+    key: Optional[str] = None,
+) -> Any:
     """:func:`restricted_load` of bytes (e.g. an LMDB value of ``path``)."""
     if data is None:
         raise FormatError(path, "value", "a pickled value", None, key=key)
@@ -131,8 +166,9 @@ def load_npy(file: str | os.PathLike | BinaryIO, mmap_mode: Optional[str] = None
         raise _npy_error(path, error) from None
 
 
-def _read_npy(handle: BinaryIO, path: str, mmap_mode: Optional[str],
-              reread: Callable[[], Any]) -> np.ndarray:
+def _read_npy(
+    handle: BinaryIO, path: str, mmap_mode: Optional[str], reread: Callable[[], Any]
+) -> np.ndarray:
     """The array of an open ``.npy`` file: an object array through the restricted unpickler,
     any other read again by ``np.load`` from ``reread()`` without pickles."""
     version = np.lib.format.read_magic(handle)
@@ -154,8 +190,9 @@ def _npy_error(path: str, error: BaseException) -> BaseException:
     """``error`` of reading ``path`` as the one to raise: a FormatError naming the file."""
     if isinstance(error, (FormatError, FileNotFoundError)):
         return error
-    return FormatError(path, "npy", "a complete .npy file (numpy.save)",
-                       f"{type(error).__name__}: {error}")
+    return FormatError(
+        path, "npy", "a complete .npy file (numpy.save)", f"{type(error).__name__}: {error}"
+    )
 
 
 _REFUSED_GLOBAL = re.compile(r"GLOBAL ([\w.]+)")
@@ -172,14 +209,16 @@ def numpy_data() -> List[Any]:
     multiarray = np.core.multiarray if numpy_1 else np._core.multiarray
     found: List[Any] = [np.ndarray, np.dtype]
     for module in ("numpy.core.multiarray", "numpy._core.multiarray"):
-        found += [(multiarray._reconstruct, f"{module}._reconstruct"),
-                  (multiarray.scalar, f"{module}.scalar")]
-    return found + [getattr(numpy.dtypes, name) for name in dir(numpy.dtypes)
-                    if name.endswith("DType")]
+        found += [
+            (multiarray._reconstruct, f"{module}._reconstruct"),
+            (multiarray.scalar, f"{module}.scalar"),
+        ]
+    return found + [
+        getattr(numpy.dtypes, name) for name in dir(numpy.dtypes) if name.endswith("DType")
+    ]
 
 
-def load_checkpoint(path: str | os.PathLike, trust: bool = False,
-                    trust_hint: str = "") -> Any:
+def load_checkpoint(path: str | os.PathLike, trust: bool = False, trust_hint: str = "") -> Any:
     """``torch.load`` of a user's checkpoint on the CPU: tensors, numbers, strings and plain
     containers only, unless ``trust`` (a legacy file the user vouches for: it may run code).
 
@@ -189,8 +228,10 @@ def load_checkpoint(path: str | os.PathLike, trust: bool = False,
 
     path = os.fspath(path)
     if trust:
-        logger.warning("%s: loaded as a trusted checkpoint (any object it holds is built, "
-                       "which can run code)", path)
+        logger.warning(
+            "%s: loaded as a trusted checkpoint (any object it holds is built, which can run code)",
+            path,
+        )
     try:
         with torch.serialization.safe_globals(numpy_data()):
             return torch.load(path, map_location="cpu", weights_only=not trust)
@@ -201,8 +242,12 @@ def load_checkpoint(path: str | os.PathLike, trust: bool = False,
         if "Weights only load failed" in text:
             found = _REFUSED_GLOBAL.search(text)
             refused = found.group(1) if found else "an object other than tensors and plain data"
-            raise UnsafeFileError(path, refused, "tensors, numbers, strings and plain "
-                                  "containers", trust_hint=trust_hint) from None
+            raise UnsafeFileError(
+                path,
+                refused,
+                "tensors, numbers, strings and plain containers",
+                trust_hint=trust_hint,
+            ) from None
         raise _damaged_checkpoint(path, error) from None
     except (RuntimeError, EOFError, OSError, ValueError) as error:
         raise _damaged_checkpoint(path, error) from None
@@ -210,8 +255,12 @@ def load_checkpoint(path: str | os.PathLike, trust: bool = False,
 
 def _damaged_checkpoint(path: str, error: BaseException) -> FormatError:
     first = str(error).strip().splitlines()[0] if str(error).strip() else ""
-    return FormatError(path, "checkpoint", "a complete file written by torch.save (damaged or "
-                       "truncated?)", f"{type(error).__name__}: {first}")
+    return FormatError(
+        path,
+        "checkpoint",
+        "a complete file written by torch.save (damaged or truncated?)",
+        f"{type(error).__name__}: {first}",
+    )
 
 
 def unsafe_name(name: str) -> Optional[str]:

@@ -18,8 +18,17 @@ from mmf_uvlp.errors import UserConfigError
 
 # Spellings that YAML reads as booleans/null but Python's literal_eval (MMF's command
 # line) keeps as strings; the value is the spelling MMF expects.
-_YAML_SPELLINGS = {"true": "True", "false": "False", "null": "None", "none": "None",
-                   "yes": "True", "no": "False", "on": "True", "off": "False", "~": "None"}
+_YAML_SPELLINGS = {
+    "true": "True",
+    "false": "False",
+    "null": "None",
+    "none": "None",
+    "yes": "True",
+    "no": "False",
+    "on": "True",
+    "off": "False",
+    "~": "None",
+}
 
 
 def _key_values(opts: Iterable[str]) -> List[Tuple[str, str]]:
@@ -29,8 +38,9 @@ def _key_values(opts: Iterable[str]) -> List[Tuple[str, str]]:
     return list(zip(opts[0::2], opts[1::2]))
 
 
-def check_command_line_literals(config: Any, opts: Optional[Iterable[str]],
-                                existing_only: bool = False) -> None:
+def check_command_line_literals(
+    config: Any, opts: Optional[Iterable[str]], existing_only: bool = False
+) -> None:
     """Refuse ``key=true``-style overrides of boolean / null keys.
 
     MMF decodes command-line values with ``ast.literal_eval``: ``true`` stays the string
@@ -71,11 +81,10 @@ def check_command_line_lists(config: Any, opts: Optional[Iterable[str]]) -> None
         if "[" in key:
             base = key[: key.index("[")]
             current = OmegaConf.select(config, base, default=None, throw_on_missing=False)
-            example = (OmegaConf.to_container(current) if OmegaConf.is_list(current)
-                       else ["..."])
+            example = OmegaConf.to_container(current) if OmegaConf.is_list(current) else ["..."]
             raise UserConfigError(
                 f"command line: {key}={value}: MMF does not set one item of a list; give the "
-                f"whole list as a Python literal, e.g. \"{base}={example!r}\""
+                f'whole list as a Python literal, e.g. "{base}={example!r}"'
             )
         text = value.strip()
         if text[:1] in "[{" and not _python_literal(text):
@@ -83,8 +92,11 @@ def check_command_line_lists(config: Any, opts: Optional[Iterable[str]]) -> None
                 parsed = yaml.safe_load(text)
             except yaml.YAMLError:
                 parsed = None
-            hint = (f"write \"{key}={parsed!r}\"" if isinstance(parsed, (list, dict))
-                    else "quote each string inside it")
+            hint = (
+                f'write "{key}={parsed!r}"'
+                if isinstance(parsed, (list, dict))
+                else "quote each string inside it"
+            )
             raise UserConfigError(
                 f"command line: {key}={value} is not a Python literal, so MMF would store the "
                 f"string {value!r}; {hint}"
@@ -131,8 +143,9 @@ def missing_data_file_message(config: Any, error: BaseException) -> Optional[str
             continue
         data_dir = values.get("data_dir") or OmegaConf.select(config, "env.data_dir", default="")
         for key, value, in_list in _data_path_values(values, f"dataset_config.{dataset}"):
-            path = os.path.normpath(value if os.path.isabs(value)
-                                    else os.path.join(str(data_dir), value))
+            path = os.path.normpath(
+                value if os.path.isabs(value) else os.path.join(str(data_dir), value)
+            )
             if os.path.exists(path) or not any(path in text for text in texts):
                 continue
             where = "" if os.path.isabs(value) else f" (relative to data_dir {data_dir})"
@@ -167,8 +180,10 @@ def unwritable_folder_message(config: Any, error: BaseException) -> Optional[str
                 folder = os.path.abspath(str(folder))
                 if path == folder or path.startswith(folder + os.sep):
                     code = errno.errorcode.get(seen.errno or 0, "no error code")
-                    return (f"cannot write {what} {folder} ({key}): {code} "
-                            f"({seen.strerror or seen}) at {path}; set {key}=<a folder you "
-                            f"can write>{other}")
+                    return (
+                        f"cannot write {what} {folder} ({key}): {code} "
+                        f"({seen.strerror or seen}) at {path}; set {key}=<a folder you "
+                        f"can write>{other}"
+                    )
         seen = seen.__cause__ or seen.__context__
     return None

@@ -24,7 +24,8 @@ def world_preset() -> str:
         raise UserConfigError(
             f"${VARIABLE}={value!r}: the run configs of projects/uvla train on the toy worlds "
             f"{', '.join(WORLDS)}; unset {VARIABLE} for the demo world, or set env.data_dir, "
-            "model_config.uvla.feature_dim and training.max_updates for another")
+            "model_config.uvla.feature_dim and training.max_updates for another"
+        )
     return value
 
 

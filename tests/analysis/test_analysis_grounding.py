@@ -8,7 +8,11 @@ import torch
 
 from mmf_uvlp.analysis.examples import ENTITY, ExampleBuilder
 from mmf_uvlp.analysis.grounding import (
-    GroundingProbe, argmax_credit, region_hits, run_probe, score_source,
+    GroundingProbe,
+    argmax_credit,
+    region_hits,
+    run_probe,
+    score_source,
 )
 from mmf_uvlp.analysis.regions import ImageRegions
 from mmf_uvlp.analysis.systems import Outputs, System
@@ -73,12 +77,30 @@ def _rows(*heads):
 def _crafted_probe():
     probe = GroundingProbe(layers=1, heads=2)
     # head 0: attends region 1 (region share 0.6); head 1: little attention on regions
-    probe.add(ENTITY, _rows([0.1, 0.5, 0.3], [0.10, 0.05, 0.8]), BOXES, VALID, CONFIDENCES,
-              np.array([[0, 0, 10, 10]]))  # gold = region 0
-    probe.add(ENTITY, _rows([0.1, 0.5, 0.3], [0.05, 0.10, 0.8]), BOXES, VALID, CONFIDENCES,
-              np.array([[21, 21, 40, 40]]))  # gold = region 1 (IoU 0.90)
-    probe.add(ENTITY, _rows([0.1, 0.5, 0.3], [0.10, 0.05, 0.8]), BOXES, VALID, CONFIDENCES,
-              np.array([[100, 100, 110, 110]]))  # only the padding region matches: unreachable
+    probe.add(
+        ENTITY,
+        _rows([0.1, 0.5, 0.3], [0.10, 0.05, 0.8]),
+        BOXES,
+        VALID,
+        CONFIDENCES,
+        np.array([[0, 0, 10, 10]]),
+    )  # gold = region 0
+    probe.add(
+        ENTITY,
+        _rows([0.1, 0.5, 0.3], [0.05, 0.10, 0.8]),
+        BOXES,
+        VALID,
+        CONFIDENCES,
+        np.array([[21, 21, 40, 40]]),
+    )  # gold = region 1 (IoU 0.90)
+    probe.add(
+        ENTITY,
+        _rows([0.1, 0.5, 0.3], [0.10, 0.05, 0.8]),
+        BOXES,
+        VALID,
+        CONFIDENCES,
+        np.array([[100, 100, 110, 110]]),
+    )  # only the padding region matches: unreachable
     return probe
 
 
@@ -103,8 +125,14 @@ def test_best_head_is_chosen_among_active_heads_only():
 
 def test_without_active_heads_the_best_head_is_flagged():
     probe = GroundingProbe(layers=1, heads=2)
-    probe.add(ENTITY, _rows([0.01, 0.02, 0.9], [0.02, 0.01, 0.9]), BOXES, VALID, CONFIDENCES,
-              np.array([[0, 0, 10, 10]]))
+    probe.add(
+        ENTITY,
+        _rows([0.01, 0.02, 0.9], [0.02, 0.01, 0.9]),
+        BOXES,
+        VALID,
+        CONFIDENCES,
+        np.array([[0, 0, 10, 10]]),
+    )
     best = probe.summary()["entity"]["best_head"]
     assert (best["head"], best["active"], best["accuracy"]) == (2, False, 100.0)
 
@@ -144,12 +172,19 @@ def test_entity_and_syntactic_sources_of_a_caption(tokenizer):
     example = builder.example(image, image.sentences[0], HEADS, RELATIONS)
     assert example.input_ids[0] == tokenizer.cls_token_id and len(example.input_ids) == 12
     assert [(s.entity_id, s.tokens, s.target_root) for s in example.entities] == [
-        ("1", (1, 2), 1), ("2", (4, 5, 6), 5)]
+        ("1", (1, 2), 1),
+        ("2", (4, 5, 6), 5),
+    ]
     assert builder.skipped == {"phrase without a gold box": 1}  # "the beach": scene, no box
     # each arc touching a grounded phrase's root word: the other word -> that entity
     assert [(s.kind, s.text, s.tokens, s.entity_id) for s in example.syntactic] == [
-        ("det", "A", (1,), "1"), ("acl", "holding", (3,), "1"), ("det", "a", (4,), "2"),
-        ("amod", "red", (5,), "2"), ("dobj", "holding", (3,), "2"), ("punct", ".", (10,), "1")]
+        ("det", "A", (1,), "1"),
+        ("acl", "holding", (3,), "1"),
+        ("det", "a", (4,), "2"),
+        ("amod", "red", (5,), "2"),
+        ("dobj", "holding", (3,), "2"),
+        ("punct", ".", (10,), "1"),
+    ]
 
 
 def test_sources_cut_off_by_max_length_are_skipped(tokenizer):
@@ -191,8 +226,15 @@ class _FixedAttention(System):
 
 def _regions(image_id, boxes, confidences):
     boxes = np.array(boxes, dtype=np.float32)
-    return ImageRegions(image_id, 100, 100, boxes, np.zeros((len(boxes), 4), np.float32),
-                        np.array(confidences, np.float32), ())
+    return ImageRegions(
+        image_id,
+        100,
+        100,
+        boxes,
+        np.zeros((len(boxes), 4), np.float32),
+        np.array(confidences, np.float32),
+        (),
+    )
 
 
 def test_run_probe_excludes_the_padding_of_a_batch(tokenizer):

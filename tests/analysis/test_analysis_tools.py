@@ -12,8 +12,10 @@ from helpers import REPO
 
 
 TINY = str(REPO / "configs" / "models" / "uvla" / "tiny_random.yaml")
-TOOLS = {module.__name__.rsplit(".", 1)[1]: module
-         for module in (attention_maps, plot_alignment, probe_grounding)}
+TOOLS = {
+    module.__name__.rsplit(".", 1)[1]: module
+    for module in (attention_maps, plot_alignment, probe_grounding)
+}
 FEATURE_DIM = 64  # the tiny preset's
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -34,20 +36,36 @@ def checkpoints(tmp_path_factory):
     uvla = load_system("t", "base", uvla_config(TINY), FEATURE_DIM, seed=1)
     torch.save(uvla.model.state_dict(), folder / "uvla_final.pth")
     config = {
-        "model": "visual_bert", "bert_model_name": None, "training_head_type": "classification",
-        "num_labels": 3, "visual_embedding_dim": FEATURE_DIM, "hidden_size": 32,
-        "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64,
-        "vocab_size": 30522, "special_visual_initialize": True, "embedding_strategy": "plain",
-        "bypass_transformer": False, "output_attentions": False, "output_hidden_states": False,
-        "random_initialize": True, "freeze_base": False, "finetune_lr_multiplier": 1,
+        "model": "visual_bert",
+        "bert_model_name": None,
+        "training_head_type": "classification",
+        "num_labels": 3,
+        "visual_embedding_dim": FEATURE_DIM,
+        "hidden_size": 32,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "intermediate_size": 64,
+        "vocab_size": 30522,
+        "special_visual_initialize": True,
+        "embedding_strategy": "plain",
+        "bypass_transformer": False,
+        "output_attentions": False,
+        "output_hidden_states": False,
+        "random_initialize": True,
+        "freeze_base": False,
+        "finetune_lr_multiplier": 1,
         "losses": [],
     }
     torch.manual_seed(0)
     model = VisualBERT(OmegaConf.create(config))
     model.build()
-    torch.save({"model": model.state_dict(),
-                "config": {"model": "visual_bert", "model_config": {"visual_bert": config}}},
-               folder / "visual_bert.ckpt")
+    torch.save(
+        {
+            "model": model.state_dict(),
+            "config": {"model": "visual_bert", "model_config": {"visual_bert": config}},
+        },
+        folder / "visual_bert.ckpt",
+    )
     return folder / "uvla_final.pth", folder / "visual_bert.ckpt"
 
 
@@ -58,9 +76,13 @@ def _common(world):
 @pytest.fixture(scope="module")
 def probe(tiny_world, checkpoints, tmp_path_factory):
     out = tmp_path_factory.mktemp("probe")
-    assert _tool("probe_grounding")(
-        _common(tiny_world) + ["--model", "Base=base", "--model", f"Tiny={checkpoints[0]}",
-                               "--out", str(out)]) == 0
+    assert (
+        _tool("probe_grounding")(
+            _common(tiny_world)
+            + ["--model", "Base=base", "--model", f"Tiny={checkpoints[0]}", "--out", str(out)]
+        )
+        == 0
+    )
     return out
 
 
@@ -78,17 +100,31 @@ def test_probe_writes_tables_and_plots(probe):
     assert 0 < base["entity"]["random_baseline"] < base["entity"]["upper_bound"] <= 100
     assert report["data"]["captions"] == 5 * report["data"]["images"]
     table = (probe / "probe.md").read_text()
-    assert ("| Type | n | Rule | Random | Upper | Base acc | Base head | Tiny acc | Tiny head |"
-            in table)
+    assert (
+        "| Type | n | Rule | Random | Upper | Base acc | Base head | Tiny acc | Tiny head |"
+        in table
+    )
     assert f"| entity | {base['entity']['n']} |" in table
     for name in ("entity_grounding.png", "syntactic_grounding.png"):
         assert (probe / name).read_bytes().startswith(PNG)
 
 
 def test_probe_compares_with_an_mmf_visual_bert_checkpoint(tiny_world, checkpoints, tmp_path):
-    assert _tool("probe_grounding")(
-        _common(tiny_world) + ["--max-images", "4", "--compare", "Base=base",
-                               f"VisualBERT={checkpoints[1]}", "--out", str(tmp_path)]) == 0
+    assert (
+        _tool("probe_grounding")(
+            _common(tiny_world)
+            + [
+                "--max-images",
+                "4",
+                "--compare",
+                "Base=base",
+                f"VisualBERT={checkpoints[1]}",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
     report = json.loads((tmp_path / "probe.json").read_text())
     visual_bert = report["systems"]["VisualBERT"]
     assert (visual_bert["layers"], visual_bert["heads"]) == (2, 2)
@@ -97,10 +133,26 @@ def test_probe_compares_with_an_mmf_visual_bert_checkpoint(tiny_world, checkpoin
 
 
 def test_attention_maps_of_the_best_heads(tiny_world, checkpoints, probe, tmp_path):
-    assert _tool("attention_maps")(
-        _common(tiny_world) + ["--model", "Base=base", "--model", f"Tiny={checkpoints[0]}",
-                               "--layer", "best", "--probe", str(probe / "probe.json"),
-                               "--num-examples", "2", "--out", str(tmp_path)]) == 0
+    assert (
+        _tool("attention_maps")(
+            _common(tiny_world)
+            + [
+                "--model",
+                "Base=base",
+                "--model",
+                f"Tiny={checkpoints[0]}",
+                "--layer",
+                "best",
+                "--probe",
+                str(probe / "probe.json"),
+                "--num-examples",
+                "2",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
     report = json.loads((tmp_path / "attention_maps.json").read_text())
     assert report["layer"] == "best" and len(report["examples"]) == 2
     best = json.loads((probe / "probe.json").read_text())["systems"]["Tiny"]["entity"]["best_head"]
@@ -119,14 +171,29 @@ def test_attention_maps_of_chosen_captions(tiny_world, tmp_path):
     from mmf_uvlp.data_formats.flickr30k_entities import Flickr30kEntities
 
     image_id = Flickr30kEntities(tiny_world / "flickr30k_entities").image_ids("val")[0]
-    assert _tool("attention_maps")(
-        _common(tiny_world) + ["--model", "Base=base", "--examples", f"{image_id}#3",
-                               "--layer", "layer:1", "--out", str(tmp_path)]) == 0
+    assert (
+        _tool("attention_maps")(
+            _common(tiny_world)
+            + [
+                "--model",
+                "Base=base",
+                "--examples",
+                f"{image_id}#3",
+                "--layer",
+                "layer:1",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
     (record,) = json.loads((tmp_path / "attention_maps.json").read_text())["examples"]
     assert record["key"] == f"{image_id}#3"
     with pytest.raises(SystemExit, match="no such captions"):
-        _tool("attention_maps")(_common(tiny_world) + [
-            "--model", "Base=base", "--examples", f"{image_id}#9", "--out", str(tmp_path)])
+        _tool("attention_maps")(
+            _common(tiny_world)
+            + ["--model", "Base=base", "--examples", f"{image_id}#9", "--out", str(tmp_path)]
+        )
 
 
 def _mrr_by_loop(vectors: np.ndarray, classes: list, modalities: list) -> float:
@@ -136,8 +203,9 @@ def _mrr_by_loop(vectors: np.ndarray, classes: list, modalities: list) -> float:
     names = sorted(set(classes))
     centroid = {}
     for name in names:
-        mean = np.mean([u for u, c, m in zip(unit, classes, modalities)
-                        if c == name and m == "word"], axis=0)
+        mean = np.mean(
+            [u for u, c, m in zip(unit, classes, modalities) if c == name and m == "word"], axis=0
+        )
         centroid[name] = mean / np.linalg.norm(mean)
     reciprocal = []
     for u, c, m in zip(unit, classes, modalities):
@@ -158,9 +226,24 @@ def test_alignment_plot_and_mrr(tiny_world, checkpoints, tmp_path, monkeypatch, 
 
     represent_for_real = tool.represent
     monkeypatch.setattr(tool, "represent", represent)
-    assert tool.main(
-        _common(tiny_world) + ["--model", "Base=base", "--model", f"VisualBERT={checkpoints[1]}",
-                               "--classes", "5", "--per-class", "6", "--out", str(tmp_path)]) == 0
+    assert (
+        tool.main(
+            _common(tiny_world)
+            + [
+                "--model",
+                "Base=base",
+                "--model",
+                f"VisualBERT={checkpoints[1]}",
+                "--classes",
+                "5",
+                "--per-class",
+                "6",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
     assert (tmp_path / "alignment.png").read_bytes().startswith(PNG)
     report = json.loads((tmp_path / "alignment.json").read_text())
     assert len(report["classes"]) == 5
@@ -182,7 +265,8 @@ def test_alignment_plot_and_mrr(tiny_world, checkpoints, tmp_path, monkeypatch, 
     (figure,) = saved_figures
     panels = [ax for ax in figure.axes if ax.get_title()]
     assert [ax.get_title() for ax in panels] == [
-        f"{name} (region->word MRR {mrr[name]:.2f})" for name in ("Base", "VisualBERT")]
+        f"{name} (region->word MRR {mrr[name]:.2f})" for name in ("Base", "VisualBERT")
+    ]
     for ax, system in zip(panels, (base, visual_bert)):
         drawn = sorted(tuple(np.round(xy, 3)) for c in ax.collections for xy in c.get_offsets())
         assert drawn == sorted((round(x, 3), round(y, 3)) for _, _, x, y in system["tsne"])
@@ -202,5 +286,6 @@ def test_checkpoint_errors_are_clear(tiny_world, checkpoints, tmp_path):
     del manifest["paths"]["flickr30k_entities"]
     (old / "world.json").write_text(json.dumps(manifest))
     with pytest.raises(ValueError, match="regenerate"):
-        _tool("probe_grounding")(["--world", str(old), "--model", "Base=base",
-                                  "--out", str(tmp_path / "o")])
+        _tool("probe_grounding")(
+            ["--world", str(old), "--model", "Base=base", "--out", str(tmp_path / "o")]
+        )

@@ -5,7 +5,10 @@ import pytest
 import torch
 
 from mmf_uvlp.analysis.alignment import (
-    Instance, Representations, region_word_mrr, sample_instances,
+    Instance,
+    Representations,
+    region_word_mrr,
+    sample_instances,
 )
 from mmf_uvlp.analysis.attention_maps import select_heads, shown_words, word_gold, word_weights
 from mmf_uvlp.analysis.examples import ENTITY, Example, Source
@@ -14,9 +17,17 @@ from mmf_uvlp.analysis.systems import make_batch
 
 
 def _example(**fields):
-    base = dict(image_id="1", line=1, words=("a", "man", "."), input_ids=(101, 1, 2, 3, 102),
-                word_tokens=((1,), (2, 3), (4,)), heads=(1, 1, 1),
-                relations=("det", "ROOT", "punct"), entities=(), syntactic=())
+    base = dict(
+        image_id="1",
+        line=1,
+        words=("a", "man", "."),
+        input_ids=(101, 1, 2, 3, 102),
+        word_tokens=((1,), (2, 3), (4,)),
+        heads=(1, 1, 1),
+        relations=("det", "ROOT", "punct"),
+        entities=(),
+        syntactic=(),
+    )
     base.update(fields)
     return Example(**base)
 
@@ -28,8 +39,12 @@ def test_select_heads():
     probe = {"systems": {"B": {"entity": {"best_head": {"layer": 2, "head": 3}}}}}
     best = select_heads("best", 3, 4, probe, "B")
     assert (best.layer, best.heads) == (1, (2,)) and "2-3" in best.label
-    for spec, message in (("layer:4", "1..3"), ("layer:x", "1..3"), ("first", "expected"),
-                          ("best", "needs --probe")):
+    for spec, message in (
+        ("layer:4", "1..3"),
+        ("layer:x", "1..3"),
+        ("first", "expected"),
+        ("best", "needs --probe"),
+    ):
         with pytest.raises(ValueError, match=message):
             select_heads(spec, 3, 4, None, "B")
     with pytest.raises(ValueError, match="does not exist"):
@@ -47,8 +62,18 @@ def test_word_weights_average_pieces_and_heads_over_real_regions():
     assert weights.shape == (3, 2)  # the third region is padding
     np.testing.assert_allclose(weights[1], [0.2, 0.2])  # "man": 2 pieces x 2 heads
     np.testing.assert_allclose(weights[0], [0.0, 0.0])
-    one = word_weights(maps, example, select_heads("best", 2, 2, {"systems": {"S": {
-        "entity": {"best_head": {"layer": 2, "head": 1}}}}}, "S"), regions=2)
+    one = word_weights(
+        maps,
+        example,
+        select_heads(
+            "best",
+            2,
+            2,
+            {"systems": {"S": {"entity": {"best_head": {"layer": 2, "head": 1}}}}},
+            "S",
+        ),
+        regions=2,
+    )
     np.testing.assert_allclose(one[1], [0.3, 0.2])
 
 
@@ -66,23 +91,39 @@ def test_region_word_mrr_by_hand():
     # lengths (cosine, so the length does not count). Region of a: nearest a (rank 1);
     # region of b, ten times longer: nearest b (rank 1); region of c: nearer a and b than c
     # (rank 3). MRR (1 + 1 + 1/3) / 3 = 7/9, where chance is (1 + 1/2 + 1/3) / 3 = 11/18.
-    vectors = np.array([[1, 0, 0], [3, 0.3, 0], [0, 1, 0], [0, 0, 1],
-                        [0.9, 0.2, 0.1], [1, 10, 3], [0.8, 0.5, 0.2]], dtype=float)
-    reps = Representations(vectors, ["a", "a", "b", "c", "a", "b", "c"],
-                           ["word"] * 4 + ["region"] * 3)
+    vectors = np.array(
+        [
+            [1, 0, 0],
+            [3, 0.3, 0],
+            [0, 1, 0],
+            [0, 0, 1],
+            [0.9, 0.2, 0.1],
+            [1, 10, 3],
+            [0.8, 0.5, 0.2],
+        ],
+        dtype=float,
+    )
+    reps = Representations(
+        vectors, ["a", "a", "b", "c", "a", "b", "c"], ["word"] * 4 + ["region"] * 3
+    )
     mrr, chance = region_word_mrr(reps)
     assert mrr == pytest.approx(7 / 9)
     assert chance == pytest.approx(11 / 18)
     # A region tied with a wrong class keeps its rank (only strictly closer classes count).
-    tied = Representations(np.array([[1, 0], [0, 1], [1, 1], [0, 2]], dtype=float),
-                           ["a", "b", "a", "b"], ["word", "word", "region", "region"])
+    tied = Representations(
+        np.array([[1, 0], [0, 1], [1, 1], [0, 2]], dtype=float),
+        ["a", "b", "a", "b"],
+        ["word", "word", "region", "region"],
+    )
     assert region_word_mrr(tied) == pytest.approx((1.0, 0.75))
 
 
 def test_sample_instances_takes_the_most_frequent_classes_reproducibly():
     example = _example()
-    instances = [Instance(example, cls, 1, k) for k, cls in
-                 enumerate(["dog"] * 5 + ["cat"] * 3 + ["ant"] * 3 + ["cow"])]
+    instances = [
+        Instance(example, cls, 1, k)
+        for k, cls in enumerate(["dog"] * 5 + ["cat"] * 3 + ["ant"] * 3 + ["cow"])
+    ]
     first = sample_instances(instances, classes=3, per_class=2, seed=0)
     assert [i.cls for i in first] == ["dog", "dog", "ant", "ant", "cat", "cat"]
     assert first == sample_instances(instances, classes=3, per_class=2, seed=0)
@@ -93,11 +134,15 @@ def test_sample_instances_takes_the_most_frequent_classes_reproducibly():
 def test_make_batch_pads_regions_and_gives_tags_their_region_box():
     def regions(n, width):
         boxes = np.tile(np.array([[0, 0, width / 2, 50]], np.float32), (n, 1))
-        return ImageRegions("x", width, 100, boxes, np.ones((n, 3), np.float32),
-                            np.ones(n, np.float32), ())
+        return ImageRegions(
+            "x", width, 100, boxes, np.ones((n, 3), np.float32), np.ones(n, np.float32), ()
+        )
 
-    batch = make_batch([[101, 7, 102], [101, 8, 9, 102]], [regions(2, 100), regions(1, 200)],
-                       owners=[[-1, 1, -1], [-1, 0, 0, -1]])
+    batch = make_batch(
+        [[101, 7, 102], [101, 8, 9, 102]],
+        [regions(2, 100), regions(1, 200)],
+        owners=[[-1, 1, -1], [-1, 0, 0, -1]],
+    )
     assert batch.input_mask.tolist() == [[1, 1, 1, 0], [1, 1, 1, 1]]
     assert batch.region_mask.tolist() == [[1, 1], [1, 0]]
     assert batch.text_is_tag.tolist() == [[0, 1, 0, 0], [0, 1, 1, 0]]

@@ -35,19 +35,32 @@ class _Stub(torch.nn.Module):
 def _image(image_id: str, features) -> ImageRegions:
     features = np.asarray(features, dtype=np.float32)
     n = features.shape[0]
-    return ImageRegions(image_id, 10, 10, np.tile([[0, 0, 5, 5]], (n, 1)).astype(np.float32),
-                        features, np.ones(n, np.float32), ())
+    return ImageRegions(
+        image_id,
+        10,
+        10,
+        np.tile([[0, 0, 5, 5]], (n, 1)).astype(np.float32),
+        features,
+        np.ones(n, np.float32),
+        (),
+    )
 
 
 def test_gain_is_the_paired_loss_difference_and_zero_for_a_blind_model():
     store = {"a": _image("a", [[3.0, 0.0, 0.0]]), "b": _image("b", [[0.0, 0.0, 2.0]])}
     probes = [Probe((101, 7, 102), 1, 0, "a", "b"), Probe((101, 7, 102), 1, 2, "b", "a")]
     result = measure(_Stub(blind=False), probes, store, mask_id=103)
-    own = [F.cross_entropy(torch.tensor([[3.0, 0, 0]]), torch.tensor([0])).item(),
-           F.cross_entropy(torch.tensor([[0.0, 0, 2]]), torch.tensor([2])).item()]
-    other = [F.cross_entropy(torch.tensor([[0.0, 0, 2]]), torch.tensor([0])).item(),
-             F.cross_entropy(torch.tensor([[3.0, 0, 0]]), torch.tensor([2])).item()]
-    assert result.own == pytest.approx(sum(own) / 2) and result.other == pytest.approx(sum(other) / 2)
+    own = [
+        F.cross_entropy(torch.tensor([[3.0, 0, 0]]), torch.tensor([0])).item(),
+        F.cross_entropy(torch.tensor([[0.0, 0, 2]]), torch.tensor([2])).item(),
+    ]
+    other = [
+        F.cross_entropy(torch.tensor([[0.0, 0, 2]]), torch.tensor([0])).item(),
+        F.cross_entropy(torch.tensor([[3.0, 0, 0]]), torch.tensor([2])).item(),
+    ]
+    assert result.own == pytest.approx(sum(own) / 2) and result.other == pytest.approx(
+        sum(other) / 2
+    )
     gains = [o - s for o, s in zip(other, own)]
     assert result.gain == pytest.approx(sum(gains) / 2) and result.gain > 0
     assert result.stderr == pytest.approx(abs(gains[0] - gains[1]) / math.sqrt(2) / math.sqrt(2))
@@ -62,8 +75,13 @@ def test_probes_mask_a_class_word_of_held_out_captions_only(tmp_path):
     import os
 
     tokenizer = BertTokenizerFast.from_pretrained(os.environ["UVLP_BERT"])
-    captions = [("i0", "a dog on the grass"), ("i1", "a cat"), ("i2", "nothing here"),
-                ("i3", "a bus"), ("i4", "a red car and a dog")]
+    captions = [
+        ("i0", "a dog on the grass"),
+        ("i1", "a cat"),
+        ("i2", "nothing here"),
+        ("i3", "a bus"),
+        ("i4", "a red car and a dog"),
+    ]
     dog, car = (tokenizer(w, add_special_tokens=False)["input_ids"][0] for w in ("dog", "car"))
     probes = make_probes(captions, tokenizer, {dog, car}, holdout_every=2, max_length=24, seed=0)
     # Held out: i0, i2, i4; i2 mentions no class; the other image is the next held-out one.
@@ -84,12 +102,23 @@ def _tool():
 
 def test_tool_on_the_tiny_world(tiny_world, tmp_path, capsys):
     model, args = tiny_probe_run(tiny_world, tmp_path, ["mlm"])
-    assert _tool()([*args, "--model", f"tiny={tmp_path / 'uvla_final.pth'}",
-                    "--out", str(tmp_path / "r.json")]) == 0
+    assert (
+        _tool()(
+            [
+                *args,
+                "--model",
+                f"tiny={tmp_path / 'uvla_final.pth'}",
+                "--out",
+                str(tmp_path / "r.json"),
+            ]
+        )
+        == 0
+    )
     result = json.loads((tmp_path / "r.json").read_text())["models"]["tiny"]
     assert result["captions"] >= 2 and math.isfinite(result["gain_nats"])
     assert result["gain_nats"] == pytest.approx(
-        result["other_image_nats"] - result["own_image_nats"], abs=1e-5)
+        result["other_image_nats"] - result["own_image_nats"], abs=1e-5
+    )
     assert result["gain_nats"] != 0.0  # a random model's output does depend on the regions
     # A checkpoint without an MLM head is refused by name.
     state = {k: v for k, v in model.state_dict().items() if not k.startswith("heads.")}

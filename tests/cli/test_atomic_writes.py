@@ -27,13 +27,19 @@ from helpers import REPO
 HELPER = "mmf_uvlp/utils/atomic.py"
 # (file, function) -> why its rename is not a write of a file
 RENAMES: Dict[Tuple[str, str], str] = {
-    ("mmf_uvlp/toy_world/generate.py", "_move_in"):
-        "moves a world generated whole in a staging folder into place: the folder at once, "
-        "or file by file under a file list that covers both worlds",
-    ("mmf_uvlp/replication/runner.py", "set_aside_previous_log"):
-        "keeps the train.log of an earlier start under another name",
-    ("mmf_uvlp/replication/archive.py", "_set_aside"):
-        "renames the archived copies of a run to their earlier<k> names",
+    (
+        "mmf_uvlp/toy_world/generate.py",
+        "_move_in",
+    ): "moves a world generated whole in a staging folder into place: the folder at once, "
+    "or file by file under a file list that covers both worlds",
+    (
+        "mmf_uvlp/replication/runner.py",
+        "set_aside_previous_log",
+    ): "keeps the train.log of an earlier start under another name",
+    (
+        "mmf_uvlp/replication/archive.py",
+        "_set_aside",
+    ): "renames the archived copies of a run to their earlier<k> names",
 }
 
 
@@ -43,15 +49,24 @@ def _moves(tree: ast.AST) -> List[Tuple[str, int]]:
 
     def visit(node: ast.AST, function: str) -> None:
         for child in ast.iter_child_nodes(node):
-            name = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+            name = (
+                child.name
+                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
                 else function
+            )
             if isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute):
                 owner, attribute = child.func.value, child.func.attr
                 module = owner.id if isinstance(owner, ast.Name) else None
-                if (module == "os" and attribute in ("replace", "rename")
-                        or module == "shutil" and attribute == "move"
-                        or module not in ("os", "shutil") and attribute in ("rename", "replace")
-                        and len(child.args) == 1 and not child.keywords):  # Path.rename/replace
+                if (
+                    module == "os"
+                    and attribute in ("replace", "rename")
+                    or module == "shutil"
+                    and attribute == "move"
+                    or module not in ("os", "shutil")
+                    and attribute in ("rename", "replace")
+                    and len(child.args) == 1
+                    and not child.keywords
+                ):  # Path.rename/replace
                     found.append((function, child.lineno))
             visit(child, name)
 
@@ -77,7 +92,8 @@ def test_the_check_finds_a_hand_written_atomic_write(tmp_path):
         "def save(path, text):\n    open(path + '.tmp', 'w').write(text)\n"
         "    os.replace(path + '.tmp', path)\n\n"
         "def move(path):\n    Path(path).rename(path + '.old')\n\n"
-        "def words(text):\n    return text.replace('a', 'b')\n")
+        "def words(text):\n    return text.replace('a', 'b')\n"
+    )
     assert moves_in(tmp_path, ("pkg",)) == {("pkg/a.py", "save"): [6], ("pkg/a.py", "move"): [9]}
 
 
@@ -85,10 +101,15 @@ def test_no_module_moves_a_file_into_place_but_the_helper():
     sites = moves_in(REPO, ("mmf_uvlp", "tools"))
     helper = {key for key in sites if key[0] == HELPER}
     assert helper, "the helper itself moves its temporary file into place"
-    unexpected = {f"{file}:{lines} ({function})" for (file, function), lines in sites.items()
-                  if file != HELPER and (file, function) not in RENAMES}
-    assert not unexpected, ("write through mmf_uvlp.utils.atomic instead of moving a "
-                            f"temporary file into place: {sorted(unexpected)}")
+    unexpected = {
+        f"{file}:{lines} ({function})"
+        for (file, function), lines in sites.items()
+        if file != HELPER and (file, function) not in RENAMES
+    }
+    assert not unexpected, (
+        "write through mmf_uvlp.utils.atomic instead of moving a "
+        f"temporary file into place: {sorted(unexpected)}"
+    )
     stale: Set[Tuple[str, str]] = set(RENAMES) - set(sites)
     assert not stale, f"allowed renames that are gone: {sorted(stale)}"
 

@@ -40,11 +40,16 @@ def test_tools_keeps_only_the_wrappers_the_archived_commands_spell():
     recorded = set()
     for path in (REPO / "results" / "archive").rglob("*.json"):
         command = json.loads(path.read_text()).get("command") or []
-        recorded |= {arg[len("tools/"):-len(".py")] for arg in command[1:2]
-                     if arg.startswith("tools/") and arg.endswith(".py")}
+        recorded |= {
+            arg[len("tools/") : -len(".py")]
+            for arg in command[1:2]
+            if arg.startswith("tools/") and arg.endswith(".py")
+        }
     assert recorded == ARCHIVED
     for name in wrappers:
-        assert f"from mmf_uvlp.cli.{name} import main" in (REPO / "tools" / f"{name}.py").read_text()
+        assert (
+            f"from mmf_uvlp.cli.{name} import main" in (REPO / "tools" / f"{name}.py").read_text()
+        )
 
 
 def test_no_file_of_tools_changes_sys_path():
@@ -53,8 +58,12 @@ def test_no_file_of_tools_changes_sys_path():
     offenders = []
     for path in sorted((REPO / "tools").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if (isinstance(node, ast.Attribute) and node.attr == "path"
-                    and isinstance(node.value, ast.Name) and node.value.id == "sys"):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr == "path"
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "sys"
+            ):
                 offenders.append(f"{path.relative_to(REPO)}:{node.lineno}")
     assert offenders == []
 
@@ -62,7 +71,12 @@ def test_no_file_of_tools_changes_sys_path():
 def test_an_archived_wrapper_runs_the_installed_package(tmp_path):
     """Run from another folder, ``tools/make_toy_world.py`` runs the package of the
     environment (this checkout, installed editable)."""
-    result = subprocess.run([sys.executable, str(REPO / "tools" / "make_toy_world.py"), "--help"],
-                            cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, str(REPO / "tools" / "make_toy_world.py"), "--help"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.startswith("usage: make_toy_world.py") and "--preset" in result.stdout

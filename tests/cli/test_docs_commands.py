@@ -45,10 +45,14 @@ PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 RUN_ELSEWHERE = {"docs/own-data.md": "tests/e2e/test_own_data_walkthrough.py runs its every block"}
 # Values of the shell variables the docs leave to the reader (cluster nodes, shards).
 # The project's console scripts (name -> "module:function"), parsed as the tools are.
-SCRIPTS = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"][
-    "scripts"]
-READER_VARIABLES = {"NODE": "0", "HEAD": "localhost", "i": "0", "N": "2",
-                    "CONDA_PREFIX": "/opt/conda"}
+SCRIPTS = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
+READER_VARIABLES = {
+    "NODE": "0",
+    "HEAD": "localhost",
+    "i": "0",
+    "N": "2",
+    "CONDA_PREFIX": "/opt/conda",
+}
 
 # Cheap commands run as written (from a folder with this checkout's files and an empty data/).
 RUN = (
@@ -67,9 +71,8 @@ RUN = (
 PARSE_ONLY = {
     "module load pytorch": "an environment-modules command of a cluster",
     "source .venv/bin/activate": "changes the shell that runs it; tests/e2e/test_quick_start.py "
-                                 "runs the Quick start in a fresh login shell",
-    "pip freeze | grep -v -e '^-e ' -e ' @ ' > pins.txt":
-        "writes the environment's pins (a pipe into a file); pip freeze is parsed",
+    "runs the Quick start in a fresh login shell",
+    "pip freeze | grep -v -e '^-e ' -e ' @ ' > pins.txt": "writes the environment's pins (a pipe into a file); pip freeze is parsed",
 }
 
 
@@ -117,10 +120,16 @@ def _argv(text: str, env: dict[str, str]) -> list[str]:
     """``text`` split by the shell (variables and ``$(...)`` expanded, no globbing), with
     ``<placeholder>`` as ``PLACEHOLDER`` (``<checkout>`` as this checkout) and ``...`` dropped
     (``mmf_run ...`` stands for any command: there the pre-training's)."""
-    text = re.sub(r"<[^<>]+>", lambda m: str(REPO) if m.group() == "<checkout>" else "PLACEHOLDER",
-                  text)
-    result = subprocess.run(["bash", "-c", 'set -f; eval "set -- $1"; printf "%s\\0" "$@"',
-                             "bash", text], capture_output=True, text=True, env=env, timeout=60)
+    text = re.sub(
+        r"<[^<>]+>", lambda m: str(REPO) if m.group() == "<checkout>" else "PLACEHOLDER", text
+    )
+    result = subprocess.run(
+        ["bash", "-c", 'set -f; eval "set -- $1"; printf "%s\\0" "$@"', "bash", text],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert result.returncode == 0, f"{text}: {result.stderr}"
     argv = result.stdout.split("\0")[:-1]
     if argv[:2] == ["mmf_run", "..."]:
@@ -162,14 +171,20 @@ def _classified() -> list[tuple[DocCommand, list[str], str | None]]:
     for command in doc_commands():
         name = _assignment(command.text)
         if name:  # a variable the page's next commands use
-            value = subprocess.run(["bash", "-c", f'{command.text}; printf "%s" "${name}"'],
-                                   capture_output=True, text=True, env=env, timeout=60)
+            value = subprocess.run(
+                ["bash", "-c", f'{command.text}; printf "%s" "${name}"'],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=60,
+            )
             env[name] = value.stdout
             out.append((command, [], "assignment"))
             continue
         argv = _argv(command.text, env) if command.text not in PARSE_ONLY else []
-        out.append((command, argv, _rule(command, argv) if argv or command.text in PARSE_ONLY
-                    else None))
+        out.append(
+            (command, argv, _rule(command, argv) if argv or command.text in PARSE_ONLY else None)
+        )
     return out
 
 
@@ -205,9 +220,9 @@ def test_the_extraction_joins_continuations_and_splits_chains():
     assert _logical_lines(block) == [
         (1, 'python tools/x.py --a 1 --b "two words"'),
         (3, "HOLDOUT=$(for d in a b; do echo --o $d; done)"),
-        (5, "module load m && make setup")]
-    assert _argv('a "b c" $(echo d) <x y> ...', _environment()) == ["a", "b c", "d",
-                                                                   "PLACEHOLDER"]
+        (5, "module load m && make setup"),
+    ]
+    assert _argv('a "b c" $(echo d) <x y> ...', _environment()) == ["a", "b c", "d", "PLACEHOLDER"]
 
 
 def test_make_commands_name_targets_and_variables_the_makefile_takes():
@@ -215,8 +230,14 @@ def test_make_commands_name_targets_and_variables_the_makefile_takes():
     commands = _of("make")
     assert commands
     for command, argv in commands:
-        result = subprocess.run(["make", "-n", *argv[1:]], cwd=REPO, capture_output=True,
-                                text=True, env=_environment(), timeout=120)
+        result = subprocess.run(
+            ["make", "-n", *argv[1:]],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            env=_environment(),
+            timeout=120,
+        )
         assert result.returncode == 0, f"{command}\n{result.stderr[-2000:]}"
 
 
@@ -258,7 +279,7 @@ def test_tool_commands_parse_with_the_tools_own_argparse():
         if argv[1:2] == ["-m"]:  # python -m mmf_uvlp.cli.<tool>: its console script
             argv = [_module_script(argv), *argv[3:]]
         program = [SCRIPTS[argv[0]]] if argv[0] in SCRIPTS else argv[1:2]
-        tool = [*program, *argv[1 + (argv[0] not in SCRIPTS):]]
+        tool = [*program, *argv[1 + (argv[0] not in SCRIPTS) :]]
         result = fork_server().run(["-c", PARSE_TOOL, *tool], env=_environment(), cwd=REPO)
         if result["returncode"] != 0 or "PARSED" not in result["output"]:
             failed.append(f"{command}\n    {result['output'].strip().splitlines()[-1:]}")
@@ -304,8 +325,14 @@ def test_mmf_run_commands_name_configs_and_keys_mmf_composes():
     commands = _of("mmf_run")
     assert commands
     options = [_mmf_options(argv) for _, argv in commands]
-    result = subprocess.run([sys.executable, "-c", COMPOSE, json.dumps(options)], cwd=REPO,
-                            capture_output=True, text=True, env=_environment(), timeout=900)
+    result = subprocess.run(
+        [sys.executable, "-c", COMPOSE, json.dumps(options)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=_environment(),
+        timeout=900,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     errors = json.loads(result.stdout.strip().splitlines()[-1])
     failed = [f"{command}\n    {error}" for (command, _), error in zip(commands, errors) if error]
@@ -317,8 +344,9 @@ def test_pip_commands_pass_pips_parser_and_name_this_version():
 
     commands = _of("pip")
     assert commands
-    version = re.search(r'^version = "([^"]+)"', (REPO / "pyproject.toml").read_text(),
-                        re.M).group(1)
+    version = re.search(r'^version = "([^"]+)"', (REPO / "pyproject.toml").read_text(), re.M).group(
+        1
+    )
     for command, argv in commands:
         pip = create_command(argv[1])
         options, args = pip.parse_args(argv[2:])
@@ -348,8 +376,14 @@ def test_cheap_commands_run_as_written(tmp_path):
     for command, argv in _of("run"):
         if command.page not in roots:
             roots[command.page] = _checkout_copy(tmp_path / str(len(roots)))
-        result = subprocess.run(argv, cwd=roots[command.page], capture_output=True, text=True,
-                                env=_environment(), timeout=600)
+        result = subprocess.run(
+            argv,
+            cwd=roots[command.page],
+            capture_output=True,
+            text=True,
+            env=_environment(),
+            timeout=600,
+        )
         assert result.returncode == 0, f"{command}\n{result.stderr[-3000:]}"
         ran.append(command.text)
     assert sorted(set(ran)) == sorted(RUN)

@@ -25,9 +25,20 @@ SMALL = ("--preset", "tiny", "--no-progress", "--no-downstream", "--no-features"
 
 
 def _make_world(out: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(REPO / "tools" / "make_toy_world.py"), *SMALL,
-                           "--out", str(out), *extra],
-                          capture_output=True, text=True, cwd=REPO, timeout=300)
+    return subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "tools" / "make_toy_world.py"),
+            *SMALL,
+            "--out",
+            str(out),
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
 
 
 @pytest.fixture
@@ -73,7 +84,10 @@ def test_overwrite_does_not_write_through_a_linked_subfolder(world, tmp_path):
     assert f"{world / 'text'} is a symbolic link (to {mine})" in result.stderr
     assert (mine / "captions_gt.tsv").read_text() == "my captions\n"
     assert sorted(p.name for p in mine.iterdir()) == [
-        "caption_corpus.txt", "captions_gt.tsv", "narrative_corpus.txt"]
+        "caption_corpus.txt",
+        "captions_gt.tsv",
+        "narrative_corpus.txt",
+    ]
 
 
 def test_overwrite_checks_the_new_worlds_folders_too(tmp_path):
@@ -82,8 +96,11 @@ def test_overwrite_checks_the_new_worlds_folders_too(tmp_path):
     out = tmp_path / "world"
     assert _make_world(out).returncode == 0
     listing = out / "world_files.txt"
-    listing.write_text("".join(line + "\n" for line in listing.read_text().splitlines()
-                               if not line.startswith("text/")))
+    listing.write_text(
+        "".join(
+            line + "\n" for line in listing.read_text().splitlines() if not line.startswith("text/")
+        )
+    )
     mine = tmp_path / "elsewhere"
     mine.mkdir()
     for path in (out / "text").iterdir():
@@ -92,8 +109,10 @@ def test_overwrite_checks_the_new_worlds_folders_too(tmp_path):
     (out / "text").symlink_to(mine, target_is_directory=True)
     result = _make_world(out, "--overwrite", "--seed", "1")
     assert result.returncode == 2, result.stderr
-    assert f"new world file 'text/caption_corpus.txt': {out / 'text'} is a symbolic link" \
+    assert (
+        f"new world file 'text/caption_corpus.txt': {out / 'text'} is a symbolic link"
         in result.stderr
+    )
     assert list(mine.iterdir()) == []
 
 
@@ -117,8 +136,11 @@ def test_a_build_refuses_annotations_linked_to_a_users_folder(tmp_path):
     (mine / "draft.tmp.1").write_text("a user's draft")
     os.rename(out / "annotations", tmp_path / "old_annotations")
     (out / "annotations").symlink_to(mine, target_is_directory=True)
-    with pytest.raises(ValueError, match=rf"{out / 'annotations'} is a symbolic link "
-                                               rf"\(to {mine}\)"):
+    with pytest.raises(
+        ValueError,
+        match=rf"{out / 'annotations'} is a symbolic link "
+        rf"\(to {mine}\)",
+    ):
         build(config, str(out), resources=shared_resources(), restart=True)
     assert sorted(p.name for p in mine.iterdir()) == ["draft.tmp.1"]
     assert (out / "state.json").exists()  # nothing was discarded either
@@ -132,12 +154,28 @@ def test_the_corpus_cli_names_a_linked_folder_in_one_line(tmp_path):
     (out / "work").mkdir(parents=True)
     (out / "work" / "detections").symlink_to(mine / "sub", target_is_directory=True)
     result = subprocess.run(
-        [sys.executable, str(REPO / "tools" / "build_corpus.py"), "run", "--predictions",
-         inputs["predictions"], "--corpus", inputs["corpus"], "--out", str(out), "--restart",
-         "--no-progress"], capture_output=True, text=True, cwd=REPO, timeout=300)
+        [
+            sys.executable,
+            str(REPO / "tools" / "build_corpus.py"),
+            "run",
+            "--predictions",
+            inputs["predictions"],
+            "--corpus",
+            inputs["corpus"],
+            "--out",
+            str(out),
+            "--restart",
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
     assert result.returncode == 2
     assert result.stderr.strip() == (
         f"build_corpus.py: error: build_corpus: {out / 'work' / 'detections'} is a symbolic "
         f"link (to {mine / 'sub'}); it writes and deletes in {out / 'work'} and never through "
-        f"a link out of {out}: remove the link, or use another output folder")
+        f"a link out of {out}: remove the link, or use another output folder"
+    )
     assert list((mine / "sub").iterdir()) == []

@@ -38,8 +38,12 @@ def floor_of(module: str) -> int:
 
 def upward_imports(graph: Dict[str, Set[str]]) -> List[str]:
     """``importer -> imported`` for every import of a module on a higher floor."""
-    return sorted(f"{module} -> {other}" for module, imported in graph.items()
-                  for other in imported if floor_of(other) > floor_of(module))
+    return sorted(
+        f"{module} -> {other}"
+        for module, imported in graph.items()
+        for other in imported
+        if floor_of(other) > floor_of(module)
+    )
 
 
 def import_graph(package: Path, late: bool = False) -> Dict[str, Set[str]]:
@@ -53,8 +57,11 @@ def import_graph(package: Path, late: bool = False) -> Dict[str, Set[str]]:
     for name, path in modules.items():
         tree = ast.parse(path.read_text())
         body = tree.body
-        nodes = list(ast.walk(tree)) if late else \
-            body + [node for block in body if isinstance(block, ast.If) for node in block.body]
+        nodes = (
+            list(ast.walk(tree))
+            if late
+            else body + [node for block in body if isinstance(block, ast.If) for node in block.body]
+        )
         imported = set()
         for node in nodes:
             if isinstance(node, ast.ImportFrom) and node.module:
@@ -115,8 +122,11 @@ def test_the_check_finds_an_upward_import():
 
 def test_every_top_level_module_has_a_floor():
     package = REPO / "mmf_uvlp"
-    tops = {path.stem if path.is_file() else path.name for path in package.iterdir()
-            if path.suffix == ".py" or (path / "__init__.py").exists()}
+    tops = {
+        path.stem if path.is_file() else path.name
+        for path in package.iterdir()
+        if path.suffix == ".py" or (path / "__init__.py").exists()
+    }
     placed = {name for names in FLOORS for name in names}
     assert tops - placed == set(), "give each new top-level module its floor in FLOORS"
     assert placed - tops == set(), "a floor names a module that is gone"

@@ -26,8 +26,10 @@ def test_uvlp_lists_every_run_config_with_its_line_and_every_tool():
     assert f"Run configs ({len(configs)};" in printed
     lines = printed.splitlines()
     for path in configs:
-        folder, below = path.relative_to(REPO / "projects").parts[0], path.relative_to(
-            REPO / "projects" / path.relative_to(REPO / "projects").parts[0])
+        folder, below = (
+            path.relative_to(REPO / "projects").parts[0],
+            path.relative_to(REPO / "projects" / path.relative_to(REPO / "projects").parts[0]),
+        )
         assert f"  projects/{folder}/" in lines, folder
         line = next((l for l in lines if l.strip().startswith(f"{below.as_posix()} ")), None)
         assert line is not None, below

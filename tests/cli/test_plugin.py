@@ -26,8 +26,13 @@ COMPONENTS = textwrap.dedent(
 
 
 def _run(tmp_path, *opts):
-    result = subprocess.run([sys.executable, "-c", COMPONENTS, *opts], capture_output=True,
-                            text=True, cwd=tmp_path, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", COMPONENTS, *opts],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().endswith("registered")
 
@@ -55,7 +60,12 @@ def test_a_component_module_can_be_a_script_s_first_import(tmp_path):
         """
     )
     for first in ("mmf_uvlp.models.uvla", "mmf_uvlp.processors.region_tag_masking"):
-        result = subprocess.run([sys.executable, "-c", script, first], capture_output=True,
-                                text=True, cwd=tmp_path, timeout=300)
+        result = subprocess.run(
+            [sys.executable, "-c", script, first],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=300,
+        )
         assert result.returncode == 0, f"{first}: {result.stderr[-3000:]}"
         assert result.stdout.strip().endswith("registered")

@@ -14,16 +14,25 @@ import sys
 
 from compat_checks_common import CHECKS, _configuration, _plugin_run
 from compat_checks_runs import (
-    RunsCode, expect_crafted_checkpoint_refused, expect_non_finite_loss_named,
-    expect_run_stopped_in_one_line, nan_batch_and_model,
+    RunsCode,
+    expect_crafted_checkpoint_refused,
+    expect_non_finite_loss_named,
+    expect_run_stopped_in_one_line,
+    nan_batch_and_model,
 )
 import compat_checks_stack  # noqa: F401  (registers its checks)
 import compat_checks_training  # noqa: F401  (registers its checks)
 import compat_checks_vilbert  # noqa: F401  (registers its checks)
 
 __all__ = [
-    "CHECKS", "RunsCode", "_configuration", "_plugin_run", "expect_crafted_checkpoint_refused",
-    "expect_non_finite_loss_named", "expect_run_stopped_in_one_line", "nan_batch_and_model",
+    "CHECKS",
+    "RunsCode",
+    "_configuration",
+    "_plugin_run",
+    "expect_crafted_checkpoint_refused",
+    "expect_non_finite_loss_named",
+    "expect_run_stopped_in_one_line",
+    "nan_batch_and_model",
 ]
 
 

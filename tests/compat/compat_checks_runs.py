@@ -34,8 +34,10 @@ def expect_crafted_checkpoint_refused(load: Callable[[str], Any], folder: str) -
     try:
         load(crafted)
     except Exception as exc:
-        assert f"checkpoint {crafted} refused: it holds objects that are not plain data " \
-               "(io.open)" in str(exc), str(exc)
+        assert (
+            f"checkpoint {crafted} refused: it holds objects that are not plain data "
+            "(io.open)" in str(exc)
+        ), str(exc)
     else:
         raise AssertionError("a checkpoint holding code loaded")
     finally:
@@ -55,7 +57,9 @@ def nan_batch_and_model() -> Any:
 
     if not hasattr(registry.get("writer", None, no_warning=True), "write"):
         registry.register("writer", types.SimpleNamespace(write=lambda *a, **k: None))
-    samples = [Sample({"image_id": f"cc_00000{i}", "region_features": torch.ones(3, 2)}) for i in range(4)]
+    samples = [
+        Sample({"image_id": f"cc_00000{i}", "region_features": torch.ones(3, 2)}) for i in range(4)
+    ]
     samples[2].region_features[1, 0] = math.nan
     batch = SampleList(samples)
     batch.dataset_name, batch.dataset_type = "uvla_region_tag", "train"
@@ -66,7 +70,11 @@ def nan_batch_and_model() -> Any:
             self.linear = torch.nn.Linear(2, 1)
 
         def forward(self, batch: Any) -> Dict[str, Any]:
-            return {"losses": {"train/uvla_region_tag/uvla_mrfr": self.linear(batch.region_features).mean()}}
+            return {
+                "losses": {
+                    "train/uvla_region_tag/uvla_mrfr": self.linear(batch.region_features).mean()
+                }
+            }
 
     return batch, Model()
 
@@ -100,16 +108,16 @@ def _literal_values() -> None:
     from mmf_uvlp.errors import UserConfigError
 
     try:
-        _configuration(["model=visual_bert", "dataset=vqa2", "training.lr_scheduler=true"]).get_config()
+        _configuration(
+            ["model=visual_bert", "dataset=vqa2", "training.lr_scheduler=true"]
+        ).get_config()
     except UserConfigError as error:
         assert "write training.lr_scheduler=True" in str(error), str(error)
     else:
         raise AssertionError("training.lr_scheduler=true was accepted as the string 'true'")
     refusals = {
-        "dataset_config.vqa2.features.train=[features/cc.lmdb]":
-            "write \"dataset_config.vqa2.features.train=['features/cc.lmdb']\"",
-        "dataset_config.vqa2.annotations.train[0]=x.npy":
-            "give the whole list as a Python literal, e.g. \"dataset_config.vqa2.annotations.train=[",
+        "dataset_config.vqa2.features.train=[features/cc.lmdb]": "write \"dataset_config.vqa2.features.train=['features/cc.lmdb']\"",
+        "dataset_config.vqa2.annotations.train[0]=x.npy": 'give the whole list as a Python literal, e.g. "dataset_config.vqa2.annotations.train=[',
     }
     for override, spelling in refusals.items():
         try:
@@ -118,12 +126,18 @@ def _literal_values() -> None:
             assert spelling in str(error), str(error)
         else:
             raise AssertionError(f"{override} was accepted")
-    config = _configuration(["model=visual_bert", "dataset=vqa2",
-                             "dataset_config.vqa2.features.train=['a.lmdb','b.lmdb']"]).get_config()
+    config = _configuration(
+        [
+            "model=visual_bert",
+            "dataset=vqa2",
+            "dataset_config.vqa2.features.train=['a.lmdb','b.lmdb']",
+        ]
+    ).get_config()
     assert list(config.dataset_config.vqa2.features.train) == ["a.lmdb", "b.lmdb"]
     # what mmf_predict appends to every command line
-    config = _configuration(["model=visual_bert", "dataset=vqa2",
-                             "evaluation.predict=true"]).get_config()
+    config = _configuration(
+        ["model=visual_bert", "dataset=vqa2", "evaluation.predict=true"]
+    ).get_config()
     assert config.evaluation.predict is True, config.evaluation.predict
 
 
@@ -131,13 +145,18 @@ def _trainer_switches() -> None:
     import mmf_cli.run  # noqa: F401  (MMF's command line: the entry-point fixes apply)
 
     # MMF's own model, trained by the plugin's trainer: the trainer's switches are declared
-    config = _configuration(["model=visual_bert", "dataset=vqa2", "training.trainer=uvlp",
-                             "checkpoint.overwrite=True"]).get_config()
-    assert (config.checkpoint.overwrite, config.checkpoint.accept_mismatch,
-            config.checkpoint.trust_resume_file) == (True, False, False), config.checkpoint
+    config = _configuration(
+        ["model=visual_bert", "dataset=vqa2", "training.trainer=uvlp", "checkpoint.overwrite=True"]
+    ).get_config()
+    assert (
+        config.checkpoint.overwrite,
+        config.checkpoint.accept_mismatch,
+        config.checkpoint.trust_resume_file,
+    ) == (True, False, False), config.checkpoint
     # MMF's own run (its own trainer) has none of them
-    own = _configuration([f"config={_empty_config_file()}", "model=visual_bert",
-                          "dataset=vqa2"]).get_config()
+    own = _configuration(
+        [f"config={_empty_config_file()}", "model=visual_bert", "dataset=vqa2"]
+    ).get_config()
     assert "overwrite" not in own.checkpoint, own.checkpoint
 
 
@@ -150,8 +169,9 @@ def _relative_data_dir() -> None:
         cwd = os.getcwd()
         os.chdir(folder)
         try:
-            config = _configuration(["model=visual_bert", "dataset=vqa2",
-                                     "env.data_dir=worlds/mine"]).get_config()
+            config = _configuration(
+                ["model=visual_bert", "dataset=vqa2", "env.data_dir=worlds/mine"]
+            ).get_config()
         finally:
             os.chdir(cwd)
         expected = os.path.join(os.path.realpath(folder), "worlds", "mine")
@@ -171,12 +191,20 @@ def _one_line_errors() -> None:
     stderr = io.StringIO()
     try:
         with contextlib.redirect_stderr(stderr):
-            mmf_cli.run.run(opts=[f"config={_empty_config_file(PLUGIN_RUN)}", "model=visual_bert",
-                                  "dataset=vqa2", "training.lr_scheduler=true"])
+            mmf_cli.run.run(
+                opts=[
+                    f"config={_empty_config_file(PLUGIN_RUN)}",
+                    "model=visual_bert",
+                    "dataset=vqa2",
+                    "training.lr_scheduler=true",
+                ]
+            )
     except SystemExit as exit_:
         assert exit_.code == 2, exit_.code
     lines = stderr.getvalue().strip().splitlines()
-    assert lines and lines[-1].startswith("mmf_run: error: command line: training.lr_scheduler=true"), lines
+    assert lines and lines[-1].startswith(
+        "mmf_run: error: command line: training.lr_scheduler=true"
+    ), lines
     expect_run_stopped_in_one_line()
 
 
@@ -191,14 +219,17 @@ def expect_run_stopped_in_one_line() -> None:
     from mmf_uvlp.errors import RunStopped
 
     def stopped(*args: Any, **kwargs: Any) -> None:
-        raise RunStopped("cannot write checkpoint save/current.ckpt: ENOSPC (No space left on device)")
+        raise RunStopped(
+            "cannot write checkpoint save/current.ckpt: ENOSPC (No space left on device)"
+        )
 
     main, mmf_cli.run.main = mmf_cli.run.main, stopped
     stderr = io.StringIO()
     try:
         with contextlib.redirect_stderr(stderr):
-            mmf_cli.run.run(opts=[f"config={_empty_config_file()}", "model=visual_bert",
-                                  "dataset=vqa2"])
+            mmf_cli.run.run(
+                opts=[f"config={_empty_config_file()}", "model=visual_bert", "dataset=vqa2"]
+            )
     except SystemExit as exit_:
         assert exit_.code == 1, exit_.code
     else:
@@ -209,7 +240,8 @@ def expect_run_stopped_in_one_line() -> None:
     assert "Traceback" not in output, output
     assert output.strip().splitlines()[-1] == (
         "mmf_run: error: cannot write checkpoint save/current.ckpt: ENOSPC (No space left on "
-        "device)"), output
+        "device)"
+    ), output
 
 
 @check("run_folder_lock")
@@ -239,8 +271,14 @@ def _run_folder_lock() -> None:
             with open(config, "w") as handle:
                 handle.write(PLUGIN_RUN + "  seed: 1\n")
             with contextlib.redirect_stderr(stderr):
-                mmf_cli.run.run(opts=[f"config={config}", "model=visual_bert", "dataset=vqa2",
-                                      f"env.save_dir={save_dir}"])
+                mmf_cli.run.run(
+                    opts=[
+                        f"config={config}",
+                        "model=visual_bert",
+                        "dataset=vqa2",
+                        f"env.save_dir={save_dir}",
+                    ]
+                )
         except SystemExit as exit_:
             code = exit_.code
         except TrainerBuilt:
@@ -250,5 +288,6 @@ def _run_folder_lock() -> None:
             owner.release()
     assert code == 2, code
     line = stderr.getvalue().strip().splitlines()[-1]
-    assert line.startswith(f"mmf_run: error: run folder {save_dir} is in use by pid "
-                           f"{os.getpid()} on host "), line
+    assert line.startswith(
+        f"mmf_run: error: run folder {save_dir} is in use by pid {os.getpid()} on host "
+    ), line

@@ -180,8 +180,9 @@ def _visual_bert_attentions() -> None:
     for head in ("classification", "pretraining"):
         # pretraining: one masked word
         batch = _visual_bert_batch(3, "val", lm_label_ids=torch.tensor([-1, 5, -1, -1]))
-        model = _tiny_visual_bert(training_head_type=head, num_hidden_layers=2,
-                                  output_attentions=True).eval()
+        model = _tiny_visual_bert(
+            training_head_type=head, num_hidden_layers=2, output_attentions=True
+        ).eval()
         with torch.no_grad():
             output = model.forward(batch)
         (maps,) = output["attention_weights"]
@@ -208,12 +209,23 @@ def _nlvr2_ve_predictions() -> None:
 
     scores = torch.tensor([[0.9, 0.1, 0.0], [0.1, 0.2, 0.7]])
     for dataset_class, records, expected in (
-            (NLVR2Dataset, [{"identifier": "dev-7-0-0"}, {"identifier": "dev-7-1-0"}],
-             [{"identifier": "dev-7-1-0", "prediction": "False"},
-              {"identifier": "dev-7-0-0", "prediction": "True"}]),
-            (VisualEntailmentDataset, [{"pairID": "1.jpg#0r1e"}, {"pairID": "1.jpg#0r2c"}],
-             [{"pairID": "1.jpg#0r2c", "prediction": "entailment"},
-              {"pairID": "1.jpg#0r1e", "prediction": "contradiction"}])):
+        (
+            NLVR2Dataset,
+            [{"identifier": "dev-7-0-0"}, {"identifier": "dev-7-1-0"}],
+            [
+                {"identifier": "dev-7-1-0", "prediction": "False"},
+                {"identifier": "dev-7-0-0", "prediction": "True"},
+            ],
+        ),
+        (
+            VisualEntailmentDataset,
+            [{"pairID": "1.jpg#0r1e"}, {"pairID": "1.jpg#0r2c"}],
+            [
+                {"pairID": "1.jpg#0r2c", "prediction": "entailment"},
+                {"pairID": "1.jpg#0r1e", "prediction": "contradiction"},
+            ],
+        ),
+    ):
         dataset = dataset_class.__new__(dataset_class)
         dataset.annotation_db, dataset.dataset_name = records, "fake"
         width = 2 if dataset_class is NLVR2Dataset else 3

@@ -223,8 +223,9 @@ def _torchrun_local_rank() -> None:
     import mmf_cli.run as cli
     from omegaconf import OmegaConf
 
-    config = OmegaConf.create({"device_id": 0, "start_rank": 0,
-                               "distributed": {"no_spawn": True, "rank": 1}})
+    config = OmegaConf.create(
+        {"device_id": 0, "start_rank": 0, "distributed": {"no_spawn": True, "rank": 1}}
+    )
     configuration = types.SimpleNamespace(get_config=lambda: config)
     seen = []
     main, cli.main = cli.main, lambda configuration, **kwargs: seen.append(config.device_id)
@@ -245,5 +246,9 @@ def _quiet() -> None:
         _configuration(["model=visual_bert", "dataset=vqa2"])
         config = _configuration(["model=visual_bert", "dataset=vqa2"]).get_config()
         assert config.env.user_dir is not None
-    noisy = [str(w.message) for w in caught if "deprecated" in str(w.message) or "elements are missing" in str(w.message)]
+    noisy = [
+        str(w.message)
+        for w in caught
+        if "deprecated" in str(w.message) or "elements are missing" in str(w.message)
+    ]
     assert not noisy, noisy

@@ -16,14 +16,31 @@ def _tiny_vilbert(head: str, **overrides: Any) -> Any:
 
     _configuration(["model=vilbert", "dataset=nlvr2"])
     config = load_yaml("configs/models/vilbert/defaults.yaml").model_config.vilbert
-    config.merge_with(dict(
-        bert_model_name=None, training_head_type=head, num_labels=2, losses=[], vocab_size=50,
-        hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
-        v_feature_size=8, v_target_size=5, v_hidden_size=16, v_num_hidden_layers=1,
-        v_num_attention_heads=2, v_intermediate_size=32, bi_hidden_size=16,
-        bi_num_attention_heads=2, bi_intermediate_size=32, v_biattention_id=[0],
-        t_biattention_id=[0], **overrides,
-    ))
+    config.merge_with(
+        dict(
+            bert_model_name=None,
+            training_head_type=head,
+            num_labels=2,
+            losses=[],
+            vocab_size=50,
+            hidden_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=32,
+            v_feature_size=8,
+            v_target_size=5,
+            v_hidden_size=16,
+            v_num_hidden_layers=1,
+            v_num_attention_heads=2,
+            v_intermediate_size=32,
+            bi_hidden_size=16,
+            bi_num_attention_heads=2,
+            bi_intermediate_size=32,
+            v_biattention_id=[0],
+            t_biattention_id=[0],
+            **overrides,
+        )
+    )
     torch.manual_seed(0)
     model = ViLBERT(config)
     model.build()
@@ -42,9 +59,13 @@ def _vilbert_image(regions: int, rows: int = 4) -> Any:
     image.image_feature_0 = torch.zeros(rows, 8)
     image.image_feature_0[:regions] = torch.randn(regions, 8)
     boxes = np.tile(np.array([[1.0, 2.0, 6.0, 9.0]], dtype=np.float32), (regions, 1))
-    image.image_info_0 = {"max_features": torch.tensor(regions), "bbox": boxes,
-                          "image_width": 10, "image_height": 10,
-                          "cls_prob": np.full((regions, 5), 0.2, dtype=np.float32)}
+    image.image_info_0 = {
+        "max_features": torch.tensor(regions),
+        "bbox": boxes,
+        "image_width": 10,
+        "image_height": 10,
+        "cls_prob": np.full((regions, 5), 0.2, dtype=np.float32),
+    }
     return image
 
 

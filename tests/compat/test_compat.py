@@ -38,7 +38,11 @@ FRESH_INTERPRETER_ONLY = {"quiet_known_warnings"}
 def _run_fresh(name: str, disabled: str = "") -> subprocess.CompletedProcess:
     env = dict(os.environ, **{compat.DISABLE_VARIABLE: disabled})
     return subprocess.run(
-        [sys.executable, str(CHECKS_SCRIPT), name], env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, str(CHECKS_SCRIPT), name],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
@@ -47,7 +51,8 @@ def forked_check() -> Callable[[str, str], Dict[str, object]]:
     """Runs ``compat_checks.py NAME`` with the fixes named disabled in a child of the fork
     server (``helpers.fork_server``)."""
     return lambda name, disabled: fork_server().run(
-        [CHECKS_SCRIPT, name], env=dict(os.environ, **{compat.DISABLE_VARIABLE: disabled}))
+        [CHECKS_SCRIPT, name], env=dict(os.environ, **{compat.DISABLE_VARIABLE: disabled})
+    )
 
 
 @pytest.mark.parametrize("name", FIX_NAMES)
@@ -63,16 +68,19 @@ def test_fix_repairs_its_error(name, forked_check):
 def test_check_fails_without_the_fix(name, forked_check):
     if name in FRESH_INTERPRETER_ONLY:
         result = _run_fresh(name, disabled=name)
-        assert result.returncode != 0, \
+        assert result.returncode != 0, (
             f"{name}: the check passed with the fix disabled\n{result.stderr[-2000:]}"
+        )
     else:
         result = forked_check(name, name)
-        assert result["returncode"] == 1 and result["error"], \
+        assert result["returncode"] == 1 and result["error"], (
             f"{name}: with the fix disabled, the check ended {result}"
+        )
 
 
 def test_a_forked_check_passes_with_every_fix_and_an_error_is_told_from_an_exit_or_a_kill(
-        forked_check):
+    forked_check,
+):
     assert forked_check("dataset_imdb_attribute", "")["returncode"] == 0
     unknown = forked_check("no_such_check", "")  # argparse's refusal: an exit, not an error
     assert (unknown["returncode"], unknown["error"]) == (2, None)
@@ -111,7 +119,9 @@ def test_layer_is_inert_for_another_mmf_version(tmp_path):
         """
     )
     env = dict(os.environ, PYTHONPATH=str(tmp_path))
-    result = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-c", program], env=env, capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "inert"
 
@@ -129,7 +139,10 @@ def test_doctor_reports_ok():
 def test_doctor_names_a_disabled_fix():
     env = dict(os.environ, **{compat.DISABLE_VARIABLE: "anomaly_detection_switch"})
     result = subprocess.run(
-        [sys.executable, "-m", "mmf_uvlp.doctor", "--quiet"], env=env, capture_output=True, text=True
+        [sys.executable, "-m", "mmf_uvlp.doctor", "--quiet"],
+        env=env,
+        capture_output=True,
+        text=True,
     )
     assert result.returncode == 1
     assert "anomaly_detection_switch" in result.stdout and "PROBLEMS" in result.stdout

@@ -16,9 +16,11 @@ LONGEST_BODY = 20  # lines of a function defined in a fix-set module
 def test_a_fix_set_module_holds_short_bodies_and_no_classes(name):
     tree = ast.parse((REPO / "mmf_uvlp/compat" / name).read_text())
     classes = [node.name for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]
-    long = [f"{node.name} ({node.end_lineno - node.lineno + 1} lines)" for node in tree.body
-            if isinstance(node, ast.FunctionDef)
-            and node.end_lineno - node.lineno + 1 > LONGEST_BODY]
+    long = [
+        f"{node.name} ({node.end_lineno - node.lineno + 1} lines)"
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef) and node.end_lineno - node.lineno + 1 > LONGEST_BODY
+    ]
     assert (classes, long) == ([], []), f"compat/{name}: move these into a module of their concern"
 
 

@@ -41,13 +41,15 @@ from mmf_uvlp.utils import config_files
 # ----------------------------------------------------------------------------- fix set
 def test_mmf_main_gets_its_own_fix_set_each_fix_naming_its_error():
     fix_set = compat.fix_set_for("1.0.0rc12")
-    assert fix_set.fixes[:len(main_fixes.FIXES.fixes)] == main_fixes.FIXES.fixes
+    assert fix_set.fixes[: len(main_fixes.FIXES.fixes)] == main_fixes.FIXES.fixes
     assert fix_set.mmf_version == compat.MMF_MAIN_VERSION
     assert fix_set is not compat.fix_set_for("1.0.0rc10")
     names = [fix.name for fix in fix_set.fixes]
     assert len(names) == len(set(names)) and all(fix.error for fix in fix_set.fixes)
-    assert "Missing key model" in dict((f.name, f.error) for f in fix_set.fixes)[
-        "model_and_datasets_from_config_file"]
+    assert (
+        "Missing key model"
+        in dict((f.name, f.error) for f in fix_set.fixes)["model_and_datasets_from_config_file"]
+    )
 
 
 def test_every_main_fix_has_a_check_run_inside_mmf_main():
@@ -74,7 +76,9 @@ sys.meta_path.insert(sys.meta_path.index(importlib.machinery.PathFinder), Editab
 '''
 
 
-def _run_with_editable_mmf(tmp_path: Path, version: str, program: str) -> subprocess.CompletedProcess:
+def _run_with_editable_mmf(
+    tmp_path: Path, version: str, program: str
+) -> subprocess.CompletedProcess:
     source = tmp_path / "src"
     (source / "mmf" / "common").mkdir(parents=True)
     (source / "mmf" / "__init__.py").write_text(f'__version__ = "{version}"\n')
@@ -84,12 +88,17 @@ def _run_with_editable_mmf(tmp_path: Path, version: str, program: str) -> subpro
     dist_info = site / f"mmf-{version}.dist-info"
     dist_info.mkdir(parents=True)
     (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: mmf\nVersion: {version}\n")
-    code = f"SOURCE = {str(source)!r}\n" + EDITABLE_FINDER + REGISTRATIONS + textwrap.dedent(program)
+    code = (
+        f"SOURCE = {str(source)!r}\n" + EDITABLE_FINDER + REGISTRATIONS + textwrap.dedent(program)
+    )
     # the fake MMF's metadata first; the rest of PYTHONPATH keeps the checkout under test
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        filter(None, [str(site), os.environ.get("PYTHONPATH", "")])))
-    return subprocess.run([sys.executable, "-c", code], env=env,
-                          capture_output=True, text=True, timeout=120)
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH", "")])),
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 REGISTRATIONS = """
@@ -184,7 +193,9 @@ def test_plugin_datasets_override_mmf_mains_annotation_db_hook():
         rc10_owner = next(k for k in dataset_class.__mro__ if "_build_annotation_db" in vars(k))
         assert rc10_owner is AnnotationDbHook, f"{name}: {rc10_owner} overrides rc10's name"
         checked.append(name)
-    assert {"uvla_region_tag", "uvla_region_phrase", "uvla_image_sentence", "refcoco_plus"} <= set(checked)
+    assert {"uvla_region_tag", "uvla_region_phrase", "uvla_image_sentence", "refcoco_plus"} <= set(
+        checked
+    )
 
 
 def _as_mmf_main_builds_it(dataset_class):
@@ -193,8 +204,11 @@ def _as_mmf_main_builds_it(dataset_class):
     MMFDataset.__init__)."""
     keywords = getattr(dataset_class, "keywords", {})
     dataset_class = getattr(dataset_class, "func", dataset_class)
-    probe = type(f"MainConvention{dataset_class.__name__}", (dataset_class,),
-                 {"_build_annotation_db": lambda self: self.build_annotation_db()})
+    probe = type(
+        f"MainConvention{dataset_class.__name__}",
+        (dataset_class,),
+        {"_build_annotation_db": lambda self: self.build_annotation_db()},
+    )
     return functools.partial(probe, **keywords)
 
 
@@ -206,9 +220,15 @@ def world_config(tiny_corpus, mmf_registry):
     setup_imports()
     registry.register("config", None)
     names = ["uvla_region_tag", "uvla_image_sentence", "refcoco_plus"]
-    args = argparse.Namespace(config_override=None, opts=[
-        "model=uvla", f"datasets={','.join(names)}", f"env.data_dir={tiny_corpus.parent}",
-        "training.num_workers=0"])
+    args = argparse.Namespace(
+        config_override=None,
+        opts=[
+            "model=uvla",
+            f"datasets={','.join(names)}",
+            f"env.data_dir={tiny_corpus.parent}",
+            "training.num_workers=0",
+        ],
+    )
     config = Configuration(args).get_config()
     registry.register("config", config)
     return config, names
@@ -228,11 +248,23 @@ def test_datasets_build_the_same_annotations_under_both_mmf_conventions(world_co
 def _uvla(**overrides):
     from mmf_uvlp.models.uvla import UVLA
 
-    sizes = {"vocab_size": 30522, "hidden_size": 16, "num_hidden_layers": 1,
-             "num_attention_heads": 2, "intermediate_size": 32}
-    config = {"bert_model_name": None, "bert_config": sizes, "feature_dim": 8,
-              "num_region_classes": 5, "heads": ["pooled_classifier"], "num_labels": 3,
-              "curriculum": {"enabled": False}, "losses": []}
+    sizes = {
+        "vocab_size": 30522,
+        "hidden_size": 16,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "intermediate_size": 32,
+    }
+    config = {
+        "bert_model_name": None,
+        "bert_config": sizes,
+        "feature_dim": 8,
+        "num_region_classes": 5,
+        "heads": ["pooled_classifier"],
+        "num_labels": 3,
+        "curriculum": {"enabled": False},
+        "losses": [],
+    }
     config.update(overrides)
     model = UVLA(OmegaConf.create(config))
     model.build()
@@ -245,14 +277,18 @@ def saved_writer(mmf_registry):
     registry.register("config", OmegaConf.create({"evaluation": {"predict": False}}))
 
 
-def test_loading_pretrained_weights_reports_through_mmf_mains_logging_writer(saved_writer, tmp_path, caplog):
+def test_loading_pretrained_weights_reports_through_mmf_mains_logging_writer(
+    saved_writer, tmp_path, caplog
+):
     path = tmp_path / "pretrained.pth"
     torch.save(_uvla().state_dict(), path)
     registry.register("writer", logging.getLogger("mmf"))  # what MMF main registers
     with caplog.at_level(logging.INFO, logger="mmf"):
         _uvla(pretrained_checkpoint=str(path))
-    assert any("pre-trained tensors" in r.getMessage() and f"from {path}" in r.getMessage()
-               for r in caplog.records)
+    assert any(
+        "pre-trained tensors" in r.getMessage() and f"from {path}" in r.getMessage()
+        for r in caplog.records
+    )
     written = []
     registry.register("writer", types.SimpleNamespace(write=written.append))  # rc10's Logger
     _uvla(pretrained_checkpoint=str(path))
@@ -273,7 +309,9 @@ def progress_state(mmf_registry):
 def test_without_the_registrys_num_updates_the_epoch_follows_the_trainer(progress_state):
     trainer = types.SimpleNamespace(num_updates=0)
     config = OmegaConf.create({"training": {"batch_size": 8}})
-    callback = TrainingProgressCallback(config, trainer)  # what MMF main builds from training.callbacks
+    callback = TrainingProgressCallback(
+        config, trainer
+    )  # what MMF main builds from training.callbacks
     registry.register("num_updates", 99)  # MMF main registers it only when restoring a checkpoint
     for updates in (0, 3, 5, 12):
         trainer.num_updates = updates
@@ -284,6 +322,7 @@ def test_without_the_registrys_num_updates_the_epoch_follows_the_trainer(progres
 
 def test_under_lightning_the_epoch_follows_the_lightning_trainers_step(progress_state):
     """MMF main's Lightning trainer builds no training.callbacks: the model's own trainer."""
+
     class Attached:  # what a LightningModule attached to a pytorch_lightning.Trainer shows
         trainer = types.SimpleNamespace(global_step=0, accumulate_grad_batches=2)
 
@@ -301,9 +340,13 @@ def test_under_lightning_the_epoch_follows_the_lightning_trainers_step(progress_
     assert current_epoch(module=Detached()) == pytest.approx(3 / 5)
 
 
-def test_mmf_with_trainer_callbacks_but_no_progress_callback_is_a_clear_error(progress_state, monkeypatch):
+def test_mmf_with_trainer_callbacks_but_no_progress_callback_is_a_clear_error(
+    progress_state, monkeypatch
+):
     monkeypatch.setattr(training_progress, "trainer_has_callbacks", lambda: True)
-    with pytest.raises(RuntimeError, match=f"training.callbacks must include .type: {CALLBACK_NAME}"):
+    with pytest.raises(
+        RuntimeError, match=f"training.callbacks must include .type: {CALLBACK_NAME}"
+    ):
         current_epoch()
 
 
@@ -317,7 +360,9 @@ def test_the_uvla_defaults_name_the_progress_callback():
     from mmf_uvlp.models.uvla import UVLA
 
     defaults = OmegaConf.load(UVLA.config_path())
-    assert {"type": CALLBACK_NAME, "params": {}} in OmegaConf.to_container(defaults.training.callbacks)
+    assert {"type": CALLBACK_NAME, "params": {}} in OmegaConf.to_container(
+        defaults.training.callbacks
+    )
 
 
 # ----------------------------------------------------------------------------- configs
@@ -326,9 +371,13 @@ def test_default_configs_come_from_the_package_when_it_has_them(tmp_path, monkey
     (checkout / "mmf_uvlp").mkdir(parents=True)
     (checkout / "configs" / "models").mkdir(parents=True)
     monkeypatch.setattr(config_files, "PACKAGE_DIR", checkout / "mmf_uvlp")
-    assert config_files.default_config("models", "a.yaml") == str(checkout / "configs/models/a.yaml")
+    assert config_files.default_config("models", "a.yaml") == str(
+        checkout / "configs/models/a.yaml"
+    )
     (checkout / "mmf_uvlp" / "configs").mkdir()  # a wheel: the build put them in the package
-    assert config_files.default_config("models", "a.yaml") == str(checkout / "mmf_uvlp/configs/models/a.yaml")
+    assert config_files.default_config("models", "a.yaml") == str(
+        checkout / "mmf_uvlp/configs/models/a.yaml"
+    )
 
 
 def test_every_plugin_config_path_exists():
@@ -338,8 +387,11 @@ def test_every_plugin_config_path_exists():
     mmf_uvlp.plugin.register_components()
     paths = [DEFAULT_CONFIG_PATH]
     for mapping in ("builder_name_mapping", "model_name_mapping"):
-        paths += [cls.config_path() for cls in registry.mapping[mapping].values()
-                  if cls.__module__.startswith("mmf_uvlp.")]
+        paths += [
+            cls.config_path()
+            for cls in registry.mapping[mapping].values()
+            if cls.__module__.startswith("mmf_uvlp.")
+        ]
     assert len(paths) > 10
     assert [path for path in paths if not os.path.isfile(path)] == []
 
@@ -366,7 +418,8 @@ def main_trainer_module(monkeypatch):
             checkpoint = Checkpoint(self)
             self.checkpoint_callback = types.SimpleNamespace(_checkpoint=checkpoint)
             self.early_stop_callback = types.SimpleNamespace(
-                early_stopping=types.SimpleNamespace(checkpoint=checkpoint))
+                early_stopping=types.SimpleNamespace(checkpoint=checkpoint)
+            )
 
     class Checkpoint:
         def __init__(self, trainer=None):
@@ -375,10 +428,12 @@ def main_trainer_module(monkeypatch):
         def save_func(self, *args):
             return torch.save(*args)
 
-    for name, attribute, value in (("mmf.trainers.mmf_trainer", "MMFTrainer", MMFTrainer),
-                                   ("mmf.utils.checkpoint", "Checkpoint", Checkpoint),
-                                   ("mmf.datasets.multi_datamodule", "MultiDataModule", object),
-                                   ("mmf.datasets.multi_dataset_loader", "MultiDataLoader", object)):
+    for name, attribute, value in (
+        ("mmf.trainers.mmf_trainer", "MMFTrainer", MMFTrainer),
+        ("mmf.utils.checkpoint", "Checkpoint", Checkpoint),
+        ("mmf.datasets.multi_datamodule", "MultiDataModule", object),
+        ("mmf.datasets.multi_dataset_loader", "MultiDataLoader", object),
+    ):
         module = types.ModuleType(name)
         setattr(module, attribute, value)
         monkeypatch.setitem(sys.modules, name, module)
@@ -390,7 +445,8 @@ def main_trainer_module(monkeypatch):
 
 
 def test_the_main_trainer_stops_a_non_finite_loss_seeds_seed_zero_and_checkpoints(
-        main_trainer_module):
+    main_trainer_module,
+):
     import compat_checks
 
     trainer = main_trainer_module.UVLPTrainer.__new__(main_trainer_module.UVLPTrainer)
@@ -408,8 +464,10 @@ def test_the_main_trainer_stops_a_non_finite_loss_seeds_seed_zero_and_checkpoint
     assert torch.equal(*draws)
     trainer.configure_callbacks()  # the callbacks write and restore through the plugin's
     assert isinstance(trainer.checkpoint_callback._checkpoint, main_trainer_module.UVLPCheckpoint)
-    assert trainer.early_stop_callback.early_stopping.checkpoint is \
-        trainer.checkpoint_callback._checkpoint
+    assert (
+        trainer.early_stop_callback.early_stopping.checkpoint
+        is trainer.checkpoint_callback._checkpoint
+    )
 
 
 def test_main_checkpoints_load_omegaconf_containers_and_refuse_code(tmp_path, monkeypatch):
@@ -420,14 +478,18 @@ def test_main_checkpoints_load_omegaconf_containers_and_refuse_code(tmp_path, mo
     main_fixes._plain_data_checkpoint_loads()
     loader = types.SimpleNamespace(device="cpu")
     betas = OmegaConf.create({"betas": [0.9, 0.999]}).betas  # MMF main's optimizer state holds it
-    torch.save({"model": {"w": torch.ones(2)}, "optimizer": {"param_groups": [{"betas": betas}]}},
-               tmp_path / "current.ckpt")
+    torch.save(
+        {"model": {"w": torch.ones(2)}, "optimizer": {"param_groups": [{"betas": betas}]}},
+        tmp_path / "current.ckpt",
+    )
     loaded = Checkpoint._torch_load(loader, str(tmp_path / "current.ckpt"))
     assert list(loaded["optimizer"]["param_groups"][0]["betas"]) == [0.9, 0.999]
     crafted, ran = tmp_path / "crafted.ckpt", tmp_path / "ran"
     torch.save({"model": {}, "extra": compat_checks.RunsCode(str(ran))}, crafted)
     monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
-    with pytest.raises(Exception, match=r"refused: it holds objects that are not plain data \(io\.open\)"):
+    with pytest.raises(
+        Exception, match=r"refused: it holds objects that are not plain data \(io\.open\)"
+    ):
         Checkpoint._torch_load(loader, str(crafted))
     assert not ran.exists()
 
@@ -439,7 +501,9 @@ def test_main_checkpoint_writes_name_enospc_and_the_file(tmp_path, main_trainer_
     with pytest.raises(Exception) as error:
         with open(target, "wb") as handle:  # MMF main's open_if_main, on rank 0
             checkpoint.save_func({"w": torch.zeros(1000)}, handle)
-    assert str(error.value).startswith(f"cannot write checkpoint {target}: ENOSPC (No space left on device)")
+    assert str(error.value).startswith(
+        f"cannot write checkpoint {target}: ENOSPC (No space left on device)"
+    )
     with open(tmp_path / "fine.ckpt", "wb") as handle:
         checkpoint.save_func({"w": torch.zeros(3)}, handle)
     assert torch.load(tmp_path / "fine.ckpt", weights_only=True)["w"].shape == (3,)
@@ -447,16 +511,29 @@ def test_main_checkpoint_writes_name_enospc_and_the_file(tmp_path, main_trainer_
 
 # ---------------------------------------------------------------- Lightning's run length
 LIGHTNING_DEFAULTS = {  # MMF main's defaults.yaml, the keys concerned
-    "training": {"max_updates": 22000, "max_epochs": None, "evaluation_interval": 1000,
-                 "log_interval": 100, "update_frequency": 1},
-    "trainer": {"params": {"max_steps": 22000, "max_epochs": None, "val_check_interval": 1000,
-                           "log_every_n_steps": 100, "accumulate_grad_batches": 1}},
+    "training": {
+        "max_updates": 22000,
+        "max_epochs": None,
+        "evaluation_interval": 1000,
+        "log_interval": 100,
+        "update_frequency": 1,
+    },
+    "trainer": {
+        "params": {
+            "max_steps": 22000,
+            "max_epochs": None,
+            "val_check_interval": 1000,
+            "log_every_n_steps": 100,
+            "accumulate_grad_batches": 1,
+        }
+    },
 }
 
 
 def _lightning_run(training=None, params=None):
-    config = OmegaConf.merge(LIGHTNING_DEFAULTS, {"training": training or {},
-                                                  "trainer": {"params": params or {}}})
+    config = OmegaConf.merge(
+        LIGHTNING_DEFAULTS, {"training": training or {}, "trainer": {"params": params or {}}}
+    )
     lightning_fixes.lightning_params_from_training(config, OmegaConf.create(LIGHTNING_DEFAULTS))
     return config
 
@@ -464,7 +541,11 @@ def _lightning_run(training=None, params=None):
 def test_lightning_follows_the_training_keys_the_user_wrote():
     config = _lightning_run({"max_updates": 8, "evaluation_interval": 4, "update_frequency": 2})
     params = config.trainer.params
-    assert (params.max_steps, params.val_check_interval, params.accumulate_grad_batches) == (8, 8, 2)
+    assert (params.max_steps, params.val_check_interval, params.accumulate_grad_batches) == (
+        8,
+        8,
+        2,
+    )
     assert params.check_val_every_n_epoch is None  # the interval spans epochs, as in MMF's trainer
     # a Lightning key the user wrote sets the training key the schedule and curriculum read
     config = _lightning_run(params={"max_steps": 50})
@@ -474,7 +555,10 @@ def test_lightning_follows_the_training_keys_the_user_wrote():
 def test_lightning_and_training_keys_that_disagree_are_refused_in_one_line():
     from mmf_uvlp.errors import UserConfigError
 
-    with pytest.raises(UserConfigError, match=r"^training.max_updates=8 and trainer.params.max_steps="
-                       r"50 disagree \(training.trainer=lightning follows trainer.params.max_steps\); "
-                       r"set only one of them$"):
+    with pytest.raises(
+        UserConfigError,
+        match=r"^training.max_updates=8 and trainer.params.max_steps="
+        r"50 disagree \(training.trainer=lightning follows trainer.params.max_steps\); "
+        r"set only one of them$",
+    ):
         _lightning_run({"max_updates": 8}, {"max_steps": 50})

@@ -72,20 +72,28 @@ def _plain_data_checkpoint_loads() -> None:
     with tempfile.TemporaryDirectory() as folder:
         resumable = os.path.join(folder, "current.ckpt")
         betas = OmegaConf.create({"betas": [0.9, 0.999]}).betas  # as in MMF main's optimizer state
-        torch.save({"model": {"w": torch.ones(2)}, "optimizer": {"param_groups": [{"betas": betas}]}},
-                   resumable)
+        torch.save(
+            {"model": {"w": torch.ones(2)}, "optimizer": {"param_groups": [{"betas": betas}]}},
+            resumable,
+        )
         loaded = Checkpoint._torch_load(loader, resumable)
         assert list(loaded["optimizer"]["param_groups"][0]["betas"]) == [0.9, 0.999]
         compat_checks.expect_crafted_checkpoint_refused(
-            lambda path: Checkpoint._torch_load(loader, path), folder)
+            lambda path: Checkpoint._torch_load(loader, path), folder
+        )
 
 
 def _lightning_follows_training_keys() -> None:
     from compat_checks import _configuration
     from mmf.trainers.lightning_trainer import LightningTrainer
 
-    opts = ["model=visual_bert", "dataset=vqa2", "training.trainer=lightning",
-            "training.max_updates=8", "training.evaluation_interval=4"]
+    opts = [
+        "model=visual_bert",
+        "dataset=vqa2",
+        "training.trainer=lightning",
+        "training.max_updates=8",
+        "training.evaluation_interval=4",
+    ]
     params = LightningTrainer(_configuration(opts).get_config()).trainer_config
     assert (params.max_steps, params.val_check_interval) == (8, 4), params
 
@@ -108,8 +116,9 @@ FIX_NAMES = [fix.name for fix in compat.fix_set_for(compat.MMF_MAIN_VERSION).fix
 
 def _run_check(name: str, disabled: str = "") -> subprocess.CompletedProcess:
     env = dict(os.environ, **{compat.DISABLE_VARIABLE: disabled})
-    return subprocess.run([sys.executable, __file__, name], env=env, capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, __file__, name], env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_the_main_fix_set_is_active_and_applied():
@@ -155,8 +164,9 @@ def test_the_uvlp_trainer_is_mmf_main_s_trainer_with_the_plugin_s_checkpoint():
     assert registry.get_trainer_class("uvlp") is UVLPTrainer and issubclass(UVLPTrainer, MMFTrainer)
     import compat_checks
 
-    config = compat_checks._configuration(["model=visual_bert", "dataset=vqa2",
-                                           "training.seed=0"]).get_config()
+    config = compat_checks._configuration(
+        ["model=visual_bert", "dataset=vqa2", "training.seed=0"]
+    ).get_config()
     trainer = _bare_uvlp_trainer(config=config, training_config=config.training)
     draws = []
     for _ in range(2):
@@ -180,8 +190,12 @@ def test_the_uvlp_trainer_stops_a_non_finite_loss_naming_its_sample():
     compat_checks._plugin_run()
     batch, model = compat_checks.nan_batch_and_model()
     trainer = _bare_uvlp_trainer(
-        model=model, num_updates=6, device=torch.device("cpu"), profile=lambda *a: None,
-        training_config=OmegaConf.create({"fp16": False, "exit_on_nan_losses": True}))
+        model=model,
+        num_updates=6,
+        device=torch.device("cpu"),
+        profile=lambda *a: None,
+        training_config=OmegaConf.create({"fp16": False, "exit_on_nan_losses": True}),
+    )
     compat_checks.expect_non_finite_loss_named(lambda: trainer._forward(batch), trainer)
 
 
@@ -224,19 +238,30 @@ def _pretrain_in_process(tmp_path: Path, world: Path, *opts: str) -> List[Tuple[
 
     config = tmp_path / "pretrain.yaml"
     config.write_text(TINY.format(repo=REPO))
-    holdout = [f"dataset_config.uvla_{name}.holdout_every=6"
-               for name in ("region_tag", "region_phrase", "image_sentence")]
+    holdout = [
+        f"dataset_config.uvla_{name}.holdout_every=6"
+        for name in ("region_tag", "region_phrase", "image_sentence")
+    ]
     CurriculumWeighting.active = spy
     try:
-        mmf_cli.run.run(opts=[f"config={config}", f"env.data_dir={world}",
-                              f"env.save_dir={tmp_path / 'save'}", *holdout, *opts])
+        mmf_cli.run.run(
+            opts=[
+                f"config={config}",
+                f"env.data_dir={world}",
+                f"env.save_dir={tmp_path / 'save'}",
+                *holdout,
+                *opts,
+            ]
+        )
     finally:
         CurriculumWeighting.active = active
     return seen
 
 
 @pytest.fixture(scope="module")
-def lightning_pretraining(tiny_corpus, tmp_path_factory) -> Tuple[List[Tuple[int, float, bool]], Path]:
+def lightning_pretraining(
+    tiny_corpus, tmp_path_factory
+) -> Tuple[List[Tuple[int, float, bool]], Path]:
     """A real pre-training run under MMF main's Lightning trainer: what the curriculum saw, and
     the run's folder."""
     folder = tmp_path_factory.mktemp("lightning")
@@ -282,10 +307,18 @@ def test_a_lightning_checkpoint_loads_as_pretrained_checkpoint(lightning_pretrai
     _, save = lightning_pretraining
     checkpoint = str(save / "current.ckpt")
     run = OmegaConf.load(REPO / "configs/models/uvla/tiny_random.yaml").model_config.uvla
-    config = OmegaConf.merge(OmegaConf.load(UVLA.config_path()).model_config.uvla, run, {
-        "feature_dim": 64, "heads": ["pooled_classifier"], "num_labels": 3,
-        "losses": [{"type": "cross_entropy"}], "curriculum": {"enabled": False},
-        "pretrained_checkpoint": checkpoint})
+    config = OmegaConf.merge(
+        OmegaConf.load(UVLA.config_path()).model_config.uvla,
+        run,
+        {
+            "feature_dim": 64,
+            "heads": ["pooled_classifier"],
+            "num_labels": 3,
+            "losses": [{"type": "cross_entropy"}],
+            "curriculum": {"enabled": False},
+            "pretrained_checkpoint": checkpoint,
+        },
+    )
     model = UVLA(config)
     model.build()
     state = read_uvla_state(checkpoint)
@@ -295,7 +328,9 @@ def test_a_lightning_checkpoint_loads_as_pretrained_checkpoint(lightning_pretrai
 
 
 def test_without_the_progress_callback_the_curriculum_says_what_to_add(tiny_corpus, tmp_path):
-    with pytest.raises(RuntimeError, match="training.callbacks must include .type: uvla_training_progress"):
+    with pytest.raises(
+        RuntimeError, match="training.callbacks must include .type: uvla_training_progress"
+    ):
         _pretrain_in_process(tmp_path, tiny_corpus.parent, "training.callbacks=[]")
 
 

@@ -61,8 +61,12 @@ def _patches(source: str) -> Iterator[int]:
             targets = [node.target]
         elif isinstance(node, ast.Delete):
             targets = node.targets
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-              and node.func.id in ("setattr", "delattr") and node.args):
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("setattr", "delattr")
+            and node.args
+        ):
             if _root(node.args[0]) in names:
                 yield node.lineno
             continue
@@ -74,7 +78,7 @@ def _patches(source: str) -> Iterator[int]:
 
 
 def test_the_check_finds_the_patches_it_looks_for():
-    patched = '''
+    patched = """
 import mmf_cli.run as cli
 from mmf.trainers.base_trainer import BaseTrainer
 from mmf.utils import checkpoint as checkpoint_module
@@ -87,7 +91,7 @@ def install():
     checkpoint_module.torch = None
     self_like = object()
     self_like.x = 1
-'''
+"""
     assert patches_of_mmf(patched) == [8, 9, 10, 11]
 
 

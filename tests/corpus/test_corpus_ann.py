@@ -11,8 +11,15 @@ import pytest
 
 from mmf_uvlp.corpus.config import RetrieveConfig
 from mmf_uvlp.corpus.retrieve import (
-    ExactSearch, build_index, exact_topk, output_recall, recall_at_k, recall_sample_size,
-    resolve_index_kind, retrieve, search,
+    ExactSearch,
+    build_index,
+    exact_topk,
+    output_recall,
+    recall_at_k,
+    recall_sample_size,
+    resolve_index_kind,
+    retrieve,
+    search,
 )
 
 
@@ -75,8 +82,9 @@ def test_the_reported_recall_compares_what_retrieval_outputs_on_the_crafted_set(
     own = [{int(hashes[102])}]  # the sentence at 44 degrees is the image's own caption
     _, approx, _ = retrieve(_ivf(corpus, 1), query, corpus, hashes, 5, 0, own)
     _, exact, _ = retrieve(ExactSearch(corpus), query, corpus, hashes, 5, 0, own)
-    assert sorted(set(exact[0].round(4)) - set(approx[0].round(4))) == \
-        sorted(set(np.round(corpus[[103, 104]] @ query[0], 4)))  # 47 and 49: missed
+    assert sorted(set(exact[0].round(4)) - set(approx[0].round(4))) == sorted(
+        set(np.round(corpus[[103, 104]] @ query[0], 4))
+    )  # 47 and 49: missed
     assert output_recall(approx, exact).tolist() == [pytest.approx(0.6)]
 
 
@@ -125,7 +133,7 @@ def test_auto_index_is_exact_up_to_exact_max_then_hnsw():
     assert resolve_index_kind("auto", 100000, 100000) == "flat"
     assert resolve_index_kind("auto", 100001, 100000) == "hnsw"
     assert resolve_index_kind("hnsw", 10, 100000) == "hnsw"
-    assert resolve_index_kind("flat", 10 ** 7, 100000) == "flat"
+    assert resolve_index_kind("flat", 10**7, 100000) == "flat"
 
 
 def test_the_exact_check_sample_is_spread_over_the_chunks():

@@ -43,30 +43,39 @@ def _chunk_files(out: str) -> dict:
         for name in files:
             if name.startswith(("chunk-", "part-")) and ".tmp." not in name:
                 stat = os.stat(os.path.join(root, name))
-                found[os.path.relpath(os.path.join(root, name), out)] = \
-                    (stat.st_ino, stat.st_mtime_ns)
+                found[os.path.relpath(os.path.join(root, name), out)] = (
+                    stat.st_ino,
+                    stat.st_mtime_ns,
+                )
     return found
 
 
 @pytest.mark.slow
 def test_launch_on_the_local_executor_equals_a_single_run_and_retries_a_failed_shard(
-        world, reference, tmp_path, monkeypatch, caplog):
+    world, reference, tmp_path, monkeypatch, caplog
+):
     # shard 0 of 2 owns chunks 0 and 2: each of its jobs exits after linking 2 chunks, so its
     # first attempt fails (before writing its index) and the second finishes it
     monkeypatch.setenv(ABORT_ENV, "link:2")
     out = tmp_path / "launched"
     options = JobOptions(executor="local", time_min=30, array_parallelism=2)
     with caplog.at_level(logging.INFO, logger="mmf_uvlp.corpus.launch"):
-        report = launch(tiny_config(world, SINGLE_THREAD), str(out), 2, options,
-                        progress=False, poll_s=0.5)
+        report = launch(
+            tiny_config(world, SINGLE_THREAD), str(out), 2, options, progress=False, poll_s=0.5
+        )
     assert report["output"]["images"] == 5
     assert output_files(str(out)) == output_files(reference)
-    retried = [r.getMessage() for r in caplog.records if "failed (attempt 1 of 3)" in r.getMessage()]
+    retried = [
+        r.getMessage() for r in caplog.records if "failed (attempt 1 of 3)" in r.getMessage()
+    ]
     assert len(retried) == 1 and retried[0].startswith("shard 0/2 failed"), retried
     log = retried[0].split("; log ")[1].split(";")[0]
     assert log.startswith(str(out / "launch" / "shards")) and os.path.exists(log)
-    submitted = [r.getMessage() for r in caplog.records if r.getMessage().startswith("shard ")
-                 and ": job " in r.getMessage()]
+    submitted = [
+        r.getMessage()
+        for r in caplog.records
+        if r.getMessage().startswith("shard ") and ": job " in r.getMessage()
+    ]
     assert sorted(m.split(":")[0] for m in submitted) == ["shard 0/2", "shard 0/2", "shard 1/2"]
     # the sentence cache was embedded in two parts, then assembled: no part file is left
     assert not list((out / "sentences").glob("embeddings.part-*"))
@@ -81,21 +90,52 @@ def test_launch_on_the_local_executor_equals_a_single_run_and_retries_a_failed_s
 
 
 @pytest.mark.slow
-def test_an_interrupted_launch_resumes_without_redoing_finished_shards(world, reference,
-                                                                        tmp_path):
+def test_an_interrupted_launch_resumes_without_redoing_finished_shards(world, reference, tmp_path):
     out = tmp_path / "launched"
-    command = [sys.executable, str(REPO / "tools" / "build_corpus.py"), "launch",
-               "--predictions", world["predictions"], "--features", world["features"],
-               "--corpus", world["corpus"], "--captions-gt", world["captions_gt"],
-               "--objects-gt", world["objects_gt"], "--k", "3", "--chunk-images", "2",
-               "--set", "embed.chunk_size=5", "--set", "embed.batch_size=4",
-               "--set", "report.num_examples=3", "--set", SINGLE_THREAD, "--no-progress",
-               "--out", str(out), "--shards", "3", "--array-parallelism", "1"]
+    command = [
+        sys.executable,
+        str(REPO / "tools" / "build_corpus.py"),
+        "launch",
+        "--predictions",
+        world["predictions"],
+        "--features",
+        world["features"],
+        "--corpus",
+        world["corpus"],
+        "--captions-gt",
+        world["captions_gt"],
+        "--objects-gt",
+        world["objects_gt"],
+        "--k",
+        "3",
+        "--chunk-images",
+        "2",
+        "--set",
+        "embed.chunk_size=5",
+        "--set",
+        "embed.batch_size=4",
+        "--set",
+        "report.num_examples=3",
+        "--set",
+        SINGLE_THREAD,
+        "--no-progress",
+        "--out",
+        str(out),
+        "--shards",
+        "3",
+        "--array-parallelism",
+        "1",
+    ]
     # Ctrl-C reaches the launcher even where the test runner was started with SIGINT ignored
     # (a background job of a shell, nohup): a Python started so would ignore it too.
-    first = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True,
-                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    first = subprocess.Popen(
+        command,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     watchdog = threading.Timer(900, first.kill)
     watchdog.start()
     printed = ""
@@ -125,9 +165,16 @@ def test_an_interrupted_launch_resumes_without_redoing_finished_shards(world, re
 def test_slurm_job_arrays_and_their_sbatch_scripts(world, tmp_path):
     from submitit.core.test_core import MockedSubprocess
 
-    options = JobOptions(executor="slurm", partition="learnfair", time_min=240, gpus=1,
-                         cpus=8, mem_gb=32, array_parallelism=2,
-                         slurm=(("account", "vision"), ("constraint", "volta32gb")))
+    options = JobOptions(
+        executor="slurm",
+        partition="learnfair",
+        time_min=240,
+        gpus=1,
+        cpus=8,
+        mem_gb=32,
+        array_parallelism=2,
+        slurm=(("account", "vision"), ("constraint", "volta32gb")),
+    )
     launcher = Launcher(tiny_config(world), str(tmp_path / "out"), 4, options, progress=False)
     phases = dict(launcher.phases())
     assert [len(phases[name]) for name in ("embed", "index", "shards", "merge")] == [4, 1, 4, 1]
@@ -142,9 +189,17 @@ def test_slurm_job_arrays_and_their_sbatch_scripts(world, tmp_path):
     assert [job.job_id for job in jobs] == [f"{array_id}_{i}" for i in range(4)]
     script = jobs[0].paths.submission_file.read_text()
     sbatch = {line.split()[1] for line in script.splitlines() if line.startswith("#SBATCH")}
-    assert {"--array=0-3%2", "--partition=learnfair", "--time=240", "--gpus-per-node=1",
-            "--cpus-per-task=8", "--mem=32GB", "--account=vision", "--constraint=volta32gb",
-            "--job-name=corpus-shards"} <= sbatch, sbatch
+    assert {
+        "--array=0-3%2",
+        "--partition=learnfair",
+        "--time=240",
+        "--gpus-per-node=1",
+        "--cpus-per-task=8",
+        "--mem=32GB",
+        "--account=vision",
+        "--constraint=volta32gb",
+        "--job-name=corpus-shards",
+    } <= sbatch, sbatch
     single = again[0].paths.submission_file.read_text()
     assert "--array" not in single and "--partition=learnfair" in single
     assert again[0].job_id == str(int(array_id) + 1) and "_" not in again[0].job_id
@@ -163,8 +218,7 @@ def test_a_launch_refuses_an_output_of_another_config(world, tmp_path):
     out = tmp_path / "out"
     first = Launcher(tiny_config(world), str(out), 2, JobOptions(), progress=False)
     first._check_out()
-    other = Launcher(tiny_config(world, "retrieve.k=4"), str(out), 2, JobOptions(),
-                     progress=False)
+    other = Launcher(tiny_config(world, "retrieve.k=4"), str(out), 2, JobOptions(), progress=False)
     with pytest.raises(RuntimeError, match="another config or shard count"):
         other._check_out()
     with pytest.raises(RuntimeError, match="another config or shard count"):
@@ -186,19 +240,25 @@ def test_a_failed_job_is_told_in_one_line():
 
     from mmf_uvlp.corpus.launch import _failure
 
-    trace = ("Traceback (most recent call last):\n  File \"pipeline.py\", line 9, in build\n"
-             "ValueError: predictions.tsv:3: boxes: expected 4 numbers")
+    trace = (
+        'Traceback (most recent call last):\n  File "pipeline.py", line 9, in build\n'
+        "ValueError: predictions.tsv:3: boxes: expected 4 numbers"
+    )
     failed = FailedJobError(  # the message submitit builds for a job that raised
         "Job (task=0) failed during processing with trace:\n----------------------\n"
         f"{trace}\n----------------------\nYou can check full logs with 'job.stderr(0)' and "
-        "'job.stdout(0)'or at paths:\n  - /x/1_0_log.err\n  - /x/1_0_log.out")
+        "'job.stdout(0)'or at paths:\n  - /x/1_0_log.err\n  - /x/1_0_log.out"
+    )
     assert _failure(_Ended(failed)) == "ValueError: predictions.tsv:3: boxes: expected 4 numbers"
-    killed = UncompletedJobError("Job 11559 (task: 0) with path /x/11559_0_result.pkl\nhas not "
-                                 "produced any output (state: NO PROCESS AND NO RESULT)\nNo "
-                                 "error stream produced. Look at stdout: /x/11559_0_log.out")
+    killed = UncompletedJobError(
+        "Job 11559 (task: 0) with path /x/11559_0_result.pkl\nhas not "
+        "produced any output (state: NO PROCESS AND NO RESULT)\nNo "
+        "error stream produced. Look at stdout: /x/11559_0_log.out"
+    )
     assert _failure(_Ended(killed)) == (
         "the job ended without a result (state NO PROCESS AND NO RESULT: it exited, was killed "
-        "or ran out of time or memory)")
+        "or ran out of time or memory)"
+    )
 
 
 def test_a_slurm_job_of_an_interrupted_launch_still_running_is_waited_for(world, tmp_path):
@@ -224,8 +284,9 @@ def test_a_slurm_job_of_an_interrupted_launch_still_running_is_waited_for(world,
 
 
 @pytest.mark.slow
-def test_a_damaged_part_of_a_finished_launch_is_found_and_rebuilt_on_rerun(world, reference,
-                                                                          tmp_path, caplog):
+def test_a_damaged_part_of_a_finished_launch_is_found_and_rebuilt_on_rerun(
+    world, reference, tmp_path, caplog
+):
     out = tmp_path / "launched"
     options = JobOptions(executor="local", time_min=30, array_parallelism=2)
     config = tiny_config(world, SINGLE_THREAD)
@@ -236,8 +297,10 @@ def test_a_damaged_part_of_a_finished_launch_is_found_and_rebuilt_on_rerun(world
     with caplog.at_level(logging.INFO, logger="mmf_uvlp.corpus.launch"):
         report = launch(config, str(out), 2, options, progress=False, poll_s=0.5)
     warned = [r.getMessage() for r in caplog.records if str(part) in r.getMessage()]
-    assert warned == [f"{part} holds 50 bytes, {len(whole)} when written (damaged or cut "
-                      "short); its job is run again"], warned
+    assert warned == [
+        f"{part} holds 50 bytes, {len(whole)} when written (damaged or cut "
+        "short); its job is run again"
+    ], warned
     assert report["output"]["images"] == 5
     assert output_files(str(out)) == output_files(reference)
     submitted = [r.getMessage() for r in caplog.records if ": job " in r.getMessage()]
@@ -245,11 +308,32 @@ def test_a_damaged_part_of_a_finished_launch_is_found_and_rebuilt_on_rerun(world
 
 
 def _launch_command(world: dict, out) -> list:
-    return [sys.executable, str(REPO / "tools" / "build_corpus.py"), "launch",
-            "--predictions", world["predictions"], "--features", world["features"],
-            "--corpus", world["corpus"], "--k", "3", "--chunk-images", "2",
-            "--set", "embed.chunk_size=5", "--set", "embed.batch_size=4", "--no-progress",
-            "--out", str(out), "--shards", "2", "--array-parallelism", "1"]
+    return [
+        sys.executable,
+        str(REPO / "tools" / "build_corpus.py"),
+        "launch",
+        "--predictions",
+        world["predictions"],
+        "--features",
+        world["features"],
+        "--corpus",
+        world["corpus"],
+        "--k",
+        "3",
+        "--chunk-images",
+        "2",
+        "--set",
+        "embed.chunk_size=5",
+        "--set",
+        "embed.batch_size=4",
+        "--no-progress",
+        "--out",
+        str(out),
+        "--shards",
+        "2",
+        "--array-parallelism",
+        "1",
+    ]
 
 
 def _job_processes(out) -> list:
@@ -282,8 +366,9 @@ def _wait_for(condition, seconds: float = 20.0):
 
 def _start_launch_until_a_job_runs(command: list) -> tuple:
     """The launch started, read up to its first job's line; with that job's processes."""
-    launcher = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
+    launcher = subprocess.Popen(
+        command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     printed = ""
     for line in launcher.stdout:
         printed += line
@@ -310,7 +395,10 @@ def test_sigterm_to_the_launcher_stops_its_local_jobs(world, tmp_path):
         launcher.send_signal(signal.SIGTERM)
         printed += launcher.communicate(timeout=120)[0]
         assert launcher.returncode == 128 + signal.SIGTERM, printed[-3000:]
-        assert _wait_for(lambda: not _job_processes(out), 15), (_job_processes(out), printed[-3000:])
+        assert _wait_for(lambda: not _job_processes(out), 15), (
+            _job_processes(out),
+            printed[-3000:],
+        )
     finally:
         launcher.kill()
         _end(_job_processes(out))
@@ -329,8 +417,9 @@ def test_jobs_that_outlive_a_sigkilled_launcher_are_ended_by_the_next_launch(wor
         first.wait(timeout=60)
         orphans = _job_processes(out)
         assert orphans, "no local job outlived the killed launcher"
-        second = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, text=True)
+        second = subprocess.Popen(
+            command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
         watchdog = threading.Timer(600, second.kill)
         watchdog.start()
         told = ""
@@ -341,7 +430,8 @@ def test_jobs_that_outlive_a_sigkilled_launcher_are_ended_by_the_next_launch(wor
         watchdog.cancel()
         assert told.splitlines()[-1].startswith(
             f"ending {len(orphans)} processes of an earlier launch of {out} that outlived it "
-            f"(pids {', '.join(map(str, sorted(orphans)))})"), told[-3000:]
+            f"(pids {', '.join(map(str, sorted(orphans)))})"
+        ), told[-3000:]
         assert _wait_for(lambda: not set(orphans) & set(_job_processes(out)), 15), told
     finally:
         first.kill()

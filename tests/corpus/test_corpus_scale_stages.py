@@ -25,7 +25,10 @@ def _store(paths, folder):
 def test_the_embedding_in_parts_assembles_to_the_bytes_of_one_process(tmp_path):
     from mmf_uvlp.corpus.config import EmbedConfig
     from mmf_uvlp.corpus.embed import (
-        EMBEDDINGS_FILE, embed_corpus, embed_corpus_part, part_file,
+        EMBEDDINGS_FILE,
+        embed_corpus,
+        embed_corpus_part,
+        part_file,
     )
 
     paths = write_tiny_world(tmp_path / "world")
@@ -34,18 +37,33 @@ def test_the_embedding_in_parts_assembles_to_the_bytes_of_one_process(tmp_path):
     embed_corpus(whole, str(tmp_path / "whole"), model, chunk_size=5, batch_size=4)
     parts = _store(paths, tmp_path / "parts")  # 12 sentences: chunks 0, 1, 2
     calls = []
-    assert embed_corpus_part(parts, str(tmp_path / "parts"), model, 5, 4, (0, 2),
-                             hook=lambda stage, c: calls.append(c)) == 2
+    assert (
+        embed_corpus_part(
+            parts,
+            str(tmp_path / "parts"),
+            model,
+            5,
+            4,
+            (0, 2),
+            hook=lambda stage, c: calls.append(c),
+        )
+        == 2
+    )
     assert calls == [0, 2]
     assert embed_corpus_part(parts, str(tmp_path / "parts"), model, 5, 4, (0, 2)) == 0  # done
-    assert sorted(os.listdir(tmp_path / "parts")) >= [os.path.basename(part_file("", 0)),
-                                                     os.path.basename(part_file("", 2))]
-    with mock.patch("mmf_uvlp.corpus.embed.encode", wraps=__import__(
-            "mmf_uvlp.corpus.embed", fromlist=["encode"]).encode) as encode:
+    assert sorted(os.listdir(tmp_path / "parts")) >= [
+        os.path.basename(part_file("", 0)),
+        os.path.basename(part_file("", 2)),
+    ]
+    with mock.patch(
+        "mmf_uvlp.corpus.embed.encode",
+        wraps=__import__("mmf_uvlp.corpus.embed", fromlist=["encode"]).encode,
+    ) as encode:
         embed_corpus(parts, str(tmp_path / "parts"), model, chunk_size=5, batch_size=4)
     assert encode.call_count == 1  # only chunk 1 (part 1/2 never ran): the others copied
-    assert (tmp_path / "parts" / EMBEDDINGS_FILE).read_bytes() == \
-        (tmp_path / "whole" / EMBEDDINGS_FILE).read_bytes()
+    assert (tmp_path / "parts" / EMBEDDINGS_FILE).read_bytes() == (
+        tmp_path / "whole" / EMBEDDINGS_FILE
+    ).read_bytes()
     assert not list((tmp_path / "parts").glob("embeddings.part-*"))  # assembled, removed
 
 
@@ -57,8 +75,11 @@ def test_a_part_of_the_wrong_shape_is_refused_naming_it(tmp_path):
     store = _store(paths, tmp_path / "s")
     np.save(part_file(str(tmp_path / "s"), 1), np.zeros((4, 384), np.float32))
     model = shared_resources().sentence_model(EmbedConfig())
-    with pytest.raises(RuntimeError, match=r"embeddings.part-000001.npy: shape \(4, 384\), "
-                                           r"expected \(5, 384\)"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"embeddings.part-000001.npy: shape \(4, 384\), "
+        r"expected \(5, 384\)",
+    ):
         embed_corpus(store, str(tmp_path / "s"), model, chunk_size=5, batch_size=4)
 
 
@@ -67,11 +88,15 @@ def test_the_encoder_runs_on_every_visible_gpu_else_the_cpu():
 
     with mock.patch("torch.cuda.is_available", return_value=False):
         assert resolve_devices("auto") == ["cpu"]
-    with mock.patch("torch.cuda.is_available", return_value=True), \
-            mock.patch("torch.cuda.device_count", return_value=1):
+    with (
+        mock.patch("torch.cuda.is_available", return_value=True),
+        mock.patch("torch.cuda.device_count", return_value=1),
+    ):
         assert resolve_devices("auto") == ["cuda:0"]
-    with mock.patch("torch.cuda.is_available", return_value=True), \
-            mock.patch("torch.cuda.device_count", return_value=3):
+    with (
+        mock.patch("torch.cuda.is_available", return_value=True),
+        mock.patch("torch.cuda.device_count", return_value=3),
+    ):
         assert resolve_devices("auto") == ["cuda:0", "cuda:1", "cuda:2"]
     assert resolve_devices("cpu") == ["cpu"]
     assert resolve_devices("cuda:0, cuda:1") == ["cuda:0", "cuda:1"]
@@ -104,9 +129,12 @@ def test_phrases_of_many_chunks_through_one_pipe_equal_those_of_one_call_per_chu
     from mmf_uvlp.corpus.noun_phrases import PhraseExtractor
 
     nlp = shared_resources().nlp(PhrasesConfig())
-    groups = [("c0", [0, 1, 2], SENTENCES[0:3]), ("c1", [], []),
-              ("c2", [1, 3, 4], [SENTENCES[1], SENTENCES[3], SENTENCES[4]]),
-              ("c3", [2, 4], [SENTENCES[2], SENTENCES[4]])]  # repeats across chunks
+    groups = [
+        ("c0", [0, 1, 2], SENTENCES[0:3]),
+        ("c1", [], []),
+        ("c2", [1, 3, 4], [SENTENCES[1], SENTENCES[3], SENTENCES[4]]),
+        ("c3", [2, 4], [SENTENCES[2], SENTENCES[4]]),
+    ]  # repeats across chunks
     one_by_one = PhraseExtractor(nlp, batch_size=2)
     want = [(key, one_by_one(ids, texts)) for key, ids, texts in groups]
     streamed = PhraseExtractor(nlp, batch_size=2)

@@ -14,7 +14,13 @@ from mmf_uvlp.errors import FormatError
 from mmf_uvlp.utils.error_policy import ErrorPolicy
 
 from helpers.corpus import (
-    IMAGES, SENTENCES, TAG_QUERIES, features_row, obj, predictions_row, shared_resources,
+    IMAGES,
+    SENTENCES,
+    TAG_QUERIES,
+    features_row,
+    obj,
+    predictions_row,
+    shared_resources,
     write_tiny_world,
 )
 
@@ -38,9 +44,14 @@ def test_reader_and_tag_queries(tmp_path):
 
 
 def test_tag_rule_is_configurable():
-    det = Detection("x", 100, 100,
-                    [[0, 0, 10, 10], [0, 0, 10, 10], [0, 0, 90, 90], [0, 0, 20, 20]],
-                    ["Cup", "cup", "table", "dog"], [.9, .9, .9, .29])
+    det = Detection(
+        "x",
+        100,
+        100,
+        [[0, 0, 10, 10], [0, 0, 10, 10], [0, 0, 90, 90], [0, 0, 20, 20]],
+        ["Cup", "cup", "table", "dog"],
+        [0.9, 0.9, 0.9, 0.29],
+    )
     assert ranked_tags(det, TagsConfig()) == ["table", "cup"]  # cup: 6.67+.1, table: 3.33+8.1
     assert ranked_tags(det, TagsConfig(area_weight=0)) == ["cup", "table"]
     assert ranked_tags(det, TagsConfig(min_conf=0.2)) == ["table", "cup", "dog"]
@@ -52,10 +63,21 @@ def test_tag_rule_is_configurable():
 BAD_PREDICTIONS = {
     "malformed row": ("img9 no tab here", "columns"),
     "bad json": ("img9\t{not json", "json"),
-    "box outside image": (predictions_row("img9", [obj([0, 0, 150, 50], "dog", .9)]),
-                          "objects[0].rect"),
-    "NaN box": ("img9\t" + json.dumps({"image_h": 100, "image_w": 100, "objects": [
-        {"rect": [0, 0, float("nan"), 5], "class": "dog", "conf": .9}]}), "objects[0].rect"),
+    "box outside image": (
+        predictions_row("img9", [obj([0, 0, 150, 50], "dog", 0.9)]),
+        "objects[0].rect",
+    ),
+    "NaN box": (
+        "img9\t"
+        + json.dumps(
+            {
+                "image_h": 100,
+                "image_w": 100,
+                "objects": [{"rect": [0, 0, float("nan"), 5], "class": "dog", "conf": 0.9}],
+            }
+        ),
+        "objects[0].rect",
+    ),
     "empty line": ("", "row"),
     "blank line": (" \t ", "row"),
 }
@@ -91,8 +113,12 @@ def test_blank_and_non_utf8_rows_are_skipped_and_counted(tmp_path):
             policy.handle(source, item)
     assert policy.counts == {"predictions: row": 2, "predictions: encoding": 1}
     assert any("predictions.tsv:2" in e for e in policy.examples["predictions: row"])
-    assert [d.image_id for _, _, d in items if isinstance(d, Detection)] == \
-        ["img0", "img2", "img3", "img5"]
+    assert [d.image_id for _, _, d in items if isinstance(d, Detection)] == [
+        "img0",
+        "img2",
+        "img3",
+        "img5",
+    ]
 
 
 def test_blank_features_row_is_counted(tmp_path):
@@ -119,21 +145,42 @@ def test_blank_lines_pair_the_rows_by_image(tmp_path):
     preds = [predictions_row(i, o) for i, o in IMAGES]
     feats = [features_row(i, len(o), s) for s, (i, o) in enumerate(IMAGES)]
     cases = {  # name: (predictions, features, errors, good ids)
-        "inserted in predictions": (preds[:2] + [""] + preds[2:], feats,
-                                    [(2, "predictions", "row", 3)], ALL_IDS),
-        "inserted in features": (preds, feats[:2] + [""] + feats[2:],
-                                 [(2, "features", "row", 3)], ALL_IDS),
-        "inserted in both": (preds[:2] + [""] + preds[2:], feats[:2] + [""] + feats[2:],
-                             [(2, "predictions", "row", 3), (3, "features", "row", 3)], ALL_IDS),
-        "predictions row blanked": (preds[:2] + [""] + preds[3:], feats,
-                                    [(2, "predictions", "row", 3)],
-                                    ["img0", "img1", "img3", "img4", "img5"]),
-        "features row blanked": (preds, feats[:2] + [""] + feats[3:],
-                                 [(2, "features", "row", 3)],
-                                 ["img0", "img1", "img3", "img4", "img5"]),
-        "blank at the ends": (preds + [""], feats + [""],
-                              [(6, "predictions", "row", 7), (6, "features", "row", 7)],
-                              ALL_IDS),
+        "inserted in predictions": (
+            preds[:2] + [""] + preds[2:],
+            feats,
+            [(2, "predictions", "row", 3)],
+            ALL_IDS,
+        ),
+        "inserted in features": (
+            preds,
+            feats[:2] + [""] + feats[2:],
+            [(2, "features", "row", 3)],
+            ALL_IDS,
+        ),
+        "inserted in both": (
+            preds[:2] + [""] + preds[2:],
+            feats[:2] + [""] + feats[2:],
+            [(2, "predictions", "row", 3), (3, "features", "row", 3)],
+            ALL_IDS,
+        ),
+        "predictions row blanked": (
+            preds[:2] + [""] + preds[3:],
+            feats,
+            [(2, "predictions", "row", 3)],
+            ["img0", "img1", "img3", "img4", "img5"],
+        ),
+        "features row blanked": (
+            preds,
+            feats[:2] + [""] + feats[3:],
+            [(2, "features", "row", 3)],
+            ["img0", "img1", "img3", "img4", "img5"],
+        ),
+        "blank at the ends": (
+            preds + [""],
+            feats + [""],
+            [(6, "predictions", "row", 7), (6, "features", "row", 7)],
+            ALL_IDS,
+        ),
     }
     for name, (p, f, errors, ids) in cases.items():
         paths = write_tiny_world(tmp_path / name.replace(" ", "_"), p, f)
@@ -143,10 +190,13 @@ def test_blank_lines_pair_the_rows_by_image(tmp_path):
 def test_duplicate_image_id_names_both_lines(tmp_path):
     preds = [predictions_row(i, o) for i, o in IMAGES]
     feats = [features_row(i, len(o), s) for s, (i, o) in enumerate(IMAGES)]
-    for name, f in (("without its features row", feats),
-                    ("with its features row", feats[:2] + [feats[1]] + feats[2:])):
-        paths = write_tiny_world(tmp_path / name.replace(" ", "_"),
-                                 preds[:2] + [preds[1]] + preds[2:], f)
+    for name, f in (
+        ("without its features row", feats),
+        ("with its features row", feats[:2] + [feats[1]] + feats[2:]),
+    ):
+        paths = write_tiny_world(
+            tmp_path / name.replace(" ", "_"), preds[:2] + [preds[1]] + preds[2:], f
+        )
         items, reader = _read_all(paths)
         assert _outcome(items) == ([(2, "predictions", "image_id", 3)], ALL_IDS), name
         (err,) = [e for _, _, e in items if isinstance(e, Exception)]
@@ -226,8 +276,10 @@ def test_sentence_index_fetch_and_bad_lines(tmp_path):
     assert store.texts_range(0, 3) == store.texts([0, 1, 2])
     assert store.source(2) == f"{corpus}:5"
     assert text_hash("Second line!") == int(store.hashes[1])
-    assert store.in_pool(np.array([text_hash("LAST"), text_hash("nope")], np.uint64)).tolist() \
-        == [True, False]
+    assert store.in_pool(np.array([text_hash("LAST"), text_hash("nope")], np.uint64)).tolist() == [
+        True,
+        False,
+    ]
 
 
 # ---------------------------------------------------------------- embeddings
@@ -333,16 +385,19 @@ def test_glove_links():
     from mmf_uvlp.corpus.link import Linker
 
     linker = Linker("glove", "head", 0.65, "none", glove=shared_resources().glove(None))
-    labels, confs = ["woman", "couch", "table", "couch"], [.9, .5, .9, .8]
+    labels, confs = ["woman", "couch", "table", "couch"], [0.9, 0.5, 0.9, 0.8]
     cands = [0, 1, 2, 3]
-    region, sim, score, linked = linker.link(_phrase("a red sofa", ["red", "sofa"], "sofa"),
-                                             labels, confs, cands)
+    region, sim, score, linked = linker.link(
+        _phrase("a red sofa", ["red", "sofa"], "sofa"), labels, confs, cands
+    )
     assert region == 3 and linked and score == sim and 0.65 < sim < 0.75  # surer couch wins
-    assert linker.link(_phrase("A young woman", ["young", "woman"], "woman"), labels, confs,
-                       cands)[:2] == (0, pytest.approx(1.0))
+    assert linker.link(_phrase("A young woman", ["young", "woman"], "woman"), labels, confs, cands)[
+        :2
+    ] == (0, pytest.approx(1.0))
     assert linker.link(_phrase("He", [], "he"), labels, confs, cands) == (None, None, 0.0, False)
-    region, sim, score, linked = linker.link(_phrase("the stock market", ["stock", "market"],
-                                                     "market"), labels, confs, cands)
+    region, sim, score, linked = linker.link(
+        _phrase("the stock market", ["stock", "market"], "market"), labels, confs, cands
+    )
     assert not linked and score == 0.0 and sim < 0.65
     assert linker.link(_phrase("a sofa", ["sofa"], "sofa"), labels, confs, [0, 2])[0] in (0, 2)
     mean = Linker("glove", "mean", 0.65, "divide", glove=shared_resources().glove(None))
@@ -365,8 +420,12 @@ def test_sbert_links():
     model = shared_resources().sentence_model(EmbedConfig())
     linker = Linker("sbert", threshold=0.5, sbert_model=model)
     linker.precompute(["a red sofa"])
-    region, sim, _, linked = linker.link(_phrase("a red sofa", ["red", "sofa"], "sofa"),
-                                         ["woman", "couch", "pizza"], [.9, .9, .9], [0, 1, 2])
+    region, sim, _, linked = linker.link(
+        _phrase("a red sofa", ["red", "sofa"], "sofa"),
+        ["woman", "couch", "pizza"],
+        [0.9, 0.9, 0.9],
+        [0, 1, 2],
+    )
     assert region == 1 and linked and sim > 0.5
 
 
@@ -377,12 +436,17 @@ def test_default_yaml_mirrors_dataclasses_and_overrides():
     from mmf_uvlp.corpus.config import DEFAULT_CONFIG_PATH, CorpusConfig, load_config
 
     assert yaml.safe_load(DEFAULT_CONFIG_PATH.read_text()) == CorpusConfig().to_dict()
-    cfg = load_config(overrides=["retrieve.k=10", "link.glove.threshold=0.7",
-                                 "inputs.corpus=[a.txt, b.txt]"])
-    assert (cfg.retrieve.k, cfg.link.glove.threshold, cfg.inputs.corpus) == \
-        (10, 0.7, ["a.txt", "b.txt"])
+    cfg = load_config(
+        overrides=["retrieve.k=10", "link.glove.threshold=0.7", "inputs.corpus=[a.txt, b.txt]"]
+    )
+    assert (cfg.retrieve.k, cfg.link.glove.threshold, cfg.inputs.corpus) == (
+        10,
+        0.7,
+        ["a.txt", "b.txt"],
+    )
     with pytest.raises(KeyError, match="retrieve.kk"):
         load_config(overrides=["retrieve.kk=1"])
     with pytest.raises(ValueError, match="retrieve.index"):
-        load_config(data={"inputs": {"predictions": "p", "corpus": ["c"]},
-                          "retrieve": {"index": "lsh"}}).validate()
+        load_config(
+            data={"inputs": {"predictions": "p", "corpus": ["c"]}, "retrieve": {"index": "lsh"}}
+        ).validate()

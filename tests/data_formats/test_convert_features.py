@@ -34,34 +34,59 @@ from mmf_uvlp.data_formats.nlvr2_files import convert_nlvr2
 from helpers.own_data import EXAMPLE, hand_written
 
 LABELMAP = str(EXAMPLE / "labelmap.json")
-CLASS_IDS = {"dog": 1, "cat": 2, "ball": 3, "tree": 4, "car": 5, "person": 6, "bench": 7,
-             "bicycle": 8}
+CLASS_IDS = {
+    "dog": 1,
+    "cat": 2,
+    "ball": 3,
+    "tree": 4,
+    "car": 5,
+    "person": 6,
+    "bench": 7,
+    "bicycle": 8,
+}
 
 
 def raw(folder: str, **changes) -> Sources:
     detector = EXAMPLE / "detector" / folder
-    return Sources(predictions=str(detector / "predictions.tsv"), labelmap=LABELMAP,
-                   hw=str(detector / "hw.tsv"), **changes)
+    return Sources(
+        predictions=str(detector / "predictions.tsv"),
+        labelmap=LABELMAP,
+        hw=str(detector / "hw.tsv"),
+        **changes,
+    )
 
 
 def released(folder: str = "coco", **changes) -> Sources:
     detector = EXAMPLE / "detector" / folder
-    return Sources(predictions=str(detector / "predictions.tsv"), labelmap=LABELMAP,
-                   features=str(detector / "features.tsv"), **changes)
+    return Sources(
+        predictions=str(detector / "predictions.tsv"),
+        labelmap=LABELMAP,
+        features=str(detector / "features.tsv"),
+        **changes,
+    )
 
 
 def expected_images(folder: str) -> dict:
     """image key -> (class ids, confs, boxes, appearance (N, 8)) of the hand-written literals."""
     literals = hand_written()
-    images = {"cc": {k: v[2] for k, v in literals.CC.items()},
-              "coco": {k: v[2] for k, v in literals.COCO.items()},
-              "nlvr2": literals.NLVR2, "flickr30k": literals.FLICKR30K}[folder]
+    images = {
+        "cc": {k: v[2] for k, v in literals.CC.items()},
+        "coco": {k: v[2] for k, v in literals.COCO.items()},
+        "nlvr2": literals.NLVR2,
+        "flickr30k": literals.FLICKR30K,
+    }[folder]
     out = {}
     for key, objects in images.items():
         ids = [CLASS_IDS[c] if isinstance(c, str) else c for c, *_ in objects]
-        out[key] = (ids, [o[1] for o in objects], [o[2] for o in objects],
-                    np.array([literals.appearance(c, p, k) for k, (c, p, *_) in
-                              enumerate(objects)], dtype=np.float32).reshape(-1, 8))
+        out[key] = (
+            ids,
+            [o[1] for o in objects],
+            [o[2] for o in objects],
+            np.array(
+                [literals.appearance(c, p, k) for k, (c, p, *_) in enumerate(objects)],
+                dtype=np.float32,
+            ).reshape(-1, 8),
+        )
     return out
 
 
@@ -120,26 +145,54 @@ def test_npy_folder_of_classes_given_by_id(converted):
     folder = converted / "features" / "flickr30k"
     expected = expected_images("flickr30k")
     assert sorted(p.name for p in folder.iterdir() if p.suffix == ".npy") == sorted(
-        [f"{k}.npy" for k in expected] + [f"{k}_info.npy" for k in expected])
+        [f"{k}.npy" for k in expected] + [f"{k}_info.npy" for k in expected]
+    )
     for key in expected:
         assert_record(load_npy(folder, key, feature_dim=8, num_classes=9), expected[key])
 
 
 def test_the_cli_converts_reads_back_and_prints_the_config_values(tmp_path):
     out = tmp_path / "cc.lmdb"
-    result = subprocess.run([sys.executable, "-m", "mmf_uvlp.cli.convert_features",
-                             "--predictions", raw("cc").predictions, "--hw", raw("cc").hw,
-                             "--labelmap", LABELMAP, "--out", str(out), "--no-progress"],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mmf_uvlp.cli.convert_features",
+            "--predictions",
+            raw("cc").predictions,
+            "--hw",
+            raw("cc").hw,
+            "--labelmap",
+            LABELMAP,
+            "--out",
+            str(out),
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr
     assert "12 images, 28 regions, D = 8" in result.stdout
     assert "read back through MMF's FeaturesDatabase: 12 of 12 images identical" in result.stdout
-    assert "model_config.uvla.feature_dim=8 model_config.uvla.num_region_classes=9" \
-        in result.stdout
-    again = subprocess.run([sys.executable, "-m", "mmf_uvlp.cli.convert_features",
-                            "--predictions", raw("cc").predictions, "--hw", raw("cc").hw,
-                            "--labelmap", LABELMAP, "--out", str(out), "--no-progress"],
-                           capture_output=True, text=True)
+    assert "model_config.uvla.feature_dim=8 model_config.uvla.num_region_classes=9" in result.stdout
+    again = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mmf_uvlp.cli.convert_features",
+            "--predictions",
+            raw("cc").predictions,
+            "--hw",
+            raw("cc").hw,
+            "--labelmap",
+            LABELMAP,
+            "--out",
+            str(out),
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert again.returncode == 0 and "nothing to do" in again.stdout
 
 
@@ -154,17 +207,31 @@ def _fresh_processors():
 
 
 def _text_processor() -> dict:
-    return {"type": "bert_tokenizer", "params": {
-        "tokenizer_config": {"type": os.environ["UVLP_BERT"], "params": {"do_lower_case": True}},
-        "mask_probability": 0, "max_seq_length": 16}}
+    return {
+        "type": "bert_tokenizer",
+        "params": {
+            "tokenizer_config": {
+                "type": os.environ["UVLP_BERT"],
+                "params": {"do_lower_case": True},
+            },
+            "mask_probability": 0,
+            "max_seq_length": 16,
+        },
+    }
 
 
 def _config(data_dir: Path, features: str, annotations: dict, **more) -> OmegaConf:
-    config = {"data_dir": str(data_dir), "use_features": True, "return_features_info": True,
-              "max_features": 5, "fast_read": False, "use_images": False,
-              "features": {t: [features] for t in ("train", "val", "test")},
-              "annotations": annotations,
-              "processors": {"text_processor": _text_processor()}}
+    config = {
+        "data_dir": str(data_dir),
+        "use_features": True,
+        "return_features_info": True,
+        "max_features": 5,
+        "fast_read": False,
+        "use_images": False,
+        "features": {t: [features] for t in ("train", "val", "test")},
+        "annotations": annotations,
+        "processors": {"text_processor": _text_processor()},
+    }
     config.update(more)
     return OmegaConf.create(config)
 
@@ -179,12 +246,20 @@ def _check_image(feature, info, expected: tuple) -> None:
 
 def test_mmfs_vqa2_builder_reads_the_converted_lmdb(converted):
     annotations = {t: [str(EXAMPLE / "vqa2" / f"imdb_{t}.json")] for t in ("train", "val", "test")}
-    answers = {"type": "vqa_answer", "params": {
-        "num_answers": 10, "vocab_file": str(EXAMPLE / "vqa2" / "answers_vqa.txt"),
-        "preprocessor": {"type": "simple_word", "params": {}}}}
-    config = _config(converted, "features/coco.lmdb", annotations,
-                     processors={"text_processor": _text_processor(),
-                                 "answer_processor": answers})
+    answers = {
+        "type": "vqa_answer",
+        "params": {
+            "num_answers": 10,
+            "vocab_file": str(EXAMPLE / "vqa2" / "answers_vqa.txt"),
+            "preprocessor": {"type": "simple_word", "params": {}},
+        },
+    }
+    config = _config(
+        converted,
+        "features/coco.lmdb",
+        annotations,
+        processors={"text_processor": _text_processor(), "answer_processor": answers},
+    )
     dataset = build_dataset("vqa2", config, "train").datasets[0]
     expected = expected_images("coco")
     records = json.loads((EXAMPLE / "vqa2" / "imdb_train.json").read_text())["data"]
@@ -197,30 +272,37 @@ def test_mmfs_vqa2_builder_reads_the_converted_lmdb(converted):
 def test_mmfs_nlvr2_builder_reads_the_converted_lmdb_and_lil_lab_files(converted, tmp_path):
     sources = [EXAMPLE / "nlvr2" / f"{name}.json" for name in ("train", "dev", "test1")]
     convert_nlvr2(sources, tmp_path / "nlvr2", features=converted / "features" / "nlvr2.lmdb")
-    annotations = {"train": [str(tmp_path / "nlvr2" / "train.jsonl")],
-                   "val": [str(tmp_path / "nlvr2" / "dev.jsonl")],
-                   "test": [str(tmp_path / "nlvr2" / "test1.jsonl")]}
-    dataset = build_dataset("nlvr2", _config(converted, "features/nlvr2.lmdb", annotations),
-                            "val").datasets[0]
+    annotations = {
+        "train": [str(tmp_path / "nlvr2" / "train.jsonl")],
+        "val": [str(tmp_path / "nlvr2" / "dev.jsonl")],
+        "test": [str(tmp_path / "nlvr2" / "test1.jsonl")],
+    }
+    dataset = build_dataset(
+        "nlvr2", _config(converted, "features/nlvr2.lmdb", annotations), "val"
+    ).datasets[0]
     expected = expected_images("nlvr2")
     lines = (EXAMPLE / "nlvr2" / "dev.json").read_text().splitlines()
     assert len(dataset) == len(lines) == 2
     for index, line in enumerate(lines):
         record, sample = json.loads(line), dataset[index]
         stem = record["identifier"].rsplit("-", 1)[0]
-        _check_image(sample.img0.image_feature_0, sample.img0.image_info_0,
-                     expected[f"{stem}-img0"])
-        _check_image(sample.img1.image_feature_0, sample.img1.image_info_0,
-                     expected[f"{stem}-img1"])
+        _check_image(
+            sample.img0.image_feature_0, sample.img0.image_info_0, expected[f"{stem}-img0"]
+        )
+        _check_image(
+            sample.img1.image_feature_0, sample.img1.image_info_0, expected[f"{stem}-img1"]
+        )
         assert int(sample.targets) == (record["label"] == "True")
 
 
 def test_mmfs_visual_entailment_builder_reads_the_converted_npy_folder(converted):
-    annotations = {t: [str(EXAMPLE / "snli_ve" / f"snli_ve_{name}.jsonl")]
-                   for t, name in (("train", "train"), ("val", "dev"), ("test", "test"))}
-    dataset = build_dataset("visual_entailment",
-                            _config(converted, "features/flickr30k", annotations),
-                            "test").datasets[0]
+    annotations = {
+        t: [str(EXAMPLE / "snli_ve" / f"snli_ve_{name}.jsonl")]
+        for t, name in (("train", "train"), ("val", "dev"), ("test", "test"))
+    }
+    dataset = build_dataset(
+        "visual_entailment", _config(converted, "features/flickr30k", annotations), "test"
+    ).datasets[0]
     expected = expected_images("flickr30k")
     lines = (EXAMPLE / "snli_ve" / "snli_ve_test.jsonl").read_text().splitlines()
     assert len(dataset) == 3
@@ -254,17 +336,20 @@ class Interrupted(Exception):
 
 @pytest.mark.parametrize("name", ["cc.lmdb", "cc_npy"])
 @pytest.mark.parametrize("where", ["write", "save"])
-def test_an_interrupted_conversion_resumes_to_the_same_output(tmp_path, monkeypatch, name,
-                                                              where):
+def test_an_interrupted_conversion_resumes_to_the_same_output(tmp_path, monkeypatch, name, where):
     """Killed after 2 commits of 3 images, in the writer (images of the next commit half
     written) or just before a state save (images and keys written, state not): the same
     command finishes with the output of an uninterrupted conversion."""
     whole = tmp_path / "whole" / name
     whole_summary = convert_features(raw("cc"), str(whole), commit_every=3, progress=False)
     out = tmp_path / "resumed" / name
-    target = {"write": (convert_module._LmdbWriter if name.endswith(".lmdb")
-                        else convert_module._NpyWriter, "write"),
-              "save": (convert_module._State, "save")}[where]
+    target = {
+        "write": (
+            convert_module._LmdbWriter if name.endswith(".lmdb") else convert_module._NpyWriter,
+            "write",
+        ),
+        "save": (convert_module._State, "save"),
+    }[where]
     original = getattr(*target)
     calls = []
 
@@ -285,10 +370,14 @@ def test_an_interrupted_conversion_resumes_to_the_same_output(tmp_path, monkeypa
     summary = convert_features(raw("cc"), str(out), commit_every=3, progress=False)
     assert summary.resumed and summary.verified == 12
     assert (summary.images, summary.regions, summary.rows) == (
-        whole_summary.images, whole_summary.regions, whole_summary.rows)
+        whole_summary.images,
+        whole_summary.regions,
+        whole_summary.rows,
+    )
     _same(_contents(whole), _contents(out))
-    assert (out / ".convert" / "keys.tsv").read_text() == \
-        (whole / ".convert" / "keys.tsv").read_text()
+    assert (out / ".convert" / "keys.tsv").read_text() == (
+        whole / ".convert" / "keys.tsv"
+    ).read_text()
 
 
 @pytest.mark.slow
@@ -302,9 +391,22 @@ def test_a_conversion_killed_with_sigkill_resumes_to_the_same_output(tmp_path):
             for row, size in zip(rows, sizes):
                 p.write(row.replace("cc_0000", f"cc_{copy:04d}_", 1) + "\n")
                 h.write(size.replace("cc_0000", f"cc_{copy:04d}_", 1) + "\n")
-    command = [sys.executable, "-m", "mmf_uvlp.cli.convert_features", "--predictions",
-               str(predictions), "--hw", str(hw), "--labelmap", LABELMAP, "--no-progress",
-               "--commit-every", "1", "--out", str(tmp_path / "killed.lmdb")]
+    command = [
+        sys.executable,
+        "-m",
+        "mmf_uvlp.cli.convert_features",
+        "--predictions",
+        str(predictions),
+        "--hw",
+        str(hw),
+        "--labelmap",
+        LABELMAP,
+        "--no-progress",
+        "--commit-every",
+        "1",
+        "--out",
+        str(tmp_path / "killed.lmdb"),
+    ]
     state = tmp_path / "killed.lmdb" / ".convert" / "state.json"
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.time() + 600
@@ -321,8 +423,13 @@ def test_a_conversion_killed_with_sigkill_resumes_to_the_same_output(tmp_path):
     assert resumed.returncode == 0, resumed.stderr
     assert "3000 images" in resumed.stdout and "3000 of 3000 images identical" in resumed.stdout
     whole = tmp_path / "whole.lmdb"
-    convert_features(Sources(str(predictions), LABELMAP, hw=str(hw)), str(whole),
-                     commit_every=500, progress=False, verify=False)
+    convert_features(
+        Sources(str(predictions), LABELMAP, hw=str(hw)),
+        str(whole),
+        commit_every=500,
+        progress=False,
+        verify=False,
+    )
     _same(_contents(whole), _contents(tmp_path / "killed.lmdb"))
 
 
@@ -345,8 +452,20 @@ def test_other_inputs_in_an_existing_output_are_refused_unless_restarted(tmp_pat
 def _convert_cli(sources: Sources, out: Path, *options: str) -> list:
     from mmf_uvlp.cli.convert_features import main
 
-    return main(["--predictions", sources.predictions, "--hw", sources.hw, "--labelmap",
-                 sources.labelmap, "--out", str(out), "--no-progress", *options])
+    return main(
+        [
+            "--predictions",
+            sources.predictions,
+            "--hw",
+            sources.hw,
+            "--labelmap",
+            sources.labelmap,
+            "--out",
+            str(out),
+            "--no-progress",
+            *options,
+        ]
+    )
 
 
 def test_restart_deletes_only_what_the_conversion_wrote(tmp_path, capsys):
@@ -371,9 +490,11 @@ def test_restart_refuses_a_symlinked_output_naming_it(tmp_path, capsys):
     capsys.readouterr()
     assert _convert_cli(raw("cc"), link, "--restart") == 2
     error = capsys.readouterr().err
-    assert error == (f"convert_features: error: {link} is a symbolic link (to {real}); --restart "
-                     "deletes files only in a folder of its own: give the folder itself as the "
-                     "output, or choose another output\n")
+    assert error == (
+        f"convert_features: error: {link} is a symbolic link (to {real}); --restart "
+        "deletes files only in a folder of its own: give the folder itself as the "
+        "output, or choose another output\n"
+    )
     assert sorted(os.listdir(real)) == before and link.is_symlink()
 
 
@@ -415,8 +536,7 @@ def _bad_case(tmp_path: Path, case: str):
         _edit(paths["predictions.tsv"], 3, lambda line: line.replace("cc_000003", "cc_000001"))
         return sources, (paths["predictions.tsv"], 3), "image_id"  # both images are 640x480
     paths = _copy(tmp_path, "coco")
-    sources = Sources(str(paths["predictions.tsv"]), LABELMAP,
-                      features=str(paths["features.tsv"]))
+    sources = Sources(str(paths["predictions.tsv"]), LABELMAP, features=str(paths["features.tsv"]))
     if case == "released wrong dims":
         _edit(paths["features.tsv"], 3, lambda line: line[:-8] + "AAAAAAA=")
         return sources, (paths["features.tsv"], 3), "features"
@@ -428,8 +548,14 @@ def _bad_case(tmp_path: Path, case: str):
     return sources, (paths["features.tsv"], 1), "features"
 
 
-CASES = ["raw wrong dims", "missing hw row", "raw duplicate id", "released wrong dims",
-         "released duplicate id", "feature-dim mismatch"]
+CASES = [
+    "raw wrong dims",
+    "missing hw row",
+    "raw duplicate id",
+    "released wrong dims",
+    "released duplicate id",
+    "feature-dim mismatch",
+]
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -447,15 +573,29 @@ def test_bad_input_is_refused_naming_file_and_line(tmp_path, case):
 @pytest.mark.parametrize("case", ["raw wrong dims", "missing hw row", "raw duplicate id"])
 def test_the_cli_names_the_bad_row_in_one_line_or_skips_and_counts_it(tmp_path, case):
     sources, (path, line), field = _bad_case(tmp_path, case)
-    command = [sys.executable, "-m", "mmf_uvlp.cli.convert_features", "--predictions",
-               sources.predictions, "--hw", sources.hw, "--labelmap", LABELMAP, "--no-progress"]
-    failed = subprocess.run(command + ["--out", str(tmp_path / "a.lmdb")], capture_output=True,
-                            text=True)
+    command = [
+        sys.executable,
+        "-m",
+        "mmf_uvlp.cli.convert_features",
+        "--predictions",
+        sources.predictions,
+        "--hw",
+        sources.hw,
+        "--labelmap",
+        LABELMAP,
+        "--no-progress",
+    ]
+    failed = subprocess.run(
+        command + ["--out", str(tmp_path / "a.lmdb")], capture_output=True, text=True
+    )
     assert failed.returncode == 2
     assert failed.stderr.startswith(f"convert_features: error: {path}:{line}: field '{field}'")
     assert failed.stderr.count("\n") == 1
-    skipped = subprocess.run(command + ["--out", str(tmp_path / "b.lmdb"), "--on-error", "skip"],
-                             capture_output=True, text=True)
+    skipped = subprocess.run(
+        command + ["--out", str(tmp_path / "b.lmdb"), "--on-error", "skip"],
+        capture_output=True,
+        text=True,
+    )
     assert skipped.returncode == 0, skipped.stderr
     assert "11 images" in skipped.stdout and "1 skipped" in skipped.stdout
     assert "11 of 11 images identical" in skipped.stdout
@@ -468,8 +608,11 @@ def test_keys_mmf_cannot_look_up_are_refused(tmp_path):
     for name in ("predictions.tsv", "hw.tsv"):
         _edit(paths[name], 2, lambda line: line.replace("train-1-0-img1", "train/1-0-img1"))
     sources = Sources(str(paths["predictions.tsv"]), LABELMAP, hw=str(paths["hw.tsv"]))
-    with pytest.raises(FormatError, match=r"predictions\.tsv:2: field 'image_id': expected a "
-                                          r"file name for the \.npy folder"):
+    with pytest.raises(
+        FormatError,
+        match=r"predictions\.tsv:2: field 'image_id': expected a "
+        r"file name for the \.npy folder",
+    ):
         convert_features(sources, str(tmp_path / "npy"), progress=False)
     assert convert_features(sources, str(tmp_path / "ok.lmdb"), progress=False).verified == 16
 
@@ -481,8 +624,11 @@ def test_reading_back_through_mmf_finds_keys_it_resolves_to_another_image(tmp_pa
         _edit(paths[name], 1, lambda line: line.replace("train-1-0-img0", "photo_2"))
         _edit(paths[name], 2, lambda line: line.replace("train-1-0-img1", "2"))
     sources = Sources(str(paths["predictions.tsv"]), LABELMAP, hw=str(paths["hw.tsv"]))
-    with pytest.raises(FormatError, match=r"\[key 'photo_2'\]: field 'features': expected "
-                                          r"MMF's FeaturesDatabase to read back"):
+    with pytest.raises(
+        FormatError,
+        match=r"\[key 'photo_2'\]: field 'features': expected "
+        r"MMF's FeaturesDatabase to read back",
+    ):
         convert_features(sources, str(tmp_path / "out.lmdb"), progress=False)
 
 
@@ -493,9 +639,22 @@ def test_classes_given_by_name_need_no_label_map(tmp_path):
     from mmf_uvlp.data_formats.labelmap import load_labelmap
 
     out = tmp_path / "cc.lmdb"
-    result = subprocess.run([sys.executable, "-m", "mmf_uvlp.cli.convert_features",
-                             "--predictions", raw("cc").predictions, "--hw", raw("cc").hw,
-                             "--out", str(out), "--no-progress"], capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mmf_uvlp.cli.convert_features",
+            "--predictions",
+            raw("cc").predictions,
+            "--hw",
+            raw("cc").hw,
+            "--out",
+            str(out),
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     names = sorted(CLASS_IDS)
     written = load_labelmap(out / "labelmap.tsv")
@@ -506,8 +665,9 @@ def test_classes_given_by_name_need_no_label_map(tmp_path):
             by_id = [ids[next(n for n, i in CLASS_IDS.items() if i == c)] for c in by_name]
             assert_record_ids(db[key], by_id, boxes, features)
     again = tmp_path / "coco.lmdb"
-    convert_features(replace(released("coco"), labelmap=str(out / "labelmap.tsv")), str(again),
-                     progress=False)
+    convert_features(
+        replace(released("coco"), labelmap=str(out / "labelmap.tsv")), str(again), progress=False
+    )
     assert not (again / "labelmap.tsv").exists()  # its ids are the given file's
 
 
@@ -518,11 +678,13 @@ def assert_record_ids(record: dict, ids: list, boxes: list, features: np.ndarray
 
 def test_a_class_given_by_id_without_a_label_map_names_its_row(tmp_path):
     with pytest.raises(FormatError) as refused:
-        convert_features(replace(raw("flickr30k"), labelmap=None), str(tmp_path / "f"),
-                         progress=False)
+        convert_features(
+            replace(raw("flickr30k"), labelmap=None), str(tmp_path / "f"), progress=False
+        )
     assert str(refused.value).endswith(
         "flickr30k/predictions.tsv:1: field 'objects[0].class': expected a class name (a class "
-        "id needs the detector's label map: give --labelmap), got 1")
+        "id needs the detector's label map: give --labelmap), got 1"
+    )
 
 
 @pytest.fixture
@@ -531,8 +693,11 @@ def full_disk(tmp_path):
     the right to mount; elsewhere the test skips)."""
     folder = tmp_path / "full"
     folder.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=12k", "tmpfs", str(folder)],
-                             capture_output=True, text=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=12k", "tmpfs", str(folder)],
+        capture_output=True,
+        text=True,
+    )
     if mounted.returncode != 0:
         pytest.skip(f"no small disk to fill: mount -t tmpfs: {mounted.stderr.strip()}")
     try:
@@ -543,10 +708,24 @@ def full_disk(tmp_path):
 
 def test_a_full_disk_during_an_lmdb_conversion_ends_in_one_line_naming_the_file(full_disk):
     out = full_disk / "cc.lmdb"
-    result = subprocess.run([sys.executable, "-m", "mmf_uvlp.cli.convert_features",
-                             "--predictions", raw("cc").predictions, "--hw", raw("cc").hw,
-                             "--labelmap", LABELMAP, "--out", str(out), "--no-progress"],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mmf_uvlp.cli.convert_features",
+            "--predictions",
+            raw("cc").predictions,
+            "--hw",
+            raw("cc").hw,
+            "--labelmap",
+            LABELMAP,
+            "--out",
+            str(out),
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 2, result.stderr[-2000:]
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
     assert result.stderr.startswith(f"convert_features: error: cannot write {out}/data.mdb: ")

@@ -16,16 +16,32 @@ from mmf_uvlp.data_formats.mmf_features import LmdbFeatures, load_npy, read_lmdb
 from mmf_uvlp.data_formats.refer import Refer
 from mmf_uvlp.data_formats.text import read_captions
 from mmf_uvlp.data_formats.vinvl import (
-    FeatureTsvIndex, infer_feature_dim, parse_detections_jsonl_row, parse_features_row,
-    parse_predictions_row, read_detections_jsonl, read_features, read_predictions, read_vinvl,
+    FeatureTsvIndex,
+    infer_feature_dim,
+    parse_detections_jsonl_row,
+    parse_features_row,
+    parse_predictions_row,
+    read_detections_jsonl,
+    read_features,
+    read_predictions,
+    read_vinvl,
 )
 
 from helpers.crafted import write_lmdb
 
 GOOD_JSON = {
-    "image_h": 100, "image_w": 200, "num_boxes": 1,
-    "objects": [{"rect": [10.0, 20.0, 110.0, 90.0], "class": "dog", "conf": 0.9,
-                 "attributes": ["brown"], "attr_scores": [0.8]}],
+    "image_h": 100,
+    "image_w": 200,
+    "num_boxes": 1,
+    "objects": [
+        {
+            "rect": [10.0, 20.0, 110.0, 90.0],
+            "class": "dog",
+            "conf": 0.9,
+            "attributes": ["brown"],
+            "attr_scores": [0.8],
+        }
+    ],
 }
 
 
@@ -59,20 +75,23 @@ def _bad_object(**changes) -> str:
     return json.dumps(record)
 
 
-@pytest.mark.parametrize("row, field", [
-    ("img2\t{}\textra".format(json.dumps(GOOD_JSON)), "columns"),
-    ("img2", "columns"),
-    ("img2\t{not json", "json"),
-    ("img2\t" + json.dumps(dict(GOOD_JSON, num_boxes=3)), "num_boxes"),
-    ("img2\t" + json.dumps(dict(GOOD_JSON, image_h="100")), "image_h"),
-    ("img2\t" + _bad_object(rect=[10, 20, 250, 90]), "objects[0].rect"),
-    ("img2\t" + _bad_object(rect=[100, 20, 10, 90]), "objects[0].rect"),
-    ("img2\t" + _bad_object(rect=[10, 20, 30]), "objects[0].rect"),
-    ("img2\t" + _bad_object(conf=float("nan")), "objects[0].conf"),
-    ("img2\t" + _bad_object(conf=1.5), "objects[0].conf"),
-    ("img2\t" + _bad_object(attr_scores=[]), "objects[0].attr_scores"),
-    ("img2\t" + _bad_object(**{"class": ""}), "objects[0].class"),
-])
+@pytest.mark.parametrize(
+    "row, field",
+    [
+        ("img2\t{}\textra".format(json.dumps(GOOD_JSON)), "columns"),
+        ("img2", "columns"),
+        ("img2\t{not json", "json"),
+        ("img2\t" + json.dumps(dict(GOOD_JSON, num_boxes=3)), "num_boxes"),
+        ("img2\t" + json.dumps(dict(GOOD_JSON, image_h="100")), "image_h"),
+        ("img2\t" + _bad_object(rect=[10, 20, 250, 90]), "objects[0].rect"),
+        ("img2\t" + _bad_object(rect=[100, 20, 10, 90]), "objects[0].rect"),
+        ("img2\t" + _bad_object(rect=[10, 20, 30]), "objects[0].rect"),
+        ("img2\t" + _bad_object(conf=float("nan")), "objects[0].conf"),
+        ("img2\t" + _bad_object(conf=1.5), "objects[0].conf"),
+        ("img2\t" + _bad_object(attr_scores=[]), "objects[0].attr_scores"),
+        ("img2\t" + _bad_object(**{"class": ""}), "objects[0].class"),
+    ],
+)
 def test_malformed_prediction_rows(tmp_path, row, field):
     path = _write(tmp_path, "predictions.tsv", ["img1\t" + json.dumps(GOOD_JSON), row])
     with pytest.raises(FormatError) as info:
@@ -83,8 +102,11 @@ def test_malformed_prediction_rows(tmp_path, row, field):
 
 
 def test_features_round_trip_and_index(tmp_path):
-    rows = [_feature_row("a", _good_features(2)), _feature_row("b", _good_features(0)),
-            _feature_row("c", _good_features(3))]
+    rows = [
+        _feature_row("a", _good_features(2)),
+        _feature_row("b", _good_features(0)),
+        _feature_row("c", _good_features(3)),
+    ]
     path = _write(tmp_path, "features.tsv", rows)
     parsed = list(read_features(path))
     assert [p.image_id for p in parsed] == ["a", "b", "c"]
@@ -109,16 +131,19 @@ def _outside_features() -> np.ndarray:
     return f
 
 
-@pytest.mark.parametrize("row, field, feature_dim", [
-    ("x\t1", "columns", None),
-    ("x\tone\tAAAA", "num_boxes", None),
-    ("x\t1\t%%%not-base64%%%", "features", None),
-    ("x\t1\t" + base64.b64encode(b"abcde").decode(), "features", None),
-    (_feature_row("x", _good_features(2), num_boxes=3), "features", None),
-    (_feature_row("x", _good_features(1, d=5)), "features", 4),
-    (_feature_row("x", _nan_features()), "features", None),
-    (_feature_row("x", _outside_features()), "features", None),
-])
+@pytest.mark.parametrize(
+    "row, field, feature_dim",
+    [
+        ("x\t1", "columns", None),
+        ("x\tone\tAAAA", "num_boxes", None),
+        ("x\t1\t%%%not-base64%%%", "features", None),
+        ("x\t1\t" + base64.b64encode(b"abcde").decode(), "features", None),
+        (_feature_row("x", _good_features(2), num_boxes=3), "features", None),
+        (_feature_row("x", _good_features(1, d=5)), "features", 4),
+        (_feature_row("x", _nan_features()), "features", None),
+        (_feature_row("x", _outside_features()), "features", None),
+    ],
+)
 def test_malformed_feature_rows(tmp_path, row, field, feature_dim):
     path = _write(tmp_path, "features.tsv", [_feature_row("ok", _good_features(1)), row])
     with pytest.raises(FormatError) as info:
@@ -128,8 +153,11 @@ def test_malformed_feature_rows(tmp_path, row, field, feature_dim):
 
 
 def test_feature_dim_must_stay_constant(tmp_path):
-    path = _write(tmp_path, "features.tsv", [_feature_row("a", _good_features(1, d=4)),
-                                            _feature_row("b", _good_features(1, d=8))])
+    path = _write(
+        tmp_path,
+        "features.tsv",
+        [_feature_row("a", _good_features(1, d=4)), _feature_row("b", _good_features(1, d=8))],
+    )
     with pytest.raises(FormatError, match=":2"):
         list(read_features(path))
 
@@ -137,7 +165,8 @@ def test_feature_dim_must_stay_constant(tmp_path):
 def test_a_corrupt_first_row_does_not_set_d(tmp_path):
     """D is the majority of the rows (or the configured one), not the first row's."""
     rows = [_feature_row("a", _good_features(2, d=5))] + [
-        _feature_row(name, _good_features(3)) for name in "bcd"]
+        _feature_row(name, _good_features(3)) for name in "bcd"
+    ]
     path = _write(tmp_path, "features.tsv", rows)
     assert infer_feature_dim(path) == 4
     reader = read_features(path)
@@ -162,10 +191,14 @@ def test_feature_index_names_both_lines_of_a_duplicate(tmp_path):
 
 
 def test_read_vinvl_checks_alignment(tmp_path):
-    preds = _write(tmp_path, "p.tsv", ["a\t" + json.dumps(GOOD_JSON),
-                                       "b\t" + json.dumps(GOOD_JSON)])
-    feats = _write(tmp_path, "f.tsv", [_feature_row("a", _good_features(1)),
-                                       _feature_row("c", _good_features(1))])
+    preds = _write(
+        tmp_path, "p.tsv", ["a\t" + json.dumps(GOOD_JSON), "b\t" + json.dumps(GOOD_JSON)]
+    )
+    feats = _write(
+        tmp_path,
+        "f.tsv",
+        [_feature_row("a", _good_features(1)), _feature_row("c", _good_features(1))],
+    )
     reader = read_vinvl(preds, feats)
     assert next(reader)[0].image_id == "a"
     with pytest.raises(FormatError, match="image_id"):
@@ -173,8 +206,12 @@ def test_read_vinvl_checks_alignment(tmp_path):
 
 
 def test_detections_jsonl(tmp_path):
-    record = {"image_id": "a", "image_h": 10, "image_w": 10,
-              "objects": [{"rect": [0, 0, 5, 5], "class": "cat", "conf": 0.5}]}
+    record = {
+        "image_id": "a",
+        "image_h": 10,
+        "image_w": 10,
+        "objects": [{"rect": [0, 0, 5, 5], "class": "cat", "conf": 0.5}],
+    }
     path = _write(tmp_path, "d.jsonl", [json.dumps(record), json.dumps({"image_h": 3})])
     reader = read_detections_jsonl(path)
     assert next(reader).objects[0].cls == "cat"
@@ -183,16 +220,23 @@ def test_detections_jsonl(tmp_path):
     assert (info.value.line, info.value.field) == (2, "image_id")
 
 
-JSONL_RECORD = {"image_id": "a", "image_h": 10, "image_w": 10,
-                "objects": [{"rect": [0, 0, 5, 5], "class": "cat", "conf": 0.5}]}
+JSONL_RECORD = {
+    "image_id": "a",
+    "image_h": 10,
+    "image_w": 10,
+    "objects": [{"rect": [0, 0, 5, 5], "class": "cat", "conf": 0.5}],
+}
 
 
-@pytest.mark.parametrize("name, good, read", [
-    ("predictions.tsv", "img1\t" + json.dumps(GOOD_JSON), read_predictions),
-    ("detections.jsonl", json.dumps(JSONL_RECORD), read_detections_jsonl),
-    ("features.tsv", _feature_row("a", _good_features(1)), read_features),
-    ("features.tsv", _feature_row("a", _good_features(1)), FeatureTsvIndex),
-])
+@pytest.mark.parametrize(
+    "name, good, read",
+    [
+        ("predictions.tsv", "img1\t" + json.dumps(GOOD_JSON), read_predictions),
+        ("detections.jsonl", json.dumps(JSONL_RECORD), read_detections_jsonl),
+        ("features.tsv", _feature_row("a", _good_features(1)), read_features),
+        ("features.tsv", _feature_row("a", _good_features(1)), FeatureTsvIndex),
+    ],
+)
 @pytest.mark.parametrize("bad, field", [("", "row"), (" \t ", "row"), ("\udcff", "encoding")])
 def test_blank_or_undecodable_line_is_an_error(tmp_path, name, good, read, bad, field):
     path = tmp_path / name
@@ -215,19 +259,25 @@ def test_row_parsers_name_file_and_line():
         parse_detections_jsonl_row(json.dumps(dict(record, image_w=10.5)).encode(), "d.jsonl", 3)
     with pytest.raises(FormatError, match=r"d\.jsonl:2: field 'json'"):
         parse_detections_jsonl_row(b"[1, 2]", "d.jsonl", 2)
-    feats = parse_features_row(_feature_row("img1", _good_features(1)).encode(), "f.tsv", 4,
-                               match=pred)
+    feats = parse_features_row(
+        _feature_row("img1", _good_features(1)).encode(), "f.tsv", 4, match=pred
+    )
     with pytest.raises(FormatError) as info:
-        parse_features_row(_feature_row("a", _good_features(1)).encode(), "f.tsv", 4,
-                           match=pred)
+        parse_features_row(_feature_row("a", _good_features(1)).encode(), "f.tsv", 4, match=pred)
     assert (info.value.field, info.value.line) == ("image_id", 4)
     assert feats.feature_dim == 4
 
 
 def test_features_without_boxes_take_the_inferred_d(tmp_path):
-    path = _write(tmp_path, "features.tsv", [_feature_row("a", _good_features(0)),
-                                            _feature_row("b", _good_features(2)),
-                                            _feature_row("c", _good_features(1, d=8))])
+    path = _write(
+        tmp_path,
+        "features.tsv",
+        [
+            _feature_row("a", _good_features(0)),
+            _feature_row("b", _good_features(2)),
+            _feature_row("c", _good_features(1, d=8)),
+        ],
+    )
     reader = read_features(path)
     assert next(reader).features.shape == (0, 10)  # D = 4: a tie goes to the D seen first
     assert next(reader).feature_dim == 4
@@ -238,12 +288,19 @@ def test_features_without_boxes_take_the_inferred_d(tmp_path):
 
 
 def test_read_vinvl_missing_extra_and_miscounted_rows(tmp_path):
-    preds = _write(tmp_path, "p.tsv", ["a\t" + json.dumps(GOOD_JSON),
-                                       "b\t" + json.dumps(GOOD_JSON)])
+    preds = _write(
+        tmp_path, "p.tsv", ["a\t" + json.dumps(GOOD_JSON), "b\t" + json.dumps(GOOD_JSON)]
+    )
     one = _feature_row("a", _good_features(1))
-    for rows, line, field in [([one], 2, "row"), ([one, _feature_row("b", _good_features(1)),
-                                                   _feature_row("c", _good_features(1))], 3, "row"),
-                              ([one, _feature_row("b", _good_features(2))], 2, "num_boxes")]:
+    for rows, line, field in [
+        ([one], 2, "row"),
+        (
+            [one, _feature_row("b", _good_features(1)), _feature_row("c", _good_features(1))],
+            3,
+            "row",
+        ),
+        ([one, _feature_row("b", _good_features(2))], 2, "num_boxes"),
+    ]:
         feats = _write(tmp_path, "f.tsv", rows)
         with pytest.raises(FormatError) as info:
             list(read_vinvl(preds, feats))
@@ -253,10 +310,14 @@ def test_read_vinvl_missing_extra_and_miscounted_rows(tmp_path):
 
 def _mmf_record(n: int = 2, d: int = 4) -> dict:
     return {
-        "image_id": "x", "image_width": 100, "image_height": 50, "num_boxes": n,
+        "image_id": "x",
+        "image_width": 100,
+        "image_height": 50,
+        "num_boxes": n,
         "features": np.ones((n, d), dtype=np.float32),
         "bbox": np.tile(np.array([[1, 2, 30, 40]], dtype=np.float32), (n, 1)),
-        "objects": np.zeros(n, dtype=np.int64), "cls_prob": np.full((n, 5), 0.2, np.float32),
+        "objects": np.zeros(n, dtype=np.int64),
+        "cls_prob": np.full((n, 5), 0.2, np.float32),
     }
 
 
@@ -289,9 +350,11 @@ def test_a_path_that_is_no_lmdb_is_named(tmp_path):
     (tmp_path / "empty.lmdb").mkdir()
     (tmp_path / "text.lmdb").write_text("not an lmdb")
     expected = "expected an LMDB environment (a folder holding data.mdb, or an LMDB file)"
-    for name, found in (("empty.lmdb", "a folder without data.mdb"),
-                        ("missing.lmdb", "nothing at that path"),
-                        ("text.lmdb", "a file lmdb cannot open")):
+    for name, found in (
+        ("empty.lmdb", "a folder without data.mdb"),
+        ("missing.lmdb", "nothing at that path"),
+        ("text.lmdb", "a file lmdb cannot open"),
+    ):
         path = tmp_path / name
         with pytest.raises(LmdbOpenError) as info:
             LmdbFeatures(path)
@@ -313,8 +376,10 @@ def test_lmdb_without_keys_entry(tmp_path):
 def test_npy_folder(tmp_path):
     record = _mmf_record(3)
     np.save(tmp_path / "img.npy", record["features"])
-    np.save(tmp_path / "img_info.npy", {k: v for k, v in record.items()
-                                        if k not in ("features", "image_id")})
+    np.save(
+        tmp_path / "img_info.npy",
+        {k: v for k, v in record.items() if k not in ("features", "image_id")},
+    )
     loaded = load_npy(tmp_path, "img", feature_dim=4)
     assert loaded["features"].shape == (3, 4) and loaded["num_boxes"] == 3
     np.save(tmp_path / "bad.npy", record["features"][:2])
@@ -326,16 +391,25 @@ def test_npy_folder(tmp_path):
 def _write_refer(root, split: str = "train", bbox=(10, 10, 20, 20)):
     folder = root / "refcoco+"
     folder.mkdir(parents=True)
-    ref = {"ref_id": 0, "ann_id": 5, "image_id": 1, "split": split, "category_id": 1,
-           "sentences": [{"sent": "red car", "tokens": ["red", "car"], "raw": "red car",
-                          "sent_id": 0}]}
+    ref = {
+        "ref_id": 0,
+        "ann_id": 5,
+        "image_id": 1,
+        "split": split,
+        "category_id": 1,
+        "sentences": [
+            {"sent": "red car", "tokens": ["red", "car"], "raw": "red car", "sent_id": 0}
+        ],
+    }
     with open(folder / "refs(unc).p", "wb") as f:
         pickle.dump([ref], f)
-    instances = {"images": [{"id": 1, "file_name": "COCO_train2014_000000000001.jpg",
-                             "width": 100, "height": 80}],
-                 "annotations": [{"id": 5, "image_id": 1, "category_id": 1,
-                                  "bbox": list(bbox)}],
-                 "categories": [{"id": 1, "name": "car", "supercategory": "vehicle"}]}
+    instances = {
+        "images": [
+            {"id": 1, "file_name": "COCO_train2014_000000000001.jpg", "width": 100, "height": 80}
+        ],
+        "annotations": [{"id": 5, "image_id": 1, "category_id": 1, "bbox": list(bbox)}],
+        "categories": [{"id": 1, "name": "car", "supercategory": "vehicle"}],
+    }
     (folder / "instances.json").write_text(json.dumps(instances))
 
 
@@ -352,10 +426,14 @@ def test_refer_round_trip_and_errors(tmp_path):
 
 
 def test_annotation_jsonl_errors(tmp_path):
-    nlvr = _write(tmp_path, "n.jsonl", [
-        json.dumps({"identifier": "train-1-0-0", "sentence": "s", "label": "True"}),
-        json.dumps({"identifier": "train-1-1-0", "sentence": "s", "label": "yes"}),
-    ])
+    nlvr = _write(
+        tmp_path,
+        "n.jsonl",
+        [
+            json.dumps({"identifier": "train-1-0-0", "sentence": "s", "label": "True"}),
+            json.dumps({"identifier": "train-1-1-0", "sentence": "s", "label": "yes"}),
+        ],
+    )
     with pytest.raises(FormatError) as info:
         list(read_nlvr2(nlvr))
     assert (info.value.line, info.value.field) == (2, "label")

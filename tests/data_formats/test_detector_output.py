@@ -17,7 +17,10 @@ from mmf_uvlp.corpus.detections import DetectionReader
 from mmf_uvlp.data_formats import FormatError
 from mmf_uvlp.data_formats.labelmap import load_labelmap
 from mmf_uvlp.data_formats.vinvl_raw import (
-    ImageSizes, infer_embedded_feature_dim, parse_detector_row, read_detector_rows,
+    ImageSizes,
+    infer_embedded_feature_dim,
+    parse_detector_row,
+    read_detector_rows,
 )
 
 from helpers import REPO
@@ -48,8 +51,16 @@ def _obj(cls="dog", rect=(1.0, 2.0, 30.0, 40.0), conf=0.9, feature=(1, 2, 3, 4),
 # ------------------------------------------------------------------ label maps
 def test_vinvl_json_label_map_by_name_by_id_or_both(tmp_path):
     example = load_labelmap(EXAMPLE / "labelmap.json")
-    assert example.names == {1: "dog", 2: "cat", 3: "ball", 4: "tree", 5: "car", 6: "person",
-                             7: "bench", 8: "bicycle"}
+    assert example.names == {
+        1: "dog",
+        2: "cat",
+        3: "ball",
+        4: "tree",
+        5: "car",
+        6: "person",
+        7: "bench",
+        8: "bicycle",
+    }
     assert example.num_columns == 9
     by_name = tmp_path / "by_name.json"
     by_name.write_text(json.dumps({"label_to_idx": {"dog": 1, "cat": 3}}))
@@ -68,15 +79,22 @@ def test_tsv_label_map_numbers_classes_by_line(tmp_path):
     assert labels.names == {1: "dog", 2: "cat"}
 
 
-@pytest.mark.parametrize("name, content, field, where", [
-    ("a.json", {"label_to_idx": {"dog": 0}}, "id", " [key 'label_to_idx.dog']"),
-    ("a.json", {"label_to_idx": {"dog": 1, "cat": 1}}, "id", " [key 'label_to_idx.cat']"),
-    ("a.json", {"label_to_idx": {"dog": 1}, "idx_to_label": {"1": "cat"}}, "idx_to_label",
-     " [key 'idx_to_label.1']"),
-    ("a.json", {"classes": ["dog"]}, "label_to_idx", ""),
-    ("a.tsv", "dog\ncat\ndog\n", "name", ":3"),
-    ("a.tsv", "dog\n\ncat\n", "name", ":2"),
-])
+@pytest.mark.parametrize(
+    "name, content, field, where",
+    [
+        ("a.json", {"label_to_idx": {"dog": 0}}, "id", " [key 'label_to_idx.dog']"),
+        ("a.json", {"label_to_idx": {"dog": 1, "cat": 1}}, "id", " [key 'label_to_idx.cat']"),
+        (
+            "a.json",
+            {"label_to_idx": {"dog": 1}, "idx_to_label": {"1": "cat"}},
+            "idx_to_label",
+            " [key 'idx_to_label.1']",
+        ),
+        ("a.json", {"classes": ["dog"]}, "label_to_idx", ""),
+        ("a.tsv", "dog\ncat\ndog\n", "name", ":3"),
+        ("a.tsv", "dog\n\ncat\n", "name", ":2"),
+    ],
+)
 def test_bad_label_maps_name_file_and_place(tmp_path, name, content, field, where):
     path = tmp_path / name
     path.write_text(content if isinstance(content, str) else json.dumps(content))
@@ -92,16 +110,21 @@ def test_hw_tsv_of_the_example():
         assert sizes.size_of(key, "predictions.tsv", 1) == (height, width)
 
 
-@pytest.mark.parametrize("line, field", [
-    ('img2\t[{"height": 20, "width": 30}]', "image_id"),     # the same key again
-    ('img3\t{"height": 20, "width": 30}', "hw"),             # not a list of one object
-    ('img3\t[{"height": 0, "width": 30}]', "height"),
-    ('img3\t[{"height": 20}]', "width"),
-    ("img3", "columns"),
-])
+@pytest.mark.parametrize(
+    "line, field",
+    [
+        ('img2\t[{"height": 20, "width": 30}]', "image_id"),  # the same key again
+        ('img3\t{"height": 20, "width": 30}', "hw"),  # not a list of one object
+        ('img3\t[{"height": 0, "width": 30}]', "height"),
+        ('img3\t[{"height": 20}]', "width"),
+        ("img3", "columns"),
+    ],
+)
 def test_bad_hw_rows_name_file_and_line(tmp_path, line, field):
-    path = _write(tmp_path / "hw.tsv", ['img1\t[{"height": 20, "width": 30}]',
-                                        'img2\t[{"height": 20, "width": 30}]', line])
+    path = _write(
+        tmp_path / "hw.tsv",
+        ['img1\t[{"height": 20, "width": 30}]', 'img2\t[{"height": 20, "width": 30}]', line],
+    )
     with pytest.raises(FormatError) as info:
         ImageSizes(path)
     assert (info.value.line, info.value.field) == (3, field)
@@ -133,14 +156,17 @@ def test_raw_rows_without_sizes_say_to_give_hw_tsv(tmp_path):
         parse_detector_row(raw, "p.tsv", 4)
 
 
-@pytest.mark.parametrize("objects, key, field, expected", [
-    ([_obj()], "b", "image_id", "an image with a row in"),                       # no hw row
-    ([_obj(), _obj(feature=(1, 2, 3))], "a", "objects[1].feature", "4 float32 values"),
-    ([_obj(), _obj(feature=None)], "a", "objects[1].feature", "a 'feature' in every object"),
-    ([_obj(feature=(1, 2, float("nan"), 4))], "a", "objects[0].feature", "finite values"),
-    ([_obj(cls=3)], "a", "objects[0].class", "a class name (a class id needs"),
-    ([_obj(rect=(0, 0, 41.5, 50))], "a", "objects[0].rect", "inside the 40x50 image"),
-])
+@pytest.mark.parametrize(
+    "objects, key, field, expected",
+    [
+        ([_obj()], "b", "image_id", "an image with a row in"),  # no hw row
+        ([_obj(), _obj(feature=(1, 2, 3))], "a", "objects[1].feature", "4 float32 values"),
+        ([_obj(), _obj(feature=None)], "a", "objects[1].feature", "a 'feature' in every object"),
+        ([_obj(feature=(1, 2, float("nan"), 4))], "a", "objects[0].feature", "finite values"),
+        ([_obj(cls=3)], "a", "objects[0].class", "a class name (a class id needs"),
+        ([_obj(rect=(0, 0, 41.5, 50))], "a", "objects[0].rect", "inside the 40x50 image"),
+    ],
+)
 def test_bad_raw_rows_name_file_line_and_field(tmp_path, sizes, objects, key, field, expected):
     raw = _raw_row(key, objects).encode()
     with pytest.raises(FormatError) as info:
@@ -161,8 +187,7 @@ def test_unknown_class_names_and_ids_are_refused_with_a_label_map(sizes):
     labels = load_labelmap(EXAMPLE / "labelmap.json")
     for cls in ("unicorn", 12):
         with pytest.raises(FormatError, match=r"objects\[0\]\.class': expected a class"):
-            parse_detector_row(_raw_row("a", [_obj(cls=cls)]).encode(), "p.tsv", 1, sizes,
-                               labels)
+            parse_detector_row(_raw_row("a", [_obj(cls=cls)]).encode(), "p.tsv", 1, sizes, labels)
 
 
 def test_d_is_the_majority_of_the_first_rows(tmp_path):
@@ -174,8 +199,11 @@ def test_d_is_the_majority_of_the_first_rows(tmp_path):
 def test_every_example_row_reads_as_its_hand_written_detections():
     literals = hand_written()
     labels = load_labelmap(EXAMPLE / "labelmap.json")
-    for folder, images in (("cc", {k: v[2] for k, v in literals.CC.items()}),
-                           ("nlvr2", literals.NLVR2), ("flickr30k", literals.FLICKR30K)):
+    for folder, images in (
+        ("cc", {k: v[2] for k, v in literals.CC.items()}),
+        ("nlvr2", literals.NLVR2),
+        ("flickr30k", literals.FLICKR30K),
+    ):
         path = EXAMPLE / "detector" / folder / "predictions.tsv"
         rows = list(read_detector_rows(path, ImageSizes(path.with_name("hw.tsv")), labels))
         assert [r.prediction.image_id for r in rows] == list(images)
@@ -185,15 +213,19 @@ def test_every_example_row_reads_as_its_hand_written_detections():
             assert [list(o.rect) for o in row.prediction.objects] == [o[2] for o in objects]
             assert row.features.tolist() == [
                 np.float32(literals.appearance(c, p, k)).tolist()
-                for k, (c, p, *_) in enumerate(objects)]
+                for k, (c, p, *_) in enumerate(objects)
+            ]
 
 
 # ------------------------------------------------------------------ the corpus builder
 def test_detection_reader_reads_raw_output_with_hw_tsv():
     literals = hand_written()
     folder = EXAMPLE / "detector" / "cc"
-    reader = DetectionReader(predictions=str(folder / "predictions.tsv"),
-                             hw=str(folder / "hw.tsv"), labelmap=str(EXAMPLE / "labelmap.json"))
+    reader = DetectionReader(
+        predictions=str(folder / "predictions.tsv"),
+        hw=str(folder / "hw.tsv"),
+        labelmap=str(EXAMPLE / "labelmap.json"),
+    )
     items = list(reader)
     assert [source for _, source, _ in items] == ["predictions"] * 12
     for (_, _, det), (key, (width, height, objects)) in zip(items, literals.CC.items()):
@@ -204,8 +236,11 @@ def test_detection_reader_reads_raw_output_with_hw_tsv():
 
 def test_detection_reader_refuses_a_features_tsv_beside_embedded_features():
     folder = EXAMPLE / "detector" / "cc"
-    reader = DetectionReader(predictions=str(folder / "predictions.tsv"), hw=str(folder / "hw.tsv"),
-                             features=str(EXAMPLE / "detector" / "coco" / "features.tsv"))
+    reader = DetectionReader(
+        predictions=str(folder / "predictions.tsv"),
+        hw=str(folder / "hw.tsv"),
+        features=str(EXAMPLE / "detector" / "coco" / "features.tsv"),
+    )
     with pytest.raises(ValueError, match="embeds its features"):
         list(reader)
 
@@ -225,18 +260,36 @@ def test_corpus_built_from_raw_detector_output(tmp_path):
     literals = hand_written()
     folder = EXAMPLE / "detector" / "flickr30k"
     out = tmp_path / "corpus"
-    subprocess.run([sys.executable, str(REPO / "tools" / "build_corpus.py"), "run",
-                    "--predictions", str(folder / "predictions.tsv"), "--hw",
-                    str(folder / "hw.tsv"), "--labelmap", str(EXAMPLE / "labelmap.json"),
-                    "--corpus", str(EXAMPLE / "text" / "corpus.txt"), "--k", "2",
-                    "--no-progress", "--out", str(out)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "tools" / "build_corpus.py"),
+            "run",
+            "--predictions",
+            str(folder / "predictions.tsv"),
+            "--hw",
+            str(folder / "hw.tsv"),
+            "--labelmap",
+            str(EXAMPLE / "labelmap.json"),
+            "--corpus",
+            str(EXAMPLE / "text" / "corpus.txt"),
+            "--k",
+            "2",
+            "--no-progress",
+            "--out",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+    )
     records = list(iter_records(out))
     labels = load_labelmap(EXAMPLE / "labelmap.json").names
     hw = ImageSizes(folder / "hw.tsv")
     assert [r["image_id"] for r in records] == list(literals.FLICKR30K)
     for record, objects in zip(records, literals.FLICKR30K.values()):
         assert [(r["label"], r["box"], r["conf"]) for r in record["regions"]] == [
-            (labels[c], rect, conf) for c, conf, rect in objects]
+            (labels[c], rect, conf) for c, conf, rect in objects
+        ]
         assert (record["image_h"], record["image_w"]) == hw.size_of(record["image_id"], "", 0)
         assert record["feature_key"] == record["image_id"] and len(record["sentences"]) == 2
     stats = json.loads(next((out / "stats").glob("chunk-*.json")).read_text())

@@ -9,7 +9,10 @@ import pytest
 
 from mmf_uvlp.errors import FormatError
 from mmf_uvlp.data_formats.flickr30k_entities import (
-    Flickr30kEntities, parse_sentence, read_annotation, read_sentences,
+    Flickr30kEntities,
+    parse_sentence,
+    read_annotation,
+    read_sentences,
 )
 from mmf_uvlp.toy_world.entities import GROUP_NOUNS
 from mmf_uvlp.toy_world.vocabulary import CLASS_INDEX, CLASSES, NUMBER_WORDS, plural
@@ -71,18 +74,28 @@ def test_sentences_with_nested_and_multi_type_phrases(tmp_path):
     assert first.line == 1 and second.line == 3  # the blank line is skipped, lines kept
     assert first.text == "A man with a hat walks two dogs on the beach ."
     assert [(p.entity_id, p.types, p.first_word, p.text) for p in first.phrases] == [
-        ("1", ("people",), 0, "A man"), ("4", ("clothing", "other"), 3, "a hat"),
-        ("2", ("animals",), 6, "two dogs"), ("3", ("scene",), 9, "the beach")]
+        ("1", ("people",), 0, "A man"),
+        ("4", ("clothing", "other"), 3, "a hat"),
+        ("2", ("animals",), 6, "two dogs"),
+        ("3", ("scene",), 9, "the beach"),
+    ]
     # nested: the outer phrase holds the inner one; phrases keep their opening order
     assert [(p.entity_id, p.first_word, p.end_word) for p in second.phrases] == [
-        ("1", 0, 5), ("4", 3, 5), ("5", 6, 8)]
+        ("1", 0, 5),
+        ("4", 3, 5),
+        ("5", 6, 8),
+    ]
     assert second.words[4] == "hat"
 
 
 def test_annotation_boxes_multi_box_shared_box_scene_and_no_box(tmp_path):
     annotation = read_annotation(_root(tmp_path) / "Annotations" / "100.xml")
     assert (annotation.filename, annotation.width, annotation.height, annotation.depth) == (
-        "100.jpg", 500, 300, 3)
+        "100.jpg",
+        500,
+        300,
+        3,
+    )
     # 1-based inclusive pixels -> continuous [x1, y1, x2, y2]
     assert annotation.boxes["1"] == ((10.0, 20.0, 110.0, 220.0),)
     assert annotation.boxes["2"] == ((200.0, 0.0, 250.0, 50.0), (300.0, 100.0, 500.0, 300.0))
@@ -101,14 +114,17 @@ def test_dataset_streams_images_of_a_split(tmp_path):
         dataset.image_ids("test")
 
 
-@pytest.mark.parametrize("line, field", [
-    ("[/EN#1/people A man .", "1 unclosed"),                 # never closed
-    ("A man] walks .", "at most 0 closing"),                 # closes nothing
-    ("[/EN#x/people A man] .", "opening"),                    # id not digits
-    ("[/EN#1 A man] .", "opening"),                           # no type
-    ("[/EN#1/people ] walks .", "at least one word"),        # empty phrase
-    ("[/EN#1/people A m[an]] .", "brackets only as markup"),  # bracket inside a word
-])
+@pytest.mark.parametrize(
+    "line, field",
+    [
+        ("[/EN#1/people A man .", "1 unclosed"),  # never closed
+        ("A man] walks .", "at most 0 closing"),  # closes nothing
+        ("[/EN#x/people A man] .", "opening"),  # id not digits
+        ("[/EN#1 A man] .", "opening"),  # no type
+        ("[/EN#1/people ] walks .", "at least one word"),  # empty phrase
+        ("[/EN#1/people A m[an]] .", "brackets only as markup"),  # bracket inside a word
+    ],
+)
 def test_bad_markup_names_file_and_line(tmp_path, line, field):
     path = tmp_path / "bad.txt"
     path.write_text("[/EN#1/people A man] .\n" + line + "\n", encoding="utf-8")
@@ -130,17 +146,20 @@ def _replace(old: str, new: str) -> str:
     return XML.replace(old, new, 1)
 
 
-@pytest.mark.parametrize("xml, line, expected", [
-    (_replace("</size>", "</sizes>"), 7, "well-formed xml"),
-    (_replace("<xmax>110</xmax>", ""), 10, "exactly one <xmax>"),
-    (_replace("<xmax>110</xmax>", "<xmax>501</xmax>"), 10, "integer in [1, 500]"),
-    (_replace("<ymin>21</ymin>", "<ymin>two</ymin>"), 10, "integer in [1, 300]"),
-    (_replace("<xmin>11</xmin>", "<xmin>200</xmin>"), 10, "xmin <= xmax"),
-    (_replace("<name>1</name>", "<name>one</name>"), 8, "entity ids"),
-    (_replace("<nobndbox>1</nobndbox>\n    <scene>0</scene>", ""), 26, "<bndbox>, or"),
-    (_replace("<width>500</width>", ""), 3, "exactly one <width>"),
-    (XML.replace("annotation>", "notes>"), 1, "<annotation>"),
-])
+@pytest.mark.parametrize(
+    "xml, line, expected",
+    [
+        (_replace("</size>", "</sizes>"), 7, "well-formed xml"),
+        (_replace("<xmax>110</xmax>", ""), 10, "exactly one <xmax>"),
+        (_replace("<xmax>110</xmax>", "<xmax>501</xmax>"), 10, "integer in [1, 500]"),
+        (_replace("<ymin>21</ymin>", "<ymin>two</ymin>"), 10, "integer in [1, 300]"),
+        (_replace("<xmin>11</xmin>", "<xmin>200</xmin>"), 10, "xmin <= xmax"),
+        (_replace("<name>1</name>", "<name>one</name>"), 8, "entity ids"),
+        (_replace("<nobndbox>1</nobndbox>\n    <scene>0</scene>", ""), 26, "<bndbox>, or"),
+        (_replace("<width>500</width>", ""), 3, "exactly one <width>"),
+        (XML.replace("annotation>", "notes>"), 1, "<annotation>"),
+    ],
+)
 def test_bad_xml_names_file_and_line(tmp_path, xml, line, expected):
     path = tmp_path / "100.xml"
     path.write_text(xml, encoding="utf-8")
@@ -200,13 +219,17 @@ def test_toy_world_annotations_round_trip(tiny_world):
                 assert len(boxes) == count, phrase
                 multi_box += count > 1
                 for box in boxes:  # each box is a named object's gold box, rounded to pixels
-                    named = [o for o in scene["objects"]
-                             if all(abs(a - round(b)) <= 1e-6 for a, b in zip(box, o["box"]))]
+                    named = [
+                        o
+                        for o in scene["objects"]
+                        if all(abs(a - round(b)) <= 1e-6 for a, b in zip(box, o["box"]))
+                    ]
                     assert named, (phrase, box)
                     nouns = {CLASSES[CLASS_INDEX[o["class"]]].supercategory: o for o in named}
-                    assert any(o["class"] in phrase.text or plural(o["class"]) in phrase.text
-                               for o in named) or any(
-                        GROUP_NOUNS.get(s, "-") in phrase.text for s in nouns), (phrase, named)
+                    assert any(
+                        o["class"] in phrase.text or plural(o["class"]) in phrase.text
+                        for o in named
+                    ) or any(GROUP_NOUNS.get(s, "-") in phrase.text for s in nouns), (phrase, named)
                 # an entity id names the same objects in every caption of the image
                 entity_words.setdefault(phrase.entity_id, set()).add(boxes)
         assert all(len(v) == 1 for v in entity_words.values())

@@ -42,9 +42,16 @@ def _tiny_uvla(**overrides):
     from mmf_uvlp.analysis.systems import uvla_config
     from mmf_uvlp.models.uvla import UVLA
 
-    config = OmegaConf.merge(uvla_config(TINY), {"feature_dim": FEATURE_DIM, "heads": ["mlm"],
-                                                 "losses": [], "curriculum": {"enabled": False}},
-                             overrides)
+    config = OmegaConf.merge(
+        uvla_config(TINY),
+        {
+            "feature_dim": FEATURE_DIM,
+            "heads": ["mlm"],
+            "losses": [],
+            "curriculum": {"enabled": False},
+        },
+        overrides,
+    )
     torch.manual_seed(0)
     model = UVLA(config)
     model.build()
@@ -81,21 +88,38 @@ def test_trust_checkpoint_opts_in_to_a_legacy_file(state_dict, tmp_path):
 def test_plain_checkpoints_load_as_before(state_dict, tmp_path):
     """A state dict and an MMF .ckpt (weights, optimizer state, plain config) need no opt-in."""
     torch.save(state_dict, tmp_path / "uvla_final.pth")
-    torch.save({"model": state_dict, "optimizer": {"state": {}, "param_groups": [{"lr": 1e-4}]},
-                "config": {"model": "uvla", "training": {"seed": 0}}, "num_updates": 4},
-               tmp_path / "model_4.ckpt")
+    torch.save(
+        {
+            "model": state_dict,
+            "optimizer": {"state": {}, "param_groups": [{"lr": 1e-4}]},
+            "config": {"model": "uvla", "training": {"seed": 0}},
+            "num_updates": 4,
+        },
+        tmp_path / "model_4.ckpt",
+    )
     for name in ("uvla_final.pth", "model_4.ckpt"):
         model = _tiny_uvla(pretrained_checkpoint=str(tmp_path / name))
         assert model.pretrained_report["loaded"]
 
 
 def _analysis_args(world, model_spec, out):
-    return ["--world", str(world), "--split", "all", "--config", TINY,
-            "--model", model_spec, "--out", str(out)]
+    return [
+        "--world",
+        str(world),
+        "--split",
+        "all",
+        "--config",
+        TINY,
+        "--model",
+        model_spec,
+        "--out",
+        str(out),
+    ]
 
 
-def test_analysis_tools_refuse_a_checkpoint_with_a_payload(tiny_world, state_dict, tmp_path,
-                                                           capsys):
+def test_analysis_tools_refuse_a_checkpoint_with_a_payload(
+    tiny_world, state_dict, tmp_path, capsys
+):
     marker, evil = tmp_path / "created", tmp_path / "evil.pth"
     torch.save({"model": state_dict, "extra": CreatesFile(marker)}, evil)
     with pytest.raises(SystemExit) as refused:
@@ -103,8 +127,19 @@ def test_analysis_tools_refuse_a_checkpoint_with_a_payload(tiny_world, state_dic
     assert str(evil) in str(refused.value.code) and "--trust-checkpoint" in str(refused.value.code)
     assert not marker.exists()
     reliance = probe_visual_reliance.main(
-        ["--world", str(tiny_world), "--config", TINY, "--opt", "model_config.uvla.feature_dim=64",
-         "--holdout-every", "6", "--model", f"X={evil}"])
+        [
+            "--world",
+            str(tiny_world),
+            "--config",
+            TINY,
+            "--opt",
+            "model_config.uvla.feature_dim=64",
+            "--holdout-every",
+            "6",
+            "--model",
+            f"X={evil}",
+        ]
+    )
     assert reliance == 2 and not marker.exists()
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and str(evil) in err[0] and "refused" in err[0]
@@ -118,9 +153,23 @@ def test_analysis_tools_name_a_truncated_checkpoint(tiny_world, state_dict, tmp_
         probe_grounding.main(_analysis_args(tiny_world, f"X={cut}", tmp_path / "p"))
     message = str(failed.value.code)
     assert str(cut) in message and "truncated" in message and "\n" not in message
-    assert probe_visual_reliance.main(
-        ["--world", str(tiny_world), "--config", TINY, "--opt", "model_config.uvla.feature_dim=64",
-         "--holdout-every", "6", "--model", f"X={cut}"]) == 2
+    assert (
+        probe_visual_reliance.main(
+            [
+                "--world",
+                str(tiny_world),
+                "--config",
+                TINY,
+                "--opt",
+                "model_config.uvla.feature_dim=64",
+                "--holdout-every",
+                "6",
+                "--model",
+                f"X={cut}",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and str(cut) in err[0]
 
@@ -131,18 +180,25 @@ def _refer_folder(root: Path, refs: list) -> Path:
     folder.mkdir(parents=True)
     with open(folder / "refs(unc).p", "wb") as f:
         pickle.dump(refs, f)
-    instances = {"images": [{"id": 1, "file_name": "COCO_train2014_000000000001.jpg",
-                             "width": 100, "height": 80}],
-                 "annotations": [{"id": 5, "image_id": 1, "category_id": 1,
-                                  "bbox": [10, 10, 20, 20]}],
-                 "categories": [{"id": 1, "name": "car", "supercategory": "vehicle"}]}
+    instances = {
+        "images": [
+            {"id": 1, "file_name": "COCO_train2014_000000000001.jpg", "width": 100, "height": 80}
+        ],
+        "annotations": [{"id": 5, "image_id": 1, "category_id": 1, "bbox": [10, 10, 20, 20]}],
+        "categories": [{"id": 1, "name": "car", "supercategory": "vehicle"}],
+    }
     (folder / "instances.json").write_text(json.dumps(instances))
     return folder
 
 
-REF = {"ref_id": 0, "ann_id": 5, "image_id": 1, "split": "train", "category_id": 1,
-       "sentences": [{"sent": "red car", "tokens": ["red", "car"], "raw": "red car",
-                      "sent_id": 0}]}
+REF = {
+    "ref_id": 0,
+    "ann_id": 5,
+    "image_id": 1,
+    "split": "train",
+    "category_id": 1,
+    "sentences": [{"sent": "red car", "tokens": ["red", "car"], "raw": "red car", "sent_id": 0}],
+}
 
 
 def test_refer_pickle_with_a_payload_is_refused_naming_file_and_global(tmp_path):
@@ -170,10 +226,16 @@ def test_refer_pickle_of_plain_data_loads_whatever_the_protocol(tmp_path):
 
 # ------------------------------------------------------------------ feature files
 def _feature_record(n: int = 2, dim: int = 4) -> dict:
-    return {"features": np.ones((n, dim), np.float32), "bbox": np.zeros((n, 4), np.float32),
-            "num_boxes": n, "image_width": 10, "image_height": 10,
-            "objects": np.zeros(n, np.int64), "cls_prob": np.full((n, 3), 0.5, np.float32),
-            "image_id": "img"}
+    return {
+        "features": np.ones((n, dim), np.float32),
+        "bbox": np.zeros((n, 4), np.float32),
+        "num_boxes": n,
+        "image_width": 10,
+        "image_height": 10,
+        "objects": np.zeros(n, np.int64),
+        "cls_prob": np.full((n, 3), 0.5, np.float32),
+        "image_id": "img",
+    }
 
 
 def test_lmdb_feature_value_with_a_payload_is_refused_by_both_readers(tmp_path):
@@ -181,8 +243,10 @@ def test_lmdb_feature_value_with_a_payload_is_refused_by_both_readers(tmp_path):
     from mmf_uvlp.data_formats.mmf_features import LmdbFeatures
 
     marker, path = tmp_path / "created", tmp_path / "features.lmdb"
-    write_lmdb(path, {"good": _feature_record(),
-                      "evil": dict(_feature_record(), objects=CreatesFile(marker))})
+    write_lmdb(
+        path,
+        {"good": _feature_record(), "evil": dict(_feature_record(), objects=CreatesFile(marker))},
+    )
     with LmdbFeatures(path) as db:
         assert db["good"]["num_boxes"] == 2
         with pytest.raises(FormatError, match=r"features\.lmdb \[key 'evil'\].*refused"):
@@ -224,8 +288,10 @@ def test_npy_given_as_an_open_file_is_read_with_the_same_rules(tmp_path):
         assert np.array_equal(load_npy(handle), np.load(tmp_path / "img.npy"))
     with open(tmp_path / "img_info.npy", "rb") as handle:
         assert load_npy(handle).item()["num_boxes"] == 2
-    with open(tmp_path / "bad_info.npy", "rb") as handle, \
-            pytest.raises(FormatError, match=r"bad_info\.npy.*refused"):
+    with (
+        open(tmp_path / "bad_info.npy", "rb") as handle,
+        pytest.raises(FormatError, match=r"bad_info\.npy.*refused"),
+    ):
         load_npy(handle)
     assert not marker.exists()
 
@@ -235,21 +301,33 @@ def test_feature_names_leaving_the_folder_are_refused(tmp_path):
     from mmf_uvlp.data_formats.mmf_features import load_npy
 
     # "features2" shares the folder's name as a prefix: a string-prefix check would let it in
-    folder, elsewhere, beside = tmp_path / "features", tmp_path / "elsewhere", tmp_path / "features2"
+    folder, elsewhere, beside = (
+        tmp_path / "features",
+        tmp_path / "elsewhere",
+        tmp_path / "features2",
+    )
     for made in (folder, elsewhere, beside):
         made.mkdir()
     record = _feature_record()
     for target in (folder / "inside", elsewhere / "evil", beside / "evil"):
         np.save(f"{target}.npy", record["features"])
-        np.save(f"{target}_info.npy", {k: v for k, v in record.items() if k != "features"},
-                allow_pickle=True)
+        np.save(
+            f"{target}_info.npy",
+            {k: v for k, v in record.items() if k != "features"},
+            allow_pickle=True,
+        )
     (folder / "linked.npy").symlink_to(elsewhere / "evil.npy")
     (folder / "linked_info.npy").symlink_to(elsewhere / "evil_info.npy")
     (folder / "beside.npy").symlink_to(beside / "evil.npy")
     (folder / "beside_info.npy").symlink_to(beside / "evil_info.npy")
     assert load_npy(folder, "inside")["num_boxes"] == 2
-    for name in ("../elsewhere/evil", str(elsewhere / "evil"), "linked", "../features2/evil",
-                 "beside"):
+    for name in (
+        "../elsewhere/evil",
+        str(elsewhere / "evil"),
+        "linked",
+        "../features2/evil",
+        "beside",
+    ):
         with pytest.raises(FormatError, match="stays inside"):
             load_npy(folder, name)
         with pytest.raises(FormatError, match="stays inside"):
@@ -319,11 +397,14 @@ def test_truncated_data_mdb_is_refused_before_it_is_read(tiny_world, tmp_path):
     data = (tiny_world / "features" / "cc.lmdb" / "data.mdb").read_bytes()
     (path / "data.mdb").write_bytes(data[: len(data) // 2])
     # In a child process: before the check, reading the missing pages kills it (Bus error).
-    code = ("import sys\nfrom mmf_uvlp.data_formats.mmf_features import read_lmdb\n"
-            "try:\n    sum(1 for _ in read_lmdb(sys.argv[1]))\n"
-            "except OSError as e:\n    print(e)\n    sys.exit(3)\n")
-    child = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
-                           text=True, timeout=120)
+    code = (
+        "import sys\nfrom mmf_uvlp.data_formats.mmf_features import read_lmdb\n"
+        "try:\n    sum(1 for _ in read_lmdb(sys.argv[1]))\n"
+        "except OSError as e:\n    print(e)\n    sys.exit(3)\n"
+    )
+    child = subprocess.run(
+        [sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120
+    )
     assert child.returncode == 3, (child.returncode, child.stderr[-2000:])
     assert f"{path / 'data.mdb'}: truncated LMDB data file" in child.stdout
     with pytest.raises(LmdbOpenError, match="truncated"):
@@ -352,8 +433,13 @@ PRETRAIN = tiny_uvla_template(batch_size=8, max_updates=1, evaluation_interval=1
 def _mmf_run(tmp_path: Path, data_dir: Path) -> subprocess.CompletedProcess:
     config = tmp_path / "pretrain.yaml"
     config.write_text(PRETRAIN.format(repo=REPO))
-    command = [MMF_RUN, f"config={config}", f"env.data_dir={data_dir}",
-               f"env.save_dir={tmp_path / 'save'}", *HOLDOUT]
+    command = [
+        MMF_RUN,
+        f"config={config}",
+        f"env.data_dir={data_dir}",
+        f"env.save_dir={tmp_path / 'save'}",
+        *HOLDOUT,
+    ]
     return subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=REPO)
 
 
@@ -376,7 +462,8 @@ def test_mmf_run_names_a_corpus_image_missing_from_the_features(tiny_corpus, tmp
     assert result.returncode == 2, (result.stdout + result.stderr)[-3000:]
     assert _last_line(result) == (
         f"mmf_run: error: {part}:7: field 'feature_key': expected an image of the features "
-        f"{data / 'features' / 'cc.lmdb'}, got 'cc_999999'")
+        f"{data / 'features' / 'cc.lmdb'}, got 'cc_999999'"
+    )
     assert not (tmp_path / "save" / "models").exists()
 
 
@@ -387,10 +474,12 @@ def test_mmf_run_refuses_a_truncated_data_mdb_in_one_line(tiny_corpus, tmp_path)
     (data / "features" / "cc.lmdb").mkdir(parents=True)
     mdb = tiny_corpus.parent / "features" / "cc.lmdb" / "data.mdb"
     (data / "features" / "cc.lmdb" / "data.mdb").write_bytes(
-        mdb.read_bytes()[: mdb.stat().st_size // 2])
+        mdb.read_bytes()[: mdb.stat().st_size // 2]
+    )
     (data / "corpus").symlink_to(tiny_corpus)
     result = _mmf_run(tmp_path, data)
     assert result.returncode == 2, (result.returncode, (result.stdout + result.stderr)[-3000:])
     last = _last_line(result)
-    assert last.startswith(f"mmf_run: error: {data / 'features' / 'cc.lmdb' / 'data.mdb'}: "
-                           "truncated LMDB data file"), last
+    assert last.startswith(
+        f"mmf_run: error: {data / 'features' / 'cc.lmdb' / 'data.mdb'}: truncated LMDB data file"
+    ), last

@@ -11,12 +11,21 @@ from mmf_uvlp.datasets.databases.aligned_corpus import AlignedCorpusDatabase
 
 def _record(position: int, sentences: int) -> dict:
     return {
-        "image_id": f"img{position}", "feature_key": f"img{position}", "position": position,
-        "image_w": 100, "image_h": 80, "tag_query": "dog",
+        "image_id": f"img{position}",
+        "feature_key": f"img{position}",
+        "position": position,
+        "image_w": 100,
+        "image_h": 80,
+        "tag_query": "dog",
         "regions": [{"box": [0, 0, 10, 10], "label": "dog", "conf": 0.9}],
         "sentences": [
-            {"rank": rank, "sentence_id": 10 * position + rank, "text": f"s{position}.{rank}",
-             "score": 1.0 - rank / 10, "noun_phrases": []}
+            {
+                "rank": rank,
+                "sentence_id": 10 * position + rank,
+                "text": f"s{position}.{rank}",
+                "score": 1.0 - rank / 10,
+                "noun_phrases": [],
+            }
             for rank in reversed(range(sentences))  # stored out of rank order on purpose
         ],
     }
@@ -60,12 +69,14 @@ def test_bad_settings_are_clear_errors(corpus, tmp_path):
         f"split of aligned corpus {corpus!r} holds 0 of its 6 images (aligned corpus."
         "holdout_every=1 puts the images at positions divisible by 1 in val/test and the "
         "others in train); set aligned corpus.holdout_every to 5 (the largest value that "
-        "leaves 1 image(s) in each split) or smaller, or to 0 (no hold-out)")
+        "leaves 1 image(s) in each split) or smaller, or to 0 (no hold-out)"
+    )
 
 
 def test_a_split_too_small_names_holdout_every_and_a_value_that_fits(corpus):
-    val = AlignedCorpusDatabase(corpus, "sentence", "val", holdout_every=50,
-                                config_key="dataset_config.uvla_image_sentence")
+    val = AlignedCorpusDatabase(
+        corpus, "sentence", "val", holdout_every=50, config_key="dataset_config.uvla_image_sentence"
+    )
     val.require_images(1, "anything needs")
     with pytest.raises(ValueError) as info:
         val.require_images(2, "negatives (negative_prob > 0) need")
@@ -75,12 +86,16 @@ def test_a_split_too_small_names_holdout_every_and_a_value_that_fits(corpus):
         f"2 image(s), but the val split of aligned corpus {corpus!r} holds 1 of its 6 images "
         f"({key}=50 puts the images at positions divisible by 50 in val/test and the others "
         f"in train); set {key} to 5 (the largest value that leaves 2 image(s) in each split) "
-        "or smaller, or to 0 (no hold-out)")
+        "or smaller, or to 0 (no hold-out)"
+    )
     fits = AlignedCorpusDatabase(corpus, "sentence", "val", holdout_every=5)
     assert [image["image_id"] for image in fits.images] == ["img0", "img5"]
     everything = AlignedCorpusDatabase(corpus, "sentence", "val", holdout_every=0)
-    with pytest.raises(ValueError, match=r"holds 6 of its 6 images .*; build a corpus of at "
-                                         r"least 7 images$"):
+    with pytest.raises(
+        ValueError,
+        match=r"holds 6 of its 6 images .*; build a corpus of at "
+        r"least 7 images$",
+    ):
         everything.require_images(7, "a test needs")
 
 
@@ -100,19 +115,37 @@ def test_image_sentence_dataset_names_holdout_every(corpus, tmp_path):
     for position in range(6):  # the dataset checks, when built, that every image has features
         (tmp_path / "features" / f"img{position}.npy").touch()
     splits = ("train", "val", "test")
-    config = OmegaConf.create({
-        "data_dir": os.path.dirname(corpus), "use_features": True, "use_images": False,
-        "return_features_info": True, "max_features": 4, "fast_read": False,
-        "holdout_every": 50, "negative_prob": 0.5,
-        "annotations": {t: [os.path.basename(corpus)] for t in splits},
-        "features": {t: [str(tmp_path / "features")] for t in splits},
-        "processors": {"masking_processor": {"type": "uvla_image_sentence_masking", "params": {
-            "tokenizer_path": os.environ["UVLP_BERT"], "max_seq_length": 16,
-            "max_regions": 4}}}})
-    with pytest.raises(ValueError, match=r"^dataset_config\.uvla_image_sentence: negatives "
-                                         r"\(negative_prob > 0\) need at least 2 image.*"
-                                         r"set dataset_config\.uvla_image_sentence\."
-                                         r"holdout_every to 5 "):
+    config = OmegaConf.create(
+        {
+            "data_dir": os.path.dirname(corpus),
+            "use_features": True,
+            "use_images": False,
+            "return_features_info": True,
+            "max_features": 4,
+            "fast_read": False,
+            "holdout_every": 50,
+            "negative_prob": 0.5,
+            "annotations": {t: [os.path.basename(corpus)] for t in splits},
+            "features": {t: [str(tmp_path / "features")] for t in splits},
+            "processors": {
+                "masking_processor": {
+                    "type": "uvla_image_sentence_masking",
+                    "params": {
+                        "tokenizer_path": os.environ["UVLP_BERT"],
+                        "max_seq_length": 16,
+                        "max_regions": 4,
+                    },
+                }
+            },
+        }
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"^dataset_config\.uvla_image_sentence: negatives "
+        r"\(negative_prob > 0\) need at least 2 image.*"
+        r"set dataset_config\.uvla_image_sentence\."
+        r"holdout_every to 5 ",
+    ):
         build_dataset("uvla_image_sentence", config, "val")
 
 
@@ -140,8 +173,10 @@ def test_pretraining_on_a_corpus_with_a_damaged_part_stops_naming_the_file(tiny_
     part.write_bytes(part.read_bytes()[:50])
     output = pretrain(tmp_path, world, tmp_path / "save", "training.max_updates=1", ok=False)
     last = output.strip().splitlines()[-1]
-    assert last.startswith(f"mmf_run: error: {part}:1: field 'gzip': expected a complete gzip "
-                           "stream (damaged or cut short: rebuild it), got 'EOFError: "), output[-3000:]
+    assert last.startswith(
+        f"mmf_run: error: {part}:1: field 'gzip': expected a complete gzip "
+        "stream (damaged or cut short: rebuild it), got 'EOFError: "
+    ), output[-3000:]
     assert "Traceback" not in output
 
 
@@ -161,20 +196,27 @@ def _features_with_other_region_counts(source, target) -> tuple:
     copy = Path(str(target) + ".source")
     (shutil.copytree if source.is_dir() else shutil.copy2)(source, copy)
     try:
-        with lmdb.open(str(copy), readonly=True, lock=False, subdir=copy.is_dir()) as old, \
-                lmdb.open(str(target), map_size=1 << 30) as new, \
-                old.begin() as read, new.begin(write=True) as write:
+        with (
+            lmdb.open(str(copy), readonly=True, lock=False, subdir=copy.is_dir()) as old,
+            lmdb.open(str(target), map_size=1 << 30) as new,
+            old.begin() as read,
+            new.begin(write=True) as write,
+        ):
             keys = pickle.loads(read.get(b"keys"))
             write.put(b"keys", read.get(b"keys"))
             for index, key in enumerate(keys):
                 record = pickle.loads(read.get(key))
                 if index % 3 == 0:
-                    record = {k: v[:0] if isinstance(v, np.ndarray) else v for k, v in record.items()}
+                    record = {
+                        k: v[:0] if isinstance(v, np.ndarray) else v for k, v in record.items()
+                    }
                     record["num_boxes"] = 0
                     none.append(record["image_id"])
                 elif index % 3 == 1:
-                    record = {k: np.concatenate([v, v[:2]]) if isinstance(v, np.ndarray) else v
-                              for k, v in record.items()}
+                    record = {
+                        k: np.concatenate([v, v[:2]]) if isinstance(v, np.ndarray) else v
+                        for k, v in record.items()
+                    }
                     record["num_boxes"] += 2
                     more.append(record["image_id"])
                 write.put(key, pickle.dumps(record))
@@ -195,13 +237,17 @@ def test_region_count_disagreements_are_counted_and_reported_both_ways(tiny_corp
     for entry in (tiny_corpus.parent / "features").iterdir():
         if entry.name != "cc.lmdb":
             (world / "features" / entry.name).symlink_to(entry)
-    none, more = _features_with_other_region_counts(tiny_corpus.parent / "features" / "cc.lmdb",
-                                                    world / "features" / "cc.lmdb")
+    none, more = _features_with_other_region_counts(
+        tiny_corpus.parent / "features" / "cc.lmdb", world / "features" / "cc.lmdb"
+    )
     output = pretrain(tmp_path, world, tmp_path / "save", "training.max_updates=2")
     for direction, images in (("fewer", none), ("more", more)):
-        told = [line for line in output.splitlines()
-                if f"1 image(s) so far whose features hold {direction} regions than the corpus "
-                   "lists (latest: image " in line]
+        told = [
+            line
+            for line in output.splitlines()
+            if f"1 image(s) so far whose features hold {direction} regions than the corpus "
+            "lists (latest: image " in line
+        ]
         assert told, output[-3000:]
         image = told[0].split("latest: image ")[1].split(",")[0]
         assert image in images and "different detector outputs" in told[0], told[0]

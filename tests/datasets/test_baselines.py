@@ -57,12 +57,27 @@ def pool(tmp_path_factory) -> Path:
     for k in range(N):
         n = _regions(k)
         boxes = [[10.0 * r, 0.0, 10.0 * r + 20, 30.0] for r in range(n)]
-        lines.append(json.dumps({"image_id": f"img{k}", "image_h": 40, "image_w": 60, "objects": [
-            {"rect": boxes[r], "class": LABELS[r], "conf": 0.9} for r in range(n)]}))
+        lines.append(
+            json.dumps(
+                {
+                    "image_id": f"img{k}",
+                    "image_h": 40,
+                    "image_w": 60,
+                    "objects": [
+                        {"rect": boxes[r], "class": LABELS[r], "conf": 0.9} for r in range(n)
+                    ],
+                }
+            )
+        )
         features = np.array([[k + r / 10] * D for r in range(n)], dtype=np.float32)
         np.save(root / "features" / f"img{k}.npy", features)
-        info = {"bbox": np.array(boxes, dtype=np.float32), "num_boxes": n, "image_width": 60,
-                "image_height": 40, "objects": np.array(CLASSES[:n], dtype=np.int64)}
+        info = {
+            "bbox": np.array(boxes, dtype=np.float32),
+            "num_boxes": n,
+            "image_width": 60,
+            "image_height": 40,
+            "objects": np.array(CLASSES[:n], dtype=np.int64),
+        }
         np.save(root / "features" / f"img{k}_info.npy", info, allow_pickle=True)
         captions.append(f"img{k}\t{_caption(k)}")
     (root / "detections.jsonl").write_text("\n".join(lines) + "\n")
@@ -78,12 +93,23 @@ def registry_state():
     """A minimal global config for MMF's loaders; MMF reuses a processor registered under
     ``<dataset>_masking_processor``, so each test starts without them."""
     missing = object()
-    saved = {key: registry.get(key, missing, no_warning=True)
-             for key in ("config", "current_device")}
-    registry.register("config", OmegaConf.create({
-        "evaluation": {"predict": False},
-        "training": {"batch_size": 2, "num_workers": 0, "pin_memory": False,
-                     "dataset_size_proportional_sampling": True}}))
+    saved = {
+        key: registry.get(key, missing, no_warning=True) for key in ("config", "current_device")
+    }
+    registry.register(
+        "config",
+        OmegaConf.create(
+            {
+                "evaluation": {"predict": False},
+                "training": {
+                    "batch_size": 2,
+                    "num_workers": 0,
+                    "pin_memory": False,
+                    "dataset_size_proportional_sampling": True,
+                },
+            }
+        ),
+    )
     registry.register("current_device", torch.device("cpu"))
     yield
     for key, value in saved.items():
@@ -97,18 +123,26 @@ def registry_state():
 
 def _config(pool: Path, name: str, **changes) -> OmegaConf:
     processors = {
-        "aligned_vlp": "uvla_pair_masking", "random_pairs": "uvla_pair_masking",
-        "u_visualbert_text": "uvla_text_masking", "u_visualbert_image": "uvla_image_tag_masking",
+        "aligned_vlp": "uvla_pair_masking",
+        "random_pairs": "uvla_pair_masking",
+        "u_visualbert_text": "uvla_text_masking",
+        "u_visualbert_image": "uvla_image_tag_masking",
     }
     text = name == "u_visualbert_text"
     annotations = "text/captions.txt,text/other.txt" if text else "detections.jsonl"
     config = {
-        "data_dir": str(pool), "use_features": not text, "use_images": False,
-        "return_features_info": True, "max_features": R, "fast_read": False, "holdout_every": 0,
+        "data_dir": str(pool),
+        "use_features": not text,
+        "use_images": False,
+        "return_features_info": True,
+        "max_features": R,
+        "fast_read": False,
+        "holdout_every": 0,
         "annotations": {t: [annotations] for t in ("train", "val", "test")},
         "features": {t: ["features"] for t in ("train", "val", "test")},
         "captions": "text/captions_gt.tsv",
-        "sentences": ["text/captions.txt", "text/other.txt"], "pairing_seed": 0,
+        "sentences": ["text/captions.txt", "text/other.txt"],
+        "pairing_seed": 0,
         "processors": {"masking_processor": {"type": processors[name], "params": dict(PARAMS)}},
     }
     config.update(changes)
@@ -126,21 +160,26 @@ def _image_number(raw_or_sample_features: torch.Tensor) -> int:
 
 # ------------------------------------------------------------------------------ processors
 def _image(n: int = 3) -> dict:
-    return {"features": torch.arange(n * D, dtype=torch.float).view(n, D) + 1,
-            "boxes": torch.tensor([[0.0, 0, 10, 10], [5, 5, 20, 20], [1, 1, 30, 30]])[:n],
-            "image_width": 40, "image_height": 40, "region_classes": CLASSES[:n],
-            "region_labels": LABELS[:n]}
+    return {
+        "features": torch.arange(n * D, dtype=torch.float).view(n, D) + 1,
+        "boxes": torch.tensor([[0.0, 0, 10, 10], [5, 5, 20, 20], [1, 1, 30, 30]])[:n],
+        "image_width": 40,
+        "image_height": 40,
+        "region_classes": CLASSES[:n],
+        "region_labels": LABELS[:n],
+    }
 
 
 def test_pair_masking_masks_every_pair_and_gives_negatives_no_reconstruction_target():
-    processor = PairMaskingProcessor(dict(PARAMS, mask_prob=1.0, mask_token_prob=1.0,
-                                          random_token_prob=0.0, zero_prob=1.0))
+    processor = PairMaskingProcessor(
+        dict(PARAMS, mask_prob=1.0, mask_token_prob=1.0, random_token_prob=0.0, zero_prob=1.0)
+    )
     image = _image()
     true_pair = processor(dict(image, sentence="a dog and a man", itm_label=1))
     length = int(true_pair["input_mask"].sum())
     words = processor.tokenizer("a dog and a man")["input_ids"]
-    assert true_pair["lm_label_ids"][1:length - 1].tolist() == words[1:-1]  # every word-piece
-    assert (true_pair["input_ids"][1:length - 1] == processor.tokenizer.mask_token_id).all()
+    assert true_pair["lm_label_ids"][1 : length - 1].tolist() == words[1:-1]  # every word-piece
+    assert (true_pair["input_ids"][1 : length - 1] == processor.tokenizer.mask_token_id).all()
     assert true_pair["region_masked"].tolist() == [1, 1, 1, 0]
     assert true_pair["region_class_targets"].tolist() == CLASSES + [-1]
     assert torch.equal(true_pair["region_features_target"][:3], image["features"])  # originals
@@ -188,7 +227,7 @@ def test_image_tag_masking_masks_a_masked_regions_tag_too():
         hidden_tag = alone = 0
         for _ in range(300):
             out = processor(_image(), g)
-            tag_masked = (out["lm_label_ids"][1:1 + len(owner)] != -1).tolist()
+            tag_masked = (out["lm_label_ids"][1 : 1 + len(owner)] != -1).tolist()
             masked = out["region_masked"].tolist()
             hidden_tag += any(masked[r] and not tag_masked[t] for t, r in enumerate(owner))
             alone += any(tag_masked[t] and not masked[r] for t, r in enumerate(owner))
@@ -198,7 +237,7 @@ def test_image_tag_masking_masks_a_masked_regions_tag_too():
     assert hidden_tag == 0 and alone > 0
     assert violations(independent)[0] > 0
     out = joint(_image(), torch.Generator().manual_seed(0))
-    assert out["text_is_tag"][1:1 + len(owner)].tolist() == [1] * len(owner)
+    assert out["text_is_tag"][1 : 1 + len(owner)].tolist() == [1] * len(owner)
 
 
 def test_image_masking_reads_regions_alone():
@@ -215,8 +254,9 @@ def test_image_masking_reads_regions_alone():
         assert out["input_mask"].tolist() == [1, 1] + [0] * (L - 2)
         assert not (out["lm_label_ids"] != -1).any() and not out["text_is_tag"].any()
         chosen = out["region_masked"].bool()
-        assert out["region_class_targets"][chosen].tolist() == \
-            [CLASSES[r] for r in range(3) if chosen[r]]
+        assert out["region_class_targets"][chosen].tolist() == [
+            CLASSES[r] for r in range(3) if chosen[r]
+        ]
         masked += int(chosen.sum())
     assert masked / (300 * 3) == pytest.approx(0.3, abs=0.05)
 
@@ -227,8 +267,15 @@ def test_text_masking_has_no_region_field():
     selected = 0
     for _ in range(300):
         out = processor({"sentence": "one two three four five six"}, g)
-        assert set(out) == {"input_ids", "input_mask", "segment_ids", "lm_label_ids",
-                            "itm_label", "curriculum_weighted", "targets"}
+        assert set(out) == {
+            "input_ids",
+            "input_mask",
+            "segment_ids",
+            "lm_label_ids",
+            "itm_label",
+            "curriculum_weighted",
+            "targets",
+        }
         assert out["input_mask"].tolist() == [1] * 8 + [0] * (L - 8)
         chosen = out["lm_label_ids"] != -1
         assert not chosen[0] and not chosen[7:].any()  # never [CLS], [SEP], padding
@@ -241,9 +288,13 @@ def test_text_masking_has_no_region_field():
 
 # ---------------------------------------------------------------------------- databases
 def test_image_pool_split_feature_paths_and_captions(pool):
-    train = ImagePoolDatabase(str(pool / "detections.jsonl"), "train", holdout_every=4,
-                              captions=str(pool / "text/captions_gt.tsv"),
-                              feature_key_template="pool/{image_id}")
+    train = ImagePoolDatabase(
+        str(pool / "detections.jsonl"),
+        "train",
+        holdout_every=4,
+        captions=str(pool / "text/captions_gt.tsv"),
+        feature_key_template="pool/{image_id}",
+    )
     val = ImagePoolDatabase(str(pool / "detections.jsonl"), "val", holdout_every=4)
     assert [item["image_id"] for item in val] == ["img0", "img4", "img8"]
     assert [item["position"] for item in train] == [1, 2, 3, 5, 6, 7, 9]
@@ -281,8 +332,8 @@ def test_aligned_vlp_pairs_each_image_with_its_caption_and_never_a_positive_as_n
         for idx in range(N):
             raw = dataset.raw_input(idx)
             assert _image_number(raw["features"]) == idx  # the item's own features
-            assert raw["region_labels"] == LABELS[:_regions(idx)]
-            assert raw["region_classes"].tolist() == CLASSES[:_regions(idx)]
+            assert raw["region_labels"] == LABELS[: _regions(idx)]
+            assert raw["region_classes"].tolist() == CLASSES[: _regions(idx)]
             if raw["itm_label"] == 1:
                 assert raw["sentence"] == _caption(idx)
             else:
@@ -295,14 +346,17 @@ def test_aligned_vlp_pairs_each_image_with_its_caption_and_never_a_positive_as_n
 
 def test_aligned_vlp_batch(pool):
     unmasked = {"type": "uvla_pair_masking", "params": dict(PARAMS, mask_prob=0.0)}
-    dataset = _dataset(pool, "aligned_vlp", negative_prob=0.0,
-                       processors={"masking_processor": unmasked})
+    dataset = _dataset(
+        pool, "aligned_vlp", negative_prob=0.0, processors={"masking_processor": unmasked}
+    )
     batch = SampleList(default_collate([dataset[idx] for idx in (3, 4)]))
     assert batch.image_id == ["img3", "img4"] and batch.itm_label.tolist() == [1, 1]
     assert batch.region_mask.tolist() == [[1, 1, 1, 0], [1, 1, 0, 0]]
     tokenizer = dataset.masking_processor.tokenizer
-    texts = [tokenizer.decode(ids[mask == 1], skip_special_tokens=True)
-             for ids, mask in zip(batch.input_ids, batch.input_mask)]
+    texts = [
+        tokenizer.decode(ids[mask == 1], skip_special_tokens=True)
+        for ids, mask in zip(batch.input_ids, batch.input_mask)
+    ]
     assert texts == [_caption(3), _caption(4)]
     target = batch.region_features_target
     assert _image_number(target[0]) == 3 and _image_number(target[1]) == 4
@@ -329,7 +383,9 @@ def test_random_pairs_never_use_the_images_own_caption(pool):
         assert not any(_own(dataset))
         for idx in range(N):
             raw = dataset.raw_input(idx)
-            assert _image_number(raw["features"]) == idx and raw["sentence"] == dataset.sentence(idx)
+            assert _image_number(raw["features"]) == idx and raw["sentence"] == dataset.sentence(
+                idx
+            )
     sentences = {_dataset(pool, "random_pairs", pairing_seed=s).sentence(0) for s in range(8)}
     assert len(sentences) > 2  # random partners, not a fixed one
 
@@ -361,7 +417,9 @@ def test_forty_percent_true_pairs_over_a_large_sample():
 def test_random_pairs_settings_are_checked(pool):
     with pytest.raises(ValueError, match="captions must be set"):
         _dataset(pool, "random_pairs", true_pair_ratio=0.2, captions=None)
-    assert not any(_own(_dataset(pool, "random_pairs", captions=None, sentences=["text/other.txt"])))
+    assert not any(
+        _own(_dataset(pool, "random_pairs", captions=None, sentences=["text/other.txt"]))
+    )
     with pytest.raises(ValueError, match="dataset_config.random_pairs.true_pair_ratio must be in"):
         _dataset(pool, "random_pairs", true_pair_ratio=40)
     with pytest.raises(ValueError, match="sentences: expected a list"):
@@ -381,8 +439,9 @@ def test_u_visualbert_samples_are_uni_modal(pool):
     assert "region_features" not in sentence and sentence.input_ids.shape == (L,)
     pair = image[1]
     assert _image_number(pair.region_features_target) == 1 and pair.image_id == "img1"
-    assert int(pair.text_is_tag.sum()) == sum(len(text.masking_processor.tokenizer.tokenize(t))
-                                              for t in LABELS)
+    assert int(pair.text_is_tag.sum()) == sum(
+        len(text.masking_processor.tokenizer.tokenize(t)) for t in LABELS
+    )
 
 
 def test_round_robin_image_samples_have_no_text(pool):
@@ -399,12 +458,15 @@ def test_round_robin_image_samples_have_no_text(pool):
 
 def _round_robin(pool: Path, epochs: int, seed: int) -> list:
     """The dataset of each batch MMF's multi-dataset loader yields, epoch by epoch."""
-    config = OmegaConf.create({
-        "datasets": "u_visualbert_text,u_visualbert_image",
-        "dataset_config": {name: _config(pool, name) for name in ("u_visualbert_text",
-                                                                  "u_visualbert_image")},
-        "training": registry.get("config").training,
-    })
+    config = OmegaConf.create(
+        {
+            "datasets": "u_visualbert_text,u_visualbert_image",
+            "dataset_config": {
+                name: _config(pool, name) for name in ("u_visualbert_text", "u_visualbert_image")
+            },
+            "training": registry.get("config").training,
+        }
+    )
     loader = MultiDatasetLoader("train")
     loader.load(config)
     np.random.seed(seed)
@@ -440,10 +502,18 @@ def test_u_visualbert_round_robin_draws_whole_uni_modal_batches_in_proportion(po
 def test_uvla_encodes_text_only_batches_when_allowed():
     config = {
         "bert_model_name": None,
-        "bert_config": {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 1,
-                        "num_attention_heads": 2, "intermediate_size": 64},
-        "feature_dim": D, "num_region_classes": 8, "heads": ["mlm", "mrc", "mrfr"],
-        "curriculum": {"enabled": False}, "text_only_batches": True,
+        "bert_config": {
+            "vocab_size": 30522,
+            "hidden_size": 32,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "intermediate_size": 64,
+        },
+        "feature_dim": D,
+        "num_region_classes": 8,
+        "heads": ["mlm", "mrc", "mrfr"],
+        "curriculum": {"enabled": False},
+        "text_only_batches": True,
         "losses": [{"type": "uvla_mlm"}, {"type": "uvla_mrc"}, {"type": "uvla_mrfr"}],
     }
     model = UVLA(OmegaConf.create(config))
@@ -451,13 +521,18 @@ def test_uvla_encodes_text_only_batches_when_allowed():
     model.init_losses()
     processor = TextMaskingProcessor(dict(PARAMS, mask_prob=0.5))
     g = torch.Generator().manual_seed(0)
-    batch = SampleList(default_collate(
-        [processor({"sentence": "a dog runs on the grass"}, g) for _ in range(3)]))
+    batch = SampleList(
+        default_collate([processor({"sentence": "a dog runs on the grass"}, g) for _ in range(3)])
+    )
     batch.dataset_name, batch.dataset_type = "u_visualbert_text", "train"
     output = model(batch)
     losses = output["losses"]
     assert losses["train/u_visualbert_text/uvla_mlm"] > 0
-    assert losses["train/u_visualbert_text/uvla_mrc"] == 0 == losses["train/u_visualbert_text/uvla_mrfr"]
+    assert (
+        losses["train/u_visualbert_text/uvla_mrc"]
+        == 0
+        == losses["train/u_visualbert_text/uvla_mrfr"]
+    )
     assert output["mlm_logits"].shape[0] == int((batch.lm_label_ids != -1).sum())
     sum(losses.values()).backward()
     # an image batch still goes through the same model

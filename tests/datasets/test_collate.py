@@ -12,7 +12,17 @@ from mmf_uvlp.datasets.collate import collate, restore_region_copies
 from mmf_uvlp.datasets.resident_features import ResidentFeatures
 
 from helpers.collated import (  # noqa: F401  (fixtures)
-    ATOL, BERT, D, L, LOSSES, R, RTOL, both_batches, processors, raw_item, registry_state,
+    ATOL,
+    BERT,
+    D,
+    L,
+    LOSSES,
+    R,
+    RTOL,
+    both_batches,
+    processors,
+    raw_item,
+    registry_state,
     tiny_model,
 )
 
@@ -38,8 +48,7 @@ class _RawFeatures:
         self.kind = kind
 
     def from_path(self, name: str) -> dict:
-        return {"image_feature_0": raw_item(self.kind, int(name))["features"],
-                "image_info_0": {}}
+        return {"image_feature_0": raw_item(self.kind, int(name))["features"], "image_info_0": {}}
 
 
 @pytest.mark.parametrize("padded", [False, True], ids=["collated", "fixed-size"])
@@ -51,13 +60,14 @@ def test_resident_feature_rows_give_the_losses_of_read_features(processors, kind
     for i in range(6):
         raw = raw_item(kind, i)
         start, rows, _ = entries[str(i)]
-        handles = dict(raw, features=torch.empty((rows, 0)),
-                       feature_rows=torch.arange(start, start + rows))
+        handles = dict(
+            raw, features=torch.empty((rows, 0)), feature_rows=torch.arange(start, start + rows)
+        )
         for samples, item in ((read, raw), (resident, handles)):
-            samples.append(processors[kind](item, torch.Generator().manual_seed(100 + i),
-                                            padded=padded))
-    batches = [SampleList(samples) if padded else collate(samples)
-               for samples in (read, resident)]
+            samples.append(
+                processors[kind](item, torch.Generator().manual_seed(100 + i), padded=padded)
+            )
+    batches = [SampleList(samples) if padded else collate(samples) for samples in (read, resident)]
     for batch in batches:
         batch.dataset_name, batch.dataset_type = "toy", "train"
     assert batches[1].region_features.shape[-1] == 0
@@ -80,7 +90,7 @@ def test_a_collated_batch_is_cut_to_its_longest_and_holds_the_features_once(proc
     assert new.input_ids.shape == (6, text) and new.region_features.shape == (6, regions, D)
     for key, value in new.items():
         if torch.is_tensor(value) and value.dim() > 1 and key in old:
-            assert torch.equal(value, old[key][:, :value.size(1)]), key
+            assert torch.equal(value, old[key][:, : value.size(1)]), key
     copies = [k for k in ("region_features_target", "clean_region_features") if k in old]
     assert new["region_copies"] == copies and copies  # no second copy in the batch
     assert not any(k in new for k in copies)
@@ -94,16 +104,20 @@ def test_a_collated_batch_is_cut_to_its_longest_and_holds_the_features_once(proc
 @pytest.mark.parametrize("kind", ["rt", "rn", "is"])
 def test_padding_to_a_multiple_rounds_the_lengths_up_and_keeps_the_losses(processors, kind):
     old, new = both_batches(processors, kind)
-    samples = [processors[kind](raw_item(kind, i), torch.Generator().manual_seed(100 + i),
-                                padded=False) for i in range(6)]
+    samples = [
+        processors[kind](raw_item(kind, i), torch.Generator().manual_seed(100 + i), padded=False)
+        for i in range(6)
+    ]
     text, regions = new.input_ids.size(1), new.region_features.size(1)
     padded = []
     for multiple in (4, 7):
         bucketed = collate(samples, multiple)
         bucketed.dataset_name, bucketed.dataset_type = "toy", "train"
         restore_region_copies(bucketed)  # as the dataset's prepare_batch hands it over
-        expected = (min(-(-text // multiple) * multiple, L),
-                    min(-(-regions // multiple) * multiple, R))
+        expected = (
+            min(-(-text // multiple) * multiple, L),
+            min(-(-regions // multiple) * multiple, R),
+        )
         assert (bucketed.input_ids.size(1), bucketed.region_features.size(1)) == expected
         padded.append(expected != (text, regions))
         assert bucketed.region_mask.size(1) == expected[1]
@@ -131,8 +145,10 @@ def test_a_batch_is_masked_as_its_samples_alone_with_one_tokenizer_call(processo
     tokenized at once (R-T's tags: only those not tokenized before)."""
     processor = processors[kind]
     raws = [raw_item(kind, i) for i in range(6)]
-    alone = [processor(raw, torch.Generator().manual_seed(100 + i), padded=False)
-             for i, raw in enumerate(raws)]
+    alone = [
+        processor(raw, torch.Generator().manual_seed(100 + i), padded=False)
+        for i, raw in enumerate(raws)
+    ]
     calls = []
     tokenizer = processor.tokenizer
     original = type(tokenizer).__call__
@@ -148,8 +164,9 @@ def test_a_batch_is_masked_as_its_samples_alone_with_one_tokenizer_call(processo
         for key, value in other.items():
             assert torch.equal(one[key], value), (kind, key)
     assert any(bool((sample["lm_label_ids"] != -1).any()) for sample in batch)
-    reordered = processor.batch(raws[::-1], [torch.Generator().manual_seed(100 + i)
-                                             for i in reversed(range(6))])
+    reordered = processor.batch(
+        raws[::-1], [torch.Generator().manual_seed(100 + i) for i in reversed(range(6))]
+    )
     for one, other in zip(reordered[::-1], alone):
         assert all(torch.equal(one[key], value) for key, value in other.items()), kind
 
@@ -172,8 +189,7 @@ def test_batched_masking_keeps_the_rates_and_the_80_10_10_rule(processors):
             ids, targets = out["input_ids"][chosen], out["lm_label_ids"][chosen]
             masked += int((ids == processor.tokenizer.mask_token_id).sum())
             kept += int((ids == targets).sum())
-            randomized += int(((ids != processor.tokenizer.mask_token_id)
-                               & (ids != targets)).sum())
+            randomized += int(((ids != processor.tokenizer.mask_token_id) & (ids != targets)).sum())
             region = out["region_masked"].bool()
             assert not region[out["region_mask"] == 0].any()
             real += int(out["region_mask"].sum())
@@ -192,12 +208,12 @@ def test_tag_word_pieces_are_tokenized_once_and_the_cache_stays_bounded(monkeypa
     from mmf_uvlp.processors import region_tag_masking
     from mmf_uvlp.processors.region_tag_masking import RegionTagMaskingProcessor, tag_word_pieces
 
-    processor = RegionTagMaskingProcessor({"tokenizer_path": BERT, "max_seq_length": L,
-                                           "max_regions": R})
+    processor = RegionTagMaskingProcessor(
+        {"tokenizer_path": BERT, "max_seq_length": L, "max_regions": R}
+    )
     monkeypatch.setattr(region_tag_masking, "TAG_CACHE_SIZE", 5)
     first = [raw_item("rt", i) for i in range(3)]
-    expected = [tag_word_pieces(processor.tokenizer, raw["region_labels"][:R], L)
-                for raw in first]
+    expected = [tag_word_pieces(processor.tokenizer, raw["region_labels"][:R], L) for raw in first]
     for encoded, raw, (ids, _) in zip(processor.encode(first), first, expected):
         assert [piece for tag in encoded for piece in tag] == ids[1:-1]
     assert len(processor._tag_pieces) == 5
@@ -206,7 +222,8 @@ def test_tag_word_pieces_are_tokenized_once_and_the_cache_stays_bounded(monkeypa
     encoded = processor.encode([other, first[1]])  # more new tags than the cache holds
     assert encoded[1] == processor.encode([first[1]])[0]
     assert [p for tag in encoded[0] for p in tag] == tag_word_pieces(
-        processor.tokenizer, ["zebra", "kite", "dog"], L)[0][1:-1]
+        processor.tokenizer, ["zebra", "kite", "dog"], L
+    )[0][1:-1]
     assert len(processor._tag_pieces) <= 6
 
 
@@ -215,22 +232,26 @@ def test_more_linked_phrases_than_a_samples_draws_hold(processors):
     processor = processors["rn"]
     words = ["dog"] * (L + R + 6)
     sentence = " ".join(words)
-    phrases = [{"char_span": [4 * k, 4 * k + 3], "region": k % 3, "link_score": 1.0 + k}
-               for k in range(len(words))]
+    phrases = [
+        {"char_span": [4 * k, 4 * k + 3], "region": k % 3, "link_score": 1.0 + k}
+        for k in range(len(words))
+    ]
     raw = dict(raw_item("rn", 0), sentence=sentence, noun_phrases=phrases)
     draws = {}
     for seed in range(40):
         alone = processor(raw, torch.Generator().manual_seed(seed), padded=False)
-        batch = processor.batch([raw_item("rn", 1), raw],
-                                [torch.Generator().manual_seed(7),
-                                 torch.Generator().manual_seed(seed)])[1]
+        batch = processor.batch(
+            [raw_item("rn", 1), raw],
+            [torch.Generator().manual_seed(7), torch.Generator().manual_seed(seed)],
+        )[1]
         assert all(torch.equal(batch[k], v) for k, v in alone.items())
         draws[seed] = (alone["lm_label_ids"] != -1).sum() + alone["region_masked"].sum()
     assert min(draws.values()) >= 1 and len(set(int(v) for v in draws.values())) > 1
 
 
 def test_a_datasets_batch_is_its_samples_alone_and_leaves_device_generators_alone(
-        processors, monkeypatch):
+    processors, monkeypatch
+):
     """Each sample's draws follow from its seed whatever its batch (the dataset's own draw
     too), and seeding them touches neither the process's CPU stream nor any device's."""
     from mmf_uvlp.datasets.builders.pretraining import PretrainingDataset
@@ -247,8 +268,7 @@ def test_a_datasets_batch_is_its_samples_alone_and_leaves_device_generators_alon
     state = torch.get_rng_state()
     alone = [dataset.sample_fields(SampleIndex(i, 50 + i), padded=False) for i in range(5)]
     assert reseeded == [] and torch.equal(torch.get_rng_state(), state)
-    batch = dataset.batch_fields([SampleIndex(i, 50 + i) for i in (3, 0, 4, 1, 2)],
-                                 padded=False)
+    batch = dataset.batch_fields([SampleIndex(i, 50 + i) for i in (3, 0, 4, 1, 2)], padded=False)
     for i, fields in zip((3, 0, 4, 1, 2), batch):
         for key, value in alone[i].items():
             assert torch.equal(fields[key], value), (i, key)

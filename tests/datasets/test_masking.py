@@ -16,8 +16,12 @@ from mmf_uvlp.processors.region_tag_masking import RegionTagMaskingProcessor
 
 TOKENIZER = os.environ["UVLP_BERT"]
 L, R, P, D = 32, 24, 4, 6
-PARAMS = {"tokenizer_path": TOKENIZER, "max_seq_length": L, "max_regions": R,
-          "max_phrase_tokens": P}
+PARAMS = {
+    "tokenizer_path": TOKENIZER,
+    "max_seq_length": L,
+    "max_regions": R,
+    "max_phrase_tokens": P,
+}
 MASK_ID, PAD_ID = 103, 0
 
 
@@ -26,8 +30,12 @@ def _image(n: int, seed: int = 0) -> dict:
     x1 = torch.rand(n, generator=g) * 50
     y1 = torch.rand(n, generator=g) * 50
     boxes = torch.stack([x1, y1, x1 + 10 + torch.rand(n, generator=g) * 40, y1 + 20], dim=1)
-    return {"features": torch.rand(n, D, generator=g) + 0.5, "boxes": boxes,
-            "image_width": 100, "image_height": 80}
+    return {
+        "features": torch.rand(n, D, generator=g) + 0.5,
+        "boxes": boxes,
+        "image_width": 100,
+        "image_height": 80,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -59,11 +67,25 @@ def test_processors_are_registered():
 def test_region_tag_contract(rt):
     item = dict(_image(3), region_labels=["dog", "tennis racket", "man"], region_classes=[5, 6, 7])
     out = rt(item, torch.Generator().manual_seed(0))
-    shapes = {"input_ids": (L,), "input_mask": (L,), "segment_ids": (L,), "lm_label_ids": (L,),
-              "text_boxes": (L, 5), "text_is_tag": (L,), "region_features": (R, D),
-              "region_features_target": (R, D), "region_boxes": (R, 5), "region_mask": (R,),
-              "region_zeroed": (R,), "region_masked": (R,), "region_class_targets": (R,), "region_phrase_targets": (R, P),
-              "itm_label": (), "curriculum_weighted": (), "targets": ()}
+    shapes = {
+        "input_ids": (L,),
+        "input_mask": (L,),
+        "segment_ids": (L,),
+        "lm_label_ids": (L,),
+        "text_boxes": (L, 5),
+        "text_is_tag": (L,),
+        "region_features": (R, D),
+        "region_features_target": (R, D),
+        "region_boxes": (R, 5),
+        "region_mask": (R,),
+        "region_zeroed": (R,),
+        "region_masked": (R,),
+        "region_class_targets": (R,),
+        "region_phrase_targets": (R, P),
+        "itm_label": (),
+        "curriculum_weighted": (),
+        "targets": (),
+    }
     assert {k: tuple(v.shape) for k, v in out.items()} == shapes
     # [CLS] dog tennis ##... man [SEP]: each piece carries its region's box, no text position.
     pieces = [rt.tokenizer.tokenize(t) for t in ("dog", "tennis racket", "man")]
@@ -71,11 +93,18 @@ def test_region_tag_contract(rt):
     assert out["input_mask"].tolist() == [1] * length + [0] * (L - length)
     assert out["text_is_tag"][:length].tolist() == [0] + [1] * (length - 2) + [0]
     owners = [r for r, p in enumerate(pieces) for _ in p]
-    assert torch.equal(out["text_boxes"][1:length - 1], out["region_boxes"][owners])
+    assert torch.equal(out["text_boxes"][1 : length - 1], out["region_boxes"][owners])
     box = item["boxes"][0].tolist()
     assert out["region_boxes"][0].tolist() == pytest.approx(
-        [box[0] / 100, box[1] / 80, box[2] / 100, box[3] / 80,
-         (box[2] - box[0]) * (box[3] - box[1]) / 8000], rel=1e-5)
+        [
+            box[0] / 100,
+            box[1] / 80,
+            box[2] / 100,
+            box[3] / 80,
+            (box[2] - box[0]) * (box[3] - box[1]) / 8000,
+        ],
+        rel=1e-5,
+    )
     assert out["region_mask"].tolist() == [1] * 3 + [0] * (R - 3)
     assert torch.equal(out["region_features_target"][:3], item["features"])  # the ORIGINAL features
     assert out["itm_label"].item() == -1 and out["curriculum_weighted"].item() is False
@@ -161,9 +190,13 @@ def test_region_phrase_masking_statistics(rn):
     phrase_pos = []
     for phrase in PHRASES[:3]:
         s, e = phrase["char_span"]
-        phrase_pos.append([t for t, (a, b) in enumerate(tokens["offset_mapping"])
-                           if b > a and a < e and b > s
-                           and tokens["input_ids"][t] not in rn.stop_ids])
+        phrase_pos.append(
+            [
+                t
+                for t, (a, b) in enumerate(tokens["offset_mapping"])
+                if b > a and a < e and b > s and tokens["input_ids"][t] not in rn.stop_ids
+            ]
+        )
     assert [len(p) for p in phrase_pos] == [2, 2, 2]
     linked_positions = {t for p in phrase_pos for t in p}
     counts = {"text": [0, 0, 0], "region": [0, 0, 0]}
@@ -226,7 +259,7 @@ def test_image_sentence_masking(is_):
         if label == 0:  # random negatives: no MLM target (MLM is on retrieved pairs)
             assert not chosen.any()
             continue
-        assert not chosen[0] and not chosen[length - 1:].any()  # never [CLS], [SEP], padding
+        assert not chosen[0] and not chosen[length - 1 :].any()  # never [CLS], [SEP], padding
         selected += int(chosen.sum())
         candidates += length - 2
         assert out["itm_label"].item() == label == out["targets"].item()
@@ -248,14 +281,17 @@ def test_weighted_samples_carry_their_clean_pair(rt, rn, is_):
     image = _image(4)
     seen = {"rn": 0, "is": 0}
     for _ in range(40):
-        for kind, out in (("rn", rn(dict(image, sentence=SENTENCE, noun_phrases=PHRASES), g)),
-                          ("is", is_(dict(image, sentence=SENTENCE, itm_label=_ % 2), g))):
+        for kind, out in (
+            ("rn", rn(dict(image, sentence=SENTENCE, noun_phrases=PHRASES), g)),
+            ("is", is_(dict(image, sentence=SENTENCE, itm_label=_ % 2), g)),
+        ):
             assert torch.equal(out["clean_input_ids"], unmasked)
             assert torch.equal(out["clean_region_features"][:4], image["features"])
             assert (out["clean_region_features"][4:] == 0).all()
-            seen[kind] += int(not torch.equal(out["input_ids"], unmasked)
-                              or not torch.equal(out["region_features"],
-                                                 out["clean_region_features"]))
+            seen[kind] += int(
+                not torch.equal(out["input_ids"], unmasked)
+                or not torch.equal(out["region_features"], out["clean_region_features"])
+            )
     # the masked input differs from the clean one (unless a masked region kept its features)
     assert seen["rn"] > 30 and seen["is"] > 20
     out = rt(_rt_item(), g)

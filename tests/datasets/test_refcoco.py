@@ -37,10 +37,10 @@ IMAGES = {
 }
 # ann_id -> (image_id, COCO xywh gold box); IoU with the proposals of its image:
 ANNOTATIONS = {
-    11: (1, [0, 0, 50, 50]),      # 1, 0, 0.25        -> targets [1, 0, 0]
-    12: (1, [10, 10, 30, 30]),    # 0.36, 0, 0.09     -> no good proposal, kept as a miss
+    11: (1, [0, 0, 50, 50]),  # 1, 0, 0.25        -> targets [1, 0, 0]
+    12: (1, [10, 10, 30, 30]),  # 0.36, 0, 0.09     -> no good proposal, kept as a miss
     21: (2, [100, 0, 100, 100]),  # 0, 1              -> [0, 1]
-    22: (2, [0, 0, 100, 50]),     # 0.5 exactly, 0    -> [1, 0]
+    22: (2, [0, 0, 100, 50]),  # 0.5 exactly, 0    -> [1, 0]
 }
 REFS = [  # (ref_id, ann_id, split, sentences)
     (0, 11, "train", ["the top left square"]),
@@ -57,12 +57,26 @@ def _name(image_id: int) -> str:
 def _write_refer(root: Path, refs=REFS, annotations=ANNOTATIONS) -> None:
     folder = root / "refer" / "refcoco+"
     folder.mkdir(parents=True)
-    images = [{"id": i, "file_name": _name(i) + ".jpg", "width": im["size"][0],
-               "height": im["size"][1]} for i, im in IMAGES.items()]
-    anns = [{"id": a, "image_id": i, "category_id": 1, "bbox": box, "area": box[2] * box[3],
-             "iscrowd": 0} for a, (i, box) in annotations.items()]
-    instances = {"images": images, "annotations": anns,
-                 "categories": [{"id": 1, "name": "thing", "supercategory": "thing"}]}
+    images = [
+        {"id": i, "file_name": _name(i) + ".jpg", "width": im["size"][0], "height": im["size"][1]}
+        for i, im in IMAGES.items()
+    ]
+    anns = [
+        {
+            "id": a,
+            "image_id": i,
+            "category_id": 1,
+            "bbox": box,
+            "area": box[2] * box[3],
+            "iscrowd": 0,
+        }
+        for a, (i, box) in annotations.items()
+    ]
+    instances = {
+        "images": images,
+        "annotations": anns,
+        "categories": [{"id": 1, "name": "thing", "supercategory": "thing"}],
+    }
     (folder / "instances.json").write_text(json.dumps(instances))
     sent_id = 100
     ref_list = []
@@ -71,10 +85,18 @@ def _write_refer(root: Path, refs=REFS, annotations=ANNOTATIONS) -> None:
         for text in sentences:
             sents.append({"sent": text, "raw": text, "tokens": text.split(), "sent_id": sent_id})
             sent_id += 1
-        ref_list.append({"ref_id": ref_id, "ann_id": ann_id, "image_id": ANNOTATIONS[ann_id][0]
-                         if ann_id in ANNOTATIONS else 1, "split": split, "category_id": 1,
-                         "file_name": _name(1) + "_0.jpg",
-                         "sent_ids": [s["sent_id"] for s in sents], "sentences": sents})
+        ref_list.append(
+            {
+                "ref_id": ref_id,
+                "ann_id": ann_id,
+                "image_id": ANNOTATIONS[ann_id][0] if ann_id in ANNOTATIONS else 1,
+                "split": split,
+                "category_id": 1,
+                "file_name": _name(1) + "_0.jpg",
+                "sent_ids": [s["sent_id"] for s in sents],
+                "sentences": sents,
+            }
+        )
     with open(folder / "refs(unc).p", "wb") as f:
         pickle.dump(ref_list, f)
 
@@ -85,25 +107,46 @@ def _write_features(root: Path, sizes=None) -> None:
     for image_id, image in IMAGES.items():
         boxes = np.array(image["proposals"], dtype=np.float32)
         width, height = (sizes or {}).get(image_id, image["size"])
-        np.save(folder / f"{_name(image_id)}.npy",
-                np.full((len(boxes), 8), image_id, dtype=np.float32))
-        np.save(folder / f"{_name(image_id)}_info.npy",
-                {"bbox": boxes, "num_boxes": len(boxes), "image_width": width,
-                 "image_height": height, "objects": np.zeros(len(boxes), dtype=np.int64)},
-                allow_pickle=True)
+        np.save(
+            folder / f"{_name(image_id)}.npy", np.full((len(boxes), 8), image_id, dtype=np.float32)
+        )
+        np.save(
+            folder / f"{_name(image_id)}_info.npy",
+            {
+                "bbox": boxes,
+                "num_boxes": len(boxes),
+                "image_width": width,
+                "image_height": height,
+                "objects": np.zeros(len(boxes), dtype=np.int64),
+            },
+            allow_pickle=True,
+        )
 
 
 def _config(data_dir: Path, **changes):
     config = {
-        "data_dir": str(data_dir), "use_features": True, "return_features_info": True,
-        "max_features": 4, "fast_read": False, "split_by": "unc",
+        "data_dir": str(data_dir),
+        "use_features": True,
+        "return_features_info": True,
+        "max_features": 4,
+        "fast_read": False,
+        "split_by": "unc",
         "annotations": {t: ["refer/refcoco+"] for t in ("train", "val", "test")},
         "features": {t: ["features/coco"] for t in ("train", "val", "test")},
         "refer_splits": {"train": ["train"], "val": ["val"], "test": ["testA", "testB"]},
-        "processors": {"text_processor": {"type": "bert_tokenizer", "params": {
-            "tokenizer_config": {"type": os.environ["UVLP_BERT"],
-                                 "params": {"do_lower_case": True}},
-            "mask_probability": 0, "max_seq_length": 8}}},
+        "processors": {
+            "text_processor": {
+                "type": "bert_tokenizer",
+                "params": {
+                    "tokenizer_config": {
+                        "type": os.environ["UVLP_BERT"],
+                        "params": {"do_lower_case": True},
+                    },
+                    "mask_probability": 0,
+                    "max_seq_length": 8,
+                },
+            }
+        },
     }
     config.update(changes)
     return OmegaConf.create(config)
@@ -141,18 +184,24 @@ def test_iou_pairwise_on_hand_made_boxes():
 
 
 def test_refcoco_accuracy_top_proposal_padding_and_no_hit():
-    boxes = torch.tensor([
-        [[0, 0, 10, 10], [50, 50, 60, 60], [0, 0, 0, 0]],   # hit: top proposal overlaps gold
-        [[0, 0, 10, 10], [50, 50, 60, 60], [0, 0, 10, 10]],  # padding scored highest: ignored
-        [[0, 0, 10, 10], [50, 50, 60, 60], [0, 0, 0, 0]],   # top proposal misses
-        [[0, 0, 10, 10], [50, 50, 60, 60], [0, 0, 0, 0]],   # no proposal at IoU >= 0.5
-        [[0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]],         # no proposal at all
-    ], dtype=torch.float)
-    gold = torch.tensor([[0, 0, 10, 12], [50, 50, 60, 60], [50, 50, 60, 60],
-                         [100, 100, 120, 120], [0, 0, 10, 10]], dtype=torch.float)
+    boxes = torch.tensor(
+        [
+            [[0, 0, 10, 10], [50, 50, 60, 60], [0, 0, 0, 0]],  # hit: top proposal overlaps gold
+            [[0, 0, 10, 10], [50, 50, 60, 60], [0, 0, 10, 10]],  # padding scored highest: ignored
+            [[0, 0, 10, 10], [50, 50, 60, 60], [0, 0, 0, 0]],  # top proposal misses
+            [[0, 0, 10, 10], [50, 50, 60, 60], [0, 0, 0, 0]],  # no proposal at IoU >= 0.5
+            [[0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]],  # no proposal at all
+        ],
+        dtype=torch.float,
+    )
+    gold = torch.tensor(
+        [[0, 0, 10, 12], [50, 50, 60, 60], [50, 50, 60, 60], [100, 100, 120, 120], [0, 0, 10, 10]],
+        dtype=torch.float,
+    )
     mask = torch.tensor([[1, 1, 0], [1, 1, 0], [1, 1, 0], [1, 1, 0], [0, 0, 0]])
-    scores = torch.tensor([[2.0, 1.0, 9.0], [0.0, 1.0, 9.0], [3.0, 1.0, 0.0], [1.0, 2.0, 0.0],
-                           [1.0, 2.0, 3.0]])
+    scores = torch.tensor(
+        [[2.0, 1.0, 9.0], [0.0, 1.0, 9.0], [3.0, 1.0, 0.0], [1.0, 2.0, 0.0], [1.0, 2.0, 3.0]]
+    )
     batch = {"proposal_boxes": boxes, "gold_box": gold, "region_mask": mask}
     metric = RefCOCOAccuracy()
     assert set(metric.required_params) == {"scores", "proposal_boxes", "gold_box", "region_mask"}
@@ -207,7 +256,9 @@ def test_evaluation_views_read_one_refer_split_each(crafted):
 
 
 def test_clear_errors(crafted, tmp_path_factory):
-    with pytest.raises(ValueError, match=r"refer_splits\.test: expected .*'testB'\], got \['test'\]"):
+    with pytest.raises(
+        ValueError, match=r"refer_splits\.test: expected .*'testB'\], got \['test'\]"
+    ):
         build_dataset("refcoco_plus", _config(crafted, refer_splits={"test": ["test"]}), "test")
     with pytest.raises(ValueError, match="use_features: true"):
         build_dataset("refcoco_plus", _config(crafted, use_features=False), "train")
@@ -239,9 +290,16 @@ def mmf_config(tiny_world):
     setup_imports()
     registry.register("config", None)  # MMF reads its defaults while no config is registered
     datasets = ",".join(["refcoco_plus", *VIEWS])
-    args = argparse.Namespace(config_override=None, opts=[
-        "model=uvla", f"datasets={datasets}", f"env.data_dir={tiny_world}",
-        "training.batch_size=4", "training.num_workers=0"])
+    args = argparse.Namespace(
+        config_override=None,
+        opts=[
+            "model=uvla",
+            f"datasets={datasets}",
+            f"env.data_dir={tiny_world}",
+            "training.batch_size=4",
+            "training.num_workers=0",
+        ],
+    )
     config = Configuration(args).get_config()
     registry.register("config", config)
     yield config
@@ -276,7 +334,7 @@ def test_toy_world_through_mmf_registry_and_dataloader(mmf_config, tiny_world):
 def test_mmf_run_trains_and_reports_a_refcoco_view(tiny_world, tmp_path):
     config = tmp_path / "run.yaml"
     config.write_text(f"""includes:
-- {REPO / 'configs/models/uvla/tiny_random.yaml'}
+- {REPO / "configs/models/uvla/tiny_random.yaml"}
 model_config:
   uvla:
     feature_dim: 64
@@ -292,11 +350,18 @@ scheduler: {{params: {{num_warmup_steps: 1, num_training_steps: 2}}}}
 """)
     mmf_run = str(Path(sys.executable).with_name("mmf_run"))
     common = [mmf_run, f"config={config}", "model=uvla", f"env.data_dir={tiny_world}"]
-    for opts in (["datasets=refcoco_plus", f"env.save_dir={tmp_path / 'train'}",
-                  "run_type=train_val"],
-                 ["datasets=refcoco_plus_testB", f"env.save_dir={tmp_path / 'testB'}",
-                  "run_type=inference", f"checkpoint.resume_file={tmp_path / 'train/current.ckpt'}"]):
-        result = subprocess.run(common + opts, capture_output=True, text=True, timeout=600, cwd=REPO)
+    for opts in (
+        ["datasets=refcoco_plus", f"env.save_dir={tmp_path / 'train'}", "run_type=train_val"],
+        [
+            "datasets=refcoco_plus_testB",
+            f"env.save_dir={tmp_path / 'testB'}",
+            "run_type=inference",
+            f"checkpoint.resume_file={tmp_path / 'train/current.ckpt'}",
+        ],
+    ):
+        result = subprocess.run(
+            common + opts, capture_output=True, text=True, timeout=600, cwd=REPO
+        )
         assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
     log = (tmp_path / "testB" / "train.log").read_text()
     assert re.search(r"test/refcoco_plus_testB/refcoco_accuracy: [0-9.]+", log)
@@ -315,10 +380,15 @@ def test_predictions_name_the_top_scored_box():
     report = SimpleNamespace(
         scores=torch.tensor([[0.1, 0.9, 5.0], [2.0, 0.5, 0.0]]),
         region_mask=torch.tensor([[1, 1, 0], [1, 1, 1]]),  # row 0's best real region is 1
-        proposal_boxes=torch.tensor([[[0., 0, 10, 10], [20, 20, 40, 40], [0, 0, 1, 1]],
-                                     [[0., 0, 10, 10], [50, 50, 60, 60], [0, 0, 5, 5]]]),
-        gold_box=torch.tensor([[20., 20, 40, 40], [50, 50, 60, 60]]),
-        ref_id=torch.tensor([7, 8]), sentence_id=torch.tensor([70, 80]),
+        proposal_boxes=torch.tensor(
+            [
+                [[0.0, 0, 10, 10], [20, 20, 40, 40], [0, 0, 1, 1]],
+                [[0.0, 0, 10, 10], [50, 50, 60, 60], [0, 0, 5, 5]],
+            ]
+        ),
+        gold_box=torch.tensor([[20.0, 20, 40, 40], [50, 50, 60, 60]]),
+        ref_id=torch.tensor([7, 8]),
+        sentence_id=torch.tensor([70, 80]),
     )
     predictions = RefCOCOPlusDataset.format_for_prediction(None, report)
     assert predictions == [

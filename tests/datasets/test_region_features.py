@@ -19,9 +19,15 @@ from helpers.crafted import CreatesFile, write_lmdb
 
 
 def _record(n: int, dim: int = 4, value: float = 1.0) -> dict:
-    return {"features": np.arange(n * dim, dtype=np.float32).reshape(n, dim) + value,
-            "bbox": np.zeros((n, 4), np.float32), "num_boxes": n, "image_width": 10,
-            "image_height": 10, "objects": np.arange(n), "image_id": "img"}
+    return {
+        "features": np.arange(n * dim, dtype=np.float32).reshape(n, dim) + value,
+        "bbox": np.zeros((n, 4), np.float32),
+        "num_boxes": n,
+        "image_width": 10,
+        "image_height": 10,
+        "objects": np.arange(n),
+        "image_id": "img",
+    }
 
 
 def _write_npy(folder: Path, name: str, record: dict) -> None:
@@ -35,9 +41,10 @@ def _write_npy(folder: Path, name: str, record: dict) -> None:
 def locations(tmp_path):
     """The same three images (3, 7 and 2 rows) as an LMDB and as an npy folder."""
     records = {"img_a": _record(3), "coco_17": _record(7, value=5.0), "img_c": _record(2)}
-    lmdb_path = write_lmdb(tmp_path / "features.lmdb", {"img_a": records["img_a"],
-                                                        "17": records["coco_17"],
-                                                        "img_c": records["img_c"]})
+    lmdb_path = write_lmdb(
+        tmp_path / "features.lmdb",
+        {"img_a": records["img_a"], "17": records["coco_17"], "img_c": records["img_c"]},
+    )
     for name, record in records.items():
         _write_npy(tmp_path / "npy", name, record)
     return {"lmdb": lmdb_path, "npy": str(tmp_path / "npy")}
@@ -63,8 +70,10 @@ def test_the_real_rows_of_what_mmf_reads(locations, kind):
 
 def test_a_payload_in_a_feature_file_is_refused_and_runs_nothing(tmp_path):
     marker = tmp_path / "created"
-    path = write_lmdb(tmp_path / "features.lmdb",
-                      {"good": _record(2), "evil": dict(_record(2), objects=CreatesFile(marker))})
+    path = write_lmdb(
+        tmp_path / "features.lmdb",
+        {"good": _record(2), "evil": dict(_record(2), objects=CreatesFile(marker))},
+    )
     db = RegionFeaturesDatabase(path, 4)
     assert db.from_path("good.npy")["image_feature_0"].shape == (2, 4)
     with pytest.raises(FormatError, match=r"features\.lmdb \[key 'evil'\].*refused"):
@@ -137,14 +146,28 @@ def test_the_pretraining_datasets_read_the_real_rows(tiny_corpus, tmp_path):
     registry.register("config", OmegaConf.create({"training": {"batch_size": 2}}))
     registry.register("current_device", torch.device("cpu"))
     splits = ("train", "val", "test")
-    config = OmegaConf.create({
-        "data_dir": str(tiny_corpus.parent), "use_features": True, "use_images": False,
-        "return_features_info": True, "max_features": 24, "holdout_every": 0,
-        "annotations": {t: ["corpus"] for t in splits},
-        "features": {t: [str(path)] for t in splits},
-        "processors": {"masking_processor": {"type": "uvla_region_tag_masking", "params": {
-            "tokenizer_path": os.environ["UVLP_BERT"], "max_seq_length": 24,
-            "max_regions": 24}}}})
+    config = OmegaConf.create(
+        {
+            "data_dir": str(tiny_corpus.parent),
+            "use_features": True,
+            "use_images": False,
+            "return_features_info": True,
+            "max_features": 24,
+            "holdout_every": 0,
+            "annotations": {t: ["corpus"] for t in splits},
+            "features": {t: [str(path)] for t in splits},
+            "processors": {
+                "masking_processor": {
+                    "type": "uvla_region_tag_masking",
+                    "params": {
+                        "tokenizer_path": os.environ["UVLP_BERT"],
+                        "max_seq_length": 24,
+                        "max_regions": 24,
+                    },
+                }
+            },
+        }
+    )
     dataset = build_dataset("uvla_region_tag", config, "train")
     config.fast_read = True  # MMF's preloading: refused, not silently ignored
     with pytest.raises(ValueError, match=r"uvla_region_tag\.fast_read: not supported"):

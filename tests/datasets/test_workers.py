@@ -55,8 +55,9 @@ class _ReaderDataset(torch.utils.data.Dataset):
 def test_each_worker_reads_through_its_own_lmdb_environment(features_lmdb):
     dataset = _ReaderDataset(features_lmdb)
     dataset[0]  # the parent opened the environment before the workers fork
-    loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2,
-                                         persistent_workers=True)
+    loader = torch.utils.data.DataLoader(
+        dataset, batch_size=None, num_workers=2, persistent_workers=True
+    )
     for epoch in range(2):
         rows = list(loader)
         readers = {pid for pid, _, _ in rows}
@@ -99,21 +100,29 @@ def registry_kept():
             registry.register(key, value)
 
 
-def _batches(tmp_path, world, features: str, workers: int, resume_at: int = 0,
-             epochs=(1, 2), options=()) -> list:
+def _batches(
+    tmp_path, world, features: str, workers: int, resume_at: int = 0, epochs=(1, 2), options=()
+) -> list:
     """The epochs' batches of the R-T train loader that the ``uvlp`` trainer builds; with
     ``resume_at``, the first epoch resumed after that many batches, as a checkpoint does."""
     config_file = tmp_path / "pretrain.yaml"
     config_file.write_text(PRETRAIN.format(repo=REPO, features=features))
-    loader = seeded_loaders([f"config={config_file}", f"env.data_dir={world}",
-                             "training.batch_size=8", f"training.num_workers={workers}",
-                             *options])
+    loader = seeded_loaders(
+        [
+            f"config={config_file}",
+            f"env.data_dir={world}",
+            "training.batch_size=8",
+            f"training.num_workers={workers}",
+            *options,
+        ]
+    )
     train = loader.train_loader
     assert [one.persistent_workers for one in train.loaders] == [workers > 0]
     batches = []
     if resume_at:
-        train.resume_at({"consumed": [resume_at], "current_index": 0, "finished": [],
-                         "used_once": []})
+        train.resume_at(
+            {"consumed": [resume_at], "current_index": 0, "finished": [], "used_once": []}
+        )
     for epoch in epochs:
         loader.seed_sampler("train", epoch)
         for batch in train:
@@ -124,8 +133,9 @@ def _batches(tmp_path, world, features: str, workers: int, resume_at: int = 0,
 
 
 @pytest.mark.parametrize("features", ["features/cc.lmdb", "features/cc"], ids=["lmdb", "npy"])
-def test_workers_give_the_same_batches_as_no_workers(tiny_corpus, tmp_path, registry_kept,
-                                                     features):
+def test_workers_give_the_same_batches_as_no_workers(
+    tiny_corpus, tmp_path, registry_kept, features
+):
     world = tiny_corpus.parent
     alone = _batches(tmp_path, world, features, workers=0)
     with_workers = _batches(tmp_path, world, features, workers=2)
@@ -136,8 +146,9 @@ def test_workers_give_the_same_batches_as_no_workers(tiny_corpus, tmp_path, regi
     assert any((batch.lm_label_ids != -1).any() for batch in alone)  # random masks drawn
 
 
-def test_a_resumed_epoch_with_workers_gives_the_uninterrupted_batches(tiny_corpus, tmp_path,
-                                                                      registry_kept):
+def test_a_resumed_epoch_with_workers_gives_the_uninterrupted_batches(
+    tiny_corpus, tmp_path, registry_kept
+):
     world = tiny_corpus.parent
     whole = _batches(tmp_path, world, "features/cc.lmdb", workers=0, epochs=(1,))
     resumed = _batches(tmp_path, world, "features/cc.lmdb", workers=2, resume_at=2, epochs=(1,))
@@ -159,12 +170,18 @@ def _assert_same(one, other, where: str = "batch") -> None:
 
 
 @pytest.mark.parametrize("features", ["features/cc.lmdb", "features/cc"], ids=["lmdb", "npy"])
-def test_resident_features_give_the_batches_read_by_the_workers(tiny_corpus, tmp_path,
-                                                                registry_kept, features):
+def test_resident_features_give_the_batches_read_by_the_workers(
+    tiny_corpus, tmp_path, registry_kept, features
+):
     world = tiny_corpus.parent
     read = _batches(tmp_path, world, features, workers=2)
-    resident = _batches(tmp_path, world, features, workers=2,
-                        options=["dataset_config.uvla_region_tag.resident_features=True"])
+    resident = _batches(
+        tmp_path,
+        world,
+        features,
+        workers=2,
+        options=["dataset_config.uvla_region_tag.resident_features=True"],
+    )
     assert len(read) == len(resident) > 2
     zeroed = 0
     for one, other in zip(read, resident):
@@ -181,14 +198,20 @@ def test_resident_features_give_the_batches_read_by_the_workers(tiny_corpus, tmp
 
 def test_resident_features_are_refused_when_the_table_does_not_fit():
     resident_features.check_fits(nbytes=2**30, free=4 * 2**30)
-    with pytest.raises(MemoryError, match=r"resident_features: the feature table takes 3.00 "
-                                          r"GiB, more than 50% of the device's 4.00 GiB free"):
+    with pytest.raises(
+        MemoryError,
+        match=r"resident_features: the feature table takes 3.00 "
+        r"GiB, more than 50% of the device's 4.00 GiB free",
+    ):
         resident_features.check_fits(nbytes=3 * 2**30, free=4 * 2**30)
 
 
 def test_resident_features_take_a_boolean():
     assert resident_features.option({"resident_features": True}, "uvla_region_tag") is True
     assert resident_features.option({}, "uvla_region_tag") is False
-    with pytest.raises(ValueError, match=r"dataset_config.uvla_region_tag.resident_features: "
-                                         r"expected True or False, got 'true'"):
+    with pytest.raises(
+        ValueError,
+        match=r"dataset_config.uvla_region_tag.resident_features: "
+        r"expected True or False, got 'true'",
+    ):
         resident_features.option({"resident_features": "true"}, "uvla_region_tag")

@@ -19,13 +19,25 @@ UVLA_DATASETS = ["uvla_region_tag", "uvla_region_phrase", "uvla_image_sentence"]
 
 pytestmark = pytest.mark.slow
 
-TINY = tiny_uvla_template("{config}", batch_size=8, max_updates=3, log_interval=1,
-                          evaluation_interval=1000, checkpoint_interval=1000,
-                          scheduler={"num_warmup_steps": 1})
+TINY = tiny_uvla_template(
+    "{config}",
+    batch_size=8,
+    max_updates=3,
+    log_interval=1,
+    evaluation_interval=1000,
+    checkpoint_interval=1000,
+    scheduler={"num_warmup_steps": 1},
+)
 
-FINETUNE = tiny_uvla_template("uvla/finetune/vqa2.yaml", batch_size=8, max_updates=2,
-                              log_interval=1, evaluation_interval=2, checkpoint_interval=2,
-                              scheduler={"num_warmup_steps": 1})
+FINETUNE = tiny_uvla_template(
+    "uvla/finetune/vqa2.yaml",
+    batch_size=8,
+    max_updates=2,
+    log_interval=1,
+    evaluation_interval=2,
+    checkpoint_interval=2,
+    scheduler={"num_warmup_steps": 1},
+)
 
 # config -> the datasets it trains on (the tiny world's 48 images: every 6th is held out)
 SYSTEMS = {
@@ -49,8 +61,14 @@ def _mmf_run(config_text: str, path: Path, *opts: str) -> str:
 def _build_corpus(world: Path, out: str, *options: str) -> None:
     if (world / out / "annotations" / "index.json").exists():
         return
-    command = [*BUILD_CORPUS, "--predictions", str(world / "detections/cc/predictions.tsv"),
-               *options, "--out", str(world / out)]
+    command = [
+        *BUILD_CORPUS,
+        "--predictions",
+        str(world / "detections/cc/predictions.tsv"),
+        *options,
+        "--out",
+        str(world / out),
+    ]
     subprocess.run(command, check=True, capture_output=True, timeout=600)
 
 
@@ -60,16 +78,30 @@ def world(tiny_world, tiny_corpus) -> Path:
     text only) and top-K (K = 10) read."""
     text = tiny_world / "text"
     _build_corpus(tiny_world, "corpus_bc", "--corpus", str(text / "narrative_corpus.txt"))
-    _build_corpus(tiny_world, "corpus_k10", "--corpus", str(text / "caption_corpus.txt"),
-                  str(text / "narrative_corpus.txt"), "--captions-gt", str(text / "captions_gt.tsv"),
-                  "--exclude-own-caption", "--k", "10")
+    _build_corpus(
+        tiny_world,
+        "corpus_k10",
+        "--corpus",
+        str(text / "caption_corpus.txt"),
+        str(text / "narrative_corpus.txt"),
+        "--captions-gt",
+        str(text / "captions_gt.tsv"),
+        "--exclude-own-caption",
+        "--k",
+        "10",
+    )
     return tiny_world
 
 
 def _pretrain(config: str, world: Path, save: Path) -> str:
     holdout: List[str] = [f"dataset_config.{name}.holdout_every=6" for name in SYSTEMS[config]]
-    return _mmf_run(TINY.format(repo=REPO, config=config), save.parent / "pretrain.yaml",
-                    f"env.data_dir={world}", f"env.save_dir={save}", *holdout)
+    return _mmf_run(
+        TINY.format(repo=REPO, config=config),
+        save.parent / "pretrain.yaml",
+        f"env.data_dir={world}",
+        f"env.save_dir={save}",
+        *holdout,
+    )
 
 
 @pytest.mark.parametrize("config", sorted(SYSTEMS))
@@ -88,8 +120,12 @@ def test_baseline_pretrains_through_mmf_run(config, world, tmp_path):
 def test_finetuning_starts_from_a_baseline(world, tmp_path):
     pretrained = tmp_path / "u_visualbert"
     _pretrain("baselines/u_visualbert/pretrain.yaml", world, pretrained)
-    output = _mmf_run(FINETUNE.format(repo=REPO), tmp_path / "finetune.yaml",
-                      f"env.data_dir={world}", f"env.save_dir={tmp_path / 'vqa2'}",
-                      f"model_config.uvla.pretrained_checkpoint={pretrained / 'uvla_final.pth'}")
+    output = _mmf_run(
+        FINETUNE.format(repo=REPO),
+        tmp_path / "finetune.yaml",
+        f"env.data_dir={world}",
+        f"env.save_dir={tmp_path / 'vqa2'}",
+        f"model_config.uvla.pretrained_checkpoint={pretrained / 'uvla_final.pth'}",
+    )
     assert re.search(r"uvla: loaded \d+ pre-trained tensors", output)
     assert "val/vqa2/vqa_accuracy" in output

@@ -16,21 +16,41 @@ pytestmark = pytest.mark.slow
 
 
 def _demo(*options: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mmf_uvlp.cli.replicate", "--recipe", "demo",
-                           *options], cwd=REPO, capture_output=True, text=True, timeout=900)
+    return subprocess.run(
+        [sys.executable, "-m", "mmf_uvlp.cli.replicate", "--recipe", "demo", *options],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 def test_a_tiny_demo_runs_through_the_study_runner(tiny_world, tmp_path):
     runs, out = tmp_path / "runs", tmp_path / "out"
-    options = ["--world", str(tiny_world), "--runs", str(runs), "--out", str(out),
-               "--systems", "base", "--tasks", "vqa2", "--finetune-updates", "2",
-               "--model-config", "configs/models/uvla/tiny_random.yaml"]
+    options = [
+        "--world",
+        str(tiny_world),
+        "--runs",
+        str(runs),
+        "--out",
+        str(out),
+        "--systems",
+        "base",
+        "--tasks",
+        "vqa2",
+        "--finetune-updates",
+        "2",
+        "--model-config",
+        "configs/models/uvla/tiny_random.yaml",
+    ]
     part = _demo(*options, "--steps", "finetune")
     assert part.returncode == 0, (part.stdout + part.stderr)[-4000:]
     assert "fine-tune Base, seed 0 on vqa2" in part.stdout
-    assert (f"1 of the 1 steps of finetune ran, the others were already done:\n"
-            f"    fine-tune Base, seed 0 on vqa2: {runs / 'base' / 'seed0' / 'vqa2'} (ran)\n"
-            "The tables need every step of the study") in part.stdout
+    assert (
+        f"1 of the 1 steps of finetune ran, the others were already done:\n"
+        f"    fine-tune Base, seed 0 on vqa2: {runs / 'base' / 'seed0' / 'vqa2'} (ran)\n"
+        "The tables need every step of the study"
+    ) in part.stdout
     assert not out.exists()
     finetuned = runs / "base" / "seed0" / "vqa2"
     assert "test/vqa2/vqa_accuracy" in (finetuned / "train.log").read_text()

@@ -14,19 +14,31 @@ from helpers import HOLDOUT, REPO, tiny_uvla_template
 
 
 BIN = Path(sys.executable).parent
-TINY = tiny_uvla_template(batch_size=8, log_interval=2, evaluation_interval=1000,
-                          checkpoint_interval=4, seed=3)
+TINY = tiny_uvla_template(
+    batch_size=8, log_interval=2, evaluation_interval=1000, checkpoint_interval=4, seed=3
+)
 
 
 @pytest.mark.slow
 def test_torchrun_two_ranks_with_bf16_stay_in_sync_and_train(tiny_corpus, tmp_path):
     config, save = tmp_path / "pretrain.yaml", tmp_path / "save"
     config.write_text(TINY.format(repo=REPO))
-    command = [str(BIN / "torchrun"), "--standalone", "--nproc_per_node=2", str(BIN / "mmf_run"),
-               f"config={config}", f"env.data_dir={tiny_corpus.parent}", f"env.save_dir={save}",
-               *HOLDOUT, "training.max_updates=4", "scheduler.params.num_warmup_steps=1",
-               "training.fp16=True", "training.amp_dtype=bfloat16",
-               "training.trainer=rank_dump", f"env.user_dir={REPO / 'tests/plugins/rank_dump'}"]
+    command = [
+        str(BIN / "torchrun"),
+        "--standalone",
+        "--nproc_per_node=2",
+        str(BIN / "mmf_run"),
+        f"config={config}",
+        f"env.data_dir={tiny_corpus.parent}",
+        f"env.save_dir={save}",
+        *HOLDOUT,
+        "training.max_updates=4",
+        "scheduler.params.num_warmup_steps=1",
+        "training.fp16=True",
+        "training.amp_dtype=bfloat16",
+        "training.trainer=rank_dump",
+        f"env.user_dir={REPO / 'tests/plugins/rank_dump'}",
+    ]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     result = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=REPO, env=env)
     output = result.stdout + result.stderr

@@ -13,8 +13,13 @@ from mmf_uvlp.models.uvla import UVLA
 from helpers import REPO, mmf_run, tiny_uvla_template
 
 
-SIZES = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2,
-         "num_attention_heads": 4, "intermediate_size": 64}
+SIZES = {
+    "vocab_size": 30522,
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "intermediate_size": 64,
+}
 
 
 @pytest.fixture(autouse=True)
@@ -26,9 +31,16 @@ def mmf_config():
 
 
 def _model(seed: int, **overrides) -> UVLA:
-    config = {"bert_model_name": None, "bert_config": dict(SIZES), "feature_dim": 8,
-              "num_region_classes": 5, "heads": ["pooled_classifier"], "num_labels": 3,
-              "curriculum": {"enabled": False}, "losses": []}
+    config = {
+        "bert_model_name": None,
+        "bert_config": dict(SIZES),
+        "feature_dim": 8,
+        "num_region_classes": 5,
+        "heads": ["pooled_classifier"],
+        "num_labels": 3,
+        "curriculum": {"enabled": False},
+        "losses": [],
+    }
     config.update(overrides)
     torch.manual_seed(seed)
     model = UVLA(OmegaConf.create(config))
@@ -61,7 +73,9 @@ def test_pretrained_checkpoint_loads_embeddings_encoder_and_pooler(pretrained_fi
     assert all(torch.equal(state[k], init[k]) for k in head)
     assert any(not torch.equal(state[k], source[k]) for k in head)
     assert model.pretrained_report["missing"] == [] and model.pretrained_report["unexpected"] == []
-    assert model.pretrained_report["not_copied"] == sorted(k for k in source if k.startswith("heads."))
+    assert model.pretrained_report["not_copied"] == sorted(
+        k for k in source if k.startswith("heads.")
+    )
 
 
 def test_pretrained_checkpoint_of_another_size_is_refused(tmp_path):
@@ -77,12 +91,19 @@ def test_missing_pretrained_checkpoint_is_a_clear_error(tmp_path):
         _model(2, pretrained_checkpoint=str(tmp_path / "absent.pth"))
 
 
-PRETRAIN = tiny_uvla_template(batch_size=16, max_updates=3, log_interval=3,
-                              evaluation_interval=1000, checkpoint_interval=3)
+PRETRAIN = tiny_uvla_template(
+    batch_size=16, max_updates=3, log_interval=3, evaluation_interval=1000, checkpoint_interval=3
+)
 
-FINETUNE = tiny_uvla_template("uvla/finetune/{task}.yaml", batch_size=8, max_updates=4,
-                              log_interval=2, evaluation_interval=4, checkpoint_interval=4,
-                              scheduler={"num_warmup_steps": 1, "num_training_steps": 4})
+FINETUNE = tiny_uvla_template(
+    "uvla/finetune/{task}.yaml",
+    batch_size=8,
+    max_updates=4,
+    log_interval=2,
+    evaluation_interval=4,
+    checkpoint_interval=4,
+    scheduler={"num_warmup_steps": 1, "num_training_steps": 4},
+)
 
 
 def _mmf_run(config_text: str, path: Path, *opts: str) -> str:
@@ -93,21 +114,39 @@ def _mmf_run(config_text: str, path: Path, *opts: str) -> str:
 @pytest.fixture(scope="module")
 def tiny_pretrained(tiny_corpus, tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("pretrain")
-    holdout = [f"dataset_config.uvla_{n}.holdout_every=6" for n in ("region_tag", "region_phrase", "image_sentence")]
-    _mmf_run(PRETRAIN.format(repo=REPO), folder / "pretrain.yaml", f"env.data_dir={tiny_corpus.parent}",
-             f"env.save_dir={folder}", *holdout)
+    holdout = [
+        f"dataset_config.uvla_{n}.holdout_every=6"
+        for n in ("region_tag", "region_phrase", "image_sentence")
+    ]
+    _mmf_run(
+        PRETRAIN.format(repo=REPO),
+        folder / "pretrain.yaml",
+        f"env.data_dir={tiny_corpus.parent}",
+        f"env.save_dir={folder}",
+        *holdout,
+    )
     return folder / "uvla_final.pth"
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("task,metric", [
-    ("vqa2", "vqa_accuracy"), ("nlvr2", "accuracy"), ("visual_entailment", "accuracy"),
-    ("refcoco_plus", "refcoco_accuracy"),
-])
-def test_each_task_fine_tunes_from_the_pretrained_model(task, metric, tiny_world, tiny_pretrained, tmp_path):
+@pytest.mark.parametrize(
+    "task,metric",
+    [
+        ("vqa2", "vqa_accuracy"),
+        ("nlvr2", "accuracy"),
+        ("visual_entailment", "accuracy"),
+        ("refcoco_plus", "refcoco_accuracy"),
+    ],
+)
+def test_each_task_fine_tunes_from_the_pretrained_model(
+    task, metric, tiny_world, tiny_pretrained, tmp_path
+):
     output = _mmf_run(
-        FINETUNE.format(repo=REPO, task=task), tmp_path / "finetune.yaml", f"env.data_dir={tiny_world}",
-        f"env.save_dir={tmp_path / 'save'}", f"model_config.uvla.pretrained_checkpoint={tiny_pretrained}",
+        FINETUNE.format(repo=REPO, task=task),
+        tmp_path / "finetune.yaml",
+        f"env.data_dir={tiny_world}",
+        f"env.save_dir={tmp_path / 'save'}",
+        f"model_config.uvla.pretrained_checkpoint={tiny_pretrained}",
         "run_type=train_inference",
     )
     assert re.search(r"uvla: loaded \d+ pre-trained tensors", output)
@@ -123,13 +162,29 @@ def _train_losses(output: str) -> list:
 @pytest.mark.slow
 def test_fine_tuning_learns_against_an_lr0_control(tiny_world, tmp_path):
     """RefCOCO+ region scoring from the BERT init: the same seeded batches, lr vs lr=0."""
-    opts = [f"env.data_dir={tiny_world}", "model_config.uvla.pretrained_checkpoint=None",
-            "training.max_updates=30", "training.log_interval=1", "training.evaluation_interval=30",
-            "training.checkpoint_interval=30", "scheduler.params.num_training_steps=30",
-            "optimizer.params.lr=1e-3", "run_type=train"]
+    opts = [
+        f"env.data_dir={tiny_world}",
+        "model_config.uvla.pretrained_checkpoint=None",
+        "training.max_updates=30",
+        "training.log_interval=1",
+        "training.evaluation_interval=30",
+        "training.checkpoint_interval=30",
+        "scheduler.params.num_training_steps=30",
+        "optimizer.params.lr=1e-3",
+        "run_type=train",
+    ]
     config = FINETUNE.format(repo=REPO, task="refcoco_plus")
-    learned = _train_losses(_mmf_run(config, tmp_path / "a.yaml", *opts, f"env.save_dir={tmp_path / 'a'}"))
-    control = _train_losses(_mmf_run(config, tmp_path / "b.yaml", *opts, f"env.save_dir={tmp_path / 'b'}",
-                                     "optimizer.params.lr=0.0"))
+    learned = _train_losses(
+        _mmf_run(config, tmp_path / "a.yaml", *opts, f"env.save_dir={tmp_path / 'a'}")
+    )
+    control = _train_losses(
+        _mmf_run(
+            config,
+            tmp_path / "b.yaml",
+            *opts,
+            f"env.save_dir={tmp_path / 'b'}",
+            "optimizer.params.lr=0.0",
+        )
+    )
     assert len(learned) == len(control) == 30
     assert sum(learned[-10:]) < 0.8 * sum(control[-10:]), (learned[-10:], control[-10:])

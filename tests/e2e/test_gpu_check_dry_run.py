@@ -14,8 +14,20 @@ import torch
 
 from helpers import REPO
 
-STEPS = ["env", "world_study", "world_paper", "preflight", "sync", "window_study", "finetune",
-         "study", "paper", "window_paper", "packed", "data_path"]
+STEPS = [
+    "env",
+    "world_study",
+    "world_paper",
+    "preflight",
+    "sync",
+    "window_study",
+    "finetune",
+    "study",
+    "paper",
+    "window_paper",
+    "packed",
+    "data_path",
+]
 TASKS = ("vqa2", "nlvr2", "visual_entailment", "refcoco_plus")
 
 
@@ -43,10 +55,29 @@ def test_the_gpu_check_dry_run_runs_every_step(tiny_corpus, tmp_path):
     out = tmp_path / "out"
     env = dict(os.environ, PYTHON=sys.executable)
     bundle = tmp_path / "back" / "gpu_check.tar.gz"
-    result = subprocess.run(["bash", str(REPO / "tools/bench/gpu_check.sh"), "--out", str(out),
-                             "--worlds", str(worlds), "--python", sys.executable, "--dry-run",
-                             "--bundle", str(bundle), "--step-cap", "900", "--budget", "3000"],
-                            capture_output=True, text=True, env=env, timeout=3000)
+    result = subprocess.run(
+        [
+            "bash",
+            str(REPO / "tools/bench/gpu_check.sh"),
+            "--out",
+            str(out),
+            "--worlds",
+            str(worlds),
+            "--python",
+            sys.executable,
+            "--dry-run",
+            "--bundle",
+            str(bundle),
+            "--step-cap",
+            "900",
+            "--budget",
+            "3000",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=3000,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     steps = [line.split()[0] for line in (out / "summary.txt").read_text().splitlines()]
     assert steps == STEPS
@@ -72,8 +103,15 @@ def test_the_gpu_check_dry_run_runs_every_step(tiny_corpus, tmp_path):
     assert "torch" in (out / "env.txt").read_text()
     with tarfile.open(bundle) as archive:  # the one file a GPU machine hands back
         names = archive.getnames()
-    assert {"./summary.txt", "./study.md", "./paper.json", "./packed.md", "./window_study.md",
-            "./finetune.md", "./packed/pack_2/run_0.log"} <= set(names)
+    assert {
+        "./summary.txt",
+        "./study.md",
+        "./paper.json",
+        "./packed.md",
+        "./window_study.md",
+        "./finetune.md",
+        "./packed/pack_2/run_0.log",
+    } <= set(names)
     assert not [name for name in names if name.startswith(("./worlds", "./packed/pack_2/run_0/"))]
 
 
@@ -81,26 +119,52 @@ def test_a_failed_step_stops_none_after_it_and_the_bundle_holds_what_ran(tmp_pat
     """Every step fails at once (a python that exits 1): each is still run and recorded,
     and the bundle is written; a spent budget runs no step and says so."""
     bundle = tmp_path / "gpu_check.tar.gz"
-    result = subprocess.run(["bash", str(REPO / "tools/bench/gpu_check.sh"), "--out",
-                             str(tmp_path / "out"), "--python", "false", "--dry-run",
-                             "--bundle", str(bundle)],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [
+            "bash",
+            str(REPO / "tools/bench/gpu_check.sh"),
+            "--out",
+            str(tmp_path / "out"),
+            "--python",
+            "false",
+            "--dry-run",
+            "--bundle",
+            str(bundle),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     lines = (tmp_path / "out" / "summary.txt").read_text().splitlines()
     assert result.returncode == 1 and [line.split()[0] for line in lines] == STEPS
     assert not [line for line in lines if " exit=0 " in line]
     with tarfile.open(bundle) as archive:
         assert {"./summary.txt", "./env.log", "./data_path.log"} <= set(archive.getnames())
-    spent = subprocess.run(["bash", str(REPO / "tools/bench/gpu_check.sh"), "--out",
-                            str(tmp_path / "spent"), "--python", "false", "--dry-run",
-                            "--budget", "0"], capture_output=True, text=True, timeout=60)
+    spent = subprocess.run(
+        [
+            "bash",
+            str(REPO / "tools/bench/gpu_check.sh"),
+            "--out",
+            str(tmp_path / "spent"),
+            "--python",
+            "false",
+            "--dry-run",
+            "--budget",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     lines = (tmp_path / "spent" / "summary.txt").read_text().splitlines()
     assert spent.returncode == 1 and len(lines) == len(STEPS)
     assert all(line.endswith("not run: the budget of 0 s is spent") for line in lines)
 
 
 def test_the_gpu_check_refuses_unknown_arguments():
-    result = subprocess.run(["bash", str(REPO / "tools/bench/gpu_check.sh"), "--bogus"],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        ["bash", str(REPO / "tools/bench/gpu_check.sh"), "--bogus"], capture_output=True, text=True
+    )
     assert result.returncode == 2 and "unknown argument --bogus" in result.stderr
 
 
@@ -110,10 +174,24 @@ def test_a_carried_corpus_is_kept_and_its_world_generated_beside_it(tmp_path):
     study = tmp_path / "worlds" / "study"
     (study / "corpus" / "annotations").mkdir(parents=True)
     (study / "corpus" / "annotations" / "carried.jsonl").write_text("{}\n")
-    result = subprocess.run(["bash", str(REPO / "tools/bench/gpu_check.sh"), "--out",
-                             str(tmp_path / "out"), "--worlds", str(tmp_path / "worlds"),
-                             "--python", sys.executable, "--dry-run", "--only", "world_study"],
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [
+            "bash",
+            str(REPO / "tools/bench/gpu_check.sh"),
+            "--out",
+            str(tmp_path / "out"),
+            "--worlds",
+            str(tmp_path / "worlds"),
+            "--python",
+            sys.executable,
+            "--dry-run",
+            "--only",
+            "world_study",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     summary = (tmp_path / "out" / "summary.txt").read_text().splitlines()
     assert [line.split()[0] for line in summary] == ["world_study"]
@@ -154,11 +232,16 @@ def test_the_random_bert_is_seeded_and_loads_as_a_bert_folder(tmp_path):
     from mmf_uvlp.utils import bert_source
 
     description = _description(tmp_path)
-    script = [sys.executable, str(REPO / "tools/bench/random_bert.py"), "--description",
-              str(description)]
+    script = [
+        sys.executable,
+        str(REPO / "tools/bench/random_bert.py"),
+        "--description",
+        str(description),
+    ]
     for out, seed in (("a", "0"), ("b", "0"), ("c", "1")):
-        subprocess.run(script + ["--out", str(tmp_path / out), "--seed", seed], check=True,
-                       capture_output=True)
+        subprocess.run(
+            script + ["--out", str(tmp_path / out), "--seed", seed], check=True, capture_output=True
+        )
     assert bert_source.folder_problem(str(tmp_path / "a")) is None
     models = [BertModel.from_pretrained(str(tmp_path / out)) for out in "abc"]
     settings = json.loads((description / "config.json").read_text())
@@ -168,10 +251,14 @@ def test_the_random_bert_is_seeded_and_loads_as_a_bert_folder(tmp_path):
     assert torch.equal(weights[0], weights[1]) and not torch.equal(weights[0], weights[2])
     assert AutoTokenizer.from_pretrained(str(tmp_path / "a")).vocab_size == settings["vocab_size"]
     (description / "vocab.txt").unlink()
-    missing = subprocess.run(script + ["--out", str(tmp_path / "d")], capture_output=True,
-                             text=True)
+    missing = subprocess.run(
+        script + ["--out", str(tmp_path / "d")], capture_output=True, text=True
+    )
     assert missing.returncode == 1
-    assert missing.stderr.strip() == f"random_bert: {description / 'vocab.txt'} is missing (the vocabulary)"
+    assert (
+        missing.stderr.strip()
+        == f"random_bert: {description / 'vocab.txt'} is missing (the vocabulary)"
+    )
 
 
 @pytest.mark.skipif(sys.version_info[:2] == (3, 12), reason="the carry's wheels are for 3.12")
@@ -184,10 +271,24 @@ def test_a_carry_for_another_python_fails_the_install_and_the_bert_is_still_made
     (carry / "wheels" / "fakepkg-1.0-cp312-cp312-manylinux_2_17_x86_64.whl").write_bytes(b"")
     shutil.move(_description(tmp_path), carry / "bert")
     env = {k: v for k, v in os.environ.items() if k != "UVLP_BERT"}
-    result = subprocess.run(["bash", str(REPO / "tools/bench/gpu_check.sh"), "--out",
-                             str(tmp_path / "out"), "--carry", str(carry), "--python",
-                             sys.executable, "--only", "env"],
-                            capture_output=True, text=True, env=env, timeout=300)
+    result = subprocess.run(
+        [
+            "bash",
+            str(REPO / "tools/bench/gpu_check.sh"),
+            "--out",
+            str(tmp_path / "out"),
+            "--carry",
+            str(carry),
+            "--python",
+            sys.executable,
+            "--only",
+            "env",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     summary = (tmp_path / "out" / "summary.txt").read_text().splitlines()
     assert [line.split()[0] for line in summary] == ["install", "bert", "env"]
     assert " exit=0 " not in summary[0] and " exit=0 " in summary[1] and result.returncode == 1
@@ -206,12 +307,14 @@ def test_a_regenerated_world_hashes_the_same_and_a_changed_value_does_not(tiny_w
 
     tool = [sys.executable, str(REPO / "tools/bench/world_hash.py")]
     stored = tmp_path / "world.sha256"
-    subprocess.run([*tool, str(tiny_world), "--write", str(stored)], check=True,
-                   capture_output=True)
+    subprocess.run(
+        [*tool, str(tiny_world), "--write", str(stored)], check=True, capture_output=True
+    )
     again = tmp_path / "again"
     generate_world(PRESETS["tiny"], again)
-    same = subprocess.run([*tool, str(again), "--against", str(stored)], capture_output=True,
-                          text=True)
+    same = subprocess.run(
+        [*tool, str(again), "--against", str(stored)], capture_output=True, text=True
+    )
     assert same.returncode == 0 and "the same as" in same.stdout, same.stderr
     (again / "corpus").mkdir()
     (again / "corpus" / "anything.json").write_text("{}")  # the corpus is not the world
@@ -222,7 +325,8 @@ def test_a_regenerated_world_hashes_the_same_and_a_changed_value_does_not(tiny_w
     array = np.load(npy)
     array.flat[0] += 1.0
     np.save(npy, array)
-    changed = subprocess.run([*tool, str(again), "--against", str(stored)], capture_output=True,
-                             text=True)
+    changed = subprocess.run(
+        [*tool, str(again), "--against", str(stored)], capture_output=True, text=True
+    )
     assert changed.returncode == 1
     assert f"{again} is not the world of {stored}" in changed.stderr

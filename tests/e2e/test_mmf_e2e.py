@@ -41,7 +41,10 @@ def _task_opts(task: str, world: Path):
 def test_train_validate_checkpoint_resume_and_test(task, tiny_world, tmp_path):
     config = _config(
         tmp_path,
-        [f"projects/baselines/visual_bert/{task}.yaml", "configs/models/visual_bert/tiny_random.yaml"],
+        [
+            f"projects/baselines/visual_bert/{task}.yaml",
+            "configs/models/visual_bert/tiny_random.yaml",
+        ],
         TRAINING,
     )
     save = tmp_path / "save"
@@ -50,20 +53,34 @@ def test_train_validate_checkpoint_resume_and_test(task, tiny_world, tmp_path):
     first = run_visual_bert(config, tiny_world, save, *base, "run_type=train")
     assert [row["num_updates"] for row in _progress(first, "train")] == ["2", "4"]
     validation = _progress(first, "val")
-    assert validation and f"val/{task}/accuracy" in validation[0] or f"val/{task}/vqa_accuracy" in validation[0]
+    assert (
+        validation
+        and f"val/{task}/accuracy" in validation[0]
+        or f"val/{task}/vqa_accuracy" in validation[0]
+    )
     for name in ("model_2.ckpt", "model_4.ckpt"):
         assert (save / "models" / name).is_file()
     assert torch.load(save / "current.ckpt", weights_only=False)["num_updates"] == 4
 
     resumed = run_visual_bert(
-        config, tiny_world, save, *base, "run_type=train", "checkpoint.resume=True", "training.max_updates=6"
+        config,
+        tiny_world,
+        save,
+        *base,
+        "run_type=train",
+        "checkpoint.resume=True",
+        "training.max_updates=6",
     )
     assert "Loading checkpoint" in resumed
     assert [row["num_updates"] for row in _progress(resumed, "train")] == ["6"]
     assert torch.load(save / "current.ckpt", weights_only=False)["num_updates"] == 6
 
     tested = run_visual_bert(
-        config, tiny_world, tmp_path / "inference", *base, "run_type=inference",
+        config,
+        tiny_world,
+        tmp_path / "inference",
+        *base,
+        "run_type=inference",
         f"checkpoint.resume_file={save / 'current.ckpt'}",
     )
     assert "Starting inference on test set" in tested
@@ -110,8 +127,13 @@ def test_multi_dataset_run_over_several_epochs(tiny_world, tmp_path):
         MULTI,
     )
     output = run_visual_bert(
-        config, tiny_world, tmp_path / "save", "model=visual_bert", "datasets=vqa2,visual_entailment",
-        f"model_config.visual_bert.num_labels={num_answers(tiny_world)}", timeout=300,
+        config,
+        tiny_world,
+        tmp_path / "save",
+        "model=visual_bert",
+        "datasets=vqa2,visual_entailment",
+        f"model_config.visual_bert.num_labels={num_answers(tiny_world)}",
+        timeout=300,
     )
     train = _progress(output, "train")
     assert int(train[-1]["num_updates"]) == 14
@@ -124,22 +146,36 @@ def test_multi_dataset_run_over_several_epochs(tiny_world, tmp_path):
 def test_two_process_gloo_run_keeps_ranks_in_sync(tiny_world, tmp_path):
     config = _config(
         tmp_path,
-        ["projects/baselines/visual_bert/visual_entailment.yaml", "configs/models/visual_bert/tiny_random.yaml"],
+        [
+            "projects/baselines/visual_bert/visual_entailment.yaml",
+            "configs/models/visual_bert/tiny_random.yaml",
+        ],
         TRAINING,
     )
     save = tmp_path / "save"
     output = run_visual_bert(
-        config, tiny_world, save, "model=visual_bert", "dataset=visual_entailment", "run_type=train",
-        "distributed.world_size=2", "training.trainer=rank_dump", f"env.user_dir={REPO / 'tests/plugins/rank_dump'}",
+        config,
+        tiny_world,
+        save,
+        "model=visual_bert",
+        "dataset=visual_entailment",
+        "run_type=train",
+        "distributed.world_size=2",
+        "training.trainer=rank_dump",
+        f"env.user_dir={REPO / 'tests/plugins/rank_dump'}",
     )
     assert "Distributed Init (Rank 1)" in output or "Initialized Host" in output
     ranks = [torch.load(save / f"params_final_rank{r}_of2.pt") for r in (0, 1)]
     assert ranks[0].keys() == ranks[1].keys()
     for name in ranks[0]:
         assert torch.equal(ranks[0][name], ranks[1][name]), name
-    saved = {u: torch.load(save / f"models/model_{u}.ckpt", weights_only=False)["model"] for u in (2, 4)}
+    saved = {
+        u: torch.load(save / f"models/model_{u}.ckpt", weights_only=False)["model"] for u in (2, 4)
+    }
     key = lambda name: f"model.{name}" if f"model.{name}" in saved[4] else name  # noqa: E731
     names = [name for name in ranks[0] if key(name) in saved[4]]
     assert names, (list(ranks[0])[:5], list(saved[4])[:5])
-    assert all(torch.equal(ranks[0][n], saved[4][key(n)]) for n in names), "rank 0 differs from update 4"
+    assert all(torch.equal(ranks[0][n], saved[4][key(n)]) for n in names), (
+        "rank 0 differs from update 4"
+    )
     assert any(not torch.equal(saved[2][key(n)], saved[4][key(n)]) for n in names), "no training"

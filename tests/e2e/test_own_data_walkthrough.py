@@ -22,8 +22,12 @@ from helpers import REPO
 
 
 DOC = REPO / "docs" / "own-data.md"
-TASKS = {"vqa2": "vqa_accuracy", "nlvr2": "accuracy", "visual_entailment": "accuracy",
-         "refcoco_plus": "refcoco_accuracy"}
+TASKS = {
+    "vqa2": "vqa_accuracy",
+    "nlvr2": "accuracy",
+    "visual_entailment": "accuracy",
+    "refcoco_plus": "refcoco_accuracy",
+}
 
 
 EXTRACTION = "From your images"  # run in the extractor's environment (tests/extraction)
@@ -37,16 +41,26 @@ def sections(text: str) -> list:
 
 def bash_blocks(text: str, skip: tuple = (EXTRACTION,)) -> list:
     """The contents of the page's ```bash fences, in order, but those of ``skip``'s sections."""
-    return [block for heading, body in sections(text) if heading not in skip
-            for block in re.findall(r"^```bash\n(.*?)^```$", body, flags=re.S | re.M)]
+    return [
+        block
+        for heading, body in sections(text)
+        if heading not in skip
+        for block in re.findall(r"^```bash\n(.*?)^```$", body, flags=re.S | re.M)
+    ]
 
 
 def test_the_page_has_a_block_for_every_step():
     blocks = bash_blocks(DOC.read_text(encoding="utf-8"))
     joined = "\n".join(blocks)
-    for command in ("uvlp-convert-features", "uvlp-build-corpus",
-                    "uvlp-convert-nlvr2", "mmf_run config=$WORK/configs/pretrain.yaml",
-                    "run_type=train_inference", "refcoco_plus_testB", "uvlp-report"):
+    for command in (
+        "uvlp-convert-features",
+        "uvlp-build-corpus",
+        "uvlp-convert-nlvr2",
+        "mmf_run config=$WORK/configs/pretrain.yaml",
+        "run_type=train_inference",
+        "refcoco_plus_testB",
+        "uvlp-report",
+    ):
         assert command in joined, command
     assert "WORK=${WORK:-" in blocks[0]
 
@@ -60,8 +74,14 @@ def test_the_walkthrough_runs_as_written_on_the_worked_example(tmp_path):
     work = tmp_path / "own_data"
     env = {k: v for k, v in os.environ.items() if k not in ("REPO", "EXAMPLE")}
     env.update(WORK=str(work), PATH=f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}")
-    result = subprocess.run(["bash", "-c", "\n".join(script)], cwd=REPO, env=env,
-                            capture_output=True, text=True, timeout=3000)
+    result = subprocess.run(
+        ["bash", "-c", "\n".join(script)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=3000,
+    )
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-6000:]
 
@@ -73,8 +93,10 @@ def test_the_walkthrough_runs_as_written_on_the_worked_example(tmp_path):
     assert output.count("images identical") == 4
     records = list(iter_records(data / "corpus"))
     assert len(records) == 12 and all(r["sentences"] for r in records)
-    assert [len(list(read_nlvr2(data / "mmf" / "nlvr2" / "annotations" / f"{name}.jsonl")))
-            for name in ("train", "dev", "test1")] == [7, 2, 2]
+    assert [
+        len(list(read_nlvr2(data / "mmf" / "nlvr2" / "annotations" / f"{name}.jsonl")))
+        for name in ("train", "dev", "test1")
+    ] == [7, 2, 2]
     assert (work / "runs" / "pretrain" / "uvla_final.pth").exists()
     for task, metric in TASKS.items():
         log = (work / "runs" / "uvla" / task / "train.log").read_text()

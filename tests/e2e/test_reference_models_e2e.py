@@ -20,15 +20,26 @@ from helpers import REPO, mmf_run
 
 
 FEATURE_DIM = 64  # the tiny preset's
-TINY_MODEL = {"visual_bert": "configs/models/visual_bert/tiny_random.yaml",
-              "vilbert": "configs/models/vilbert/tiny_random.yaml",
-              "vl_bert": "configs/models/vl_bert/tiny_random.yaml"}
-PRETRAIN_DATASETS = {"visual_bert": ["masked_aligned_vlp"], "vilbert": ["masked_aligned_vlp"],
-                     "vl_bert": ["aligned_vlp", "u_visualbert_text"]}
-FINAL = {"visual_bert": "visual_bert_uvlp_final.pth", "vilbert": "vilbert_uvlp_final.pth",
-         "vl_bert": "vl_bert_final.pth"}  # of the RefCOCO+ fine-tuning model
-ENCODER = {"visual_bert": ("model.bert.",), "vilbert": ("model.bert.",),
-           "vl_bert": ("embeddings.", "encoder.", "pooler.")}
+TINY_MODEL = {
+    "visual_bert": "configs/models/visual_bert/tiny_random.yaml",
+    "vilbert": "configs/models/vilbert/tiny_random.yaml",
+    "vl_bert": "configs/models/vl_bert/tiny_random.yaml",
+}
+PRETRAIN_DATASETS = {
+    "visual_bert": ["masked_aligned_vlp"],
+    "vilbert": ["masked_aligned_vlp"],
+    "vl_bert": ["aligned_vlp", "u_visualbert_text"],
+}
+FINAL = {
+    "visual_bert": "visual_bert_uvlp_final.pth",
+    "vilbert": "vilbert_uvlp_final.pth",
+    "vl_bert": "vl_bert_final.pth",
+}  # of the RefCOCO+ fine-tuning model
+ENCODER = {
+    "visual_bert": ("model.bert.",),
+    "vilbert": ("model.bert.",),
+    "vl_bert": ("embeddings.", "encoder.", "pooler."),
+}
 
 pytestmark = pytest.mark.slow
 
@@ -48,15 +59,19 @@ scheduler:
 """
 
 
-def _mmf_run(system: str, config: str, updates: int, folder: Path, world: Path,
-             *opts: str) -> str:
+def _mmf_run(system: str, config: str, updates: int, folder: Path, world: Path, *opts: str) -> str:
     path = folder / "run.yaml"
     folder.mkdir(parents=True, exist_ok=True)
-    path.write_text(TINY.format(config=REPO / config, model=REPO / TINY_MODEL[system],
-                                updates=updates))
-    return mmf_run(f"config={path}", f"env.data_dir={world}",
-                   f"env.save_dir={folder / 'save'}", *SYSTEMS[system].feature_dim(FEATURE_DIM),
-                   *opts)
+    path.write_text(
+        TINY.format(config=REPO / config, model=REPO / TINY_MODEL[system], updates=updates)
+    )
+    return mmf_run(
+        f"config={path}",
+        f"env.data_dir={world}",
+        f"env.save_dir={folder / 'save'}",
+        *SYSTEMS[system].feature_dim(FEATURE_DIM),
+        *opts,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -66,8 +81,7 @@ def pretrained(tiny_world, tmp_path_factory) -> Dict[str, tuple]:
     for system in REFERENCE_MODELS:
         folder = tmp_path_factory.mktemp(f"{system}_pretrain")
         holdout = [f"dataset_config.{name}.holdout_every=6" for name in PRETRAIN_DATASETS[system]]
-        output = _mmf_run(system, SYSTEMS[system].pretrain_config, 3, folder, tiny_world,
-                          *holdout)
+        output = _mmf_run(system, SYSTEMS[system].pretrain_config, 3, folder, tiny_world, *holdout)
         runs[system] = (output, folder / "save" / SYSTEMS[system].final_weights)
     return runs
 
@@ -79,8 +93,11 @@ def test_pretraining_config_through_mmf_run(system, pretrained):
     assert updates == [1, 2, 3]
     assert weights.is_file()
     if system == "vl_bert":
-        for name in ("val/aligned_vlp/uvla_mlm", "val/aligned_vlp/uvla_mrc",
-                     "val/u_visualbert_text/uvla_mlm"):
+        for name in (
+            "val/aligned_vlp/uvla_mlm",
+            "val/aligned_vlp/uvla_mrc",
+            "val/u_visualbert_text/uvla_mlm",
+        ):
             assert name in output, name
         assert "itm" not in output.split("Starting training")[-1]
     else:
@@ -95,8 +112,15 @@ def test_pretraining_config_through_mmf_run(system, pretrained):
 @pytest.mark.parametrize("system", REFERENCE_MODELS)
 def test_finetuning_config_through_mmf_run(system, task, pretrained, tiny_world, tmp_path):
     seed_system = SYSTEMS[system]
-    output = _mmf_run(system, seed_system.finetune(task), 2, tmp_path / task, tiny_world,
-                      *seed_system.start_from(pretrained[system][1]), "run_type=train_inference")
+    output = _mmf_run(
+        system,
+        seed_system.finetune(task),
+        2,
+        tmp_path / task,
+        tiny_world,
+        *seed_system.start_from(pretrained[system][1]),
+        "run_type=train_inference",
+    )
     assert re.findall(r"progress: (\d+)/2, train/total_loss", output) == ["1", "2"]
     metric = f"test/{task}/{METRICS[task]}"
     values = [float(v) for v in re.findall(rf"{metric}: ([0-9.]+)", output)]
@@ -104,9 +128,16 @@ def test_finetuning_config_through_mmf_run(system, task, pretrained, tiny_world,
     if task != "refcoco_plus":
         return
     checkpoint = tmp_path / task / "save" / "current.ckpt"
-    splits = _mmf_run(system, seed_system.finetune(task), 2, tmp_path / "splits", tiny_world,
-                      *seed_system.evaluate_from(checkpoint), "run_type=inference",
-                      f"datasets={','.join(REFCOCO_SPLITS)}")
+    splits = _mmf_run(
+        system,
+        seed_system.finetune(task),
+        2,
+        tmp_path / "splits",
+        tiny_world,
+        *seed_system.evaluate_from(checkpoint),
+        "run_type=inference",
+        f"datasets={','.join(REFCOCO_SPLITS)}",
+    )
     for view in REFCOCO_SPLITS:
         assert re.search(rf"test/{view}/refcoco_accuracy: [0-9.]+", splits), view
 
@@ -132,8 +163,16 @@ def test_pretrained_weights_reach_the_finetuning_model(system, pretrained, tiny_
     finals: List[Dict[str, torch.Tensor]] = []
     for name, weights in (("loaded", pretrained[system][1]), ("init", None)):
         folder = tmp_path / name
-        _mmf_run(system, seed_system.finetune("refcoco_plus"), 1, folder, tiny_world,
-                 *seed_system.start_from(weights), "optimizer.params.lr=0.0", "run_type=train")
+        _mmf_run(
+            system,
+            seed_system.finetune("refcoco_plus"),
+            1,
+            folder,
+            tiny_world,
+            *seed_system.start_from(weights),
+            "optimizer.params.lr=0.0",
+            "run_type=train",
+        )
         finals.append(_weights(folder / "save" / FINAL[system]))
     loaded, init = finals
     assert set(source) <= set(loaded)

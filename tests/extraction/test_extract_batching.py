@@ -22,8 +22,14 @@ def detector(precision="auto"):
     padded border then no longer stays zero through the network."""
     from detectron2.layers import FrozenBatchNorm2d
 
-    model = Detector(build_config("R50-C4", SELECTION, SMALL), None, SELECTION, "cpu",
-                     random_seed=0, precision=precision)
+    model = Detector(
+        build_config("R50-C4", SELECTION, SMALL),
+        None,
+        SELECTION,
+        "cpu",
+        random_seed=0,
+        precision=precision,
+    )
     generator = torch.Generator().manual_seed(1)
     with torch.no_grad():
         for module in model.model.modules():
@@ -56,6 +62,7 @@ def test_a_batch_gives_each_image_what_it_gives_alone(photos):
 def test_auto_precision_is_fp32_on_a_cpu_and_half_types_need_cuda():
     assert detector().describe()["precision"] == "fp32"
     for half in ("fp16", "bf16"):
-        with pytest.raises(ValueError, match=f"--precision {half}: mixed precision needs a "
-                                             "CUDA device"):
+        with pytest.raises(
+            ValueError, match=f"--precision {half}: mixed precision needs a CUDA device"
+        ):
             detector(half)

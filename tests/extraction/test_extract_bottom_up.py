@@ -16,7 +16,12 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from detectron2.modeling import build_model  # noqa: E402
 from helpers.checkpoints import (  # noqa: E402
-    ANCHORS, BOTTOM_UP, BOTTOM_UP_ATTR, cell_anchors, manifest, public_checkpoint,
+    ANCHORS,
+    BOTTOM_UP,
+    BOTTOM_UP_ATTR,
+    cell_anchors,
+    manifest,
+    public_checkpoint,
 )
 
 from mmf_uvlp.extraction.checkpoints import load_weights  # noqa: E402
@@ -32,8 +37,9 @@ def model():
     return build_model(cfg).eval()
 
 
-@pytest.mark.parametrize("arch, name", [("VG-R101-C4-attr", BOTTOM_UP_ATTR),
-                                        ("VG-R101-C4", BOTTOM_UP)])
+@pytest.mark.parametrize(
+    "arch, name", [("VG-R101-C4-attr", BOTTOM_UP_ATTR), ("VG-R101-C4", BOTTOM_UP)]
+)
 def test_the_architecture_has_the_public_file_s_names_and_shapes(arch, name):
     """Against the manifest of the public file (its names read from py-bottom-up-attention's
     modules, not from this project); its anchors are the detector's, computed."""
@@ -42,8 +48,9 @@ def test_the_architecture_has_the_public_file_s_names_and_shapes(arch, name):
     model = build_model(cfg)
     have = {k: tuple(v.shape) for k, v in model.state_dict().items()}
     anchors = "proposal_generator.anchor_generator.cell_anchors.0"
-    assert np.allclose(dict(model.named_buffers())[anchors].numpy(),
-                       cell_anchors(*ANCHORS[name]), atol=1e-4)
+    assert np.allclose(
+        dict(model.named_buffers())[anchors].numpy(), cell_anchors(*ANCHORS[name]), atol=1e-4
+    )
     have[anchors] = (12, 4)
     want = {k: shape for k, (shape, _) in manifest(name).items()}
     assert sorted(set(have) ^ set(want)) == []
@@ -70,7 +77,8 @@ def _randomise(module, seed):
     generator = torch.Generator().manual_seed(seed)
     for name, tensor in list(module.state_dict().items()):
         values = torch.rand(tensor.shape, generator=generator) * 0.2 + (
-            0.5 if "running_var" in name else -0.1)
+            0.5 if "running_var" in name else -0.1
+        )
         tensor.copy_(values)
 
 
@@ -84,7 +92,7 @@ def test_the_stem_is_caffe_s_unpadded_rounded_up_max_pool(model):
     ref = torch.empty(1, 64, out_h, out_w)
     for i in range(out_h):
         for j in range(out_w):
-            ref[0, :, i, j] = y[0, :, 2 * i:2 * i + 3, 2 * j:2 * j + 3].amax(dim=(1, 2))
+            ref[0, :, i, j] = y[0, :, 2 * i : 2 * i + 3, 2 * j : 2 * j + 3].amax(dim=(1, 2))
     assert torch.allclose(stem(x), ref, atol=1e-5)
     # a 10 x 9 map: rounding down would give 4 x 4, detectron2's padded pool 5 x 5
     assert stem(x).shape[2:] == (5, 4)
@@ -143,8 +151,10 @@ def test_the_attribute_head_reads_the_feature_and_the_best_class_logit(model):
     logits = torch.zeros(3, 1601)
     logits[0, 0], logits[1, 5], logits[2, 1600] = 1.0, 2.0, 3.0  # the last: background
     rows = torch.tensor([0, 5, 1600])
-    hidden = torch.relu(torch.cat([x, head.cls_embedding.weight[rows]], 1)
-                        @ head.fc_attr.weight.T + head.fc_attr.bias)
+    hidden = torch.relu(
+        torch.cat([x, head.cls_embedding.weight[rows]], 1) @ head.fc_attr.weight.T
+        + head.fc_attr.bias
+    )
     ref = hidden @ head.attr_score.weight.T + head.attr_score.bias
     assert ref.shape == (3, 401)
     assert torch.allclose(head.attribute_logits(x, logits), ref, atol=1e-4)

@@ -15,8 +15,18 @@ from helpers.extraction import NO_DETECTRON2, extract_cli
 pytest.importorskip("detectron2", reason=NO_DETECTRON2)
 
 # one small photograph, few proposals: a few CPU seconds for the R101 detector
-SMALL = ["--threads", "1", "--no-progress", "--proposals", "40",
-         "--opts", "INPUT.MIN_SIZE_TEST", "160", "INPUT.MAX_SIZE_TEST", "240"]
+SMALL = [
+    "--threads",
+    "1",
+    "--no-progress",
+    "--proposals",
+    "40",
+    "--opts",
+    "INPUT.MIN_SIZE_TEST",
+    "160",
+    "INPUT.MAX_SIZE_TEST",
+    "240",
+]
 VOCAB = {"classes": 1600, "attributes": 400}
 
 
@@ -41,8 +51,9 @@ def vocab(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def attr_pkl(tmp_path_factory):
-    return public_checkpoint(BOTTOM_UP_ATTR, tmp_path_factory.mktemp("w") /
-                             "faster_rcnn_from_caffe_attr.pkl")
+    return public_checkpoint(
+        BOTTOM_UP_ATTR, tmp_path_factory.mktemp("w") / "faster_rcnn_from_caffe_attr.pkl"
+    )
 
 
 def _one_line_error(result):
@@ -54,9 +65,23 @@ def _one_line_error(result):
 
 def test_the_attribute_checkpoint_loads_whole_with_its_recipe(photo, vocab, attr_pkl, tmp_path):
     out = tmp_path / "raw"
-    result = extract_cli("--images", photo, "--out", out, "--recipe", "bottom-up-attention",
-                         "--weights", attr_pkl, "--classes", vocab / "classes.txt",
-                         "--attributes", vocab / "attributes.txt", "--max-boxes", "20", *SMALL)
+    result = extract_cli(
+        "--images",
+        photo,
+        "--out",
+        out,
+        "--recipe",
+        "bottom-up-attention",
+        "--weights",
+        attr_pkl,
+        "--classes",
+        vocab / "classes.txt",
+        "--attributes",
+        vocab / "attributes.txt",
+        "--max-boxes",
+        "20",
+        *SMALL,
+    )
     report = json.loads((out / "report.json").read_text())
     weights = report["weights"]
     assert weights["status"] == "whole" and weights["layout"] == "detectron2"
@@ -72,8 +97,19 @@ def test_the_attribute_checkpoint_loads_whole_with_its_recipe(photo, vocab, attr
 def test_the_checkpoint_without_attributes_needs_no_attribute_names(photo, vocab, tmp_path):
     pkl = public_checkpoint(BOTTOM_UP, tmp_path / "faster_rcnn_from_caffe.pkl")
     out = tmp_path / "raw"
-    extract_cli("--images", photo, "--out", out, "--recipe", "lxmert-36", "--weights", pkl,
-                "--classes", vocab / "classes.txt", *SMALL)
+    extract_cli(
+        "--images",
+        photo,
+        "--out",
+        out,
+        "--recipe",
+        "lxmert-36",
+        "--weights",
+        pkl,
+        "--classes",
+        vocab / "classes.txt",
+        *SMALL,
+    )
     report = json.loads((out / "report.json").read_text())
     assert report["weights"]["status"] == "whole"
     assert report["weights"]["loaded"] == len(manifest(BOTTOM_UP)) == 531
@@ -85,15 +121,31 @@ def test_the_checkpoint_without_attributes_needs_no_attribute_names(photo, vocab
 
 
 @pytest.mark.parametrize("change", ["rename", "reshape"])
-def test_one_renamed_or_reshaped_key_is_refused_before_the_first_image(photo, vocab, tmp_path,
-                                                                       change):
+def test_one_renamed_or_reshaped_key_is_refused_before_the_first_image(
+    photo, vocab, tmp_path, change
+):
     key = "roi_heads.box_predictor.fc_attr.weight"
-    pkl = public_checkpoint(BOTTOM_UP_ATTR, tmp_path / "faster_rcnn_from_caffe_attr.pkl",
-                            rename=(key, key.replace("fc_attr", "fc")) if change == "rename"
-                            else None, reshape=key if change == "reshape" else None)
-    args = ["--images", photo, "--recipe", "bottom-up-attention", "--weights", pkl,
-            "--classes", vocab / "classes.txt", "--attributes", vocab / "attributes.txt",
-            "--max-boxes", "20", *SMALL]
+    pkl = public_checkpoint(
+        BOTTOM_UP_ATTR,
+        tmp_path / "faster_rcnn_from_caffe_attr.pkl",
+        rename=(key, key.replace("fc_attr", "fc")) if change == "rename" else None,
+        reshape=key if change == "reshape" else None,
+    )
+    args = [
+        "--images",
+        photo,
+        "--recipe",
+        "bottom-up-attention",
+        "--weights",
+        pkl,
+        "--classes",
+        vocab / "classes.txt",
+        "--attributes",
+        vocab / "attributes.txt",
+        "--max-boxes",
+        "20",
+        *SMALL,
+    ]
     line = _one_line_error(extract_cli(*args, "--out", tmp_path / "refused", check=False))
     assert str(pkl) in line
     if change == "rename":
@@ -114,15 +166,31 @@ def test_one_renamed_or_reshaped_key_is_refused_before_the_first_image(photo, vo
 
 def test_random_weights_are_recorded_and_said_after_the_read_back(photo, vocab, tmp_path):
     out, features = tmp_path / "raw", tmp_path / "features" / "photo.lmdb"
-    result = extract_cli("--images", photo, "--out", out, "--recipe", "lxmert-36",
-                         "--arch", "VG-R101-C4", "--random-weights", "3",
-                         "--classes", vocab / "classes.txt", "--mmf-out", features, *SMALL)
+    result = extract_cli(
+        "--images",
+        photo,
+        "--out",
+        out,
+        "--recipe",
+        "lxmert-36",
+        "--arch",
+        "VG-R101-C4",
+        "--random-weights",
+        "3",
+        "--classes",
+        vocab / "classes.txt",
+        "--mmf-out",
+        features,
+        *SMALL,
+    )
     weights = json.loads((out / "report.json").read_text())["weights"]
     assert weights["status"] == "random" and weights["random_seed"] == 3
     assert "--random-weights 3" in result.stderr
     assert "read back through MMF's FeaturesDatabase: 1 of 1 images identical" in result.stdout
-    assert (f"WARNING: {features}: read back, but its regions come from a RANDOMLY "
-            "INITIALISED detector (--random-weights 3)") in result.stdout
+    assert (
+        f"WARNING: {features}: read back, but its regions come from a RANDOMLY "
+        "INITIALISED detector (--random-weights 3)"
+    ) in result.stdout
     assert json.loads((features / "detector.json").read_text())["weights"]["status"] == "random"
 
 
@@ -140,11 +208,26 @@ def test_a_pickle_that_would_run_code_is_refused_and_runs_nothing(photo, vocab, 
     marker = tmp_path / "ran"
     pkl = tmp_path / "faster_rcnn_from_caffe_attr.pkl"
     with open(pkl, "wb") as handle:
-        pickle.dump({"model": {"backbone.stem.conv1.weight": _Runs(marker)},
-                     "__author__": "someone"}, handle)
-    line = _one_line_error(extract_cli(
-        "--images", photo, "--out", tmp_path / "out", "--recipe", "lxmert-36", "--weights", pkl,
-        "--classes", vocab / "classes.txt", *SMALL, check=False))
+        pickle.dump(
+            {"model": {"backbone.stem.conv1.weight": _Runs(marker)}, "__author__": "someone"},
+            handle,
+        )
+    line = _one_line_error(
+        extract_cli(
+            "--images",
+            photo,
+            "--out",
+            tmp_path / "out",
+            "--recipe",
+            "lxmert-36",
+            "--weights",
+            pkl,
+            "--classes",
+            vocab / "classes.txt",
+            *SMALL,
+            check=False,
+        )
+    )
     assert str(pkl) in line and "refused to load" in line and "system" in line
     assert not marker.exists()
 
@@ -155,9 +238,24 @@ def test_a_pth_that_would_run_code_is_refused_and_runs_nothing(photo, vocab, tmp
     marker = tmp_path / "ran"
     pth = tmp_path / "model.pth"
     torch.save({"model": {"x": _Runs(marker)}}, pth)
-    line = _one_line_error(extract_cli(
-        "--images", photo, "--out", tmp_path / "out", "--arch", "VG-R101-C4", "--weights", pth,
-        "--classes", vocab / "classes.txt", "--max-boxes", "20", *SMALL, check=False))
+    line = _one_line_error(
+        extract_cli(
+            "--images",
+            photo,
+            "--out",
+            tmp_path / "out",
+            "--arch",
+            "VG-R101-C4",
+            "--weights",
+            pth,
+            "--classes",
+            vocab / "classes.txt",
+            "--max-boxes",
+            "20",
+            *SMALL,
+            check=False,
+        )
+    )
     assert str(pth) in line and "refused to load" in line
     assert not marker.exists()
 
@@ -165,27 +263,72 @@ def test_a_pth_that_would_run_code_is_refused_and_runs_nothing(photo, vocab, tmp
 def test_an_arch_yaml_that_would_run_code_is_refused_unless_trusted(photo, vocab, tmp_path):
     marker = tmp_path / "ran"
     arch = tmp_path / "arch.yaml"
-    arch.write_text("MODEL:\n  ROI_HEADS:\n    NUM_CLASSES: !!python/object/apply:os.system "
-                    f"['touch {marker}']\n")
-    line = _one_line_error(extract_cli(
-        "--images", photo, "--out", tmp_path / "out", "--arch", arch, "--random-weights", "0",
-        "--classes", vocab / "classes.txt", "--max-boxes", "20", *SMALL, check=False))
+    arch.write_text(
+        "MODEL:\n  ROI_HEADS:\n    NUM_CLASSES: !!python/object/apply:os.system "
+        f"['touch {marker}']\n"
+    )
+    line = _one_line_error(
+        extract_cli(
+            "--images",
+            photo,
+            "--out",
+            tmp_path / "out",
+            "--arch",
+            arch,
+            "--random-weights",
+            "0",
+            "--classes",
+            vocab / "classes.txt",
+            "--max-boxes",
+            "20",
+            *SMALL,
+            check=False,
+        )
+    )
     assert f"{arch}:3: --arch refused" in line and "--trust-arch" in line
     assert not marker.exists()
     base = tmp_path / "base.yaml"
     base.write_text("_BASE_: https://example.com/Base-RCNN-C4.yaml\n")
-    line = _one_line_error(extract_cli(
-        "--images", photo, "--out", tmp_path / "out", "--arch", base, "--random-weights", "0",
-        "--classes", vocab / "classes.txt", "--max-boxes", "20", *SMALL, check=False))
+    line = _one_line_error(
+        extract_cli(
+            "--images",
+            photo,
+            "--out",
+            tmp_path / "out",
+            "--arch",
+            base,
+            "--random-weights",
+            "0",
+            "--classes",
+            vocab / "classes.txt",
+            "--max-boxes",
+            "20",
+            *SMALL,
+            check=False,
+        )
+    )
     assert str(base) in line and "a URL would be downloaded" in line
 
 
 def test_a_truncated_pkl_is_refused_in_one_line_naming_it(photo, vocab, attr_pkl, tmp_path):
     cut = tmp_path / "faster_rcnn_from_caffe_attr.pkl"
     cut.write_bytes(attr_pkl.read_bytes()[:1_000_000])
-    line = _one_line_error(extract_cli(
-        "--images", photo, "--out", tmp_path / "out", "--recipe", "bottom-up-attention",
-        "--weights", cut, "--classes", vocab / "classes.txt", *SMALL, check=False))
+    line = _one_line_error(
+        extract_cli(
+            "--images",
+            photo,
+            "--out",
+            tmp_path / "out",
+            "--recipe",
+            "bottom-up-attention",
+            "--weights",
+            cut,
+            "--classes",
+            vocab / "classes.txt",
+            *SMALL,
+            check=False,
+        )
+    )
     assert str(cut) in line and "a complete pickle" in line
 
 
@@ -197,7 +340,8 @@ def test_a_plain_yaml_and_its_base_merge_and_a_trusted_one_is_read_detectron2_s_
     (tmp_path / "configs").mkdir()
     (tmp_path / "Base.yaml").write_text("MODEL:\n  ROI_HEADS:\n    NUM_CLASSES: 7\n")
     (tmp_path / "configs" / "arch.yaml").write_text(
-        "_BASE_: ../Base.yaml\nINPUT:\n  MIN_SIZE_TEST: 123\n")
+        "_BASE_: ../Base.yaml\nINPUT:\n  MIN_SIZE_TEST: 123\n"
+    )
     cfg = get_cfg()
     merge_yaml(cfg, str(tmp_path / "configs" / "arch.yaml"))
     assert (cfg.MODEL.ROI_HEADS.NUM_CLASSES, cfg.INPUT.MIN_SIZE_TEST) == (7, 123)

@@ -40,8 +40,10 @@ def read_rows(out):
     sizes = ImageSizes(out / "hw.tsv")
     labels = load_labelmap(out / "labelmap.json")
     path = out / "predictions.tsv"
-    return [parse_detector_row(raw, path, line, sizes, labels, feature_dim=2048)
-            for line, raw in enumerate(open(path, "rb"), start=1)]
+    return [
+        parse_detector_row(raw, path, line, sizes, labels, feature_dim=2048)
+        for line, raw in enumerate(open(path, "rb"), start=1)
+    ]
 
 
 def test_real_photos_give_the_raw_layout_the_project_reads(reference):
@@ -69,8 +71,7 @@ def test_another_seed_gives_other_features(photos, reference, tmp_path):
     """(The same seed gives the same bytes: the resumed and the sharded runs below are
     compared with ``reference`` byte for byte, each in new processes.)"""
     other = tmp_path / "other"
-    args = [a if a != "0" or FAST[i - 1] != "--random-weights" else "1"
-            for i, a in enumerate(FAST)]
+    args = [a if a != "0" or FAST[i - 1] != "--random-weights" else "1" for i, a in enumerate(FAST)]
     extract_cli("--images", photos, "--out", other, "--batch-size", "2", *args)
     assert (other / "hw.tsv").read_bytes() == (reference / "hw.tsv").read_bytes()
     assert (other / "predictions.tsv").read_bytes() != (reference / "predictions.tsv").read_bytes()
@@ -91,15 +92,17 @@ def test_a_zoo_pkl_and_a_plain_pth_load_to_the_same_output(photos, reference, tm
     state = build_model(cfg).state_dict()
     pkl, pth = tmp_path / "model_final.pkl", tmp_path / "model_final.pth"
     with open(pkl, "wb") as handle:
-        pickle.dump({"model": {k: v.numpy() for k, v in state.items()},
-                     "__author__": "test"}, handle)
+        pickle.dump(
+            {"model": {k: v.numpy() for k, v in state.items()}, "__author__": "test"}, handle
+        )
     torch.save({"model": state}, pth)
     fast = [a for a in FAST if a not in ("--random-weights", "0")]
     outputs = []
     for weights in (pkl, pth):
         out = tmp_path / weights.suffix[1:]
-        extract_cli("--images", photos, "--out", out, "--weights", weights,
-                    "--batch-size", "2", *fast)
+        extract_cli(
+            "--images", photos, "--out", out, "--weights", weights, "--batch-size", "2", *fast
+        )
         outputs.append((out / "predictions.tsv").read_bytes())
     assert outputs[0] == outputs[1]
     # the weights were loaded: seed 3's model, not the random seed 0 of reference
@@ -129,7 +132,8 @@ def _bad_images(folder):
     photo.convert("L").save(folder / "gray.png")
     photo.convert("CMYK").save(folder / "cmyk.jpg")
     Image.fromarray((np.asarray(photo.convert("L")).astype(np.uint16) * 257)).save(
-        folder / "deep.png")
+        folder / "deep.png"
+    )
     exif = Image.Exif()
     exif[0x0112] = 6  # rotate 90 degrees clockwise to view
     photo.save(folder / "turned.jpg", exif=exif)
@@ -137,7 +141,7 @@ def _bad_images(folder):
     Image.new("1", (7200, 7000)).save(folder / "huge.png")  # 50.4 MP, a small file
     (folder / "corrupt.jpg").write_bytes(b"not an image at all")
     full = (folder / "good.jpg").read_bytes()
-    (folder / "truncated.jpg").write_bytes(full[:len(full) // 2])
+    (folder / "truncated.jpg").write_bytes(full[: len(full) // 2])
     (folder / "again").mkdir()
     photo.save(folder / "again" / "good.png")
     (folder / "notes.txt").write_text("not an image")
@@ -154,27 +158,53 @@ def test_every_bad_image_is_named_and_counted_and_the_rest_extracted(tmp_path):
     problems = [line.split("\t") for line in (out / "problems.tsv").read_text().splitlines()]
     named = {(p[0], p[2], p[3]) for p in problems}
     assert named == {
-        ("good", "skipped", "duplicate_key"), ("notes", "skipped", "not_an_image_name"),
-        ("corrupt", "skipped", "corrupt"), ("truncated", "skipped", "truncated"),
-        ("tiny", "skipped", "tiny"), ("huge", "skipped", "huge"),
-        ("gray", "converted", "grayscale"), ("cmyk", "converted", "cmyk"),
-        ("deep", "converted", "16bit"), ("turned", "converted", "exif_rotated")}
+        ("good", "skipped", "duplicate_key"),
+        ("notes", "skipped", "not_an_image_name"),
+        ("corrupt", "skipped", "corrupt"),
+        ("truncated", "skipped", "truncated"),
+        ("tiny", "skipped", "tiny"),
+        ("huge", "skipped", "huge"),
+        ("gray", "converted", "grayscale"),
+        ("cmyk", "converted", "cmyk"),
+        ("deep", "converted", "16bit"),
+        ("turned", "converted", "exif_rotated"),
+    }
     duplicate = next(p for p in problems if p[3] == "duplicate_key")
     # sorted paths: again/good.png comes first, images/good.jpg is the duplicate
     assert duplicate[1].endswith("images/good.jpg") and "again/good.png" in duplicate[4]
     report = json.loads((out / "report.json").read_text())
-    assert report["skipped"] == {"corrupt": 1, "duplicate_key": 1, "huge": 1,
-                                 "not_an_image_name": 1, "tiny": 1, "truncated": 1}
+    assert report["skipped"] == {
+        "corrupt": 1,
+        "duplicate_key": 1,
+        "huge": 1,
+        "not_an_image_name": 1,
+        "tiny": 1,
+        "truncated": 1,
+    }
     assert report["images_written"] == 5
     assert "skipped 6" in result.stdout and "converted 4" in result.stdout
 
 
 def test_killed_with_sigkill_and_run_again_gives_the_same_bytes(photos, reference, tmp_path):
     out = tmp_path / "raw"
-    command = [sys.executable, "-m", "mmf_uvlp.cli.extract_features", "--images",
-               str(photos), "--out", str(out), "--batch-size", "2", *FAST]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               env=dict(os.environ, OMP_NUM_THREADS="1"))
+    command = [
+        sys.executable,
+        "-m",
+        "mmf_uvlp.cli.extract_features",
+        "--images",
+        str(photos),
+        "--out",
+        str(out),
+        "--batch-size",
+        "2",
+        *FAST,
+    ]
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+    )
     state = out / ".extract" / "state.json"
     deadline = time.time() + 600
     while time.time() < deadline and process.poll() is None:
@@ -185,7 +215,7 @@ def test_killed_with_sigkill_and_run_again_gives_the_same_bytes(photos, referenc
     process.wait()
     assert json.loads(state.read_text())["next"] == 2, "killed after the first batch"
     with open(out / "predictions.tsv", "ab") as handle:  # a half-written row of the next batch
-        handle.write(b"coffee\t{\"objects\": [{\"rect\"")
+        handle.write(b'coffee\t{"objects": [{"rect"')
     result = extract_cli("--images", photos, "--out", out, "--batch-size", "2", *FAST)
     assert "resumed at image 2" in result.stdout
     for name in FILES:
@@ -194,13 +224,26 @@ def test_killed_with_sigkill_and_run_again_gives_the_same_bytes(photos, referenc
 
 def test_two_shards_launched_give_a_single_run_s_bytes(photos, reference, tmp_path):
     out = tmp_path / "launched"
-    result = extract_cli("--images", photos, "--out", out, "--batch-size", "2", *FAST,
-                         "--shards", "2", "--executor", "local")
+    result = extract_cli(
+        "--images",
+        photos,
+        "--out",
+        out,
+        "--batch-size",
+        "2",
+        *FAST,
+        "--shards",
+        "2",
+        "--executor",
+        "local",
+    )
     assert "2 shards merged" in result.stdout
     for name in FILES:
         assert (out / name).read_bytes() == (reference / name).read_bytes(), name
-    shard_rows = [len((out / "shards" / d / "predictions.tsv").read_text().splitlines())
-                  for d in sorted(os.listdir(out / "shards"))]
+    shard_rows = [
+        len((out / "shards" / d / "predictions.tsv").read_text().splitlines())
+        for d in sorted(os.listdir(out / "shards"))
+    ]
     assert shard_rows == [2, 1]
 
 
@@ -209,19 +252,27 @@ def test_other_settings_in_the_same_folder_are_refused(photos, reference, tmp_pa
 
     out = tmp_path / "raw"
     shutil.copytree(reference, out)
-    refused = extract_cli("--images", photos, "--out", out, "--batch-size", "3", *FAST,
-                          check=False)
+    refused = extract_cli("--images", photos, "--out", out, "--batch-size", "3", *FAST, check=False)
     assert refused.returncode == 2 and "other images or settings" in refused.stderr
 
 
 def test_an_image_with_no_region_is_written_and_named(photos, tmp_path):
     out = tmp_path / "raw"
     # no proposal is 100,000 px wide: the RPN keeps none
-    extract_cli("--images", photos, "--out", out, *FAST[:-1], FAST[-1],
-                "MODEL.PROPOSAL_GENERATOR.MIN_SIZE", "100000")
+    extract_cli(
+        "--images",
+        photos,
+        "--out",
+        out,
+        *FAST[:-1],
+        FAST[-1],
+        "MODEL.PROPOSAL_GENERATOR.MIN_SIZE",
+        "100000",
+    )
     rows = read_rows(out)
     assert [len(r.prediction.objects) for r in rows] == [0, 0, 0]
     problems = [line.split("\t") for line in (out / "problems.tsv").read_text().splitlines()]
     assert [(p[0], p[2], p[3]) for p in problems] == [
-        (key, "written", "no_regions") for key in ("astronaut", "chelsea", "coffee")]
+        (key, "written", "no_regions") for key in ("astronaut", "chelsea", "coffee")
+    ]
     assert json.loads((out / "report.json").read_text())["converted"] == {"no_regions": 3}

@@ -24,8 +24,9 @@ def test_a_tsv_a_list_file_and_a_folder_list_the_same_keys(tmp_path):
     (tmp_path / "list.txt").write_text("# two images\nimages/b.png\n\nimages/a.png\n")
     rows = [f"{key}\t{base64.b64encode(_png(photo)).decode()}\n" for key in ("b", "a")]
     (tmp_path / "images.tsv").write_text("".join(rows) + "c\tnot base64!\n")
-    folder, listed, tsv = (list_images(str(tmp_path / name))
-                           for name in ("images", "list.txt", "images.tsv"))
+    folder, listed, tsv = (
+        list_images(str(tmp_path / name)) for name in ("images", "list.txt", "images.tsv")
+    )
     assert [r.key for r in folder.images] == ["a", "b"]  # sorted paths
     assert [r.key for r in listed.images] == ["b", "a"]  # the list's order
     assert [r.key for r in tsv.images] == ["b", "a", "c"]

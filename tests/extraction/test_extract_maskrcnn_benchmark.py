@@ -34,12 +34,13 @@ def x152():
 
 @pytest.mark.parametrize("name", ["vinvl_vg_x152c4", "mmf_vmb_X101_64x4d_FPN"])
 def test_every_tensor_of_the_public_file_has_a_module_of_its_shape(name, request):
-    model = request.getfixturevalue("x152") if name.startswith("vinvl") \
-        else _build(vmb.vmb_config)
+    model = request.getfixturevalue("x152") if name.startswith("vinvl") else _build(vmb.vmb_config)
     have = {k: tuple(v.shape) for k, v in model.state_dict().items()}
     public = manifest(name)
-    names = {mb.new_name(k, "backbone.bottom_up." if "FPN" in name else "backbone."): s
-             for k, (s, _) in public.items()}
+    names = {
+        mb.new_name(k, "backbone.bottom_up." if "FPN" in name else "backbone."): s
+        for k, (s, _) in public.items()
+    }
     assert len(names) == len(public)  # no two public names meet
     assert sorted(set(have) ^ set(names)) == []
     assert {k: (have[k], s) for k, s in names.items() if have[k] != s} == {}
@@ -48,9 +49,13 @@ def test_every_tensor_of_the_public_file_has_a_module_of_its_shape(name, request
 def test_the_background_rows_move_from_first_to_last():
     weight = torch.arange(3 * 2, dtype=torch.float32).view(3, 2)  # background, class 1, 2
     deltas = torch.arange(12 * 2, dtype=torch.float32).view(12, 2)
-    out = mb.convert({"roi_heads.box.predictor.cls_score.weight": weight,
-                      "roi_heads.box.predictor.cls_score.bias": torch.tensor([0., 1., 2.]),
-                      "roi_heads.box.predictor.bbox_pred.weight": deltas})
+    out = mb.convert(
+        {
+            "roi_heads.box.predictor.cls_score.weight": weight,
+            "roi_heads.box.predictor.cls_score.bias": torch.tensor([0.0, 1.0, 2.0]),
+            "roi_heads.box.predictor.bbox_pred.weight": deltas,
+        }
+    )
     assert out["roi_heads.box_predictor.cls_score.weight"].tolist() == [[2, 3], [4, 5], [0, 1]]
     assert out["roi_heads.box_predictor.cls_score.bias"].tolist() == [1, 2, 0]
     rows = out["roi_heads.box_predictor.bbox_pred.weight"][:, 0].tolist()
@@ -67,8 +72,9 @@ def _frozen_bn(x, prefix, state):
 def _grouped_conv(x, weight, groups, stride=1, padding=0):
     """A grouped convolution as ``groups`` separate convolutions of channel slices."""
     xs, ws = x.chunk(groups, dim=1), weight.chunk(groups, dim=0)
-    return torch.cat([F.conv2d(a, w, stride=stride, padding=padding) for a, w in zip(xs, ws)],
-                     dim=1)
+    return torch.cat(
+        [F.conv2d(a, w, stride=stride, padding=padding) for a, w in zip(xs, ws)], dim=1
+    )
 
 
 def _bottleneck(x, prefix, state, stride):
@@ -91,27 +97,34 @@ def x152_state():
     return {k: torch.from_numpy(v).double() for k, v in random_tensors(public, 1).items()}
 
 
-@pytest.mark.parametrize("layer, stage, stride, channels", [
-    ("layer1.0", "res2", 1, 64),   # 32 groups x 8 wide, the shortcut a projection
-    ("layer1.1", "res2", 1, 256),  # the identity shortcut
-    ("layer2.0", "res3", 2, 256),  # 32 x 16, stride 2 in the grouped 3x3
-])
-def test_the_x152_bottleneck_equals_a_hand_written_one(x152, x152_state, layer, stage, stride,
-                                                       channels):
+@pytest.mark.parametrize(
+    "layer, stage, stride, channels",
+    [
+        ("layer1.0", "res2", 1, 64),  # 32 groups x 8 wide, the shortcut a projection
+        ("layer1.1", "res2", 1, 256),  # the identity shortcut
+        ("layer2.0", "res3", 2, 256),  # 32 x 16, stride 2 in the grouped 3x3
+    ],
+)
+def test_the_x152_bottleneck_equals_a_hand_written_one(
+    x152, x152_state, layer, stage, stride, channels
+):
     prefix = f"backbone.body.{layer}"
     state = {k: v for k, v in x152_state.items() if k.startswith(prefix + ".")}
     block = getattr(x152.backbone, stage)[int(layer.split(".")[1])]
     converted = mb.convert(state)
     inner = f"backbone.{stage}.{layer.split('.')[1]}."
-    block.double().load_state_dict({k[len(inner):]: v for k, v in converted.items()},
-                                   strict=True)
-    x = torch.rand(2, channels, 9, 9, generator=torch.Generator().manual_seed(3),
-                   dtype=torch.float64)
+    block.double().load_state_dict({k[len(inner) :]: v for k, v in converted.items()}, strict=True)
+    x = torch.rand(
+        2, channels, 9, 9, generator=torch.Generator().manual_seed(3), dtype=torch.float64
+    )
     with torch.no_grad():
         got = block(x)
     ref = _bottleneck(x, prefix, state, stride)
-    assert got.shape == ref.shape == (2, 256 * 2 ** (stage == "res3"), 9 // stride + stride - 1,
-                                      9 // stride + stride - 1)
+    assert (
+        got.shape
+        == ref.shape
+        == (2, 256 * 2 ** (stage == "res3"), 9 // stride + stride - 1, 9 // stride + stride - 1)
+    )
     assert torch.allclose(got, ref, rtol=1e-9, atol=1e-9)
     block.float()
 
@@ -119,8 +132,9 @@ def test_the_x152_bottleneck_equals_a_hand_written_one(x152, x152_state, layer, 
 def test_the_legacy_decoder_is_maskrcnn_benchmark_s(x152):
     for model in (x152, _build(vmb.vmb_config)):
         assert isinstance(model.proposal_generator.box2box_transform, mb.LegacyBox2BoxTransform)
-        assert isinstance(model.roi_heads.box_predictor.box2box_transform,
-                          mb.LegacyBox2BoxTransform)
+        assert isinstance(
+            model.roi_heads.box_predictor.box2box_transform, mb.LegacyBox2BoxTransform
+        )
     transform = mb.LegacyBox2BoxTransform((10.0, 10.0, 5.0, 5.0))
     box = torch.tensor([[10.0, 20.0, 29.0, 59.0]])  # 20 x 40 pixels with the +1
     deltas = torch.tensor([[1.0, -2.0, 5.0 * np.log(2.0), 0.0]])
@@ -143,10 +157,15 @@ def _attribute_reference(pooled, labels, state, thresh=0.05, per_image=100, per_
     """scene_graph_benchmark's AttributeRCNNPredictor and AttributePostProcessor by hand."""
     emb = state["attribute.predictor.cls_embedding.weight"].numpy()[labels]
     x = np.concatenate([pooled, emb], axis=1)
-    hidden = np.maximum(x @ state["attribute.predictor.fc_attr.weight"].numpy().T
-                        + state["attribute.predictor.fc_attr.bias"].numpy(), 0)
-    logits = (hidden @ state["attribute.predictor.attr_score.weight"].numpy().T
-              + state["attribute.predictor.attr_score.bias"].numpy())
+    hidden = np.maximum(
+        x @ state["attribute.predictor.fc_attr.weight"].numpy().T
+        + state["attribute.predictor.fc_attr.bias"].numpy(),
+        0,
+    )
+    logits = (
+        hidden @ state["attribute.predictor.attr_score.weight"].numpy().T
+        + state["attribute.predictor.attr_score.bias"].numpy()
+    )
     probs = np.exp(logits - logits.max(1, keepdims=True))
     probs /= probs.sum(1, keepdims=True)
     probs[:, 0] = 0
@@ -161,16 +180,17 @@ def _attribute_reference(pooled, labels, state, thresh=0.05, per_image=100, per_
 def test_the_attribute_head_equals_scene_graph_benchmark_s_by_hand():
     rng = np.random.default_rng(4)
     classes, attributes, dim = 5, 7, 6
-    state = {"attribute.predictor.cls_embedding.weight": rng.normal(size=(classes + 1, 4)),
-             "attribute.predictor.fc_attr.weight": rng.normal(size=(8, dim + 4)),
-             "attribute.predictor.fc_attr.bias": rng.normal(size=8),
-             "attribute.predictor.attr_score.weight": rng.normal(size=(attributes + 1, 8)),
-             "attribute.predictor.attr_score.bias": rng.normal(size=attributes + 1)}
+    state = {
+        "attribute.predictor.cls_embedding.weight": rng.normal(size=(classes + 1, 4)),
+        "attribute.predictor.fc_attr.weight": rng.normal(size=(8, dim + 4)),
+        "attribute.predictor.fc_attr.bias": rng.normal(size=8),
+        "attribute.predictor.attr_score.weight": rng.normal(size=(attributes + 1, 8)),
+        "attribute.predictor.attr_score.bias": rng.normal(size=attributes + 1),
+    }
     state = {k: torch.tensor(v, dtype=torch.float32) for k, v in state.items()}
     head = vinvl.VinVLAttributePredictor(dim, classes, attributes, embed_dim=4, fc_dim=8)
     prefix = "roi_heads.attribute_predictor."
-    head.load_state_dict({k[len(prefix):]: v for k, v in mb.convert(state).items()},
-                         strict=True)
+    head.load_state_dict({k[len(prefix) :]: v for k, v in mb.convert(state).items()}, strict=True)
     pooled = rng.normal(size=(4, dim)).astype(np.float32)
     labels_1_based = np.array([1, 5, 3, 5])
     with torch.no_grad():
@@ -178,8 +198,9 @@ def test_the_attribute_head_equals_scene_graph_benchmark_s_by_hand():
     capped = 0
     for thresh, per_image, per_box in ((0.05, 100, 3), (0.0, 5, 8), (0.05, 100, 8)):
         ids, scores = vinvl.select_attributes(logits, thresh, per_image, per_box)
-        ref_ids, ref_scores = _attribute_reference(pooled, labels_1_based, state, thresh,
-                                                   per_image, per_box)
+        ref_ids, ref_scores = _attribute_reference(
+            pooled, labels_1_based, state, thresh, per_image, per_box
+        )
         capped += int((ref_scores == 0).sum()) if thresh == 0 else 0
         assert np.allclose(scores.numpy(), ref_scores, atol=1e-6)
         nonzero = ref_scores > 0
@@ -211,19 +232,29 @@ def test_the_attribute_head_reads_vinvl_s_own_res5_on_the_kept_boxes(x152):
 def test_vinvl_boxes_are_the_best_class_surviving_nms_by_score():
     # three proposals, two foreground classes; boxes per (proposal, class)
     same = [0.0, 0.0, 10.0, 10.0]
-    regressed = torch.tensor([[same, [50.0, 50.0, 60.0, 60.0]],
-                              [[0.0, 0.0, 10.0, 9.0], [80.0, 80.0, 90.0, 90.0]],
-                              [[30.0, 30.0, 40.0, 40.0], [50.0, 50.0, 60.0, 61.0]]])
-    probs = torch.tensor([[0.60, 0.10],
-                          [0.50, 0.30],    # class 0 suppressed by proposal 0: class 1 it is
-                          [0.05, 0.09]])   # class 1 suppressed by proposal 0's class 1
-    idx, labels, scores = vinvl.select_boxes(probs, regressed, conf_thresh=0.2, min_boxes=1,
-                                             max_boxes=10)
+    regressed = torch.tensor(
+        [
+            [same, [50.0, 50.0, 60.0, 60.0]],
+            [[0.0, 0.0, 10.0, 9.0], [80.0, 80.0, 90.0, 90.0]],
+            [[30.0, 30.0, 40.0, 40.0], [50.0, 50.0, 60.0, 61.0]],
+        ]
+    )
+    probs = torch.tensor(
+        [
+            [0.60, 0.10],
+            [0.50, 0.30],  # class 0 suppressed by proposal 0: class 1 it is
+            [0.05, 0.09],
+        ]
+    )  # class 1 suppressed by proposal 0's class 1
+    idx, labels, scores = vinvl.select_boxes(
+        probs, regressed, conf_thresh=0.2, min_boxes=1, max_boxes=10
+    )
     assert idx.tolist() == [0, 1] and labels.tolist() == [0, 1]
     assert np.allclose(scores.tolist(), [0.60, 0.30])
     # at least three: proposal 2 comes third with its surviving class 0
-    idx, labels, scores = vinvl.select_boxes(probs, regressed, conf_thresh=0.2, min_boxes=3,
-                                             max_boxes=10)
+    idx, labels, scores = vinvl.select_boxes(
+        probs, regressed, conf_thresh=0.2, min_boxes=3, max_boxes=10
+    )
     assert idx.tolist() == [0, 1, 2] and labels.tolist() == [0, 1, 0]
     # by score, not by proposal: the higher-scoring later proposal first
     idx, _, _ = vinvl.select_boxes(probs[[1, 0, 2]], regressed[[1, 0, 2]], 0.2, 1, 1)
@@ -235,12 +266,22 @@ def test_vinvl_boxes_are_the_best_class_surviving_nms_by_score():
 
 
 def test_vmb_boxes_are_the_best_surviving_scores_and_always_max_boxes():
-    boxes = torch.tensor([[0.0, 0.0, 10.0, 10.0], [0.0, 0.0, 10.0, 9.0],
-                          [50.0, 50.0, 60.0, 60.0], [80.0, 0.0, 99.0, 9.0]])
-    probs = torch.tensor([[0.50, 0.25],   # suppressed by proposal 1 in class 0 only
-                          [0.60, 0.20],
-                          [0.05, 0.15],
-                          [0.01, 0.02]])
+    boxes = torch.tensor(
+        [
+            [0.0, 0.0, 10.0, 10.0],
+            [0.0, 0.0, 10.0, 9.0],
+            [50.0, 50.0, 60.0, 60.0],
+            [80.0, 0.0, 99.0, 9.0],
+        ]
+    )
+    probs = torch.tensor(
+        [
+            [0.50, 0.25],  # suppressed by proposal 1 in class 0 only
+            [0.60, 0.20],
+            [0.05, 0.15],
+            [0.01, 0.02],
+        ]
+    )
     idx, best = vmb.select_boxes(probs, boxes, conf_thresh=0.0, max_boxes=3)
     assert idx.tolist() == [1, 0, 2]  # by best surviving score: 0.6, 0.25 (class 1), 0.15
     assert np.allclose(best.tolist(), [0.60, 0.25, 0.15])
@@ -259,9 +300,11 @@ def test_a_vinvl_json_label_map_gives_the_names_by_id(tmp_path):
     from mmf_uvlp.extraction.detector import read_names
 
     path = tmp_path / "VG-SGG-dicts-vgoi6-clipped.json"
-    path.write_text('{"label_to_idx": {"table": 2, "man": 1, "tree": 3}, '
-                    '"idx_to_label": {"1": "man", "2": "table", "3": "tree"}, '
-                    '"attribute_to_idx": {"wooden": 2, "red": 1}}')
+    path.write_text(
+        '{"label_to_idx": {"table": 2, "man": 1, "tree": 3}, '
+        '"idx_to_label": {"1": "man", "2": "table", "3": "tree"}, '
+        '"attribute_to_idx": {"wooden": 2, "red": 1}}'
+    )
     assert read_names(str(path), "class") == ["man", "table", "tree"]
     assert read_names(str(path), "attribute") == ["red", "wooden"]
     path.write_text('{"label_to_idx": {"man": 1, "tree": 3}}')
@@ -275,8 +318,10 @@ def test_vmb_features_are_fc6_or_fc7_after_their_relu():
     model = _build(vmb.vmb_config)
     heads = model.roi_heads
     generator = torch.Generator().manual_seed(6)
-    features = {f"p{i}": torch.rand(1, 512, 64 // 2 ** i, 64 // 2 ** i, generator=generator)
-                for i in range(2, 6)}
+    features = {
+        f"p{i}": torch.rand(1, 512, 64 // 2**i, 64 // 2**i, generator=generator)
+        for i in range(2, 6)
+    }
     boxes = [Boxes(torch.tensor([[4.0, 8.0, 60.0, 90.0], [30.0, 2.0, 120.0, 50.0]]))]
     with torch.no_grad():
         pooled = heads.box_pooler([features[f"p{i}"] for i in range(2, 6)], boxes).flatten(1)
@@ -285,8 +330,7 @@ def test_vmb_features_are_fc6_or_fc7_after_their_relu():
         fc7 = torch.relu(fc6 @ fc2.weight.T + fc2.bias)
         for layer, want in (("fc6", fc6), ("fc7", fc7)):
             got, head_out = vmb.box_features(heads, features, boxes, layer)
-            assert torch.allclose(got, want, atol=1e-4) and torch.allclose(head_out, fc7,
-                                                                            atol=1e-4)
+            assert torch.allclose(got, want, atol=1e-4) and torch.allclose(head_out, fc7, atol=1e-4)
     assert not torch.allclose(fc6, fc7)
     with pytest.raises(ValueError, match="--feature-layer fc8"):
         vmb.box_features(heads, features, boxes, "fc8")

@@ -27,8 +27,24 @@ from helpers.checkpoints import manifest, public_checkpoint, write_pth  # noqa: 
 
 DOC = REPO / "docs" / "own-data.md"
 # appended to the documented command: CPU-sized images and proposals
-CPU = ["--device", "cpu", "--threads", "1", "--no-progress", "--proposals", "12",
-       "--min-boxes", "4", "--max-boxes", "6", "--opts", "INPUT.MIN_SIZE_TEST", "128", "INPUT.MAX_SIZE_TEST", "160"]
+CPU = [
+    "--device",
+    "cpu",
+    "--threads",
+    "1",
+    "--no-progress",
+    "--proposals",
+    "12",
+    "--min-boxes",
+    "4",
+    "--max-boxes",
+    "6",
+    "--opts",
+    "INPUT.MIN_SIZE_TEST",
+    "128",
+    "INPUT.MAX_SIZE_TEST",
+    "160",
+]
 VINVL, VMB = "vinvl_vg_x152c4", "mmf_vmb_X101_64x4d_FPN"
 
 
@@ -50,8 +66,10 @@ def user(tmp_path_factory):
     write_photos(folder / "my_images")
     for name in ("chelsea",):  # two photographs are enough on a CPU
         (folder / "my_images" / f"{name}.png").unlink()
-    vg = {"label_to_idx": {f"object{i}": i for i in range(1, 1595)},
-          "attribute_to_idx": {f"attribute{i}": i for i in range(1, 525)}}
+    vg = {
+        "label_to_idx": {f"object{i}": i for i in range(1, 1595)},
+        "attribute_to_idx": {f"attribute{i}": i for i in range(1, 525)},
+    }
     (folder / "VG-SGG-dicts-vgoi6-clipped.json").write_text(json.dumps(vg))
     (folder / "vg_classes.txt").write_text("".join(f"vg{i}\n" for i in range(1600)))
     public_checkpoint(VINVL, folder / "vinvl_vg_x152c4.pth")
@@ -63,8 +81,7 @@ def _run(user, recipe, *extra, check=True):
     return extract_cli(*documented(recipe), *CPU, *extra, cwd=user, check=check)
 
 
-@pytest.mark.parametrize("recipe, name, dim", [("vinvl", VINVL, 2048 + 6),
-                                               ("mmf-vmb", VMB, 2048)])
+@pytest.mark.parametrize("recipe, name, dim", [("vinvl", VINVL, 2048 + 6), ("mmf-vmb", VMB, 2048)])
 def test_the_public_file_loads_whole_and_writes_mmf_s_own_files(user, recipe, name, dim):
     result = _run(user, recipe)
     args = documented(recipe)
@@ -80,15 +97,27 @@ def test_the_public_file_loads_whole_and_writes_mmf_s_own_files(user, recipe, na
         assert features.shape[1] == dim and np.isfinite(features).all()
         assert len(features) == len(info["bbox"])
     if recipe == "vinvl":
-        assert sorted(info) == sorted(["labels", "scores", "box_features", "scores_all",
-                                       "boxes_all", "attr_labels", "attr_scores", "bbox",
-                                       "image_width", "image_height"])
+        assert sorted(info) == sorted(
+            [
+                "labels",
+                "scores",
+                "box_features",
+                "scores_all",
+                "boxes_all",
+                "attr_labels",
+                "attr_scores",
+                "bbox",
+                "image_width",
+                "image_height",
+            ]
+        )
         assert info["scores_all"].shape[1] == 1595 and info["attr_labels"].shape[1] == 16
         assert list(info["scores"]) == sorted(info["scores"], reverse=True)
         assert np.array_equal(features[:, :2048], info["box_features"])
     else:
-        assert sorted(info) == sorted(["bbox", "num_boxes", "objects", "cls_prob",
-                                       "image_width", "image_height"])
+        assert sorted(info) == sorted(
+            ["bbox", "num_boxes", "objects", "cls_prob", "image_width", "image_height"]
+        )
         assert info["cls_prob"].shape == (len(features), 1600)
 
 
@@ -103,10 +132,12 @@ def _variant(user, public_name):
     return write_pth(path, {k: v.numpy() for k, v in state.items()})
 
 
-@pytest.mark.parametrize("recipe, public_name", [("vinvl", "vinvl_vg_x152c4.pth"),
-                                                 ("mmf-vmb", "detectron_model.pth")])
-def test_a_renamed_key_and_a_changed_shape_are_refused_in_one_line(user, recipe, public_name,
-                                                                   tmp_path):
+@pytest.mark.parametrize(
+    "recipe, public_name", [("vinvl", "vinvl_vg_x152c4.pth"), ("mmf-vmb", "detectron_model.pth")]
+)
+def test_a_renamed_key_and_a_changed_shape_are_refused_in_one_line(
+    user, recipe, public_name, tmp_path
+):
     path = _variant(user, public_name)
     args = documented(recipe)
     args[args.index("--weights") + 1] = str(path)
@@ -115,8 +146,9 @@ def test_a_renamed_key_and_a_changed_shape_are_refused_in_one_line(user, recipe,
     result = extract_cli(*args, *CPU, cwd=user, check=False)
     assert result.returncode == 2, result.stdout + result.stderr[-3000:]
     errors = [line for line in result.stderr.splitlines() if "error" in line]
-    assert len(errors) == 1 and errors[0].startswith(f"extract_features: error: {path}: "), \
+    assert len(errors) == 1 and errors[0].startswith(f"extract_features: error: {path}: "), (
         result.stderr
+    )
     # the renamed key in the file's own spelling, the short one under the detector's name
     assert "1 unexpected (first: rpn.head.conv.weights)" in errors[0]
     assert "1 missing (first: proposal_generator.rpn_head.conv.weight)" in errors[0]

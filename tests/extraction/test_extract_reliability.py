@@ -57,8 +57,12 @@ def error_line(result):
 
 def popen(*args):
     command = [sys.executable, "-m", "mmf_uvlp.cli.extract_features", *map(str, args)]
-    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env=dict(os.environ, OMP_NUM_THREADS="1"))
+    return subprocess.Popen(
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+    )
 
 
 def wait_for(condition, what, process=None, timeout=600.0):
@@ -95,30 +99,51 @@ def vinvl_output(folder):
     "feature" (base64 of float32)}]}`` and ``<key>\\t[{"height", "width"}]``."""
     folder.mkdir()
     feature = base64.b64encode(np.linspace(0, 1, 2048, dtype="<f4").tobytes()).decode()
-    row = {"objects": [{"rect": [10.0, 20.0, 200.0, 180.0], "class": "cat", "conf": 0.93,
-                        "attributes": ["black"], "attr_scores": [0.61], "feature": feature}]}
+    row = {
+        "objects": [
+            {
+                "rect": [10.0, 20.0, 200.0, 180.0],
+                "class": "cat",
+                "conf": 0.93,
+                "attributes": ["black"],
+                "attr_scores": [0.61],
+                "feature": feature,
+            }
+        ]
+    }
     (folder / "predictions.tsv").write_text(f"chelsea\t{json.dumps(row)}\n")
     (folder / "hw.tsv").write_text('chelsea\t[{"height": 300, "width": 451}]\n')
     return {name: (folder / name).read_bytes() for name in ("predictions.tsv", "hw.tsv")}
 
 
-def test_a_folder_holding_another_tool_s_output_is_refused_and_kept(photos, reference,
-                                                                    tmp_path):
+def test_a_folder_holding_another_tool_s_output_is_refused_and_kept(photos, reference, tmp_path):
     out = tmp_path / "vinvl"
     before = vinvl_output(out)
     for extra in ([], ["--restart"], ["--shards", "2", "--executor", "local"]):
-        line = error_line(extract_cli("--images", photos, "--out", out, *RUN, *extra,
-                                      check=False))
+        line = error_line(extract_cli("--images", photos, "--out", out, *RUN, *extra, check=False))
         assert f"{out} exists and was not written by uvlp-extract-features" in line
         assert "hw.tsv, predictions.tsv" in line
     assert sorted(os.listdir(out)) == ["hw.tsv", "predictions.tsv"]
     assert {name: (out / name).read_bytes() for name in before} == before
     # uvlp-convert-features refuses the same folder the same way
     converted = subprocess.run(
-        [sys.executable, "-m", "mmf_uvlp.cli.convert_features", "--predictions",
-         str(reference / "predictions.tsv"), "--hw", str(reference / "hw.tsv"), "--labelmap",
-         str(reference / "labelmap.json"), "--out", str(out), "--no-progress"],
-        capture_output=True, text=True)
+        [
+            sys.executable,
+            "-m",
+            "mmf_uvlp.cli.convert_features",
+            "--predictions",
+            str(reference / "predictions.tsv"),
+            "--hw",
+            str(reference / "hw.tsv"),
+            "--labelmap",
+            str(reference / "labelmap.json"),
+            "--out",
+            str(out),
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert converted.returncode == 2
     assert f"{out} exists and was not written by convert_features" in converted.stderr
 
@@ -128,12 +153,16 @@ def test_a_second_extraction_into_the_same_folder_is_refused(photos, reference, 
     first = popen("--images", photos, "--out", out, *RUN)
     state = out / ".extract" / "state.json"
     try:
-        wait_for(lambda: state.exists() and json.loads(state.read_text())["next"] >= 2,
-                 "first batch", first)
+        wait_for(
+            lambda: state.exists() and json.loads(state.read_text())["next"] >= 2,
+            "first batch",
+            first,
+        )
         first.send_signal(signal.SIGSTOP)  # holds the folder while the others try
         for extra in ([], ["--shards", "2", "--executor", "local"]):
-            line = error_line(extract_cli("--images", photos, "--out", out, *RUN, *extra,
-                                          check=False))
+            line = error_line(
+                extract_cli("--images", photos, "--out", out, *RUN, *extra, check=False)
+            )
             assert f"{out} is being written by another extraction" in line
     finally:
         first.send_signal(signal.SIGCONT)
@@ -161,7 +190,8 @@ def test_a_launch_stopped_by_sigterm_stops_its_jobs(photos, reference, tmp_path)
 
 
 def test_jobs_that_outlived_a_launch_killed_with_sigkill_are_ended_by_the_rerun(
-        photos, reference, tmp_path):
+    photos, reference, tmp_path
+):
     out = tmp_path / "launched"
     launcher = popen("--images", photos, "--out", out, *LAUNCH)
     folder = out / "launch"
@@ -187,7 +217,7 @@ def test_a_finished_output_cut_short_is_found_and_rebuilt(photos, reference, tmp
     out = tmp_path / "raw"
     shutil.copytree(reference, out)
     whole = (out / "predictions.tsv").read_bytes()
-    (out / "predictions.tsv").write_bytes(whole[:len(whole) // 2])
+    (out / "predictions.tsv").write_bytes(whole[: len(whole) // 2])
     result = extract_cli("--images", photos, "--out", out, *RUN)
     assert f"{out / 'predictions.tsv'} has {len(whole) // 2} bytes" in result.stderr
     assert "3 of 3 images" in result.stdout and "resumed" not in result.stdout
@@ -221,12 +251,15 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def test_a_full_disk_names_the_file_and_the_rerun_loses_nothing(photos, reference,
-                                                                 tmp_path):
+def test_a_full_disk_names_the_file_and_the_rerun_loses_nothing(photos, reference, tmp_path):
     out = tmp_path / "raw"
-    full = subprocess.run([sys.executable, "-c", FULL_DISK, "--images", str(photos),
-                           "--out", str(out), *RUN], capture_output=True, text=True,
-                          env=dict(os.environ, OMP_NUM_THREADS="1"), timeout=900)
+    full = subprocess.run(
+        [sys.executable, "-c", FULL_DISK, "--images", str(photos), "--out", str(out), *RUN],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+        timeout=900,
+    )
     line = error_line(full)
     assert f"{out / 'predictions.tsv'}: no space left on device" in line
     assert f"[Errno {errno.ENOSPC}]" in line
@@ -245,8 +278,18 @@ def test_a_weights_file_that_is_no_checkpoint_is_refused_in_one_line(photos, tmp
     cut.write_bytes(cut.read_bytes()[:3000])
     fast = [a for a in RUN if a not in ("--random-weights", "0")]
     for weights in (garbage, cut):
-        line = error_line(extract_cli("--images", photos, "--out", tmp_path / weights.stem,
-                                      "--weights", weights, *fast, check=False))
+        line = error_line(
+            extract_cli(
+                "--images",
+                photos,
+                "--out",
+                tmp_path / weights.stem,
+                "--weights",
+                weights,
+                *fast,
+                check=False,
+            )
+        )
         assert str(weights) in line
         assert not (tmp_path / weights.stem / "predictions.tsv").exists()
 
@@ -260,10 +303,15 @@ def test_links_to_nothing_folders_and_fifos_are_counted_skips(photos, tmp_path):
     os.mkfifo(images / "pipe.jpg")
     out = tmp_path / "raw"
     result = extract_cli("--images", images, "--out", out, *RUN, timeout=300)
-    problems = {tuple(line.split("\t")[i] for i in (0, 2, 3))
-                for line in (out / "problems.tsv").read_text().splitlines()}
-    assert problems == {("gone", "skipped", "broken_link"), ("album", "skipped", "not_a_file"),
-                        ("pipe", "skipped", "not_a_file")}
+    problems = {
+        tuple(line.split("\t")[i] for i in (0, 2, 3))
+        for line in (out / "problems.tsv").read_text().splitlines()
+    }
+    assert problems == {
+        ("gone", "skipped", "broken_link"),
+        ("album", "skipped", "not_a_file"),
+        ("pipe", "skipped", "not_a_file"),
+    }
     report = json.loads((out / "report.json").read_text())
     assert report["skipped"] == {"broken_link": 1, "not_a_file": 2}
     assert report["images_written"] == 3

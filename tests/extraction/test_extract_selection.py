@@ -11,7 +11,9 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("torchvision")
 
 from mmf_uvlp.extraction.selection import (  # noqa: E402
-    Selection, select_max_class, select_per_class,
+    Selection,
+    select_max_class,
+    select_per_class,
 )
 
 
@@ -39,15 +41,16 @@ def reference_per_class(scores, boxes, sel):
     n, c = len(scores), len(scores[0])
     max_conf = [0.0] * n
     for k in range(c):
-        for i in greedy_nms([boxes[i][k] for i in range(n)], [scores[i][k] for i in range(n)],
-                            sel.nms_iou):
+        for i in greedy_nms(
+            [boxes[i][k] for i in range(n)], [scores[i][k] for i in range(n)], sel.nms_iou
+        ):
             max_conf[i] = max(max_conf[i], scores[i][k])
     best = sorted(range(n), key=lambda i: (-max_conf[i], i))
     kept = [i for i in range(n) if max_conf[i] >= sel.conf_thresh]
     if len(kept) < sel.min_boxes:
-        return best[:sel.min_boxes]
+        return best[: sel.min_boxes]
     if len(kept) > sel.max_boxes:
-        return best[:sel.max_boxes]
+        return best[: sel.max_boxes]
     return kept
 
 
@@ -60,10 +63,16 @@ def reference_max_class(scores, boxes, size, sel):
     picked = []
     for i, k in enumerate(labels):
         x1, y1, x2, y2 = boxes[i][k]
-        picked.append([min(max(x1, 0), width), min(max(y1, 0), height),
-                       min(max(x2, 0), width), min(max(y2, 0), height)])
+        picked.append(
+            [
+                min(max(x1, 0), width),
+                min(max(y1, 0), height),
+                min(max(x2, 0), width),
+                min(max(y2, 0), height),
+            ]
+        )
     for threshold in np.arange(sel.nms_iou, 0.95, 0.1):
-        kept = greedy_nms(picked, best, threshold)[:sel.max_boxes]
+        kept = greedy_nms(picked, best, threshold)[: sel.max_boxes]
         if len(kept) >= sel.min_boxes:
             break
     return kept
@@ -104,8 +113,9 @@ def test_per_class_keeps_those_above_the_threshold_in_proposal_order():
 def test_max_class_keeps_the_best_scoring_boxes_not_the_first():
     scores, boxes = crafted()
     sel = Selection(method="max-class", min_boxes=3, max_boxes=3, proposals=12)
-    got = select_max_class(torch.from_numpy(scores), torch.from_numpy(boxes), (100, 400),
-                           sel).tolist()
+    got = select_max_class(
+        torch.from_numpy(scores), torch.from_numpy(boxes), (100, 400), sel
+    ).tolist()
     assert got == reference_max_class(scores.tolist(), boxes.tolist(), (100, 400), sel)
     assert got == [11, 10, 9]
 
@@ -119,10 +129,10 @@ def test_both_rules_agree_with_the_references_on_random_overlapping_boxes(seed):
     boxes = np.concatenate([corner, corner + rng.uniform(10, 80, (n, c, 2))], axis=2)
     boxes = boxes.astype(np.float32)
     per_class = Selection(min_boxes=3, max_boxes=8, conf_thresh=0.3, proposals=30)
-    assert select_per_class(torch.from_numpy(scores), torch.from_numpy(boxes),
-                            per_class).tolist() == reference_per_class(
-        scores.tolist(), boxes.tolist(), per_class)
+    assert select_per_class(
+        torch.from_numpy(scores), torch.from_numpy(boxes), per_class
+    ).tolist() == reference_per_class(scores.tolist(), boxes.tolist(), per_class)
     max_class = Selection(method="max-class", min_boxes=10, max_boxes=12, proposals=30)
-    assert select_max_class(torch.from_numpy(scores), torch.from_numpy(boxes), (150, 200),
-                            max_class).tolist() == reference_max_class(
-        scores.tolist(), boxes.tolist(), (150, 200), max_class)
+    assert select_max_class(
+        torch.from_numpy(scores), torch.from_numpy(boxes), (150, 200), max_class
+    ).tolist() == reference_max_class(scores.tolist(), boxes.tolist(), (150, 200), max_class)

@@ -39,8 +39,14 @@ def section_blocks():
 def test_the_section_extracts_builds_the_corpus_pretrains_and_fine_tunes():
     first, blocks = section_blocks()
     joined = "\n".join(blocks)
-    for command in ("-m mmf_uvlp.cli.extract_features", "--mmf-out", "uvlp-build-corpus",
-                    "photos_pretrain.yaml", "photos_vqa2.yaml", "run_type=train_inference"):
+    for command in (
+        "-m mmf_uvlp.cli.extract_features",
+        "--mmf-out",
+        "uvlp-build-corpus",
+        "photos_pretrain.yaml",
+        "photos_vqa2.yaml",
+        "run_type=train_inference",
+    ):
         assert command in joined, command
 
 
@@ -53,10 +59,20 @@ def test_from_your_images_runs_as_written(tmp_path):
     project_bin = Path(importlib.util.find_spec("mmf").origin).parents[4] / "bin"
     work = tmp_path / "own_data"
     env = {k: v for k, v in os.environ.items() if k not in ("REPO", "EXAMPLE")}
-    env.update(WORK=str(work), EXTRACT_PYTHON=sys.executable, OMP_NUM_THREADS="1",
-               PATH=f"{project_bin}{os.pathsep}{env['PATH']}")
-    result = subprocess.run(["bash", "-c", "\n".join(script)], cwd=REPO, env=env,
-                            capture_output=True, text=True, timeout=3000)
+    env.update(
+        WORK=str(work),
+        EXTRACT_PYTHON=sys.executable,
+        OMP_NUM_THREADS="1",
+        PATH=f"{project_bin}{os.pathsep}{env['PATH']}",
+    )
+    result = subprocess.run(
+        ["bash", "-c", "\n".join(script)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=3000,
+    )
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-6000:]
 
@@ -64,8 +80,9 @@ def test_from_your_images_runs_as_written(tmp_path):
     report = json.loads((photos / "raw" / "report.json").read_text())
     assert report["images_written"] == 3 and report["regions"] == 18
     assert "read back through MMF's FeaturesDatabase: 3 of 3 images identical" in output
-    with LmdbFeatures(photos / "data" / "features" / "photos.lmdb", feature_dim=2048,
-                      num_classes=81) as db:
+    with LmdbFeatures(
+        photos / "data" / "features" / "photos.lmdb", feature_dim=2048, num_classes=81
+    ) as db:
         assert len(db) == 3
     records = list(iter_records(photos / "data" / "corpus"))
     # the builder keeps the images whose tags retrieve sentences (random weights' tags)

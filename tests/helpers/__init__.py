@@ -16,25 +16,42 @@ REPO = Path(__file__).resolve().parents[2]
 MMF_RUN = str(Path(sys.executable).with_name("mmf_run"))
 
 
-def tiny_uvla_template(project: str = "uvla/pretrain.yaml", lr: Optional[float] = None,
-                       scheduler: Optional[Dict[str, Any]] = None, **training: Any) -> str:
+def tiny_uvla_template(
+    project: str = "uvla/pretrain.yaml",
+    lr: Optional[float] = None,
+    scheduler: Optional[Dict[str, Any]] = None,
+    **training: Any,
+) -> str:
     """A tiny run of ``projects/<project>`` (the random tiny uvla at 64-d features) with
     ``training``'s keys and, given, the optimizer's ``lr`` and the scheduler's params; a
     template whose ``{repo}`` is the checkout (``project`` may hold placeholders too)."""
-    lines = ["includes:", f"- {{repo}}/projects/{project}",
-             "- {repo}/configs/models/uvla/tiny_random.yaml",
-             "model_config:", "  uvla:", "    feature_dim: 64"]
+    lines = [
+        "includes:",
+        f"- {{repo}}/projects/{project}",
+        "- {repo}/configs/models/uvla/tiny_random.yaml",
+        "model_config:",
+        "  uvla:",
+        "    feature_dim: 64",
+    ]
     if lr is not None:
         lines += ["optimizer:", "  params:", f"    lr: {lr}"]
     lines += ["training:", *(f"  {key}: {value}" for key, value in training.items())]
     if scheduler:
-        lines += ["scheduler:", "  params:", *(f"    {key}: {value}" for key, value in scheduler.items())]
+        lines += [
+            "scheduler:",
+            "  params:",
+            *(f"    {key}: {value}" for key, value in scheduler.items()),
+        ]
     return "\n".join(lines) + "\n"
 
 
-TINY = tiny_uvla_template(lr=1e-3, batch_size=16, log_interval=1, evaluation_interval=1000,
-                          checkpoint_interval=4, seed=3)
-HOLDOUT = [f"dataset_config.uvla_{name}.holdout_every=6" for name in ("region_tag", "region_phrase", "image_sentence")]
+TINY = tiny_uvla_template(
+    lr=1e-3, batch_size=16, log_interval=1, evaluation_interval=1000, checkpoint_interval=4, seed=3
+)
+HOLDOUT = [
+    f"dataset_config.uvla_{name}.holdout_every=6"
+    for name in ("region_tag", "region_phrase", "image_sentence")
+]
 
 
 _SERVER: List[ForkServer] = []
@@ -61,10 +78,14 @@ def mmf_run(*args: str, ok: bool = True, timeout: int = 600) -> str:
     return output
 
 
-def pretrain(tmp_path: Path, world: Path, save: Path, *opts: str, config: str = TINY, ok: bool = True) -> str:
+def pretrain(
+    tmp_path: Path, world: Path, save: Path, *opts: str, config: str = TINY, ok: bool = True
+) -> str:
     path = tmp_path / "pretrain.yaml"
     path.write_text(config.format(repo=REPO))
-    return mmf_run(f"config={path}", f"env.data_dir={world}", f"env.save_dir={save}", *HOLDOUT, *opts, ok=ok)
+    return mmf_run(
+        f"config={path}", f"env.data_dir={world}", f"env.save_dir={save}", *HOLDOUT, *opts, ok=ok
+    )
 
 
 def rows(output: str, split: str = "train") -> List[Dict[str, str]]:
@@ -93,6 +114,8 @@ def assert_resume_at_12_is_the_uninterrupted_run(tmp_path: Path, world: Path) ->
     pretrain(tmp_path, world, resumed, *opts, "checkpoint.resume=True")
     a = torch.load(straight / "current.ckpt", weights_only=True)
     b = torch.load(resumed / "current.ckpt", weights_only=True)
-    assert a["num_updates"] == b["num_updates"] == 16 and a["current_epoch"] == b["current_epoch"] == 2
+    assert (
+        a["num_updates"] == b["num_updates"] == 16 and a["current_epoch"] == b["current_epoch"] == 2
+    )
     assert a["uvlp_run_state"]["data"] == b["uvlp_run_state"]["data"]
     assert same(a["model"], b["model"]), "resumed weights differ from the uninterrupted run"

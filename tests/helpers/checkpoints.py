@@ -27,8 +27,10 @@ def manifest(name: str) -> Dict[str, Tuple[Tuple[int, ...], str]]:
 
 # The anchors the public files' configs generate (sizes, aspect ratios), which older
 # detectron2 saved with the weights (``...anchor_generator.cell_anchors.N``): not learned
-ANCHORS = {BOTTOM_UP_ATTR: ((64, 128, 256, 512), (0.5, 1.0, 2.0)),
-           BOTTOM_UP: ((64, 128, 256, 512), (0.5, 1.0, 2.0))}
+ANCHORS = {
+    BOTTOM_UP_ATTR: ((64, 128, 256, 512), (0.5, 1.0, 2.0)),
+    BOTTOM_UP: ((64, 128, 256, 512), (0.5, 1.0, 2.0)),
+}
 
 
 def cell_anchors(sizes, ratios) -> np.ndarray:
@@ -42,8 +44,9 @@ def cell_anchors(sizes, ratios) -> np.ndarray:
     return np.array(rows)
 
 
-def random_tensors(layout: Mapping[str, Tuple[Tuple[int, ...], str]], seed: int,
-                   anchors=None) -> Dict[str, np.ndarray]:
+def random_tensors(
+    layout: Mapping[str, Tuple[Tuple[int, ...], str]], seed: int, anchors=None
+) -> Dict[str, np.ndarray]:
     """Random values of each key's shape: weights scaled by their fan-in, norms near the
     identity (a residual branch's last norm small: detectron2's or maskrcnn-benchmark's names),
     so a deep network stays finite; the anchors (``anchors``: sizes, aspect ratios) as the
@@ -80,8 +83,11 @@ def write_pkl(path: Path, tensors: Mapping[str, np.ndarray]) -> Path:
     """detectron2's and py-bottom-up-attention's format: a pickle of ``{"model": {name:
     numpy array}, "__author__": ...}``."""
     with open(path, "wb") as handle:
-        pickle.dump({"model": dict(tensors), "__author__": "random tensors for a test"},
-                    handle, protocol=pickle.HIGHEST_PROTOCOL)
+        pickle.dump(
+            {"model": dict(tensors), "__author__": "random tensors for a test"},
+            handle,
+            protocol=pickle.HIGHEST_PROTOCOL,
+        )
     return path
 
 
@@ -93,9 +99,13 @@ def write_pth(path: Path, tensors: Mapping[str, np.ndarray]) -> Path:
     return path
 
 
-def public_checkpoint(name: str, path: Path, seed: int = 0,
-                      rename: Optional[Tuple[str, str]] = None,
-                      reshape: Optional[str] = None) -> Path:
+def public_checkpoint(
+    name: str,
+    path: Path,
+    seed: int = 0,
+    rename: Optional[Tuple[str, str]] = None,
+    reshape: Optional[str] = None,
+) -> Path:
     """A random checkpoint of manifest ``name`` at ``path`` (``.pkl`` or ``.pth``), with one
     key renamed (``rename=(old, new)``) or one key's first dimension one larger."""
     tensors = random_tensors(manifest(name), seed, ANCHORS.get(name))

@@ -25,10 +25,15 @@ from mmf_uvlp.training.progress import clear_train_samples, register_train_sampl
 BERT = os.environ["UVLP_BERT"]
 D, L, R, CLASSES = 6, 24, 10, 12
 LOSSES = ["uvla_mlm", "uvla_mrc", "uvla_mrfr", "uvla_pmrtc", "uvla_itm"]
-SENTENCES = ["a red sofa near the white wall", "a dog", "the man holding a tennis racket "
-             "sitting on a wooden chair near the old window of the house"]
-PHRASES = [{"char_span": [0, 10], "region": 0, "link_score": 0.8},
-           {"char_span": [16, 30], "region": 2, "link_score": 0.5}]
+SENTENCES = [
+    "a red sofa near the white wall",
+    "a dog",
+    "the man holding a tennis racket sitting on a wooden chair near the old window of the house",
+]
+PHRASES = [
+    {"char_span": [0, 10], "region": 0, "link_score": 0.8},
+    {"char_span": [16, 30], "region": 2, "link_score": 0.5},
+]
 # Float32 sums over fewer padded positions, in another order: the losses agree to this.
 RTOL, ATOL = 1e-5, 1e-6
 
@@ -38,8 +43,10 @@ def registry_state():
     """MMF's config in the registry, and an epoch in which the curriculum is active."""
     saved = {key: registry.get(key, None, no_warning=True) for key in ("config", "num_updates")}
     saved_sizes = registry.get("uvla_train_samples", {}, no_warning=True)
-    registry.register("config", OmegaConf.create({"evaluation": {"predict": False},
-                                                  "training": {"batch_size": 4}}))
+    registry.register(
+        "config",
+        OmegaConf.create({"evaluation": {"predict": False}, "training": {"batch_size": 4}}),
+    )
     clear_train_samples()
     register_train_samples("toy", 8)
     registry.register("num_updates", 4)  # epoch 2: the clean-pair pass runs
@@ -51,26 +58,48 @@ def registry_state():
 
 @pytest.fixture(scope="module")
 def processors():
-    params = {"tokenizer_path": BERT, "max_seq_length": L, "max_regions": R,
-              "max_phrase_tokens": 4, "mask_prob": 0.4}
-    return {"rt": RegionTagMaskingProcessor(params), "rn": RegionPhraseMaskingProcessor(params),
-            "is": ImageSentenceMaskingProcessor(params), "pair": PairMaskingProcessor(params),
-            "text": TextMaskingProcessor(params), "image_tag": ImageTagMaskingProcessor(params),
-            "image": ImageMaskingProcessor(params)}
+    params = {
+        "tokenizer_path": BERT,
+        "max_seq_length": L,
+        "max_regions": R,
+        "max_phrase_tokens": 4,
+        "mask_prob": 0.4,
+    }
+    return {
+        "rt": RegionTagMaskingProcessor(params),
+        "rn": RegionPhraseMaskingProcessor(params),
+        "is": ImageSentenceMaskingProcessor(params),
+        "pair": PairMaskingProcessor(params),
+        "text": TextMaskingProcessor(params),
+        "image_tag": ImageTagMaskingProcessor(params),
+        "image": ImageMaskingProcessor(params),
+    }
 
 
 def tiny_model() -> UVLA:
     torch.manual_seed(0)
-    model = UVLA(OmegaConf.create({
-        "bert_model_name": None,
-        "bert_config": {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2,
-                        "num_attention_heads": 4, "intermediate_size": 64,
-                        "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0},
-        "attention": "sdpa", "feature_dim": D, "num_region_classes": CLASSES,
-        "heads": ["mlm", "mrc", "mrfr", "pmrtc", "itm"],
-        "curriculum": {"enabled": True, "start_epoch": 1},
-        "losses": [{"type": name} for name in LOSSES],
-    }))
+    model = UVLA(
+        OmegaConf.create(
+            {
+                "bert_model_name": None,
+                "bert_config": {
+                    "vocab_size": 30522,
+                    "hidden_size": 32,
+                    "num_hidden_layers": 2,
+                    "num_attention_heads": 4,
+                    "intermediate_size": 64,
+                    "hidden_dropout_prob": 0.0,
+                    "attention_probs_dropout_prob": 0.0,
+                },
+                "attention": "sdpa",
+                "feature_dim": D,
+                "num_region_classes": CLASSES,
+                "heads": ["mlm", "mrc", "mrfr", "pmrtc", "itm"],
+                "curriculum": {"enabled": True, "start_epoch": 1},
+                "losses": [{"type": name} for name in LOSSES],
+            }
+        )
+    )
     model.build()
     model.init_losses()
     return model
@@ -81,13 +110,16 @@ def raw_item(kind: str, i: int) -> dict:
     n = 3 + i % 4
     g = torch.Generator().manual_seed(i)
     x1 = torch.rand(n, generator=g) * 40
-    image = {"features": torch.rand(n, D, generator=g) + 0.1, "image_width": 100,
-             "image_height": 100, "boxes": torch.stack([x1, x1, x1 + 30, x1 + 50], dim=1),
-             "region_classes": [(i + r) % CLASSES for r in range(n)]}
+    image = {
+        "features": torch.rand(n, D, generator=g) + 0.1,
+        "image_width": 100,
+        "image_height": 100,
+        "boxes": torch.stack([x1, x1, x1 + 30, x1 + 50], dim=1),
+        "region_classes": [(i + r) % CLASSES for r in range(n)],
+    }
     sentence = SENTENCES[i % 3]
     if kind in ("rt", "image_tag"):
-        return dict(image, region_labels=["dog", "tennis racket", "man", "wall", "sky",
-                                          "car"][:n])
+        return dict(image, region_labels=["dog", "tennis racket", "man", "wall", "sky", "car"][:n])
     if kind == "text":
         return {"sentence": sentence}
     if kind == "image":

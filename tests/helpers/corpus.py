@@ -38,27 +38,63 @@ def obj(rect, cls, conf):
 
 
 IMAGES = [
-    ("img0", [obj([0, 0, 50, 50], "dog", .9), obj([50, 50, 70, 70], "frisbee", .8),
-              obj([0, 50, 100, 100], "grass", .2), obj([60, 0, 100, 30], "dog", .7),
-              obj([0, 0, 5, 5], "ball", .9)]),
-    ("img1", [obj([10, 10, 60, 90], "man", .95), obj([0, 20, 100, 100], "horse", .9),
-              obj([20, 10, 30, 20], "hat", .5)]),
-    ("img2", [obj([10, 10, 60, 60], "pizza", .9), obj([0, 40, 100, 100], "table", .8),
-              obj([5, 5, 70, 70], "plate", .6)]),
-    ("img3", [obj([0, 0, 40, 40], "cat", .9), obj([0, 30, 100, 100], "couch", .85)]),
-    ("img4", [obj([0, 0, 40, 40], "cat", .1)]),
-    ("img5", [obj([0, 0, 80, 60], "bus", .9), obj([0, 50, 100, 100], "street", .7),
-              obj([80, 60, 95, 75], "car", .5)]),
+    (
+        "img0",
+        [
+            obj([0, 0, 50, 50], "dog", 0.9),
+            obj([50, 50, 70, 70], "frisbee", 0.8),
+            obj([0, 50, 100, 100], "grass", 0.2),
+            obj([60, 0, 100, 30], "dog", 0.7),
+            obj([0, 0, 5, 5], "ball", 0.9),
+        ],
+    ),
+    (
+        "img1",
+        [
+            obj([10, 10, 60, 90], "man", 0.95),
+            obj([0, 20, 100, 100], "horse", 0.9),
+            obj([20, 10, 30, 20], "hat", 0.5),
+        ],
+    ),
+    (
+        "img2",
+        [
+            obj([10, 10, 60, 60], "pizza", 0.9),
+            obj([0, 40, 100, 100], "table", 0.8),
+            obj([5, 5, 70, 70], "plate", 0.6),
+        ],
+    ),
+    ("img3", [obj([0, 0, 40, 40], "cat", 0.9), obj([0, 30, 100, 100], "couch", 0.85)]),
+    ("img4", [obj([0, 0, 40, 40], "cat", 0.1)]),
+    (
+        "img5",
+        [
+            obj([0, 0, 80, 60], "bus", 0.9),
+            obj([0, 50, 100, 100], "street", 0.7),
+            obj([80, 60, 95, 75], "car", 0.5),
+        ],
+    ),
 ]
-TAG_QUERIES = {"img0": "dog frisbee", "img1": "horse man hat", "img2": "table plate pizza",
-               "img3": "couch cat", "img5": "street bus car"}
+TAG_QUERIES = {
+    "img0": "dog frisbee",
+    "img1": "horse man hat",
+    "img2": "table plate pizza",
+    "img3": "couch cat",
+    "img5": "street bus car",
+}
 SENTENCES = [
-    "A dog catches a frisbee in the park.", "A man riding a horse on the beach.",
-    "A pizza on a plate on a wooden table.", "A cat sleeping on a red sofa.",
-    "A red bus driving down the street.", "The stock market fell sharply today.",
-    "Two dogs play with a frisbee on the grass.", "a dog catches a frisbee in the park",
-    "A cowboy on his horse wearing a hat.", "Cars and buses in a busy street.",
-    "He ate the whole cake.", "A kitten on the couch.",
+    "A dog catches a frisbee in the park.",
+    "A man riding a horse on the beach.",
+    "A pizza on a plate on a wooden table.",
+    "A cat sleeping on a red sofa.",
+    "A red bus driving down the street.",
+    "The stock market fell sharply today.",
+    "Two dogs play with a frisbee on the grass.",
+    "a dog catches a frisbee in the park",
+    "A cowboy on his horse wearing a hat.",
+    "Cars and buses in a busy street.",
+    "He ate the whole cake.",
+    "A kitten on the couch.",
 ]
 CAPTIONS = {"img0": 0, "img1": 1, "img2": 2, "img3": 3, "img5": 4}
 FEATURE_DIM = 8
@@ -71,18 +107,31 @@ def features_row(image_id: str, n: int, seed: int = 0, dim: int = FEATURE_DIM) -
 
 
 def predictions_row(image_id: str, objects: List[dict], w: int = 100, h: int = 100) -> str:
-    return image_id + "\t" + json.dumps({"image_h": h, "image_w": w, "num_boxes": len(objects),
-                                         "objects": objects})
+    return (
+        image_id
+        + "\t"
+        + json.dumps({"image_h": h, "image_w": w, "num_boxes": len(objects), "objects": objects})
+    )
 
 
-def write_tiny_world(root, predictions_lines: Optional[List[str]] = None,
-                     features_lines: Optional[List[str]] = None,
-                     corpus_bytes: Optional[bytes] = None) -> Dict[str, str]:
+def write_tiny_world(
+    root,
+    predictions_lines: Optional[List[str]] = None,
+    features_lines: Optional[List[str]] = None,
+    corpus_bytes: Optional[bytes] = None,
+) -> Dict[str, str]:
     root = str(root)
     os.makedirs(root, exist_ok=True)
-    paths = {k: os.path.join(root, v) for k, v in {
-        "predictions": "predictions.tsv", "features": "features.tsv", "corpus": "corpus.txt",
-        "captions_gt": "captions.tsv", "objects_gt": "objects.jsonl"}.items()}
+    paths = {
+        k: os.path.join(root, v)
+        for k, v in {
+            "predictions": "predictions.tsv",
+            "features": "features.tsv",
+            "corpus": "corpus.txt",
+            "captions_gt": "captions.tsv",
+            "objects_gt": "objects.jsonl",
+        }.items()
+    }
     if predictions_lines is None:
         predictions_lines = [predictions_row(i, o) for i, o in IMAGES]
     if features_lines is None:
@@ -92,26 +141,38 @@ def write_tiny_world(root, predictions_lines: Optional[List[str]] = None,
     with open(paths["features"], "w") as f:
         f.write("\n".join(features_lines) + "\n")
     with open(paths["corpus"], "wb") as f:
-        f.write(corpus_bytes if corpus_bytes is not None
-                else ("\n".join(SENTENCES) + "\n").encode())
+        f.write(
+            corpus_bytes if corpus_bytes is not None else ("\n".join(SENTENCES) + "\n").encode()
+        )
     with open(paths["captions_gt"], "w") as f:
         for image_id, sid in CAPTIONS.items():
             f.write(f"{image_id}\t{SENTENCES[sid]}\n")
     with open(paths["objects_gt"], "w") as f:
         for image_id, objects in IMAGES:
-            f.write(json.dumps({"image_id": image_id,
-                                "objects": [{"class": o["class"]} for o in objects]}) + "\n")
+            f.write(
+                json.dumps(
+                    {"image_id": image_id, "objects": [{"class": o["class"]} for o in objects]}
+                )
+                + "\n"
+            )
     return paths
 
 
 def tiny_config(paths: Dict[str, str], *overrides: str, gt: bool = True):
     from mmf_uvlp.corpus.config import load_config
 
-    data = {"inputs": {"predictions": paths["predictions"], "features": paths["features"],
-                       "corpus": [paths["corpus"]]},
-            "retrieve": {"k": 3}, "output": {"chunk_images": 2},
-            "embed": {"chunk_size": 5, "batch_size": 4},
-            "run": {"progress": False}, "report": {"num_examples": 3}}
+    data = {
+        "inputs": {
+            "predictions": paths["predictions"],
+            "features": paths["features"],
+            "corpus": [paths["corpus"]],
+        },
+        "retrieve": {"k": 3},
+        "output": {"chunk_images": 2},
+        "embed": {"chunk_size": 5, "batch_size": 4},
+        "run": {"progress": False},
+        "report": {"num_examples": 3},
+    }
     if gt:
         data["inputs"]["captions_gt"] = paths["captions_gt"]
         data["inputs"]["objects_gt"] = paths["objects_gt"]

@@ -77,8 +77,9 @@ def install(path: str) -> None:
     torch.cuda.Event = Event
     torch.cuda.stream = stream
     torch.cuda.current_stream = lambda device=None: current[-1] if current else computing
-    torch.Tensor.record_stream = lambda tensor, used_on: log("record", tensor.data_ptr(),
-                                                             used_on.name)
+    torch.Tensor.record_stream = lambda tensor, used_on: log(
+        "record", tensor.data_ptr(), used_on.name
+    )
 
     init, start = side_stream.SideStreamCopy.__init__, side_stream.SideStreamCopy.start
 
@@ -135,8 +136,9 @@ def forward_passes(entries: Sequence[list]) -> List[Optional[Tuple[bool, int]]]:
             recorded.add(entry[1])
         elif kind == "forward":
             pointers = set(entry[1])  # the copy's, and those the computing stream made
-            event = next((event for event, copied in copies.items()
-                          if set(copied) <= pointers), None)
+            event = next(
+                (event for event, copied in copies.items() if set(copied) <= pointers), None
+            )
             if event is None:
                 passes.append(None)
             else:
@@ -154,9 +156,11 @@ def verdict(entries: Sequence[list]) -> Tuple[bool, str]:
     waits = sum(entry[0] == "wait" for entry in entries)
     good = sum(one == (True, 0) for one in passes[1:])
     ok = len(passes) > 1 and good == len(passes) - 1 and 0 <= copies - waits <= 1
-    return ok, (f"side stream: {len(passes)} forward passes, {good} of the {len(passes) - 1} "
-                f"after the first on a copy waited for and recorded; {copies} copies, "
-                f"{waits} waits")
+    return ok, (
+        f"side stream: {len(passes)} forward passes, {good} of the {len(passes) - 1} "
+        f"after the first on a copy waited for and recorded; {copies} copies, "
+        f"{waits} waits"
+    )
 
 
 if __name__ == "__main__":

@@ -52,8 +52,7 @@ def _run_program(argv: List[str]) -> Dict[str, object]:
     return {"returncode": 0, "error": None}
 
 
-def run_forked(argv: List[str], env: Dict[str, str], cwd: str, timeout: float
-               ) -> Dict[str, object]:
+def run_forked(argv: List[str], env: Dict[str, str], cwd: str, timeout: float) -> Dict[str, object]:
     """Run ``argv`` in a child forked from this process (see the module's docstring)."""
     sys.stdout.flush()
     sys.stderr.flush()
@@ -97,11 +96,17 @@ def run_forked(argv: List[str], env: Dict[str, str], cwd: str, timeout: float
         log.seek(0)
         output = log.read().decode(errors="replace")
     if timed_out:
-        return {"returncode": None, "error": f"killed past its timeout of {timeout} s",
-                "output": output}
+        return {
+            "returncode": None,
+            "error": f"killed past its timeout of {timeout} s",
+            "output": output,
+        }
     if not reply:
-        return {"returncode": None, "error": f"the child ended without a result (wait status "
-                                             f"{status})", "output": output}
+        return {
+            "returncode": None,
+            "error": f"the child ended without a result (wait status {status})",
+            "output": output,
+        }
     return {**json.loads(reply), "output": output}
 
 
@@ -111,8 +116,12 @@ def serve(modules: Iterable[str]) -> None:
         importlib.import_module(module)
     for line in sys.stdin:
         request = json.loads(line)
-        sys.stdout.write(json.dumps(run_forked(request["argv"], request["env"],
-                                               request["cwd"], request["timeout"])) + "\n")
+        sys.stdout.write(
+            json.dumps(
+                run_forked(request["argv"], request["env"], request["cwd"], request["timeout"])
+            )
+            + "\n"
+        )
         sys.stdout.flush()
 
 
@@ -120,14 +129,26 @@ class ForkServer:
     """The server process, started with ``modules`` imported; :meth:`run` runs a program."""
 
     def __init__(self, modules: Iterable[str]) -> None:
-        self.process = subprocess.Popen([sys.executable, __file__, *modules],
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, *modules],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
 
-    def run(self, argv: List[Union[str, Path]], env: Optional[Dict[str, str]] = None,
-            cwd: Union[str, Path, None] = None, timeout: float = 600) -> Dict[str, object]:
-        request = {"argv": [str(arg) for arg in argv],
-                   "env": dict(os.environ if env is None else env),
-                   "cwd": str(cwd or os.getcwd()), "timeout": timeout}
+    def run(
+        self,
+        argv: List[Union[str, Path]],
+        env: Optional[Dict[str, str]] = None,
+        cwd: Union[str, Path, None] = None,
+        timeout: float = 600,
+    ) -> Dict[str, object]:
+        request = {
+            "argv": [str(arg) for arg in argv],
+            "env": dict(os.environ if env is None else env),
+            "cwd": str(cwd or os.getcwd()),
+            "timeout": timeout,
+        }
         assert self.process.stdin is not None and self.process.stdout is not None
         self.process.stdin.write(json.dumps(request) + "\n")
         self.process.stdin.flush()
@@ -144,9 +165,18 @@ class ForkServer:
 # What MMF imports that triggers no compat fix (``transformers.modeling_utils`` would import
 # torchvision, which one fix acts on); importing these takes most of a fresh interpreter's
 # time for a program that imports MMF.
-HEAVY_NOT_MMF = ("torch", "torch.distributed", "torch._dynamo", "transformers",
-                 "transformers.generation", "sklearn.metrics", "scipy.stats", "sympy", "git",
-                 "requests")
+HEAVY_NOT_MMF = (
+    "torch",
+    "torch.distributed",
+    "torch._dynamo",
+    "transformers",
+    "transformers.generation",
+    "sklearn.metrics",
+    "scipy.stats",
+    "sympy",
+    "git",
+    "requests",
+)
 
 
 if __name__ == "__main__":

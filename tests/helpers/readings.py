@@ -35,9 +35,14 @@ ARCHIVE = REPO / "results" / "archive" / "calibrated"
 SEEDS = (0, 1, 2)
 
 
-TASKS = {"vqa": ("vqa2", "test"), "nlvr2": ("nlvr2", "test"),
-         "ve": ("visual_entailment", "test"), "val": ("refcoco_plus", "val"),
-         "testA": ("refcoco_plus", "testA"), "testB": ("refcoco_plus", "testB")}
+TASKS = {
+    "vqa": ("vqa2", "test"),
+    "nlvr2": ("nlvr2", "test"),
+    "ve": ("visual_entailment", "test"),
+    "val": ("refcoco_plus", "val"),
+    "testA": ("refcoco_plus", "testA"),
+    "testB": ("refcoco_plus", "testB"),
+}
 
 
 @cache
@@ -51,9 +56,13 @@ def cells(system: str, seed: int) -> dict:
             if (task, "test") in run:
                 found[task, "test"] = run[task, "test"]
     if (folder / "refcoco_plus_splits" / LOG_FILE).is_file():
-        found.update({cell: value for cell, value in
-                      collect_run(folder / "refcoco_plus_splits").cells.items()
-                      if cell[0] == "refcoco_plus"})
+        found.update(
+            {
+                cell: value
+                for cell, value in collect_run(folder / "refcoco_plus_splits").cells.items()
+                if cell[0] == "refcoco_plus"
+            }
+        )
     return found
 
 
@@ -71,11 +80,16 @@ def value(system: str, seed: int, task: str = "meta") -> float:
 def seeds(system: str, task: str | None = "meta") -> tuple[int, ...]:
     """The seeds of ``system`` with a value of ``task`` (``meta``: every task, as the tables'
     Meta-Ave; None: any archived run)."""
-    needed = {"meta": list(TASKS.values()), None: [],
-              "refcoco": [TASKS[split] for split in ("val", "testA", "testB")]}.get(
-                  task, [TASKS.get(task)])
-    return tuple(seed for seed in SEEDS if cells(system, seed)
-                 and all(cell in cells(system, seed) for cell in needed))
+    needed = {
+        "meta": list(TASKS.values()),
+        None: [],
+        "refcoco": [TASKS[split] for split in ("val", "testA", "testB")],
+    }.get(task, [TASKS.get(task)])
+    return tuple(
+        seed
+        for seed in SEEDS
+        if cells(system, seed) and all(cell in cells(system, seed) for cell in needed)
+    )
 
 
 def mean(system: str, task: str = "meta") -> float:
@@ -95,14 +109,15 @@ def paired(above: str, below: str, task: str = "meta") -> tuple[float, float]:
     """The mean over the shared seeds of above − below and its standard error, in points."""
     shared = shared_seeds(above, below, task)
     differences = [value(above, s, task) - value(below, s, task) for s in shared]
-    return (statistics.fmean(differences),
-            statistics.stdev(differences) / math.sqrt(len(shared)))
+    return (statistics.fmean(differences), statistics.stdev(differences) / math.sqrt(len(shared)))
 
 
 def gap(above: str, below: str):
     """:func:`meta_gap` of two rows of the archive (difference, Welch SE, paired, test)."""
+
     def row(system: str):
         return summarize_row(system, system, {s: cells(system, s) for s in seeds(system, None)})
+
     return meta_gap(row(above), row(below))
 
 
@@ -143,10 +158,13 @@ def loss(x: float) -> str:
 @cache
 def logged(system: str, seed: int, key: str) -> dict[int, float]:
     """Every update's logged training value of ``key`` in a pre-training's archived log."""
-    text = (ARCHIVE / system / f"seed{seed}" / "pretrain" / LOG_FILE).read_text(
-        encoding="utf-8")
-    return {int(update): float(found) for update, found in re.findall(
-        rf"progress: (\d+)/\d+, train/[^\n]*?{re.escape(key)}: ([0-9.]+)", text)}
+    text = (ARCHIVE / system / f"seed{seed}" / "pretrain" / LOG_FILE).read_text(encoding="utf-8")
+    return {
+        int(update): float(found)
+        for update, found in re.findall(
+            rf"progress: (\d+)/\d+, train/[^\n]*?{re.escape(key)}: ([0-9.]+)", text
+        )
+    }
 
 
 ITM = "train/uvla_image_sentence/uvla_itm"
@@ -183,21 +201,30 @@ def weights(system: str, seed: int) -> str:
 def gap_text(above: str, below: str, paper: str) -> str:
     """``+0.8 ± 1.5 over three seeds each (0.5 SE; paired +0.8 ± 1.4, 0.6 SE; paper +2.1)``."""
     found = gap(above, below)
-    return (f"{s(100 * found.difference)} ± {f(100 * found.stderr)} over three seeds each "
-            f"({found.ratio:.1f} SE; paired {pm(paired(above, below))}, "
-            f"{found.paired.ratio:.1f} SE; paper {paper})")
+    return (
+        f"{s(100 * found.difference)} ± {f(100 * found.stderr)} over three seeds each "
+        f"({found.ratio:.1f} SE; paired {pm(paired(above, below))}, "
+        f"{found.paired.ratio:.1f} SE; paper {paper})"
+    )
 
 
 def t_text(above: str, below: str) -> str:
     """``(paired t(2) = 0.6, p = 0.63, 95 % CI [-5.4, +7.0]; it detects 8.1 or more``."""
     test = gap(above, below).test
     low, high = (100 * bound for bound in test.interval)
-    return (f"(paired t({test.df:g}) = {test.t:.1f}, p = {test.p:.2f}, {interval(low, high)}; "
-            f"it detects {100 * test.detectable:.1f} or more")
+    return (
+        f"(paired t({test.df:g}) = {test.t:.1f}, p = {test.p:.2f}, {interval(low, high)}; "
+        f"it detects {100 * test.detectable:.1f} or more"
+    )
 
 
-def by_task(above: str, below: str, tasks=("vqa", "nlvr2", "ve", "refcoco"),
-            seed: int | None = None, of: str = "pm") -> list[str]:
+def by_task(
+    above: str,
+    below: str,
+    tasks=("vqa", "nlvr2", "ve", "refcoco"),
+    seed: int | None = None,
+    of: str = "pm",
+) -> list[str]:
     """Per task, ``above`` − ``below``: paired ± SE, or on ``seed`` (``below`` on it, ``above``
     its mean when ``of`` is ``mean``)."""
     if seed is None:
@@ -248,9 +275,11 @@ def records(budget: bool = False) -> list[dict]:
 
     from mmf_uvlp.replication.study import SYSTEMS
 
-    return [json.loads(path.read_text(encoding="utf-8"))
-            for path in sorted(ARCHIVE.glob("*/seed*/*/step.json"))
-            if not budget or SYSTEMS[path.parents[2].name].updates == 1]
+    return [
+        json.loads(path.read_text(encoding="utf-8"))
+        for path in sorted(ARCHIVE.glob("*/seed*/*/step.json"))
+        if not budget or SYSTEMS[path.parents[2].name].updates == 1
+    ]
 
 
 def backfilled() -> list[dict]:
@@ -261,10 +290,16 @@ def backfilled() -> list[dict]:
 def option(step: str, key: str) -> str:
     """A command option of the archived runs of ``step`` (``pretrain`` or a task) at the
     recipe's budget: one value in all of them."""
-    found = {arg.partition("=")[2] for record in records(budget=True)
-             if any(arg.startswith("env.save_dir=") and arg.endswith(f"/{step}")
-                    for arg in record["command"])
-             for arg in record["command"] if arg.startswith(f"{key}=")}
+    found = {
+        arg.partition("=")[2]
+        for record in records(budget=True)
+        if any(
+            arg.startswith("env.save_dir=") and arg.endswith(f"/{step}")
+            for arg in record["command"]
+        )
+        for arg in record["command"]
+        if arg.startswith(f"{key}=")
+    }
     assert len(found) == 1, (step, key, found)
     return found.pop()
 
@@ -294,9 +329,11 @@ def run_minutes(system: str, seed: int, run: str) -> float:
 
 def rest(system: str, seed: int) -> float:
     """The minutes of a seed's runs after its pre-training (fine-tunings, split inference)."""
-    return sum(run_minutes(system, seed, path.parent.name)
-               for path in (ARCHIVE / system / f"seed{seed}").glob("*/step.json")
-               if path.parent.name != "pretrain")
+    return sum(
+        run_minutes(system, seed, path.parent.name)
+        for path in (ARCHIVE / system / f"seed{seed}").glob("*/step.json")
+        if path.parent.name != "pretrain"
+    )
 
 
 def hm(minutes: float) -> str:
@@ -312,13 +349,22 @@ def unit_text(system: str, seed: int, rest_name: str) -> str:
 
 
 def hours_of(units: list[tuple[str, int]], runs_of: Callable[[str, int], list[str]]) -> float:
-    return sum(run_minutes(system, seed, run) for system, seed in units
-               for run in runs_of(system, seed)) / 60
+    return (
+        sum(
+            run_minutes(system, seed, run)
+            for system, seed in units
+            for run in runs_of(system, seed)
+        )
+        / 60
+    )
 
 
 def after_pretrain(system: str, seed: int) -> list[str]:
-    return [path.parent.name for path in (ARCHIVE / system / f"seed{seed}").glob("*/step.json")
-            if path.parent.name != "pretrain"]
+    return [
+        path.parent.name
+        for path in (ARCHIVE / system / f"seed{seed}").glob("*/step.json")
+        if path.parent.name != "pretrain"
+    ]
 
 
 def seed_list(ks) -> str:
@@ -397,7 +443,8 @@ def lead(uvla: str = "uvla", aligned: str = "aligned_vlp") -> float:
 STRUCTURAL = re.compile(
     r"\b(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b|Tables? \d(?: and \d)?|"
     r"(?i:seeds?) \d(?:(?:, | and )\d)*|seed-\d|t\(\d\)|\bdf = \d|R-T \+ R-N|"
-    r"[A-Za-z_]\d|\d[A-Za-z]|\(ln 2\)")
+    r"[A-Za-z_]\d|\d[A-Za-z]|\(ln 2\)"
+)
 
 
 NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
@@ -421,10 +468,17 @@ def normal(text: str) -> str:
 def section(text: str, heading: str) -> str:
     """The prose under the heading ``heading`` up to the next heading or code block."""
     lines = text.splitlines()
-    start = next(i for i, line in enumerate(lines)
-                 if line.lstrip("#") != line and line.lstrip("#").strip() == heading) + 1
-    end = next((i for i in range(start, len(lines)) if lines[i].startswith(("#", "```"))),
-               len(lines))
+    start = (
+        next(
+            i
+            for i, line in enumerate(lines)
+            if line.lstrip("#") != line and line.lstrip("#").strip() == heading
+        )
+        + 1
+    )
+    end = next(
+        (i for i in range(start, len(lines)) if lines[i].startswith(("#", "```"))), len(lines)
+    )
     return "\n".join(lines[start:end])
 
 
@@ -441,23 +495,29 @@ def problems(text: str, readings: Readings) -> list[str]:
         for quote in quotes:
             expected = normal(quote())
             if expected not in prose:
-                found.append(f"{RESULTS.name}, {heading}: the archive gives {expected!r}, "
-                             "not on the page")
+                found.append(
+                    f"{RESULTS.name}, {heading}: the archive gives {expected!r}, not on the page"
+                )
             prose = prose.replace(expected, " ")
         for known in elsewhere:
             if normal(known) not in prose:
-                found.append(f"{RESULTS.name}, {heading}: {known!r} (a number from elsewhere) "
-                             "is not on the page")
+                found.append(
+                    f"{RESULTS.name}, {heading}: {known!r} (a number from elsewhere) "
+                    "is not on the page"
+                )
             prose = prose.replace(normal(known), " ")
         prose = STRUCTURAL.sub(" ", prose)
         for match in NUMBER.finditer(prose):
-            context = prose[max(0, match.start() - 40):match.end() + 40]
-            found.append(f"{RESULTS.name}, {heading}: {match.group()} is neither computed from "
-                         f"the archive nor listed with its source: ...{context}...")
+            context = prose[max(0, match.start() - 40) : match.end() + 40]
+            found.append(
+                f"{RESULTS.name}, {heading}: {match.group()} is neither computed from "
+                f"the archive nor listed with its source: ...{context}..."
+            )
     return found
 
 
 # ----------------------------------------------------------------------------- the tests
+
 
 def archived_systems() -> list[str]:
     """The systems the archive holds runs of."""
@@ -468,10 +528,11 @@ def archived_systems() -> list[str]:
 def pooled_sd() -> tuple[float, int, int]:
     """A Meta-Ave's seed-to-seed standard deviation pooled over the archive's rows with two
     seeds or more, sum((n - 1) s²) / sum(n - 1), in points; its df and the number of rows."""
-    rows = [(len(seeds(system)), std(system)) for system in archived_systems()
-            if len(seeds(system)) > 1]
+    rows = [
+        (len(seeds(system)), std(system)) for system in archived_systems() if len(seeds(system)) > 1
+    ]
     df = sum(n - 1 for n, _ in rows)
-    return math.sqrt(sum((n - 1) * sd ** 2 for n, sd in rows) / df), df, len(rows)
+    return math.sqrt(sum((n - 1) * sd**2 for n, sd in rows) / df), df, len(rows)
 
 
 def pooled_test(above: str, below: str, above_seed: int | None = 0) -> tuple[float, ...]:
@@ -518,7 +579,8 @@ def holm_p(table: str, above: str, below: str) -> str:
     from mmf_uvlp.replication.significance import holm
     from mmf_uvlp.replication.study import TABLES
 
-    pairs = [(o.above, o.below) for o in TABLES[table].orderings
-             if seeds(o.above) and seeds(o.below)]
+    pairs = [
+        (o.above, o.below) for o in TABLES[table].orderings if seeds(o.above) and seeds(o.below)
+    ]
     adjusted = holm([p_of(a, b) for a, b in pairs])
     return format_p(adjusted[pairs.index((above, below))])

@@ -22,8 +22,9 @@ def write_train_log(folder: Path, *lines: str) -> None:
     (folder / "train.log").write_text("".join(PREFIX + line + "\n" for line in lines))
 
 
-TINY_MODELS = tuple(f"configs/models/{model}/tiny_random.yaml"
-                    for model in ("uvla", *REFERENCE_MODELS))
+TINY_MODELS = tuple(
+    f"configs/models/{model}/tiny_random.yaml" for model in ("uvla", *REFERENCE_MODELS)
+)
 
 
 def compose(command: tuple[str, ...]):

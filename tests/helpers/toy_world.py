@@ -11,8 +11,11 @@ from mmf_uvlp.toy_world.vocabulary import CLASSES, plural
 
 
 def files_under(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def ground_truth(out: Path, pool: str) -> dict[str, dict]:
@@ -22,8 +25,9 @@ def ground_truth(out: Path, pool: str) -> dict[str, dict]:
 # words that name an object class but also occur otherwise: a colour, narrative fillers
 NOT_OBJECTS = ("orange", "went back to bed", "put on a coat")
 CLASS_WORDS = {w: c.name for c in CLASSES for w in (c.name, plural(c.name))}
-CLASS_PATTERN = re.compile(r"\b(" + "|".join(
-    re.escape(w) for w in sorted(CLASS_WORDS, key=len, reverse=True)) + r")\b")
+CLASS_PATTERN = re.compile(
+    r"\b(" + "|".join(re.escape(w) for w in sorted(CLASS_WORDS, key=len, reverse=True)) + r")\b"
+)
 
 
 def classes_named(texts) -> Counter:

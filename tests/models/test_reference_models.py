@@ -45,9 +45,16 @@ COUNTS = (4, 2, 3)  # real regions per sample
 def registry_state(tmp_path):
     """A minimal MMF config in the registry (losses, MMF's cache dir, loaders); restored."""
     saved = {key: registry.get(key, None, no_warning=True) for key in ("config", "current_device")}
-    registry.register("config", OmegaConf.create({
-        "env": {"cache_dir": str(tmp_path)}, "evaluation": {"predict": False},
-        "training": {"batch_size": 2, "num_workers": 0, "pin_memory": False}}))
+    registry.register(
+        "config",
+        OmegaConf.create(
+            {
+                "env": {"cache_dir": str(tmp_path)},
+                "evaluation": {"predict": False},
+                "training": {"batch_size": 2, "num_workers": 0, "pin_memory": False},
+            }
+        ),
+    )
     registry.register("current_device", torch.device("cpu"))
     yield
     for key, value in saved.items():
@@ -70,9 +77,13 @@ def _image(count: int) -> Sample:
     image.image_feature_0 = torch.zeros(R, D)
     image.image_feature_0[:count] = torch.randn(count, D)
     boxes = np.array([[2.0 * r, 1.0, 2.0 * r + 5, 8.0] for r in range(count)], dtype=np.float32)
-    image.image_info_0 = {"max_features": torch.tensor(count), "bbox": boxes,
-                          "image_width": 20, "image_height": 10,
-                          "cls_prob": np.full((count, 5), 0.2, dtype=np.float32)}
+    image.image_info_0 = {
+        "max_features": torch.tensor(count),
+        "bbox": boxes,
+        "image_width": 20,
+        "image_height": 10,
+        "cls_prob": np.full((count, 5), 0.2, dtype=np.float32),
+    }
     return image
 
 
@@ -110,38 +121,74 @@ def _mmf_model(cls, key: str, **settings):
 
 
 def _visual_bert(head: str, **settings) -> VisualBERTUVLP:
-    return _mmf_model(VisualBERTUVLP, "visual_bert", **{
-        "bert_model_name": None, "random_initialize": False, "training_head_type": head,
-        "visual_embedding_dim": D, "hidden_size": 16, "num_hidden_layers": 1,
-        "num_attention_heads": 2, "intermediate_size": 32, "vocab_size": V,
-        "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0, "losses": [],
-        **settings})
+    return _mmf_model(
+        VisualBERTUVLP,
+        "visual_bert",
+        **{
+            "bert_model_name": None,
+            "random_initialize": False,
+            "training_head_type": head,
+            "visual_embedding_dim": D,
+            "hidden_size": 16,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "intermediate_size": 32,
+            "vocab_size": V,
+            "hidden_dropout_prob": 0.0,
+            "attention_probs_dropout_prob": 0.0,
+            "losses": [],
+            **settings,
+        },
+    )
 
 
 def _vilbert(head: str, **settings) -> ViLBERTUVLP:
-    return _mmf_model(ViLBERTUVLP, "vilbert", **{
-        "bert_model_name": None, "training_head_type": head, "vocab_size": V,
-        "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
-        "intermediate_size": 32, "v_feature_size": D, "v_target_size": 5, "v_hidden_size": 16,
-        "v_num_hidden_layers": 1, "v_num_attention_heads": 2, "v_intermediate_size": 32,
-        "bi_hidden_size": 16, "bi_num_attention_heads": 2, "bi_intermediate_size": 32,
-        "v_biattention_id": [0], "t_biattention_id": [1], "hidden_dropout_prob": 0.0,
-        "v_hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0, "losses": [],
-        **settings})
+    return _mmf_model(
+        ViLBERTUVLP,
+        "vilbert",
+        **{
+            "bert_model_name": None,
+            "training_head_type": head,
+            "vocab_size": V,
+            "hidden_size": 16,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "intermediate_size": 32,
+            "v_feature_size": D,
+            "v_target_size": 5,
+            "v_hidden_size": 16,
+            "v_num_hidden_layers": 1,
+            "v_num_attention_heads": 2,
+            "v_intermediate_size": 32,
+            "bi_hidden_size": 16,
+            "bi_num_attention_heads": 2,
+            "bi_intermediate_size": 32,
+            "v_biattention_id": [0],
+            "t_biattention_id": [1],
+            "hidden_dropout_prob": 0.0,
+            "v_hidden_dropout_prob": 0.0,
+            "attention_probs_dropout_prob": 0.0,
+            "losses": [],
+            **settings,
+        },
+    )
 
 
 def test_matching_loss_uses_berts_next_sentence_convention():
     logits = torch.tensor([[2.0, -1.0], [0.5, 1.5], [3.0, 3.0]])
     loss = matching_loss(logits, torch.tensor([1, 0, -1]))  # match, mismatch, unlabelled
-    expected = (F.cross_entropy(logits[:1], torch.tensor([0]))
-                + F.cross_entropy(logits[1:2], torch.tensor([1]))) / 2
+    expected = (
+        F.cross_entropy(logits[:1], torch.tensor([0]))
+        + F.cross_entropy(logits[1:2], torch.tensor([1]))
+    ) / 2
     torch.testing.assert_close(loss, expected)
     assert matching_loss(logits, torch.tensor([-1, -1, -1])) is None
     assert matching_loss(logits, None) is None
 
 
-@pytest.mark.parametrize("build, head_attribute", [
-    (_visual_bert, "seq_relationship"), (_vilbert, "bi_seq_relationship")])
+@pytest.mark.parametrize(
+    "build, head_attribute", [(_visual_bert, "seq_relationship"), (_vilbert, "bi_seq_relationship")]
+)
 def test_pretraining_trains_the_models_own_matching_head(build, head_attribute):
     model = build("pretraining")
     batch = _mmf_batch()
@@ -164,15 +211,20 @@ def test_pretraining_trains_the_models_own_matching_head(build, head_attribute):
 def test_matching_loss_follows_the_labels_and_skips_unlabelled_batches(build):
     model = build("pretraining").eval()
     with torch.no_grad():
-        first = model(_mmf_batch(is_correct=(1, 0, 1)))["losses"]["masked_aligned_vlp/train/itm_loss"]
-        flipped = model(_mmf_batch(is_correct=(0, 1, 0)))["losses"]["masked_aligned_vlp/train/itm_loss"]
+        first = model(_mmf_batch(is_correct=(1, 0, 1)))["losses"][
+            "masked_aligned_vlp/train/itm_loss"
+        ]
+        flipped = model(_mmf_batch(is_correct=(0, 1, 0)))["losses"][
+            "masked_aligned_vlp/train/itm_loss"
+        ]
         unlabelled = model(_mmf_batch("val", is_correct=(-1, -1, -1)))["losses"]
     assert float(first) != pytest.approx(float(flipped))
     assert not any(key.endswith("itm_loss") for key in unlabelled)
 
 
-@pytest.mark.parametrize("build, key", [(_visual_bert, "visual_bert_uvlp"),
-                                        (_vilbert, "vilbert_uvlp")])
+@pytest.mark.parametrize(
+    "build, key", [(_visual_bert, "visual_bert_uvlp"), (_vilbert, "vilbert_uvlp")]
+)
 def test_region_scorer_scores_each_real_region(build, key):
     model = build("region_scorer")
     batch = _region_batch()
@@ -189,8 +241,13 @@ def test_region_scorer_scores_each_real_region(build, key):
     assert encoder.grad is not None and float(encoder.grad.abs().sum()) > 0
 
     # MMF's optimizer grouping (encoder / classifier learning rates) covers every parameter
-    config = OmegaConf.create({"model": key, "optimizer": {"params": {"lr": 1e-4}},
-                               "model_config": {key: {"finetune_lr_multiplier": 1}}})
+    config = OmegaConf.create(
+        {
+            "model": key,
+            "optimizer": {"params": {"lr": 1e-4}},
+            "model_config": {key: {"finetune_lr_multiplier": 1}},
+        }
+    )
     grouped = [p for group in model.get_optimizer_parameters(config) for p in group["params"]]
     assert {id(p) for p in grouped} == {id(p) for p in model.parameters()}
 
@@ -207,19 +264,35 @@ def test_vilbert_region_scores_read_the_image_stream():
 
 
 # ------------------------------------------------------------------------------ VL-BERT
-VL_HEADS = {"pretraining": ["mlm", "mrc"], "vqa": ["pooled_classifier"],
-            "nlvr2": ["pair_classifier"], "refcoco": ["region_scorer"]}
+VL_HEADS = {
+    "pretraining": ["mlm", "mrc"],
+    "vqa": ["pooled_classifier"],
+    "nlvr2": ["pair_classifier"],
+    "refcoco": ["region_scorer"],
+}
 
 
 def _vl_bert(heads=("mlm", "mrc"), **settings) -> VLBERT:
     config = {
-        "bert_model_name": None, "attention": "eager",
-        "bert_config": {"vocab_size": V, "hidden_size": 16, "num_hidden_layers": 2,
-                        "num_attention_heads": 2, "intermediate_size": 32,
-                        "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0},
-        "feature_dim": D, "geometry_dim": 16, "num_region_classes": 5, "num_labels": 3,
-        "heads": list(heads), "text_only_batches": True,
-        "losses": [{"type": "uvla_mlm"}, {"type": "uvla_mrc"}], **settings,
+        "bert_model_name": None,
+        "attention": "eager",
+        "bert_config": {
+            "vocab_size": V,
+            "hidden_size": 16,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "intermediate_size": 32,
+            "hidden_dropout_prob": 0.0,
+            "attention_probs_dropout_prob": 0.0,
+        },
+        "feature_dim": D,
+        "geometry_dim": 16,
+        "num_region_classes": 5,
+        "num_labels": 3,
+        "heads": list(heads),
+        "text_only_batches": True,
+        "losses": [{"type": "uvla_mlm"}, {"type": "uvla_mrc"}],
+        **settings,
     }
     torch.manual_seed(0)
     model = VLBERT(OmegaConf.create(config))
@@ -266,8 +339,12 @@ def test_vl_bert_pretraining_shapes_and_backward():
     assert set(losses) == {"train/aligned_vlp/uvla_mlm", "train/aligned_vlp/uvla_mrc"}
     sum(losses.values()).backward()
     embeddings = model.embeddings
-    for parameter in (embeddings.visual_projection.weight, embeddings.special.weight,
-                      embeddings.text.token_type_embeddings.weight, model.encoder.layer[0].output.dense.weight):
+    for parameter in (
+        embeddings.visual_projection.weight,
+        embeddings.special.weight,
+        embeddings.text.token_type_embeddings.weight,
+        model.encoder.layer[0].output.dense.weight,
+    ):
         assert parameter.grad is not None and float(parameter.grad.abs().sum()) > 0
 
 
@@ -284,8 +361,13 @@ def test_vl_bert_trains_as_one_optimizer_group_in_mmf():
 def test_vl_bert_text_only_batches_use_the_shared_visual_embedding():
     model = _vl_bert().train()
     batch = _vl_batch()
-    for key in ("region_features", "region_boxes", "region_mask", "region_masked",
-                "region_class_targets"):
+    for key in (
+        "region_features",
+        "region_boxes",
+        "region_mask",
+        "region_masked",
+        "region_class_targets",
+    ):
         del batch[key]
     output = model(batch)
     assert output["mlm_logits"].shape == (1, V) and "mrc_logits" not in output
@@ -317,8 +399,9 @@ def _encoded_outputs(model: VLBERT, batch: SampleList) -> torch.Tensor:
     """Every output the heads can read: text, regions, pooled and the MRC logits."""
     encoded = model.encode(batch)
     mrc = model(batch)["mrc_logits"]
-    return torch.cat([encoded.text.flatten(), encoded.regions.flatten(),
-                      encoded.pooled.flatten(), mrc.flatten()])
+    return torch.cat(
+        [encoded.text.flatten(), encoded.regions.flatten(), encoded.pooled.flatten(), mrc.flatten()]
+    )
 
 
 def test_vl_bert_masked_region_reaches_no_element():
@@ -330,8 +413,12 @@ def test_vl_bert_masked_region_reaches_no_element():
     changed = base.clone()
     changed[0, 1] = 10 * torch.randn(D)
     with torch.no_grad():
-        masked = [_encoded_outputs(model, _vl_batch((0, 1), features)) for features in (base, changed)]
-        visible = [_encoded_outputs(model, _vl_batch((0, 2), features)) for features in (base, changed)]
+        masked = [
+            _encoded_outputs(model, _vl_batch((0, 1), features)) for features in (base, changed)
+        ]
+        visible = [
+            _encoded_outputs(model, _vl_batch((0, 2), features)) for features in (base, changed)
+        ]
     assert torch.equal(masked[0], masked[1])
     assert not torch.allclose(visible[0], visible[1])
 
@@ -350,12 +437,14 @@ def test_vl_bert_whole_image_feature_of_the_text_leaves_masked_regions_out():
     args = (batch.input_ids, batch.input_mask, batch.segment_ids)
     with torch.no_grad():
         embeddings.text_visual_norm.weight.fill_(1.0)  # as after training: text sees the image
-        with_masked = embeddings(*args, batch.region_features, batch.region_boxes,
-                                 batch.region_mask, batch.region_masked)
+        with_masked = embeddings(
+            *args, batch.region_features, batch.region_boxes, batch.region_mask, batch.region_masked
+        )
         dropped = batch.region_mask.clone()
         dropped[0, 1] = 0  # the masked region removed from the image altogether
-        without = embeddings(*args, batch.region_features, batch.region_boxes, dropped,
-                             torch.zeros_like(dropped))
+        without = embeddings(
+            *args, batch.region_features, batch.region_boxes, dropped, torch.zeros_like(dropped)
+        )
     torch.testing.assert_close(with_masked[:, :L], without[:, :L])
     torch.testing.assert_close(with_masked[:, -1], without[:, -1])  # [END]
 
@@ -366,11 +455,17 @@ def test_vl_bert_layout_regions_share_a_position_segment_c():
     batch = _vl_batch()
     same = torch.randn(D).expand(2, R, D).clone()
     with torch.no_grad():
-        elements = embeddings(batch.input_ids, batch.input_mask, batch.segment_ids, same,
-                              batch.region_boxes[:, :1].expand(2, R, 5),
-                              batch.region_mask, batch.region_masked)
+        elements = embeddings(
+            batch.input_ids,
+            batch.input_mask,
+            batch.segment_ids,
+            same,
+            batch.region_boxes[:, :1].expand(2, R, 5),
+            batch.region_mask,
+            batch.region_masked,
+        )
     assert elements.shape == (2, L + R + 1, 16)
-    regions = elements[0, L:L + R]
+    regions = elements[0, L : L + R]
     assert all(torch.allclose(regions[0], regions[k]) for k in range(1, R))  # no order
     assert not torch.allclose(elements[0, 1], elements[0, 2])  # text positions differ
     table = embeddings.text.token_type_embeddings.weight
@@ -380,12 +475,24 @@ def test_vl_bert_layout_regions_share_a_position_segment_c():
 def test_vl_bert_keeps_the_berts_segments_and_starts_text_visual_at_zero():
     plain = _vl_bert()
     assert float(plain.embeddings.text_visual_norm.weight.abs().max()) == 0.0
-    model = VLBERT(OmegaConf.create({"bert_model_name": BERT, "bert_layers": 1, "feature_dim": D,
-                                     "geometry_dim": 16, "heads": ["mlm"], "losses": []}))
+    model = VLBERT(
+        OmegaConf.create(
+            {
+                "bert_model_name": BERT,
+                "bert_layers": 1,
+                "feature_dim": D,
+                "geometry_dim": 16,
+                "heads": ["mlm"],
+                "losses": [],
+            }
+        )
+    )
     model.build()
     reference = load_file(str(Path(BERT) / "model.safetensors"))
-    torch.testing.assert_close(model.embeddings.text.token_type_embeddings.weight[:2],
-                               reference["embeddings.token_type_embeddings.weight"])
+    torch.testing.assert_close(
+        model.embeddings.text.token_type_embeddings.weight[:2],
+        reference["embeddings.token_type_embeddings.weight"],
+    )
 
 
 def test_sinusoidal_geometry():
@@ -407,8 +514,15 @@ def test_vl_bert_config_errors_name_their_key():
 # --------------------------------------------------------------- masked_aligned_vlp data
 def _masked_dataset(world: Path, dataset_type: str, **changes):
     config = load_yaml(MaskedAlignedVLPBuilder.config_path()).dataset_config.masked_aligned_vlp
-    config.merge_with({"data_dir": str(world), "max_features": 24, "holdout_every": 6,
-                       "use_image_feature_masks": True, **changes})
+    config.merge_with(
+        {
+            "data_dir": str(world),
+            "max_features": 24,
+            "holdout_every": 6,
+            "use_image_feature_masks": True,
+            **changes,
+        }
+    )
     config.processors.masked_token_processor.params.max_seq_length = 24
     return build_dataset("masked_aligned_vlp", config, dataset_type).datasets[0]
 
@@ -416,10 +530,16 @@ def _masked_dataset(world: Path, dataset_type: str, **changes):
 def test_masked_aligned_vlp_is_mmfs_masked_data_over_the_aligned_pool(tiny_world):
     random.seed(0)
     train = _masked_dataset(tiny_world, "train")
-    pool = ImagePoolDatabase(str(tiny_world / "detections/cc/predictions.tsv"), "train", 6,
-                             str(tiny_world / "text/captions_gt.tsv"))
+    pool = ImagePoolDatabase(
+        str(tiny_world / "detections/cc/predictions.tsv"),
+        "train",
+        6,
+        str(tiny_world / "text/captions_gt.tsv"),
+    )
     assert [item["image_id"] for item in train.annotation_db] == [item["image_id"] for item in pool]
-    assert [item["captions"] for item in train.annotation_db] == [[item["caption"]] for item in pool]
+    assert [item["captions"] for item in train.annotation_db] == [
+        [item["caption"]] for item in pool
+    ]
 
     samples = [train[i] for i in range(len(train))]
     labels = {int(sample.is_correct) for sample in samples}
@@ -432,8 +552,9 @@ def test_masked_aligned_vlp_is_mmfs_masked_data_over_the_aligned_pool(tiny_world
     assert set(first.image_info_0) >= {"bbox", "cls_prob", "max_features"}
 
     val = _masked_dataset(tiny_world, "val")
-    assert len(val) == len(ImagePoolDatabase(str(tiny_world / "detections/cc/predictions.tsv"),
-                                             "val", 6))
+    assert len(val) == len(
+        ImagePoolDatabase(str(tiny_world / "detections/cc/predictions.tsv"), "val", 6)
+    )
     assert {int(val[i].is_correct) for i in range(len(val))} == {-1}
 
 
@@ -462,8 +583,10 @@ BUDGET = ("batch_size", "max_updates", "seed", "lr_scheduler", "num_workers")
 
 @pytest.fixture(scope="module")
 def uvla_runs():
-    return {"pretrain": _compose("projects/uvla/pretrain.yaml"),
-            "finetune": _compose("projects/uvla/finetune/vqa2.yaml")}
+    return {
+        "pretrain": _compose("projects/uvla/pretrain.yaml"),
+        "finetune": _compose("projects/uvla/finetune/vqa2.yaml"),
+    }
 
 
 def _configs():
@@ -474,20 +597,23 @@ def _configs():
 
 
 @pytest.mark.parametrize("system, kind, config", list(_configs()))
-def test_every_seed_config_has_uvlas_optimizer_schedule_and_budget(system, kind, config,
-                                                                   uvla_runs):
+def test_every_seed_config_has_uvlas_optimizer_schedule_and_budget(system, kind, config, uvla_runs):
     loaded, reference = _compose(config), uvla_runs[kind]
     assert loaded.scheduler.type == "warmup_linear" and loaded.training.lr_scheduler is True
     assert loaded.scheduler.params.num_training_steps == loaded.training.max_updates
     for key in ("optimizer", "scheduler"):
-        assert OmegaConf.to_container(loaded[key], resolve=True) == \
-            OmegaConf.to_container(reference[key], resolve=True), key
+        assert OmegaConf.to_container(loaded[key], resolve=True) == OmegaConf.to_container(
+            reference[key], resolve=True
+        ), key
     for key in BUDGET:
         assert loaded.training[key] == reference.training[key], key
     assert loaded.env.data_dir == reference.env.data_dir
     node = loaded.model_config[loaded.model]
-    layers = {"visual_bert": "num_hidden_layers", "vilbert": "num_hidden_layers",
-              "vl_bert": "bert_layers"}[system]
+    layers = {
+        "visual_bert": "num_hidden_layers",
+        "vilbert": "num_hidden_layers",
+        "vl_bert": "bert_layers",
+    }[system]
     assert node[layers] == 2  # MiniLM's first 2 layers, as uvla's demo
     assert node.bert_model_name == reference.model_config.uvla.bert_model_name
 
@@ -510,10 +636,16 @@ def test_reference_systems_name_existing_configs_and_their_weight_options(tmp_pa
             assert (REPO / system.finetune(task)).is_file(), system.finetune(task)
     weights = tmp_path / "w.pth"
     assert SYSTEMS["vilbert"].start_from(weights) == [
-        f"checkpoint.resume_file={weights}", "checkpoint.resume_pretrained=True"]
+        f"checkpoint.resume_file={weights}",
+        "checkpoint.resume_pretrained=True",
+    ]
     assert SYSTEMS["vilbert"].start_from(None) == []
-    assert SYSTEMS["vl_bert"].start_from(None) == ["model_config.vl_bert.pretrained_checkpoint=None"]
-    assert SYSTEMS["vl_bert"].evaluate_from(weights)[-1] == \
+    assert SYSTEMS["vl_bert"].start_from(None) == [
         "model_config.vl_bert.pretrained_checkpoint=None"
+    ]
+    assert (
+        SYSTEMS["vl_bert"].evaluate_from(weights)[-1]
+        == "model_config.vl_bert.pretrained_checkpoint=None"
+    )
     with pytest.raises(ValueError, match="unknown task"):
         SYSTEMS["vl_bert"].finetune("vcr")

@@ -57,12 +57,18 @@ def _trainer(model: torch.nn.Module) -> UVLPTrainer:
     """The ``uvlp`` trainer (MMF 1.0.0rc10's) around ``model``, at update 4, in float32."""
     trainer = UVLPTrainer.__new__(UVLPTrainer)
     trainer.__dict__.update(
-        model=model, num_updates=4, profile=lambda *a: None, precision=FLOAT32,
-        scaler=FLOAT32.grad_scaler(), lr_scheduler=None, tb_writer=None,
+        model=model,
+        num_updates=4,
+        profile=lambda *a: None,
+        precision=FLOAT32,
+        scaler=FLOAT32.grad_scaler(),
+        lr_scheduler=None,
+        tb_writer=None,
         should_clip_gradients=True,
         config=OmegaConf.create({"training": {"max_grad_l2_norm": 1.0, "clip_norm_mode": "all"}}),
         optimizer=torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True),
-        dataset_loader=types.SimpleNamespace(prepare_batch=_on_device))
+        dataset_loader=types.SimpleNamespace(prepare_batch=_on_device),
+    )
     return trainer
 
 
@@ -80,8 +86,9 @@ def test_the_uvlp_trainers_step_makes_no_host_sync(processors):
         _trainer_step(trainer, batch)
         _trainer_step(trainer, batch)  # the first update's check is read here
     assert trainer.num_updates == 6
-    assert any(not torch.equal(old, new.detach())
-               for old, new in zip(before, trainer.model.parameters()))
+    assert any(
+        not torch.equal(old, new.detach()) for old, new in zip(before, trainer.model.parameters())
+    )
     flush_non_finite_check(trainer)  # as before a checkpoint: finite, nothing raised
 
 
@@ -97,10 +104,16 @@ def _fine_tuning(task: str, world, tmp_path):
 
     zoo = tmp_path / "no_dataset_zoo.yaml"
     zoo.write_text("{}")
-    loaders = seeded_loaders([f"config={REPO / 'projects/uvla/finetune' / task}.yaml",
-                              f"env.data_dir={world}", f"env.dataset_zoo={zoo}",
-                              "model_config.uvla.feature_dim=64", "training.batch_size=4",
-                              "model_config.uvla.pretrained_checkpoint=None"])
+    loaders = seeded_loaders(
+        [
+            f"config={REPO / 'projects/uvla/finetune' / task}.yaml",
+            f"env.data_dir={world}",
+            f"env.dataset_zoo={zoo}",
+            "model_config.uvla.feature_dim=64",
+            "training.batch_size=4",
+            "model_config.uvla.pretrained_checkpoint=None",
+        ]
+    )
     batch = loaders.prepare_batch(next(iter(loaders.train_loader)))
     attributes = loaders.config.model_config.uvla
     attributes.model = "uvla"
@@ -108,8 +121,9 @@ def _fine_tuning(task: str, world, tmp_path):
 
 
 @pytest.mark.parametrize("task", FINE_TUNING)
-def test_a_fine_tuning_step_of_each_task_makes_no_host_sync(task, tiny_world, mmf_registry,
-                                                            tmp_path):
+def test_a_fine_tuning_step_of_each_task_makes_no_host_sync(
+    task, tiny_world, mmf_registry, tmp_path
+):
     mmf_registry.unregister("config")  # MMF's configuration reads the run's own
     batch, model = _fine_tuning(task, tiny_world, tmp_path)
     images = [batch] if "img0" not in batch else [batch.img0, batch.img1]
@@ -120,13 +134,17 @@ def test_a_fine_tuning_step_of_each_task_makes_no_host_sync(task, tiny_world, mm
         _trainer_step(trainer, batch)
         _trainer_step(trainer, batch)
     assert trainer.num_updates == 6
-    assert any(not torch.equal(old, new.detach())
-               for old, new in zip(before, trainer.model.parameters()))
+    assert any(
+        not torch.equal(old, new.detach()) for old, new in zip(before, trainer.model.parameters())
+    )
     flush_non_finite_check(trainer)
 
 
-@pytest.mark.parametrize("call", [lambda t: t.sum().item(), lambda t: t.tolist(),
-                                  lambda t: bool(t.any())], ids=["item", "tolist", "bool"])
+@pytest.mark.parametrize(
+    "call",
+    [lambda t: t.sum().item(), lambda t: t.tolist(), lambda t: bool(t.any())],
+    ids=["item", "tolist", "bool"],
+)
 def test_the_sync_check_fails_on_a_trainer_step_that_syncs(processors, call):
     _, batch = both_batches(processors, "rt")
     trainer = _trainer(tiny_model().to(DEVICE).train())
@@ -142,12 +160,18 @@ def test_the_sync_check_fails_on_a_trainer_step_that_syncs(processors, call):
             _trainer_step(trainer, batch)
 
 
-@pytest.mark.parametrize("call", [lambda t: t.sum().item(), lambda t: t.tolist(),
-                                  lambda t: bool(t.any()), lambda t: t[t > 0],
-                                  lambda t: torch.tensor([1.0, 2.0], device=t.device),
-                                  lambda t: torch.as_tensor([3], device=t.device)],
-                         ids=["item", "tolist", "bool", "mask-index", "tensor-of-host-data",
-                              "as_tensor-of-host-data"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda t: t.sum().item(),
+        lambda t: t.tolist(),
+        lambda t: bool(t.any()),
+        lambda t: t[t > 0],
+        lambda t: torch.tensor([1.0, 2.0], device=t.device),
+        lambda t: torch.as_tensor([3], device=t.device),
+    ],
+    ids=["item", "tolist", "bool", "mask-index", "tensor-of-host-data", "as_tensor-of-host-data"],
+)
 def test_the_sync_check_names_each_kind_of_sync(call):
     tensor = torch.ones(3, device=DEVICE)
     call(tensor)  # fine outside the block
@@ -167,13 +191,17 @@ def test_a_deferred_non_finite_loss_is_skipped_on_the_device_and_named_next_upda
     loss.backward()
     optimizer.step()
     assert torch.equal(weight.detach().cpu(), torch.ones(2))  # the update changed nothing
-    with pytest.raises(NonFiniteLoss, match=r"update 7 on dataset toy .*image_id b has "
-                       r"non-finite values in region_features.*optimizer skipped it"):
+    with pytest.raises(
+        NonFiniteLoss,
+        match=r"update 7 on dataset toy .*image_id b has "
+        r"non-finite values in region_features.*optimizer skipped it",
+    ):
         check.submit({"train/toy/uvla_mrfr": weight.sum()}, batch, "toy", 8, optimizer)
 
 
 def test_finite_flag_is_a_device_tensor():
-    flag = finite_flag({"a": torch.tensor(1.0, device=DEVICE),
-                        "b": torch.tensor(float("inf"), device=DEVICE)})
+    flag = finite_flag(
+        {"a": torch.tensor(1.0, device=DEVICE), "b": torch.tensor(float("inf"), device=DEVICE)}
+    )
     assert torch.is_tensor(flag) and not bool(flag)
     assert finite_flag({"n": 3}) is None

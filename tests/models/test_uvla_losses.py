@@ -60,8 +60,9 @@ def test_mrc_loss_hand_computed_and_averages_samples_with_targets():
     classes = torch.tensor([[2, -1, -1], [-1, -1, -1], [-1, 0, -1]])
     index = (classes != -1).nonzero()  # (0,0), (2,1)
     logits = torch.tensor([[0.0, 0.0, LN(2)], [LN(3), 0.0, 0.0]])  # p = 2/4, 3/5
-    loss = MaskedRegionClassificationLoss()({"region_class_targets": classes},
-                                            {"mrc_logits": logits, "mrc_index": index})
+    loss = MaskedRegionClassificationLoss()(
+        {"region_class_targets": classes}, {"mrc_logits": logits, "mrc_index": index}
+    )
     assert loss.item() == pytest.approx((LN(2) + LN(5 / 3)) / 2, rel=1e-6)  # sample 1: no target
 
 
@@ -69,8 +70,11 @@ def test_mrfr_regresses_to_the_original_not_the_masked_input():
     original = torch.tensor([[[1.0, 2.0], [3.0, 4.0]]])
     zeroed = original.clone()
     zeroed[0, 1] = 0.0  # region 1 masked: its input was zeroed
-    batch = {"region_features": zeroed, "region_features_target": original,
-             "region_masked": torch.tensor([[0, 1]])}
+    batch = {
+        "region_features": zeroed,
+        "region_features_target": original,
+        "region_masked": torch.tensor([[0, 1]]),
+    }
     index = torch.tensor([[0, 1]])
     exact = {"mrfr_features": torch.tensor([[3.0, 4.0]]), "mrfr_index": index}
     assert MaskedRegionFeatureRegressionLoss()(batch, exact).item() == 0.0
@@ -88,8 +92,9 @@ def test_pmrtc_soft_target_over_the_phrase_word_pieces():
     targets[0, 1, :2] = torch.tensor([1, 3])  # region 1 linked to a 2-piece phrase
     index = torch.tensor([[0, 1]])
     logits = torch.log(torch.tensor([[1.0, 2.0, 3.0, 4.0]]))  # softmax = k / 10
-    loss = PhraseRegionTokenLoss()({"region_phrase_targets": targets},
-                                   {"pmrtc_logits": logits, "pmrtc_index": index})
+    loss = PhraseRegionTokenLoss()(
+        {"region_phrase_targets": targets}, {"pmrtc_logits": logits, "pmrtc_index": index}
+    )
     assert loss.item() == pytest.approx(-(LN(0.2) + LN(0.4)) / 2, rel=1e-6)
 
 
@@ -174,11 +179,15 @@ def test_the_log_says_when_the_curriculum_switches_on_and_its_w_itm_every_interv
     assert curriculum.log_lines(torch.ones(3), weighted, False, 1, 0.25, 2) == []
     assert curriculum.log_lines(weights, weighted, True, 3, 0.5, 2) == [
         "curriculum: on from update 3 (epoch 0.500 >= m = 0.5): the losses of the weighted "
-        "samples (R-N, I-S) are multiplied by w_ITM"]
+        "samples (R-N, I-S) are multiplied by w_ITM"
+    ]
     # update 4: the statistics of updates 3 and 4, over the weighted samples only
     lines = curriculum.log_lines(torch.tensor([0.9, 1.0, 1.0]), weighted, True, 4, 0.6, 2)
-    assert lines == ["curriculum: w_ITM at update 4 over 4 weighted samples of the last 2 "
-                     "updates: mean 0.6750, min 0.2000, max 1.0000"]
+    assert lines == [
+        "curriculum: w_ITM at update 4 over 4 weighted samples of the last 2 "
+        "updates: mean 0.6750, min 0.2000, max 1.0000"
+    ]
     assert curriculum.log_lines(weights, torch.zeros(3, dtype=torch.bool), True, 5, 0.7, 2) == []
     assert curriculum.log_lines(weights, torch.zeros(3, dtype=torch.bool), True, 6, 0.8, 2) == [
-        "curriculum: w_ITM at update 6: no weighted samples in the last 2 updates"]
+        "curriculum: w_ITM at update 6: no weighted samples in the last 2 updates"
+    ]

@@ -23,15 +23,19 @@ BERT = os.environ["UVLP_BERT"]
 D, L, R, CLASSES = 6, 16, 5, 7
 PRETRAINING_LOSSES = ["uvla_mlm", "uvla_mrc", "uvla_mrfr", "uvla_pmrtc", "uvla_itm"]
 SENTENCE = "a red sofa near the white wall"
-PHRASES = [{"char_span": [0, 10], "region": 0, "link_score": 0.8},
-           {"char_span": [16, 30], "region": 2, "link_score": 0.5}]
+PHRASES = [
+    {"char_span": [0, 10], "region": 0, "link_score": 0.8},
+    {"char_span": [16, 30], "region": 2, "link_score": 0.5},
+]
 
 
 @pytest.fixture(autouse=True)
 def registry_state(mmf_registry):
     """A minimal MMF config in the registry (Losses reads it); as it was again after the test."""
-    registry.register("config", OmegaConf.create({"evaluation": {"predict": False},
-                                                  "training": {"batch_size": 4}}))
+    registry.register(
+        "config",
+        OmegaConf.create({"evaluation": {"predict": False}, "training": {"batch_size": 4}}),
+    )
     clear_train_samples()
     register_train_samples("toy", 8)  # batch 4: one epoch = 2 updates
     registry.register("num_updates", 0)
@@ -40,9 +44,16 @@ def registry_state(mmf_registry):
 def _config(**overrides):
     config = {
         "bert_model_name": None,
-        "bert_config": {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2,
-                        "num_attention_heads": 4, "intermediate_size": 64},
-        "attention": "sdpa", "feature_dim": D, "num_region_classes": CLASSES,
+        "bert_config": {
+            "vocab_size": 30522,
+            "hidden_size": 32,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "intermediate_size": 64,
+        },
+        "attention": "sdpa",
+        "feature_dim": D,
+        "num_region_classes": CLASSES,
         "heads": ["mlm", "mrc", "mrfr", "pmrtc", "itm"],
         "curriculum": {"enabled": True, "start_epoch": 1},
         "losses": [{"type": name} for name in PRETRAINING_LOSSES],
@@ -62,16 +73,28 @@ def _model(**overrides) -> UVLA:
 def _image(n: int, seed: int) -> dict:
     g = torch.Generator().manual_seed(seed)
     x1 = torch.rand(n, generator=g) * 40
-    return {"features": torch.rand(n, D, generator=g), "image_width": 100, "image_height": 100,
-            "boxes": torch.stack([x1, x1, x1 + 30, x1 + 50], dim=1)}
+    return {
+        "features": torch.rand(n, D, generator=g),
+        "image_width": 100,
+        "image_height": 100,
+        "boxes": torch.stack([x1, x1, x1 + 30, x1 + 50], dim=1),
+    }
 
 
 @pytest.fixture(scope="module")
 def processors():
-    params = {"tokenizer_path": BERT, "max_seq_length": L, "max_regions": R, "max_phrase_tokens": 4,
-              "mask_prob": 0.4}
-    return {"rt": RegionTagMaskingProcessor(params), "rn": RegionPhraseMaskingProcessor(params),
-            "is": ImageSentenceMaskingProcessor(params)}
+    params = {
+        "tokenizer_path": BERT,
+        "max_seq_length": L,
+        "max_regions": R,
+        "max_phrase_tokens": 4,
+        "mask_prob": 0.4,
+    }
+    return {
+        "rt": RegionTagMaskingProcessor(params),
+        "rn": RegionPhraseMaskingProcessor(params),
+        "is": ImageSentenceMaskingProcessor(params),
+    }
 
 
 def _batch(processors, kind: str, size: int = 3) -> SampleList:
@@ -80,8 +103,11 @@ def _batch(processors, kind: str, size: int = 3) -> SampleList:
     for i in range(size):
         image = _image(3 + i % 2, seed=i)
         if kind == "rt":
-            raw = dict(image, region_labels=["dog", "tennis racket", "man", "wall"][: 3 + i % 2],
-                       region_classes=[1, 2, 3, 4][: 3 + i % 2])
+            raw = dict(
+                image,
+                region_labels=["dog", "tennis racket", "man", "wall"][: 3 + i % 2],
+                region_classes=[1, 2, 3, 4][: 3 + i % 2],
+            )
         elif kind == "rn":
             raw = dict(image, sentence=SENTENCE, noun_phrases=PHRASES)
         else:
@@ -130,8 +156,12 @@ def test_sdpa_equals_eager_and_attention_maps_on_request(processors):
     eager.load_state_dict(sdpa.state_dict())
     assert type(sdpa.encoder.layer[0].attention.self).__name__ == "BertSdpaSelfAttention"
     sdpa_kernel = torch.nn.functional.scaled_dot_product_attention
-    with torch.no_grad(), mock.patch("torch.nn.functional.scaled_dot_product_attention",
-                                     wraps=sdpa_kernel) as fused_calls:
+    with (
+        torch.no_grad(),
+        mock.patch(
+            "torch.nn.functional.scaled_dot_product_attention", wraps=sdpa_kernel
+        ) as fused_calls,
+    ):
         fused = sdpa.encode(batch)
         assert fused_calls.call_count == 2  # one fused call per layer
         reference = eager.encode(batch)
@@ -197,10 +227,12 @@ def test_the_curriculum_weight_is_the_clean_pair_s_match_score(processors, kind)
     model = _model()
     with torch.no_grad():  # a head that tells pairs apart (a fresh one says ~0.5 to all)
         model.heads["itm"].classifier.weight.normal_(
-            0.0, 1.0, generator=torch.Generator().manual_seed(3))
+            0.0, 1.0, generator=torch.Generator().manual_seed(3)
+        )
     batch = _batch(processors, kind)
-    assert not torch.equal(batch.input_ids, batch.clean_input_ids) or \
-        not torch.equal(batch.region_features, batch.clean_region_features)
+    assert not torch.equal(batch.input_ids, batch.clean_input_ids) or not torch.equal(
+        batch.region_features, batch.clean_region_features
+    )
     registry.register("num_updates", 2)  # epoch 1 = m
     model.eval()
     with torch.no_grad():
@@ -228,8 +260,11 @@ def test_a_weighted_batch_without_its_clean_pair_is_refused(processors):
     batch = _batch(processors, "is")
     del batch["clean_region_features"]
     registry.register("num_updates", 2)
-    with pytest.raises(ValueError, match=r"curriculum-weighted batch needs "
-                                         r"\['clean_region_features'\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"curriculum-weighted batch needs "
+        r"\['clean_region_features'\]",
+    ):
         model(batch)
 
 
@@ -253,11 +288,16 @@ def _mmf_batch(size: int = 2, regions: int = 4) -> dict:
         "input_mask": torch.tensor([[1, 1, 1, 1, 0]] * size),
         "segment_ids": torch.zeros(size, 5, dtype=torch.long),
         "image_feature_0": torch.rand(size, regions, D),
-        "image_info_0": SampleList({
-            "max_features": torch.tensor(counts),
-            "bbox": [torch.rand(n, 2).repeat(1, 2).numpy() * 50 + [0, 0, 10, 10] for n in counts],
-            "image_width": [100] * size, "image_height": [80] * size,
-        }),
+        "image_info_0": SampleList(
+            {
+                "max_features": torch.tensor(counts),
+                "bbox": [
+                    torch.rand(n, 2).repeat(1, 2).numpy() * 50 + [0, 0, 10, 10] for n in counts
+                ],
+                "image_width": [100] * size,
+                "image_height": [80] * size,
+            }
+        ),
     }
 
 
@@ -280,8 +320,9 @@ def test_task_heads_on_mmf_dataset_fields():
 
 
 def test_mmf_s_pixel_boxes_are_normalised_per_batch_as_by_hand():
-    model = _model(losses=[], curriculum={"enabled": False}, heads=["pooled_classifier"],
-                   num_labels=3)
+    model = _model(
+        losses=[], curriculum={"enabled": False}, heads=["pooled_classifier"], num_labels=3
+    )
     fields = _mmf_batch()
     fields["image_info_0"]["bbox"][1][0] = [-3.0, 5.0, 130.0, 40.0]  # a pixel outside: clamped
     inputs = model._inputs(SampleList(fields))
@@ -292,8 +333,10 @@ def test_mmf_s_pixel_boxes_are_normalised_per_batch_as_by_hand():
             if row >= len(pixels):
                 assert inputs.region_boxes[image, row].tolist() == [0.0] * 5
                 continue
-            x1, y1, x2, y2 = (min(max(float(value) / size, 0.0), 1.0) for value, size in
-                              zip(pixels[row], (width, height, width, height)))
+            x1, y1, x2, y2 = (
+                min(max(float(value) / size, 0.0), 1.0)
+                for value, size in zip(pixels[row], (width, height, width, height))
+            )
             expected = [x1, y1, x2, y2, max(x2 - x1, 0.0) * max(y2 - y1, 0.0)]
             assert inputs.region_boxes[image, row].tolist() == pytest.approx(expected, abs=1e-6)
     assert inputs.region_mask.tolist() == [[1, 1, 1, 0], [1, 1, 1, 1]]
@@ -307,8 +350,12 @@ def test_mmf_s_pixel_boxes_are_normalised_per_batch_as_by_hand():
 
 
 def test_mean_pooling_reads_the_mean_of_the_unpadded_tokens():
-    no_curriculum = {"losses": [], "curriculum": {"enabled": False}, "heads": ["pooled_classifier"],
-                     "num_labels": 3}
+    no_curriculum = {
+        "losses": [],
+        "curriculum": {"enabled": False},
+        "heads": ["pooled_classifier"],
+        "num_labels": 3,
+    }
     model = _model(pooling="mean", **no_curriculum).eval()
     raw = _mmf_batch()
     fields = SampleList(raw)
@@ -319,8 +366,9 @@ def test_mean_pooling_reads_the_mean_of_the_unpadded_tokens():
         mean = sequence[i][real[i]].mean(0)
         assert torch.allclose(encoded.pooled[i], model.pooler(mean.view(1, 1, -1))[0], atol=1e-6)
     assert not torch.allclose(encoded.pooled, model.pooler(sequence), atol=1e-3)  # not [CLS]
-    padded = SampleList(dict(raw, image_feature_0=torch.cat(
-        [raw["image_feature_0"], torch.rand(2, 2, D)], dim=1)))  # 2 more padding regions
+    padded = SampleList(
+        dict(raw, image_feature_0=torch.cat([raw["image_feature_0"], torch.rand(2, 2, D)], dim=1))
+    )  # 2 more padding regions
     assert torch.allclose(model.encode(padded).pooled, encoded.pooled, atol=1e-6)
     with pytest.raises(ValueError, match="pooling must be one of"):
         _model(pooling="max", **no_curriculum)
@@ -356,7 +404,8 @@ def test_visual_lr_multiplier_gives_the_region_path_its_own_lr_in_mmf_s_optimize
     assert (rest["lr"], visual["lr"]) == (1e-4, pytest.approx(1e-3))
     assert {id(p) for p in visual["params"]} == {id(p) for p in model.visual_parameters()}
     assert {id(p) for p in model.embeddings.feature_projection.parameters()} <= {
-        id(p) for p in visual["params"]}
+        id(p) for p in visual["params"]
+    }
     assert len(rest["params"]) + len(visual["params"]) == len(list(model.parameters()))
     with pytest.raises(ValueError, match="visual_lr_multiplier"):
         _model(visual_lr_multiplier=0)
@@ -371,7 +420,9 @@ def test_mmf_configuration_loads_the_model_defaults():
     args = argparse.Namespace(config_override=None, opts=["model=uvla", "dataset=vqa2"])
     config = Configuration(args)
     uvla = config.get_config().model_config.uvla
-    assert uvla.heads is None and uvla.losses is None  # the task's (tests/models/test_benchmark_configs.py)
+    assert (
+        uvla.heads is None and uvla.losses is None
+    )  # the task's (tests/models/test_benchmark_configs.py)
     assert list(uvla.tasks.pretraining.heads) == ["mlm", "mrc", "mrfr", "pmrtc", "itm"]
     assert uvla.bert_model_name == BERT and uvla.curriculum.start_epoch == 1
     assert [loss.type for loss in uvla.tasks.pretraining.losses] == PRETRAINING_LOSSES

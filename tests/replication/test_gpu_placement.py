@@ -51,12 +51,15 @@ def test_replicate_places_its_runs_only_where_gpus_exist(monkeypatch, capsys):
     assert replicate.placed_runs(4) is replicate.execute
     calls = []
     monkeypatch.setattr(replicate, "visible_gpus", lambda: ["0"])
-    monkeypatch.setattr(replicate, "execute",
-                        lambda command, output=None, env=None: calls.append(env) or 0)
+    monkeypatch.setattr(
+        replicate, "execute", lambda command, output=None, env=None: calls.append(env) or 0
+    )
     monkeypatch.setenv("OMP_NUM_THREADS", "4")
     run = replicate.placed_runs(3)
-    assert "Placement: 3 runs side by side on 1 GPU(s) (GPU 0: 3), 4 CPU threads each" \
+    assert (
+        "Placement: 3 runs side by side on 1 GPU(s) (GPU 0: 3), 4 CPU threads each"
         in capsys.readouterr().out
+    )
     assert run(["mmf_run"], "step.out") == 0
     assert calls[0]["CUDA_VISIBLE_DEVICES"] == "0" and calls[0]["OMP_NUM_THREADS"] == "4"
 

@@ -77,7 +77,7 @@ def published(path: Path = RESULTS) -> list[Published]:
             index += 1
             continue
         end = next(i for i in range(index + 1, len(lines)) if lines[i].startswith("```"))
-        command = shlex.split(" ".join(line.rstrip("\\") for line in lines[index + 1:end]))
+        command = shlex.split(" ".join(line.rstrip("\\") for line in lines[index + 1 : end]))
         index = end + 1
         if "uvlp-replicate" not in command or "--recorded" not in command:
             continue
@@ -87,8 +87,12 @@ def published(path: Path = RESULTS) -> list[Published]:
             index += 1
         start = next((i for i, line in enumerate(after) if line.startswith("|")), None)
         assert start is not None, f"{path}: no table after `{' '.join(command)}`"
-        found.append(Published(command[command.index("uvlp-replicate") + 1:],
-                               [line for line in after[start:] if line.strip()]))
+        found.append(
+            Published(
+                command[command.index("uvlp-replicate") + 1 :],
+                [line for line in after[start:] if line.strip()],
+            )
+        )
     return found
 
 
@@ -96,22 +100,23 @@ def _option(args: list[str], name: str) -> str | None:
     return args[args.index(name) + 1] if name in args else None
 
 
-def rebuild(item: Published, tmp_path: Path, archive: Path | None = None
-            ) -> tuple[list[str], bool]:
+def rebuild(item: Published, tmp_path: Path, archive: Path | None = None) -> tuple[list[str], bool]:
     """The lines `uvlp-replicate` prints for ``item``'s table from a copy of its archive
     (or ``archive``), from the table on, and whether the world was at hand (else its trivial
     row is empty)."""
     args = list(item.args)
     tables = (_option(args, "--tables") or "").split(",")
-    assert len(tables) == 1 and tables[0] in TABLES, \
+    assert len(tables) == 1 and tables[0] in TABLES, (
         f"{RESULTS}: `{' '.join(args)}`: expected --tables with one table"
+    )
     source = _option(args, "--archive")
     assert source is not None, f"{RESULTS}: `{' '.join(args)}` names no --archive"
     copy = tmp_path / "archive"
     shutil.copytree(archive or REPO / source, copy)
     args[args.index("--archive") + 1] = str(copy)
-    recipe = load_recipe(REPO / _option(args, "--recipe"), TASKS) \
-        if "--recipe" in args else Recipe()
+    recipe = (
+        load_recipe(REPO / _option(args, "--recipe"), TASKS) if "--recipe" in args else Recipe()
+    )
     preset = _option(args, "--world") or recipe.world or "demo"
     world = REPO / "data" / f"toy_world_{preset}"
     has_world = (world / "world.json").is_file()
@@ -119,8 +124,9 @@ def rebuild(item: Published, tmp_path: Path, archive: Path | None = None
     if not has_world:  # the world's settings without its data: no trivial rates
         world = tmp_path / f"toy_world_{preset}"
         world.mkdir()
-        (world / "world.json").write_text(json.dumps(
-            {"preset": preset, "feature_dim": PRESETS[preset].feature_dim}))
+        (world / "world.json").write_text(
+            json.dumps({"preset": preset, "feature_dim": PRESETS[preset].feature_dim})
+        )
         extra = ["--world", str(world)]
     out = tmp_path / "out"
     code = replicate.main([*args, *extra, "--runs", str(tmp_path / "runs"), "--out", str(out)])
@@ -141,23 +147,25 @@ def table_differences(where: str, page: Table, printed: Table, trivial: bool) ->
     for label in rows:
         if label not in labels:
             differences.append(f"{where}: row {label} is printed but not on the page")
-    if [label for label in labels if label in rows] != [label for label in rows
-                                                        if label in labels]:
+    if [label for label in labels if label in rows] != [label for label in rows if label in labels]:
         differences.append(f"{where}: rows in the order {labels}, printed {list(rows)}")
     for row in page[1:]:
         if row[0] not in rows:
             differences.append(f"{where}: row {row[0]} is on the page but not printed")
             continue
         if len(row) != len(page[0]):
-            differences.append(f"{where}: row {row[0]} has {len(row)} cells, the header "
-                               f"{len(page[0])}")
+            differences.append(
+                f"{where}: row {row[0]} has {len(row)} cells, the header {len(page[0])}"
+            )
             continue
         if row[0] == TRIVIAL and not trivial:
             continue
         for column, mine, theirs in zip(page[0][1:], row[1:], rows[row[0]][1:]):
             if mine != theirs:
-                differences.append(f"{where}: {row[0]}, {column}: the page has {mine!r}, "
-                                   f"the archive gives {theirs!r}")
+                differences.append(
+                    f"{where}: {row[0]}, {column}: the page has {mine!r}, "
+                    f"the archive gives {theirs!r}"
+                )
     return differences
 
 
@@ -172,8 +180,11 @@ def differences(item: Published, printed: list[str], has_world: bool) -> list[st
 
     def text(lines: list[str]) -> list[str]:
         """Every line but the table's (and, without the world, the trivial Meta-Ave's note)."""
-        return [line for line in lines
-                if not line.startswith("|") and (has_world or not line.startswith("- Trivial"))]
+        return [
+            line
+            for line in lines
+            if not line.startswith("|") and (has_world or not line.startswith("- Trivial"))
+        ]
 
     page, again = text(item.lines), text(printed)
     found += [f"{where}: printed, not on the page: {line}" for line in again if line not in page]
@@ -189,8 +200,11 @@ def rebuilt(tmp_path_factory) -> list[tuple[Published, list[str], bool]]:
 
 
 def test_the_published_tables_are_those_the_archive_prints(rebuilt):
-    found = [line for item, printed, has_world in rebuilt
-             for line in differences(item, printed, has_world)]
+    found = [
+        line
+        for item, printed, has_world in rebuilt
+        for line in differences(item, printed, has_world)
+    ]
     assert not found, "\n".join(found)
 
 
@@ -199,18 +213,23 @@ def test_the_readme_table_is_the_published_one(rebuilt):
     the one the archive prints (its trivial row: the one docs/results.md publishes)."""
     headers = [item.table[0] for item, _, _ in rebuilt]
     tables = [t for t in markdown_tables(README.read_text(encoding="utf-8")) if t[0] in headers]
-    assert len(tables) == 1, (f"{README}: expected one table with the header row of a table "
-                              f"of {RESULTS.name}, found {len(tables)}")
+    assert len(tables) == 1, (
+        f"{README}: expected one table with the header row of a table "
+        f"of {RESULTS.name}, found {len(tables)}"
+    )
     readme = tables[0]
     labels = {row[0] for row in readme[1:]}
-    matches = [(item, printed, has_world) for item, printed, has_world in rebuilt
-               if item.table[0] == readme[0] and labels <= {row[0] for row in item.table[1:]}]
+    matches = [
+        (item, printed, has_world)
+        for item, printed, has_world in rebuilt
+        if item.table[0] == readme[0] and labels <= {row[0] for row in item.table[1:]}
+    ]
     assert matches, f"{README}: no table of {RESULTS.name} has the rows {sorted(labels)}"
     item, printed, has_world = matches[0]
     again = printed_table(printed)
-    found = table_differences(README.name, readme,
-                              [again[0], *(row for row in again[1:] if row[0] in labels)],
-                              has_world)
+    found = table_differences(
+        README.name, readme, [again[0], *(row for row in again[1:] if row[0] in labels)], has_world
+    )
     trivial = [row for row in readme if row[0] == TRIVIAL]
     if trivial != [row for row in item.table if row[0] == TRIVIAL]:
         found.append(f"{README.name}: trivial row {trivial}, not {RESULTS.name}'s")
@@ -220,12 +239,16 @@ def test_the_readme_table_is_the_published_one(rebuilt):
 def test_the_trivial_rates_match_the_world(rebuilt):
     missing = [item for item, _, has_world in rebuilt if not has_world]
     if missing:
-        pytest.skip(f"{len(missing)} of {len(rebuilt)} published tables: no generated world "
-                    "in data/ to read their trivial rates from (`make demo` or "
-                    "`replicate --recorded` makes it); their trivial rows were not compared")
-    found = [line for item, printed, _ in rebuilt
-             for line in table_differences(RESULTS.name, item.table, printed_table(printed),
-                                           True)]
+        pytest.skip(
+            f"{len(missing)} of {len(rebuilt)} published tables: no generated world "
+            "in data/ to read their trivial rates from (`make demo` or "
+            "`replicate --recorded` makes it); their trivial rows were not compared"
+        )
+    found = [
+        line
+        for item, printed, _ in rebuilt
+        for line in table_differences(RESULTS.name, item.table, printed_table(printed), True)
+    ]
     assert not found, "\n".join(found)
 
 
@@ -241,13 +264,18 @@ def test_a_metric_changed_in_the_archive_shows_as_a_difference(rebuilt, tmp_path
     changed = re.sub(r"(test/vqa2/vqa_accuracy: )[0-9.]+", r"\g<1>0.0100", text)
     assert changed != text
     log.write_text(changed, encoding="utf-8")
-    label = next(label for label, system in TABLES[_option(item.args, "--tables")].rows
-                 if system == log.parents[2].name)
+    label = next(
+        label
+        for label, system in TABLES[_option(item.args, "--tables")].rows
+        if system == log.parents[2].name
+    )
     printed, has_world = rebuild(item, tmp_path / "build", archive)
     page = next(row for row in item.table if row[0] == label)
     again = next(row for row in printed_table(printed) if row[0] == label)
     assert page[1] != again[1]
     found = differences(item, printed, has_world)
-    assert any(line.endswith(f": {label}, VQA: the page has {page[1]!r}, the archive gives "
-                             f"{again[1]!r}") for line in found), "\n".join(found)
+    assert any(
+        line.endswith(f": {label}, VQA: the page has {page[1]!r}, the archive gives {again[1]!r}")
+        for line in found
+    ), "\n".join(found)
     assert any(f": {label}, Meta-Ave: the page has" in line for line in found)

@@ -6,15 +6,29 @@ from __future__ import annotations
 import pytest
 
 from helpers.readings import (
-    Quote, RESULTS, Readings, SEEDS, by_task, ci,
-    gap, paired, pm, problems, row_stat, s,
-    seed_list, t_p, value, weights,
+    Quote,
+    RESULTS,
+    Readings,
+    SEEDS,
+    by_task,
+    ci,
+    gap,
+    paired,
+    pm,
+    problems,
+    row_stat,
+    s,
+    seed_list,
+    t_p,
+    value,
+    weights,
 )
 
 
 TABLE4_INTRO: list[Quote] = [
     lambda: "it wrote the same weights (SHA-256 {}…, as its record names)".format(
-        weights("no_witm", 2)),
+        weights("no_witm", 2)
+    ),
 ]
 
 
@@ -29,15 +43,20 @@ TABLE4_INTRO_ELSEWHERE = [
 TABLE4: list[Quote] = [
     lambda: "Over seeds {} the paired gap w_ITM - w/o w_ITM is {} (paired {}, {})".format(
         seed_list(gap("uvla", "no_witm").paired.seeds),
-        pm(paired("uvla", "no_witm")), t_p("uvla", "no_witm"), ci("uvla", "no_witm")),
+        pm(paired("uvla", "no_witm")),
+        t_p("uvla", "no_witm"),
+        ci("uvla", "no_witm"),
+    ),
     lambda: "per seed {}, {} and {}".format(
-        *(s(value("uvla", k) - value("no_witm", k)) for k in SEEDS)),
+        *(s(value("uvla", k) - value("no_witm", k)) for k in SEEDS)
+    ),
     lambda: "the test detects {:.1f} points or more".format(
-        100 * gap("uvla", "no_witm").paired.test.detectable),
-    lambda: "w/o w_ITM reads {} Meta-Ave, w_ITM {}".format(row_stat("no_witm"),
-                                                          row_stat("uvla")),
+        100 * gap("uvla", "no_witm").paired.test.detectable
+    ),
+    lambda: "w/o w_ITM reads {} Meta-Ave, w_ITM {}".format(row_stat("no_witm"), row_stat("uvla")),
     lambda: "w_ITM - w/o w_ITM is VQA {}, NLVR2 {}, VE {} and RefCOCO+ {}".format(
-        *by_task("uvla", "no_witm")),
+        *by_task("uvla", "no_witm")
+    ),
 ]
 
 
@@ -49,8 +68,10 @@ TABLE4_ELSEWHERE = [
 ]
 
 
-READINGS: Readings = {"Table 4": (TABLE4_INTRO, TABLE4_INTRO_ELSEWHERE),
-            "Reading of Table 4": (TABLE4, TABLE4_ELSEWHERE)}
+READINGS: Readings = {
+    "Table 4": (TABLE4_INTRO, TABLE4_INTRO_ELSEWHERE),
+    "Reading of Table 4": (TABLE4, TABLE4_ELSEWHERE),
+}
 
 
 def test_every_number_is_the_archive_s_or_has_a_source():
@@ -58,11 +79,14 @@ def test_every_number_is_the_archive_s_or_has_a_source():
     assert not found, "\n".join(found)
 
 
-@pytest.mark.parametrize("old, new", [
-    ("p = 0.25, 95 % CI [−5.0, +2.3]", "p = 0.25, 95 % CI [−5.0, +2.5]"),  # an interval
-    ("the test detects 4.7 points", "the test detects 4.5 points"),  # the noncentral t's power
-    ('per seed −1.9, +0.3 and −2.5', 'per seed −1.9, +0.3 and −2.4'),
-])
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("p = 0.25, 95 % CI [−5.0, +2.3]", "p = 0.25, 95 % CI [−5.0, +2.5]"),  # an interval
+        ("the test detects 4.7 points", "the test detects 4.5 points"),  # the noncentral t's power
+        ("per seed −1.9, +0.3 and −2.5", "per seed −1.9, +0.3 and −2.4"),
+    ],
+)
 def test_a_changed_number_fails(old, new):
     text = RESULTS.read_text(encoding="utf-8")
     assert old in text

@@ -23,9 +23,20 @@ from helpers.replication import TINY_MODELS, replicate_tool, wall_line, wall_lin
 
 # ----------------------------------------------------------------------------- end to end
 
-ARGS = ["--seeds", "2", "--systems", "base,random_pairs", "--tasks", "refcoco_plus",
-        "--model-config", "configs/models/uvla/tiny_random.yaml", "--pretrain-updates", "2",
-        "--finetune-updates", "2"]
+ARGS = [
+    "--seeds",
+    "2",
+    "--systems",
+    "base,random_pairs",
+    "--tasks",
+    "refcoco_plus",
+    "--model-config",
+    "configs/models/uvla/tiny_random.yaml",
+    "--pretrain-updates",
+    "2",
+    "--finetune-updates",
+    "2",
+]
 
 
 def _mtimes(folder: Path) -> dict:
@@ -35,11 +46,19 @@ def _mtimes(folder: Path) -> dict:
 def test_replicate_on_the_tiny_world_end_to_end(tiny_world, tmp_path, monkeypatch, capsys):
     runs, out = tmp_path / "runs", tmp_path / "out"
     args = ["--world", str(tiny_world), "--runs", str(runs), "--out", str(out), *ARGS]
-    result = subprocess.run([sys.executable, "-m", "mmf_uvlp.cli.replicate", *args],
-                            capture_output=True, text=True, timeout=900, cwd=REPO)
+    result = subprocess.run(
+        [sys.executable, "-m", "mmf_uvlp.cli.replicate", *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=REPO,
+    )
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
-    assert re.search(r"\[10/10\] RefCOCO\+ val/testA/testB of Random pairs, seed 1 \| "
-                     r"elapsed \d:\d\d:\d\d \| ETA \d:\d\d:\d\d", result.stdout)
+    assert re.search(
+        r"\[10/10\] RefCOCO\+ val/testA/testB of Random pairs, seed 1 \| "
+        r"elapsed \d:\d\d:\d\d \| ETA \d:\d\d:\d\d",
+        result.stdout,
+    )
     assert sorted(p.name for p in out.iterdir()) == ["runs.json", "table1.md", "table1.png"]
     assert (out / "table1.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -55,8 +74,11 @@ def test_replicate_on_the_tiny_world_end_to_end(tiny_world, tmp_path, monkeypatc
     for label, system in (("Base", "base"), ("Random pairs", "random_pairs")):
         row = next(line for line in table.splitlines() if line.startswith(f"| {label} |"))
         for column, split in ((4, "val"), (5, "testA"), (6, "testB")):
-            values = [e["metrics"][f"test/refcoco_plus_{split}/refcoco_accuracy"] for e in entries
-                      if e["system"] == system and e["task"] == "refcoco_plus_splits"]
+            values = [
+                e["metrics"][f"test/refcoco_plus_{split}/refcoco_accuracy"]
+                for e in entries
+                if e["system"] == system and e["task"] == "refcoco_plus_splits"
+            ]
             assert len(values) == 2
             mean, std = 100 * statistics.fmean(values), 100 * statistics.stdev(values)
             stds.append(std)
@@ -122,16 +144,23 @@ def test_replicate_on_the_tiny_world_end_to_end(tiny_world, tmp_path, monkeypatc
     assert tool.main(archived + ["--recorded"]) == 0
     printed = capsys.readouterr().out
     assert launched == []
-    assert ("--recorded: 1 of 10 steps have no finished run and were not run\n"
-            "    RefCOCO+ val/testA/testB of Random pairs, seed 1\n") in printed
+    assert (
+        "--recorded: 1 of 10 steps have no finished run and were not run\n"
+        "    RefCOCO+ val/testA/testB of Random pairs, seed 1\n"
+    ) in printed
     recorded = (out / "table1.md").read_text()
     assert "this call trained nothing" in recorded
-    assert next(line for line in recorded.splitlines()
-                if line.startswith("| Random pairs |")).endswith(" | 1 |")
+    assert next(
+        line for line in recorded.splitlines() if line.startswith("| Random pairs |")
+    ).endswith(" | 1 |")
 
 
-SEED_ROWS = {"Base": "base", "VisualBERT": "visual_bert", "ViLBERT": "vilbert",
-             "VL-BERT": "vl_bert"}
+SEED_ROWS = {
+    "Base": "base",
+    "VisualBERT": "visual_bert",
+    "ViLBERT": "vilbert",
+    "VL-BERT": "vl_bert",
+}
 
 
 @pytest.mark.slow
@@ -140,23 +169,48 @@ def test_replicate_with_the_reference_models_on_the_tiny_world_end_to_end(tiny_w
     2 updates, each model's tiny random version (about 2 minutes); each fine-tuning is
     evaluated twice and its best checkpoint tested."""
     runs, out = tmp_path / "runs", tmp_path / "out"
-    args = ["--world", str(tiny_world), "--runs", str(runs), "--out", str(out), "--seeds", "1",
-            "--systems", ",".join(SEED_ROWS.values()), "--tasks", "refcoco_plus",
-            "--pretrain-updates", "2", "--finetune-updates", "2", "--finetune-evaluations", "2",
-            *(option for path in TINY_MODELS for option in ("--model-config", path))]
-    result = subprocess.run([sys.executable, "-m", "mmf_uvlp.cli.replicate", *args],
-                            capture_output=True, text=True, timeout=900, cwd=REPO)
+    args = [
+        "--world",
+        str(tiny_world),
+        "--runs",
+        str(runs),
+        "--out",
+        str(out),
+        "--seeds",
+        "1",
+        "--systems",
+        ",".join(SEED_ROWS.values()),
+        "--tasks",
+        "refcoco_plus",
+        "--pretrain-updates",
+        "2",
+        "--finetune-updates",
+        "2",
+        "--finetune-evaluations",
+        "2",
+        *(option for path in TINY_MODELS for option in ("--model-config", path)),
+    ]
+    result = subprocess.run(
+        [sys.executable, "-m", "mmf_uvlp.cli.replicate", *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=REPO,
+    )
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
     entries = json.loads((out / "runs.json").read_text())["runs"]
     assert len(entries) == 1 * 2 + 3 * 3 and all(e["finished"] for e in entries)
     assert {e["system"] for e in entries if e["kind"] == "pretrain"} == set(REFERENCE_MODELS)
     table = (out / "table1.md").read_text()
     rows = [line for line in table.splitlines() if line.startswith("| ")][1:]  # no header
-    assert [row.split(" | ")[0][2:] for row in rows] == [*SEED_ROWS,
-                                                        "*Trivial (majority / chance)*"]
+    assert [row.split(" | ")[0][2:] for row in rows] == [
+        *SEED_ROWS,
+        "*Trivial (majority / chance)*",
+    ]
     for row, system in zip(rows, SEED_ROWS.values()):
-        split_run = next(e for e in entries
-                         if e["system"] == system and e["task"] == "refcoco_plus_splits")
+        split_run = next(
+            e for e in entries if e["system"] == system and e["task"] == "refcoco_plus_splits"
+        )
         for column, split in ((4, "val"), (5, "testA"), (6, "testB")):
             value = split_run["metrics"][f"test/refcoco_plus_{split}/refcoco_accuracy"]
             assert row.split(" | ")[column] == f"{100 * value:.1f}", row
@@ -169,4 +223,5 @@ def test_replicate_with_the_reference_models_on_the_tiny_world_end_to_end(tiny_w
     # Each pre-training kept only the weights its model's fine-tuning loaded.
     assert not list(runs.rglob("*.ckpt"))
     assert sorted(p.relative_to(runs).as_posix() for p in runs.rglob("*.pth")) == sorted(
-        f"{key}/seed0/pretrain/{REFERENCE_SYSTEMS[key].final_weights}" for key in REFERENCE_MODELS)
+        f"{key}/seed0/pretrain/{REFERENCE_SYSTEMS[key].final_weights}" for key in REFERENCE_MODELS
+    )

@@ -16,9 +16,16 @@ from typing import Sequence
 import pytest
 
 from mmf_uvlp.replication.archive import Archive
-from mmf_uvlp.replication.runner import (StaleRun, StepFailed, prerequisites, read_record,
-                                         run_steps, set_aside_previous_log, stale_reason,
-                                         waiting_on)
+from mmf_uvlp.replication.runner import (
+    StaleRun,
+    StepFailed,
+    prerequisites,
+    read_record,
+    run_steps,
+    set_aside_previous_log,
+    stale_reason,
+    waiting_on,
+)
 from mmf_uvlp.replication.steps import Settings, Step, plan, setup_steps, system_steps
 from mmf_uvlp.replication.study import SYSTEMS
 from mmf_uvlp.replication.world import World
@@ -30,10 +37,18 @@ from helpers.replication import write_train_log
 
 # ----------------------------------------------------------------------------- runner
 
+
 def _step(tmp_path: Path, name: str, command: tuple = ("tool", "--x", "1"), **kwargs) -> Step:
     folder = tmp_path / name
-    return Step("finetune", name, command, folder, folder / "step.json",
-                proof_file=folder / "done", **kwargs)
+    return Step(
+        "finetune",
+        name,
+        command,
+        folder,
+        folder / "step.json",
+        proof_file=folder / "done",
+        **kwargs,
+    )
 
 
 def _finish(command) -> int:
@@ -46,12 +61,15 @@ def _finish(command) -> int:
 
 def test_runner_skips_done_steps_records_runs_and_prunes(tmp_path, monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
-    first = _step(tmp_path, "a", ("tool", str(tmp_path / "a")),
-                  prune=(tmp_path / "a" / "current.ckpt",))
+    first = _step(
+        tmp_path, "a", ("tool", str(tmp_path / "a")), prune=(tmp_path / "a" / "current.ckpt",)
+    )
     second = _step(tmp_path, "b", ("tool", str(tmp_path / "b")))
     calls, lines = [], []
-    assert run_steps([first, second], run=lambda c: calls.append(c) or _finish(c),
-                     log=lines.append) == 2
+    assert (
+        run_steps([first, second], run=lambda c: calls.append(c) or _finish(c), log=lines.append)
+        == 2
+    )
     record = json.loads(first.record.read_text())
     assert record["command"] == list(first.command) and record["wall_s"] >= 0
     assert record["threads"] == 3
@@ -73,12 +91,25 @@ def test_runner_skips_done_steps_records_runs_and_prunes(tmp_path, monkeypatch):
 def test_runner_runs_only_the_kinds_asked_and_still_checks_the_finished_ones(tmp_path):
     """``kinds`` (replicate --recorded): the other steps are left as they are, but a finished
     one made by another command is refused all the same."""
-    world = Step("world", "world", ("tool", str(tmp_path / "w")), tmp_path / "w",
-                 tmp_path / "w" / "step.json", proof_file=tmp_path / "w" / "done")
+    world = Step(
+        "world",
+        "world",
+        ("tool", str(tmp_path / "w")),
+        tmp_path / "w",
+        tmp_path / "w" / "step.json",
+        proof_file=tmp_path / "w" / "done",
+    )
     run = _step(tmp_path, "a", ("tool", str(tmp_path / "a")))
     calls = []
-    assert run_steps([world, run], run=lambda c: calls.append(c) or _finish(c),
-                     log=lambda line: None, kinds=("world",)) == 1
+    assert (
+        run_steps(
+            [world, run],
+            run=lambda c: calls.append(c) or _finish(c),
+            log=lambda line: None,
+            kinds=("world",),
+        )
+        == 1
+    )
     assert calls == [world.command] and world.done() and not run.done()
     assert run_steps([world, run], run=_finish, log=lambda line: None) == 1
     changed = _step(tmp_path, "a", ("tool", str(tmp_path / "a"), "--updates", "5"))
@@ -95,10 +126,14 @@ def test_a_world_made_with_other_settings_than_its_preset_s_is_refused(tmp_path)
     (world.path / "world.json").write_text(json.dumps({"config": config}))
     assert step.done() and world.drift() is None
     assert run_steps([step], run=_finish, log=lambda line: None) == 0
-    (world.path / "world.json").write_text(json.dumps(
-        {"config": {**config, "nlvr2_pairs": [6, 2, 2]}}))
-    with pytest.raises(StaleRun, match=r"world\.json was generated with nlvr2_pairs \[6, 2, 2\] "
-                                       r"where the preset now has \[16, 8, 8\]: .*move"):
+    (world.path / "world.json").write_text(
+        json.dumps({"config": {**config, "nlvr2_pairs": [6, 2, 2]}})
+    )
+    with pytest.raises(
+        StaleRun,
+        match=r"world\.json was generated with nlvr2_pairs \[6, 2, 2\] "
+        r"where the preset now has \[16, 8, 8\]: .*move",
+    ):
         run_steps([step], run=_finish, log=lambda line: None)
     assert "seed 0 where the preset now has 3" in World(world.path, "tiny").drift(seed=3)
 
@@ -112,11 +147,17 @@ def test_a_run_records_the_world_settings_its_task_reads(tmp_path):
     nlvr2, vqa, pretrain = steps["nlvr2"], steps["vqa2"], steps["pretrain"]
     assert {"nlvr2_classes", "nlvr2_statements", "nlvr2_pairs", "num_images"} <= set(nlvr2.world)
     assert "vqa2_questions" not in nlvr2.world and "nlvr2_pairs" not in vqa.world
-    assert not {"vqa2_questions", "nlvr2_pairs", "ve_hypotheses",
-                "refcoco_images"} & set(pretrain.world)
+    assert not {"vqa2_questions", "nlvr2_pairs", "ve_hypotheses", "refcoco_images"} & set(
+        pretrain.world
+    )
     assert steps["refcoco_plus_splits"].world == steps["refcoco_plus"].world
-    run_steps([nlvr2], log=lambda line: None, run=lambda command: write_train_log(
-        nlvr2.folder, "progress: 10/10, test/nlvr2/accuracy: 0.5000") or 0)
+    run_steps(
+        [nlvr2],
+        log=lambda line: None,
+        run=lambda command: (
+            write_train_log(nlvr2.folder, "progress: 10/10, test/nlvr2/accuracy: 0.5000") or 0
+        ),
+    )
     assert read_record(nlvr2)["world"] == nlvr2.world
     assert World(tmp_path / "data", None).settings_for("nlvr2") is None
 
@@ -129,8 +170,10 @@ def test_a_run_made_on_a_world_with_other_task_settings_is_refused(tmp_path):
     world = World(tmp_path / "toy_world_tiny", "tiny")
     settings = Settings(world, tmp_path / "runs")
     steps = {step.task: step for step in system_steps(SYSTEMS["uvla"], 0, settings)}
-    for step, made_on in ((steps["nlvr2"], {**steps["nlvr2"].world, "nlvr2_classes": 4}),
-                          (steps["vqa2"], steps["vqa2"].world)):
+    for step, made_on in (
+        (steps["nlvr2"], {**steps["nlvr2"].world, "nlvr2_classes": 4}),
+        (steps["vqa2"], steps["vqa2"].world),
+    ):
         step.record.parent.mkdir(parents=True)
         step.record.write_text(json.dumps({"command": list(step.command), "world": made_on}))
     assert stale_reason(steps["vqa2"], read_record(steps["vqa2"])) is None
@@ -139,8 +182,10 @@ def test_a_run_made_on_a_world_with_other_task_settings_is_refused(tmp_path):
     # a setting added to worlds after the record was written counts at its default
     older = {k: v for k, v in steps["vqa2"].world.items() if k != "caption_style"}
     assert "caption_style" in steps["vqa2"].world
-    assert stale_reason(steps["vqa2"], {"command": list(steps["vqa2"].command),
-                                        "world": older}) is None
+    assert (
+        stale_reason(steps["vqa2"], {"command": list(steps["vqa2"].command), "world": older})
+        is None
+    )
     legacy = {"command": list(steps["nlvr2"].command)}
     assert "does not say which world" in stale_reason(steps["nlvr2"], legacy)
     data = Settings(World(tmp_path / "data", None), tmp_path / "runs2")
@@ -152,8 +197,9 @@ def _pretrain_again(tmp_path: Path, value: str, lines: list[str]) -> Step:
     """A pre-training step that finished once (record and log, weights gone) made again by
     a command that logs ``val/x: value``."""
     checkpoint = tmp_path / "p" / "current.ckpt"
-    step = _step(tmp_path, "p", ("tool", str(tmp_path / "p")), resumes_from=checkpoint,
-                 prune=(checkpoint,))
+    step = _step(
+        tmp_path, "p", ("tool", str(tmp_path / "p")), resumes_from=checkpoint, prune=(checkpoint,)
+    )
 
     def run(command) -> int:
         step.folder.mkdir(exist_ok=True)
@@ -175,8 +221,10 @@ def test_a_finished_step_made_again_writes_its_own_log_and_is_compared_with_it(t
     assert lines[-2] == "=== p: made again, the same 2 val/test values as its previous run"
     (step.folder / "done").unlink()
     _pretrain_again(tmp_path, "0.7500", lines)
-    assert lines[-2] == ("=== p: made again, and 1 of 2 val/test values differ from its "
-                         "previous run: val/x 0.25 -> 0.75")
+    assert lines[-2] == (
+        "=== p: made again, and 1 of 2 val/test values differ from its "
+        "previous run: val/x 0.25 -> 0.75"
+    )
 
 
 def test_a_step_made_again_keeps_the_log_it_resumes_or_drops_a_partial_one(tmp_path):
@@ -213,19 +261,38 @@ def test_runner_jobs_run_independent_steps_together_and_respect_prerequisites(tm
     steps = [world]
     for system in ("base", "uvla"):
         for task in (["pretrain"] if system == "uvla" else []) + ["vqa2", "refcoco_plus"]:
-            steps.append(replace(
-                _step(tmp_path, f"{system}-{task}", ("tool", str(tmp_path / f"{system}-{task}"))),
-                kind="pretrain" if task == "pretrain" else "finetune",
-                system=system, seed=0, task=task))
-        steps.append(replace(_step(tmp_path, f"{system}-splits",
-                                   ("tool", str(tmp_path / f"{system}-splits"))),
-                             kind="evaluate", system=system, seed=0, task="refcoco_plus_splits"))
+            steps.append(
+                replace(
+                    _step(
+                        tmp_path, f"{system}-{task}", ("tool", str(tmp_path / f"{system}-{task}"))
+                    ),
+                    kind="pretrain" if task == "pretrain" else "finetune",
+                    system=system,
+                    seed=0,
+                    task=task,
+                )
+            )
+        steps.append(
+            replace(
+                _step(tmp_path, f"{system}-splits", ("tool", str(tmp_path / f"{system}-splits"))),
+                kind="evaluate",
+                system=system,
+                seed=0,
+                task="refcoco_plus_splits",
+            )
+        )
     titles = [s.title for s in steps]
     needs = prerequisites(steps)
     assert [sorted(titles[j] for j in n) for n in needs] == [
-        [], ["world"], ["world"], ["base-refcoco_plus", "world"],
-        ["world"], ["uvla-pretrain", "world"], ["uvla-pretrain", "world"],
-        ["uvla-pretrain", "uvla-refcoco_plus", "world"]]
+        [],
+        ["world"],
+        ["world"],
+        ["base-refcoco_plus", "world"],
+        ["world"],
+        ["uvla-pretrain", "world"],
+        ["uvla-pretrain", "world"],
+        ["uvla-pretrain", "uvla-refcoco_plus", "world"],
+    ]
     lock, active, peak, order = threading.Condition(), [0], [0], []
 
     def run(command, output):
@@ -247,8 +314,9 @@ def test_runner_jobs_run_independent_steps_together_and_respect_prerequisites(tm
     for i, step in enumerate(steps):
         position = order.index(Path(step.command[1]).relative_to(tmp_path).as_posix())
         for j in needs[i]:
-            assert order.index(Path(steps[j].command[1]).relative_to(tmp_path).as_posix()) \
-                < position
+            assert (
+                order.index(Path(steps[j].command[1]).relative_to(tmp_path).as_posix()) < position
+            )
         assert step.record.with_suffix(".out").read_text() == "console"
     # A failure starts nothing new and names the step.
     again = [_step(tmp_path, "x", ("tool", str(tmp_path / "x")))]
@@ -263,15 +331,24 @@ def _chains(tmp_path: Path, units: Sequence[tuple[str, int]]) -> list[Step]:
         tasks = (["pretrain"] if system != "base" else []) + ["vqa2", "nlvr2"]
         for task in tasks:
             name = f"{system}{seed}-{task}"
-            steps.append(replace(_step(tmp_path, name, ("tool", str(tmp_path / name))),
-                                 kind="pretrain" if task == "pretrain" else "finetune",
-                                 system=system, seed=seed, task=task))
+            steps.append(
+                replace(
+                    _step(tmp_path, name, ("tool", str(tmp_path / name))),
+                    kind="pretrain" if task == "pretrain" else "finetune",
+                    system=system,
+                    seed=seed,
+                    task=task,
+                )
+            )
     return steps
 
 
 def _started(lines: Sequence[str]) -> list[str]:
-    return [re.search(r"=== \[\d+/\d+\] (\S+) \|", line).group(1)
-            for line in lines if " | elapsed " in line]
+    return [
+        re.search(r"=== \[\d+/\d+\] (\S+) \|", line).group(1)
+        for line in lines
+        if " | elapsed " in line
+    ]
 
 
 def test_runner_starts_the_steps_others_wait_for_first(tmp_path):
@@ -280,8 +357,9 @@ def test_runner_starts_the_steps_others_wait_for_first(tmp_path):
     steps = _chains(tmp_path, [("base", 0), ("uvla", 0), ("uvla", 1)])
     assert waiting_on(prerequisites(steps)) == [0, 0, 2, 0, 0, 2, 0, 0]
     lines = []
-    assert run_steps(steps, run=lambda command, output: _finish(command), log=lines.append,
-                     jobs=2) == len(steps)
+    assert run_steps(
+        steps, run=lambda command, output: _finish(command), log=lines.append, jobs=2
+    ) == len(steps)
     assert _started(lines)[:2] == ["uvla0-pretrain", "uvla1-pretrain"]
 
 
@@ -291,29 +369,52 @@ def test_runner_finishes_a_pre_training_s_fine_tunings_before_the_next_pre_train
     steps = _chains(tmp_path, [("uvla", 0), ("uvla", 1)])
     lines = []
     assert run_steps(steps, run=_finish, log=lines.append) == len(steps)
-    assert _started(lines) == ["uvla0-pretrain", "uvla0-vqa2", "uvla0-nlvr2",
-                               "uvla1-pretrain", "uvla1-vqa2", "uvla1-nlvr2"]
+    assert _started(lines) == [
+        "uvla0-pretrain",
+        "uvla0-vqa2",
+        "uvla0-nlvr2",
+        "uvla1-pretrain",
+        "uvla1-vqa2",
+        "uvla1-nlvr2",
+    ]
 
 
 def test_runner_evaluates_a_finished_fine_tuning_before_the_next_one(tmp_path):
     """The RefCOCO+ splits come last in the plan but run as soon as their fine-tuning ends:
     a session that stops mid-study keeps the cells, and the checkpoint they read goes."""
+
     def step(name: str, task: str, seed: int = 0, **kwargs) -> Step:
-        return replace(_step(tmp_path, name, ("tool", str(tmp_path / name))), system="base",
-                       seed=seed, task=task, **kwargs)
+        return replace(
+            _step(tmp_path, name, ("tool", str(tmp_path / name))),
+            system="base",
+            seed=seed,
+            task=task,
+            **kwargs,
+        )
 
     refcoco = step("refcoco", "refcoco_plus")
     later = [step(name, name) for name in ("vqa2", "nlvr2")]
-    splits = step("splits", "refcoco_plus_splits", kind="evaluate",
-                  needs=tmp_path / "refcoco" / "current.ckpt")
+    splits = step(
+        "splits",
+        "refcoco_plus_splits",
+        kind="evaluate",
+        needs=tmp_path / "refcoco" / "current.ckpt",
+    )
     # The next seed's RefCOCO+ has a step waiting on it (its splits), the splits none: they
     # still go first.
     refcoco_1 = step("refcoco_1", "refcoco_plus", seed=1)
-    splits_1 = step("splits_1", "refcoco_plus_splits", seed=1, kind="evaluate",
-                    needs=tmp_path / "refcoco_1" / "current.ckpt")
+    splits_1 = step(
+        "splits_1",
+        "refcoco_plus_splits",
+        seed=1,
+        kind="evaluate",
+        needs=tmp_path / "refcoco_1" / "current.ckpt",
+    )
     lines = []
-    assert run_steps([refcoco, *later, splits, refcoco_1, splits_1], run=_finish,
-                     log=lines.append) == 6
+    assert (
+        run_steps([refcoco, *later, splits, refcoco_1, splits_1], run=_finish, log=lines.append)
+        == 6
+    )
     assert _started(lines) == ["refcoco", "splits", "refcoco_1", "splits_1", "vqa2", "nlvr2"]
 
 
@@ -328,15 +429,23 @@ def _complete(steps) -> callable:
             step.proof_file.write_text("made")
         keys = step.proof_keys or ("val/total_loss",)
         if step.kind != "corpus":
-            write_train_log(step.folder, "progress: 2/2, " + ", ".join(f"{key}: 0.5000" for key in keys))
+            write_train_log(
+                step.folder, "progress: 2/2, " + ", ".join(f"{key}: 0.5000" for key in keys)
+            )
         return 0
+
     return run
 
 
 def _two_clones(tmp_path: Path, clone: str, **kwargs) -> tuple[Settings, list[Step]]:
     root = tmp_path / clone
-    settings = Settings(World(root / "data" / "world"), root / "data" / "runs", seeds=(0,),
-                        tasks=("vqa2", "nlvr2"), **kwargs)
+    settings = Settings(
+        World(root / "data" / "world"),
+        root / "data" / "runs",
+        seeds=(0,),
+        tasks=("vqa2", "nlvr2"),
+        **kwargs,
+    )
     return settings, plan([SYSTEMS["base"], SYSTEMS["uvla"]], settings)
 
 
@@ -346,15 +455,17 @@ def test_an_archive_carries_a_study_to_another_clone(tmp_path):
     are gone, until a run its weights feed is missing."""
     settings, steps = _two_clones(tmp_path, "one")
     archive = Archive(tmp_path / "archive", settings)
-    assert run_steps(steps, run=_complete(steps), log=lambda line: None,
-                     on_done=archive.store) == len(steps)
+    assert run_steps(
+        steps, run=_complete(steps), log=lambda line: None, on_done=archive.store
+    ) == len(steps)
     pretrain = next(step for step in steps if step.kind == "pretrain")
     copy = tmp_path / "archive" / "uvla" / "seed0" / "pretrain"
     assert sorted(p.name for p in copy.iterdir()) == ["step.json", "train.log"]
     command = json.loads((copy / "step.json").read_text())["command"]
-    assert command[1:] == [arg.replace(str(settings.runs), "<runs>")
-                           .replace(str(settings.world.path), "<world>")
-                           for arg in pretrain.command[1:]]
+    assert command[1:] == [
+        arg.replace(str(settings.runs), "<runs>").replace(str(settings.world.path), "<world>")
+        for arg in pretrain.command[1:]
+    ]
     assert not any(str(tmp_path / "one") in arg for arg in command[1:])
     assert command[0] == f"<bin>/{Path(pretrain.command[0]).name}"  # the same in any clone
     assert (tmp_path / "archive" / "setup" / "corpus.json").exists()  # the corpus: its record
@@ -365,8 +476,9 @@ def test_an_archive_carries_a_study_to_another_clone(tmp_path):
     assert not any(archive.restore(step) for step in steps)  # restored once
     assert read_record(steps[2])["command"] == list(steps[2].command)  # this clone's paths
     lines = []
-    assert run_steps(steps, run=lambda command: pytest.fail(f"ran {command}"),
-                     log=lines.append) == 0
+    assert (
+        run_steps(steps, run=lambda command: pytest.fail(f"ran {command}"), log=lines.append) == 0
+    )
     assert not (other.runs / "uvla" / "seed0" / "pretrain" / "uvla_final.pth").exists()
     assert sum("every step that reads its output is done" in line for line in lines) == 2
 
@@ -375,10 +487,16 @@ def test_an_archive_carries_a_study_to_another_clone(tmp_path):
     shutil.rmtree(vqa.folder)
     shutil.rmtree(tmp_path / "archive" / vqa.folder.relative_to(other.runs))
     ran = []
-    run_steps(steps, run=lambda command: ran.append(command) or _complete(steps)(command),
-              log=lambda line: None)
-    assert [by.kind for c in ran for by in steps if by.command == tuple(c)] == \
-        ["corpus", "pretrain", "finetune"]
+    run_steps(
+        steps,
+        run=lambda command: ran.append(command) or _complete(steps)(command),
+        log=lambda line: None,
+    )
+    assert [by.kind for c in ran for by in steps if by.command == tuple(c)] == [
+        "corpus",
+        "pretrain",
+        "finetune",
+    ]
 
 
 def test_a_step_made_again_by_the_same_command_leaves_its_archived_copy(tmp_path):
@@ -414,15 +532,17 @@ def test_an_archived_run_of_other_settings_is_refused_and_bad_records_named(tmp_
     third, steps = _two_clones(tmp_path, "three")
     with pytest.raises(ValueError, match=re.escape(f"{record}:1: not valid json")):
         Archive(tmp_path / "archive", third).restore(
-            next(s for s in steps if s.system == "base" and s.task == "vqa2"))
+            next(s for s in steps if s.system == "base" and s.task == "vqa2")
+        )
 
 
 def test_a_run_that_does_not_say_its_world_is_refused_before_it_is_archived(tmp_path):
     """A runs folder left from before records kept their world (here an NLVR2 run of a
     preset world) is refused when a study starts, and never reaches the archive, where it
     would pass for a run of the world as it is now."""
-    settings = Settings(World(tmp_path / "toy_world_tiny", "tiny"), tmp_path / "runs",
-                        seeds=(0,), tasks=("nlvr2",))
+    settings = Settings(
+        World(tmp_path / "toy_world_tiny", "tiny"), tmp_path / "runs", seeds=(0,), tasks=("nlvr2",)
+    )
     nlvr2 = next(s for s in plan([SYSTEMS["base"]], settings) if s.task == "nlvr2")
     write_train_log(nlvr2.folder, "progress: 2/2, test/nlvr2/accuracy: 0.5000")
     nlvr2.record.write_text(json.dumps({"command": list(nlvr2.command)}))
@@ -434,8 +554,13 @@ def test_a_run_that_does_not_say_its_world_is_refused_before_it_is_archived(tmp_
 
 def test_make_replicate_keeps_the_calibrated_study_in_its_archive():
     def dry_run(*variables: str) -> str:
-        result = subprocess.run(["make", "-n", "replicate", *variables],
-                                cwd=REPO, capture_output=True, text=True, timeout=60)
+        result = subprocess.run(
+            ["make", "-n", "replicate", *variables],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert result.returncode == 0, result.stderr
         return " ".join(result.stdout.split())
 
@@ -450,6 +575,7 @@ def test_a_pre_training_made_again_with_other_weights_is_archived_beside_the_fir
     pre-training again (weights are not archived), and on another processor that gives other
     weights. Each fine-tuning's record names the weights it read, a pre-training's the
     weights it wrote, and the archive keeps the first pre-training beside the new one."""
+
     def weights_by(content: str, steps: Sequence[Step]) -> callable:
         complete = _complete(steps)
 
@@ -459,6 +585,7 @@ def test_a_pre_training_made_again_with_other_weights_is_archived_beside_the_fir
             if step.kind == "pretrain":
                 step.proof_file.write_text(content)
             return code
+
         return run
 
     def sha(text: str) -> str:
@@ -466,13 +593,16 @@ def test_a_pre_training_made_again_with_other_weights_is_archived_beside_the_fir
 
     settings, steps = _two_clones(tmp_path, "one")
     archive = Archive(tmp_path / "archive", settings)
-    run_steps(steps, run=weights_by("weights A", steps), log=lambda line: None,
-              on_done=archive.store)
-    records = {s.task if s.kind == "finetune" else s.kind: read_record(s) for s in steps
-               if s.system == "uvla"}
+    run_steps(
+        steps, run=weights_by("weights A", steps), log=lambda line: None, on_done=archive.store
+    )
+    records = {
+        s.task if s.kind == "finetune" else s.kind: read_record(s)
+        for s in steps
+        if s.system == "uvla"
+    }
     assert records["pretrain"]["weights_sha256"] == sha("weights A")
-    assert {records[task]["pretrained_sha256"] for task in ("vqa2", "nlvr2")} == \
-        {sha("weights A")}
+    assert {records[task]["pretrained_sha256"] for task in ("vqa2", "nlvr2")} == {sha("weights A")}
     assert "pretrained_sha256" not in read_record(next(s for s in steps if s.system == "base"))
 
     other, steps = _two_clones(tmp_path, "two")
@@ -481,15 +611,21 @@ def test_a_pre_training_made_again_with_other_weights_is_archived_beside_the_fir
     shutil.rmtree(tmp_path / "archive" / nlvr2.folder.relative_to(other.runs))
     for step in steps:
         archive.restore(step)
-    run_steps(steps, run=weights_by("weights B", steps), log=lambda line: None,
-              on_done=archive.store)
+    run_steps(
+        steps, run=weights_by("weights B", steps), log=lambda line: None, on_done=archive.store
+    )
     assert read_record(nlvr2)["pretrained_sha256"] == sha("weights B")
     copy = tmp_path / "archive" / "uvla" / "seed0" / "pretrain"
-    assert sorted(p.name for p in copy.iterdir()) == ["step.earlier1.json", "step.json",
-                                                       "train.earlier1.log", "train.log"]
+    assert sorted(p.name for p in copy.iterdir()) == [
+        "step.earlier1.json",
+        "step.json",
+        "train.earlier1.log",
+        "train.log",
+    ]
     assert json.loads((copy / "step.json").read_text())["weights_sha256"] == sha("weights B")
-    assert json.loads((copy / "step.earlier1.json").read_text())["weights_sha256"] == \
-        sha("weights A")
+    assert json.loads((copy / "step.earlier1.json").read_text())["weights_sha256"] == sha(
+        "weights A"
+    )
     vqa2 = tmp_path / "archive" / "uvla" / "seed0" / "vqa2" / "step.json"
     assert json.loads(vqa2.read_text())["pretrained_sha256"] == sha("weights A")
 

@@ -20,8 +20,7 @@ import pytest
 from mmf_uvlp.replication import runner
 from mmf_uvlp.replication.aggregate import seed_cells
 from mmf_uvlp.replication.children import Children
-from mmf_uvlp.replication.runner import (BadRecord, StaleRun, read_record, run_steps,
-                                         started_path)
+from mmf_uvlp.replication.runner import BadRecord, StaleRun, read_record, run_steps, started_path
 from mmf_uvlp.replication.steps import Step
 
 from helpers import REPO
@@ -95,8 +94,9 @@ def _driver(folder: Path) -> list[str]:
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_a_stopped_runner_stops_its_commands_and_a_rerun_starts_clean(tmp_path, signum):
     folder = tmp_path / "run"
-    driver = subprocess.Popen(_driver(folder), cwd=REPO, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
+    driver = subprocess.Popen(
+        _driver(folder), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     pids = [int(pid) for pid in _wait_for(folder / "pids").split()]
     try:
         driver.send_signal(signum)
@@ -111,13 +111,14 @@ def test_a_stopped_runner_stops_its_commands_and_a_rerun_starts_clean(tmp_path, 
                 os.kill(pid, signal.SIGKILL)
     assert driver.returncode == 128 + signum, err
     name = signal.Signals(signum).name
-    assert f"stopped by {name}: 0 steps finished in this call, stopped: fake run; run the " \
-           "study again to resume it" in err
+    assert (
+        f"stopped by {name}: 0 steps finished in this call, stopped: fake run; run the "
+        "study again to resume it" in err
+    )
     assert not (folder / "step.json").exists()
 
     (folder / "go").touch()  # the rerun's command finishes
-    result = subprocess.run(_driver(folder), cwd=REPO, capture_output=True, text=True,
-                            timeout=120)
+    result = subprocess.run(_driver(folder), cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert json.loads((folder / "step.json").read_text())["title"] == "fake run"
     assert not (folder / "step.started.json").exists()
@@ -137,15 +138,24 @@ def test_a_command_has_a_process_group_of_its_own_in_the_runners_session(tmp_pat
 
 def _log_step(tmp_path: Path, updates: int) -> Step:
     folder = tmp_path / "vqa2"
-    return Step("finetune", "fine-tune on vqa2", ("mmf_run", f"training.max_updates={updates}"),
-                folder, folder / "step.json", proof_keys=("test/vqa2/vqa_accuracy",),
-                system="base", seed=0, task="vqa2")
+    return Step(
+        "finetune",
+        "fine-tune on vqa2",
+        ("mmf_run", f"training.max_updates={updates}"),
+        folder,
+        folder / "step.json",
+        proof_keys=("test/vqa2/vqa_accuracy",),
+        system="base",
+        seed=0,
+        task="vqa2",
+    )
 
 
 def _finish(step: Step) -> int:
     step.folder.mkdir(parents=True, exist_ok=True)
     (step.folder / "train.log").write_text(
-        PREFIX + "progress: 4/4, test/vqa2/vqa_accuracy: 0.7500\n")
+        PREFIX + "progress: 4/4, test/vqa2/vqa_accuracy: 0.7500\n"
+    )
     return 0
 
 
@@ -158,8 +168,11 @@ def _stop_before_the_record(monkeypatch, step: Step) -> list:
 
     monkeypatch.setattr(runner, "_record", die)
     with pytest.raises(KeyboardInterrupt):
-        run_steps([step], run=lambda command: calls.append(command) or _finish(step),
-                  log=lambda line: None)
+        run_steps(
+            [step],
+            run=lambda command: calls.append(command) or _finish(step),
+            log=lambda line: None,
+        )
     monkeypatch.undo()
     return calls
 
@@ -171,8 +184,14 @@ def test_a_step_is_not_done_without_its_record(tmp_path, monkeypatch):
     calls = _stop_before_the_record(monkeypatch, step)
     assert step.has_output() and not step.record.exists() and not step.done()
     assert seed_cells([step]) == {}  # no table cell from a run without its record
-    assert run_steps([step], run=lambda command: calls.append(command) or _finish(step),
-                     log=lambda line: None) == 1
+    assert (
+        run_steps(
+            [step],
+            run=lambda command: calls.append(command) or _finish(step),
+            log=lambda line: None,
+        )
+        == 1
+    )
     assert len(calls) == 2 and step.done()
     assert read_record(step)["command"] == list(step.command)
     assert not started_path(step).exists()
@@ -187,22 +206,36 @@ def test_a_study_re_planned_with_other_updates_refuses_an_unrecorded_run(tmp_pat
     with pytest.raises(StaleRun) as stale:
         run_steps([replanned], run=lambda command: _finish(replanned), log=lambda line: None)
     message = str(stale.value)
-    assert "holds a run started, not finished, with another command " \
-           "(['training.max_updates=4'] where the study now has ['training.max_updates=6']" \
-           in message and str(started_path(replanned)) in message
+    assert (
+        "holds a run started, not finished, with another command "
+        "(['training.max_updates=4'] where the study now has ['training.max_updates=6']"
+        in message
+        and str(started_path(replanned)) in message
+    )
     assert seed_cells([replanned]) == {}
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("[1, 2]", "expected a JSON object with a 'command' list of strings (the record the "
-               "runner writes for a step), got a JSON list"),
-    ("{}", "field 'command': expected a JSON object with a 'command' list of strings (the "
-           "record the runner writes for a step), got None"),
-    ('{"command": ["mmf_run"], "wall_s": "long"}', "field 'wall_s': expected seconds"),
-    ('{"command": ["mmf_run"], "interrupted": [{"wall_s": "long"}]}',
-     "field 'interrupted': expected a list of the run's stopped starts, each an object with "
-     "'wall_s' seconds or null"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (
+            "[1, 2]",
+            "expected a JSON object with a 'command' list of strings (the record the "
+            "runner writes for a step), got a JSON list",
+        ),
+        (
+            "{}",
+            "field 'command': expected a JSON object with a 'command' list of strings (the "
+            "record the runner writes for a step), got None",
+        ),
+        ('{"command": ["mmf_run"], "wall_s": "long"}', "field 'wall_s': expected seconds"),
+        (
+            '{"command": ["mmf_run"], "interrupted": [{"wall_s": "long"}]}',
+            "field 'interrupted': expected a list of the run's stopped starts, each an object with "
+            "'wall_s' seconds or null",
+        ),
+    ],
+)
 def test_a_malformed_record_is_named(tmp_path, text, expected):
     step = _log_step(tmp_path, 4)
     _finish(step)
@@ -215,20 +248,49 @@ def test_a_malformed_record_is_named(tmp_path, text, expected):
 
 def _replicate(tmp_path: Path, *options: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "mmf_uvlp.cli.replicate", "--world", str(tmp_path / "world"),
-         "--runs", str(tmp_path / "runs"), "--systems", "base", "--tables", "1",
-         "--tasks", "vqa2", "--plan", *options],
-        capture_output=True, text=True, cwd=REPO, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "mmf_uvlp.cli.replicate",
+            "--world",
+            str(tmp_path / "world"),
+            "--runs",
+            str(tmp_path / "runs"),
+            "--systems",
+            "base",
+            "--tables",
+            "1",
+            "--tasks",
+            "vqa2",
+            "--plan",
+            *options,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("[1, 2]", ": expected a JSON object with a 'command' list of strings (the record the "
-               "runner writes for a step), got a JSON list; delete it to run the step again"),
-    ("{}", ": field 'command': expected a JSON object with a 'command' list of strings (the "
-           "record the runner writes for a step), got None; delete it to run the step again"),
-    ('{"command": ["mmf_run"', ":1: not valid json (Expecting ',' delimiter); expected a JSON "
-                               "object"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (
+            "[1, 2]",
+            ": expected a JSON object with a 'command' list of strings (the record the "
+            "runner writes for a step), got a JSON list; delete it to run the step again",
+        ),
+        (
+            "{}",
+            ": field 'command': expected a JSON object with a 'command' list of strings (the "
+            "record the runner writes for a step), got None; delete it to run the step again",
+        ),
+        (
+            '{"command": ["mmf_run"',
+            ":1: not valid json (Expecting ',' delimiter); expected a JSON object",
+        ),
+    ],
+)
 def test_replicate_names_a_malformed_record_in_one_line(tmp_path, text, expected):
     (tmp_path / "world").mkdir()
     run = tmp_path / "runs" / "base" / "seed0" / "vqa2"
@@ -253,15 +315,17 @@ time.sleep(120)
 def test_a_second_runner_of_the_same_seeds_is_refused_naming_the_first(tmp_path):
     (tmp_path / "world").mkdir()
     runs = tmp_path / "runs"
-    first = subprocess.Popen([sys.executable, "-c", HOLD, str(runs)], stdout=subprocess.PIPE,
-                             text=True, cwd=REPO)
+    first = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(runs)], stdout=subprocess.PIPE, text=True, cwd=REPO
+    )
     try:
         assert first.stdout.readline().strip() == "held"
         second = _replicate(tmp_path, "--seeds", "2")
         assert second.returncode == 2
         assert second.stderr.strip().startswith(
             f"replicate: error: seed 0 of the runs folder {runs} is in use by pid {first.pid} "
-            "on host ")
+            "on host "
+        )
         other_seed = _replicate(tmp_path, "--seeds", "2", "--only-seeds", "1")
         assert other_seed.returncode == 0, other_seed.stderr  # lanes taking other seeds share it
     finally:
@@ -272,8 +336,9 @@ def test_a_second_runner_of_the_same_seeds_is_refused_naming_the_first(tmp_path)
     assert not (runs / "seed0.lock").exists() and not (runs / "seed1.lock").exists()
 
 
-def _stopped_start(tmp_path: Path, step: Step, commit: str, monkeypatch, *,
-                   checkpoint: bool, seconds: int) -> None:
+def _stopped_start(
+    tmp_path: Path, step: Step, commit: str, monkeypatch, *, checkpoint: bool, seconds: int
+) -> None:
     """A start of ``step`` made by ``commit`` that logs, writes a checkpoint or not, and
     is stopped (exit 1) ``seconds`` after it started (its files' times set so)."""
     monkeypatch.setattr(runner, "made_by", lambda command: {"commit": commit})
@@ -293,8 +358,7 @@ def _stopped_start(tmp_path: Path, step: Step, commit: str, monkeypatch, *,
             os.utime(path, (began.timestamp() + seconds,) * 2)
 
 
-def test_a_resumed_run_lists_its_stopped_starts_and_sums_their_wall_time(tmp_path,
-                                                                         monkeypatch):
+def test_a_resumed_run_lists_its_stopped_starts_and_sums_their_wall_time(tmp_path, monkeypatch):
     """A run stopped after a checkpoint and resumed by later calls is one run made by each
     start: its record lists the stopped ones, oldest first, with what made them and their
     wall time (start to last write), and ``wall_s`` adds them to the last start's."""
@@ -308,8 +372,10 @@ def test_a_resumed_run_lists_its_stopped_starts_and_sums_their_wall_time(tmp_pat
     starts = record["interrupted"]
     assert [start["commit"] for start in starts] == ["first", "second"]
     assert [start["wall_s"] for start in starts] == [100.0, 30.0]
-    assert all(start["threads"] == runner.threads() and start["started"] <= start["stopped"]
-               for start in starts)
+    assert all(
+        start["threads"] == runner.threads() and start["started"] <= start["stopped"]
+        for start in starts
+    )
     assert record["commit"] == "third"
     assert 130.0 <= record["wall_s"] <= 130.0 + time.time() - began
     assert not started_path(step).exists()
@@ -332,11 +398,28 @@ def test_a_resumed_fine_tuning_names_the_pre_trained_weights_it_started_from(tmp
     pre_folder, folder = tmp_path / "pretrain", tmp_path / "vqa2"
     pre_folder.mkdir()
     weights = pre_folder / "final.pth"
-    pretrain = Step("pretrain", "pre-train", ("mmf_run", "pre"), pre_folder,
-                    pre_folder / "step.json", proof_file=weights, system="uvla", seed=0)
-    finetune = Step("finetune", "fine-tune on vqa2", ("mmf_run", "fine"), folder,
-                    folder / "step.json", proof_file=folder / "done",
-                    resumes_from=folder / "current.ckpt", system="uvla", seed=0, task="vqa2")
+    pretrain = Step(
+        "pretrain",
+        "pre-train",
+        ("mmf_run", "pre"),
+        pre_folder,
+        pre_folder / "step.json",
+        proof_file=weights,
+        system="uvla",
+        seed=0,
+    )
+    finetune = Step(
+        "finetune",
+        "fine-tune on vqa2",
+        ("mmf_run", "fine"),
+        folder,
+        folder / "step.json",
+        proof_file=folder / "done",
+        resumes_from=folder / "current.ckpt",
+        system="uvla",
+        seed=0,
+        task="vqa2",
+    )
 
     def stopped(command) -> int:
         folder.mkdir(exist_ok=True)
@@ -348,8 +431,11 @@ def test_a_resumed_fine_tuning_names_the_pre_trained_weights_it_started_from(tmp
     with pytest.raises(runner.StepFailed):
         run_steps([pretrain, finetune], run=stopped, log=lambda line: None)
     weights.write_text("weights B")
-    run_steps([pretrain, finetune], run=lambda command: (folder / "done").write_text("ok") * 0,
-              log=lambda line: None)
+    run_steps(
+        [pretrain, finetune],
+        run=lambda command: (folder / "done").write_text("ok") * 0,
+        log=lambda line: None,
+    )
     record = read_record(finetune)
     first = hashlib.sha256(b"weights A").hexdigest()
     assert record["pretrained_sha256"] == first == record["interrupted"][0]["pretrained_sha256"]

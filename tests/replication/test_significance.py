@@ -11,7 +11,12 @@ import pytest
 from scipy import stats
 
 from mmf_uvlp.replication.significance import (
-    PooledSpread, detectable, holm, pooled_spread, t_test, trend,
+    PooledSpread,
+    detectable,
+    holm,
+    pooled_spread,
+    t_test,
+    trend,
 )
 
 
@@ -46,7 +51,7 @@ def test_the_interval_and_p_are_student_s_t():
     """df 2: P(|T| > t) = 1 - t / sqrt(t² + 2), and the 97.5 % point solves
     t / sqrt(t² + 2) = 0.95: t = sqrt(2 x 0.9025 / 0.0975) = 4.3027."""
     test = t_test("paired", 0.05, 0.02, 2)
-    assert test.p == pytest.approx(1 - 2.5 / math.sqrt(2.5 ** 2 + 2))
+    assert test.p == pytest.approx(1 - 2.5 / math.sqrt(2.5**2 + 2))
     half = math.sqrt(2 * 0.9025 / 0.0975) * 0.02
     assert test.interval == pytest.approx((0.05 - half, 0.05 + half))
     assert test.significant is False  # p = 0.13
@@ -65,8 +70,9 @@ def test_holm_s_adjusted_p_values_worked_by_hand():
 def test_the_pooled_spread_sums_the_rows_variances_by_their_degrees_of_freedom():
     """Rows with std 1, 2 and 3 over 3 seeds, one over 2 seeds with std 4, one single seed:
     s² = (2 + 8 + 18 + 16) / 7 on 7 df; the single seed adds nothing."""
-    spread = pooled_spread([("a", 1.0, 3), ("b", 2.0, 3), ("c", 3.0, 3), ("d", 4.0, 2),
-                            ("e", 0.0, 1)])
+    spread = pooled_spread(
+        [("a", 1.0, 3), ("b", 2.0, 3), ("c", 3.0, 3), ("d", 4.0, 2), ("e", 0.0, 1)]
+    )
     assert spread.df == 7 and spread.rows == ("a", "b", "c", "d")
     assert spread.sd == pytest.approx(math.sqrt(44 / 7))
     assert pooled_spread([("e", 0.0, 1)]) is None
@@ -85,7 +91,7 @@ def test_the_trend_is_the_least_squares_slope_with_its_t_test():
     slope, intercept = np.polyfit(xs, values, 1)
     residuals = np.array(values) - (slope * np.array(xs) + intercept)
     x = np.array(xs, dtype=float)
-    stderr = math.sqrt((residuals ** 2).sum() / 6 / ((x - x.mean()) ** 2).sum())
+    stderr = math.sqrt((residuals**2).sum() / 6 / ((x - x.mean()) ** 2).sum())
     assert found.slope == pytest.approx(slope) and found.stderr == pytest.approx(stderr)
     assert found.p == pytest.approx(2 * stats.t.sf(slope / stderr, 6))
     half = stats.t.ppf(0.975, 6) * stderr

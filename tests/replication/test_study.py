@@ -17,7 +17,13 @@ from mmf_uvlp.replication.archive import EARLIER
 from mmf_uvlp.replication.recipe import load_recipe
 from mmf_uvlp.replication.runner import prerequisites
 from mmf_uvlp.replication.steps import (
-    KINDS, METRICS, MMF_RUN, Settings, model_overrides, plan, system_steps,
+    KINDS,
+    METRICS,
+    MMF_RUN,
+    Settings,
+    model_overrides,
+    plan,
+    system_steps,
 )
 from mmf_uvlp.replication.study import SYSTEMS, UVLA, config_datasets, config_model, select
 from mmf_uvlp.tasks import TASKS
@@ -32,16 +38,26 @@ from helpers.replication import TINY_MODELS, compose, replicate_tool
 def _demo(data: Path, *options: str) -> list:
     """The steps of ``uvlp-replicate --recipe demo`` (``make demo``) with ``options``."""
     tool = replicate_tool()
-    return tool.configure(tool.parse_args(["--recipe", "demo", "--data", str(data),
-                                           *options])).steps()
+    return tool.configure(
+        tool.parse_args(["--recipe", "demo", "--data", str(data), *options])
+    ).steps()
 
 
 # ----------------------------------------------------------------------------- study and steps
 
+
 def test_selection_follows_the_tables():
     tables, systems = select("1")
-    assert [s.key for s in systems] == ["base", "u_visualbert", "random_pairs", "uvla",
-                                       "aligned_vlp", "visual_bert", "vilbert", "vl_bert"]
+    assert [s.key for s in systems] == [
+        "base",
+        "u_visualbert",
+        "random_pairs",
+        "uvla",
+        "aligned_vlp",
+        "visual_bert",
+        "vilbert",
+        "vl_bert",
+    ]
     assert [label for label, _ in tables[0].rows][5:] == ["VisualBERT", "ViLBERT", "VL-BERT"]
     tables, systems = select(None, "uvla,base")
     assert [t.key for t in tables] == ["1", "2", "4", "mix", "paper", "links", "budget"]
@@ -72,18 +88,24 @@ def test_every_system_config_exists_and_trains_on_its_data():
     assert config_model(SYSTEMS["visual_bert"].model.finetune("vqa2")) == "visual_bert"
     with pytest.raises(ValueError, match=r"toy_world/vqa2\.yaml: no model: key"):
         config_model("configs/datasets/toy_world/vqa2.yaml")
-    assert config_datasets(SYSTEMS["u_visualbert"].config) == ["u_visualbert_text",
-                                                               "u_visualbert_image"]
-    assert config_datasets(SYSTEMS["topk10"].config) == ["uvla_region_tag", "uvla_region_phrase",
-                                                         "uvla_image_sentence"]
+    assert config_datasets(SYSTEMS["u_visualbert"].config) == [
+        "u_visualbert_text",
+        "u_visualbert_image",
+    ]
+    assert config_datasets(SYSTEMS["topk10"].config) == [
+        "uvla_region_tag",
+        "uvla_region_phrase",
+        "uvla_image_sentence",
+    ]
     # Table 5: round-robin reads the caption corpus, the text the joint run draws from.
     import yaml
 
     joint = yaml.safe_load((REPO / SYSTEMS["true_pairs_0"].config).read_text())
     round_robin = yaml.safe_load((REPO / SYSTEMS["round_robin"].config).read_text())
     text = round_robin["dataset_config"]["u_visualbert_text"]["annotations"]["train"]
-    assert text == joint["dataset_config"]["random_pairs"]["sentences"] == \
-        ["text/caption_corpus.txt"]
+    assert (
+        text == joint["dataset_config"]["random_pairs"]["sentences"] == ["text/caption_corpus.txt"]
+    )
 
 
 def test_the_paper_settings_row_is_the_three_ablations_together():
@@ -104,9 +126,17 @@ def test_the_paper_settings_row_is_the_three_ablations_together():
     assert paper["dataset_config"] == topk5["dataset_config"]
     assert SYSTEMS["uvla_paper"].corpus == SYSTEMS["topk5"].corpus == "corpus_k10"
     assert calibrated["multitasking"]["type"] == "size_proportional"
-    assert paper["multitasking"] == equal_mix["multitasking"] == {
-        "enabled": True, "type": "ratios", "params": {"sampling_ratios": {
-            name: 1 for name in config_datasets(SYSTEMS["uvla"].config)}}}
+    assert (
+        paper["multitasking"]
+        == equal_mix["multitasking"]
+        == {
+            "enabled": True,
+            "type": "ratios",
+            "params": {
+                "sampling_ratios": {name: 1 for name in config_datasets(SYSTEMS["uvla"].config)}
+            },
+        }
+    )
     assert calibrated["model_config"]["uvla"]["curriculum"]["start_epoch"] == 0.5
     assert early["model_config"]["uvla"]["curriculum"]["start_epoch"] == 0.05
     assert paper["model_config"] == early["model_config"]
@@ -115,14 +145,21 @@ def test_the_paper_settings_row_is_the_three_ablations_together():
         system["training"].pop("experiment_name")
     for key in set(calibrated) - {"dataset_config", "multitasking", "model_config"}:
         assert paper[key] == calibrated[key], key
-    assert {k: v for k, v in early.items() if k != "model_config"} == \
-        {k: v for k, v in calibrated.items() if k != "model_config"}
+    assert {k: v for k, v in early.items() if k != "model_config"} == {
+        k: v for k, v in calibrated.items() if k != "model_config"
+    }
 
 
 def test_the_commands_of_a_study(tmp_path):
     world = World(tmp_path / "toy_world_tiny", "tiny")
-    settings = Settings(world, tmp_path / "runs", seeds=(0, 1), pretrain_updates=40,
-                        finetune_updates=12, model_overrides=("model_config.uvla.x=1",))
+    settings = Settings(
+        world,
+        tmp_path / "runs",
+        seeds=(0, 1),
+        pretrain_updates=40,
+        finetune_updates=12,
+        model_overrides=("model_config.uvla.x=1",),
+    )
     steps = plan([SYSTEMS["base"], SYSTEMS["uvla"], SYSTEMS["rt"], SYSTEMS["topk1"]], settings)
     kinds = [s.kind for s in steps]
     assert set(kinds) == set(KINDS)
@@ -146,10 +183,13 @@ def test_the_commands_of_a_study(tmp_path):
     assert uvla[0].kind == "pretrain" and "config=projects/uvla/pretrain.yaml" in uvla[0].command
     assert "training.max_updates=40" in uvla[0].command
     assert "dataset_config.uvla_region_phrase.holdout_every=6" in uvla[0].command  # tiny world
-    assert f"model_config.uvla.pretrained_checkpoint={uvla[0].folder / 'uvla_final.pth'}" \
+    assert (
+        f"model_config.uvla.pretrained_checkpoint={uvla[0].folder / 'uvla_final.pth'}"
         in uvla[1].command
-    assert all(f"config=projects/uvla/finetune/{t}.yaml" in s.command
-               for t, s in zip(TASKS, uvla[1:5]))
+    )
+    assert all(
+        f"config=projects/uvla/finetune/{t}.yaml" in s.command for t, s in zip(TASKS, uvla[1:5])
+    )
     splits = uvla[5]
     assert f"checkpoint.resume_file={uvla[4].folder / 'current.ckpt'}" in splits.command
     assert "datasets=refcoco_plus_val,refcoco_plus_testA,refcoco_plus_testB" in splits.command
@@ -168,20 +208,32 @@ def test_the_commands_of_a_reference_model_system(tmp_path, key):
     section of the model overrides; the same schedule and seeds as the uvla systems."""
     seed_system = REFERENCE_SYSTEMS[key]
     world = World(tmp_path / "toy_world_tiny", "tiny")
-    settings = Settings(world, tmp_path / "runs", seeds=(0, 1), pretrain_updates=40,
-                        finetune_updates=12, model_overrides=_tiny_overrides())
+    settings = Settings(
+        world,
+        tmp_path / "runs",
+        seeds=(0, 1),
+        pretrain_updates=40,
+        finetune_updates=12,
+        model_overrides=_tiny_overrides(),
+    )
     steps = system_steps(SYSTEMS[key], 1, settings)
     uvla = system_steps(SYSTEMS["aligned_vlp"], 1, settings)
-    assert [s.kind for s in steps] == [s.kind for s in uvla] == \
-        ["pretrain", "finetune", "finetune", "finetune", "finetune", "evaluate"]
-    own = [o for o in settings.model_overrides
-           if o.startswith(f"model_config.{seed_system.model_section}.")]
+    assert (
+        [s.kind for s in steps]
+        == [s.kind for s in uvla]
+        == ["pretrain", "finetune", "finetune", "finetune", "finetune", "evaluate"]
+    )
+    own = [
+        o
+        for o in settings.model_overrides
+        if o.startswith(f"model_config.{seed_system.model_section}.")
+    ]
     assert own and len(own) < len(settings.model_overrides)
     for step, reference in zip(steps, uvla):
         assert step.command[0] == MMF_RUN and step.seed == 1 and step.system == key
         assert f"env.data_dir={world.path}" in step.command
         assert f"{seed_system.feature_dim_key}=64" in step.command
-        assert step.command[-len(own):] == tuple(own)  # its section, no other model's
+        assert step.command[-len(own) :] == tuple(own)  # its section, no other model's
         assert not any(a.startswith("model_config.uvla.") for a in step.command)
         schedule = [a for a in reference.command if a.startswith(("training.", "scheduler."))]
         assert schedule == [a for a in step.command if a.startswith(("training.", "scheduler."))]
@@ -209,24 +261,31 @@ def test_the_commands_of_a_reference_model_system(tmp_path, key):
     assert "run_type=inference" in splits.command
     assert "datasets=refcoco_plus_val,refcoco_plus_testA,refcoco_plus_testB" in splits.command
     assert splits.needs == checkpoint and splits.prune == (checkpoint,)
-    assert splits.proof_keys == tuple(f"test/refcoco_plus_{view}/refcoco_accuracy"
-                                      for view in ("val", "testA", "testB"))
+    assert splits.proof_keys == tuple(
+        f"test/refcoco_plus_{view}/refcoco_accuracy" for view in ("val", "testA", "testB")
+    )
 
 
 def test_how_the_reference_models_load_their_weights(tmp_path):
     settings = Settings(World(tmp_path / "w"), tmp_path / "runs", seeds=(0,))
-    visual_bert, vl_bert = (system_steps(SYSTEMS[key], 0, settings)
-                            for key in ("visual_bert", "vl_bert"))
+    visual_bert, vl_bert = (
+        system_steps(SYSTEMS[key], 0, settings) for key in ("visual_bert", "vl_bert")
+    )
     weights = tmp_path / "runs/visual_bert/seed0/pretrain/visual_bert_uvlp_final.pth"
     assert visual_bert[0].proof_file == weights
-    assert visual_bert[1].command[visual_bert[1].command.index(
-        f"checkpoint.resume_file={weights}") + 1] == "checkpoint.resume_pretrained=True"
+    assert (
+        visual_bert[1].command[
+            visual_bert[1].command.index(f"checkpoint.resume_file={weights}") + 1
+        ]
+        == "checkpoint.resume_pretrained=True"
+    )
     assert "config=projects/baselines/visual_bert/vqa2.yaml" in visual_bert[1].command
     # MMF's visual_bert fine-tunes VQA2 (visual_bert_final.pth), visual_bert_uvlp RefCOCO+
     assert visual_bert[1].folder / "visual_bert_final.pth" in visual_bert[1].prune
     assert visual_bert[4].folder / "visual_bert_uvlp_final.pth" in visual_bert[4].prune
-    assert not any(a.startswith("model_config.visual_bert.pretrained") for s in visual_bert
-                   for a in s.command)
+    assert not any(
+        a.startswith("model_config.visual_bert.pretrained") for s in visual_bert for a in s.command
+    )
     weights = tmp_path / "runs/vl_bert/seed0/pretrain/vl_bert_final.pth"
     assert f"model_config.vl_bert.pretrained_checkpoint={weights}" in vl_bert[2].command
     assert "model_config.vl_bert.pretrained_checkpoint=None" in vl_bert[5].command
@@ -240,9 +299,13 @@ def test_how_the_reference_models_load_their_weights(tmp_path):
 def test_mmf_takes_a_reference_models_commands_with_the_tiny_overrides(tmp_path, key):
     """Every key of the tiny model files exists in MMF's config of that model (MMF refuses
     command-line keys its config lacks) and reaches the model each command builds."""
-    settings = Settings(World(tmp_path / "toy_world_tiny", "tiny"), tmp_path / "runs",
-                        seeds=(0,), tasks=("vqa2", "refcoco_plus"),
-                        model_overrides=_tiny_overrides())
+    settings = Settings(
+        World(tmp_path / "toy_world_tiny", "tiny"),
+        tmp_path / "runs",
+        seeds=(0,),
+        tasks=("vqa2", "refcoco_plus"),
+        model_overrides=_tiny_overrides(),
+    )
     for step in system_steps(SYSTEMS[key], 0, settings):
         config = compose(step.command)
         node = config.model_config[config.model]
@@ -262,19 +325,24 @@ def test_demo_chain_pretrains_uvla_and_aligned_vlp_and_fine_tunes_three_rows(tmp
     assert list(steps[1].command) == world.corpus_command("corpus")
     weights = {s.system: s.proof_file for s in steps if s.kind == "pretrain"}
     runs = (tmp_path / "replication" / "toy_world_demo__demo").resolve()
-    assert weights == {"uvla": runs / "uvla/seed0/pretrain/uvla_final.pth",
-                       "aligned_vlp": runs / "aligned_vlp/seed0/pretrain/uvla_final.pth"}
+    assert weights == {
+        "uvla": runs / "uvla/seed0/pretrain/uvla_final.pth",
+        "aligned_vlp": runs / "aligned_vlp/seed0/pretrain/uvla_final.pth",
+    }
     assert {s.seed for s in steps if s.system} == {0}
     # the fine-tuning configs look for the μ-VLA weights by default where the pre-training
     # config writes them (the Quick start); the demo names its own
     defaults = yaml.safe_load((REPO / "projects/uvla/finetune/defaults.yaml").read_text())
     pretraining = yaml.safe_load((REPO / "projects/uvla/pretrain.yaml").read_text())
     assert pretraining["env"]["save_dir"] == "./save/${training.experiment_name}"
-    assert defaults["model_config"]["uvla"]["pretrained_checkpoint"] == \
-        f"save/{pretraining['training']['experiment_name']}/uvla_final.pth"
+    assert (
+        defaults["model_config"]["uvla"]["pretrained_checkpoint"]
+        == f"save/{pretraining['training']['experiment_name']}/uvla_final.pth"
+    )
     finetunes = [s for s in steps if s.kind == "finetune"]
     assert sorted((s.system, s.task) for s in finetunes) == sorted(
-        (system, task) for system in ("base", "uvla", "aligned_vlp") for task in TASKS)
+        (system, task) for system in ("base", "uvla", "aligned_vlp") for task in TASKS
+    )
     for step in finetunes:
         start = f"model_config.uvla.pretrained_checkpoint={weights.get(step.system)}"
         assert start in step.command, step.title
@@ -339,21 +407,31 @@ def test_make_demo_and_its_parts_run_the_study_runner(tmp_path):
     tool = replicate_tool()
     dry = {}
     for target in ("demo", "corpus", "pretrain", "finetune", "report"):
-        printed = subprocess.run(["make", "-n", "--no-print-directory", target, "VENV=.venv",
-                                  f"DATA={tmp_path}"], cwd=REPO, capture_output=True,
-                                 text=True, timeout=120)
+        printed = subprocess.run(
+            ["make", "-n", "--no-print-directory", target, "VENV=.venv", f"DATA={tmp_path}"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert printed.returncode == 0, printed.stderr
-        dry[target] = [shlex.split(line) for line in printed.stdout.splitlines()
-                       if "mmf_uvlp.cli.replicate" in line]
+        dry[target] = [
+            shlex.split(line)
+            for line in printed.stdout.splitlines()
+            if "mmf_uvlp.cli.replicate" in line
+        ]
     for target, lines in dry.items():
         assert lines and all(line[1:3] == ["-m", "mmf_uvlp.cli.replicate"] for line in lines)
         args = tool.parse_args(lines[0][3:])
         assert args.recipe == "demo" and args.data == tmp_path, target
     kinds = {target: tool.parse_args(lines[0][3:]).steps for target, lines in dry.items()}
-    assert kinds == {"demo": None, "corpus": ("world", "corpus"),
-                     "pretrain": ("world", "corpus", "pretrain"),
-                     "finetune": ("world", "corpus", "pretrain", "finetune", "evaluate"),
-                     "report": None}
+    assert kinds == {
+        "demo": None,
+        "corpus": ("world", "corpus"),
+        "pretrain": ("world", "corpus", "pretrain"),
+        "finetune": ("world", "corpus", "pretrain", "finetune", "evaluate"),
+        "report": None,
+    }
     assert tool.parse_args(dry["report"][0][3:]).recorded
     assert tool.parse_args(dry["demo"][0][3:]).jobs == 2
     _, calibrated = dry["demo"]
@@ -371,8 +449,9 @@ def test_steps_runs_a_part_of_the_chain_and_refuses_unknown_kinds(tmp_path, caps
     with pytest.raises(SystemExit):
         tool.parse_args(["--steps", "world,training"])
     assert "unknown steps ['training']" in capsys.readouterr().err
-    assert tool.main(["--recipe", "demo", "--data", str(tmp_path), "--steps", "world",
-                      "--plan"]) == 2
+    assert (
+        tool.main(["--recipe", "demo", "--data", str(tmp_path), "--steps", "world", "--plan"]) == 2
+    )
     assert "--steps: not with --recorded or --plan" in capsys.readouterr().err
 
 
@@ -386,9 +465,22 @@ def test_the_committed_calibrated_archive_matches_the_recipe(tmp_path, capsys):
     records = len([path for path in archive.rglob("*.json") if EARLIER not in path.name])
     systems = sorted(d.name for d in archive.iterdir() if d.is_dir() and d.name != "setup")
     assert {"base", "uvla", "aligned_vlp"} <= set(systems)
-    assert replicate_tool().main(["--recipe", "configs/study/calibrated.yaml",
-                         "--systems", ",".join(systems), "--data", str(tmp_path),
-                         "--archive", str(archive), "--plan"]) == 0
+    assert (
+        replicate_tool().main(
+            [
+                "--recipe",
+                "configs/study/calibrated.yaml",
+                "--systems",
+                ",".join(systems),
+                "--data",
+                str(tmp_path),
+                "--archive",
+                str(archive),
+                "--plan",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "stale" not in printed
     assert f"{records} finished steps restored" in printed  # each record is a planned step

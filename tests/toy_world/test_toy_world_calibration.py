@@ -23,6 +23,7 @@ from helpers.toy_world import classes_named, files_under, ground_truth
 
 # ------------------------------------------------------------ caption style (calibration)
 
+
 def _caption_style_world(tmp_path_factory, style: str) -> Path:
     """The tiny world with ``caption_style=style``."""
     out = tmp_path_factory.mktemp("toy") / f"tiny_{style}"
@@ -71,19 +72,25 @@ def test_attribute_captions_describe_only_the_image_s_own_objects(attribute_capt
         for phrase in phrases:
             words = phrase.split()
             assert words[0] in ("a", "an"), text
-            described = [o for o in objects if " ".join(words[1:]).endswith(o["class"])
-                         and set(words[1:-len(o["class"].split())])
-                         <= set(o["attributes"].values())]
+            described = [
+                o
+                for o in objects
+                if " ".join(words[1:]).endswith(o["class"])
+                and set(words[1 : -len(o["class"].split())]) <= set(o["attributes"].values())
+            ]
             assert described, (image_id, phrase, objects)
             with_attributes += len(words) > 1 + len(described[0]["class"].split())
     assert set(sizes) == {1, 2, 3}
     assert with_attributes > sum(n * c for n, c in sizes.items()) / 2
 
 
-@pytest.mark.parametrize("style, fixture", [("objects", "object_caption_world"),
-                                            ("attributes", "attribute_caption_world")])
-def test_caption_style_changes_only_the_pretraining_captions(world, style, fixture, request,
-                                                            tmp_path):
+@pytest.mark.parametrize(
+    "style, fixture",
+    [("objects", "object_caption_world"), ("attributes", "attribute_caption_world")],
+)
+def test_caption_style_changes_only_the_pretraining_captions(
+    world, style, fixture, request, tmp_path
+):
     """The same seed gives the same scenes, features and downstream files in every style;
     only the two caption files (and world.json's record of the style) differ, and each
     style is byte-deterministic too."""
@@ -154,13 +161,13 @@ def test_nlvr2_classes_change_only_the_nlvr2_files(tmp_path):
 def test_nlvr2_classes_percent_holds_that_share_of_pairs_to_the_named_classes(tmp_path):
     """At ``nlvr2_classes_percent=50`` about half the pairs name one of the 4 classes and
     the rest any active class; the other tasks' files keep their bytes."""
-    base = replace(PRESETS["tiny"], nlvr2_statements="presence", nlvr2_pairs=(400, 8, 8),
-                   nlvr2_classes=4)
+    base = replace(
+        PRESETS["tiny"], nlvr2_statements="presence", nlvr2_pairs=(400, 8, 8), nlvr2_classes=4
+    )
     _assert_only_nlvr2_differs(base, replace(base, nlvr2_classes_percent=50), tmp_path)
     named = {CLASSES[c].name for c in base.class_set().first(4).foreground}
     records = list(read_nlvr2(tmp_path / "changed" / "mmf/nlvr2/annotations/train.jsonl"))
-    share = np.mean([any(re.search(rf"\b{n}\b", r["sentence"]) for n in named)
-                     for r in records])
+    share = np.mean([any(re.search(rf"\b{n}\b", r["sentence"]) for n in named) for r in records])
     active = len(base.class_set().foreground)
     expected = 0.5 + 0.5 * 4 / active  # the other half names a named class 4 / active times
     assert abs(share - expected) < 0.08, (share, expected)
@@ -184,12 +191,18 @@ def test_nlvr2_pairs_change_only_the_nlvr2_files(world, tmp_path):
 
 
 def test_unknown_nlvr2_statements_are_refused():
-    with pytest.raises(ValueError, match=r"WorldConfig\.nlvr2_statements must be one of "
-                                         r"\['mixed', 'presence'\], got 'counts'"):
+    with pytest.raises(
+        ValueError,
+        match=r"WorldConfig\.nlvr2_statements must be one of "
+        r"\['mixed', 'presence'\], got 'counts'",
+    ):
         replace(PRESETS["tiny"], nlvr2_statements="counts")
 
 
 def test_unknown_caption_style_is_refused():
-    with pytest.raises(ValueError, match=r"WorldConfig\.caption_style must be one of "
-                                         r"\['attributes', 'objects', 'web'\], got 'plain'"):
+    with pytest.raises(
+        ValueError,
+        match=r"WorldConfig\.caption_style must be one of "
+        r"\['attributes', 'objects', 'web'\], got 'plain'",
+    ):
         replace(PRESETS["tiny"], caption_style="plain")

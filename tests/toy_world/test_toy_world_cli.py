@@ -38,38 +38,74 @@ def _run_tool(capsys, *argv: str) -> tuple[int, str, str]:
     return code, captured.out, captured.err
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--preset", "huge", "--out", "x"], "argument --preset: invalid choice: 'huge'"),
-    (["--preset", "tiny"], "the following arguments are required: --out"),
-    (["--preset", "tiny", "--out", "x", "--feature-dim", "0"],
-     "argument --feature-dim: expected a positive integer, got '0'"),
-    (["--preset", "tiny", "--out", "x", "--num-images", "many"],
-     "argument --num-images: expected a positive integer, got 'many'"),
-    (["--preset", "tiny", "--out", "x", "--seed", "-3"],
-     "argument --seed: expected a non-negative integer, got '-3'"),
-    (["--preset", "tiny", "--out", "x", "--downstream-scale", "nan"],
-     "argument --downstream-scale: expected a positive number, got 'nan'"),
-    (["--preset", "tiny", "--out", "x", "--npy", "--no-npy"], "not allowed with argument"),
-    (["--preset", "tiny", "--out", "x", "--foreground-classes", "3"],
-     f"WorldConfig.foreground_classes must be 0 (every foreground class) or from "
-     f"{MIN_FOREGROUND_CLASSES} to {len(FOREGROUND)}, got 3"),
-    (["--preset", "tiny", "--out", "x", "--nlvr2-statements", "counts"],
-     "argument --nlvr2-statements: invalid choice: 'counts'"),
-    (["--preset", "tiny", "--out", "x", "--foreground-classes", "8", "--nlvr2-classes", "9"],
-     "WorldConfig.nlvr2_classes must be 0 (every active foreground class) or at most the 8 "
-     "active foreground classes, got 9"),
-    (["--preset", "tiny", "--out", "x", "--nlvr2-classes", "-1"],
-     "argument --nlvr2-classes: expected a non-negative integer, got '-1'"),
-    (["--preset", "tiny", "--out", "x", "--nlvr2-classes", "4", "--nlvr2-classes-percent", "101"],
-     "WorldConfig.nlvr2_classes_percent must be at most 100, got 101"),
-    (["--preset", "tiny", "--out", "x", "--nlvr2-classes-percent", "50"],
-     "WorldConfig.nlvr2_classes_percent 50 needs nlvr2_classes (the classes those pairs name), "
-     "got 0"),
-    (["--preset", "tiny", "--out", "x", "--nlvr2-pairs", "10", "5"],
-     "argument --nlvr2-pairs: expected 3 arguments"),
-    (["--preset", "tiny", "--out", "x", "--refcoco-images", "4", "1", "-1", "1"],
-     "argument --refcoco-images: expected a non-negative integer, got '-1'"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--preset", "huge", "--out", "x"], "argument --preset: invalid choice: 'huge'"),
+        (["--preset", "tiny"], "the following arguments are required: --out"),
+        (
+            ["--preset", "tiny", "--out", "x", "--feature-dim", "0"],
+            "argument --feature-dim: expected a positive integer, got '0'",
+        ),
+        (
+            ["--preset", "tiny", "--out", "x", "--num-images", "many"],
+            "argument --num-images: expected a positive integer, got 'many'",
+        ),
+        (
+            ["--preset", "tiny", "--out", "x", "--seed", "-3"],
+            "argument --seed: expected a non-negative integer, got '-3'",
+        ),
+        (
+            ["--preset", "tiny", "--out", "x", "--downstream-scale", "nan"],
+            "argument --downstream-scale: expected a positive number, got 'nan'",
+        ),
+        (["--preset", "tiny", "--out", "x", "--npy", "--no-npy"], "not allowed with argument"),
+        (
+            ["--preset", "tiny", "--out", "x", "--foreground-classes", "3"],
+            f"WorldConfig.foreground_classes must be 0 (every foreground class) or from "
+            f"{MIN_FOREGROUND_CLASSES} to {len(FOREGROUND)}, got 3",
+        ),
+        (
+            ["--preset", "tiny", "--out", "x", "--nlvr2-statements", "counts"],
+            "argument --nlvr2-statements: invalid choice: 'counts'",
+        ),
+        (
+            ["--preset", "tiny", "--out", "x", "--foreground-classes", "8", "--nlvr2-classes", "9"],
+            "WorldConfig.nlvr2_classes must be 0 (every active foreground class) or at most the 8 "
+            "active foreground classes, got 9",
+        ),
+        (
+            ["--preset", "tiny", "--out", "x", "--nlvr2-classes", "-1"],
+            "argument --nlvr2-classes: expected a non-negative integer, got '-1'",
+        ),
+        (
+            [
+                "--preset",
+                "tiny",
+                "--out",
+                "x",
+                "--nlvr2-classes",
+                "4",
+                "--nlvr2-classes-percent",
+                "101",
+            ],
+            "WorldConfig.nlvr2_classes_percent must be at most 100, got 101",
+        ),
+        (
+            ["--preset", "tiny", "--out", "x", "--nlvr2-classes-percent", "50"],
+            "WorldConfig.nlvr2_classes_percent 50 needs nlvr2_classes (the classes those pairs name), "
+            "got 0",
+        ),
+        (
+            ["--preset", "tiny", "--out", "x", "--nlvr2-pairs", "10", "5"],
+            "argument --nlvr2-pairs: expected 3 arguments",
+        ),
+        (
+            ["--preset", "tiny", "--out", "x", "--refcoco-images", "4", "1", "-1", "1"],
+            "argument --refcoco-images: expected a non-negative integer, got '-1'",
+        ),
+    ],
+)
 def test_cli_rejects_malformed_options(capsys, argv, message):
     code, _, err = _run_tool(capsys, *argv)
     assert code == 2 and message in err and "usage: make_toy_world.py" in err
@@ -85,10 +121,25 @@ def test_cli_refuses_a_foreign_non_empty_directory(capsys, tmp_path):
 
 def test_cli_writes_a_world_and_summarises_it(capsys, tmp_path):
     out = tmp_path / "w"
-    code, stdout, _ = _run_tool(capsys, "--preset", "tiny", "--out", str(out), "--seed", "7",
-                                "--feature-dim", "16", "--no-downstream", "--no-progress",
-                                "--nlvr2-statements", "presence", "--nlvr2-classes", "4",
-                                "--nlvr2-classes-percent", "40")
+    code, stdout, _ = _run_tool(
+        capsys,
+        "--preset",
+        "tiny",
+        "--out",
+        str(out),
+        "--seed",
+        "7",
+        "--feature-dim",
+        "16",
+        "--no-downstream",
+        "--no-progress",
+        "--nlvr2-statements",
+        "presence",
+        "--nlvr2-classes",
+        "4",
+        "--nlvr2-classes-percent",
+        "40",
+    )
     assert code == 0
     assert "toy world 'tiny' (seed 7)" in stdout and "MiB" in stdout and " s, " in stdout
     manifest = json.loads((out / "world.json").read_text())
@@ -97,23 +148,53 @@ def test_cli_writes_a_world_and_summarises_it(capsys, tmp_path):
     assert manifest["config"]["nlvr2_classes"] == 4
     assert manifest["config"]["nlvr2_classes_percent"] == 40
     assert "vqa2" not in manifest["paths"]
-    code, _, _ = _run_tool(capsys, "--preset", "tiny", "--out", str(out), "--overwrite",
-                           "--no-downstream", "--no-progress")
+    code, _, _ = _run_tool(
+        capsys,
+        "--preset",
+        "tiny",
+        "--out",
+        str(out),
+        "--overwrite",
+        "--no-downstream",
+        "--no-progress",
+    )
     assert code == 0
 
 
 def test_cli_sets_each_downstream_split_size(capsys, tmp_path):
     out = tmp_path / "w"
-    code, _, _ = _run_tool(capsys, "--preset", "tiny", "--out", str(out), "--no-progress",
-                           "--nlvr2-pairs", "5", "3", "2", "--ve-hypotheses", "4", "2", "1")
+    code, _, _ = _run_tool(
+        capsys,
+        "--preset",
+        "tiny",
+        "--out",
+        str(out),
+        "--no-progress",
+        "--nlvr2-pairs",
+        "5",
+        "3",
+        "2",
+        "--ve-hypotheses",
+        "4",
+        "2",
+        "1",
+    )
     assert code == 0
     config = json.loads((out / "world.json").read_text())["config"]
     assert config["nlvr2_pairs"] == [5, 3, 2] and config["ve_hypotheses"] == [4, 2, 1]
     assert config["vqa2_questions"] == list(PRESETS["tiny"].vqa2_questions)
-    lines = {path.name: len(path.read_text().splitlines())
-             for path in (out / "mmf").glob("*/annotations/*.jsonl")}
-    assert lines == {"train.jsonl": 5, "dev.jsonl": 3, "test1.jsonl": 2,
-                     "snli_ve_train.jsonl": 4, "snli_ve_dev.jsonl": 2, "snli_ve_test.jsonl": 1}
+    lines = {
+        path.name: len(path.read_text().splitlines())
+        for path in (out / "mmf").glob("*/annotations/*.jsonl")
+    }
+    assert lines == {
+        "train.jsonl": 5,
+        "dev.jsonl": 3,
+        "test1.jsonl": 2,
+        "snli_ve_train.jsonl": 4,
+        "snli_ve_dev.jsonl": 2,
+        "snli_ve_test.jsonl": 1,
+    }
 
 
 _KILL_SCRIPT = textwrap.dedent("""
@@ -143,8 +224,13 @@ _KILL_SCRIPT = textwrap.dedent("""
 
 def _killed(where: str, *argv: str) -> None:
     """Run make_toy_world.py with ``argv`` and SIGKILL it at ``where``."""
-    result = subprocess.run([sys.executable, "-c", _KILL_SCRIPT, where, str(TOOL), *argv],
-                            capture_output=True, text=True, cwd=REPO, timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-c", _KILL_SCRIPT, where, str(TOOL), *argv],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=600,
+    )
     assert result.returncode == -signal.SIGKILL, result.stderr[-3000:]
 
 

@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 
 from mmf_uvlp.data_formats.annotations import (
-    read_nlvr2, read_visual_entailment, read_vqa2_imdb,
+    read_nlvr2,
+    read_visual_entailment,
+    read_vqa2_imdb,
 )
 from mmf_uvlp.data_formats.mmf_features import LmdbFeatures, read_lmdb
 from mmf_uvlp.data_formats.refer import Refer
@@ -22,7 +24,12 @@ from mmf_uvlp.data_formats.vinvl import read_vinvl
 from mmf_uvlp.toy_world import PRESETS, generate_world
 from mmf_uvlp.toy_world import downstream as ds
 from mmf_uvlp.toy_world.vocabulary import (
-    CLASS_INDEX, CLASSES, FOREGROUND, MIN_FOREGROUND_CLASSES, ClassSet, plural,
+    CLASS_INDEX,
+    CLASSES,
+    FOREGROUND,
+    MIN_FOREGROUND_CLASSES,
+    ClassSet,
+    plural,
     round_robin_foreground,
 )
 
@@ -45,8 +52,9 @@ def _iou(a, b) -> float:
 def test_detector_makes_realistic_errors(world):
     out, manifest, _ = world
     gt = ground_truth(out, "cc")
-    preds = read_vinvl(out / manifest["paths"]["predictions_tsv"],
-                       out / manifest["paths"]["features_tsv"])
+    preds = read_vinvl(
+        out / manifest["paths"]["predictions_tsv"], out / manifest["paths"]["features_tsv"]
+    )
     kinds, wrong, objects, low_conf, tiny = Counter(), 0, 0, 0, 0
     for pred, _ in preds:
         g = gt[pred.image_id]
@@ -71,8 +79,11 @@ def _vqa_truth(scene: dict, record: dict) -> set[str]:
 
     def related(index: int, predicate: str, role: str) -> set[str]:
         other = "object" if role == "subject" else "subject"
-        return {objects[r[other]]["class"] for r in scene["relations"]
-                if r[role] == index and r["predicate"] == predicate}
+        return {
+            objects[r[other]]["class"]
+            for r in scene["relations"]
+            if r[role] == index and r["predicate"] == predicate
+        }
 
     def the(name: str) -> int:
         (index,) = [i for i, c in enumerate(classes) if c == name]  # exactly one
@@ -147,8 +158,14 @@ def test_every_size_from_the_minimum_meets_the_tasks_needs():
     for k in range(MIN_FOREGROUND_CLASSES, len(FOREGROUND) + 1):
         classes = ClassSet.of_size(k)
         assert len(set(classes.foreground)) == k and set(classes.foreground) <= set(FOREGROUND)
-        for kind in (classes.persons, classes.handheld, classes.rideable, classes.surfaces,
-                     classes.coloured, classes.material):
+        for kind in (
+            classes.persons,
+            classes.handheld,
+            classes.rideable,
+            classes.surfaces,
+            classes.coloured,
+            classes.material,
+        ):
             assert len(kind) >= 2, k
         assert all(len(classes.on_items(s)) >= 2 for s in classes.surfaces), k
     few = ClassSet.of_size(FEW)
@@ -159,8 +176,11 @@ def test_every_size_from_the_minimum_meets_the_tasks_needs():
 
 @pytest.mark.parametrize("k", [MIN_FOREGROUND_CLASSES - 1, len(FOREGROUND) + 1])
 def test_too_few_or_too_many_foreground_classes_are_refused(k):
-    with pytest.raises(ValueError, match=rf"WorldConfig\.foreground_classes .*got {k}: .*"
-                                         rf"at least {MIN_FOREGROUND_CLASSES} classes"):
+    with pytest.raises(
+        ValueError,
+        match=rf"WorldConfig\.foreground_classes .*got {k}: .*"
+        rf"at least {MIN_FOREGROUND_CLASSES} classes",
+    ):
         replace(PRESETS["tiny"], foreground_classes=k)
 
 
@@ -172,8 +192,9 @@ def test_fewer_classes_are_the_same_for_every_seed_and_recorded(few_world, tmp_p
     assert all(c.name in active for c in CLASSES if c.background)
     vocabulary = json.loads((out / "vocabulary.json").read_text())
     assert [c["name"] for c in vocabulary["classes"] if c["active"]] == active
-    other = generate_world(replace(PRESETS["tiny"], foreground_classes=FEW, seed=1,
-                                   downstream=False), tmp_path / "s1")
+    other = generate_world(
+        replace(PRESETS["tiny"], foreground_classes=FEW, seed=1, downstream=False), tmp_path / "s1"
+    )
     assert other["active_classes"] == active
 
 
@@ -192,11 +213,15 @@ def test_fewer_classes_in_scenes_and_detections(few_world):
     for pool, paths in manifest["paths"]["pools"].items():
         gt = ground_truth(out, pool)
         assert {o["class"] for g in gt.values() for o in g["objects"]} <= active, pool
-        labels = [o.cls for p, _ in read_vinvl(out / paths["predictions_tsv"],
-                                               out / paths["features_tsv"]) for o in p.objects]
+        labels = [
+            o.cls
+            for p, _ in read_vinvl(out / paths["predictions_tsv"], out / paths["features_tsv"])
+            for o in p.objects
+        ]
         assert set(labels) <= active, pool
-        for _, rec in read_lmdb(out / paths["lmdb"], manifest["feature_dim"],
-                                manifest["cls_prob_columns"]):
+        for _, rec in read_lmdb(
+            out / paths["lmdb"], manifest["feature_dim"], manifest["cls_prob_columns"]
+        ):
             assert set(np.nonzero(rec["cls_prob"])[1]) <= columns, pool
     refer = Refer(out / manifest["paths"]["refcoco+"]["root"])
     assert {CLASSES[r["category_id"] - 1].name for r in refer.refs} <= active
@@ -211,17 +236,25 @@ def test_fewer_classes_in_every_text(few_world):
         "captions": [c for _, c in read_captions(out / paths["captions_gt"])],
         "caption corpus": list(read_corpus(out / paths["caption_corpus"])),
         "narrative": list(read_corpus(out / paths["narrative_corpus"])),
-        "vqa2": [], "nlvr2": [], "visual_entailment": [],
-        "refcoco+": [s["raw"] for r in Refer(out / paths["refcoco+"]["root"]).refs
-                     for s in r["sentences"]],
+        "vqa2": [],
+        "nlvr2": [],
+        "visual_entailment": [],
+        "refcoco+": [
+            s["raw"] for r in Refer(out / paths["refcoco+"]["root"]).refs for s in r["sentences"]
+        ],
     }
     for split in ("train", "val", "test"):
-        texts["vqa2"] += [t for r in read_vqa2_imdb(out / paths["vqa2"][split])
-                          for t in [r["question_str"], *r["answers"]]]
+        texts["vqa2"] += [
+            t
+            for r in read_vqa2_imdb(out / paths["vqa2"][split])
+            for t in [r["question_str"], *r["answers"]]
+        ]
         texts["nlvr2"] += [r["sentence"] for r in read_nlvr2(out / paths["nlvr2"][split])]
         texts["visual_entailment"] += [
-            t for r in read_visual_entailment(out / paths["visual_entailment"][split])
-            for t in (r["sentence1"], r["sentence2"])]
+            t
+            for r in read_visual_entailment(out / paths["visual_entailment"][split])
+            for t in (r["sentence1"], r["sentence2"])
+        ]
     for name, lines in texts.items():
         named = classes_named(lines)
         assert set(named) <= active, (name, set(named) - active)

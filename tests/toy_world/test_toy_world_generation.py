@@ -14,7 +14,9 @@ import numpy as np
 import pytest
 
 from mmf_uvlp.data_formats.annotations import (
-    read_nlvr2, read_visual_entailment, read_vqa2_imdb,
+    read_nlvr2,
+    read_visual_entailment,
+    read_vqa2_imdb,
 )
 from mmf_uvlp.data_formats.mmf_features import LmdbFeatures, read_lmdb, read_npy_folder
 from mmf_uvlp.data_formats.refer import Refer
@@ -73,12 +75,19 @@ def test_manifest_paths_exist(world):
     for rel in paths:
         assert (out / rel).exists(), rel
     assert json.loads((out / "world.json").read_text()) == manifest
-    for key in ("predictions_tsv", "features_tsv", "pretrain_lmdb", "captions_gt",
-                "caption_corpus", "narrative_corpus"):
+    for key in (
+        "predictions_tsv",
+        "features_tsv",
+        "pretrain_lmdb",
+        "captions_gt",
+        "caption_corpus",
+        "narrative_corpus",
+    ):
         assert key in manifest["paths"]
     for task in ("vqa2", "nlvr2", "visual_entailment"):
         assert {"train", "val", "test", "features_lmdb", "features_npy"} <= set(
-            manifest["paths"][task])
+            manifest["paths"][task]
+        )
 
 
 # ---------------------------------------------------------------- formats read back
@@ -88,8 +97,13 @@ def test_manifest_paths_exist(world):
 def test_vinvl_files_read_back(world, pool):
     out, manifest, _ = world
     paths = manifest["paths"]["pools"][pool]
-    rows = list(read_vinvl(out / paths["predictions_tsv"], out / paths["features_tsv"],
-                           feature_dim=manifest["feature_dim"]))
+    rows = list(
+        read_vinvl(
+            out / paths["predictions_tsv"],
+            out / paths["features_tsv"],
+            feature_dim=manifest["feature_dim"],
+        )
+    )
     assert len(rows) == manifest["counts"]["pools"][pool]["images"]
     ids = [p.image_id for p, _ in rows]
     assert ids == sorted(ids)
@@ -97,9 +111,17 @@ def test_vinvl_files_read_back(world, pool):
     for (pred, feats), det in zip(rows, simple):
         assert det.image_id == pred.image_id
         assert [o.rect for o in det.objects] == [o.rect for o in pred.objects]
-        geometry = np.array([[o.rect[0] / pred.image_w, o.rect[1] / pred.image_h,
-                              o.rect[2] / pred.image_w, o.rect[3] / pred.image_h]
-                             for o in pred.objects])
+        geometry = np.array(
+            [
+                [
+                    o.rect[0] / pred.image_w,
+                    o.rect[1] / pred.image_h,
+                    o.rect[2] / pred.image_w,
+                    o.rect[3] / pred.image_h,
+                ]
+                for o in pred.objects
+            ]
+        )
         np.testing.assert_allclose(feats.geometry[:, :4], geometry, atol=1e-5)
     gt = ground_truth(out, pool)
     assert sorted(gt) == ids
@@ -110,8 +132,10 @@ def test_mmf_features_read_back(world, pool):
     out, manifest, _ = world
     paths = manifest["paths"]["pools"][pool]
     dim, ncls = manifest["feature_dim"], manifest["cls_prob_columns"]
-    vinvl = {p.image_id: (p, f) for p, f in read_vinvl(out / paths["predictions_tsv"],
-                                                        out / paths["features_tsv"])}
+    vinvl = {
+        p.image_id: (p, f)
+        for p, f in read_vinvl(out / paths["predictions_tsv"], out / paths["features_tsv"])
+    }
     lmdb_records = list(read_lmdb(out / paths["lmdb"], dim, ncls))
     npy_records = list(read_npy_folder(out / paths["npy_dir"], dim, ncls))
     assert [k for k, _ in lmdb_records] == [k for k, _ in npy_records] == sorted(vinvl)
@@ -122,13 +146,16 @@ def test_mmf_features_read_back(world, pool):
         np.testing.assert_array_equal(rec["features"], feats.appearance)
         np.testing.assert_array_equal(npy["features"], rec["features"])
         np.testing.assert_array_equal(npy["cls_prob"], rec["cls_prob"])
-        np.testing.assert_allclose(rec["bbox"], [o.rect for o in pred.objects] or
-                                   np.zeros((0, 4)), atol=1e-3)
+        np.testing.assert_allclose(
+            rec["bbox"], [o.rect for o in pred.objects] or np.zeros((0, 4)), atol=1e-3
+        )
         assert [CLASSES[c].name for c in rec["objects"]] == [o.cls for o in pred.objects]
         np.testing.assert_allclose(rec["cls_prob"].sum(axis=1), 1.0, atol=1e-5)
-        np.testing.assert_allclose(rec["cls_prob"][np.arange(len(pred.objects)),
-                                                   rec["objects"] + 1],
-                                   [o.conf for o in pred.objects], atol=1e-3)
+        np.testing.assert_allclose(
+            rec["cls_prob"][np.arange(len(pred.objects)), rec["objects"] + 1],
+            [o.conf for o in pred.objects],
+            atol=1e-3,
+        )
 
 
 def _mmf_lmdb_key(feature_path: str, keys: set[str]) -> str:
@@ -259,8 +286,13 @@ def test_mmf_datasets_load_a_batch(world):
     from the LMDBs and from the npy folders, and see the features we wrote (an MMF that
     cannot be imported fails this test)."""
     out, manifest, _ = world
-    result = subprocess.run([sys.executable, "-c", _MMF_SCRIPT, str(out)],
-                            capture_output=True, text=True, cwd=REPO, timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-c", _MMF_SCRIPT, str(out)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
     dim = manifest["feature_dim"]

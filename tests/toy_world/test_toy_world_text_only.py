@@ -43,13 +43,16 @@ def large_downstream():
 
     coco_ids = ds.IdAllocator(rng, 1, 10**7)
     flickr_ids = ds.IdAllocator(rng, 10**9, 10**10)
-    _, vqa = ds.build_vqa2(rng, classes, {"train": 6000, "val": 0, "test": 3000}, make_scene,
-                           coco_ids)
+    _, vqa = ds.build_vqa2(
+        rng, classes, {"train": 6000, "val": 0, "test": 3000}, make_scene, coco_ids
+    )
     _, nlvr = ds.build_nlvr2(rng, classes, {"train": 2000, "val": 0, "test": 1000}, make_scene)
-    _, ve = ds.build_visual_entailment(rng, classes, {"train": 3000, "val": 0, "test": 1500},
-                                       make_scene, flickr_ids)
-    ref_scenes, refer = ds.build_refcoco(rng, classes, {"train": 1500, "val": 600, "testA": 0,
-                                                        "testB": 0}, make_scene, coco_ids)
+    _, ve = ds.build_visual_entailment(
+        rng, classes, {"train": 3000, "val": 0, "test": 1500}, make_scene, flickr_ids
+    )
+    ref_scenes, refer = ds.build_refcoco(
+        rng, classes, {"train": 1500, "val": 600, "testA": 0, "testB": 0}, make_scene, coco_ids
+    )
     return vqa, nlvr, ve, (ref_scenes, refer)
 
 
@@ -62,8 +65,12 @@ def _assert_vqa_text_only_at_majority(vqa: dict[str, list[dict]]) -> None:
     for qtype in ds.QUESTION_TYPES:
         train = [r for r in vqa["train"] if r["question_type"] == qtype]
         test = [r for r in vqa["test"] if r["question_type"] == qtype]
-        bow = _bow_accuracy([r["question_str"] for r in train], answers(train),
-                            [r["question_str"] for r in test], answers(test))
+        bow = _bow_accuracy(
+            [r["question_str"] for r in train],
+            answers(train),
+            [r["question_str"] for r in test],
+            answers(test),
+        )
         rate, bound = _majority_bound(answers(test))
         assert bow <= bound, (qtype, bow, rate)
 
@@ -72,8 +79,12 @@ def _assert_hypothesis_only_at_majority(ve: dict[str, list[dict]]) -> tuple[floa
     """A VE hypothesis alone does not predict its label; the majority rate and its bound."""
     labels_tr = [r["gold_label"] for r in ve["train"]]
     labels_te = [r["gold_label"] for r in ve["test"]]
-    bow = _bow_accuracy([r["sentence2"] for r in ve["train"]], labels_tr,
-                        [r["sentence2"] for r in ve["test"]], labels_te)
+    bow = _bow_accuracy(
+        [r["sentence2"] for r in ve["train"]],
+        labels_tr,
+        [r["sentence2"] for r in ve["test"]],
+        labels_te,
+    )
     rate, bound = _majority_bound(labels_te)
     assert bow <= bound, (bow, rate)
     return rate, bound
@@ -86,8 +97,12 @@ def test_vqa_text_only_stays_at_the_per_type_majority(large_downstream):
 def _assert_nlvr2_text_only_at_majority(nlvr: dict) -> None:
     """A bag of words over the statement alone predicts no better than the majority."""
     train, test = nlvr["train"], nlvr["test"]
-    bow = _bow_accuracy([r["sentence"] for r in train], [r["label"] for r in train],
-                        [r["sentence"] for r in test], [r["label"] for r in test])
+    bow = _bow_accuracy(
+        [r["sentence"] for r in train],
+        [r["label"] for r in train],
+        [r["sentence"] for r in test],
+        [r["label"] for r in test],
+    )
     rate, bound = _majority_bound([r["label"] for r in test])
     assert bow <= bound, (bow, rate)
 
@@ -102,9 +117,12 @@ def presence_statements():
     rng = np.random.default_rng(7)
     classes = ClassSet.of_size(24)
     scenes, nlvr = ds.build_nlvr2(
-        rng, classes, {"train": 2000, "val": 0, "test": 1000},
+        rng,
+        classes,
+        {"train": 2000, "val": 0, "test": 1000},
         lambda image_id, spec: sample_scene(rng, classes, image_id, spec),
-        ds.NLVR2_PRESENCE_KINDS)
+        ds.NLVR2_PRESENCE_KINDS,
+    )
     records = nlvr["train"] + nlvr["test"]
     return nlvr, list(zip(records, scenes[0::2], scenes[1::2]))
 
@@ -116,12 +134,17 @@ def test_presence_statements_are_true_exactly_when_labelled(presence_statements)
     seen = Counter()
     for record, left, right in examples:
         text, kind = record["sentence"], record["statement_type"]
-        cls = next(CLASS_INDEX[n] for n in sorted(CLASS_INDEX, key=len, reverse=True)
-                   if re.search(rf"\b(a|an) {n}\b", text))
+        cls = next(
+            CLASS_INDEX[n]
+            for n in sorted(CLASS_INDEX, key=len, reverse=True)
+            if re.search(rf"\b(a|an) {n}\b", text)
+        )
         has = [any(o.cls == cls for o in scene.objects) for scene in (left, right)]
-        truth = {"side_presence": has["right" in text.split()],
-                 "both_present": all(has),
-                 "one_not_other": has[0] != has[1]}[kind]
+        truth = {
+            "side_presence": has["right" in text.split()],
+            "both_present": all(has),
+            "one_not_other": has[0] != has[1],
+        }[kind]
         assert record["label"] == str(truth), (text, has)
         seen[kind, record["label"]] += 1
     assert set(seen) == {(k, v) for k in ds.NLVR2_PRESENCE_KINDS for v in ("True", "False")}
@@ -137,8 +160,12 @@ def test_visual_entailment_hypothesis_only_stays_at_majority(large_downstream):
     labels_tr, labels_te = [r["gold_label"] for r in train], [r["gold_label"] for r in test]
     rate, bound = _assert_hypothesis_only_at_majority(ve)
     # the premise caption never names what the hypothesis is about
-    both = _bow_accuracy([r["sentence1"] + " | " + r["sentence2"] for r in train], labels_tr,
-                         [r["sentence1"] + " | " + r["sentence2"] for r in test], labels_te)
+    both = _bow_accuracy(
+        [r["sentence1"] + " | " + r["sentence2"] for r in train],
+        labels_tr,
+        [r["sentence1"] + " | " + r["sentence2"] for r in test],
+        labels_te,
+    )
     assert both <= bound, (both, rate)
 
 
@@ -153,16 +180,29 @@ def calibrated_downstream():
     def make_scene(image_id, spec):
         return sample_scene(rng, classes, image_id, spec)
 
-    _, vqa = ds.build_vqa2(rng, classes, {"train": preset.vqa2_questions[0], "val": 0,
-                                          "test": 3000}, make_scene,
-                           ds.IdAllocator(rng, 1, 10**7))
-    _, ve = ds.build_visual_entailment(rng, classes, {"train": preset.ve_hypotheses[0],
-                                                      "val": 0, "test": 1500}, make_scene,
-                                       ds.IdAllocator(rng, 10**9, 10**10))
-    _, nlvr = ds.build_nlvr2(rng, classes, {"train": preset.nlvr2_pairs[0], "val": 0,
-                                            "test": preset.nlvr2_pairs[2]}, make_scene,
-                             ds.NLVR2_STATEMENTS[preset.nlvr2_statements],
-                             classes.first(preset.nlvr2_classes), preset.nlvr2_classes_percent)
+    _, vqa = ds.build_vqa2(
+        rng,
+        classes,
+        {"train": preset.vqa2_questions[0], "val": 0, "test": 3000},
+        make_scene,
+        ds.IdAllocator(rng, 1, 10**7),
+    )
+    _, ve = ds.build_visual_entailment(
+        rng,
+        classes,
+        {"train": preset.ve_hypotheses[0], "val": 0, "test": 1500},
+        make_scene,
+        ds.IdAllocator(rng, 10**9, 10**10),
+    )
+    _, nlvr = ds.build_nlvr2(
+        rng,
+        classes,
+        {"train": preset.nlvr2_pairs[0], "val": 0, "test": preset.nlvr2_pairs[2]},
+        make_scene,
+        ds.NLVR2_STATEMENTS[preset.nlvr2_statements],
+        classes.first(preset.nlvr2_classes),
+        preset.nlvr2_classes_percent,
+    )
     return vqa, ve, nlvr
 
 

@@ -16,18 +16,39 @@ from helpers import REPO
 RATIOS = (0, 20, 40, 60, 80, 100)
 VISUAL_LOSSES = ["uvla_mlm", "uvla_mrc", "uvla_mrfr"]
 SYSTEMS = {  # config -> (datasets, heads, losses)
-    "baselines/aligned_vlp/pretrain.yaml": (["aligned_vlp"], ["mlm", "mrc", "mrfr", "itm"],
-                                             VISUAL_LOSSES + ["uvla_itm"]),
-    "baselines/u_visualbert/pretrain.yaml": (["u_visualbert_text", "u_visualbert_image"],
-                                              ["mlm", "mrc", "mrfr"], VISUAL_LOSSES),
-    "baselines/round_robin/pretrain.yaml": (["u_visualbert_text", "u_visualbert_image"],
-                                             ["mlm", "mrc", "mrfr"], VISUAL_LOSSES),
-    "baselines/random_pairs/pretrain.yaml": (["random_pairs"], ["mlm", "mrc", "mrfr"],
-                                              VISUAL_LOSSES),
-    "baselines/uvla_bc/random_pairs.yaml": (["random_pairs"], ["mlm", "mrc", "mrfr"],
-                                             VISUAL_LOSSES),
-    **{f"baselines/paired_ratio/true_pairs_{r}.yaml": (["random_pairs"], ["mlm", "mrc", "mrfr"],
-                                                       VISUAL_LOSSES) for r in RATIOS},
+    "baselines/aligned_vlp/pretrain.yaml": (
+        ["aligned_vlp"],
+        ["mlm", "mrc", "mrfr", "itm"],
+        VISUAL_LOSSES + ["uvla_itm"],
+    ),
+    "baselines/u_visualbert/pretrain.yaml": (
+        ["u_visualbert_text", "u_visualbert_image"],
+        ["mlm", "mrc", "mrfr"],
+        VISUAL_LOSSES,
+    ),
+    "baselines/round_robin/pretrain.yaml": (
+        ["u_visualbert_text", "u_visualbert_image"],
+        ["mlm", "mrc", "mrfr"],
+        VISUAL_LOSSES,
+    ),
+    "baselines/random_pairs/pretrain.yaml": (
+        ["random_pairs"],
+        ["mlm", "mrc", "mrfr"],
+        VISUAL_LOSSES,
+    ),
+    "baselines/uvla_bc/random_pairs.yaml": (
+        ["random_pairs"],
+        ["mlm", "mrc", "mrfr"],
+        VISUAL_LOSSES,
+    ),
+    **{
+        f"baselines/paired_ratio/true_pairs_{r}.yaml": (
+            ["random_pairs"],
+            ["mlm", "mrc", "mrfr"],
+            VISUAL_LOSSES,
+        )
+        for r in RATIOS
+    },
     **{f"uvla/ablations/topk{k}.yaml": (None, None, None) for k in (1, 5, 10)},
     "uvla/ablations/equal_mix.yaml": (None, None, None),
     "baselines/uvla_bc/pretrain.yaml": (None, None, None),  # None: μ-VLA's own
@@ -44,8 +65,9 @@ def _load(config: str):
     setup_imports()
     registry.register("config", None)  # MMF reads its defaults while no config is registered
     try:
-        args = argparse.Namespace(config_override=None,
-                                  opts=[f"config={REPO / 'projects' / config}"])
+        args = argparse.Namespace(
+            config_override=None, opts=[f"config={REPO / 'projects' / config}"]
+        )
         return Configuration(args).get_config()
     finally:
         registry.register("config", previous)
@@ -61,8 +83,9 @@ def test_same_model_optimizer_and_budget_as_uvla(config, uvla):
     loaded = _load(config)
     assert loaded.training.lr_scheduler is True and loaded.scheduler.type == "warmup_linear"
     for key in ("optimizer", "scheduler"):
-        assert OmegaConf.to_container(loaded[key], resolve=True) == \
-            OmegaConf.to_container(uvla[key], resolve=True), key
+        assert OmegaConf.to_container(loaded[key], resolve=True) == OmegaConf.to_container(
+            uvla[key], resolve=True
+        ), key
     for key in ("batch_size", "max_updates", "seed"):
         assert loaded.training[key] == uvla.training[key], key
     assert loaded.env.data_dir == uvla.env.data_dir
@@ -91,8 +114,10 @@ def test_u_visualbert_reads_text_only_batches_in_proportion():
     assert loaded.training.dataset_size_proportional_sampling is True
     text = loaded.dataset_config.u_visualbert_text
     assert list(text.annotations.train) == ["text/caption_corpus.txt,text/narrative_corpus.txt"]
-    assert loaded.dataset_config.u_visualbert_image.processors.masking_processor.type == \
-        "uvla_image_tag_masking"
+    assert (
+        loaded.dataset_config.u_visualbert_image.processors.masking_processor.type
+        == "uvla_image_tag_masking"
+    )
 
 
 def test_round_robin_reads_the_caption_corpus_and_regions_alone():
@@ -100,10 +125,13 @@ def test_round_robin_reads_the_caption_corpus_and_regions_alone():
     with no tags."""
     loaded = _load("baselines/round_robin/pretrain.yaml")
     assert loaded.model_config.uvla.text_only_batches is True
-    assert list(loaded.dataset_config.u_visualbert_text.annotations.train) == \
-        ["text/caption_corpus.txt"]
-    assert loaded.dataset_config.u_visualbert_image.processors.masking_processor.type == \
-        "uvla_image_masking"
+    assert list(loaded.dataset_config.u_visualbert_text.annotations.train) == [
+        "text/caption_corpus.txt"
+    ]
+    assert (
+        loaded.dataset_config.u_visualbert_image.processors.masking_processor.type
+        == "uvla_image_masking"
+    )
     joint = _load("baselines/paired_ratio/true_pairs_0.yaml").dataset_config.random_pairs
     assert list(joint.sentences) == ["text/caption_corpus.txt"]
 
@@ -126,8 +154,11 @@ def test_random_pairs_draw_from_the_text_of_their_comparison():
 
 def test_uvla_bc_and_top_k_read_their_own_corpus():
     bc = _load("baselines/uvla_bc/pretrain.yaml").dataset_config
-    assert all(list(bc[name].annotations[t]) == ["corpus_bc"]
-               for name in UVLA_DATASETS for t in ("train", "val", "test"))
+    assert all(
+        list(bc[name].annotations[t]) == ["corpus_bc"]
+        for name in UVLA_DATASETS
+        for t in ("train", "val", "test")
+    )
     for k in (1, 5, 10):
         topk = _load(f"uvla/ablations/topk{k}.yaml").dataset_config
         assert all(list(topk[name].annotations.train) == ["corpus_k10"] for name in UVLA_DATASETS)
@@ -136,13 +167,21 @@ def test_uvla_bc_and_top_k_read_their_own_corpus():
 
 def test_equal_mix_draws_each_granularity_a_third_of_the_time(uvla):
     assert OmegaConf.to_container(uvla.multitasking) == {
-        "enabled": True, "type": "size_proportional", "params": {}}
+        "enabled": True,
+        "type": "size_proportional",
+        "params": {},
+    }
     mix = _load("uvla/ablations/equal_mix.yaml").multitasking
-    assert mix.type == "ratios" and dict(mix.params.sampling_ratios) == dict.fromkeys(UVLA_DATASETS, 1)
+    assert mix.type == "ratios" and dict(mix.params.sampling_ratios) == dict.fromkeys(
+        UVLA_DATASETS, 1
+    )
 
 
-RUN_CONFIGS = sorted(str(path.relative_to(REPO / "projects"))
-                     for path in (REPO / "projects").rglob("*.yaml") if "defaults" not in path.name)
+RUN_CONFIGS = sorted(
+    str(path.relative_to(REPO / "projects"))
+    for path in (REPO / "projects").rglob("*.yaml")
+    if "defaults" not in path.name
+)
 
 
 def test_every_run_config_saves_into_a_folder_of_its_own():

@@ -21,8 +21,9 @@ class Model(nn.Module):
 
 
 def _run(datasets="refcoco_plus_val,refcoco_plus_testA", accept=False):
-    return OmegaConf.create({"model": "uvla", "datasets": datasets,
-                             "checkpoint": {"accept_mismatch": accept}})
+    return OmegaConf.create(
+        {"model": "uvla", "datasets": datasets, "checkpoint": {"accept_mismatch": accept}}
+    )
 
 
 def _checkpoint(model, datasets, name="uvla"):
@@ -44,20 +45,26 @@ def test_another_tasks_checkpoint_is_refused_naming_what_differs():
         check_checkpoint_fits(checkpoint, run, _run(), "save/uvla_vqa2/current.ckpt")
     message = str(refused.value)
     assert "\n" not in message
-    assert message.startswith("checkpoint save/uvla_vqa2/current.ckpt does not fit this run: "
-                              "it was trained on vqa2, this run is on "
-                              "refcoco_plus_val,refcoco_plus_testA; it lacks 2 tensors of this "
-                              "model (heads.region_scorer); it holds 2 that this model has not "
-                              "(heads.pooled_classifier)")
+    assert message.startswith(
+        "checkpoint save/uvla_vqa2/current.ckpt does not fit this run: "
+        "it was trained on vqa2, this run is on "
+        "refcoco_plus_val,refcoco_plus_testA; it lacks 2 tensors of this "
+        "model (heads.region_scorer); it holds 2 that this model has not "
+        "(heads.pooled_classifier)"
+    )
     assert message.endswith("load it anyway with checkpoint.accept_mismatch=True")
 
 
 def test_another_model_and_other_sizes_are_named():
-    found = differences(_checkpoint(Model("h", size=8), "vqa2", name="visual_bert"),
-                        Model("h").state_dict(), _run("vqa2"))
+    found = differences(
+        _checkpoint(Model("h", size=8), "vqa2", name="visual_bert"),
+        Model("h").state_dict(),
+        _run("vqa2"),
+    )
     assert found[0] == "it is a visual_bert model, this run's is uvla"
-    assert found[1].startswith("3 tensors differ in shape (e.g. encoder.weight: (8, 8) there, "
-                               "(4, 4) here)")
+    assert found[1].startswith(
+        "3 tensors differ in shape (e.g. encoder.weight: (8, 8) there, (4, 4) here)"
+    )
 
 
 def test_accept_mismatch_loads_with_a_warning(caplog):

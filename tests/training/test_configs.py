@@ -1,6 +1,5 @@
 """Every training config a user runs has its learning-rate schedule switched on."""
 
-
 import pytest
 
 from helpers import REPO
@@ -23,15 +22,24 @@ def test_training_config_runs_its_lr_schedule(path):
     assert config.training.lr_scheduler is True, f"{path}: training.lr_scheduler must be true"
     assert config.scheduler.type, f"{path}: scheduler.type is missing"
     steps = config.scheduler.params._get_node("num_training_steps")._value()
-    assert steps == "${training.max_updates}", f"{path}: the schedule must end at training.max_updates"
+    assert steps == "${training.max_updates}", (
+        f"{path}: the schedule must end at training.max_updates"
+    )
 
 
-@pytest.mark.parametrize("opt,message", [
-    ("model_config.uvla.attention=flash",
-     "model_config.uvla.attention must be one of ('sdpa', 'eager'), got 'flash'"),
-    ("model_config.uvla.visual_lr_multiplier=-1",
-     "model_config.uvla.visual_lr_multiplier must be > 0, got -1.0"),
-])
+@pytest.mark.parametrize(
+    "opt,message",
+    [
+        (
+            "model_config.uvla.attention=flash",
+            "model_config.uvla.attention must be one of ('sdpa', 'eager'), got 'flash'",
+        ),
+        (
+            "model_config.uvla.visual_lr_multiplier=-1",
+            "model_config.uvla.visual_lr_multiplier must be > 0, got -1.0",
+        ),
+    ],
+)
 def test_a_bad_model_config_value_ends_mmf_run_in_one_line(tiny_corpus, tmp_path, opt, message):
     from helpers import pretrain
 

@@ -40,8 +40,11 @@ def bf16_gpu(monkeypatch):
 
     def gpu(native: bool = True, mmf_main: bool = False) -> None:
         monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-        monkeypatch.setattr(torch.cuda, "is_bf16_supported",
-                            lambda including_emulation=True: native or including_emulation)
+        monkeypatch.setattr(
+            torch.cuda,
+            "is_bf16_supported",
+            lambda including_emulation=True: native or including_emulation,
+        )
         monkeypatch.setattr(mixed_precision, "mmf_main_installed", lambda: mmf_main)
 
     gpu()
@@ -56,8 +59,11 @@ def test_bfloat16_is_the_default_on_a_gpu_that_has_it_float32_elsewhere(bf16_gpu
 
     cuda = torch.device("cuda")
     default = Precision.from_config({}, cuda)
-    assert (default.name, default.dtype, default.grad_scaler().is_enabled()) == \
-        ("bf16", torch.bfloat16, False)
+    assert (default.name, default.dtype, default.grad_scaler().is_enabled()) == (
+        "bf16",
+        torch.bfloat16,
+        False,
+    )
     assert Precision.from_config({}, "cpu").name == "fp32"  # the CPU of a GPU machine
     assert Precision.from_config({"fp16": False}, cuda).name == "fp32"  # chosen explicitly
     assert Precision.from_config({"fp16": True}, cuda).name == "fp16"  # MMF's float16 switch
@@ -65,8 +71,10 @@ def test_bfloat16_is_the_default_on_a_gpu_that_has_it_float32_elsewhere(bf16_gpu
     record_in_config(default, training)  # what the checkpoints and the records read
     assert (training.fp16, training.amp_dtype) == (True, "bfloat16")
     assert precision(("mmf_run", "config=projects/uvla/pretrain.yaml")) == "bf16"
-    assert precision(("mmf_run", "config=projects/uvla/pretrain.yaml", "training.fp16=False")) \
+    assert (
+        precision(("mmf_run", "config=projects/uvla/pretrain.yaml", "training.fp16=False"))
         == "fp32"
+    )
     for elsewhere in ({"native": False}, {"mmf_main": True}):  # emulated; MMF main's trainer
         bf16_gpu(**elsewhere)
         assert Precision.from_config({}, cuda).name == "fp32", elsewhere
@@ -86,8 +94,9 @@ def test_a_run_of_the_plugin_s_config_gets_the_bf16_default_through_mmf_s_config
     setup_imports()
 
     def training(*opts: str):
-        args = argparse.Namespace(config_override=None, opts=[
-            f"config={REPO / 'projects/uvla/pretrain.yaml'}", *opts])
+        args = argparse.Namespace(
+            config_override=None, opts=[f"config={REPO / 'projects/uvla/pretrain.yaml'}", *opts]
+        )
         return Configuration(args).get_config().training
 
     cuda = torch.device("cuda")
@@ -95,8 +104,9 @@ def test_a_run_of_the_plugin_s_config_gets_the_bf16_default_through_mmf_s_config
     assert Precision.from_config(training("training.fp16=False"), cuda).name == "fp32"
 
 
-def test_the_benchmark_s_mmf_run_computes_in_each_precision_it_names_on_a_bf16_gpu(bf16_gpu,
-                                                                                 monkeypatch):
+def test_the_benchmark_s_mmf_run_computes_in_each_precision_it_names_on_a_bf16_gpu(
+    bf16_gpu, monkeypatch
+):
     """tools/bench/pretrain_throughput.py's ``mmf_run`` rows: the options of each precision,
     through MMF's configuration of the config it runs, give that precision on a GPU whose
     default is bf16 (its fp32 row asks for float32), and the run's record says the same."""
@@ -110,7 +120,8 @@ def test_the_benchmark_s_mmf_run_computes_in_each_precision_it_names_on_a_bf16_g
     from mmf_uvlp.replication.provenance import precision
 
     spec = importlib.util.spec_from_file_location(
-        "pretrain_throughput", REPO / "tools/bench/pretrain_throughput.py")
+        "pretrain_throughput", REPO / "tools/bench/pretrain_throughput.py"
+    )
     bench = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, spec.name, bench)  # its dataclasses look it up there
     spec.loader.exec_module(bench)
@@ -129,7 +140,11 @@ def test_training_keys_as_mmf_main_spells_them_plus_the_autocast_dtype():
     fp16 = Precision.from_config({"fp16": True}, cpu)
     assert (fp16.name, fp16.dtype, fp16.grad_scaler().is_enabled()) == ("fp16", torch.float16, True)
     bf16 = Precision.from_config({"fp16": True, "amp_dtype": "bfloat16"}, "cpu")
-    assert (bf16.name, bf16.dtype, bf16.grad_scaler().is_enabled()) == ("bf16", torch.bfloat16, False)
+    assert (bf16.name, bf16.dtype, bf16.grad_scaler().is_enabled()) == (
+        "bf16",
+        torch.bfloat16,
+        False,
+    )
     for training, wanted in [
         ({"fp16": True, "amp_dtype": "bf16"}, "training.amp_dtype='bf16': expected one of"),
         ({"fp16": False, "amp_dtype": "bfloat16"}, "takes effect only with training.fp16=True"),
@@ -144,8 +159,10 @@ def test_training_keys_as_mmf_main_spells_them_plus_the_autocast_dtype():
 def registered_training():
     saved = {key: registry.get(key, None, no_warning=True) for key in ("config", "num_updates")}
     saved_sizes = registry.get("uvla_train_samples", {}, no_warning=True)
-    registry.register("config", OmegaConf.create({"evaluation": {"predict": False},
-                                                  "training": {"batch_size": 4}}))
+    registry.register(
+        "config",
+        OmegaConf.create({"evaluation": {"predict": False}, "training": {"batch_size": 4}}),
+    )
     clear_train_samples()
     register_train_samples("toy", 8)
     registry.register("num_updates", 2)  # epoch 1: the curriculum weights are on
@@ -157,33 +174,59 @@ def registered_training():
 
 def _uvla() -> UVLA:
     torch.manual_seed(0)
-    model = UVLA(OmegaConf.create({
-        "bert_model_name": None,
-        "bert_config": {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2,
-                        "num_attention_heads": 4, "intermediate_size": 64},
-        "attention": "sdpa", "feature_dim": D, "num_region_classes": 7,
-        "heads": ["mlm", "mrc", "mrfr", "pmrtc", "itm"],
-        "curriculum": {"enabled": True, "start_epoch": 1},
-        "losses": [{"type": f"uvla_{name}"} for name in ("mlm", "mrc", "mrfr", "pmrtc", "itm")],
-    }))
+    model = UVLA(
+        OmegaConf.create(
+            {
+                "bert_model_name": None,
+                "bert_config": {
+                    "vocab_size": 30522,
+                    "hidden_size": 32,
+                    "num_hidden_layers": 2,
+                    "num_attention_heads": 4,
+                    "intermediate_size": 64,
+                },
+                "attention": "sdpa",
+                "feature_dim": D,
+                "num_region_classes": 7,
+                "heads": ["mlm", "mrc", "mrfr", "pmrtc", "itm"],
+                "curriculum": {"enabled": True, "start_epoch": 1},
+                "losses": [
+                    {"type": f"uvla_{name}"} for name in ("mlm", "mrc", "mrfr", "pmrtc", "itm")
+                ],
+            }
+        )
+    )
     model.build()
     model.init_losses()
     return model
 
 
 def _batch(kind: str) -> SampleList:
-    params = {"tokenizer_path": os.environ["UVLP_BERT"], "max_seq_length": L, "max_regions": R,
-              "mask_prob": 0.5}
-    processor = (RegionTagMaskingProcessor if kind == "rt" else ImageSentenceMaskingProcessor)(params)
+    params = {
+        "tokenizer_path": os.environ["UVLP_BERT"],
+        "max_seq_length": L,
+        "max_regions": R,
+        "mask_prob": 0.5,
+    }
+    processor = (RegionTagMaskingProcessor if kind == "rt" else ImageSentenceMaskingProcessor)(
+        params
+    )
     g = torch.Generator().manual_seed(1)
     items = []
     for i in range(4):
         x1 = torch.rand(R, generator=g) * 40
-        image = {"features": torch.randn(R, D, generator=g) * 3, "image_width": 100,
-                 "image_height": 100, "boxes": torch.stack([x1, x1, x1 + 30, x1 + 50], dim=1)}
+        image = {
+            "features": torch.randn(R, D, generator=g) * 3,
+            "image_width": 100,
+            "image_height": 100,
+            "boxes": torch.stack([x1, x1, x1 + 30, x1 + 50], dim=1),
+        }
         if kind == "rt":
-            raw = dict(image, region_labels=["dog", "man", "wall", "tree", "sky"],
-                       region_classes=[1, 2, 3, 4, 5])
+            raw = dict(
+                image,
+                region_labels=["dog", "man", "wall", "tree", "sky"],
+                region_classes=[1, 2, 3, 4, 5],
+            )
         else:
             raw = dict(image, sentence="a red sofa near the white wall", itm_label=i % 2)
         items.append(processor(raw, g))
@@ -198,7 +241,8 @@ def test_bf16_autocast_trains_uvla_on_cpu_with_float32_losses(registered_trainin
     precision = Precision.from_config({"fp16": True, "amp_dtype": "bfloat16"}, "cpu")
     seen = []
     model.encoder.layer[0].attention.self.query.register_forward_hook(
-        lambda module, args, output: seen.append(output.dtype))
+        lambda module, args, output: seen.append(output.dtype)
+    )
     with precision.autocast():
         output = model(batch)
     assert seen and set(seen) == {torch.bfloat16}  # the matmuls ran in bf16 ...
@@ -218,7 +262,9 @@ def test_bf16_autocast_trains_uvla_on_cpu_with_float32_losses(registered_trainin
 
 def test_curriculum_weights_are_a_float32_softmax_of_half_precision_logits():
     logits = torch.tensor([[0.0, 3.3], [1.0, -2.0]]).to(torch.bfloat16)
-    weights = CurriculumWeighting(0.0, epoch_fn=lambda: 1.0).weights(logits, torch.tensor([True, False]))
+    weights = CurriculumWeighting(0.0, epoch_fn=lambda: 1.0).weights(
+        logits, torch.tensor([True, False])
+    )
     assert weights.dtype == torch.float32
     assert weights[0].item() == torch.softmax(logits.float(), -1)[0, 1].item()
     assert weights[1].item() == 1.0
@@ -229,7 +275,8 @@ def test_mrfr_regresses_to_the_float32_features_not_their_bf16_rounding():
     predicted = original[0].to(torch.bfloat16)  # (M=1, D)
     loss = MaskedRegionFeatureRegressionLoss()(
         {"region_features_target": original},
-        {"mrfr_features": predicted, "mrfr_index": torch.tensor([[0, 0]])})
+        {"mrfr_features": predicted, "mrfr_index": torch.tensor([[0, 0]])},
+    )
     expected = ((predicted.float() - original[0]) ** 2).mean()
     assert loss.dtype == torch.float32 and loss.item() == pytest.approx(expected.item(), rel=1e-6)
     assert loss.item() > 0
@@ -319,10 +366,13 @@ def test_a_checkpoint_written_on_a_gpu_loads_on_the_cpu(tmp_path):
     from mmf_uvlp.training.reproducibility import rng_state
 
     rng = dict(rng_state(), cuda=[torch.get_rng_state()])  # what torch.cuda adds on a GPU
-    checkpoint = {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                  "uvlp_run_state": {"rng": rng},
-                  SCALER_KEY: _scaler_after_overflow().state_dict(),
-                  "config": {"training": {"fp16": True, "amp_dtype": "float16"}}}
+    checkpoint = {
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "uvlp_run_state": {"rng": rng},
+        SCALER_KEY: _scaler_after_overflow().state_dict(),
+        "config": {"training": {"fp16": True, "amp_dtype": "float16"}},
+    }
     path = tmp_path / "gpu.ckpt"
     _save_as_if_on_cuda(checkpoint, path)
     if not torch.cuda.is_available():
@@ -332,8 +382,10 @@ def test_a_checkpoint_written_on_a_gpu_loads_on_the_cpu(tmp_path):
     loaded = torch.load(path, map_location=lambda storage, location: storage, weights_only=False)
     restored = torch.nn.Linear(3, 2)
     restored.load_state_dict(loaded["model"])
-    assert all(torch.equal(a, b) for a, b in zip(restored.state_dict().values(),
-                                                  model.state_dict().values()))
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(restored.state_dict().values(), model.state_dict().values())
+    )
     torch.optim.AdamW(restored.parameters()).load_state_dict(loaded["optimizer"])
     set_rng_state(rng)
     first = torch.rand(3)
@@ -351,9 +403,11 @@ def test_a_checkpoint_written_on_the_cpu_restores_when_mapped_to_a_gpu(tmp_path)
     raise, as a CUDA tensor's do)."""
     from mmf_uvlp.training.reproducibility import rng_state
 
-    checkpoint = {"uvlp_run_state": {"rng": rng_state()},
-                  SCALER_KEY: _scaler_after_overflow().state_dict(),
-                  "config": {"training": {"fp16": True, "amp_dtype": "float16"}}}
+    checkpoint = {
+        "uvlp_run_state": {"rng": rng_state()},
+        SCALER_KEY: _scaler_after_overflow().state_dict(),
+        "config": {"training": {"fp16": True, "amp_dtype": "float16"}},
+    }
     path = tmp_path / "cpu.ckpt"
     torch.save(checkpoint, path)
     mapped = _on_device(torch.load(path, weights_only=False))
@@ -384,8 +438,15 @@ SCHEDULE = ["scheduler.params.num_warmup_steps=2", "scheduler.params.num_trainin
 def _mmf_run(tmp_path: Path, world: Path, save: Path, *opts: str) -> str:
     config = tmp_path / "pretrain.yaml"
     config.write_text(TINY.format(repo=REPO))
-    return mmf_run(f"config={config}", f"env.data_dir={world}", f"env.save_dir={save}",
-                   *HOLDOUT, *SCHEDULE, *opts, timeout=900)
+    return mmf_run(
+        f"config={config}",
+        f"env.data_dir={world}",
+        f"env.save_dir={save}",
+        *HOLDOUT,
+        *SCHEDULE,
+        *opts,
+        timeout=900,
+    )
 
 
 def _load(path: Path) -> dict:
@@ -407,26 +468,50 @@ def test_fp16_run_stopped_and_resumed_is_the_uninterrupted_run(tiny_corpus, tmp_
     # the loss scale moved (inf gradients skipped steps): the resume needs its state
     assert at_4[SCALER_KEY]["scale"] < 65536.0
     _save_as_if_on_cuda(at_4, tmp_path / "gpu_at_4.ckpt")  # the same state, written on a GPU
-    _mmf_run(tmp_path, world, tmp_path / "resumed", fp16, "training.max_updates=8",
-             "checkpoint.resume=True")
+    _mmf_run(
+        tmp_path,
+        world,
+        tmp_path / "resumed",
+        fp16,
+        "training.max_updates=8",
+        "checkpoint.resume=True",
+    )
     resumed = _load(tmp_path / "resumed/current.ckpt")
     assert _same_weights(straight["model"], resumed["model"])
     assert straight[SCALER_KEY] == resumed[SCALER_KEY]
-    _mmf_run(tmp_path, world, tmp_path / "from_gpu", fp16, "training.max_updates=8",
-             f"checkpoint.resume_file={tmp_path / 'gpu_at_4.ckpt'}")
+    _mmf_run(
+        tmp_path,
+        world,
+        tmp_path / "from_gpu",
+        fp16,
+        "training.max_updates=8",
+        f"checkpoint.resume_file={tmp_path / 'gpu_at_4.ckpt'}",
+    )
     from_gpu = _load(tmp_path / "from_gpu/current.ckpt")
     assert _same_weights(straight["model"], from_gpu["model"])
     # control: the same resume with a fresh loss scale is another run
-    _mmf_run(tmp_path, world, tmp_path / "reset", fp16, "training.max_updates=8",
-             f"checkpoint.resume_file={tmp_path / 'gpu_at_4.ckpt'}",
-             "checkpoint.reset.fp16_scaler=True")
+    _mmf_run(
+        tmp_path,
+        world,
+        tmp_path / "reset",
+        fp16,
+        "training.max_updates=8",
+        f"checkpoint.resume_file={tmp_path / 'gpu_at_4.ckpt'}",
+        "checkpoint.reset.fp16_scaler=True",
+    )
     assert not _same_weights(straight["model"], _load(tmp_path / "reset/current.ckpt")["model"])
 
 
 @pytest.mark.slow
 def test_bf16_pretraining_through_mmf_run(tiny_corpus, tmp_path):
-    output = _mmf_run(tmp_path, tiny_corpus.parent, tmp_path / "bf16", "training.fp16=True",
-                      "training.amp_dtype=bfloat16", "training.max_updates=4")
+    output = _mmf_run(
+        tmp_path,
+        tiny_corpus.parent,
+        tmp_path / "bf16",
+        "training.fp16=True",
+        "training.amp_dtype=bfloat16",
+        "training.max_updates=4",
+    )
     assert "autocast to torch.bfloat16 on cpu, GradScaler off" in output
     checkpoint = _load(tmp_path / "bf16/current.ckpt")
     assert checkpoint["num_updates"] == 4 and checkpoint[SCALER_KEY] == {}

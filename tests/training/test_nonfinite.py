@@ -23,13 +23,19 @@ BATCH_IDS = ["cc_000003", "cc_000007", "cc_000012"]
 def batch_with(value: float) -> dict:
     features = torch.ones(3, 4, 8)
     features[1, 2, 5] = value
-    return {"image_id": list(BATCH_IDS), "image_feature_0": features,
-            "image_info_0": {"bbox": features[:, :, :4]}, "input_ids": torch.ones(3, 6).long()}
+    return {
+        "image_id": list(BATCH_IDS),
+        "image_feature_0": features,
+        "image_info_0": {"bbox": features[:, :, :4]},
+        "input_ids": torch.ones(3, 6).long(),
+    }
 
 
 def losses(value: float) -> dict:
-    return {"train/uvla_region_tag/uvla_mlm": torch.tensor(2.0),
-            "train/uvla_region_tag/uvla_mrfr": torch.tensor(value)}
+    return {
+        "train/uvla_region_tag/uvla_mlm": torch.tensor(2.0),
+        "train/uvla_region_tag/uvla_mrfr": torch.tensor(value),
+    }
 
 
 def test_a_finite_loss_passes():
@@ -39,12 +45,18 @@ def test_a_finite_loss_passes():
 @pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
 def test_a_non_finite_input_is_named_with_its_sample_update_and_dataset(value):
     with pytest.raises(NonFiniteLoss) as error:
-        check_finite_loss(losses(value), batch_with(value), "uvla_region_tag", 3, torch.nn.Linear(2, 2))
+        check_finite_loss(
+            losses(value), batch_with(value), "uvla_region_tag", 3, torch.nn.Linear(2, 2)
+        )
     message = str(error.value)
     assert "\n" not in message
-    assert message.startswith("non-finite loss at update 3 on dataset uvla_region_tag "
-                              f"(train/uvla_region_tag/uvla_mrfr: {float(value)})")
-    assert "image_id cc_000007 has non-finite values in image_feature_0;" in message  # bbox is finite
+    assert message.startswith(
+        "non-finite loss at update 3 on dataset uvla_region_tag "
+        f"(train/uvla_region_tag/uvla_mrfr: {float(value)})"
+    )
+    assert (
+        "image_id cc_000007 has non-finite values in image_feature_0;" in message
+    )  # bbox is finite
     assert "batch of 3: image_id cc_000003, cc_000007, cc_000012" in message
     assert "weights were non-finite" not in message
 
@@ -56,8 +68,13 @@ def test_an_overflow_names_the_largest_input_and_broken_weights_are_named():
     with pytest.raises(NonFiniteLoss) as error:
         check_finite_loss(losses(math.inf), batch_with(1e30), "uvla_region_tag", 1, model)
     message = str(error.value)
-    assert "the inputs are finite; the largest, 1e+30 in image_feature_0 of image_id cc_000007" in message
-    assert "the model's weights were non-finite before this update (1 tensors, e.g. weight)" in message
+    assert (
+        "the inputs are finite; the largest, 1e+30 in image_feature_0 of image_id cc_000007"
+        in message
+    )
+    assert (
+        "the model's weights were non-finite before this update (1 tensors, e.g. weight)" in message
+    )
 
 
 def poison(world: Path, value: float) -> str:
@@ -81,8 +98,15 @@ def run_poisoned(tiny_corpus, tmp_path: Path, value: float) -> tuple:
     config = tmp_path / "pretrain.yaml"
     config.write_text(TINY.format(repo=REPO))
     save = tmp_path / "save"
-    command = [MMF_RUN, f"config={config}", f"env.data_dir={world}", f"env.save_dir={save}", *HOLDOUT,
-               "training.max_updates=13", "training.checkpoint_interval=1"]
+    command = [
+        MMF_RUN,
+        f"config={config}",
+        f"env.data_dir={world}",
+        f"env.save_dir={save}",
+        *HOLDOUT,
+        "training.max_updates=13",
+        "training.checkpoint_interval=1",
+    ]
     result = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=REPO)
     return result, image, world, save
 
@@ -92,14 +116,17 @@ def test_one_nan_feature_is_refused_when_read_naming_file_and_image(tiny_corpus,
     result, image, world, _ = run_poisoned(tiny_corpus, tmp_path, math.nan)
     assert result.returncode == 2, (result.stdout + result.stderr)[-3000:]
     last = result.stderr.strip().splitlines()[-1]
-    assert last == (f"mmf_run: error: {world / 'features/cc.lmdb'} [key '{image}']: field "
-                    "'features': expected finite values, got '1 NaN (first in row 0)'"), last
+    assert last == (
+        f"mmf_run: error: {world / 'features/cc.lmdb'} [key '{image}']: field "
+        "'features': expected finite values, got '1 NaN (first in row 0)'"
+    ), last
     assert "Traceback" not in result.stderr
 
 
 @pytest.mark.slow
-def test_one_overflowing_feature_stops_pretraining_naming_update_dataset_and_image(tiny_corpus,
-                                                                                   tmp_path):
+def test_one_overflowing_feature_stops_pretraining_naming_update_dataset_and_image(
+    tiny_corpus, tmp_path
+):
     result, image, _, save = run_poisoned(tiny_corpus, tmp_path, 1e30)
     assert result.returncode == 1, (result.stdout + result.stderr)[-3000:]
     last = result.stderr.strip().splitlines()[-1]
@@ -109,7 +136,10 @@ def test_one_overflowing_feature_stops_pretraining_naming_update_dataset_and_ima
     update = int(last.split("at update ")[1].split()[0])
     dataset = last.split("on dataset ")[1].split()[0]
     assert dataset.startswith("uvla_")
-    assert f"non-finite loss at update {update} on dataset {dataset}" in (save / "train.log").read_text()
+    assert (
+        f"non-finite loss at update {update} on dataset {dataset}"
+        in (save / "train.log").read_text()
+    )
     # no update was made with the non-finite loss: every checkpoint's weights are finite
     checkpoints = sorted((save / "models").glob("model_*.ckpt"))
     assert len(checkpoints) == update - 1

@@ -10,8 +10,10 @@ import torch
 
 from mmf_uvlp import compat
 
-pytestmark = pytest.mark.skipif(compat.installed_mmf_version() != "1.0.0rc10",
-                                reason="rc10's BaseTrainer (MMF main's loop has both already)")
+pytestmark = pytest.mark.skipif(
+    compat.installed_mmf_version() != "1.0.0rc10",
+    reason="rc10's BaseTrainer (MMF main's loop has both already)",
+)
 
 
 def _counting(trainer_class: type) -> Any:
@@ -83,8 +85,9 @@ def _batches() -> list:
     from mmf.common.sample import Sample, SampleList
 
     def batch(name: str, width: int, hit: bool) -> tuple:
-        sample_list = SampleList([Sample({"targets": torch.tensor(1)}),
-                                  Sample({"targets": torch.tensor(0)})])
+        sample_list = SampleList(
+            [Sample({"targets": torch.tensor(1)}), Sample({"targets": torch.tensor(0)})]
+        )
         sample_list.dataset_name, sample_list.dataset_type = name, "val"
         scores = torch.zeros(2, width)
         scores[0, 1 if hit else 0] = 5.0

@@ -14,8 +14,10 @@ class DeviceTensor(torch.Tensor):
     the error a CUDA tensor gives, until ``.cpu()`` copies it to the host."""
 
     def numpy(self, *args, **kwargs):
-        raise TypeError("can't convert cuda:0 device type tensor to numpy. "
-                        "Use Tensor.cpu() to copy the tensor to host memory first.")
+        raise TypeError(
+            "can't convert cuda:0 device type tensor to numpy. "
+            "Use Tensor.cpu() to copy the tensor to host memory first."
+        )
 
     def tolist(self):
         raise TypeError("tolist() of a cuda:0 tensor in this emulation")

@@ -54,8 +54,9 @@ def _model_with(compile_value: Any) -> Any:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("compile_value", [True, "reduce-overhead"])
-def test_training_compile_compiles_the_encoder_and_changes_no_loss(processors, compile_value,
-                                                                     monkeypatch):
+def test_training_compile_compiles_the_encoder_and_changes_no_loss(
+    processors, compile_value, monkeypatch
+):
     import mmf_uvlp.models.uvla as uvla
 
     _, batch = both_batches(processors, "rt")
@@ -80,23 +81,39 @@ def test_training_compile_compiles_the_encoder_and_changes_no_loss(processors, c
 def test_training_compile_takes_true_or_a_torch_compile_mode(processors):
     from mmf_uvlp.errors import UserConfigError
 
-    with pytest.raises(UserConfigError, match=r"training.compile='fast': expected True, "
-                       r"False or one of \['default', 'reduce-overhead', 'max-autotune'\]"):
+    with pytest.raises(
+        UserConfigError,
+        match=r"training.compile='fast': expected True, "
+        r"False or one of \['default', 'reduce-overhead', 'max-autotune'\]",
+    ):
         _model_with("fast")
     assert _model_with(False)._cuda_graphs is False
 
 
-def test_mmf_run_takes_training_compile_and_pad_to_multiple_on_its_command_line(tiny_corpus,
-                                                                              tmp_path):
+def test_mmf_run_takes_training_compile_and_pad_to_multiple_on_its_command_line(
+    tiny_corpus, tmp_path
+):
     save = tmp_path / "save"
-    output = pretrain(tmp_path, tiny_corpus.parent, save, "training.compile=True",
-                      "training.pad_to_multiple=8", "training.max_updates=2",
-                      "training.log_interval=1")
+    output = pretrain(
+        tmp_path,
+        tiny_corpus.parent,
+        save,
+        "training.compile=True",
+        "training.pad_to_multiple=8",
+        "training.max_updates=2",
+        "training.log_interval=1",
+    )
     assert "progress: 2/2" in output and "AttributeError" not in output
     training = OmegaConf.load(save / "config.yaml").training
     assert training.compile is True and training.pad_to_multiple == 8
-    refused = pretrain(tmp_path, tiny_corpus.parent, tmp_path / "refused",
-                       "training.pad_to_multiple=0", "training.max_updates=2", ok=False)
+    refused = pretrain(
+        tmp_path,
+        tiny_corpus.parent,
+        tmp_path / "refused",
+        "training.pad_to_multiple=0",
+        "training.max_updates=2",
+        ok=False,
+    )
     assert "training.pad_to_multiple=0: expected a whole number of 1 or more" in refused
 
 

@@ -25,19 +25,22 @@ def _run_config(*opts: str):
     return Configuration(args).get_config()
 
 
-@pytest.mark.parametrize("opts, trainer", [
-    (["model=visual_bert", "dataset=vqa2"], "base_trainer"),
-    (["model=vilbert", "dataset=nlvr2"], "base_trainer"),
-    (["model=uvla", "dataset=vqa2"], "uvlp"),
-    (["model=visual_bert_uvlp", "dataset=vqa2"], "uvlp"),
-    (["model=vl_bert", "dataset=vqa2"], "uvlp"),
-    (["model=visual_bert", "dataset=vqa2", CHOOSE], "uvlp"),
-    (["model=uvla", "dataset=vqa2", "training.trainer=base_trainer"], "base_trainer"),
-    # the project's baselines: MMF's own models, trained by the plugin's trainer
-    ([f"config={REPO / 'projects/baselines/visual_bert/vqa2.yaml'}"], "uvlp"),
-    ([f"config={REPO / 'projects/baselines/vilbert/finetune/nlvr2.yaml'}"], "uvlp"),
-    ([f"config={REPO / 'projects/uvla/pretrain.yaml'}"], "uvlp"),
-])
+@pytest.mark.parametrize(
+    "opts, trainer",
+    [
+        (["model=visual_bert", "dataset=vqa2"], "base_trainer"),
+        (["model=vilbert", "dataset=nlvr2"], "base_trainer"),
+        (["model=uvla", "dataset=vqa2"], "uvlp"),
+        (["model=visual_bert_uvlp", "dataset=vqa2"], "uvlp"),
+        (["model=vl_bert", "dataset=vqa2"], "uvlp"),
+        (["model=visual_bert", "dataset=vqa2", CHOOSE], "uvlp"),
+        (["model=uvla", "dataset=vqa2", "training.trainer=base_trainer"], "base_trainer"),
+        # the project's baselines: MMF's own models, trained by the plugin's trainer
+        ([f"config={REPO / 'projects/baselines/visual_bert/vqa2.yaml'}"], "uvlp"),
+        ([f"config={REPO / 'projects/baselines/vilbert/finetune/nlvr2.yaml'}"], "uvlp"),
+        ([f"config={REPO / 'projects/uvla/pretrain.yaml'}"], "uvlp"),
+    ],
+)
 def test_a_run_s_trainer_comes_from_its_config(opts, trainer):
     from mmf.common.registry import registry
     from mmf.trainers.base_trainer import BaseTrainer
@@ -47,7 +50,9 @@ def test_a_run_s_trainer_comes_from_its_config(opts, trainer):
 
     config = _run_config(*opts)
     assert config.training.trainer == trainer and chosen_by(config) is (trainer == "uvlp")
-    assert registry.get_trainer_class(trainer) is (UVLPTrainer if trainer == "uvlp" else BaseTrainer)
+    assert registry.get_trainer_class(trainer) is (
+        UVLPTrainer if trainer == "uvlp" else BaseTrainer
+    )
 
 
 class _Indexed(list):
@@ -76,12 +81,24 @@ def test_mmf_s_own_builders_and_seeding_are_mmf_s():
 @pytest.mark.slow
 def test_the_trainer_s_checkpoint_carries_the_run_state_mmf_s_does_not(tiny_world, tmp_path):
     config = tmp_path / "run.yaml"  # MMF's own benchmark config on the toy world's vqa2
-    config.write_text("\n".join([
-        "includes:", "- projects/visual_bert/configs/vqa2/defaults.yaml",
-        f"- {REPO / 'configs/datasets/toy_world/vqa2.yaml'}",
-        f"- {REPO / 'configs/models/visual_bert/tiny_random.yaml'}", TRAINING]))
-    base = ["model=visual_bert", "dataset=vqa2", "run_type=train", "training.max_updates=2",
-            f"model_config.visual_bert.num_labels={num_answers(tiny_world)}"]
+    config.write_text(
+        "\n".join(
+            [
+                "includes:",
+                "- projects/visual_bert/configs/vqa2/defaults.yaml",
+                f"- {REPO / 'configs/datasets/toy_world/vqa2.yaml'}",
+                f"- {REPO / 'configs/models/visual_bert/tiny_random.yaml'}",
+                TRAINING,
+            ]
+        )
+    )
+    base = [
+        "model=visual_bert",
+        "dataset=vqa2",
+        "run_type=train",
+        "training.max_updates=2",
+        f"model_config.visual_bert.num_labels={num_answers(tiny_world)}",
+    ]
     plugin_keys = {"uvlp_run_state", "fp16_scaler"}  # run state; mixed precision's scaler
     keys = {}
     for chosen in (False, True):
@@ -94,14 +111,19 @@ def test_the_trainer_s_checkpoint_carries_the_run_state_mmf_s_does_not(tiny_worl
 
 def test_doctor_says_which_trainer_a_run_uses():
     def doctor(*opts):
-        result = subprocess.run([sys.executable, "-m", "mmf_uvlp.doctor", "--run", *opts],
-                                capture_output=True, text=True, timeout=300)
+        result = subprocess.run(
+            [sys.executable, "-m", "mmf_uvlp.doctor", "--run", *opts],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
         return next(line for line in result.stdout.splitlines() if line.startswith("run "))
 
     assert doctor("model=visual_bert", "dataset=vqa2").endswith(
         "trainer base_trainer: MMF's own training behaviour (training.trainer=uvlp chooses "
-        "the plugin's)")
+        "the plugin's)"
+    )
     assert ": trainer uvlp: the plugin's training behaviour" in doctor("model=uvla", "dataset=vqa2")
 
 
@@ -121,8 +143,9 @@ mmf_cli.run.run()
 
 
 @pytest.mark.slow
-def test_mmf_s_own_visual_bert_run_is_byte_for_byte_the_run_without_the_plugin(tiny_world,
-                                                                               tmp_path):
+def test_mmf_s_own_visual_bert_run_is_byte_for_byte_the_run_without_the_plugin(
+    tiny_world, tmp_path
+):
     import os
 
     from mmf_uvlp import compat
@@ -131,15 +154,28 @@ def test_mmf_s_own_visual_bert_run_is_byte_for_byte_the_run_without_the_plugin(t
     from helpers import MMF_RUN, rows
 
     config = tmp_path / "run.yaml"  # MMF's own benchmark config on the toy world's vqa2
-    config.write_text("\n".join([
-        "includes:", "- projects/visual_bert/configs/vqa2/defaults.yaml",
-        f"- {REPO / 'configs/datasets/toy_world/vqa2.yaml'}",
-        f"- {REPO / 'configs/models/visual_bert/tiny_random.yaml'}", TRAINING]))
+    config.write_text(
+        "\n".join(
+            [
+                "includes:",
+                "- projects/visual_bert/configs/vqa2/defaults.yaml",
+                f"- {REPO / 'configs/datasets/toy_world/vqa2.yaml'}",
+                f"- {REPO / 'configs/models/visual_bert/tiny_random.yaml'}",
+                TRAINING,
+            ]
+        )
+    )
     save = tmp_path / "save"
-    opts = [f"config={config}", f"env.data_dir={tiny_world}", f"env.save_dir={save}",
-            "model=visual_bert", "dataset=vqa2", "run_type=train_val",
-            "model_config.visual_bert.visual_embedding_dim=64",
-            f"model_config.visual_bert.num_labels={num_answers(tiny_world)}"]
+    opts = [
+        f"config={config}",
+        f"env.data_dir={tiny_world}",
+        f"env.save_dir={save}",
+        "model=visual_bert",
+        "dataset=vqa2",
+        "run_type=train_val",
+        "model_config.visual_bert.visual_embedding_dim=64",
+        f"model_config.visual_bert.num_labels={num_answers(tiny_world)}",
+    ]
     entry = ",".join(fix.name for fix in entry_point.for_version("1.0.0rc10"))
     outputs, files = [], []
     for argv, disabled in (([MMF_RUN, *opts], ""), (["-c", WITHOUT_PLUGIN, *opts], entry)):
@@ -147,10 +183,22 @@ def test_mmf_s_own_visual_bert_run_is_byte_for_byte_the_run_without_the_plugin(t
         result = fork_server().run(argv, env=env, cwd=REPO)
         assert result["returncode"] == 0, str(result["output"])[-4000:]
         logged = rows(str(result["output"])) + rows(str(result["output"]), "val")
-        outputs.append([{key: value for key, value in row.items()  # losses, metrics: no times
-                         if "/" in key or key == "progress"} for row in logged])
-        files.append({name: (save / name).read_bytes()
-                      for name in ("current.ckpt", "models/model_2.ckpt", "visual_bert_final.pth")})
+        outputs.append(
+            [
+                {
+                    key: value
+                    for key, value in row.items()  # losses, metrics: no times
+                    if "/" in key or key == "progress"
+                }
+                for row in logged
+            ]
+        )
+        files.append(
+            {
+                name: (save / name).read_bytes()
+                for name in ("current.ckpt", "models/model_2.ckpt", "visual_bert_final.pth")
+            }
+        )
         save.rename(tmp_path / f"save_{len(files)}")
     assert outputs[0] and outputs[0] == outputs[1]
     assert files[0] == files[1], [name for name in files[0] if files[0][name] != files[1][name]]
@@ -161,14 +209,21 @@ def test_the_trainer_s_keys_are_declared_at_their_defaults_and_present_values_st
 
     from mmf_uvlp.training.trainer_choice import declare_switches, switches
 
-    config = OmegaConf.create({"checkpoint": {"resume": False, "overwrite": True,
-                                              "reset": {"all": False}},
-                               "training": {"trainer": "uvlp", "fp16": False}})
+    config = OmegaConf.create(
+        {
+            "checkpoint": {"resume": False, "overwrite": True, "reset": {"all": False}},
+            "training": {"trainer": "uvlp", "fp16": False},
+        }
+    )
     OmegaConf.set_struct(config, True)
     declare_switches(config)
     assert OmegaConf.to_container(config.checkpoint) == {
-        "resume": False, "overwrite": True, "reset": {"all": False, "fp16_scaler": False},
-        "accept_mismatch": False, "trust_resume_file": False}
+        "resume": False,
+        "overwrite": True,
+        "reset": {"all": False, "fp16_scaler": False},
+        "accept_mismatch": False,
+        "trust_resume_file": False,
+    }
     assert (config.training.fp16, config.training.amp_dtype) == (False, None)
     assert OmegaConf.to_container(config.multitasking) == switches()["multitasking"]
     bare = OmegaConf.create({"training": {"trainer": "uvlp"}})
@@ -190,9 +245,14 @@ def test_a_trainer_subclassing_the_plugin_s_gets_its_keys_and_behaviour():
     try:
         assert is_plugin_trainer(name) and is_plugin_trainer("uvlp")
         assert not is_plugin_trainer("base_trainer") and not is_plugin_trainer("not_registered")
-        config = _run_config("model=visual_bert", "dataset=vqa2", f"training.trainer={name}",
-                             "checkpoint.overwrite=True", "training.fp16=True",
-                             "training.exit_on_nan_losses=False")
+        config = _run_config(
+            "model=visual_bert",
+            "dataset=vqa2",
+            f"training.trainer={name}",
+            "checkpoint.overwrite=True",
+            "training.fp16=True",
+            "training.exit_on_nan_losses=False",
+        )
         assert (config.checkpoint.overwrite, config.training.fp16) == (True, True)
         assert config.training.exit_on_nan_losses is False  # MMF main's key, on rc10 too
         assert config.checkpoint.trust_resume_file is False  # declared at its default

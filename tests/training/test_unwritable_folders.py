@@ -47,8 +47,9 @@ def test_an_unwritable_save_folder_ends_in_one_line(tiny_corpus, tmp_path, kind)
     folder, code = _unwritable(kind, tmp_path)
     output = pretrain(tmp_path, tiny_corpus.parent, folder, "training.max_updates=1", ok=False)
     last = output.strip().splitlines()[-1]
-    assert last.startswith(f"mmf_run: error: cannot write the run's save folder {folder} "
-                           f"(env.save_dir): {code} ("), output[-3000:]
+    assert last.startswith(
+        f"mmf_run: error: cannot write the run's save folder {folder} (env.save_dir): {code} ("
+    ), output[-3000:]
     assert last.endswith("; set env.save_dir=<a folder you can write>"), last
     assert "Traceback" not in output
 
@@ -57,11 +58,21 @@ def test_an_unwritable_save_folder_ends_in_one_line(tiny_corpus, tmp_path, kind)
 @pytest.mark.parametrize("kind", KINDS)
 def test_an_unwritable_tensorboard_folder_ends_in_one_line(tiny_corpus, tmp_path, kind):
     folder, code = _unwritable(kind, tmp_path)
-    output = pretrain(tmp_path, tiny_corpus.parent, tmp_path / "save", "training.max_updates=1",
-                      "training.tensorboard=True", f"env.tensorboard_logdir={folder}", ok=False)
+    output = pretrain(
+        tmp_path,
+        tiny_corpus.parent,
+        tmp_path / "save",
+        "training.max_updates=1",
+        "training.tensorboard=True",
+        f"env.tensorboard_logdir={folder}",
+        ok=False,
+    )
     last = output.strip().splitlines()[-1]
-    assert last.startswith(f"mmf_run: error: cannot write the TensorBoard folder {folder} "
-                           f"(env.tensorboard_logdir): {code} ("), output[-3000:]
-    assert last.endswith("; set env.tensorboard_logdir=<a folder you can write> or "
-                         "training.tensorboard=False"), last
+    assert last.startswith(
+        f"mmf_run: error: cannot write the TensorBoard folder {folder} "
+        f"(env.tensorboard_logdir): {code} ("
+    ), output[-3000:]
+    assert last.endswith(
+        "; set env.tensorboard_logdir=<a folder you can write> or training.tensorboard=False"
+    ), last
     assert "Traceback" not in output

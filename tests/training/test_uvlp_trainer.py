@@ -53,8 +53,9 @@ def _config(*opts: str, user: str = "training:\n  trainer: uvlp\n", tmp_path=Non
     setup_imports()
     path = tmp_path / "run.yaml"
     path.write_text(user)
-    return Configuration(argparse.Namespace(config_override=None,
-                                            opts=[f"config={path}", *opts])).get_config()
+    return Configuration(
+        argparse.Namespace(config_override=None, opts=[f"config={path}", *opts])
+    ).get_config()
 
 
 @pytest.fixture
@@ -82,8 +83,13 @@ def test_a_seed_of_zero_seeds_every_generator(tmp_path):
     draws = []
     for _ in range(2):
         trainer.config_based_setup()  # MMF's set_seed seeds nothing for 0
-        draws.append((torch.rand(4).tolist(), np.random.rand(4).tolist(),
-                      [random.random() for _ in range(4)]))
+        draws.append(
+            (
+                torch.rand(4).tolist(),
+                np.random.rand(4).tolist(),
+                [random.random() for _ in range(4)],
+            )
+        )
     assert draws[0] == draws[1], draws
 
 
@@ -93,8 +99,9 @@ def test_the_data_order_is_a_function_of_seed_and_epoch_and_resumes_mid_epoch(re
     orders = []
     for global_seed in (1, 2):
         torch.manual_seed(global_seed)  # dropout and masking move the global stream
-        loader, _ = seeded_dataloader(build_dataloader_and_sampler(_Indexed(), training)[0],
-                                      training)
+        loader, _ = seeded_dataloader(
+            build_dataloader_and_sampler(_Indexed(), training)[0], training
+        )
         loader.sampler.set_epoch(3)
         orders.append([i for batch in loader for i in batch.index.tolist()])
     assert orders[0] == orders[1] and sorted(orders[0]) == list(range(12)), orders
@@ -116,10 +123,17 @@ def test_each_epoch_gives_every_sample_new_draws():
 
 def test_workers_persist_across_epochs_when_there_are_workers(registered):
     for workers, persistent in ((2, True), (0, False)):
-        training = OmegaConf.create({"batch_size": 4, "num_workers": workers,
-                                     "pin_memory": False, "persistent_workers": True})
-        loader, _ = seeded_dataloader(build_dataloader_and_sampler(_Indexed(), training)[0],
-                                      training)
+        training = OmegaConf.create(
+            {
+                "batch_size": 4,
+                "num_workers": workers,
+                "pin_memory": False,
+                "persistent_workers": True,
+            }
+        )
+        loader, _ = seeded_dataloader(
+            build_dataloader_and_sampler(_Indexed(), training)[0], training
+        )
         assert loader.persistent_workers is persistent, (workers, loader.persistent_workers)
 
 
@@ -139,8 +153,9 @@ class _LoggedReads(_Indexed):
 def _training_loader(dataset: Any, workers: int, *more: Any) -> SeededMultiDatasetLoader:
     """The ``uvlp`` trainer's training loader over ``dataset`` (and ``more``), batches of 4."""
     instance = SeededMultiDatasetLoader("train")
-    instance.config = OmegaConf.create({"training": {"batch_size": 4, "num_workers": workers,
-                                                     "pin_memory": False}})
+    instance.config = OmegaConf.create(
+        {"training": {"batch_size": 4, "num_workers": workers, "pin_memory": False}}
+    )
     registry.register("config", instance.config)  # MMF's batch size
     datasets = [dataset, *more]
     instance._datasets, instance._num_datasets = datasets, len(datasets)
@@ -186,8 +201,9 @@ def test_a_resume_at_the_end_of_an_epoch_continues_with_the_next(registered):
     epochs = {epoch: _epoch(whole, epoch) for epoch in (1, 2)}
     for consumed, expected in ((3, []), (1, epochs[1][4:])):
         resumed = _training_loader(_Indexed(), workers=2)
-        resumed.resume_at({"consumed": [consumed], "current_index": 0, "finished": [],
-                           "used_once": []})
+        resumed.resume_at(
+            {"consumed": [consumed], "current_index": 0, "finished": [], "used_once": []}
+        )
         _alarm(60)  # a skip carried into epoch 2 leaves the loader waiting for batches
         try:
             assert _epoch(resumed, 1) == expected
@@ -286,7 +302,9 @@ def test_multitasking_ratios_choose_the_datasets_of_training(registered):
     assert probabilities(ratios, "val") == [0.1, 0.4, 0.5]
     assert probabilities({"type": "random"}) == [round(1 / 3, 6)] * 3
     assert probabilities({"type": "size_proportional"}) == [0.1, 0.4, 0.5]
-    only_first = loader({"type": "ratios", "params": {"sampling_ratios": {"rt": 1, "rn": 0, "is": 0}}})
+    only_first = loader(
+        {"type": "ratios", "params": {"sampling_ratios": {"rt": 1, "rn": 0, "is": 0}}}
+    )
     only_first._per_dataset_lengths, only_first._total_length = [2, 1, 1], 4
     only_first._is_master, only_first.current_index = True, 0
     only_first._datasets = ["rt", "rn", "is"]
@@ -298,8 +316,10 @@ def test_multitasking_ratios_choose_the_datasets_of_training(registered):
     finally:
         signal.alarm(0)
     assert epochs == [[("rt", 0), ("rt", 1)]] * 2, epochs
-    for bad, expected in (({"rt": 1, "rn": 1}, "no ratio for ['is']"),
-                          ({"rt": -1, "rn": 1, "is": 1}, "non-negative")):
+    for bad, expected in (
+        ({"rt": 1, "rn": 1}, "no ratio for ['is']"),
+        ({"rt": -1, "rn": 1, "is": 1}, "non-negative"),
+    ):
         with pytest.raises(UserConfigError, match=expected.replace("[", r"\[")):
             probabilities({"type": "ratios", "params": {"sampling_ratios": bad}})
 
@@ -318,17 +338,23 @@ def test_mixed_precision_autocasts_the_forward_pass_and_scales_float16(registere
 
     model = Model()
     for dtype, scaled in (("bfloat16", False), ("float16", True)):
-        config = _config("model=visual_bert", "dataset=vqa2", "training.fp16=True",
-                         f"training.amp_dtype={dtype}", f"env.save_dir={tmp_path / dtype}",
-                         tmp_path=tmp_path)
+        config = _config(
+            "model=visual_bert",
+            "dataset=vqa2",
+            "training.fp16=True",
+            f"training.amp_dtype={dtype}",
+            f"env.save_dir={tmp_path / dtype}",
+            tmp_path=tmp_path,
+        )
         trainer = UVLPTrainer(config)
         trainer.writer, trainer.device, trainer.model = SILENT, torch.device("cpu"), model
         trainer.optimizer = torch.optim.SGD(model.layer.parameters(), lr=0.1)
         trainer.load_extras()
         trainer.dataset_loader = types.SimpleNamespace(prepare_batch=lambda batch: batch)
         # inputs of 0.1: the gradients scaled by GradScaler's 2**16 stay finite in float16
-        batch = SampleList([Sample({"x": torch.full((4,), 0.1)}),
-                            Sample({"x": torch.full((4,), -0.1)})])
+        batch = SampleList(
+            [Sample({"x": torch.full((4,), 0.1)}), Sample({"x": torch.full((4,), -0.1)})]
+        )
         report = trainer._forward_pass(batch)
         assert isinstance(report, Report) and seen[-1] == (True, getattr(torch, dtype)), seen
         trainer._backward(trainer._extract_loss(report))
@@ -370,9 +396,14 @@ def test_a_non_finite_training_loss_stops_the_run_naming_update_dataset_and_samp
     import compat_checks
 
     batch, model = compat_checks.nan_batch_and_model()
-    trainer = _bare_trainer(model=model, num_updates=6, profile=lambda *a: None,
-                            precision=FLOAT32, config=OmegaConf.create({"training": {}}),
-                            dataset_loader=types.SimpleNamespace(prepare_batch=lambda b: b))
+    trainer = _bare_trainer(
+        model=model,
+        num_updates=6,
+        profile=lambda *a: None,
+        precision=FLOAT32,
+        config=OmegaConf.create({"training": {}}),
+        dataset_loader=types.SimpleNamespace(prepare_batch=lambda b: b),
+    )
     trainer._forward_pass(batch)  # the check waits for no device: read at the next one
     # as before a checkpoint, an evaluation, the end
     compat_checks.expect_non_finite_loss_named(lambda: flush_non_finite_check(trainer))
@@ -390,8 +421,7 @@ def test_evaluation_leaves_the_training_stream_as_it_was(registered):
         sample_list.dataset_name, sample_list.dataset_type = "masked", "val"
         return Report(sample_list, {"scores": torch.rand(1, 2), "losses": {}})
 
-    trainer = _bare_trainer(model=torch.nn.Linear(1, 1), metrics=Metrics(["accuracy"]),
-                            meter=None)
+    trainer = _bare_trainer(model=torch.nn.Linear(1, 1), metrics=Metrics(["accuracy"]), meter=None)
     trainer._forward_pass = forward
     torch.manual_seed(0)
     before = torch.get_rng_state()

@@ -21,13 +21,20 @@ def _selected(monkeypatch, preset):
         monkeypatch.setenv("PRESET", preset)
     register_resolver()
     config = load_yaml(str(REPO / "projects/uvla/finetune/vqa2.yaml"))
-    return {key: OmegaConf.select(config, key) for key in
-            ("env.data_dir", "model_config.uvla.feature_dim", "training.max_updates")}
+    return {
+        key: OmegaConf.select(config, key)
+        for key in ("env.data_dir", "model_config.uvla.feature_dim", "training.max_updates")
+    }
 
 
-@pytest.mark.parametrize("preset, folder, dim", [(None, "data/toy_world_demo", 128),
-                                                 ("tiny", "data/toy_world_tiny", 64),
-                                                 ("calibrated", "data/toy_world_calibrated", 128)])
+@pytest.mark.parametrize(
+    "preset, folder, dim",
+    [
+        (None, "data/toy_world_demo", 128),
+        ("tiny", "data/toy_world_tiny", 64),
+        ("calibrated", "data/toy_world_calibrated", 128),
+    ],
+)
 def test_preset_moves_the_folder_and_the_feature_size(monkeypatch, preset, folder, dim):
     selected = _selected(monkeypatch, preset)
     assert selected["env.data_dir"] == folder
@@ -37,7 +44,10 @@ def test_preset_moves_the_folder_and_the_feature_size(monkeypatch, preset, folde
 
 def test_a_world_the_configs_do_not_know_is_one_line(monkeypatch):
     monkeypatch.setenv("PRESET", "bench")
-    with pytest.raises(UserConfigError, match=r"^\$PRESET='bench': the run configs of "
-                                              r"projects/uvla train on the toy worlds demo, tiny, "
-                                              r"calibrated; unset PRESET"):
+    with pytest.raises(
+        UserConfigError,
+        match=r"^\$PRESET='bench': the run configs of "
+        r"projects/uvla train on the toy worlds demo, tiny, "
+        r"calibrated; unset PRESET",
+    ):
         world_preset()

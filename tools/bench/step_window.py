@@ -52,14 +52,21 @@ def mmf_time_ms(text: str) -> float:
     return sum(float(value) * units[unit] for value, unit in re.findall(r"(\d+)(ms|h|m|s)\b", text))
 
 
-def run_options(config: str, options: Sequence[str], updates: int, log_interval: int,
-                save_dir: str) -> List[str]:
+def run_options(
+    config: str, options: Sequence[str], updates: int, log_interval: int, save_dir: str
+) -> List[str]:
     """``mmf_run``'s options for a window of ``updates`` updates (no checkpoint or evaluation
     inside it)."""
-    return [f"config={config}", *options, f"training.max_updates={updates}",
-            f"training.log_interval={log_interval}", f"training.evaluation_interval={updates}",
-            f"training.checkpoint_interval={updates}", "training.tensorboard=False",
-            f"env.save_dir={save_dir}"]
+    return [
+        f"config={config}",
+        *options,
+        f"training.max_updates={updates}",
+        f"training.log_interval={log_interval}",
+        f"training.evaluation_interval={updates}",
+        f"training.checkpoint_interval={updates}",
+        "training.tensorboard=False",
+        f"env.save_dir={save_dir}",
+    ]
 
 
 def build_trainer(opts: Sequence[str]) -> Any:
@@ -125,50 +132,87 @@ def isolated_ms(trainer: Any, updates: int, warmup: int) -> float:
     return 1e3 * (time.perf_counter() - began) / updates
 
 
-def mmf_run_window(config: str, options: Sequence[str], updates: int, log_interval: int,
-                   threads: int) -> Dict[str, float]:
+def mmf_run_window(
+    config: str, options: Sequence[str], updates: int, log_interval: int, threads: int
+) -> Dict[str, float]:
     """``mmf_run`` of the same window: ms/update (the first interval left out) and the
     seconds outside the logged updates."""
     with tempfile.TemporaryDirectory() as save_dir:
-        command = [str(Path(sys.executable).with_name("mmf_run")),
-                   *run_options(config, options, updates, log_interval, save_dir)]
+        command = [
+            str(Path(sys.executable).with_name("mmf_run")),
+            *run_options(config, options, updates, log_interval, save_dir),
+        ]
         began = time.perf_counter()
-        result = subprocess.run(command, capture_output=True, text=True, cwd=REPO,
-                                env=dict(os.environ, OMP_NUM_THREADS=str(threads)))
+        result = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env=dict(os.environ, OMP_NUM_THREADS=str(threads)),
+        )
         wall = time.perf_counter() - began
     output = result.stdout + result.stderr
     if result.returncode != 0:
         raise RuntimeError(f"mmf_run failed (exit {result.returncode}):\n{output[-3000:]}")
     intervals = [mmf_time_ms(match[1]) for match in INTERVAL.findall(output)]
     if len(intervals) < 2:
-        raise RuntimeError(f"mmf_run logged {len(intervals)} train intervals; raise --updates "
-                           "or lower --log-interval")
-    return {"ms_per_update": sum(intervals[1:]) / (log_interval * (len(intervals) - 1)),
-            "outside_s": wall - sum(intervals) / 1e3, "wall_s": wall}
+        raise RuntimeError(
+            f"mmf_run logged {len(intervals)} train intervals; raise --updates "
+            "or lower --log-interval"
+        )
+    return {
+        "ms_per_update": sum(intervals[1:]) / (log_interval * (len(intervals) - 1)),
+        "outside_s": wall - sum(intervals) / 1e3,
+        "wall_s": wall,
+    }
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--run", action="append", required=True, metavar="NAME=CONFIG",
-                        help="a row: its name and its mmf_run config; repeatable")
-    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                        help="an mmf_run option of every row (the world, the size)")
-    parser.add_argument("--row-option", action="append", default=[], metavar="NAME:KEY=VALUE",
-                        help="an option of row NAME alone; repeatable")
-    parser.add_argument("--size", choices=["tiny", "study", "paper"],
-                        help="pre-training rows at a size of pretrain_throughput.py (its "
-                             "model_config and dataset sizes; the batch with --option)")
+    parser.add_argument(
+        "--run",
+        action="append",
+        required=True,
+        metavar="NAME=CONFIG",
+        help="a row: its name and its mmf_run config; repeatable",
+    )
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an mmf_run option of every row (the world, the size)",
+    )
+    parser.add_argument(
+        "--row-option",
+        action="append",
+        default=[],
+        metavar="NAME:KEY=VALUE",
+        help="an option of row NAME alone; repeatable",
+    )
+    parser.add_argument(
+        "--size",
+        choices=["tiny", "study", "paper"],
+        help="pre-training rows at a size of pretrain_throughput.py (its "
+        "model_config and dataset sizes; the batch with --option)",
+    )
     parser.add_argument("--updates", type=int, default=200, help="timed updates")
-    parser.add_argument("--warmup", type=int, default=10,
-                        help="untimed first updates (mmf_run: its first log interval)")
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        default=10,
+        help="untimed first updates (mmf_run: its first log interval)",
+    )
     parser.add_argument("--no-mmf-run", action="store_true", help="the isolated step alone")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--out", type=Path, help="also write the markdown here")
     parser.add_argument("--json", type=Path, help="and every figure as JSON here")
     args = parser.parse_args(argv)
     if args.updates < 1 or args.warmup < 1 or args.updates % args.warmup:
-        parser.error("--updates and --warmup must be >= 1, --updates a multiple of --warmup "
-                     "(mmf_run logs every --warmup updates)")
+        parser.error(
+            "--updates and --warmup must be >= 1, --updates a multiple of --warmup "
+            "(mmf_run logs every --warmup updates)"
+        )
     rows = []
     for item in args.run:
         name, _, config = item.partition("=")
@@ -196,8 +240,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    lines = ["| run | updates | isolated ms/update | mmf_run ms/update | mmf_run / isolated | "
-             "mmf_run s outside the updates |", "|---|---|---|---|---|---|"]
+    lines = [
+        "| run | updates | isolated ms/update | mmf_run ms/update | mmf_run / isolated | "
+        "mmf_run s outside the updates |",
+        "|---|---|---|---|---|---|",
+    ]
     figures = []
     for name, config, options in args.rows:
         total = args.warmup + args.updates
@@ -208,24 +255,50 @@ def main(argv: Optional[List[str]] = None) -> int:
             del trainer
         if device == "cuda":
             torch.cuda.empty_cache()
-        run = None if args.no_mmf_run else mmf_run_window(config, options, total, args.warmup,
-                                                          args.threads)
-        figures.append({"run": name, "config": config, "options": options,
-                        "updates": args.updates, "isolated_ms_per_update": isolated,
-                        "mmf_run": run})
-        cells = ["-", "-", "-"] if run is None else [
-            f"{run['ms_per_update']:.1f}", f"{run['ms_per_update'] / isolated:.2f}",
-            f"{run['outside_s']:.1f}"]
+        run = (
+            None
+            if args.no_mmf_run
+            else mmf_run_window(config, options, total, args.warmup, args.threads)
+        )
+        figures.append(
+            {
+                "run": name,
+                "config": config,
+                "options": options,
+                "updates": args.updates,
+                "isolated_ms_per_update": isolated,
+                "mmf_run": run,
+            }
+        )
+        cells = (
+            ["-", "-", "-"]
+            if run is None
+            else [
+                f"{run['ms_per_update']:.1f}",
+                f"{run['ms_per_update'] / isolated:.2f}",
+                f"{run['outside_s']:.1f}",
+            ]
+        )
         lines.append(f"| {name} | {args.updates} | {isolated:.1f} | " + " | ".join(cells) + " |")
         print(lines[-1], flush=True)
-    text = "\n".join([f"Device: {device}" + (f" ({torch.cuda.get_device_name(0)})"
-                                              if device == "cuda" else ""), "", *lines]) + "\n"
+    text = (
+        "\n".join(
+            [
+                f"Device: {device}"
+                + (f" ({torch.cuda.get_device_name(0)})" if device == "cuda" else ""),
+                "",
+                *lines,
+            ]
+        )
+        + "\n"
+    )
     print(text)
     if args.out:
         args.out.write_text(text)
     if args.json:
-        args.json.write_text(json.dumps({"command": sys.argv, "device": device,
-                                         "rows": figures}, indent=1) + "\n")
+        args.json.write_text(
+            json.dumps({"command": sys.argv, "device": device, "rows": figures}, indent=1) + "\n"
+        )
     return 0
 
 

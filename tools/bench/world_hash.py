@@ -101,8 +101,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.against:
         stored = args.against.read_text().strip()
         if stored != found:
-            print(f"world_hash: {args.world} is not the world of {args.against}: {found} here, "
-                  f"{stored} there (another NumPy draws another world)", file=sys.stderr)
+            print(
+                f"world_hash: {args.world} is not the world of {args.against}: {found} here, "
+                f"{stored} there (another NumPy draws another world)",
+                file=sys.stderr,
+            )
             return 1
         print(f"world {args.world}: the same as {args.against}")
     return 0

@@ -24,10 +24,15 @@ class ImagePoolDataset(RegionsDataset):
         path = self._get_path_based_on_index(self.config, "annotations", self._index)
         captions = self.config.get("captions", None)
         if captions is None and self.needs_captions():
-            raise ValueError(f"dataset_config.{self.dataset_name}.captions must be set: the "
-                             "pool's captions_gt.tsv (image_id<TAB>caption), relative to data_dir")
+            raise ValueError(
+                f"dataset_config.{self.dataset_name}.captions must be set: the "
+                "pool's captions_gt.tsv (image_id<TAB>caption), relative to data_dir"
+            )
         return ImagePoolDatabase(
-            path, self.dataset_type, int(self.config.get("holdout_every", 0)),
+            path,
+            self.dataset_type,
+            int(self.config.get("holdout_every", 0)),
             None if captions is None else self._add_root_dir(str(captions)),
-            str(self.config.get("feature_key_template", "{image_id}")), self.feature_names(),
+            str(self.config.get("feature_key_template", "{image_id}")),
+            self.feature_names(),
         )

@@ -63,8 +63,10 @@ def pad_to_multiple() -> int:
     training = config.get("training", {}) if config is not None else {}
     value = training.get("pad_to_multiple", 1)
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise UserConfigError(f"training.pad_to_multiple={value!r}: expected a whole number "
-                              "of 1 or more (1: pad to the batch's longest)")
+        raise UserConfigError(
+            f"training.pad_to_multiple={value!r}: expected a whole number "
+            "of 1 or more (1: pad to the batch's longest)"
+        )
     return value
 
 
@@ -72,8 +74,15 @@ class PretrainingDataset(AnnotationDbHook, MMFDataset):
     """An MMF dataset whose samples are ``masking_processor(raw_input(idx))``; subclasses
     override ``build_annotation_db`` (see :mod:`mmf_uvlp.datasets.annotation_db`)."""
 
-    def __init__(self, dataset_name: str, config: Any, dataset_type: str, index: int,
-                 *args: Any, **kwargs: Any):
+    def __init__(
+        self,
+        dataset_name: str,
+        config: Any,
+        dataset_type: str,
+        index: int,
+        *args: Any,
+        **kwargs: Any,
+    ):
         super().__init__(dataset_name, config, dataset_type, index, *args, **kwargs)
         if dataset_type == "train":
             register_train_samples(dataset_name, len(self.annotation_db))
@@ -147,25 +156,35 @@ class RegionsDataset(PretrainingDataset):
     """A pre-training dataset of images: each annotation item has ``image_id``,
     ``feature_path`` and ``region_labels`` (the detector's tag of each region)."""
 
-    def __init__(self, dataset_name: str, config: Any, dataset_type: str, index: int,
-                 *args: Any, **kwargs: Any):
+    def __init__(
+        self,
+        dataset_name: str,
+        config: Any,
+        dataset_type: str,
+        index: int,
+        *args: Any,
+        **kwargs: Any,
+    ):
         super().__init__(dataset_name, config, dataset_type, index, *args, **kwargs)
         if not self._use_features:
             raise ValueError(f"dataset_config.{dataset_name}.use_features must be true")
         self.region_counts = RegionCounts(dataset_name)
         self.resident: Optional[Dict[str, ImageRows]] = None
         if resident_features.option(self.config, dataset_name):
-            paths = dict.fromkeys(self.annotation_db[i]["feature_path"]
-                                  for i in range(len(self.annotation_db)))
+            paths = dict.fromkeys(
+                self.annotation_db[i]["feature_path"] for i in range(len(self.annotation_db))
+            )
             self.resident_table = ResidentFeatures()
             self.resident = self.resident_table.load(self.features_db, paths, dataset_name)
 
     def build_features_db(self) -> RegionFeaturesDatabase:
         """The split's features, real rows only (MMF main's name of the hook)."""
         if self.config.get("fast_read", False):
-            raise ValueError(f"dataset_config.{self.dataset_name}.fast_read: not supported by "
-                             "the plugin's pre-training datasets (each image is read when "
-                             "its sample is made); set it to false")
+            raise ValueError(
+                f"dataset_config.{self.dataset_name}.fast_read: not supported by "
+                "the plugin's pre-training datasets (each image is read when "
+                "its sample is made); set it to false"
+            )
         path = self._get_path_based_on_index(self.config, "features", self._index)
         return RegionFeaturesDatabase(path, int(self.config.get("max_features", 100)))
 

@@ -21,8 +21,13 @@ class WeaklyAlignedDataset(RegionsDataset):
         holdout = int(self.config.get("holdout_every", 0))
         top_k = self.config.get("top_k", None)
         return AlignedCorpusDatabase(
-            path, self.unit, self.dataset_type, holdout, None if top_k is None else int(top_k),
-            config_key=f"dataset_config.{self.dataset_name}", features=self.feature_names(),
+            path,
+            self.unit,
+            self.dataset_type,
+            holdout,
+            None if top_k is None else int(top_k),
+            config_key=f"dataset_config.{self.dataset_name}",
+            features=self.feature_names(),
             link_noise=float(self.config.get("link_noise", 0.0)),
         )
 

@@ -39,9 +39,17 @@ UNITS = ("image", "sentence")
 class AlignedCorpusDatabase(Dataset):
     """Image records (or image-sentence pairs) of the aligned corpus in ``path``."""
 
-    def __init__(self, path: str, unit: str, dataset_type: str, holdout_every: int = 0,
-                 top_k: Optional[int] = None, config_key: str = "aligned corpus",
-                 features: Optional[FeatureNames] = None, link_noise: float = 0.0):
+    def __init__(
+        self,
+        path: str,
+        unit: str,
+        dataset_type: str,
+        holdout_every: int = 0,
+        top_k: Optional[int] = None,
+        config_key: str = "aligned corpus",
+        features: Optional[FeatureNames] = None,
+        link_noise: float = 0.0,
+    ):
         if unit not in UNITS:
             raise ValueError(f"aligned corpus: unit must be one of {UNITS}, got {unit!r}")
         if top_k is not None and top_k < 1:
@@ -89,20 +97,27 @@ class AlignedCorpusDatabase(Dataset):
     def _split_error(self, need: int, why: str) -> str:
         key, every = f"{self.config_key}.holdout_every", self.holdout_every
         total = len(self._positions)
-        rule = (f"{key}={every} puts the images at positions divisible by {every} in "
-                "val/test and the others in train" if every > 0 else
-                f"{key}=0: every split uses every image")
+        rule = (
+            f"{key}={every} puts the images at positions divisible by {every} in "
+            "val/test and the others in train"
+            if every > 0
+            else f"{key}=0: every split uses every image"
+        )
         fits = _largest_holdout(self._positions, need)
         if fits:
-            fix = (f"set {key} to {fits} (the largest value that leaves {need} image(s) in "
-                   "each split) or smaller, or to 0 (no hold-out)")
+            fix = (
+                f"set {key} to {fits} (the largest value that leaves {need} image(s) in "
+                "each split) or smaller, or to 0 (no hold-out)"
+            )
         elif total >= need:
             fix = f"set {key} to 0 (no hold-out)"
         else:
             fix = f"build a corpus of at least {need} images"
-        return (f"{self.config_key}: {why} at least {need} image(s), but the "
-                f"{self.dataset_type} split of aligned corpus {self.path!r} holds "
-                f"{len(self.images)} of its {total} images ({rule}); {fix}")
+        return (
+            f"{self.config_key}: {why} at least {need} image(s), but the "
+            f"{self.dataset_type} split of aligned corpus {self.path!r} holds "
+            f"{len(self.images)} of its {total} images ({rule}); {fix}"
+        )
 
     def __len__(self) -> int:
         return len(self.items)
@@ -127,8 +142,9 @@ def _numbered_records(path: str) -> Iterator[Tuple[str, int, Dict[str, Any]]]:
             yield part, line, record
 
 
-def _check_feature_key(record: Dict[str, Any], part: str, line: int,
-                       features: Optional[FeatureNames]) -> None:
+def _check_feature_key(
+    record: Dict[str, Any], part: str, line: int, features: Optional[FeatureNames]
+) -> None:
     """A record's ``feature_key`` is a relative name inside the features (and, given
     ``features``, one of its images): refused at build, not when training reaches it."""
     key = record.get("feature_key")
@@ -136,8 +152,7 @@ def _check_feature_key(record: Dict[str, Any], part: str, line: int,
         raise FormatError(part, "feature_key", "a string", key, line=line)
     reason = unsafe_name(key)
     if reason is not None:
-        raise FormatError(part, "feature_key", stays_inside("the features", reason), key,
-                          line=line)
+        raise FormatError(part, "feature_key", stays_inside("the features", reason), key, line=line)
     if features is not None:
         features.check(f"{key}.npy", part, "feature_key", line=line)
 
@@ -158,8 +173,7 @@ def _check_top_k(path: str, top_k: Optional[int], config_key: str) -> None:
         )
 
 
-def _compact(record: Dict[str, Any], top_k: Optional[int],
-             noise: LinkNoise) -> Dict[str, Any]:
+def _compact(record: Dict[str, Any], top_k: Optional[int], noise: LinkNoise) -> Dict[str, Any]:
     """The fields the datasets use (the ``top_k`` best sentences, their links through
     ``noise``); the rest is dropped."""
     sentences = sorted(record["sentences"], key=lambda sentence: sentence["rank"])[:top_k]

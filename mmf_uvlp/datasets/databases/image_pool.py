@@ -39,16 +39,23 @@ def read_detections(path: str) -> Iterator[VinvlPrediction]:
         return read_predictions(path)
     if path.endswith(".jsonl"):
         return read_detections_jsonl(path)
-    raise ValueError(f"image pool {path!r}: expected a VinVL predictions .tsv or a detections "
-                     ".jsonl file")
+    raise ValueError(
+        f"image pool {path!r}: expected a VinVL predictions .tsv or a detections .jsonl file"
+    )
 
 
 class ImagePoolDatabase(Dataset):
     """Images of one detections file (``dataset_type``'s split), optionally with captions."""
 
-    def __init__(self, path: str, dataset_type: str, holdout_every: int = 0,
-                 captions: Optional[str] = None, feature_key_template: str = "{image_id}",
-                 features: Optional[FeatureNames] = None):
+    def __init__(
+        self,
+        path: str,
+        dataset_type: str,
+        holdout_every: int = 0,
+        captions: Optional[str] = None,
+        feature_key_template: str = "{image_id}",
+        features: Optional[FeatureNames] = None,
+    ):
         if not os.path.isfile(path):
             raise FileNotFoundError(
                 f"image pool {path!r} does not exist: point dataset_config.<name>.annotations at "
@@ -73,13 +80,17 @@ class ImagePoolDatabase(Dataset):
             }
             if own is not None:
                 if prediction.image_id not in own:
-                    raise ValueError(f"{captions}: no caption of image {prediction.image_id!r} "
-                                     f"(line {position + 1} of {path})")
+                    raise ValueError(
+                        f"{captions}: no caption of image {prediction.image_id!r} "
+                        f"(line {position + 1} of {path})"
+                    )
                 item["caption"] = own[prediction.image_id]
             self.items.append(item)
         if not self.items:
-            raise ValueError(f"image pool {path!r}: no images for the {dataset_type} split "
-                             f"(holdout_every={holdout_every})")
+            raise ValueError(
+                f"image pool {path!r}: no images for the {dataset_type} split "
+                f"(holdout_every={holdout_every})"
+            )
 
     def __len__(self) -> int:
         return len(self.items)
@@ -88,14 +99,19 @@ class ImagePoolDatabase(Dataset):
         return self.items[idx]
 
 
-def _check_feature_path(feature_path: str, path: str, line: int,
-                        features: Optional[FeatureNames]) -> None:
+def _check_feature_path(
+    feature_path: str, path: str, line: int, features: Optional[FeatureNames]
+) -> None:
     """An image's feature name stays inside the features (and, given ``features``, is one
     of its images): refused at build, naming the detections file and line."""
     reason = unsafe_name(feature_path)
     if reason is not None:
-        raise FormatError(path, "image_id", stays_inside("the features (through "
-                                                         "feature_key_template)", reason),
-                          feature_path[: -len(".npy")], line=line)
+        raise FormatError(
+            path,
+            "image_id",
+            stays_inside("the features (through feature_key_template)", reason),
+            feature_path[: -len(".npy")],
+            line=line,
+        )
     if features is not None:
         features.check(feature_path, path, "image_id", line=line)

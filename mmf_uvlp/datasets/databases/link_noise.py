@@ -33,8 +33,9 @@ class LinkNoise:
         if not 0.0 <= self.share <= 1.0:
             raise ValueError(f"link_noise: expected a share between 0 and 1, got {self.share}")
 
-    def apply(self, image_id: str, sentences: List[Dict[str, Any]],
-              num_regions: int) -> List[Dict[str, Any]]:
+    def apply(
+        self, image_id: str, sentences: List[Dict[str, Any]], num_regions: int
+    ) -> List[Dict[str, Any]]:
         """``sentences`` with their phrases' links perturbed (copies; the input is kept)."""
         if self.share == 0.0:
             return sentences
@@ -63,7 +64,12 @@ class LinkNoise:
     def summary(self) -> str:
         """What was replaced, for the run's log."""
         rate = self.replaced / self.linked if self.linked else 0.0
-        return (f"link_noise={self.share:g}: {self.replaced} of {self.linked} linked phrases "
-                f"({rate:.1%}) point at another region of their image"
-                + (f"; {self.single_region} kept (their image has one region)"
-                   if self.single_region else ""))
+        return (
+            f"link_noise={self.share:g}: {self.replaced} of {self.linked} linked phrases "
+            f"({rate:.1%}) point at another region of their image"
+            + (
+                f"; {self.single_region} kept (their image has one region)"
+                if self.single_region
+                else ""
+            )
+        )

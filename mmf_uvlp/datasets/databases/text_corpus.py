@@ -35,12 +35,15 @@ class TextCorpusDatabase(Dataset):
             raise ValueError(f"text corpus: holdout_every must be >= 0, got {holdout_every}")
         self.path = path
         self.sentences = [
-            sentence for number, sentence in enumerate(read_sentences(path.split(",")))
+            sentence
+            for number, sentence in enumerate(read_sentences(path.split(",")))
             if holdout_every == 0 or (number % holdout_every == 0) != (dataset_type == "train")
         ]
         if not self.sentences:
-            raise ValueError(f"text corpus {path!r}: no sentences for the {dataset_type} split "
-                             f"(holdout_every={holdout_every})")
+            raise ValueError(
+                f"text corpus {path!r}: no sentences for the {dataset_type} split "
+                f"(holdout_every={holdout_every})"
+            )
 
     def __len__(self) -> int:
         return len(self.sentences)

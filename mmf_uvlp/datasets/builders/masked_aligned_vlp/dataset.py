@@ -35,8 +35,11 @@ class CaptionedImages(Dataset):
 
     def __getitem__(self, idx: int) -> Dict[str, Any]:
         item = self.pool[idx]
-        return {"image_id": item["image_id"], "feature_path": item["feature_path"],
-                "captions": [item["caption"]]}
+        return {
+            "image_id": item["image_id"],
+            "feature_path": item["feature_path"],
+            "captions": [item["caption"]],
+        }
 
 
 class MaskedAlignedVLPDataset(AnnotationDbHook, MaskedCOCODataset):
@@ -50,12 +53,17 @@ class MaskedAlignedVLPDataset(AnnotationDbHook, MaskedCOCODataset):
         path = self._get_path_based_on_index(self.config, "annotations", self._index)
         captions = self.config.get("captions", None)
         if captions is None:
-            raise ValueError(f"dataset_config.{NAME}.captions must be set: the pool's "
-                             "captions_gt.tsv (image_id<TAB>caption), relative to data_dir")
+            raise ValueError(
+                f"dataset_config.{NAME}.captions must be set: the pool's "
+                "captions_gt.tsv (image_id<TAB>caption), relative to data_dir"
+            )
         pool = ImagePoolDatabase(
-            path, self.dataset_type, int(self.config.get("holdout_every", 0)),
+            path,
+            self.dataset_type,
+            int(self.config.get("holdout_every", 0)),
             self._add_root_dir(str(captions)),
-            str(self.config.get("feature_key_template", "{image_id}")), self.feature_names(),
+            str(self.config.get("feature_key_template", "{image_id}")),
+            self.feature_names(),
         )
         if len(pool) < 2 and self.config.get("false_caption", False):
             raise ValueError(

@@ -30,12 +30,15 @@ class RandomPairsDataset(ImagePoolDataset):
             raise ValueError("dataset_config.random_pairs.pairing_seed must be set (an integer)")
         files = self.config.get("sentences", None)
         if not files or isinstance(files, str):
-            raise ValueError("dataset_config.random_pairs.sentences: expected a list of text "
-                             f"files (one sentence a line) relative to data_dir, got {files!r}")
+            raise ValueError(
+                "dataset_config.random_pairs.sentences: expected a list of text "
+                f"files (one sentence a line) relative to data_dir, got {files!r}"
+            )
         self.sentences = read_sentences([self._add_root_dir(str(f)) for f in files])
         if not self.sentences and ratio < 1:
             raise ValueError(
-                f"dataset_config.random_pairs.sentences: {list(files)} hold no sentence")
+                f"dataset_config.random_pairs.sentences: {list(files)} hold no sentence"
+            )
         self.true_pairs = choose_true_pairs(len(self.annotation_db), ratio, int(seed))
         own = [item.get("caption") for item in self.annotation_db.items]
         self.partners = draw_partners(own, self.sentences, self.true_pairs, int(seed))

@@ -29,8 +29,12 @@ def choose_true_pairs(num_images: int, ratio: float, seed: int) -> torch.Tensor:
     return chosen
 
 
-def draw_partners(own_captions: Sequence[Optional[str]], sentences: Sequence[str],
-                  true_pairs: torch.Tensor, seed: int) -> List[int]:
+def draw_partners(
+    own_captions: Sequence[Optional[str]],
+    sentences: Sequence[str],
+    true_pairs: torch.Tensor,
+    seed: int,
+) -> List[int]:
     """The index into ``sentences`` of each image's partner (-1 for a true pair).
 
     ``own_captions[i]``: image i's caption (None: unknown, nothing to avoid).
@@ -46,8 +50,10 @@ def draw_partners(own_captions: Sequence[Optional[str]], sentences: Sequence[str
             if sentences[sentence] != own:
                 break
         else:
-            raise ValueError(f"random pairs: {MAX_PARTNER_DRAWS} random sentences all equal the "
-                             f"own caption of image number {image}; the text corpora hold too "
-                             "few other sentences")
+            raise ValueError(
+                f"random pairs: {MAX_PARTNER_DRAWS} random sentences all equal the "
+                f"own caption of image number {image}; the text corpora hold too "
+                "few other sentences"
+            )
         partners.append(sentence)
     return partners

@@ -49,8 +49,13 @@ REQUIRED_INFO = ("bbox", "image_width", "image_height", "max_features")
 class ReferAnnotationDatabase(Dataset):
     """The sentences of some refer splits of one refer folder, as plain dicts."""
 
-    def __init__(self, folder: str, split_by: str, splits: Sequence[str],
-                 features: Optional[FeatureNames] = None):
+    def __init__(
+        self,
+        folder: str,
+        split_by: str,
+        splits: Sequence[str],
+        features: Optional[FeatureNames] = None,
+    ):
         refer = Refer(os.path.dirname(folder), os.path.basename(folder), split_by)
         self.path = str(refer.refs_path)
         self.data: list[dict[str, Any]] = []
@@ -64,17 +69,19 @@ class ReferAnnotationDatabase(Dataset):
                 if feature_path not in checked:
                     _check_feature_path(feature_path, refer.instances_path, e.image_id, features)
                     checked.add(feature_path)
-                self.data.append({
-                    "ref_id": e.ref_id,
-                    "sent_id": e.sent_id,
-                    "split": e.split,
-                    "sentence": e.sentence,
-                    "image_id": e.image_id,
-                    "feature_path": feature_path,
-                    "image_width": e.image_width,
-                    "image_height": e.image_height,
-                    "gold_box": list(e.box),
-                })
+                self.data.append(
+                    {
+                        "ref_id": e.ref_id,
+                        "sent_id": e.sent_id,
+                        "split": e.split,
+                        "sentence": e.sentence,
+                        "image_id": e.image_id,
+                        "feature_path": feature_path,
+                        "image_width": e.image_width,
+                        "image_height": e.image_height,
+                        "gold_box": list(e.box),
+                    }
+                )
 
     def __len__(self) -> int:
         return len(self.data)
@@ -83,14 +90,20 @@ class ReferAnnotationDatabase(Dataset):
         return self.data[idx]
 
 
-def _check_feature_path(feature_path: str, instances: os.PathLike, image_id: int,
-                        features: Optional[FeatureNames]) -> None:
+def _check_feature_path(
+    feature_path: str, instances: os.PathLike, image_id: int, features: Optional[FeatureNames]
+) -> None:
     """An image's ``file_name`` names a feature file inside the features (and, given
     ``features``, one of its images), refused at build naming the instances file."""
     reason = unsafe_name(feature_path)
     if reason is not None:
-        raise FormatError(instances, "images.file_name", stays_inside("the features", reason),
-                          feature_path, key=f"image {image_id}")
+        raise FormatError(
+            instances,
+            "images.file_name",
+            stays_inside("the features", reason),
+            feature_path,
+            key=f"image {image_id}",
+        )
     if features is not None:
         features.check(feature_path, instances, "images.file_name", key=f"image {image_id}")
 
@@ -98,8 +111,15 @@ def _check_feature_path(feature_path: str, instances: os.PathLike, image_id: int
 class RefCOCOPlusDataset(AnnotationDbHook, MMFDataset):
     """RefCOCO+ for MMF (``dataset_name`` is the registered builder's name)."""
 
-    def __init__(self, config: Any, dataset_type: str, index: int,
-                 dataset_name: str = "refcoco_plus", *args: Any, **kwargs: Any):
+    def __init__(
+        self,
+        config: Any,
+        dataset_type: str,
+        index: int,
+        dataset_name: str = "refcoco_plus",
+        *args: Any,
+        **kwargs: Any,
+    ):
         super().__init__(dataset_name, config, dataset_type, index, *args, **kwargs)
         if not self._use_features or not config.get("return_features_info", False):
             raise ValueError(
@@ -113,11 +133,15 @@ class RefCOCOPlusDataset(AnnotationDbHook, MMFDataset):
         key = f"dataset_config.{self.dataset_name}.refer_splits.{self.dataset_type}"
         splits = self.config.get("refer_splits", {}).get(self.dataset_type)
         if not splits or isinstance(splits, str) or any(s not in REFER_SPLITS for s in splits):
-            raise ValueError(f"{key}: expected a list of refer splits from "
-                             f"{list(REFER_SPLITS)}, got {splits!r}")
-        return ReferAnnotationDatabase(get_absolute_path(folder),
-                                       self.config.get("split_by", "unc"), list(splits),
-                                       self.feature_names())
+            raise ValueError(
+                f"{key}: expected a list of refer splits from {list(REFER_SPLITS)}, got {splits!r}"
+            )
+        return ReferAnnotationDatabase(
+            get_absolute_path(folder),
+            self.config.get("split_by", "unc"),
+            list(splits),
+            self.feature_names(),
+        )
 
     def __getitem__(self, idx: int) -> Sample:
         item = self.annotation_db[idx]
@@ -128,10 +152,14 @@ class RefCOCOPlusDataset(AnnotationDbHook, MMFDataset):
         info = dict(features["image_info_0"])  # a copy: MMF may cache the reader's dict
         missing = [k for k in REQUIRED_INFO if k not in info]
         if missing:
-            raise ValueError(f"features of {item['feature_path']} in {self.features_db.paths}: "
-                             f"info lacks {missing}")
-        if (info["image_width"], info["image_height"]) != (item["image_width"],
-                                                         item["image_height"]):
+            raise ValueError(
+                f"features of {item['feature_path']} in {self.features_db.paths}: "
+                f"info lacks {missing}"
+            )
+        if (info["image_width"], info["image_height"]) != (
+            item["image_width"],
+            item["image_height"],
+        ):
             raise ValueError(
                 f"features of {item['feature_path']}: image size "
                 f"{info['image_width']}x{info['image_height']}, but the refer instances give "
@@ -177,7 +205,13 @@ class RefCOCOPlusDataset(AnnotationDbHook, MMFDataset):
         boxes = report.proposal_boxes[rows, best]  # (B, 4)
         overlaps = iou(boxes.unsqueeze(1), report.gold_box.unsqueeze(1)).view(-1)  # (B,)
         return [
-            {"ref_id": int(ref), "sentence_id": int(sentence), "box": box.tolist(),
-             "correct": bool(overlap >= MATCH_IOU)}
-            for ref, sentence, box, overlap in zip(report.ref_id, report.sentence_id, boxes, overlaps)
+            {
+                "ref_id": int(ref),
+                "sentence_id": int(sentence),
+                "box": box.tolist(),
+                "correct": bool(overlap >= MATCH_IOU),
+            }
+            for ref, sentence, box, overlap in zip(
+                report.ref_id, report.sentence_id, boxes, overlaps
+            )
         ]
