@@ -47,9 +47,10 @@ doctor: setup
 # (DETECTRON2 set, or a wheel in ../shared/wheels/detectron2); elsewhere its tests skip.
 TEST_JOBS ?= 2
 LINTED = mmf_uvlp tests tools hatch_build.py
-# The lint gate (pyproject.toml's [tool.ruff]): imports and unused names.
+# The lint gate (pyproject.toml's [tool.ruff]): imports and unused names, and the format.
 lint: setup
 	$(PY) -m ruff check $(LINTED)
+	$(PY) -m ruff format --check $(LINTED)
 
 test: setup lint
 	$(PY) -m pytest -q -n $(TEST_JOBS) --dist loadfile tests

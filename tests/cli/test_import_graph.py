@@ -25,7 +25,7 @@ FLOORS: Tuple[Tuple[str, ...], ...] = (
     ("models",),
     ("analysis", "plugin", "replication"),  # what a checkpoint learned; the registration; the study
     ("compat",),  # MMF's fixes, which register the plugin once MMF is imported
-    ("cli", "doctor", "__init__"),  # entry points; the package itself
+    ("cli", "doctor", "__main__", "__init__"),  # entry points; the package itself
 )
 
 
