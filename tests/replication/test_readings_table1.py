@@ -254,13 +254,11 @@ TABLE1: list[Quote] = [
         f"(± {f(paired('uvla', 'random_pairs')[1])}, "
         f"{gap('uvla', 'random_pairs').paired.ratio:.0f} SE paired)"
     ),
-    lambda: (
-        "are VQA {}, NLVR2 {}, VE {} and RefCOCO+ {}, beside μ-VLA's {}, {}, {} and {}".format(
-            *(
-                pm(paired(system, "base", t))
-                for system in ("random_pairs", "uvla")
-                for t in ("vqa", "nlvr2", "ve", "refcoco")
-            )
+    lambda: "are VQA {}, NLVR2 {}, VE {} and RefCOCO+ {}, beside μ-VLA's {}, {}, {} and {}".format(
+        *(
+            pm(paired(system, "base", t))
+            for system in ("random_pairs", "uvla")
+            for t in ("vqa", "nlvr2", "ve", "refcoco")
         )
     ),
     lambda: (
