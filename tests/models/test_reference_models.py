@@ -583,17 +583,16 @@ BUDGET = ("batch_size", "max_updates", "seed", "lr_scheduler", "num_workers")
 
 @pytest.fixture(scope="module")
 def uvla_runs():
-    return {
-        "pretrain": _compose("projects/uvla/pretrain.yaml"),
-        "finetune": _compose("projects/uvla/finetune/vqa2.yaml"),
-    }
+    runs = {"pretrain": _compose("projects/uvla/pretrain.yaml")}
+    runs.update({task: _compose(f"projects/uvla/finetune/{task}.yaml") for task in TASKS})
+    return runs
 
 
 def _configs():
     for key in REFERENCE_MODELS:
         yield key, "pretrain", SYSTEMS[key].pretrain_config
         for task in TASKS:
-            yield key, "finetune", SYSTEMS[key].finetune(task)
+            yield key, task, SYSTEMS[key].finetune(task)
 
 
 @pytest.mark.parametrize("system, kind, config", list(_configs()))
