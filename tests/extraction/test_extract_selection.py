@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
-pytest.importorskip("torchvision")
+pytest.importorskip("detectron2")  # torchvision's nms: the extraction environment
 
 from mmf_uvlp.extraction.selection import (  # noqa: E402
     Selection,

@@ -180,7 +180,7 @@ def test_equal_mix_draws_each_granularity_a_third_of_the_time(uvla):
 RUN_CONFIGS = sorted(
     str(path.relative_to(REPO / "projects"))
     for path in (REPO / "projects").rglob("*.yaml")
-    if "defaults" not in path.name
+    if "defaults" not in path.name and path.name != "toy_world.yaml"
 )
 
 

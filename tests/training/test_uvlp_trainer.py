@@ -423,6 +423,7 @@ def test_evaluation_leaves_the_training_stream_as_it_was(registered):
 
     trainer = _bare_trainer(model=torch.nn.Linear(1, 1), metrics=Metrics(["accuracy"]), meter=None)
     trainer._forward_pass = forward
+    trainer.config = OmegaConf.create({"evaluation": {"metrics": ["accuracy"]}})
     torch.manual_seed(0)
     before = torch.get_rng_state()
     trainer.evaluate([None, None])
