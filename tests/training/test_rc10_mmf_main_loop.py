@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from mmf_uvlp import compat
 
@@ -78,6 +79,7 @@ def _evaluating(trainer_class: type) -> Any:
     trainer.model, trainer.metrics = torch.nn.Linear(1, 1), Metrics(["accuracy"])
     trainer._forward_pass = lambda item: Report(*item)
     trainer.meter = None
+    trainer.config = OmegaConf.create({"evaluation": {"metrics": ["accuracy"]}})
     return trainer
 
 
