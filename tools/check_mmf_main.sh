@@ -26,7 +26,7 @@
 # pre-training that stops at training.max_updates, and VQA2 fine-tuning from its current.ckpt.
 # Then MMF main's frcnn port (tools/scripts/features/frcnn of its source) on the random
 # bottom-up-attention weights, against the fixture the extractor's tests compare with
-# (tools/frcnn_port_reference.py --check); it runs in the extractor's environment
+# (tools/reference/frcnn_port.py --check); it runs in the extractor's environment
 # ($EXTRACT_PYTHON, default .venv-extract/bin/python, whose torchvision ops load), and is
 # skipped without one.
 #
@@ -230,7 +230,7 @@ fi
 EXTRACT_PYTHON=${EXTRACT_PYTHON:-$REPO/.venv-extract/bin/python}
 if [ -x "$EXTRACT_PYTHON" ]; then
     step "frcnn port = the extractor's fixture" "gives the fixture's numbers" -- \
-        "$EXTRACT_PYTHON" "$REPO/tools/frcnn_port_reference.py" --mmf-source "$ENV_DIR/src" \
+        "$EXTRACT_PYTHON" "$REPO/tools/reference/frcnn_port.py" --mmf-source "$ENV_DIR/src" \
             --check "$REPO/tests/fixtures/frcnn_port/bottom_up_attr_lxmert36.npz"
 else
     skip "frcnn port = the extractor's fixture" "the extractor's environment (make setup EXTRACT=1)"

@@ -1,11 +1,11 @@
 """uvlp-extract-features against an independent implementation: MMF's frcnn port
 (tools/scripts/features/frcnn/modeling_frcnn.py in MMF's source) on the same random
 bottom-up-attention weights (faster_rcnn_from_caffe_attr.pkl's names and shapes, seed 0) and
-the same photograph. The port's numbers are the fixture tools/frcnn_port_reference.py wrote
+the same photograph. The port's numbers are the fixture tools/reference/frcnn_port.py wrote
 (tools/check_mmf_main.sh runs the port again against MMF main); the extractor runs LXMERT's
 36-box recipe, the port's selection.
 
-Tolerances (tools/frcnn_port_reference.py: TOLERANCE): boxes 1e-2 px, class and attribute
+Tolerances (tools/reference/frcnn_port.py: TOLERANCE): boxes 1e-2 px, class and attribute
 scores 1e-5, every 16th feature dimension 1e-4, each feature's norm 1e-3 and sum 1e-2 (of
 2,048 values); class and attribute ids equal."""
 
@@ -29,7 +29,7 @@ pytest.importorskip("detectron2", reason=NO_DETECTRON2)
 
 FIXTURE = REPO / "tests" / "fixtures" / "frcnn_port" / "bottom_up_attr_lxmert36.npz"
 SPEC = importlib.util.spec_from_file_location(
-    "frcnn_port_reference", REPO / "tools" / "frcnn_port_reference.py"
+    "frcnn_port", REPO / "tools" / "reference" / "frcnn_port.py"
 )
 port = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(port)

@@ -1,7 +1,7 @@
 """Checkpoints of random tensors under a public detector file's names and shapes, in its real
 file format, from the manifests in tests/fixtures/detector_checkpoints (their README), and the
 photograph the comparison with MMF's frcnn port runs on. Standalone (numpy, Pillow):
-tools/frcnn_port_reference.py loads this file from an MMF environment."""
+tools/reference/frcnn_port.py loads this file from an MMF environment."""
 
 import pickle
 from pathlib import Path

@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(Path(__file__).parent))
 from step_window import INTERVAL, mmf_time_ms  # noqa: E402
 
 STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d) \|.*progress: \d+/\d+, train/", re.M)

@@ -228,7 +228,6 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         extra[name].append(option)
     sized: List[str] = []
     if args.size:
-        sys.path.insert(0, str(Path(__file__).parent))
         from pretrain_throughput import SIZES, size_options
 
         sized = size_options(SIZES[args.size])

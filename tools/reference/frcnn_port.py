@@ -1,7 +1,7 @@
 """MMF's frcnn port on random bottom-up-attention weights: the numbers the extractor must match.
 
-    python tools/frcnn_port_reference.py --mmf-source ~/mmf --out port.npz
-    python tools/frcnn_port_reference.py --mmf-source ~/mmf --check \\
+    python tools/reference/frcnn_port.py --mmf-source ~/mmf --out port.npz
+    python tools/reference/frcnn_port.py --mmf-source ~/mmf --check \\
         tests/fixtures/frcnn_port/bottom_up_attr_lxmert36.npz
 
 Runs MMF's own implementation of the bottom-up-attention detector
@@ -28,12 +28,13 @@ import json
 import os
 import sys
 import tempfile
+import types
 from pathlib import Path
 from typing import Dict, Optional
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 FEATURE_STRIDE = 16  # every 16th feature dimension is kept in the fixture
 BOXES = 36
 PROPOSALS = 40
@@ -127,11 +128,11 @@ def _import_port(mmf_source: str):
             f"--mmf-source {mmf_source}: no tools/scripts/features/frcnn/"
             "modeling_frcnn.py there (expected an MMF source tree)"
         )
-    only_tools = tempfile.mkdtemp(prefix="mmf_tools_")
-    os.symlink(tools, os.path.join(only_tools, "tools"))
-    sys.path.insert(0, only_tools)
     for name in [m for m in sys.modules if m == "tools" or m.startswith("tools.")]:
         del sys.modules[name]
+    package = types.ModuleType("tools")  # the port imports itself as tools.scripts...
+    package.__path__ = [tools]
+    sys.modules["tools"] = package
     from tools.scripts.features.frcnn.frcnn_utils import Config
     from tools.scripts.features.frcnn.modeling_frcnn import GeneralizedRCNN
 
