@@ -91,7 +91,8 @@ def test_the_wheel_carries_configs_and_hook(wheel_env, tmp_path):
 def test_pretraining_runs_from_the_wheel(wheel_env, tiny_corpus, tmp_path):
     project = tmp_path / "projects" / "uvla"
     project.mkdir(parents=True)
-    (project / "pretrain.yaml").write_text((REPO / "projects/uvla/pretrain.yaml").read_text())
+    for name in ("pretrain.yaml", "toy_world.yaml"):  # the run config and the world it reads
+        (project / name).write_text((REPO / "projects/uvla" / name).read_text())
     save = tmp_path / "save"
     command = [
         str(wheel_env),
