@@ -21,8 +21,6 @@ from mmf_uvlp.utils.cluster import JobOptions
 from helpers import REPO
 from helpers.corpus import output_files, shared_resources, tiny_config, write_tiny_world
 
-SINGLE_THREAD = "run.num_threads=1"  # the single run and every job sum floats alike
-
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
@@ -33,7 +31,7 @@ def world(tmp_path_factory):
 def reference(world, tmp_path_factory):
     """An uninterrupted single run: the bytes every launch must reproduce."""
     out = str(tmp_path_factory.mktemp("reference"))
-    build(tiny_config(world, SINGLE_THREAD), out, resources=shared_resources())
+    build(tiny_config(world), out, resources=shared_resources())
     return out
 
 
@@ -60,9 +58,7 @@ def test_launch_on_the_local_executor_equals_a_single_run_and_retries_a_failed_s
     out = tmp_path / "launched"
     options = JobOptions(executor="local", time_min=30, array_parallelism=2)
     with caplog.at_level(logging.INFO, logger="mmf_uvlp.corpus.launch"):
-        report = launch(
-            tiny_config(world, SINGLE_THREAD), str(out), 2, options, progress=False, poll_s=0.5
-        )
+        report = launch(tiny_config(world), str(out), 2, options, progress=False, poll_s=0.5)
     assert report["output"]["images"] == 5
     assert output_files(str(out)) == output_files(reference)
     retried = [
@@ -84,7 +80,7 @@ def test_launch_on_the_local_executor_equals_a_single_run_and_retries_a_failed_s
     # everything done: a second launch submits nothing
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="mmf_uvlp.corpus.launch"):
-        launch(tiny_config(world, SINGLE_THREAD), str(out), 2, options, progress=False)
+        launch(tiny_config(world), str(out), 2, options, progress=False)
     assert not [r for r in caplog.records if ": job " in r.getMessage()]
     assert len([r for r in caplog.records if "already done" in r.getMessage()]) == 4
 
@@ -117,7 +113,7 @@ def test_an_interrupted_launch_resumes_without_redoing_finished_shards(world, re
         "--set",
         "report.num_examples=3",
         "--set",
-        SINGLE_THREAD,
+        "run.num_threads=1",
         "--no-progress",
         "--out",
         str(out),
@@ -289,7 +285,7 @@ def test_a_damaged_part_of_a_finished_launch_is_found_and_rebuilt_on_rerun(
 ):
     out = tmp_path / "launched"
     options = JobOptions(executor="local", time_min=30, array_parallelism=2)
-    config = tiny_config(world, SINGLE_THREAD)
+    config = tiny_config(world)
     launch(config, str(out), 2, options, progress=False, poll_s=0.5)
     part = out / "annotations" / "part-000000.jsonl.gz"
     whole = part.read_bytes()
