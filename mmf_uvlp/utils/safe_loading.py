@@ -249,7 +249,7 @@ def load_checkpoint(path: str | os.PathLike, trust: bool = False, trust_hint: st
                 trust_hint=trust_hint,
             ) from None
         raise _damaged_checkpoint(path, error) from None
-    except (RuntimeError, EOFError, OSError, ValueError) as error:
+    except Exception as error:  # a damaged pickle fails with any: KeyError, TypeError, ...
         raise _damaged_checkpoint(path, error) from None
 
 

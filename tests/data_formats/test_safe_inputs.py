@@ -102,6 +102,33 @@ def test_plain_checkpoints_load_as_before(state_dict, tmp_path):
         assert model.pretrained_report["loaded"]
 
 
+def test_a_checkpoint_with_flipped_bytes_loads_or_fails_in_one_line_naming_it(tmp_path):
+    """Byte flips anywhere in a ``torch.save`` file: each copy loads, or fails as a
+    FormatError naming the file in one line (a flipped pickle opcode argument raises
+    KeyError, IndexError or TypeError inside torch.load)."""
+    import random
+
+    from mmf_uvlp.utils.safe_loading import load_checkpoint
+
+    whole = tmp_path / "whole.pth"
+    torch.save({"model": {"w": torch.randn(30, 30), "b": torch.randn(30)}, "step": 3}, whole)
+    data, rng, path = whole.read_bytes(), random.Random(0), tmp_path / "flipped.pth"
+    outcomes = set()
+    for _ in range(400):
+        flipped = bytearray(data)
+        for _ in range(rng.randint(1, 4)):
+            flipped[rng.randrange(len(flipped))] = rng.randrange(256)
+        path.write_bytes(bytes(flipped))
+        try:
+            load_checkpoint(path)
+        except FormatError as error:
+            assert str(path) in str(error) and "\n" not in str(error), error
+            outcomes.add(type(error.__context__).__name__)
+        else:
+            outcomes.add("loaded")
+    assert "loaded" in outcomes and outcomes & {"KeyError", "IndexError", "TypeError"}, outcomes
+
+
 def _analysis_args(world, model_spec, out):
     return [
         "--world",
