@@ -115,17 +115,7 @@ def restricted_load(
         return RestrictedUnpickler(file, arrays=arrays, **kwargs).load()
     except _Refused as refused:
         raise UnsafeFileError(path, refused.name, allowed, key=key) from None
-    except (
-        pickle.UnpicklingError,
-        EOFError,
-        ValueError,
-        TypeError,
-        AttributeError,
-        IndexError,
-        KeyError,
-        UnicodeDecodeError,
-        MemoryError,
-    ) as error:
+    except Exception as error:  # a damaged pickle fails with any: LookupError, OverflowError, ...
         raise FormatError(
             path,
             "pickle",

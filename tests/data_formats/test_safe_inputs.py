@@ -129,6 +129,34 @@ def test_a_checkpoint_with_flipped_bytes_loads_or_fails_in_one_line_naming_it(tm
     assert "loaded" in outcomes and outcomes & {"KeyError", "IndexError", "TypeError"}, outcomes
 
 
+def test_a_detectron2_pickle_with_flipped_bytes_loads_or_fails_in_one_line_naming_it(tmp_path):
+    """The same for a detectron2 ``.pkl`` (a pickled dict: ``model`` of numpy arrays by
+    name, ``__author__``, ``matching_heuristics``): a flipped byte in the numpy reconstruct
+    arguments raised LookupError or OverflowError from the restricted unpickler."""
+    import random
+
+    from mmf_uvlp.utils.safe_loading import restricted_load
+
+    weights = {"backbone.res2.0.conv1.weight": np.random.default_rng(0).random((20, 20))}
+    public = {"model": weights, "__author__": "Caffe2", "matching_heuristics": True}
+    data, rng, path = pickle.dumps(public, protocol=2), random.Random(0), tmp_path / "model.pkl"
+    outcomes = set()
+    for _ in range(1000):
+        flipped = bytearray(data)
+        for _ in range(rng.randint(1, 4)):
+            flipped[rng.randrange(len(flipped))] = rng.randrange(256)
+        path.write_bytes(bytes(flipped))
+        try:
+            with open(path, "rb") as handle:
+                restricted_load(handle, path, arrays=True, encoding="latin1")
+        except FormatError as error:
+            assert str(path) in str(error) and "\n" not in str(error), error
+            outcomes.add(type(error.__context__).__name__)
+        else:
+            outcomes.add("loaded")
+    assert "loaded" in outcomes and outcomes & {"LookupError", "OverflowError"}, outcomes
+
+
 def _analysis_args(world, model_spec, out):
     return [
         "--world",
