@@ -65,7 +65,7 @@ from mmf_uvlp.modules.heads import (
 from mmf_uvlp.errors import UserConfigError
 from mmf_uvlp.modules.pooling import check_pooling, pool
 from mmf_uvlp.training.progress import current_epoch, registered_train_samples, updates_done
-from mmf_uvlp.training.throughput import compile_in_place, compile_mode, mark_cuda_graph_step
+from mmf_uvlp.training.throughput import compile_in_place, mark_cuda_graph_step
 from mmf_uvlp.utils.bert_source import load_or_explain
 from mmf_uvlp.utils.config_files import default_config
 from mmf_uvlp.utils.run_log import write_run_log
@@ -190,16 +190,20 @@ class UVLA(BaseModel):
         self._init_new_weights(bert)
         self._visual_lr_multiplier()  # a bad value fails at build, not at the optimizer
         self.curriculum = self._build_curriculum()
-        mode = compile_mode()
-        compiled = mode is not None and compile_in_place(
-            self.encoder, f"{self.config_key}'s encoder", mode
-        )
-        self._cuda_graphs = compiled and mode == "reduce-overhead"
+        self._cuda_graphs = False  # compile_for_training's reduce-overhead mode
 
         self.pretrained_report: Optional[Dict[str, Any]] = None
         pretrained = self.config.get("pretrained_checkpoint", None)
         if pretrained:
             self._load_pretrained(str(pretrained))
+
+    def compile_for_training(self, mode: str) -> bool:
+        """``torch.compile`` the encoder in place in ``mode`` (the trainer calls this for
+        ``training.compile``); with ``reduce-overhead`` each forward pass then begins a new
+        step of CUDA graphs. Returns whether it was compiled (False: it runs eagerly)."""
+        compiled = compile_in_place(self.encoder, f"{self.config_key}'s encoder", mode)
+        self._cuda_graphs = compiled and mode == "reduce-overhead"
+        return compiled
 
     def _build_embeddings(self, bert: BertForPreTraining) -> nn.Module:
         """The input embeddings: BERT's word embeddings beside the region path."""

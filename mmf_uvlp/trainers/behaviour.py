@@ -1,15 +1,17 @@
 """What the ``uvlp`` trainer does on every MMF version: every seed seeds (0 included), a
-non-finite training loss stops the run naming its samples, and evaluation leaves the
-training run's random stream as it was."""
+non-finite training loss stops the run naming its samples, evaluation leaves the
+training run's random stream as it was, and ``training.compile`` compiles the model."""
 
 from __future__ import annotations
 
 import contextlib
 from typing import Any, Iterator, Mapping
 
+from mmf_uvlp.errors import UserConfigError
 from mmf_uvlp.training.reproducibility import derived_seed, isolated_rng, seed_everything
 from mmf_uvlp.training.seeding import run_seed
 from mmf_uvlp.training.finite_loss import DeferredFiniteCheck, check_finite_loss
+from mmf_uvlp.training.throughput import compile_mode
 
 
 def seed_run(config: Any) -> None:
@@ -18,6 +20,23 @@ def seed_run(config: Any) -> None:
     seed = config.training.get("seed", None)
     if seed is not None:
         seed_everything(int(seed))
+
+
+def compile_model(trainer: Any) -> None:
+    """``training.compile`` (True or a ``torch.compile`` mode): the trainer's model compiles
+    itself (its ``compile_for_training``); a model without that method is refused, naming
+    the key, rather than left eager without a word."""
+    mode = compile_mode(trainer.config.training)
+    if mode is None:
+        return
+    compile_for_training = getattr(trainer.model, "compile_for_training", None)
+    if compile_for_training is None:
+        raise UserConfigError(
+            f"training.compile={trainer.config.training.compile!r}: model "
+            f"{trainer.config.model} cannot compile itself (no compile_for_training; uvla "
+            "and the models built on it can); set training.compile=False"
+        )
+    compile_for_training(mode)
 
 
 def stop_on_non_finite_loss(

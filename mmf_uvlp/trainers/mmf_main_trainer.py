@@ -14,7 +14,8 @@ behaviour that MMF main lacks (:mod:`.behaviour`).
   :mod:`mmf_uvlp.training.resumable_checkpoints`), which a resume restores;
 - a checkpoint write that fails names its error code and file in one line;
 - an evaluation whose predictions collapsed says so in one line
-  (:mod:`mmf_uvlp.metrics.collapse`).
+  (:mod:`mmf_uvlp.metrics.collapse`);
+- ``training.compile``: the model compiles itself before MMF parallelizes it.
 
 MMF main has mixed precision, the lr scheduler's state in its checkpoints and the
 ``multitasking`` mix of its own.
@@ -33,6 +34,7 @@ from mmf_uvlp.errors import CheckpointWriteError
 from mmf_uvlp.metrics.collapse import warn_if_collapsed
 from mmf_uvlp.training.trainer_choice import NAME
 from mmf_uvlp.trainers.behaviour import (
+    compile_model,
     evaluation_stream,
     flush_non_finite_check,
     seed_run,
@@ -129,6 +131,11 @@ class UVLPTrainer(MMFTrainer):
         self.train_loader = self.dataset_loader.train_dataloader()
         self.val_loader = self.dataset_loader.val_dataloader()
         self.test_loader = self.dataset_loader.test_dataloader()
+
+    def parallelize_model(self) -> None:
+        """MMF's, after the model compiled itself for ``training.compile``."""
+        compile_model(self)
+        super().parallelize_model()
 
     def evaluation_loop(self, *args: Any, **kwargs: Any) -> Any:
         flush_non_finite_check(self)

@@ -13,6 +13,7 @@ behaviour.
   evaluation and the end of training (:func:`.behaviour.stop_on_non_finite_loss`);
 - ``multitasking`` (MMF main's per-dataset mix) and ``training.persistent_workers``;
 - MMF main's stop at ``training.max_updates`` and per-dataset evaluation (:mod:`.rc10_mmf_main_loop`).
+- ``training.compile``: the model compiles itself before MMF parallelizes it.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from mmf.utils.logger import TensorboardLogger
 
 from mmf_uvlp.training.trainer_choice import NAME
 from mmf_uvlp.trainers.behaviour import (
+    compile_model,
     evaluation_stream,
     flush_non_finite_check,
     seed_run,
@@ -100,6 +102,11 @@ class UVLPTrainer(MMFMainLoop, BaseTrainer):
             log_dir = get_mmf_env(key="tensorboard_logdir") or self.writer.log_folder
             self.tb_writer = TensorboardLogger(log_dir, self.current_iteration)
         restore_scheduler(self)
+
+    def parallelize_model(self) -> None:
+        """MMF's, after the model compiled itself for ``training.compile``."""
+        compile_model(self)
+        super().parallelize_model()
 
     def _forward_pass(self, batch: Any) -> Any:
         with self.precision.autocast():

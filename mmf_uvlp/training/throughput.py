@@ -10,18 +10,21 @@
   and pins its batches
   (MMF then copies them with ``non_blocking=True``); without one, none and no pinning,
   as the training process computes on those cores itself.
-- :func:`compile_in_place` (``training.compile: True`` or a ``torch.compile`` mode, opt-in):
-  ``torch.compile`` of the model's encoder, for launch-bound small models, with CUDA graphs
-  in mode ``reduce-overhead``; a clear fallback to eager.
+- :func:`compile_mode` and :func:`compile_in_place` (``training.compile: True`` or a
+  ``torch.compile`` mode, opt-in): the trainer has the model compile its encoder
+  (``compile_for_training``), for launch-bound small models, with CUDA graphs in mode
+  ``reduce-overhead``; a clear fallback to eager.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Iterable, List, Optional
+from typing import Any, Iterable, List, Mapping, Optional
 
 import torch
+
+from mmf_uvlp.utils.run_log import write_run_log
 
 logger = logging.getLogger(__name__)
 
@@ -93,16 +96,12 @@ def fused_adamw_default(params: Iterable[Any]) -> bool:
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
 
 
-def compile_mode() -> Optional[str]:
-    """The ``torch.compile`` mode ``training.compile`` of the run's config asks for (True:
-    "default"), or None when it is unset, False or no config is registered."""
-    from mmf.common.registry import registry
-
+def compile_mode(training: Optional[Mapping[str, Any]]) -> Optional[str]:
+    """The ``torch.compile`` mode ``training.compile`` asks for (``training``: the run's
+    ``training`` config; True: "default"), or None when it is unset or False."""
     from mmf_uvlp.errors import UserConfigError
 
-    config = registry.get("config", None, no_warning=True)
-    training = (config.get("training") if config is not None else None) or {}
-    value = training.get("compile", False)
+    value = (training or {}).get("compile", False)
     if value is None or value is False:
         return None
     if value is True:
@@ -132,11 +131,9 @@ def compile_in_place(module: torch.nn.Module, what: str, mode: str = "default") 
         return False
     dynamo.config.suppress_errors = True
     module.compile(dynamic=True, mode=mode)
-    logger.info(
-        "training.compile: %s compiled with torch.compile, mode %s (dynamic shapes; "
-        "eager where a graph fails to compile)",
-        what,
-        mode,
+    write_run_log(
+        f"training.compile: {what} compiled with torch.compile, mode {mode} (dynamic shapes; "
+        "eager where a graph fails to compile)"
     )
     return True
 

@@ -43,13 +43,54 @@ def test_mmf_adam_w_takes_fused_and_keeps_the_cpu_default():
     assert torch.all(weight < 1)
 
 
-def _model_with(compile_value: Any) -> Any:
+def _trainer_with(compile_value: Any, model: Any) -> Any:
+    """The ``uvlp`` trainer of this MMF, just far enough to parallelize ``model`` (one CPU
+    process: MMF's parallelize_model leaves it as it is)."""
+    trainer_class = registry.get_trainer_class("uvlp")
+    trainer = trainer_class.__new__(trainer_class)
+    config = OmegaConf.merge(registry.get("config"), {"training": {"compile": compile_value}})
+    trainer.config, trainer.model = config, model
+    trainer.device, trainer.distributed, trainer.local_rank = torch.device("cpu"), False, 0
+    trainer.training_config = config.training
+    return trainer
+
+
+def test_the_model_does_not_read_training_compile_from_the_registry(processors):
     config = registry.get("config")
-    registry.register("config", OmegaConf.merge(config, {"training": {"compile": compile_value}}))
+    registry.register("config", OmegaConf.merge(config, {"training": {"compile": True}}))
     try:
-        return tiny_model()
+        model = tiny_model()
     finally:
         registry.register("config", config)
+    assert model.encoder._compiled_call_impl is None and model._cuda_graphs is False
+
+
+@pytest.mark.parametrize("compile_value", [True, "reduce-overhead", False])
+def test_the_trainer_has_the_model_compile_itself_for_training_compile(
+    processors, compile_value, monkeypatch
+):
+    import mmf_uvlp.models.uvla as uvla
+
+    calls = []
+    monkeypatch.setattr(
+        uvla, "compile_in_place", lambda module, what, mode: calls.append((what, mode)) or True
+    )
+    model = tiny_model()
+    trainer = _trainer_with(compile_value, model)
+    trainer.parallelize_model()
+    assert trainer.model is model
+    mode = {True: "default", False: None}.get(compile_value, compile_value)
+    assert calls == ([] if mode is None else [("uvla's encoder", mode)])
+    assert model._cuda_graphs is (mode == "reduce-overhead")
+
+
+def test_training_compile_of_a_model_that_cannot_compile_itself_is_refused(processors):
+    from mmf_uvlp.errors import UserConfigError
+
+    trainer = _trainer_with(True, torch.nn.Linear(2, 2))
+    trainer.config.model = "visual_bert"
+    with pytest.raises(UserConfigError, match=r"training.compile=True: model visual_bert cannot"):
+        trainer.parallelize_model()
 
 
 @pytest.mark.slow
@@ -63,7 +104,8 @@ def test_training_compile_compiles_the_encoder_and_changes_no_loss(
     eager = tiny_model()(batch)["losses"]
     steps = []
     monkeypatch.setattr(uvla, "mark_cuda_graph_step", lambda: steps.append(1))
-    model = _model_with(compile_value)
+    model = tiny_model()
+    _trainer_with(compile_value, model).parallelize_model()
     assert model.encoder._compiled_call_impl is not None  # compiled in place
     assert all(not key.startswith("encoder._orig_mod") for key in model.state_dict())
     from torch._dynamo.utils import counters
@@ -78,16 +120,17 @@ def test_training_compile_compiles_the_encoder_and_changes_no_loss(
     assert steps == ([1] if compile_value == "reduce-overhead" else [])
 
 
-def test_training_compile_takes_true_or_a_torch_compile_mode(processors):
+def test_training_compile_takes_true_or_a_torch_compile_mode():
     from mmf_uvlp.errors import UserConfigError
+    from mmf_uvlp.training.throughput import compile_mode
 
     with pytest.raises(
         UserConfigError,
         match=r"training.compile='fast': expected True, "
         r"False or one of \['default', 'reduce-overhead', 'max-autotune'\]",
     ):
-        _model_with("fast")
-    assert _model_with(False)._cuda_graphs is False
+        compile_mode({"compile": "fast"})
+    assert compile_mode({"compile": False}) is None and compile_mode({}) is None
 
 
 def test_mmf_run_takes_training_compile_and_pad_to_multiple_on_its_command_line(
@@ -104,6 +147,7 @@ def test_mmf_run_takes_training_compile_and_pad_to_multiple_on_its_command_line(
         "training.log_interval=1",
     )
     assert "progress: 2/2" in output and "AttributeError" not in output
+    assert "uvla's encoder compiled with torch.compile, mode default" in output
     training = OmegaConf.load(save / "config.yaml").training
     assert training.compile is True and training.pad_to_multiple == 8
     refused = pretrain(
