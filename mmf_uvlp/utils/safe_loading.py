@@ -146,13 +146,13 @@ def load_npy(file: str | os.PathLike | BinaryIO, mmap_mode: Optional[str] = None
         start = file.tell()
         try:
             return _read_npy(file, path, mmap_mode=None, reread=lambda: (file.seek(start), file)[1])
-        except (ValueError, EOFError, OSError) as error:
+        except Exception as error:  # a damaged header fails with any: TokenError, ...
             raise _npy_error(path, error) from None
     path = os.fspath(file)
     try:
         with open(path, "rb") as handle:
             return _read_npy(handle, path, mmap_mode, reread=lambda: path)
-    except (ValueError, EOFError, OSError) as error:
+    except Exception as error:
         raise _npy_error(path, error) from None
 
 

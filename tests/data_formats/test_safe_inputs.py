@@ -157,6 +157,32 @@ def test_a_detectron2_pickle_with_flipped_bytes_loads_or_fails_in_one_line_namin
     assert "loaded" in outcomes and outcomes & {"LookupError", "OverflowError"}, outcomes
 
 
+def test_an_npy_with_a_flipped_header_byte_loads_or_fails_in_one_line_naming_it(tmp_path):
+    """The same for a feature ``.npy`` (numpy's format: magic, version, header length, a
+    Python-literal header): a flipped header byte raised tokenize's TokenError."""
+    import random
+
+    from mmf_uvlp.utils.safe_loading import load_npy
+
+    whole = tmp_path / "whole.npy"
+    np.save(whole, np.random.default_rng(0).random((10, 16), dtype=np.float32))
+    data, rng, path = whole.read_bytes(), random.Random(0), tmp_path / "flipped.npy"
+    outcomes = set()
+    for _ in range(300):
+        flipped = bytearray(data)
+        flipped[rng.randrange(128)] = rng.randrange(256)  # the header: 128 bytes in version 1.0
+        path.write_bytes(bytes(flipped))
+        for mmap_mode in (None, "r"):
+            try:
+                load_npy(path, mmap_mode=mmap_mode)
+            except FormatError as error:
+                assert str(path) in str(error) and "\n" not in str(error), error
+                outcomes.add(type(error.__context__).__name__)
+            else:
+                outcomes.add("loaded")
+    assert "loaded" in outcomes and "TokenError" in outcomes, outcomes
+
+
 def _analysis_args(world, model_spec, out):
     return [
         "--world",
