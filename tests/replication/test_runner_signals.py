@@ -306,7 +306,8 @@ def test_replicate_names_a_malformed_record_in_one_line(tmp_path, text, expected
 HOLD = """
 import sys, time
 from mmf_uvlp.training.run_lock import RunLock
-RunLock(sys.argv[1], name="seed0.lock").acquire()
+lock = RunLock(sys.argv[1], name="seed0.lock")  # held while the object lives
+lock.acquire()
 print("held", flush=True)
 time.sleep(120)
 """
