@@ -34,7 +34,7 @@ def _run_trainer(opts: Sequence[str]) -> str:
     from mmf.utils.configuration import Configuration
     from mmf.utils.env import setup_imports
 
-    from mmf_uvlp.training.trainer_choice import NAME, chosen_by
+    from mmf_uvlp.trainers.choice import NAME, chosen_by
 
     setup_imports()
     config = Configuration(argparse.Namespace(config_override=None, opts=list(opts))).get_config()

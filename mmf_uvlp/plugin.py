@@ -40,7 +40,7 @@ def register_components() -> None:
     if _registered:
         return
     _registered = True
-    from mmf_uvlp.training.throughput import register_resolvers
+    from mmf_uvlp.trainers.throughput import register_resolvers
     from mmf_uvlp.utils import bert_source, world_preset
 
     bert_source.register_resolver()

@@ -105,7 +105,7 @@ def run_folder_lock() -> None:
     import mmf_cli.run as cli
 
     from mmf_uvlp.errors import RunFolderBusy
-    from mmf_uvlp.training.trainer_choice import chosen_by
+    from mmf_uvlp.trainers.choice import chosen_by
     from mmf_uvlp.training.run_folder import another_runs_final_checkpoint
     from mmf_uvlp.training.run_lock import RunLock
 
@@ -161,7 +161,7 @@ def command_line_values() -> None:
     from mmf.utils.configuration import Configuration
 
     from mmf_uvlp.training.command_line_values import wanted, with_predict_flag_as_literal
-    from mmf_uvlp.training.trainer_choice import declare_switches
+    from mmf_uvlp.trainers.choice import declare_switches
     from mmf_uvlp.utils.user_config import check_command_line_lists, check_command_line_literals
 
     merge_with_dotlist = Configuration._merge_with_dotlist
@@ -204,7 +204,7 @@ def command_line_values_on_mmf_main() -> None:
 
     from mmf_uvlp.errors import UserConfigError
     from mmf_uvlp.training.command_line_values import wanted, with_predict_flag_as_literal
-    from mmf_uvlp.training.trainer_choice import declare_switches
+    from mmf_uvlp.trainers.choice import declare_switches
     from mmf_uvlp.utils.user_config import check_command_line_lists, check_command_line_literals
 
     merge_with_dotlist = configuration._merge_with_dotlist

@@ -96,8 +96,8 @@ FIXES.fix(
 def _plain_data_checkpoint_loads() -> None:
     from mmf.utils.checkpoint import Checkpoint
     from mmf.utils.file_io import PathManager
-    from mmf_uvlp.training.checkpoint_files import omegaconf_containers
-    from mmf_uvlp.training.resumable_checkpoints import load_run_checkpoint
+    from mmf_uvlp.trainers.checkpoint import omegaconf_containers
+    from mmf_uvlp.trainers.checkpoint import load_run_checkpoint
 
     def _torch_load(self: Checkpoint, file: str) -> Any:
         local_path = PathManager.get_local_path(file, force=True)

@@ -34,7 +34,7 @@ def alias_module_paths() -> None:
 
     class AdamW(torch.optim.AdamW):
         """transformers 2.x AdamW: eps 1e-6, no weight decay unless asked; fused on a GPU
-        (``fused``: None = :func:`mmf_uvlp.training.throughput.fused_adamw_default`)."""
+        (``fused``: None = :func:`mmf_uvlp.trainers.throughput.fused_adamw_default`)."""
 
         def __init__(
             self,
@@ -46,7 +46,7 @@ def alias_module_paths() -> None:
             correct_bias: bool = True,
             fused: Optional[bool] = None,
         ):
-            from mmf_uvlp.training.throughput import fused_adamw_default
+            from mmf_uvlp.trainers.throughput import fused_adamw_default
 
             if not correct_bias:
                 raise ValueError(

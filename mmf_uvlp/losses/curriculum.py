@@ -10,7 +10,7 @@ flagged ``curriculum_weighted`` (R-N and I-S); every other sample keeps weight 1
 reference code reduced the batch first and so only scaled the batch mean; here every
 loss module multiplies its per-sample losses by these weights (see ``reduction.py``).
 
-The epoch comes from :func:`mmf_uvlp.training.progress.current_epoch`.
+The epoch comes from :func:`mmf_uvlp.trainers.progress.current_epoch`.
 
 The training log says when the weighting switches on and, every ``training.log_interval``
 updates while it is on, the w_ITM statistics of the weighted samples since the last such
@@ -24,7 +24,7 @@ from typing import Callable, List, Optional
 
 import torch
 
-from mmf_uvlp.training.progress import current_epoch
+from mmf_uvlp.trainers.progress import current_epoch
 
 
 class CurriculumWeighting:

@@ -64,8 +64,8 @@ from mmf_uvlp.modules.heads import (
 )
 from mmf_uvlp.errors import UserConfigError
 from mmf_uvlp.modules.pooling import check_pooling, pool
-from mmf_uvlp.training.progress import current_epoch, registered_train_samples, updates_done
-from mmf_uvlp.training.throughput import compile_in_place, mark_cuda_graph_step
+from mmf_uvlp.trainers.progress import current_epoch, registered_train_samples, updates_done
+from mmf_uvlp.trainers.throughput import compile_in_place, mark_cuda_graph_step
 from mmf_uvlp.utils.bert_source import load_or_explain
 from mmf_uvlp.utils.config_files import default_config
 from mmf_uvlp.utils.run_log import write_run_log

@@ -138,7 +138,7 @@ def precision(command: Sequence[str]) -> str:
     if found == "fp16" and _amp_dtype(command, config) == "bfloat16":
         return "bf16"
     if found is None and _amp_dtype(command, config) is None:
-        from mmf_uvlp.training.mixed_precision import default_precision
+        from mmf_uvlp.trainers.precision import default_precision
 
         return default_precision()  # the trainer's choice here: bf16 on a GPU that has it
     return found or DEFAULT_PRECISION

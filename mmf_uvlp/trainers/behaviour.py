@@ -8,10 +8,9 @@ import contextlib
 from typing import Any, Iterator, Mapping
 
 from mmf_uvlp.errors import UserConfigError
-from mmf_uvlp.training.reproducibility import derived_seed, isolated_rng, seed_everything
-from mmf_uvlp.training.seeding import run_seed
-from mmf_uvlp.training.finite_loss import DeferredFiniteCheck, check_finite_loss
-from mmf_uvlp.training.throughput import compile_mode
+from mmf_uvlp.trainers.finite_loss import DeferredFiniteCheck, check_finite_loss
+from mmf_uvlp.trainers.seeding import derived_seed, isolated_rng, run_seed, seed_everything
+from mmf_uvlp.trainers.throughput import compile_mode
 
 
 def seed_run(config: Any) -> None:
@@ -43,7 +42,7 @@ def stop_on_non_finite_loss(
     trainer: Any, training: Mapping[str, Any], report: Any, batch: Any
 ) -> None:
     """A NaN or infinite training loss stops the run, naming the update, the dataset and
-    the samples (:mod:`mmf_uvlp.training.finite_loss`); ``training.exit_on_nan_losses=False``
+    the samples (:mod:`mmf_uvlp.trainers.finite_loss`); ``training.exit_on_nan_losses=False``
     (MMF main's switch) turns the check off.
 
     A single process checks without waiting for the device (:class:`DeferredFiniteCheck`):

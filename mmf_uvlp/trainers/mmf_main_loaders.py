@@ -1,8 +1,8 @@
 """MMF main's data module as the ``uvlp`` trainer uses it: the data order is a function of
 (seed, epoch), and the position in the epoch is counted and resumed, as on rc10
-(:mod:`.rc10_loaders`), through the same sampler (:func:`~mmf_uvlp.training.data_order.seeded_dataloader`);
+(:mod:`.rc10_loaders`), through the same sampler (:func:`~mmf_uvlp.trainers.data_order.seeded_dataloader`);
 on a GPU, the next training batch is copied to the device on a side stream while the step
-computes (:class:`~mmf_uvlp.training.side_stream.SideStreamCopy`), as on rc10."""
+computes (:class:`~mmf_uvlp.trainers.side_stream.SideStreamCopy`), as on rc10."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from mmf.datasets.multi_datamodule import MultiDataModule
 from mmf.datasets.multi_dataset_loader import MultiDataLoader
 from torch.utils.data import DataLoader
 
-from mmf_uvlp.training.data_order import seeded_dataloader
-from mmf_uvlp.training.side_stream import CopyAhead, SideStreamCopy
+from mmf_uvlp.trainers.data_order import seeded_dataloader
+from mmf_uvlp.trainers.side_stream import CopyAhead, SideStreamCopy
 
 
 @contextlib.contextmanager
@@ -30,7 +30,7 @@ def _numpy_state_kept() -> Iterator[None]:
 
 class SeededMultiDataLoader(MultiDataLoader):
     """MMF main's MultiDataLoader whose DataLoaders draw their order from an
-    :class:`~mmf_uvlp.training.reproducibility.EpochSampler`, counting the batches it prepared
+    :class:`~mmf_uvlp.trainers.data_order.EpochSampler`, counting the batches it prepared
     per dataset (``consumed``), able to resume at a counted position."""
 
     def __init__(
@@ -52,7 +52,7 @@ class SeededMultiDataLoader(MultiDataLoader):
         return self.get_datasets()
 
     def position(self) -> Dict[str, Any]:
-        """Where the loader stands in its epoch (:func:`~mmf_uvlp.training.data_order.data_position`)."""
+        """Where the loader stands in its epoch (:func:`~mmf_uvlp.trainers.data_order.data_position`)."""
         return {
             "consumed": list(self.consumed),
             "sizes": [len(dataset) for dataset in self.datasets],

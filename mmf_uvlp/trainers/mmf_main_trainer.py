@@ -11,7 +11,7 @@ behaviour that MMF main lacks (:mod:`.behaviour`).
   leaves the training stream as it was (:mod:`.behaviour`);
 - checkpoints resume the same run (:class:`UVLPCheckpoint`): they carry the run state
   (random-number states and the position in the epoch:
-  :mod:`mmf_uvlp.training.resumable_checkpoints`), which a resume restores;
+  :mod:`mmf_uvlp.trainers.checkpoint`), which a resume restores;
 - a checkpoint write that fails names its error code and file in one line;
 - an evaluation whose predictions collapsed says so in one line
   (:mod:`mmf_uvlp.metrics.collapse`);
@@ -32,7 +32,7 @@ from mmf.utils.checkpoint import Checkpoint
 
 from mmf_uvlp.errors import CheckpointWriteError
 from mmf_uvlp.metrics.collapse import warn_if_collapsed
-from mmf_uvlp.training.trainer_choice import NAME
+from mmf_uvlp.trainers.choice import NAME
 from mmf_uvlp.trainers.behaviour import (
     compile_model,
     evaluation_stream,
@@ -41,7 +41,7 @@ from mmf_uvlp.trainers.behaviour import (
     stop_on_non_finite_loss,
 )
 from mmf_uvlp.trainers.mmf_main_loaders import SeededMultiDataModule
-from mmf_uvlp.training.resumable_checkpoints import RUN_STATE_KEY, restore_run_state, run_state
+from mmf_uvlp.trainers.checkpoint import RUN_STATE_KEY, restore_run_state, run_state
 
 logger = logging.getLogger(__name__)
 

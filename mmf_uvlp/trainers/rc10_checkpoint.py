@@ -2,13 +2,13 @@
 
 - :meth:`UVLPCheckpoint.save` writes MMF's checkpoint, plus the GradScaler state
   (``fp16_scaler``, MMF main's entry) and the run state (``uvlp_run_state``:
-  :mod:`mmf_uvlp.training.resumable_checkpoints`), each file atomically (a temporary file
+  :mod:`mmf_uvlp.trainers.checkpoint`), each file atomically (a temporary file
   renamed; a write error names its code and file), after the non-finite loss check of
   the last update (:func:`~mmf_uvlp.trainers.behaviour.flush_non_finite_check`);
 - a checkpoint is loaded as plain data only (a file holding anything else is refused,
   naming what it holds; ``checkpoint.trust_resume_file=True`` opts in to a legacy resume
   file), a resumed one is checked against the run
-  (:mod:`mmf_uvlp.training.checkpoint_fit`), and a resume restores the run state and the
+  (:mod:`mmf_uvlp.trainers.checkpoint`), and a resume restores the run state and the
   GradScaler;
 - a damaged or missing ``current.ckpt`` falls back to the newest complete
   ``models/model_N.ckpt``.
@@ -25,16 +25,16 @@ from mmf.utils.distributed import is_master
 from omegaconf import OmegaConf
 
 from mmf_uvlp.trainers.behaviour import flush_non_finite_check
-from mmf_uvlp.training.checkpoint_fit import check_checkpoint_fits
-from mmf_uvlp.training.mixed_precision import SCALER_KEY, restore_scaler
-from mmf_uvlp.training.resumable_checkpoints import (
+from mmf_uvlp.trainers.checkpoint import check_checkpoint_fits
+from mmf_uvlp.trainers.precision import SCALER_KEY, restore_scaler
+from mmf_uvlp.trainers.checkpoint import (
     RUN_STATE_KEY,
     load_or_fall_back,
     load_run_checkpoint,
     restore_run_state,
     run_state,
 )
-from mmf_uvlp.training.checkpoint_files import atomic_torch_save
+from mmf_uvlp.trainers.checkpoint import atomic_torch_save
 
 
 class UVLPCheckpoint(Checkpoint):

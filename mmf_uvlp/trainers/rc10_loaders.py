@@ -6,7 +6,7 @@ epoch end: each training dataset keeps one DataLoader iterator across epochs
 (:class:`EpochBatches`, :class:`EpochStream`), so its workers prepare the next epoch's
 first batches while the last ones of this epoch train; on a GPU, the next batch is copied
 to the device on a side stream while the step computes
-(:class:`~mmf_uvlp.training.side_stream.SideStreamCopy`)."""
+(:class:`~mmf_uvlp.trainers.side_stream.SideStreamCopy`)."""
 
 from __future__ import annotations
 
@@ -18,11 +18,11 @@ from mmf.common.dataset_loader import DatasetLoader
 from mmf.common.registry import registry
 from mmf.datasets.multi_dataset_loader import MultiDatasetLoader
 
-from mmf_uvlp.training.data_order import seeded_dataloader
-from mmf_uvlp.training.multitasking import train_probabilities
-from mmf_uvlp.training.side_stream import CopyAhead, SideStreamCopy
-from mmf_uvlp.training.workers import worker_arguments
-from mmf_uvlp.training.reproducibility import EpochSampler
+from mmf_uvlp.trainers.data_order import seeded_dataloader
+from mmf_uvlp.trainers.multitasking import train_probabilities
+from mmf_uvlp.trainers.side_stream import CopyAhead, SideStreamCopy
+from mmf_uvlp.trainers.data_order import worker_arguments
+from mmf_uvlp.trainers.data_order import EpochSampler
 
 
 class EpochBatches(torch.utils.data.Sampler):
@@ -110,7 +110,7 @@ class EpochStream:
 
 class SeededMultiDatasetLoader(MultiDatasetLoader):
     """MMF's MultiDatasetLoader whose DataLoaders draw their order from an
-    :class:`~mmf_uvlp.training.reproducibility.EpochSampler`, and which counts the batches it
+    :class:`~mmf_uvlp.trainers.data_order.EpochSampler`, and which counts the batches it
     prepared per dataset (``consumed``) and can resume at a counted position."""
 
     def __init__(self, dataset_type: str = "train"):
@@ -156,7 +156,7 @@ class SeededMultiDatasetLoader(MultiDatasetLoader):
 
     def resume_at(self, position: Dict[str, Any]) -> None:
         """Continue, at the next iteration, from ``position`` (a checkpoint's
-        :func:`~mmf_uvlp.training.data_order.data_position`)."""
+        :func:`~mmf_uvlp.trainers.data_order.data_position`)."""
         self._resume = position
 
     def __iter__(self) -> Any:

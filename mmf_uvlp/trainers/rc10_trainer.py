@@ -4,7 +4,7 @@ behaviour.
 - every seed seeds, 0 included, and the data order is a function of (seed, epoch)
   (:mod:`.rc10_loaders`); evaluation leaves the training stream as it was (:mod:`.behaviour`);
 - mixed precision as MMF main spells it (``training.fp16``, ``training.amp_dtype``:
-  :mod:`mmf_uvlp.training.mixed_precision`), which rc10 lacks; bfloat16 by default on a GPU
+  :mod:`mmf_uvlp.trainers.precision`), which rc10 lacks; bfloat16 by default on a GPU
   that has it, float32 elsewhere;
 - checkpoints resume the same run (:mod:`.rc10_checkpoint`): the run state, the lr
   scheduler and the GradScaler are restored;
@@ -30,7 +30,7 @@ from mmf.utils.early_stopping import EarlyStopping
 from mmf.utils.general import clip_gradients
 from mmf.utils.logger import TensorboardLogger
 
-from mmf_uvlp.training.trainer_choice import NAME
+from mmf_uvlp.trainers.choice import NAME
 from mmf_uvlp.trainers.behaviour import (
     compile_model,
     evaluation_stream,
@@ -41,8 +41,8 @@ from mmf_uvlp.trainers.behaviour import (
 from mmf_uvlp.trainers.rc10_checkpoint import UVLPCheckpoint
 from mmf_uvlp.trainers.rc10_loaders import SeededDatasetLoader
 from mmf_uvlp.trainers.rc10_mmf_main_loop import MMFMainLoop
-from mmf_uvlp.training.mixed_precision import Precision, record_in_config
-from mmf_uvlp.training.resumable_checkpoints import restore_scheduler
+from mmf_uvlp.trainers.precision import Precision, record_in_config
+from mmf_uvlp.trainers.checkpoint import restore_scheduler
 
 
 @registry.register_trainer(NAME)

@@ -16,7 +16,7 @@ def user_error_of(exc: BaseException) -> Optional[Tuple[str, int]]:
     from mmf.common.registry import registry
 
     from mmf_uvlp.errors import FormatError, LmdbOpenError, RunStopped, UserConfigError
-    from mmf_uvlp.training.trainer_choice import chosen_by
+    from mmf_uvlp.trainers.choice import chosen_by
 
     key, seen = None, exc
     while seen is not None:

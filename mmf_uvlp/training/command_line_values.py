@@ -30,7 +30,7 @@ def wanted(config: Any, opts: Optional[Sequence[str]]) -> bool:
     """Whether the run being configured (``config`` before ``opts`` are merged) trains with
     the plugin's trainer or a subclass of it (``training.trainer`` of ``config``, or of
     ``opts``)."""
-    from mmf_uvlp.training.trainer_choice import chosen_by, is_plugin_trainer
+    from mmf_uvlp.trainers.choice import chosen_by, is_plugin_trainer
 
     for opt in opts or []:
         key, _, value = str(opt).partition("=")

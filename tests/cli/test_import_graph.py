@@ -17,8 +17,9 @@ FLOORS: Tuple[Tuple[str, ...], ...] = (
     ("errors", "batch"),  # the package's error types; the batch fields
     ("utils",),  # helpers of every floor: safe loading, atomic writes, config files, boxes
     ("data_formats", "tasks"),  # the on-disk formats; the study's tasks and metrics
-    ("corpus", "metrics", "reference_models", "report", "toy_world", "training"),
-    ("trainers",),  # the uvlp trainer: MMF's trainer calling the training behaviour
+    ("corpus", "metrics", "reference_models", "report", "toy_world"),
+    ("trainers",),  # the uvlp trainer: MMF's trainer and its components, one per concern
+    ("training",),  # the command line's run helpers: one-line errors, run lock, run folder
     ("datasets", "extraction", "processors"),
     ("modules",),  # the model's parts, reading collated batches
     ("losses",),

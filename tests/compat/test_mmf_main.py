@@ -27,8 +27,8 @@ from mmf_uvlp import compat
 from mmf_uvlp.compat import lightning as lightning_fixes
 from mmf_uvlp.compat import mmf_main as main_fixes
 from mmf_uvlp.datasets.annotation_db import AnnotationDbHook
-from mmf_uvlp.training import progress as training_progress
-from mmf_uvlp.training.progress import (
+from mmf_uvlp.trainers import progress as training_progress
+from mmf_uvlp.trainers.progress import (
     CALLBACK_NAME,
     TrainingProgressCallback,
     clear_train_samples,

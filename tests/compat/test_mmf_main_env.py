@@ -225,7 +225,7 @@ def _pretrain_in_process(tmp_path: Path, world: Path, *opts: str) -> List[Tuple[
     import mmf_cli.run  # first: importing MMF registers the plugin's components
 
     from mmf_uvlp.losses.curriculum import CurriculumWeighting
-    from mmf_uvlp.training.progress import updates_done
+    from mmf_uvlp.trainers.progress import updates_done
 
     seen: List[Tuple[int, float, bool]] = []
     active = CurriculumWeighting.active
@@ -269,7 +269,7 @@ def lightning_pretraining(
 
 
 def _check_the_curriculum_clock(seen: List[Tuple[int, float, bool]]) -> None:
-    from mmf_uvlp.training.progress import registered_train_samples
+    from mmf_uvlp.trainers.progress import registered_train_samples
 
     training = seen[:6]  # one forward per update; the evaluation forwards follow
     assert [updates for updates, _, _ in training] == [0, 1, 2, 3, 4, 5]

@@ -255,7 +255,7 @@ def test_a_datasets_batch_is_its_samples_alone_and_leaves_device_generators_alon
     """Each sample's draws follow from its seed whatever its batch (the dataset's own draw
     too), and seeding them touches neither the process's CPU stream nor any device's."""
     from mmf_uvlp.datasets.builders.pretraining import PretrainingDataset
-    from mmf_uvlp.training.reproducibility import SampleIndex
+    from mmf_uvlp.trainers.data_order import SampleIndex
 
     class Toy(PretrainingDataset):
         def raw_input(self, idx):

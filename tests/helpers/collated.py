@@ -20,7 +20,7 @@ from mmf_uvlp.processors.pair_masking import PairMaskingProcessor
 from mmf_uvlp.processors.region_phrase_masking import RegionPhraseMaskingProcessor
 from mmf_uvlp.processors.region_tag_masking import RegionTagMaskingProcessor
 from mmf_uvlp.processors.text_masking import TextMaskingProcessor
-from mmf_uvlp.training.progress import clear_train_samples, register_train_samples
+from mmf_uvlp.trainers.progress import clear_train_samples, register_train_samples
 
 BERT = os.environ["UVLP_BERT"]
 D, L, R, CLASSES = 6, 24, 10, 12

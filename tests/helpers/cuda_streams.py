@@ -1,6 +1,6 @@
 """CUDA's stream calls imitated on a CPU and recorded, for a whole ``mmf_run`` of the
 ``uvlp`` trainer: the side-stream copy of the next batch
-(:class:`mmf_uvlp.training.side_stream.SideStreamCopy`) is switched on as on a GPU, and
+(:class:`mmf_uvlp.trainers.side_stream.SideStreamCopy`) is switched on as on a GPU, and
 every stream call, copy and forward pass is written, one JSON line each, to a log.
 
 Run as ``python cuda_streams.py LOG MMF_RUN_ARGS...``: the stand-ins are installed, then
@@ -42,7 +42,7 @@ def install(path: str) -> None:
     import torch
 
     from mmf_uvlp.models.uvla import UVLA
-    from mmf_uvlp.training import side_stream
+    from mmf_uvlp.trainers import side_stream
 
     log, numbers = _Log(path), itertools.count()
     current: List[Any] = []
@@ -106,7 +106,7 @@ def install(path: str) -> None:
 
 
 def _pointers(batch: Any) -> List[int]:
-    from mmf_uvlp.training.side_stream import tensors
+    from mmf_uvlp.trainers.side_stream import tensors
 
     return sorted({tensor.data_ptr() for tensor in tensors(batch) if tensor.numel()})
 

@@ -13,12 +13,12 @@ from omegaconf import OmegaConf
 
 import mmf  # noqa: F401  (registers the plugin's components)
 
-from mmf_uvlp.training.finite_loss import DeferredFiniteCheck, NonFiniteLoss, finite_flag
-from mmf_uvlp.training.host_sync import HostSyncError, no_host_sync
+from mmf_uvlp.trainers.finite_loss import DeferredFiniteCheck, NonFiniteLoss, finite_flag
+from mmf_uvlp.utils.host_sync import HostSyncError, no_host_sync
 
 from mmf_uvlp.trainers.behaviour import flush_non_finite_check
 from mmf_uvlp.trainers.rc10_trainer import UVLPTrainer
-from mmf_uvlp.training.mixed_precision import FLOAT32
+from mmf_uvlp.trainers.precision import FLOAT32
 
 from helpers import REPO
 from helpers.collated import both_batches, processors, registry_state, tiny_model  # noqa: F401

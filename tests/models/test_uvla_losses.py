@@ -14,7 +14,7 @@ from mmf_uvlp.losses.mlm import MaskedLanguageModelingLoss
 from mmf_uvlp.losses.mrc import MaskedRegionClassificationLoss
 from mmf_uvlp.losses.mrfr import MaskedRegionFeatureRegressionLoss
 from mmf_uvlp.losses.pmrtc import PhraseRegionTokenLoss
-from mmf_uvlp.training.progress import clear_train_samples, current_epoch, register_train_samples
+from mmf_uvlp.trainers.progress import clear_train_samples, current_epoch, register_train_samples
 
 LN = math.log
 

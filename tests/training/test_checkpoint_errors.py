@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from mmf_uvlp.errors import CheckpointWriteError, DamagedCheckpoint, RefusedCheckpoint
-from mmf_uvlp.training.checkpoint_files import atomic_torch_save, load_checkpoint
+from mmf_uvlp.trainers.checkpoint import atomic_torch_save, load_checkpoint
 
 from helpers import HOLDOUT, MMF_RUN, REPO, TINY, rows
 from helpers.crafted import CreatesFile

@@ -1,5 +1,5 @@
 """A resumed checkpoint is checked against the run's model, task and weights
-(mmf_uvlp/training/checkpoint_fit.py); through ``mmf_run``: tests/e2e/test_quick_start.py."""
+(mmf_uvlp/trainers/checkpoint.py); through ``mmf_run``: tests/e2e/test_quick_start.py."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 from torch import nn
 
 from mmf_uvlp.errors import UserConfigError
-from mmf_uvlp.training.checkpoint_fit import check_checkpoint_fits, differences
+from mmf_uvlp.trainers.checkpoint import check_checkpoint_fits, differences
 
 
 class Model(nn.Module):

@@ -21,9 +21,9 @@ from mmf_uvlp.losses.mrfr import MaskedRegionFeatureRegressionLoss
 from mmf_uvlp.models.uvla import UVLA
 from mmf_uvlp.processors.image_sentence_masking import ImageSentenceMaskingProcessor
 from mmf_uvlp.processors.region_tag_masking import RegionTagMaskingProcessor
-from mmf_uvlp.training.mixed_precision import SCALER_KEY, Precision, restore_scaler
-from mmf_uvlp.training.progress import clear_train_samples, register_train_samples
-from mmf_uvlp.training.reproducibility import set_rng_state
+from mmf_uvlp.trainers.precision import SCALER_KEY, Precision, restore_scaler
+from mmf_uvlp.trainers.progress import clear_train_samples, register_train_samples
+from mmf_uvlp.trainers.seeding import set_rng_state
 
 from helpers import HOLDOUT, REPO, TINY, mmf_run
 
@@ -36,7 +36,7 @@ D, L, R = 6, 16, 5
 def bf16_gpu(monkeypatch):
     """torch as it answers on a GPU with native bfloat16 (compute capability >= 8.0), under
     MMF 1.0.0rc10; ``bf16_gpu(native=False)`` / ``bf16_gpu(mmf_main=True)`` change that."""
-    import mmf_uvlp.training.mixed_precision as mixed_precision
+    import mmf_uvlp.trainers.precision as mixed_precision
 
     def gpu(native: bool = True, mmf_main: bool = False) -> None:
         monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -55,7 +55,7 @@ def test_bfloat16_is_the_default_on_a_gpu_that_has_it_float32_elsewhere(bf16_gpu
     from omegaconf import OmegaConf
 
     from mmf_uvlp.replication.provenance import precision
-    from mmf_uvlp.training.mixed_precision import record_in_config
+    from mmf_uvlp.trainers.precision import record_in_config
 
     cuda = torch.device("cuda")
     default = Precision.from_config({}, cuda)
@@ -363,7 +363,7 @@ def test_a_checkpoint_written_on_a_gpu_loads_on_the_cpu(tmp_path):
     optimizer = torch.optim.AdamW(model.parameters())
     model(torch.ones(1, 3)).sum().backward()
     optimizer.step()
-    from mmf_uvlp.training.reproducibility import rng_state
+    from mmf_uvlp.trainers.seeding import rng_state
 
     rng = dict(rng_state(), cuda=[torch.get_rng_state()])  # what torch.cuda adds on a GPU
     checkpoint = {
@@ -401,7 +401,7 @@ def test_a_checkpoint_written_on_the_cpu_restores_when_mapped_to_a_gpu(tmp_path)
     """The reverse: MMF maps every tensor of the checkpoint to the GPU; the host-side states
     (random numbers, loss scale) still restore (emulated by tensors whose host-only uses
     raise, as a CUDA tensor's do)."""
-    from mmf_uvlp.training.reproducibility import rng_state
+    from mmf_uvlp.trainers.seeding import rng_state
 
     checkpoint = {
         "uvlp_run_state": {"rng": rng_state()},
@@ -421,7 +421,7 @@ def test_a_checkpoint_written_on_the_cpu_restores_when_mapped_to_a_gpu(tmp_path)
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_a_cpu_checkpoint_resumes_on_a_real_gpu(tmp_path):
-    from mmf_uvlp.training.reproducibility import rng_state
+    from mmf_uvlp.trainers.seeding import rng_state
 
     path = tmp_path / "cpu.ckpt"
     torch.save({"uvlp_run_state": {"rng": rng_state()}}, path)

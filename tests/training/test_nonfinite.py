@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from mmf_uvlp.datasets.databases.aligned_corpus import AlignedCorpusDatabase
-from mmf_uvlp.training.finite_loss import NonFiniteLoss, check_finite_loss
+from mmf_uvlp.trainers.finite_loss import NonFiniteLoss, check_finite_loss
 
 from helpers import HOLDOUT, MMF_RUN, REPO, TINY
 

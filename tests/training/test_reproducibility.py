@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from mmf_uvlp.training.reproducibility import rng_state, set_rng_state
+from mmf_uvlp.trainers.seeding import rng_state, set_rng_state
 
 
 class DeviceTensor(torch.Tensor):

@@ -5,7 +5,7 @@ skip a resume gives it must not carry into the next epoch."""
 
 import pytest
 
-from mmf_uvlp.training.reproducibility import EpochSampler
+from mmf_uvlp.trainers.data_order import EpochSampler
 
 from helpers import assert_resume_at_12_is_the_uninterrupted_run
 

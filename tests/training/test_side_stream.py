@@ -1,4 +1,4 @@
-"""The side-stream copy of the next batch (:mod:`mmf_uvlp.training.side_stream`) as it runs
+"""The side-stream copy of the next batch (:mod:`mmf_uvlp.trainers.side_stream`) as it runs
 on a GPU, with CUDA's stream calls imitated on the CPU and recorded: the computing stream
 waits for each copy and every copied tensor, nested ones included, is recorded on it; and
 the same through a whole ``mmf_run`` of the ``uvlp`` trainer, where MMF's own
@@ -12,7 +12,7 @@ from typing import Any, List
 import torch
 from mmf.common.sample import SampleList
 
-from mmf_uvlp.training.side_stream import SideStreamCopy
+from mmf_uvlp.trainers.side_stream import SideStreamCopy
 
 from helpers import HOLDOUT, REPO, TINY
 from helpers import cuda_streams

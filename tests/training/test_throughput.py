@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 import mmf  # noqa: F401  (applies the compatibility fixes)
 import mmf.modules.optimizers  # noqa: F401  (registers adam_w)
 from mmf.common.registry import registry
-from mmf_uvlp.training.throughput import default_num_workers, fused_adamw_default, run_cpus
+from mmf_uvlp.trainers.throughput import default_num_workers, fused_adamw_default, run_cpus
 
 from helpers import pretrain
 from helpers.collated import both_batches, processors, registry_state, tiny_model  # noqa: F401
@@ -122,7 +122,7 @@ def test_training_compile_compiles_the_encoder_and_changes_no_loss(
 
 def test_training_compile_takes_true_or_a_torch_compile_mode():
     from mmf_uvlp.errors import UserConfigError
-    from mmf_uvlp.training.throughput import compile_mode
+    from mmf_uvlp.trainers.throughput import compile_mode
 
     with pytest.raises(
         UserConfigError,

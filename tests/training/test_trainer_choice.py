@@ -45,7 +45,7 @@ def test_a_run_s_trainer_comes_from_its_config(opts, trainer):
     from mmf.common.registry import registry
     from mmf.trainers.base_trainer import BaseTrainer
 
-    from mmf_uvlp.training.trainer_choice import chosen_by
+    from mmf_uvlp.trainers.choice import chosen_by
     from mmf_uvlp.trainers.uvlp_trainer import UVLPTrainer
 
     config = _run_config(*opts)
@@ -207,7 +207,7 @@ def test_mmf_s_own_visual_bert_run_is_byte_for_byte_the_run_without_the_plugin(
 def test_the_trainer_s_keys_are_declared_at_their_defaults_and_present_values_stay():
     from omegaconf import OmegaConf
 
-    from mmf_uvlp.training.trainer_choice import declare_switches, switches
+    from mmf_uvlp.trainers.choice import declare_switches, switches
 
     config = OmegaConf.create(
         {
@@ -238,7 +238,7 @@ def test_a_trainer_subclassing_the_plugin_s_gets_its_keys_and_behaviour():
     from mmf.common.registry import registry
 
     from mmf_uvlp.trainers.uvlp_trainer import UVLPTrainer
-    from mmf_uvlp.training.trainer_choice import is_plugin_trainer
+    from mmf_uvlp.trainers.choice import is_plugin_trainer
 
     name = "uvlp_subclass_of_a_test"
     registry.register_trainer(name)(type("UserTrainer", (UVLPTrainer,), {}))

@@ -33,11 +33,11 @@ from mmf_uvlp.trainers.behaviour import flush_non_finite_check
 from mmf_uvlp.trainers.rc10_checkpoint import UVLPCheckpoint
 from mmf_uvlp.trainers.rc10_loaders import SeededMultiDatasetLoader
 from mmf_uvlp.trainers.rc10_trainer import UVLPTrainer
-from mmf_uvlp.training.checkpoint_files import atomic_torch_save
-from mmf_uvlp.training.data_order import seeded_dataloader
-from mmf_uvlp.training.mixed_precision import FLOAT32
-from mmf_uvlp.training.reproducibility import EpochSampler
-from mmf_uvlp.training.side_stream import CopiedBatch, SideStreamCopy
+from mmf_uvlp.trainers.checkpoint import atomic_torch_save
+from mmf_uvlp.trainers.data_order import seeded_dataloader
+from mmf_uvlp.trainers.precision import FLOAT32
+from mmf_uvlp.trainers.data_order import EpochSampler
+from mmf_uvlp.trainers.side_stream import CopiedBatch, SideStreamCopy
 
 from helpers.crafted import CreatesFile
 

@@ -22,7 +22,7 @@ indices from the host: uvla's step waits for nothing). A timed step is forward (
 MMF's losses) + backward + ``AdamW.step`` (fused on a GPU, as ``mmf_run``'s), models in
 train mode, cycling R-T, R-N, I-S like real multi-dataset pre-training, for each precision of
 ``--precisions`` as ``training.fp16`` / ``training.amp_dtype`` train
-(:mod:`mmf_uvlp.training.mixed_precision`): fp32; fp16 (autocast + GradScaler); bf16
+(:mod:`mmf_uvlp.trainers.precision`): fp32; fp16 (autocast + GradScaler); bf16
 (autocast). Rounds alternate the order of the systems (load drifts hit all of them); every
 figure is the median over rounds. A round of steps is timed as one window, on a GPU between
 two CUDA events with one synchronise at its end (no step waits for the one before).
@@ -85,9 +85,9 @@ from mmf_uvlp.datasets.collate import collate, restore_region_copies  # noqa: E4
 from mmf_uvlp.processors.image_sentence_masking import ImageSentenceMaskingProcessor  # noqa: E402
 from mmf_uvlp.processors.region_phrase_masking import RegionPhraseMaskingProcessor  # noqa: E402
 from mmf_uvlp.processors.region_tag_masking import RegionTagMaskingProcessor  # noqa: E402
-from mmf_uvlp.training.mixed_precision import Precision  # noqa: E402
-from mmf_uvlp.training.progress import clear_train_samples, register_train_samples  # noqa: E402
-from mmf_uvlp.training.throughput import fused_adamw_default  # noqa: E402
+from mmf_uvlp.trainers.precision import Precision  # noqa: E402
+from mmf_uvlp.trainers.progress import clear_train_samples, register_train_samples  # noqa: E402
+from mmf_uvlp.trainers.throughput import fused_adamw_default  # noqa: E402
 
 KINDS = ("rt", "rn", "is")
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}

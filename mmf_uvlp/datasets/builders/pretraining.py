@@ -37,7 +37,7 @@ from mmf_uvlp.datasets.region_features import RegionFeaturesDatabase
 from mmf_uvlp.datasets.resident_features import ImageRows, ResidentFeatures
 from mmf_uvlp.datasets.region_counts import RegionCounts
 from mmf_uvlp.errors import UserConfigError
-from mmf_uvlp.training.progress import register_train_samples
+from mmf_uvlp.trainers.progress import register_train_samples
 from mmf_uvlp.utils.config_files import default_config
 
 

@@ -25,7 +25,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 import torch
 
 from mmf_uvlp.errors import RunStopped
-from mmf_uvlp.training.host_sync import deferred_read
+from mmf_uvlp.utils.host_sync import deferred_read
 
 # Batch fields that identify samples, in the order they are preferred.
 SAMPLE_ID_FIELDS = (

@@ -15,7 +15,7 @@ proportion to its size), so this is the number of passes over all of them.
 
 Datasets call :func:`register_train_samples` once when their train split is built::
 
-    from mmf_uvlp.training.progress import register_train_samples
+    from mmf_uvlp.trainers.progress import register_train_samples
     register_train_samples(self.dataset_name, len(self.annotation_db))
 
 The sizes live in MMF's registry under ``uvla_train_samples.<dataset_name>``.
@@ -142,7 +142,7 @@ def current_epoch(batch_size: Optional[int] = None, module: Optional[Any] = None
     if not sizes:
         raise RuntimeError(
             "the epoch cannot be derived: no training-set size is registered. Each pre-training "
-            "dataset must call mmf_uvlp.training.progress.register_train_samples(name, n) "
+            "dataset must call mmf_uvlp.trainers.progress.register_train_samples(name, n) "
             f"(registry key '{TRAIN_SAMPLES_KEY}.<dataset_name>')"
         )
     if batch_size is None:

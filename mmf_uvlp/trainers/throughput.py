@@ -2,7 +2,7 @@
 
 - :func:`fused_adamw_default`: AdamW runs PyTorch's fused kernel (one launch for every
   parameter, and a step it can skip on a device flag, see
-  :class:`mmf_uvlp.training.finite_loss.DeferredFiniteCheck`) when every parameter is on a
+  :class:`mmf_uvlp.trainers.finite_loss.DeferredFiniteCheck`) when every parameter is on a
   CUDA device; on a CPU it keeps PyTorch's default, so CPU results stay as they were.
 - ``${uvlp_num_workers:}`` / ``${uvlp_pin_memory:}`` (the project configs'
   ``training.num_workers`` / ``training.pin_memory``): with a GPU, each DataLoader gets

@@ -10,7 +10,7 @@ lives on the model's device once MMF has moved the batch there, so on a CPU (whe
 waits) the block finds the calls that would wait on a GPU; on a CUDA device it also sets
 ``torch.cuda.set_sync_debug_mode("error")``, which catches the syncs made inside PyTorch's
 own kernels. :func:`deferred_read` marks the one read a sync-free step makes: a value the
-device computed an update before (:class:`~mmf_uvlp.training.finite_loss.DeferredFiniteCheck`'s
+device computed an update before (:class:`~mmf_uvlp.trainers.finite_loss.DeferredFiniteCheck`'s
 flag), which waits for nothing by then.
 """
 
