@@ -50,8 +50,6 @@ from mmf_uvlp.errors import (
     RefusedCheckpoint,
     UserConfigError,
 )
-from mmf_uvlp.trainers.data_order import data_position
-from mmf_uvlp.trainers.seeding import rng_state, set_rng_state
 from mmf_uvlp.utils.atomic import atomic_open
 from mmf_uvlp.utils.safe_loading import numpy_data
 
@@ -319,18 +317,6 @@ def check_checkpoint_fits(
     )
 
 
-# ------------------------------------------------------------------ run state
-def run_state(trainer: Any) -> Dict[str, Any]:
-    """What a checkpoint of ``trainer`` needs beyond MMF's to resume the same run."""
-    scheduler = getattr(trainer, "lr_scheduler", None)
-    return {
-        "rng": rng_state(),
-        "data": data_position(trainer.train_loader),
-        "epoch": int(trainer.current_epoch),
-        "lr_scheduler": None if scheduler is None else scheduler.state_dict(),
-    }
-
-
 TRUST_RESUME_FILE = "checkpoint.trust_resume_file"
 
 
@@ -354,38 +340,63 @@ def load_run_checkpoint(
     )
 
 
-def restore_run_state(trainer: Any, state: Dict[str, Any], file: str) -> None:
-    """Put ``trainer`` back where the checkpoint ``file`` of ``state`` was written; data of
-    other sizes restart the data order with a new epoch (with a warning)."""
-    set_rng_state(state["rng"])
-    loader, data = trainer.train_loader, state["data"]
-    if data["sizes"] == [len(dataset) for dataset in loader.datasets]:
-        loader.resume_at(data)
-        trainer.current_epoch = state["epoch"] - 1  # train() re-enters the epoch in progress
-    else:
-        warnings.warn(
-            f"{file}: its training data ({data['sizes']} samples per dataset) differ from "
-            f"this run's; the data order restarts with a new epoch"
-        )
-    trainer.scheduler_state = state["lr_scheduler"]
+# ------------------------------------------------------------------ run state
+class LrScheduleResume:
+    """The lr scheduler's state in a checkpoint's run state (``lr_scheduler``), a component of
+    the ``uvlp`` trainer: MMF 1.0.0rc10 neither saves nor restores it. A resume holds the
+    loaded state until the run's scheduler is built (:meth:`restore`)."""
+
+    def __init__(self, trainer: Any):
+        self.trainer = trainer  # MMF's: its ``lr_scheduler`` and ``optimizer``
+        self._loaded: Optional[Dict[str, Any]] = None
+
+    def state_dict(self) -> Dict[str, Any]:
+        scheduler = getattr(self.trainer, "lr_scheduler", None)
+        return {"lr_scheduler": None if scheduler is None else scheduler.state_dict()}
+
+    def load_state_dict(self, state: Mapping[str, Any], file: str = "") -> None:
+        self._loaded = state["lr_scheduler"]
+
+    def restore(self) -> None:
+        """The loaded scheduler state into the trainer's scheduler, and the lr of its next
+        update into the optimizer."""
+        state, self._loaded = self._loaded, None
+        scheduler = getattr(self.trainer, "lr_scheduler", None)
+        if state is None or scheduler is None:
+            return
+        scheduler.load_state_dict(state)
+        # Building the scheduler set the lr of step 0; the next update uses the lr of
+        # the restored step under this run's schedule (a longer max_updates extends it).
+        lambdas = getattr(scheduler, "lr_lambdas", None)
+        if lambdas is None:
+            rates = scheduler.get_last_lr()
+        else:
+            rates = [
+                base * fn(scheduler.last_epoch) for base, fn in zip(scheduler.base_lrs, lambdas)
+            ]
+        for group, rate in zip(self.trainer.optimizer.param_groups, rates):
+            group["lr"] = rate
 
 
-def restore_scheduler(trainer: Any) -> None:
-    """The lr scheduler state of the resumed checkpoint, and the lr of its next update."""
-    state, trainer.scheduler_state = getattr(trainer, "scheduler_state", None), None
-    if state is None or trainer.lr_scheduler is None:
-        return
-    scheduler = trainer.lr_scheduler
-    scheduler.load_state_dict(state)
-    # Building the scheduler set the lr of step 0; the next update uses the lr of
-    # the restored step under this run's schedule (a longer max_updates extends it).
-    lambdas = getattr(scheduler, "lr_lambdas", None)
-    if lambdas is None:
-        rates = scheduler.get_last_lr()
-    else:
-        rates = [base * fn(scheduler.last_epoch) for base, fn in zip(scheduler.base_lrs, lambdas)]
-    for group, rate in zip(trainer.optimizer.param_groups, rates):
-        group["lr"] = rate
+class RunState:
+    """What a checkpoint carries beyond MMF's to resume the same run (``uvlp_run_state``): the
+    union of the states of the trainer's ``components`` (each a mapping of its own entries:
+    ``rng``, ``data`` and ``epoch``, ``lr_scheduler``), collected in their order; a resume
+    hands each component the whole run state."""
+
+    def __init__(self, *components: Any):
+        self.components = components
+
+    def state_dict(self) -> Dict[str, Any]:
+        state: Dict[str, Any] = {}
+        for component in self.components:
+            state.update(component.state_dict())
+        return state
+
+    def load_state_dict(self, state: Mapping[str, Any], file: str) -> None:
+        """Put every component back where the checkpoint ``file`` of ``state`` was written."""
+        for component in self.components:
+            component.load_state_dict(state, file)
 
 
 def newest_complete(checkpoint: Any) -> Optional[str]:

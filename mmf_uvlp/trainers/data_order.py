@@ -10,6 +10,7 @@ dropout and masking also consume, and its MultiDatasetLoader keeps no position: 
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 import torch
@@ -151,3 +152,31 @@ def data_position(loader: Any) -> Dict[str, Any]:
         "finished": sorted(int(i) for i in loader._finished_iterators),
         "used_once": sorted(int(i) for i in loader._used_once),
     }
+
+
+class DataOrder:
+    """The trainer's data order, a component of the ``uvlp`` trainer: where its train loader
+    stands in the epoch in progress (:func:`data_position`), and the epoch; its state is the
+    ``data`` and ``epoch`` entries of a checkpoint's run state. A resume continues the epoch
+    at the counted position, or, when the training data have other sizes than the
+    checkpoint's, restarts the data order with a new epoch (with a warning)."""
+
+    def __init__(self, trainer: Any):
+        self.trainer = trainer  # MMF's: its ``train_loader`` and ``current_epoch``
+
+    def state_dict(self) -> Dict[str, Any]:
+        return {
+            "data": data_position(self.trainer.train_loader),
+            "epoch": int(self.trainer.current_epoch),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any], file: str = "the checkpoint") -> None:
+        loader, data = self.trainer.train_loader, state["data"]
+        if data["sizes"] == [len(dataset) for dataset in loader.datasets]:
+            loader.resume_at(data)
+            self.trainer.current_epoch = state["epoch"] - 1  # train() re-enters the epoch
+        else:
+            warnings.warn(
+                f"{file}: its training data ({data['sizes']} samples per dataset) differ from "
+                f"this run's; the data order restarts with a new epoch"
+            )

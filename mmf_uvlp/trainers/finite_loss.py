@@ -252,3 +252,59 @@ def _input_tensors(
             if size is not None and tensor.shape[0] != size:
                 continue
             yield (f"{field}.{key}" if key else str(field)), tensor.detach()
+
+
+class NonFiniteLossStop:
+    """The non-finite loss stop, a component of the ``uvlp`` trainer: a NaN or infinite
+    training loss stops the run, naming the update, the dataset and the samples;
+    ``training.exit_on_nan_losses=False`` (MMF main's switch) turns it off.
+
+    A single process checks without waiting for the device (:class:`DeferredFiniteCheck`):
+    the flag of an update is read when the next update is checked, and before every
+    checkpoint (:meth:`state_dict`), evaluation and the end of training (:meth:`flush`), so
+    no checkpoint holds weights a non-finite loss updated. A distributed run checks every
+    update on every rank (:func:`check_finite_loss`), so that all ranks stop together.
+    Nothing of it is saved: its state, once flushed, is empty."""
+
+    def __init__(self) -> None:
+        self._deferred = DeferredFiniteCheck()
+        self._model: Optional[torch.nn.Module] = None
+
+    def check(
+        self,
+        model: torch.nn.Module,
+        training: Mapping[str, Any],
+        report: Any,
+        batch: Any,
+        update: int,
+        optimizer: Any = None,
+    ) -> None:
+        """Check the losses of ``report`` (``update``: the update they would make, from 1) of
+        a training forward pass of ``model`` on ``batch``."""
+        if not (model.training and training.get("exit_on_nan_losses", True)):
+            return
+        losses = report.get("losses") or {}
+        dataset = report.get("dataset_name", "?")
+        if _distributed():
+            check_finite_loss(losses, batch, dataset, update, model)
+            return
+        self._model = model
+        self._deferred.submit(losses, batch, dataset, update, optimizer, model)
+
+    def flush(self) -> None:
+        """Raise :class:`NonFiniteLoss` if the update checked last had a non-finite loss."""
+        self._deferred.flush(self._model)
+
+    def state_dict(self) -> Dict[str, Any]:
+        """Nothing, once the update checked last is known to be finite (:meth:`flush`)."""
+        self.flush()
+        return {}
+
+    def load_state_dict(self, state: Mapping[str, Any], file: str = "") -> None:
+        """Nothing to restore: a checkpoint holds no pending check."""
+
+
+def _distributed() -> bool:
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1

@@ -145,11 +145,6 @@ def record_in_config(precision: Precision, training: Any) -> None:
             training.amp_dtype = "bfloat16" if precision.dtype == torch.bfloat16 else "float16"
 
 
-def precision_of(trainer: Any) -> Precision:
-    """The precision a trainer was set up with (float32 before its set-up)."""
-    return getattr(trainer, "precision", FLOAT32)
-
-
 def _saved_precision(config: Any) -> Optional[str]:
     """``fp32`` / ``fp16`` / ``bf16`` of a checkpoint's saved config (None: unknown)."""
     training = (config or {}).get("training") if isinstance(config, Mapping) else None
@@ -160,22 +155,60 @@ def _saved_precision(config: Any) -> Optional[str]:
     return "bf16" if training.get("amp_dtype") == "bfloat16" else "fp16"
 
 
-def restore_scaler(trainer: Any, checkpoint: Mapping[str, Any], file: str) -> None:
-    """Load ``checkpoint``'s GradScaler state into ``trainer.scaler``; say when the run
-    changes precision across the resume (then it is not the uninterrupted run)."""
-    saved, now = _saved_precision(checkpoint.get("config")), precision_of(trainer).name
-    if saved is not None and saved != now:
-        message = (
-            f"{file} was trained in {saved}, this run continues in {now}: the resumed "
-            "run is not the uninterrupted one"
-        )
-        warnings.warn(message)
-        trainer.writer.write(message, "warning")
-    scaler = getattr(trainer, "scaler", None)
-    if scaler is None or not scaler.is_enabled():
-        return
-    state = checkpoint.get(SCALER_KEY)
-    if state:
-        scaler.load_state_dict(state)
-    else:
-        trainer.writer.write(f"{file} holds no GradScaler state: the loss scale starts afresh")
+class MixedPrecision:
+    """The trainer's precision, a component of the ``uvlp`` trainer on MMF 1.0.0rc10: the
+    autocast region of its forward passes (:attr:`precision`) and the GradScaler of its
+    backward passes (:attr:`scaler`, on for float16 only); its state is the GradScaler's,
+    saved as ``fp16_scaler`` (MMF main's entry)."""
+
+    def __init__(self, precision: Precision, writer: Any = None):
+        self.precision = precision
+        self.scaler = precision.grad_scaler()
+        self._writer = writer  # MMF's writer, where the resume's messages go
+
+    @classmethod
+    def from_config(cls, training: Any, device: Any, writer: Any = None) -> "MixedPrecision":
+        """:meth:`Precision.from_config`, written into the run's config
+        (:func:`record_in_config`) and logged when mixed."""
+        precision = Precision.from_config(training, device)
+        record_in_config(precision, training)
+        mixed = cls(precision, writer)
+        if precision.enabled and writer is not None:
+            writer.write(
+                f"Mixed precision: autocast to {precision.dtype} on {precision.device_type}, "
+                f"GradScaler {'on' if mixed.scaler.is_enabled() else 'off'}"
+            )
+        return mixed
+
+    def autocast(self) -> ContextManager:
+        """The autocast region of a forward pass (a no-op in float32)."""
+        return self.precision.autocast()
+
+    def state_dict(self) -> Dict[str, Any]:
+        """The GradScaler's state (empty when it is off)."""
+        return self.scaler.state_dict()
+
+    def load_state_dict(
+        self, state: Optional[Mapping[str, Any]], saved_config: Any = None, file: str = ""
+    ) -> None:
+        """Load the GradScaler state ``state`` of the checkpoint ``file`` (whose config is
+        ``saved_config``); say when the run changes precision across the resume (then it is
+        not the uninterrupted run)."""
+        saved, now = _saved_precision(saved_config), self.precision.name
+        if saved is not None and saved != now:
+            message = (
+                f"{file} was trained in {saved}, this run continues in {now}: the resumed "
+                "run is not the uninterrupted one"
+            )
+            warnings.warn(message)
+            self._write(message, "warning")
+        if not self.scaler.is_enabled():
+            return
+        if state:
+            self.scaler.load_state_dict(state)
+        else:
+            self._write(f"{file} holds no GradScaler state: the loss scale starts afresh")
+
+    def _write(self, message: str, level: str = "info") -> None:
+        if self._writer is not None:
+            self._writer.write(message, level)

@@ -1,15 +1,16 @@
 """MMF 1.0.0rc10's Checkpoint as the ``uvlp`` trainer uses it.
 
 - :meth:`UVLPCheckpoint.save` writes MMF's checkpoint, plus the GradScaler state
-  (``fp16_scaler``, MMF main's entry) and the run state (``uvlp_run_state``:
-  :mod:`mmf_uvlp.trainers.checkpoint`), each file atomically (a temporary file
-  renamed; a write error names its code and file), after the non-finite loss check of
-  the last update (:func:`~mmf_uvlp.trainers.behaviour.flush_non_finite_check`);
+  (``fp16_scaler``, MMF main's entry: the trainer's
+  :class:`~mmf_uvlp.trainers.precision.MixedPrecision`) and the run state (``uvlp_run_state``:
+  the states of the trainer's components, :class:`~mmf_uvlp.trainers.checkpoint.RunState`,
+  collected after the non-finite loss check of the last update), each file atomically (a
+  temporary file renamed; a write error names its code and file);
 - a checkpoint is loaded as plain data only (a file holding anything else is refused,
   naming what it holds; ``checkpoint.trust_resume_file=True`` opts in to a legacy resume
   file), a resumed one is checked against the run
-  (:mod:`mmf_uvlp.trainers.checkpoint`), and a resume restores the run state and the
-  GradScaler;
+  (:func:`~mmf_uvlp.trainers.checkpoint.check_checkpoint_fits`), and a resume hands the
+  run state and the GradScaler state back to the trainer's components;
 - a damaged or missing ``current.ckpt`` falls back to the newest complete
   ``models/model_N.ckpt``.
 """
@@ -24,17 +25,14 @@ from mmf.utils.checkpoint import Checkpoint
 from mmf.utils.distributed import is_master
 from omegaconf import OmegaConf
 
-from mmf_uvlp.trainers.behaviour import flush_non_finite_check
-from mmf_uvlp.trainers.checkpoint import check_checkpoint_fits
-from mmf_uvlp.trainers.precision import SCALER_KEY, restore_scaler
 from mmf_uvlp.trainers.checkpoint import (
     RUN_STATE_KEY,
+    atomic_torch_save,
+    check_checkpoint_fits,
     load_or_fall_back,
     load_run_checkpoint,
-    restore_run_state,
-    run_state,
 )
-from mmf_uvlp.trainers.checkpoint import atomic_torch_save
+from mmf_uvlp.trainers.precision import SCALER_KEY
 
 
 class UVLPCheckpoint(Checkpoint):
@@ -76,9 +74,11 @@ class UVLPCheckpoint(Checkpoint):
         if checkpoint is None or load_pretrained or reset.all:
             return result
         if not reset.get("fp16_scaler", False):
-            restore_scaler(self.trainer, checkpoint, str(file))
+            self.trainer.mixed_precision.load_state_dict(
+                checkpoint.get(SCALER_KEY), checkpoint.get("config"), str(file)
+            )
         if not (force or reset.counts) and RUN_STATE_KEY in checkpoint:
-            restore_run_state(self.trainer, checkpoint[RUN_STATE_KEY], str(file))
+            self.trainer.run_state.load_state_dict(checkpoint[RUN_STATE_KEY], str(file))
         return result
 
     def _contents(self, update: int, iteration: int) -> Dict[str, Any]:
@@ -102,12 +102,12 @@ class UVLPCheckpoint(Checkpoint):
         }
         if self.git_repo:
             contents.update(self._get_vcs_fields())
-        contents[SCALER_KEY] = trainer.scaler.state_dict()
-        contents[RUN_STATE_KEY] = run_state(trainer)
+        contents[SCALER_KEY] = trainer.mixed_precision.state_dict()
+        contents[RUN_STATE_KEY] = trainer.run_state.state_dict()
         return contents
 
     def save(self, update: int, iteration: Optional[int] = None, update_best: bool = False) -> None:
-        flush_non_finite_check(self.trainer)  # no checkpoint of a non-finite update
+        self.trainer.non_finite.flush()  # no checkpoint of a non-finite update
         if not is_master():
             return
         contents = self._contents(update, iteration or update)
@@ -121,6 +121,6 @@ class UVLPCheckpoint(Checkpoint):
         )
 
     def finalize(self) -> None:
-        flush_non_finite_check(self.trainer)
+        self.trainer.non_finite.flush()
         if is_master():
             atomic_torch_save(self.trainer.model.state_dict(), self.pth_filepath)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import random
-from typing import Any, Dict, Iterator
+from typing import Any, Dict, Iterator, Mapping
 
 import numpy as np
 import torch
@@ -105,3 +105,33 @@ def isolated_rng(seed: int) -> Iterator[None]:
         yield
     finally:
         set_rng_state(saved)
+
+
+class RandomState:
+    """The run's random streams, a component of the ``uvlp`` trainer: :meth:`seed` seeds every
+    generator with ``training.seed`` (MMF's ``set_seed`` seeds only a true seed, so
+    ``training.seed=0`` seeded nothing while the log said "Using seed 0"); :meth:`evaluation`
+    runs a block on generators seeded from the run's seed, and the training stream continues
+    afterwards as if it had not run; its state is the global generators' (the ``rng`` entry
+    of a checkpoint's run state)."""
+
+    def seed(self, training: Mapping[str, Any]) -> None:
+        """Seed every generator with ``training.seed`` (0 included; None: nothing)."""
+        seed = training.get("seed", None)
+        if seed is not None:
+            seed_everything(int(seed))
+
+    @contextlib.contextmanager
+    def evaluation(self) -> Iterator[None]:
+        """The block draws from generators seeded from the run's seed, and leaves the
+        training stream as it was."""
+        with isolated_rng(derived_seed(run_seed(), 2)):
+            yield
+
+    def state_dict(self) -> Dict[str, Any]:
+        """``{"rng": ...}``: the global generators' states (:func:`rng_state`)."""
+        return {"rng": rng_state()}
+
+    def load_state_dict(self, state: Mapping[str, Any], file: str = "") -> None:
+        """Restore the generators from a :meth:`state_dict`."""
+        set_rng_state(state["rng"])

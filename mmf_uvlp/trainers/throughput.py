@@ -24,6 +24,7 @@ from typing import Any, Iterable, List, Mapping, Optional
 
 import torch
 
+from mmf_uvlp.errors import UserConfigError
 from mmf_uvlp.utils.run_log import write_run_log
 
 logger = logging.getLogger(__name__)
@@ -112,6 +113,23 @@ def compile_mode(training: Optional[Mapping[str, Any]]) -> Optional[str]:
             f"{list(COMPILE_MODES)} (a torch.compile mode)"
         )
     return value
+
+
+def compile_model(trainer: Any) -> None:
+    """``training.compile`` (True or a ``torch.compile`` mode): the trainer's model compiles
+    itself (its ``compile_for_training``); a model without that method is refused, naming
+    the key, rather than left eager without a word."""
+    mode = compile_mode(trainer.config.training)
+    if mode is None:
+        return
+    compile_for_training = getattr(trainer.model, "compile_for_training", None)
+    if compile_for_training is None:
+        raise UserConfigError(
+            f"training.compile={trainer.config.training.compile!r}: model "
+            f"{trainer.config.model} cannot compile itself (no compile_for_training; uvla "
+            "and the models built on it can); set training.compile=False"
+        )
+    compile_for_training(mode)
 
 
 def compile_in_place(module: torch.nn.Module, what: str, mode: str = "default") -> bool:

@@ -83,12 +83,10 @@ def expect_non_finite_loss_named(forward: Callable[[], Any], trainer: Any = None
     """``forward()`` (a trainer's forward pass at update 7 over :func:`nan_batch_and_model`'s
     batch) stops, naming the update, the dataset and the sample; with ``trainer``, at the
     latest when its check is read (as before a checkpoint: the check waits for no device)."""
-    from mmf_uvlp.trainers.behaviour import flush_non_finite_check
-
     try:
         forward()
         if trainer is not None:
-            flush_non_finite_check(trainer)
+            trainer.non_finite.flush()
     except Exception as exc:  # MMF: the NaN loss goes on to its backward pass and update
         message = str(exc)
         assert message.startswith("non-finite loss at update 7 on dataset uvla_region_tag"), message

@@ -415,11 +415,18 @@ def main_trainer_module(monkeypatch):
             pass
 
         def configure_callbacks(self):  # MMF main's: early stopping keeps the checkpoint too
-            checkpoint = Checkpoint(self)
-            self.checkpoint_callback = types.SimpleNamespace(_checkpoint=checkpoint)
+            self.checkpoint_callback = CheckpointCallback(self.config, self)
             self.early_stop_callback = types.SimpleNamespace(
-                early_stopping=types.SimpleNamespace(checkpoint=checkpoint)
+                early_stopping=types.SimpleNamespace(checkpoint=self.checkpoint_callback.checkpoint)
             )
+
+    class CheckpointCallback:
+        def __init__(self, config, trainer):
+            self._checkpoint = Checkpoint(trainer)
+
+        @property
+        def checkpoint(self):
+            return self._checkpoint
 
     class Checkpoint:
         def __init__(self, trainer=None):
@@ -431,6 +438,7 @@ def main_trainer_module(monkeypatch):
     for name, attribute, value in (
         ("mmf.trainers.mmf_trainer", "MMFTrainer", MMFTrainer),
         ("mmf.utils.checkpoint", "Checkpoint", Checkpoint),
+        ("mmf.trainers.callbacks.checkpoint", "CheckpointCallback", CheckpointCallback),
         ("mmf.datasets.multi_datamodule", "MultiDataModule", object),
         ("mmf.datasets.multi_dataset_loader", "MultiDataLoader", object),
     ):
@@ -449,7 +457,12 @@ def test_the_main_trainer_stops_a_non_finite_loss_seeds_seed_zero_and_checkpoint
 ):
     import compat_checks
 
+    from mmf_uvlp.trainers.finite_loss import NonFiniteLossStop
+    from mmf_uvlp.trainers.seeding import RandomState
+
     trainer = main_trainer_module.UVLPTrainer.__new__(main_trainer_module.UVLPTrainer)
+    trainer.random_state, trainer.non_finite = RandomState(), NonFiniteLossStop()
+    trainer.optimizer = None
     batch, trainer.model = compat_checks.nan_batch_and_model()
     trainer.num_updates = 6
     trainer.training_config = OmegaConf.create({"exit_on_nan_losses": True})

@@ -147,10 +147,15 @@ def test_check_fails_without_the_fix(name):
 
 
 def _bare_uvlp_trainer(**attributes):
+    """MMF main's ``uvlp`` trainer with ``attributes`` and the components its methods use."""
+    from mmf_uvlp.trainers.finite_loss import NonFiniteLossStop
     from mmf_uvlp.trainers.mmf_main_trainer import UVLPTrainer
+    from mmf_uvlp.trainers.seeding import RandomState
 
     trainer = UVLPTrainer.__new__(UVLPTrainer)
-    trainer.__dict__.update(attributes)
+    trainer.__dict__.update(
+        random_state=RandomState(), non_finite=NonFiniteLossStop(), optimizer=None, **attributes
+    )
     return trainer
 
 

@@ -16,9 +16,9 @@ import mmf  # noqa: F401  (registers the plugin's components)
 from mmf_uvlp.trainers.finite_loss import DeferredFiniteCheck, NonFiniteLoss, finite_flag
 from mmf_uvlp.utils.host_sync import HostSyncError, no_host_sync
 
-from mmf_uvlp.trainers.behaviour import flush_non_finite_check
+from mmf_uvlp.trainers.finite_loss import NonFiniteLossStop
 from mmf_uvlp.trainers.rc10_trainer import UVLPTrainer
-from mmf_uvlp.trainers.precision import FLOAT32
+from mmf_uvlp.trainers.precision import FLOAT32, MixedPrecision
 
 from helpers import REPO
 from helpers.collated import both_batches, processors, registry_state, tiny_model  # noqa: F401
@@ -60,8 +60,8 @@ def _trainer(model: torch.nn.Module) -> UVLPTrainer:
         model=model,
         num_updates=4,
         profile=lambda *a: None,
-        precision=FLOAT32,
-        scaler=FLOAT32.grad_scaler(),
+        mixed_precision=MixedPrecision(FLOAT32),
+        non_finite=NonFiniteLossStop(),
         lr_scheduler=None,
         tb_writer=None,
         should_clip_gradients=True,
@@ -89,7 +89,7 @@ def test_the_uvlp_trainers_step_makes_no_host_sync(processors):
     assert any(
         not torch.equal(old, new.detach()) for old, new in zip(before, trainer.model.parameters())
     )
-    flush_non_finite_check(trainer)  # as before a checkpoint: finite, nothing raised
+    trainer.non_finite.flush()  # as before a checkpoint: finite, nothing raised
 
 
 FINE_TUNING = ("vqa2", "nlvr2", "visual_entailment", "refcoco_plus")
@@ -137,7 +137,7 @@ def test_a_fine_tuning_step_of_each_task_makes_no_host_sync(
     assert any(
         not torch.equal(old, new.detach()) for old, new in zip(before, trainer.model.parameters())
     )
-    flush_non_finite_check(trainer)
+    trainer.non_finite.flush()
 
 
 @pytest.mark.parametrize(

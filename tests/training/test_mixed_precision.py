@@ -21,7 +21,7 @@ from mmf_uvlp.losses.mrfr import MaskedRegionFeatureRegressionLoss
 from mmf_uvlp.models.uvla import UVLA
 from mmf_uvlp.processors.image_sentence_masking import ImageSentenceMaskingProcessor
 from mmf_uvlp.processors.region_tag_masking import RegionTagMaskingProcessor
-from mmf_uvlp.trainers.precision import SCALER_KEY, Precision, restore_scaler
+from mmf_uvlp.trainers.precision import SCALER_KEY, MixedPrecision, Precision
 from mmf_uvlp.trainers.progress import clear_train_samples, register_train_samples
 from mmf_uvlp.trainers.seeding import set_rng_state
 
@@ -322,14 +322,17 @@ def _on_device(value):
     return value
 
 
-class _Trainer:
-    def __init__(self, precision: Precision):
-        self.precision, self.scaler = precision, precision.grad_scaler()
+class _Writer:
+    def __init__(self):
         self.messages = []
-        self.writer = self
 
     def write(self, message, level="info"):
         self.messages.append(message)
+
+
+def _mixed(precision: Precision) -> MixedPrecision:
+    """The trainer's precision component, its messages kept (``_writer.messages``)."""
+    return MixedPrecision(precision, _Writer())
 
 
 def _scaler_after_overflow() -> torch.amp.GradScaler:
@@ -347,13 +350,13 @@ def test_the_scaler_state_restores_from_a_gpu_mapped_checkpoint():
     state = _scaler_after_overflow().state_dict()
     assert state["scale"] == 32768.0
     assert not any(isinstance(value, torch.Tensor) for value in state.values())
-    trainer = _Trainer(Precision.from_config({"fp16": True}, "cpu"))
+    mixed = _mixed(Precision.from_config({"fp16": True}, "cpu"))
     checkpoint = _on_device({SCALER_KEY: state, "config": {"training": {"fp16": True}}})
-    restore_scaler(trainer, checkpoint, "current.ckpt")
-    assert trainer.scaler.state_dict() == state and trainer.messages == []
-    other = _Trainer(Precision.from_config({"fp16": True, "amp_dtype": "bfloat16"}, "cpu"))
+    mixed.load_state_dict(checkpoint.get(SCALER_KEY), checkpoint.get("config"), "current.ckpt")
+    assert mixed.scaler.state_dict() == state and mixed._writer.messages == []
+    other = _mixed(Precision.from_config({"fp16": True, "amp_dtype": "bfloat16"}, "cpu"))
     with pytest.warns(UserWarning, match="trained in fp16, this run continues in bf16"):
-        restore_scaler(other, checkpoint, "current.ckpt")
+        other.load_state_dict(checkpoint.get(SCALER_KEY), checkpoint.get("config"), "current.ckpt")
 
 
 def test_a_checkpoint_written_on_a_gpu_loads_on_the_cpu(tmp_path):
@@ -392,9 +395,9 @@ def test_a_checkpoint_written_on_a_gpu_loads_on_the_cpu(tmp_path):
     torch.rand(5)
     set_rng_state(loaded["uvlp_run_state"]["rng"])
     assert torch.equal(torch.rand(3), first)
-    trainer = _Trainer(Precision.from_config({"fp16": True}, "cpu"))
-    restore_scaler(trainer, loaded, str(path))
-    assert trainer.scaler.get_scale() == 32768.0
+    mixed = _mixed(Precision.from_config({"fp16": True}, "cpu"))
+    mixed.load_state_dict(loaded.get(SCALER_KEY), loaded.get("config"), str(path))
+    assert mixed.scaler.get_scale() == 32768.0
 
 
 def test_a_checkpoint_written_on_the_cpu_restores_when_mapped_to_a_gpu(tmp_path):
@@ -414,9 +417,9 @@ def test_a_checkpoint_written_on_the_cpu_restores_when_mapped_to_a_gpu(tmp_path)
     expected = torch.rand(4)
     set_rng_state(mapped["uvlp_run_state"]["rng"])
     assert torch.equal(torch.rand(4), expected)
-    trainer = _Trainer(Precision.from_config({"fp16": True}, "cpu"))
-    restore_scaler(trainer, mapped, str(path))
-    assert trainer.scaler.get_scale() == 32768.0
+    mixed = _mixed(Precision.from_config({"fp16": True}, "cpu"))
+    mixed.load_state_dict(mapped.get(SCALER_KEY), mapped.get("config"), str(path))
+    assert mixed.scaler.get_scale() == 32768.0
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

@@ -75,7 +75,11 @@ def _evaluating(trainer_class: type) -> Any:
     from mmf.common.report import Report
     from mmf.modules.metrics import Metrics
 
+    from mmf_uvlp.trainers.finite_loss import NonFiniteLossStop
+    from mmf_uvlp.trainers.seeding import RandomState
+
     trainer = trainer_class.__new__(trainer_class)
+    trainer.random_state, trainer.non_finite = RandomState(), NonFiniteLossStop()
     trainer.model, trainer.metrics = torch.nn.Linear(1, 1), Metrics(["accuracy"])
     trainer._forward_pass = lambda item: Report(*item)
     trainer.meter = None

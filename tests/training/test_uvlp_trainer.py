@@ -29,14 +29,15 @@ from mmf.modules.metrics import Metrics
 from mmf.utils.build import build_dataloader_and_sampler
 
 from mmf_uvlp.errors import UserConfigError
-from mmf_uvlp.trainers.behaviour import flush_non_finite_check
+from mmf_uvlp.trainers.finite_loss import NonFiniteLossStop
 from mmf_uvlp.trainers.rc10_checkpoint import UVLPCheckpoint
 from mmf_uvlp.trainers.rc10_loaders import SeededMultiDatasetLoader
 from mmf_uvlp.trainers.rc10_trainer import UVLPTrainer
 from mmf_uvlp.trainers.checkpoint import atomic_torch_save
 from mmf_uvlp.trainers.data_order import seeded_dataloader
-from mmf_uvlp.trainers.precision import FLOAT32
+from mmf_uvlp.trainers.precision import FLOAT32, MixedPrecision
 from mmf_uvlp.trainers.data_order import EpochSampler
+from mmf_uvlp.trainers.seeding import RandomState
 from mmf_uvlp.trainers.side_stream import CopiedBatch, SideStreamCopy
 
 from helpers.crafted import CreatesFile
@@ -358,9 +359,10 @@ def test_mixed_precision_autocasts_the_forward_pass_and_scales_float16(registere
         report = trainer._forward_pass(batch)
         assert isinstance(report, Report) and seen[-1] == (True, getattr(torch, dtype)), seen
         trainer._backward(trainer._extract_loss(report))
-        assert trainer.scaler.is_enabled() is scaled and trainer.num_updates == 1
+        scaler = trainer.mixed_precision.scaler
+        assert scaler.is_enabled() is scaled and trainer.num_updates == 1
         if scaled:  # the update went through the GradScaler
-            assert trainer.scaler.state_dict()["_growth_tracker"] == 1
+            assert scaler.state_dict()["_growth_tracker"] == 1
 
 
 def test_the_checkpoint_loads_plain_data_only_and_names_a_damaged_file(tmp_path, monkeypatch):
@@ -387,7 +389,9 @@ def test_a_checkpoint_write_to_a_full_disk_names_enospc_and_leaves_no_file(tmp_p
 
 
 def _bare_trainer(**attributes: Any) -> UVLPTrainer:
+    """The ``uvlp`` trainer with ``attributes`` and the components its methods use."""
     trainer = UVLPTrainer.__new__(UVLPTrainer)
+    trainer.__dict__.update(random_state=RandomState(), non_finite=NonFiniteLossStop())
     trainer.__dict__.update(attributes)
     return trainer
 
@@ -400,16 +404,17 @@ def test_a_non_finite_training_loss_stops_the_run_naming_update_dataset_and_samp
         model=model,
         num_updates=6,
         profile=lambda *a: None,
-        precision=FLOAT32,
+        mixed_precision=MixedPrecision(FLOAT32),
+        optimizer=None,
         config=OmegaConf.create({"training": {}}),
         dataset_loader=types.SimpleNamespace(prepare_batch=lambda b: b),
     )
     trainer._forward_pass(batch)  # the check waits for no device: read at the next one
     # as before a checkpoint, an evaluation, the end
-    compat_checks.expect_non_finite_loss_named(lambda: flush_non_finite_check(trainer))
+    compat_checks.expect_non_finite_loss_named(trainer.non_finite.flush)
     trainer.config = OmegaConf.create({"training": {"exit_on_nan_losses": False}})
     trainer._forward_pass(batch)  # MMF main's switch turns it off: nothing to read later
-    flush_non_finite_check(trainer)
+    trainer.non_finite.flush()
     trainer.config = OmegaConf.create({"training": {}})
     trainer._forward_pass(batch)  # rc10's evaluation reads the check still pending first
     compat_checks.expect_non_finite_loss_named(lambda: trainer.evaluate([], single_batch=True))
