@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from mmf.common.registry import registry
+from mmf_uvlp.errors import UserConfigError
 from mmf_uvlp.losses.reduction import Fields, require_field, weighted_sample_mean, zero_loss
 
 FEATURE_REDUCTIONS = ("mean", "sum")
@@ -25,7 +26,7 @@ class MaskedRegionFeatureRegressionLoss(nn.Module):
     def __init__(self, weight: float = 1.0, feature_reduction: str = "mean"):
         super().__init__()
         if feature_reduction not in FEATURE_REDUCTIONS:
-            raise ValueError(
+            raise UserConfigError(
                 f"uvla_mrfr: params.feature_reduction must be one of {FEATURE_REDUCTIONS}, "
                 f"got {feature_reduction!r}"
             )

@@ -118,6 +118,11 @@ class ModelInputs:
     region_mask: torch.Tensor  # (B, R)
 
 
+def _is_number(value: Any) -> bool:
+    """Whether a config value is an int or a float (not a bool, not a string)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _without_targets(head: str, result: Mapping[str, Any], batch: Mapping[str, Any]) -> bool:
     """Whether a head's ``result`` has nothing for its loss in ``batch``: no selected token or
     region (``*_index`` with no rows), or, for ``itm``, no applicable label."""
@@ -176,7 +181,7 @@ class UVLA(BaseModel):
         bert = self._load_bert(attention)
         self.bert_config = bert.config
         self.output_attentions = bool(self.config.get("output_attentions", False))
-        self.feature_dim = int(self._required("feature_dim"))
+        self.feature_dim = self._whole_number("feature_dim", self._required("feature_dim"), 1)
         self.text_only_batches = bool(self.config.get("text_only_batches", False))
 
         self.embeddings = self._build_embeddings(bert)
@@ -210,7 +215,12 @@ class UVLA(BaseModel):
         return UVLAEmbeddings(
             bert.bert.embeddings,
             feature_dim=self.feature_dim,
-            visual_token_type=int(self.config.get("visual_token_type", 1)),
+            visual_token_type=self._whole_number(
+                "visual_token_type",
+                self.config.get("visual_token_type", 1),
+                0,
+                bert.config.type_vocab_size - 1,
+            ),
             layer_norm_eps=bert.config.layer_norm_eps,
             dropout=bert.config.hidden_dropout_prob,
         )
@@ -237,9 +247,13 @@ class UVLA(BaseModel):
                 f"model_config.{self.config_key}.curriculum.enabled=False (or None: on "
                 "exactly when the heads include itm)"
             )
-        return CurriculumWeighting(
-            float(curriculum.get("start_epoch", 1)), epoch_fn=self.epochs_done
-        )
+        start_epoch = curriculum.get("start_epoch", 1)
+        if not (_is_number(start_epoch) and float(start_epoch) >= 0):
+            raise UserConfigError(
+                f"model_config.{self.config_key}.curriculum.start_epoch must be a number of "
+                f"epochs >= 0, got {start_epoch!r}"
+            )
+        return CurriculumWeighting(float(start_epoch), epoch_fn=self.epochs_done)
 
     def epochs_done(self) -> float:
         """Training progress in epochs, the curriculum's clock (MMF's update count, or
@@ -303,6 +317,20 @@ class UVLA(BaseModel):
         rest = [p for p in self.parameters() if id(p) not in ids]
         lr = float(config.optimizer.params.lr) * multiplier
         return [{"params": rest}, {"params": visual, "lr": lr}]
+
+    def _whole_number(
+        self, key: str, value: Any, minimum: int, maximum: Optional[int] = None
+    ) -> int:
+        """``model_config.<config_key>.<key>`` = ``value``, a whole number in
+        [``minimum``, ``maximum``]."""
+        whole = isinstance(value, int) and not isinstance(value, bool)
+        if not whole or value < minimum or (maximum is not None and value > maximum):
+            bounds = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
+            raise UserConfigError(
+                f"model_config.{self.config_key}.{key} must be a whole number {bounds}, "
+                f"got {value!r}"
+            )
+        return value
 
     def _required(self, key: str) -> Any:
         value = self.config.get(key, None)

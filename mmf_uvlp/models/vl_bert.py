@@ -54,10 +54,21 @@ class VLBERT(UVLA):
         return default_config("models", "vl_bert", "defaults.yaml")
 
     def _build_embeddings(self, bert: BertForPreTraining) -> nn.Module:
+        geometry_dim = self._whole_number("geometry_dim", self._required("geometry_dim"), 8)
+        if geometry_dim % 8:
+            raise UserConfigError(
+                f"model_config.vl_bert.geometry_dim must be a multiple of 8 (sin and cos of "
+                f"each box coordinate), got {geometry_dim}"
+            )
+        if bert.config.type_vocab_size != 2:
+            raise UserConfigError(
+                "model_config.vl_bert: VL-BERT extends a BERT with 2 token types (A, B); "
+                f"the configured BERT has {bert.config.type_vocab_size}"
+            )
         return VLBERTEmbeddings(
             bert.bert.embeddings,
             feature_dim=self.feature_dim,
-            geometry_dim=int(self._required("geometry_dim")),
+            geometry_dim=geometry_dim,
             initializer_range=bert.config.initializer_range,
             layer_norm_eps=bert.config.layer_norm_eps,
         )

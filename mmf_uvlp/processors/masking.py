@@ -60,6 +60,7 @@ import torch
 from transformers import BertTokenizerFast
 
 from mmf.datasets.processors.processors import BaseProcessor
+from mmf_uvlp.errors import UserConfigError
 from mmf_uvlp.batch import ROWS_FIELD as RESIDENT_ROWS
 from mmf_uvlp.utils.boxes import normalized_boxes
 from mmf_uvlp.utils.bert_source import load_or_explain
@@ -103,17 +104,36 @@ def restore_targets(input_ids: torch.Tensor, lm_label_ids: torch.Tensor) -> torc
     return torch.where(lm_label_ids != IGNORE, lm_label_ids, input_ids)
 
 
-def probability_param(name: str, value: float) -> float:
-    """A processor param that must be a probability."""
-    value = float(value)
-    if not 0.0 <= value <= 1.0:
-        raise ValueError(f"processor param {name} must be in [0, 1], got {value}")
-    return value
+def probability_param(processor: str, name: str, value: Any) -> float:
+    """A param of ``processor`` (its class name) that must be a probability."""
+    try:
+        probability = float(value)
+    except (TypeError, ValueError):
+        probability = float("nan")
+    if not 0.0 <= probability <= 1.0:
+        raise UserConfigError(
+            f"processor {processor}: params.{name} must be a number in [0, 1], got {value!r}"
+        )
+    return probability
 
 
 def padded_rows(rows: Sequence[Sequence[int]], size: int, fill: int) -> torch.Tensor:
     """(B, size) long: each list of ints (at most ``size``) padded with ``fill``."""
     return torch.tensor([list(row) + [fill] * (size - len(row)) for row in rows], dtype=torch.long)
+
+
+def whole_param(processor: str, name: str, value: Any, minimum: int) -> int:
+    """A param of ``processor`` (its class name) that must be a whole number >= ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).isdigit():
+        number = None
+    else:
+        number = int(value)
+    if number is None or number < minimum:
+        raise UserConfigError(
+            f"processor {processor}: params.{name} must be a whole number >= {minimum}, "
+            f"got {value!r}"
+        )
+    return number
 
 
 class UVLAMaskingProcessor(BaseProcessor):
@@ -138,7 +158,7 @@ class UVLAMaskingProcessor(BaseProcessor):
         config = config or {}
         path = config.get("tokenizer_path", None)
         if path is None:
-            raise ValueError(
+            raise UserConfigError(
                 f"processor {type(self).__name__}: params.tokenizer_path (a local "
                 "BERT tokenizer folder) must be set"
             )
@@ -148,24 +168,31 @@ class UVLAMaskingProcessor(BaseProcessor):
             "processor params.tokenizer_path",
             ("vocabulary",),
         )
-        self.max_seq_length = int(config.get("max_seq_length", 60))
-        self.max_regions = int(config.get("max_regions", 100))
-        self.max_phrase_tokens = int(config.get("max_phrase_tokens", 8))
-        if self.max_seq_length < 3 or self.max_regions < 1 or self.max_phrase_tokens < 1:
-            raise ValueError(
-                "processor params: max_seq_length >= 3, max_regions >= 1 and "
-                "max_phrase_tokens >= 1 are required"
-            )
-        self.mask_prob = probability_param("mask_prob", config.get("mask_prob", 0.15))
+        name = type(self).__name__
+        self.max_seq_length = whole_param(
+            name, "max_seq_length", config.get("max_seq_length", 60), 3
+        )
+        self.max_regions = whole_param(name, "max_regions", config.get("max_regions", 100), 1)
+        self.max_phrase_tokens = whole_param(
+            name, "max_phrase_tokens", config.get("max_phrase_tokens", 8), 1
+        )
+        self.mask_prob = probability_param(
+            type(self).__name__, "mask_prob", config.get("mask_prob", 0.15)
+        )
         self.mask_token_prob = probability_param(
-            "mask_token_prob", config.get("mask_token_prob", 0.8)
+            type(self).__name__, "mask_token_prob", config.get("mask_token_prob", 0.8)
         )
         self.random_token_prob = probability_param(
-            "random_token_prob", config.get("random_token_prob", 0.1)
+            type(self).__name__, "random_token_prob", config.get("random_token_prob", 0.1)
         )
         if self.mask_token_prob + self.random_token_prob > 1:
-            raise ValueError("processor params: mask_token_prob + random_token_prob must be <= 1")
-        self.zero_prob = probability_param("zero_prob", config.get("zero_prob", 0.9))
+            raise UserConfigError(
+                f"processor {name}: params.mask_token_prob + params.random_token_prob must be "
+                f"<= 1, got {self.mask_token_prob} + {self.random_token_prob}"
+            )
+        self.zero_prob = probability_param(
+            type(self).__name__, "zero_prob", config.get("zero_prob", 0.9)
+        )
         self.curriculum_weighted = bool(
             config.get("curriculum_weighted", self.default_curriculum_weighted)
         )

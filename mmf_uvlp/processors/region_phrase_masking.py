@@ -35,6 +35,7 @@ from typing import Any, Dict, List, Mapping, Sequence, Tuple
 import torch
 
 from mmf.common.registry import registry
+from mmf_uvlp.errors import UserConfigError
 from mmf_uvlp.processors.masking import (
     IGNORE,
     Batch,
@@ -111,13 +112,15 @@ class RegionPhraseMaskingProcessor(UVLAMaskingProcessor):
         super().__init__(config, *args, **kwargs)
         config = config or {}
         self.text_modality_prob = probability_param(
-            "text_modality_prob", config.get("text_modality_prob", 0.5)
+            type(self).__name__, "text_modality_prob", config.get("text_modality_prob", 0.5)
         )
-        self.linked_mask_ratio = float(config.get("linked_mask_ratio", 0.5))
-        if self.linked_mask_ratio <= 0:
-            raise ValueError(
-                f"processor param linked_mask_ratio must be > 0, got {self.linked_mask_ratio}"
+        ratio = config.get("linked_mask_ratio", 0.5)
+        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or ratio <= 0:
+            raise UserConfigError(
+                f"processor {type(self).__name__}: params.linked_mask_ratio must be a number "
+                f"> 0, got {ratio!r}"
             )
+        self.linked_mask_ratio = float(ratio)
         self.ensure_one = bool(config.get("ensure_one", True))
         stop = config.get("phrase_stop_tokens", DEFAULT_STOP_TOKENS)
         self.stop_ids = set(self.tokenizer.convert_tokens_to_ids(list(stop)))

@@ -21,6 +21,7 @@ from mmf.utils.build import build_dataset
 from mmf_uvlp.datasets.builders.random_pairs.pairing import choose_true_pairs, draw_partners
 from mmf_uvlp.datasets.databases.image_pool import ImagePoolDatabase
 from mmf_uvlp.datasets.databases.text_corpus import TextCorpusDatabase
+from mmf_uvlp.errors import UserConfigError
 from mmf_uvlp.models.uvla import UVLA
 from mmf_uvlp.processors.image_masking import ImageMaskingProcessor
 from mmf_uvlp.processors.image_tag_masking import ImageTagMaskingProcessor
@@ -363,13 +364,29 @@ def test_aligned_vlp_batch(pool):
 
 
 def test_aligned_vlp_needs_captions_and_two_images(pool):
-    with pytest.raises(ValueError, match="dataset_config.aligned_vlp.captions must be set"):
+    with pytest.raises(UserConfigError, match="dataset_config.aligned_vlp.captions must be set"):
         _dataset(pool, "aligned_vlp", captions=None)
     assert len(_dataset(pool, "aligned_vlp", "val", holdout_every=9)) == 2  # img0, img9
-    with pytest.raises(ValueError, match="the val split has 1 image"):
+    with pytest.raises(UserConfigError, match="the val split has 1 image"):
         _dataset(pool, "aligned_vlp", "val", holdout_every=10)
-    with pytest.raises(ValueError, match="dataset_config.aligned_vlp.negative_prob must be in"):
-        _dataset(pool, "aligned_vlp", negative_prob=1.5)
+    for bad in (1.5, "half"):
+        with pytest.raises(
+            UserConfigError,
+            match=rf"dataset_config.aligned_vlp.negative_prob must be a number in \[0, 1\], "
+            rf"got {bad!r}",
+        ):
+            _dataset(pool, "aligned_vlp", negative_prob=bad)
+
+
+def test_bad_dataset_config_values_are_user_config_errors(pool):
+    """Each ends mmf_run in its one line (mmf_uvlp.training.cli_errors), naming its key."""
+    cases = [
+        ("u_visualbert_image", {"use_features": False}, r"u_visualbert_image.use_features must"),
+        ("u_visualbert_image", {"fast_read": True}, r"u_visualbert_image.fast_read: not supported"),
+    ]
+    for name, changes, message in cases:
+        with pytest.raises(UserConfigError, match=message):
+            _dataset(pool, name, **changes)
 
 
 # ------------------------------------------------------------------- random / true pairs
@@ -415,16 +432,18 @@ def test_forty_percent_true_pairs_over_a_large_sample():
 
 
 def test_random_pairs_settings_are_checked(pool):
-    with pytest.raises(ValueError, match="captions must be set"):
+    with pytest.raises(UserConfigError, match="captions must be set"):
         _dataset(pool, "random_pairs", true_pair_ratio=0.2, captions=None)
     assert not any(
         _own(_dataset(pool, "random_pairs", captions=None, sentences=["text/other.txt"]))
     )
-    with pytest.raises(ValueError, match="dataset_config.random_pairs.true_pair_ratio must be in"):
+    with pytest.raises(
+        UserConfigError, match="dataset_config.random_pairs.true_pair_ratio must be a number in"
+    ):
         _dataset(pool, "random_pairs", true_pair_ratio=40)
-    with pytest.raises(ValueError, match="sentences: expected a list"):
+    with pytest.raises(UserConfigError, match="sentences: expected a list"):
         _dataset(pool, "random_pairs", sentences="text/other.txt")
-    with pytest.raises(ValueError, match="pairing_seed must be set"):
+    with pytest.raises(UserConfigError, match="pairing_seed must be set"):
         _dataset(pool, "random_pairs", pairing_seed=None)
     with pytest.raises(ValueError, match="own caption"):  # only own captions to draw from
         draw_partners(["a"], ["a"], torch.zeros(1, dtype=torch.bool), seed=0)

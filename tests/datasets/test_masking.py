@@ -7,6 +7,7 @@ import torch
 
 import mmf  # noqa: F401  (registers the plugin's components)
 from mmf.common.registry import registry
+from mmf_uvlp.errors import UserConfigError
 from mmf_uvlp.processors.image_sentence_masking import ImageSentenceMaskingProcessor
 from mmf_uvlp.processors.region_phrase_masking import (
     RegionPhraseMaskingProcessor,
@@ -307,3 +308,29 @@ def test_clear_errors_name_the_missing_field(rt, rn):
         rn(dict(_image(2), sentence=SENTENCE, noun_phrases=[dict(PHRASES[0], link_score=-1)]))
     with pytest.raises(ValueError, match="tokenizer_path"):
         RegionTagMaskingProcessor({})
+
+
+@pytest.mark.parametrize(
+    "param, value, message",
+    [
+        ("mask_prob", 1.5, r"params.mask_prob must be a number in \[0, 1\], got 1.5"),
+        ("zero_prob", "most", r"params.zero_prob must be a number in \[0, 1\], got 'most'"),
+        ("max_seq_length", 2, r"params.max_seq_length must be a whole number >= 3, got 2"),
+        ("max_regions", "many", r"params.max_regions must be a whole number >= 1, got 'many'"),
+        ("random_token_prob", 0.5, r"params.mask_token_prob \+ params.random_token_prob"),
+        ("tokenizer_path", None, r"params.tokenizer_path \(a local BERT tokenizer folder\)"),
+    ],
+)
+def test_bad_processor_params_are_user_config_errors_naming_the_processor(param, value, message):
+    """Each ends mmf_run in its one line (mmf_uvlp.training.cli_errors)."""
+    with pytest.raises(UserConfigError, match=f"processor RegionTagMaskingProcessor: {message}"):
+        RegionTagMaskingProcessor(dict(PARAMS, **{param: value}))
+
+
+def test_a_bad_linked_mask_ratio_is_a_user_config_error():
+    with pytest.raises(
+        UserConfigError,
+        match="processor RegionPhraseMaskingProcessor: params.linked_mask_ratio must be a "
+        "number > 0, got 'half'",
+    ):
+        RegionPhraseMaskingProcessor(dict(PARAMS, linked_mask_ratio="half"))

@@ -22,6 +22,7 @@ from omegaconf import OmegaConf
 import mmf_uvlp  # noqa: F401  (installs the compatibility layer before MMF)
 from mmf_uvlp.data_formats import FormatError
 from mmf_uvlp.datasets.builders.refcoco_plus import RefCOCOPlusBuilder
+from mmf_uvlp.errors import UserConfigError
 from mmf_uvlp.metrics.refcoco import RefCOCOAccuracy
 from mmf_uvlp.utils.boxes import iou
 
@@ -257,10 +258,10 @@ def test_evaluation_views_read_one_refer_split_each(crafted):
 
 def test_clear_errors(crafted, tmp_path_factory):
     with pytest.raises(
-        ValueError, match=r"refer_splits\.test: expected .*'testB'\], got \['test'\]"
+        UserConfigError, match=r"refer_splits\.test: expected .*'testB'\], got \['test'\]"
     ):
         build_dataset("refcoco_plus", _config(crafted, refer_splits={"test": ["test"]}), "test")
-    with pytest.raises(ValueError, match="use_features: true"):
+    with pytest.raises(UserConfigError, match="use_features: true"):
         build_dataset("refcoco_plus", _config(crafted, use_features=False), "train")
 
     # A ref whose annotation is not in instances.json: the refs file and the field are named.

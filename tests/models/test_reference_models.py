@@ -26,6 +26,7 @@ from mmf_uvlp.datasets.builders.masked_aligned_vlp.builder import MaskedAlignedV
 from mmf_uvlp.datasets.databases.image_pool import ImagePoolDatabase
 from mmf_uvlp.models.vilbert_uvlp import ViLBERTUVLP
 from mmf_uvlp.models.visual_bert_uvlp import VisualBERTUVLP
+from mmf_uvlp.errors import UserConfigError
 from mmf_uvlp.models.vl_bert import VLBERT
 from mmf_uvlp.modules.alignment import matching_loss
 from mmf_uvlp.modules.heads import PADDED_REGION_SCORE
@@ -505,10 +506,17 @@ def test_sinusoidal_geometry():
 
 
 def test_vl_bert_config_errors_name_their_key():
-    with pytest.raises(ValueError, match="model_config.vl_bert.heads: unknown \\['itm'\\]"):
+    with pytest.raises(UserConfigError, match="model_config.vl_bert.heads: unknown \\['itm'\\]"):
         _vl_bert(("mlm", "itm"))
-    with pytest.raises(ValueError, match="model_config.vl_bert.geometry_dim must be set"):
+    with pytest.raises(UserConfigError, match="model_config.vl_bert.geometry_dim must be set"):
         _vl_bert(geometry_dim=None)
+    with pytest.raises(UserConfigError, match="geometry_dim must be a multiple of 8 .*got 12"):
+        _vl_bert(geometry_dim=12)
+    bert = dict(_vl_bert().config.bert_config, type_vocab_size=3)
+    with pytest.raises(
+        UserConfigError, match="2 token types \\(A, B\\); the configured BERT has 3"
+    ):
+        _vl_bert(bert_config=bert)
 
 
 # --------------------------------------------------------------- masked_aligned_vlp data

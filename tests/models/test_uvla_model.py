@@ -13,6 +13,7 @@ from torch.utils.data.dataloader import default_collate
 import mmf  # noqa: F401  (registers the plugin's components)
 from mmf.common.registry import registry
 from mmf.common.sample import SampleList
+from mmf_uvlp.errors import UserConfigError
 from mmf_uvlp.models.uvla import UVLA
 from mmf_uvlp.processors.image_sentence_masking import ImageSentenceMaskingProcessor
 from mmf_uvlp.processors.region_phrase_masking import RegionPhraseMaskingProcessor
@@ -390,6 +391,33 @@ def test_clear_errors_for_bad_configs_and_batches(processors):
         model(SampleList(fields))
     with pytest.raises(ValueError, match="feature_dim"):
         model(SampleList(dict(_mmf_batch(), image_feature_0=torch.rand(2, 4, D + 1))))
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (
+            {"feature_dim": "64"},
+            r"model_config.uvla.feature_dim must be a whole number >= 1, got '64'",
+        ),
+        (
+            {"visual_token_type": 2},
+            r"model_config.uvla.visual_token_type must be a whole number in \[0, 1\]",
+        ),
+        ({"curriculum": {"start_epoch": -1}}, r"model_config.uvla.curriculum.start_epoch must be"),
+        ({"curriculum": {"start_epoch": "one"}}, r"curriculum.start_epoch .* got 'one'"),
+        ({"heads": ["mlm", "vqa"]}, r"model_config.uvla.heads"),
+    ],
+)
+def test_bad_model_config_values_are_user_config_errors(overrides, message):
+    """Each ends mmf_run in its one line (mmf_uvlp.training.cli_errors), naming its key."""
+    with pytest.raises(UserConfigError, match=message):
+        _model(**overrides)
+
+
+def test_a_bad_loss_param_is_a_user_config_error():
+    with pytest.raises(UserConfigError, match=r"uvla_mrfr: params.feature_reduction must be one"):
+        registry.get_loss_class("uvla_mrfr")(feature_reduction="max")
 
 
 def test_visual_lr_multiplier_gives_the_region_path_its_own_lr_in_mmf_s_optimizer():

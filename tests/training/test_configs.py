@@ -41,6 +41,15 @@ def test_training_config_runs_its_lr_schedule(path):
             "model_config.uvla.visual_lr_multiplier=-1",
             "model_config.uvla.visual_lr_multiplier must be > 0, got -1.0",
         ),
+        (
+            "model_config.uvla.curriculum.start_epoch=-1",
+            "model_config.uvla.curriculum.start_epoch must be a number of epochs >= 0, got -1",
+        ),
+        (
+            "dataset_config.uvla_region_tag.processors.masking_processor.params.max_seq_length=2",
+            "processor RegionTagMaskingProcessor: params.max_seq_length must be a whole number "
+            ">= 3, got 2",
+        ),
     ],
 )
 def test_a_bad_model_config_value_ends_mmf_run_in_one_line(tiny_corpus, tmp_path, opt, message):

@@ -9,6 +9,7 @@ or ``detections.jsonl``, see :class:`ImagePoolDatabase`) and the region features
 
 from __future__ import annotations
 
+from mmf_uvlp.errors import UserConfigError
 from mmf_uvlp.datasets.builders.pretraining import RegionsDataset
 from mmf_uvlp.datasets.databases.image_pool import ImagePoolDatabase
 
@@ -24,7 +25,7 @@ class ImagePoolDataset(RegionsDataset):
         path = self._get_path_based_on_index(self.config, "annotations", self._index)
         captions = self.config.get("captions", None)
         if captions is None and self.needs_captions():
-            raise ValueError(
+            raise UserConfigError(
                 f"dataset_config.{self.dataset_name}.captions must be set: the "
                 "pool's captions_gt.tsv (image_id<TAB>caption), relative to data_dir"
             )

@@ -43,10 +43,16 @@ from mmf_uvlp.utils.config_files import default_config
 
 def config_probability(dataset_name: str, config: Any, key: str, default: float) -> float:
     """``dataset_config.<dataset_name>.<key>``, which must be a probability."""
-    value = float(config.get(key, default))
-    if not 0.0 <= value <= 1.0:
-        raise ValueError(f"dataset_config.{dataset_name}.{key} must be in [0, 1], got {value}")
-    return value
+    value = config.get(key, default)
+    try:
+        probability = float(value)
+    except (TypeError, ValueError):
+        probability = float("nan")
+    if not 0.0 <= probability <= 1.0:
+        raise UserConfigError(
+            f"dataset_config.{dataset_name}.{key} must be a number in [0, 1], got {value!r}"
+        )
+    return probability
 
 
 def sample_seeds(seed: int, dataset_name: str) -> Tuple[int, int]:
@@ -167,7 +173,7 @@ class RegionsDataset(PretrainingDataset):
     ):
         super().__init__(dataset_name, config, dataset_type, index, *args, **kwargs)
         if not self._use_features:
-            raise ValueError(f"dataset_config.{dataset_name}.use_features must be true")
+            raise UserConfigError(f"dataset_config.{dataset_name}.use_features must be true")
         self.region_counts = RegionCounts(dataset_name)
         self.resident: Optional[Dict[str, ImageRows]] = None
         if resident_features.option(self.config, dataset_name):
@@ -180,7 +186,7 @@ class RegionsDataset(PretrainingDataset):
     def build_features_db(self) -> RegionFeaturesDatabase:
         """The split's features, real rows only (MMF main's name of the hook)."""
         if self.config.get("fast_read", False):
-            raise ValueError(
+            raise UserConfigError(
                 f"dataset_config.{self.dataset_name}.fast_read: not supported by "
                 "the plugin's pre-training datasets (each image is read when "
                 "its sample is made); set it to false"

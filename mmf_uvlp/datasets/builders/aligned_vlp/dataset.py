@@ -12,6 +12,7 @@ from typing import Any, Dict
 
 import torch
 
+from mmf_uvlp.errors import UserConfigError
 from mmf_uvlp.datasets.builders.image_pool import ImagePoolDataset
 from mmf_uvlp.datasets.builders.pretraining import config_probability
 
@@ -25,7 +26,7 @@ class AlignedVLPDataset(ImagePoolDataset):
         super().__init__("aligned_vlp", config, dataset_type, index, *args, **kwargs)
         self.negative_prob = config_probability("aligned_vlp", self.config, "negative_prob", 0.5)
         if len(self.annotation_db) < 2 and self.negative_prob > 0:
-            raise ValueError(
+            raise UserConfigError(
                 f"aligned_vlp: the {dataset_type} split has {len(self.annotation_db)} image(s), "
                 "ITM negatives need at least 2 (change dataset_config.aligned_vlp.holdout_every)"
             )

@@ -17,6 +17,7 @@ from typing import Any, Dict
 from mmf.datasets.builders.coco.masked_dataset import MaskedCOCODataset
 from torch.utils.data import Dataset
 
+from mmf_uvlp.errors import UserConfigError
 from mmf_uvlp.datasets.annotation_db import AnnotationDbHook
 from mmf_uvlp.datasets.databases.image_pool import ImagePoolDatabase
 
@@ -53,7 +54,7 @@ class MaskedAlignedVLPDataset(AnnotationDbHook, MaskedCOCODataset):
         path = self._get_path_based_on_index(self.config, "annotations", self._index)
         captions = self.config.get("captions", None)
         if captions is None:
-            raise ValueError(
+            raise UserConfigError(
                 f"dataset_config.{NAME}.captions must be set: the pool's "
                 "captions_gt.tsv (image_id<TAB>caption), relative to data_dir"
             )
@@ -66,7 +67,7 @@ class MaskedAlignedVLPDataset(AnnotationDbHook, MaskedCOCODataset):
             self.feature_names(),
         )
         if len(pool) < 2 and self.config.get("false_caption", False):
-            raise ValueError(
+            raise UserConfigError(
                 f"{NAME}: the {self.dataset_type} split has {len(pool)} image(s); false "
                 f"captions need at least 2 (change dataset_config.{NAME}.holdout_every)"
             )

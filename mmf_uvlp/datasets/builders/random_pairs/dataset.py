@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
+from mmf_uvlp.errors import UserConfigError
 from mmf_uvlp.datasets.builders.image_pool import ImagePoolDataset
 from mmf_uvlp.datasets.builders.pretraining import config_probability
 from mmf_uvlp.datasets.builders.random_pairs.pairing import choose_true_pairs, draw_partners
@@ -27,16 +28,18 @@ class RandomPairsDataset(ImagePoolDataset):
         ratio = self._true_pair_ratio()
         seed = self.config.get("pairing_seed", None)
         if seed is None:
-            raise ValueError("dataset_config.random_pairs.pairing_seed must be set (an integer)")
+            raise UserConfigError(
+                "dataset_config.random_pairs.pairing_seed must be set (an integer)"
+            )
         files = self.config.get("sentences", None)
         if not files or isinstance(files, str):
-            raise ValueError(
+            raise UserConfigError(
                 "dataset_config.random_pairs.sentences: expected a list of text "
                 f"files (one sentence a line) relative to data_dir, got {files!r}"
             )
         self.sentences = read_sentences([self._add_root_dir(str(f)) for f in files])
         if not self.sentences and ratio < 1:
-            raise ValueError(
+            raise UserConfigError(
                 f"dataset_config.random_pairs.sentences: {list(files)} hold no sentence"
             )
         self.true_pairs = choose_true_pairs(len(self.annotation_db), ratio, int(seed))

@@ -39,7 +39,7 @@ from torch.utils.data import Dataset
 from mmf_uvlp.data_formats.mmf_features import FeatureNames
 from mmf_uvlp.data_formats.refer import REFER_SPLITS, Refer
 from mmf_uvlp.datasets.annotation_db import AnnotationDbHook
-from mmf_uvlp.errors import FormatError
+from mmf_uvlp.errors import FormatError, UserConfigError
 from mmf_uvlp.utils.boxes import MATCH_IOU, iou, normalized_boxes
 from mmf_uvlp.utils.safe_loading import stays_inside, unsafe_name
 
@@ -122,7 +122,7 @@ class RefCOCOPlusDataset(AnnotationDbHook, MMFDataset):
     ):
         super().__init__(dataset_name, config, dataset_type, index, *args, **kwargs)
         if not self._use_features or not config.get("return_features_info", False):
-            raise ValueError(
+            raise UserConfigError(
                 f"dataset_config.{dataset_name}: RefCOCO+ scores detected regions; set "
                 f"use_features: true and return_features_info: true (got "
                 f"{self._use_features}, {config.get('return_features_info', False)})"
@@ -133,7 +133,7 @@ class RefCOCOPlusDataset(AnnotationDbHook, MMFDataset):
         key = f"dataset_config.{self.dataset_name}.refer_splits.{self.dataset_type}"
         splits = self.config.get("refer_splits", {}).get(self.dataset_type)
         if not splits or isinstance(splits, str) or any(s not in REFER_SPLITS for s in splits):
-            raise ValueError(
+            raise UserConfigError(
                 f"{key}: expected a list of refer splits from {list(REFER_SPLITS)}, got {splits!r}"
             )
         return ReferAnnotationDatabase(
