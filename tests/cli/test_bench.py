@@ -161,3 +161,27 @@ def test_a_packed_run_s_start_up_and_steady_rate_and_the_study_projected_by_hand
     # 6 runs x 30 s start-up + 2 x 300 / 15 + 4 x 100 / 5, three at a time
     assert projected["seconds"] == pytest.approx((180 + 40 + 80) / 3)
     assert projected["startup_share"] == pytest.approx(180 / 300)
+
+
+def test_a_packed_study_stopped_in_a_later_pack_keeps_the_packs_measured(tmp_path, monkeypatch):
+    """The table and figures are written after each pack: a step stopped by its timeout in
+    the pack of 4 (here: the pack fails) leaves the pack of 2 in --out and --json."""
+    packed = _tool("packed_study")
+    runs = [
+        {"kind": "finetune", "startup_s": 20.0, "updates_per_s": 5.0},
+        {"kind": "pretrain", "startup_s": 40.0, "updates_per_s": 10.0},
+    ]
+
+    def run_pack(size, args):
+        if size > 2:
+            raise RuntimeError("stopped")
+        return runs
+
+    monkeypatch.setattr(packed, "run_pack", run_pack)
+    out, figures = tmp_path / "packed.md", tmp_path / "packed.json"
+    command = ["--world", str(tmp_path), "--packs", "2", "4", "--out-dir", str(tmp_path)]
+    with pytest.raises(RuntimeError, match="stopped"):
+        packed.main([*command, "--out", str(out), "--json", str(figures)])
+    rows = [line for line in out.read_text().splitlines() if line.startswith("| 2 |")]
+    assert rows and rows[0].split("|")[2].strip() == "30.0"  # the mean start-up
+    assert [pack["runs"] for pack in json.loads(figures.read_text())["packs"]] == [2]

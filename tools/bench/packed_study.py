@@ -200,26 +200,27 @@ def main(argv: Optional[List[str]] = None) -> int:
             f"{100 * projected['startup_share']:.0f}% |"
         )
         print(lines[-1], flush=True)
-    p, up, f, uf = args.study
-    text = (
-        "\n".join(
-            [
-                f"The study projected: {p} pre-trainings x {up:,} updates and {f} "
-                f"fine-tunings x {uf:,} updates; {args.updates} updates a run.",
-                "",
-                *lines,
-            ]
-        )
-        + "\n"
-    )
+        text = write_results(args, lines, packs)  # after each pack: a later stop keeps it
     print(text)
+    return 0
+
+
+def write_results(args: argparse.Namespace, lines: List[str], packs: List[Dict[str, Any]]) -> str:
+    """The table of the packs measured so far, written to ``--out`` (and their figures to
+    ``--json``)."""
+    p, up, f, uf = args.study
+    header = (
+        f"The study projected: {p} pre-trainings x {up:,} updates and {f} "
+        f"fine-tunings x {uf:,} updates; {args.updates} updates a run."
+    )
+    text = "\n".join([header, "", *lines]) + "\n"
     if args.out:
         args.out.write_text(text)
     if args.json:
         args.json.write_text(
             json.dumps({"command": sys.argv, "study": args.study, "packs": packs}, indent=1) + "\n"
         )
-    return 0
+    return text
 
 
 if __name__ == "__main__":
