@@ -60,10 +60,13 @@ HOLDOUT=(dataset_config.uvla_region_tag.holdout_every=6 dataset_config.uvla_regi
 export PYTHONPATH=$TOOLS HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 FAILED=0
 
-# step NAME PATTERN... -- COMMAND...: runs COMMAND (log: $WORK/logs/NAME.log); passes (status 0)
-# when it exits 0 and its log has every PATTERN (fixed strings).
+# step NAME [--also FILE] PATTERN... -- COMMAND...: runs COMMAND (log: $WORK/logs/NAME.log);
+# passes (status 0) when it exits 0 and its log, or FILE (a run's train.log: MMF's full
+# progress lines, the console has short ones), has every PATTERN (fixed strings).
 step() {
     local name=$1; shift
+    local also=/dev/null
+    if [ "$1" = "--also" ]; then also=$2; shift 2; fi
     local patterns=()
     while [ "$1" != "--" ]; do patterns+=("$1"); shift; done
     shift
@@ -71,7 +74,7 @@ step() {
     "$@" > "$log" 2>&1
     local status=$?
     for pattern in "${patterns[@]}"; do
-        grep -qF -- "$pattern" "$log" || missing="$missing '$pattern'"
+        cat "$log" "$also" 2>/dev/null | grep -qF -- "$pattern" || missing="$missing '$pattern'"
     done
     if [ "$status" -eq 0 ] && [ -z "$missing" ]; then
         printf 'PASS  %-42s %4ds\n' "$name" $((SECONDS - start))
@@ -110,8 +113,8 @@ build_env() {
 mmf_run() { (cd "$REPO" && "$ENV_DIR/venv/bin/mmf_run" "$@"); }
 
 pretrain() {
-    step "pre-training (10 updates, 5 losses)" "progress: 10/10" "uvla_mlm" "uvla_mrc" "uvla_mrfr" \
-        "uvla_pmrtc" "uvla_itm" "Finished run" -- \
+    step "pre-training (10 updates, 5 losses)" --also "$WORK/pretrain/train.log" "progress: 10/10" \
+        "update 10/10 · epoch" "uvla_mlm" "uvla_mrc" "uvla_mrfr" "uvla_pmrtc" "uvla_itm" "Finished run" -- \
         mmf_run config=projects/uvla/pretrain.yaml env.data_dir="$WORLD" env.save_dir="$WORK/pretrain" \
             model_config.uvla.feature_dim=64 training.max_updates=10 training.log_interval=5 \
             training.evaluation_interval=10 training.checkpoint_interval=10 "${HOLDOUT[@]}"
@@ -128,7 +131,7 @@ side_stream() {  # the side-stream copy of the next batch, CUDA's stream calls i
 }
 
 finetune_vqa2() {
-    step "VQA2 fine-tuning from the checkpoint" \
+    step "VQA2 fine-tuning from the checkpoint" --also "$WORK/vqa2/train.log" \
         "pre-trained tensors (embeddings, encoder, pooler) from $WORK/pretrain/uvla_final.pth" \
         "progress: 4/4" "test/vqa2/vqa_accuracy" -- \
         mmf_run config=projects/uvla/finetune/vqa2.yaml env.data_dir="$WORLD" env.save_dir="$WORK/vqa2" \
@@ -139,7 +142,7 @@ finetune_vqa2() {
 }
 
 train_refcoco() {
-    step "RefCOCO+ training" \
+    step "RefCOCO+ training" --also "$WORK/refcoco_plus/train.log" \
         "pre-trained tensors (embeddings, encoder, pooler) from $WORK/pretrain/uvla_final.pth" "progress: 4/4" \
         "test/refcoco_plus/refcoco_accuracy" -- \
         mmf_run config=projects/uvla/finetune/refcoco_plus.yaml env.data_dir="$WORLD" \
@@ -179,7 +182,8 @@ finetune_vqa2_lightning() {
 }
 
 infer_refcoco() {
-    step "RefCOCO+ inference val, testA, testB" "test/refcoco_plus_val/refcoco_accuracy" \
+    step "RefCOCO+ inference val, testA, testB" --also "$WORK/refcoco_plus_inference/train.log" \
+        "refcoco_plus_{val,testA,testB}/refcoco_accuracy" "test/refcoco_plus_val/refcoco_accuracy" \
         "test/refcoco_plus_testA/refcoco_accuracy" "test/refcoco_plus_testB/refcoco_accuracy" -- \
         mmf_run config=projects/uvla/finetune/refcoco_plus.yaml run_type=inference \
             env.data_dir="$WORLD" env.save_dir="$WORK/refcoco_plus_inference" \

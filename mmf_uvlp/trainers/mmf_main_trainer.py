@@ -34,6 +34,7 @@ from mmf.utils.file_io import PathManager
 from mmf_uvlp.errors import CheckpointWriteError
 from mmf_uvlp.metrics.collapse import warn_if_collapsed
 from mmf_uvlp.trainers.choice import NAME
+from mmf_uvlp.trainers import console_log
 from mmf_uvlp.trainers.checkpoint import (
     RUN_STATE_KEY,
     LrScheduleResume,
@@ -160,6 +161,7 @@ class UVLPTrainer(MMFTrainer):
     def configure_seed(self) -> None:
         super().configure_seed()
         self.random_state.seed(self.config.training)
+        console_log.install(self.config)
 
     def load_datasets(self) -> None:
         """MMF main's datasets, their order a function of (seed, epoch)."""

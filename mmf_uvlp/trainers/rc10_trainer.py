@@ -27,6 +27,7 @@ from mmf.common.registry import registry
 from mmf.trainers.base_trainer import BaseTrainer
 from mmf.utils.general import clip_gradients
 
+from mmf_uvlp.trainers import console_log
 from mmf_uvlp.trainers.checkpoint import LrScheduleResume, RunState
 from mmf_uvlp.trainers.choice import NAME
 from mmf_uvlp.trainers.data_order import DataOrder
@@ -69,6 +70,7 @@ class UVLPTrainer(MMFMainLoop, BaseTrainer):
     def config_based_setup(self) -> None:
         super().config_based_setup()
         self.random_state.seed(self.config.training)
+        console_log.install(self.config)
 
     def load_datasets(self) -> None:
         self.dataset_loader = SeededDatasetLoader(self.config)

@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 from mmf.common.registry import registry
 from mmf_uvlp.models.uvla import UVLA
 
-from helpers import REPO, mmf_run, tiny_uvla_template
+from helpers import REPO, mmf_run, tiny_uvla_template, train_log
 
 
 SIZES = {
@@ -150,8 +150,9 @@ def test_each_task_fine_tunes_from_the_pretrained_model(
         "run_type=train_inference",
     )
     assert re.search(r"uvla: loaded \d+ pre-trained tensors", output)
+    logged = train_log(tmp_path / "save")  # MMF's full progress lines
     for split in ("val", "test"):
-        values = re.findall(rf"{split}/{task}/{metric}: ([0-9.]+)", output)
+        values = re.findall(rf"{split}/{task}/{metric}: ([0-9.]+)", logged)
         assert values and 0.0 <= float(values[-1]) <= 1.0, (split, values)
 
 
@@ -174,17 +175,14 @@ def test_fine_tuning_learns_against_an_lr0_control(tiny_world, tmp_path):
         "run_type=train",
     ]
     config = FINETUNE.format(repo=REPO, task="refcoco_plus")
-    learned = _train_losses(
-        _mmf_run(config, tmp_path / "a.yaml", *opts, f"env.save_dir={tmp_path / 'a'}")
+    _mmf_run(config, tmp_path / "a.yaml", *opts, f"env.save_dir={tmp_path / 'a'}")
+    _mmf_run(
+        config,
+        tmp_path / "b.yaml",
+        *opts,
+        f"env.save_dir={tmp_path / 'b'}",
+        "optimizer.params.lr=0.0",
     )
-    control = _train_losses(
-        _mmf_run(
-            config,
-            tmp_path / "b.yaml",
-            *opts,
-            f"env.save_dir={tmp_path / 'b'}",
-            "optimizer.params.lr=0.0",
-        )
-    )
+    learned, control = (_train_losses(train_log(tmp_path / name)) for name in ("a", "b"))
     assert len(learned) == len(control) == 30
     assert sum(learned[-10:]) < 0.8 * sum(control[-10:]), (learned[-10:], control[-10:])

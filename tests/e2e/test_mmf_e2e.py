@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers import REPO
+from helpers import REPO, train_log
 from helpers.visual_bert import TRAINING, num_answers, run_visual_bert
 
 
@@ -20,10 +20,10 @@ def _config(tmp_path: Path, includes, body: str = "") -> Path:
     return path
 
 
-def _progress(output: str, split: str):
-    """(num_updates, {metric: value}) for each progress line of ``split``."""
+def _progress(log: str, split: str):
+    """(num_updates, {metric: value}) for each of MMF's full progress lines of ``split``."""
     rows = []
-    for line in output.splitlines():
+    for line in log.splitlines():
         if f" {split}/" not in line or "progress:" not in line:
             continue
         values = dict(re.findall(r"(\S+): ([0-9.]+)", line))
@@ -50,7 +50,8 @@ def test_train_validate_checkpoint_resume_and_test(task, tiny_world, tmp_path):
     save = tmp_path / "save"
     base = ["model=visual_bert", f"dataset={task}", *_task_opts(task, tiny_world)]
 
-    first = run_visual_bert(config, tiny_world, save, *base, "run_type=train")
+    run_visual_bert(config, tiny_world, save, *base, "run_type=train")
+    first = train_log(save)
     assert [row["num_updates"] for row in _progress(first, "train")] == ["2", "4"]
     validation = _progress(first, "val")
     assert (
@@ -62,6 +63,7 @@ def test_train_validate_checkpoint_resume_and_test(task, tiny_world, tmp_path):
         assert (save / "models" / name).is_file()
     assert torch.load(save / "current.ckpt", weights_only=False)["num_updates"] == 4
 
+    before = len(first)
     resumed = run_visual_bert(
         config,
         tiny_world,
@@ -72,7 +74,7 @@ def test_train_validate_checkpoint_resume_and_test(task, tiny_world, tmp_path):
         "training.max_updates=6",
     )
     assert "Loading checkpoint" in resumed
-    assert [row["num_updates"] for row in _progress(resumed, "train")] == ["6"]
+    assert [row["num_updates"] for row in _progress(train_log(save)[before:], "train")] == ["6"]
     assert torch.load(save / "current.ckpt", weights_only=False)["num_updates"] == 6
 
     tested = run_visual_bert(
@@ -84,7 +86,7 @@ def test_train_validate_checkpoint_resume_and_test(task, tiny_world, tmp_path):
         f"checkpoint.resume_file={save / 'current.ckpt'}",
     )
     assert "Starting inference on test set" in tested
-    test_rows = _progress(tested, "test")
+    test_rows = _progress(train_log(tmp_path / "inference"), "test")
     assert test_rows and any(key.startswith(f"test/{task}/") for key in test_rows[-1])
 
 
@@ -126,7 +128,7 @@ def test_multi_dataset_run_over_several_epochs(tiny_world, tmp_path):
         ],
         MULTI,
     )
-    output = run_visual_bert(
+    run_visual_bert(
         config,
         tiny_world,
         tmp_path / "save",
@@ -135,6 +137,7 @@ def test_multi_dataset_run_over_several_epochs(tiny_world, tmp_path):
         f"model_config.visual_bert.num_labels={num_answers(tiny_world)}",
         timeout=300,
     )
+    output = train_log(tmp_path / "save")
     train = _progress(output, "train")
     assert int(train[-1]["num_updates"]) == 14
     # 36 + 36 training samples at batch 16 are 5 updates per epoch: 14 updates reach epoch 3

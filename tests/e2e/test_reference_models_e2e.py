@@ -16,7 +16,7 @@ from mmf_uvlp.reference_models import REFERENCE_MODELS, SYSTEMS
 from mmf_uvlp.tasks import METRICS, TASKS
 from mmf_uvlp.tasks import REFCOCO_PLUS_SPLIT_DATASETS as REFCOCO_SPLITS
 
-from helpers import REPO, mmf_run
+from helpers import REPO, mmf_run, train_log
 
 
 FEATURE_DIM = 64  # the tiny preset's
@@ -65,18 +65,20 @@ def _mmf_run(system: str, config: str, updates: int, folder: Path, world: Path, 
     path.write_text(
         TINY.format(config=REPO / config, model=REPO / TINY_MODEL[system], updates=updates)
     )
-    return mmf_run(
+    """The run's full log (train.log: MMF's full progress lines)."""
+    mmf_run(
         f"config={path}",
         f"env.data_dir={world}",
         f"env.save_dir={folder / 'save'}",
         *SYSTEMS[system].feature_dim(FEATURE_DIM),
         *opts,
     )
+    return train_log(folder / "save")
 
 
 @pytest.fixture(scope="module")
 def pretrained(tiny_world, tmp_path_factory) -> Dict[str, tuple]:
-    """Each reference model pre-trained for 3 updates: system -> (its mmf_run output, weights)."""
+    """Each reference model pre-trained for 3 updates: system -> (its full log, weights)."""
     runs = {}
     for system in REFERENCE_MODELS:
         folder = tmp_path_factory.mktemp(f"{system}_pretrain")

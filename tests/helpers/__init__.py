@@ -88,9 +88,17 @@ def pretrain(
     )
 
 
-def rows(output: str, split: str = "train") -> List[Dict[str, str]]:
+def train_log(save: Path) -> str:
+    """MMF's log of the runs in ``save``, its full progress lines included (the console of
+    the plugin's trainer shows short ones), or "" before the first run."""
+    path = save / "train.log"
+    return path.read_text() if path.exists() else ""
+
+
+def rows(log: str, split: str = "train") -> List[Dict[str, str]]:
+    """The fields of each of MMF's full progress lines of ``split`` in ``log``."""
     found = []
-    for line in output.splitlines():
+    for line in log.splitlines():
         if "progress:" in line and f"{split}/total_loss:" in line:
             found.append(dict(re.findall(r"(\S+): ([0-9.e-]+)", line)))
     return found

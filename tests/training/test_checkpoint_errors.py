@@ -17,7 +17,7 @@ import torch
 from mmf_uvlp.errors import CheckpointWriteError, DamagedCheckpoint, RefusedCheckpoint
 from mmf_uvlp.trainers.checkpoint import atomic_torch_save, load_checkpoint
 
-from helpers import HOLDOUT, MMF_RUN, REPO, TINY, rows
+from helpers import HOLDOUT, MMF_RUN, REPO, TINY, rows, train_log
 from helpers.crafted import CreatesFile
 
 
@@ -129,6 +129,7 @@ def test_a_full_disk_stops_in_one_line_and_the_resume_falls_back_to_model_4(tiny
     assert not (save / "current.ckpt").exists() and (save / "models/model_4.ckpt").exists()
     assert sorted(os.listdir(save / "models")) == ["model_4.ckpt"]
 
+    before = len(train_log(save))
     resumed = mmf_run(tmp_path, world, save, "training.max_updates=8", "checkpoint.resume=True")
     output = resumed.stdout + resumed.stderr
     assert resumed.returncode == 0, output[-3000:]
@@ -137,7 +138,7 @@ def test_a_full_disk_stops_in_one_line_and_the_resume_falls_back_to_model_4(tiny
         "the newest complete checkpoint"
     )
     assert message in output and message in (save / "train.log").read_text()
-    assert [row["num_updates"] for row in rows(output)] == ["5", "6", "7", "8"]
+    assert [row["num_updates"] for row in rows(train_log(save)[before:])] == ["5", "6", "7", "8"]
     assert torch.load(save / "current.ckpt", weights_only=True)["num_updates"] == 8
 
 
@@ -271,7 +272,8 @@ def test_a_resume_file_holding_a_numpy_rng_state_resumes_without_an_opt_in(
         "training.max_updates=8",
         f"checkpoint.resume_file={legacy}",
     )
-    assert [row["num_updates"] for row in rows(output)] == ["5", "6", "7", "8"], output[-3000:]
+    logged = rows(train_log(tmp_path / "save"))
+    assert [row["num_updates"] for row in logged] == ["5", "6", "7", "8"], output[-3000:]
     assert "refused" not in output
 
 
@@ -310,5 +312,6 @@ def test_a_resume_file_holding_other_objects_names_its_opt_in_and_loads_with_it(
         f"checkpoint.resume_file={legacy}",
         "checkpoint.trust_resume_file=True",
     )
-    assert [row["num_updates"] for row in rows(trusted)] == ["5", "6", "7", "8"], trusted[-3000:]
+    logged = rows(train_log(tmp_path / "trusted"))
+    assert [row["num_updates"] for row in logged] == ["5", "6", "7", "8"], trusted[-3000:]
     assert f"{legacy}: loaded as a trusted checkpoint" in trusted

@@ -151,7 +151,7 @@ def test_mmf_s_own_visual_bert_run_is_byte_for_byte_the_run_without_the_plugin(
     from mmf_uvlp import compat
     from mmf_uvlp.compat import entry_point
 
-    from helpers import MMF_RUN, rows
+    from helpers import MMF_RUN, rows, train_log
 
     config = tmp_path / "run.yaml"  # MMF's own benchmark config on the toy world's vqa2
     config.write_text(
@@ -182,7 +182,8 @@ def test_mmf_s_own_visual_bert_run_is_byte_for_byte_the_run_without_the_plugin(
         env = dict(os.environ, **{compat.DISABLE_VARIABLE: disabled})
         result = fork_server().run(argv, env=env, cwd=REPO)
         assert result["returncode"] == 0, str(result["output"])[-4000:]
-        logged = rows(str(result["output"])) + rows(str(result["output"]), "val")
+        log = train_log(save)  # MMF's full progress lines
+        logged = rows(log) + rows(log, "val")
         outputs.append(
             [
                 {

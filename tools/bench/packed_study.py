@@ -43,7 +43,7 @@ STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d) \|.*progress: \d+/\d+, tr
 
 
 def run_log_figures(text: str, launched: float, log_interval: int) -> Dict[str, float]:
-    """Start-up seconds and steady updates/s of one run from its output."""
+    """Start-up seconds and steady updates/s of one run from its ``train.log``."""
     intervals = [mmf_time_ms(match[1]) for match in INTERVAL.findall(text)]
     stamps = STAMP.findall(text)
     if len(intervals) < 2 or not stamps:
@@ -98,6 +98,7 @@ def run_pack(size: int, args: argparse.Namespace) -> List[Dict[str, Any]]:
                 "launched": launched,
                 "process": process,
                 "path": folder / f"run_{index}.log",
+                "train_log": folder / f"run_{index}" / "train.log",
             }
         )
     figures = []
@@ -107,8 +108,9 @@ def run_pack(size: int, args: argparse.Namespace) -> List[Dict[str, Any]]:
         text = run["path"].read_text()
         if status != 0:
             raise RuntimeError(f"{run['path']}: mmf_run exit {status}\n{text[-2000:]}")
+        full = run["train_log"].read_text()  # MMF's full progress lines (the console's are short)
         figures.append(
-            {"kind": run["kind"], **run_log_figures(text, run["launched"], args.log_interval)}
+            {"kind": run["kind"], **run_log_figures(full, run["launched"], args.log_interval)}
         )
     return figures
 

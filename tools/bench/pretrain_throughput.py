@@ -699,12 +699,13 @@ def mmf_run_ms_per_update(
             f"env.save_dir={save_dir}",
         ]
         result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=env)
-    output = result.stdout + result.stderr
-    if result.returncode != 0:
-        raise RuntimeError(f"mmf_run failed (exit {result.returncode}):\n{output[-3000:]}")
+        output = result.stdout + result.stderr
+        if result.returncode != 0:
+            raise RuntimeError(f"mmf_run failed (exit {result.returncode}):\n{output[-3000:]}")
+        full = (Path(save_dir) / "train.log").read_text()  # the console's lines are short
     intervals = [
         _mmf_time_ms(match)
-        for match in re.findall(r"progress: \d+/\d+, train/.*?, time: ([^,]+),", output)
+        for match in re.findall(r"progress: \d+/\d+, train/.*?, time: ([^,]+),", full)
     ]
     if len(intervals) < 2:
         raise RuntimeError(

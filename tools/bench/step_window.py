@@ -151,10 +151,11 @@ def mmf_run_window(
             env=dict(os.environ, OMP_NUM_THREADS=str(threads)),
         )
         wall = time.perf_counter() - began
-    output = result.stdout + result.stderr
-    if result.returncode != 0:
-        raise RuntimeError(f"mmf_run failed (exit {result.returncode}):\n{output[-3000:]}")
-    intervals = [mmf_time_ms(match[1]) for match in INTERVAL.findall(output)]
+        output = result.stdout + result.stderr
+        if result.returncode != 0:
+            raise RuntimeError(f"mmf_run failed (exit {result.returncode}):\n{output[-3000:]}")
+        full = (Path(save_dir) / "train.log").read_text()  # the console's lines are short
+    intervals = [mmf_time_ms(match[1]) for match in INTERVAL.findall(full)]
     if len(intervals) < 2:
         raise RuntimeError(
             f"mmf_run logged {len(intervals)} train intervals; raise --updates "
