@@ -26,9 +26,14 @@ EXTRACT ?=
 EXTRACT_VENV ?= .venv-extract
 DETECTRON2 ?=
 EXTRACT_ENV = VENV=$(VENV) EXTRACT_VENV=$(EXTRACT_VENV) PYTHON=$(PYTHON) WHEELHOUSE=$(WHEELHOUSE) DETECTRON2=$(DETECTRON2)
+# The last line of setup: what the environment holds.
+SETUP_SUMMARY = import importlib.metadata as m, platform; print("setup: $(VENV) ready (python %s, \
+	mmf %s, torch %s, mmf_uvlp %s)$(if $(filter 1,$(EXTRACT)),; $(EXTRACT_VENV) ready for the extractor)" \
+	% (platform.python_version(), *map(m.version, ("mmf", "torch", "mmf_uvlp"))))
 setup:
 	@VENV=$(VENV) PYTHON=$(PYTHON) TORCH=$(TORCH) WHEELHOUSE=$(WHEELHOUSE) bash tools/setup_env.sh
 	@if [ "$(EXTRACT)" = 1 ]; then $(EXTRACT_ENV) bash tools/setup_extract.sh; fi
+	@$(PY) -c '$(SETUP_SUMMARY)'
 
 wheelhouse:
 	@test -n "$(WHEELHOUSE)" || { echo "make wheelhouse: set WHEELHOUSE=<folder>" >&2; exit 2; }
@@ -51,16 +56,20 @@ LINTED = mmf_uvlp tests tools hatch_build.py
 lint: setup
 	$(PY) -m ruff check $(LINTED)
 	$(PY) -m ruff format --check $(LINTED)
+	@echo "lint: ruff check and ruff format --check passed on $(LINTED)"
 
 test: setup lint
 	$(PY) -m pytest -q -n $(TEST_JOBS) --dist loadfile tests
 	@if [ -n "$(DETECTRON2)" ] || [ -d ../shared/wheels/detectron2 ]; then \
 		$(EXTRACT_ENV) bash tools/setup_extract.sh && \
-		$(EXTRACT_VENV)/bin/python -m pytest -q -n $(TEST_JOBS) --dist loadfile tests/extraction; \
-	else echo "tests/extraction: skipped, no detectron2 to install (DETECTRON2=..., docs/install.md)"; fi
+		$(EXTRACT_VENV)/bin/python -m pytest -q -n $(TEST_JOBS) --dist loadfile tests/extraction && \
+		echo "test: lint and the tests passed, tests/extraction in $(EXTRACT_VENV) too"; \
+	else echo "tests/extraction: skipped, no detectron2 to install (DETECTRON2=..., docs/install.md)"; \
+		echo "test: lint and the tests passed; tests/extraction skipped (no detectron2)"; fi
 
 toy-world: setup
 	$(PY) -m mmf_uvlp.cli.make_toy_world --preset $(PRESET) --seed $(SEED) --out $(WORLD)
+	@echo "toy-world: the $(PRESET) world (seed $(SEED)) is in $(WORLD)"
 
 # The demo: the study runner with the demo recipe (configs/study/demo.yaml), then Table 1's
 # five paper rows on the calibrated world from the recorded runs of its study (--recorded:
@@ -76,21 +85,30 @@ CALIBRATED_RECORDED = $(PY) -m mmf_uvlp.cli.replicate --recipe calibrated --tabl
 demo: setup
 	$(DEMO) --jobs $(DEMO_JOBS)
 	$(CALIBRATED_RECORDED)
+	@echo "demo: the demo study's tables are in $(DATA)/report/demo, Table 1 of the calibrated \
+	world's recorded runs in $(DATA)/report/calibrated (its runs: $(DEMO_RUNS))"
 
 corpus: setup
 	$(DEMO) --world $(PRESET) --steps world,corpus
+	@echo "corpus: the $(PRESET) world and its weakly aligned corpus are in $(WORLD)"
 
 pretrain: setup
 	$(DEMO) --steps world,corpus,pretrain --jobs $(DEMO_JOBS)
+	@echo "pretrain: the demo's pre-trained models are in $(DEMO_RUNS)/<system>/seed0/pretrain \
+	(make finetune fine-tunes them, make demo writes the tables)"
 
 finetune: setup
 	$(DEMO) --steps world,corpus,pretrain,finetune,evaluate --jobs $(DEMO_JOBS)
+	@echo "finetune: the demo's fine-tuned models and their test metrics are in \
+	$(DEMO_RUNS)/<system>/seed0/<task> (make report prints Table 1)"
 
 report: setup
 	$(DEMO) --recorded
+	@echo "report: the demo's Table 1 from its finished runs (nothing trained) is in $(DATA)/report/demo"
 
 clean:
 	rm -rf $(DATA) save runs
+	@echo "clean: removed $(DATA), save and runs"
 
 # Inside the checkpoints (docs/analysis.md): attention-grounding probe, attention maps and
 # representation plot on the toy world's Flickr30K Entities val split (PRESET), for Base
@@ -117,6 +135,8 @@ analyze: setup
 	$(PY) -m mmf_uvlp.cli.attention_maps $(ANALYSIS_ARGS) --layer best \
 		--probe $(ANALYSIS)/probe/probe.json --out $(ANALYSIS)/attention
 	$(PY) -m mmf_uvlp.cli.plot_alignment $(ANALYSIS_ARGS) --out $(ANALYSIS)/alignment
+	@echo "analyze: the grounding probe, attention maps and alignment plot of Base and \
+	$(words $(SAVED_PRETRAINED) $(DEMO_PRETRAINED)) pre-trained models are in $(ANALYSIS)"
 
 # The replication study (docs/replication.md): the paper's Tables 1-6 and the top-K ablation
 # (Table 1 with the reference models VisualBERT, ViLBERT and VL-BERT as rows too), mean ± std
