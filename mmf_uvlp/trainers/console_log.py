@@ -1,13 +1,13 @@
 """Short progress lines on the console; MMF's full lines stay in the files it writes.
 
 MMF logs one line per log interval and per evaluation with every meter value and timer
-(``progress: 2150/5000, train/total_loss: 22.3500, train/total_loss/avg: 23.7600, ...``:
+(``progress: 2150/5000, train/total_loss: 2.8632, train/total_loss/avg: 8.5888, ...``:
 40 fields, 1,600 characters in a pre-training). The plugin's trainer keeps that line in
 ``train.log`` and ``logs/train_<time>.log`` (TensorBoard has the scalars with
 ``training.tensorboard``) and shows a person a short one on the console::
 
-    update 2150/5000 · epoch 3 · loss 22.35 (avg 23.76) · lr 1.9e-4 · 0.6 updates/s · eta 1h20m
-    val · update 500/5000 · loss 1.32 · vqa2/vqa_accuracy 0.3635 · best 0.3635 (update 500)
+    update 2150/5000 · epoch 1 · loss 2.863 (avg 8.589) · lr 1.9e-4 · 0.83 updates/s · eta 57m35s
+    val · update 1500/1500 · vqa2/vqa_accuracy 0.5018 · best 0.5018 (update 1500)
     test · update 300/300 · refcoco_plus_{val,testA,testB}/refcoco_accuracy 0.8537, 0.9323, 0.8065
 
 :func:`install` wraps the formatter of MMF's console handlers (the stream handlers beside
