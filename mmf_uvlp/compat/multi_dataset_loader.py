@@ -1,5 +1,6 @@
 """MMF 1.0.0rc10's ``MultiDatasetLoader`` across epochs: each epoch starts with fresh
-bookkeeping, and ``__next__`` moves on until every dataset is exhausted."""
+bookkeeping, and ``__next__`` moves on until every dataset is exhausted (the functions the
+``uvlp`` trainer's own loader calls: :mod:`mmf_uvlp.trainers.data_order`)."""
 
 from __future__ import annotations
 
@@ -12,29 +13,14 @@ def reset_each_epoch() -> None:
     exhausted dataset."""
     from mmf.datasets.multi_dataset_loader import MultiDatasetLoader
 
+    from mmf_uvlp.trainers.data_order import begin_epoch, next_batch
+
     iter_ = MultiDatasetLoader.__iter__
 
     @functools.wraps(iter_)
     def __iter__(self: MultiDatasetLoader) -> Any:
-        self._iterators = []
-        self._finished_iterators = {}
-        self._used_once = {}
+        begin_epoch(self)
         return iter_(self)
 
-    def __next__(self: MultiDatasetLoader) -> Any:
-        while True:
-            try:
-                batch = next(self._chosen_iterator)
-                break
-            except StopIteration:
-                if not self._proportional_sampling and len(self._used_once) == self.num_datasets:
-                    raise
-                self._finished_iterators[self.current_index] = 1
-                if len(self._finished_iterators) == self.num_datasets:
-                    raise
-                self.change_dataloader()
-        self._used_once[self.current_index] = 1
-        return batch
-
     MultiDatasetLoader.__iter__ = __iter__
-    MultiDatasetLoader.__next__ = __next__
+    MultiDatasetLoader.__next__ = next_batch

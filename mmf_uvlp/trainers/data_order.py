@@ -139,6 +139,35 @@ def seeded_dataloader(
     return rebuilt, seeded
 
 
+def begin_epoch(loader: Any) -> None:
+    """A new epoch's bookkeeping of MMF 1.0.0rc10's ``MultiDatasetLoader`` ``loader``, before
+    its ``__iter__``: no iterators, no dataset finished or drawn yet (rc10's own ``__iter__``
+    keeps the last epoch's: a multi-dataset run never leaves epoch 2)."""
+    loader._iterators = []
+    loader._finished_iterators = {}
+    loader._used_once = {}
+
+
+def next_batch(loader: Any) -> Any:
+    """The next batch of MMF 1.0.0rc10's ``MultiDatasetLoader`` ``loader``: past every
+    exhausted dataset until all are (rc10's own ``__next__`` moves on once, possibly to
+    another exhausted dataset, and ends the epoch early); without proportional sampling the
+    epoch ends when a dataset runs out once every dataset was drawn."""
+    while True:
+        try:
+            batch = next(loader._chosen_iterator)
+            break
+        except StopIteration:
+            if not loader._proportional_sampling and len(loader._used_once) == loader.num_datasets:
+                raise
+            loader._finished_iterators[loader.current_index] = 1
+            if len(loader._finished_iterators) == loader.num_datasets:
+                raise
+            loader.change_dataloader()
+    loader._used_once[loader.current_index] = 1
+    return batch
+
+
 def data_position(loader: Any) -> Dict[str, Any]:
     """Where the train MultiDatasetLoader stands in its epoch (batches consumed per dataset);
     a loader that keeps its own bookkeeping (MMF main's:

@@ -18,7 +18,7 @@ from mmf.common.dataset_loader import DatasetLoader
 from mmf.common.registry import registry
 from mmf.datasets.multi_dataset_loader import MultiDatasetLoader
 
-from mmf_uvlp.trainers.data_order import seeded_dataloader
+from mmf_uvlp.trainers.data_order import begin_epoch, next_batch, seeded_dataloader
 from mmf_uvlp.trainers.multitasking import train_probabilities
 from mmf_uvlp.trainers.side_stream import CopyAhead, SideStreamCopy
 from mmf_uvlp.trainers.data_order import worker_arguments
@@ -173,7 +173,11 @@ class SeededMultiDatasetLoader(MultiDatasetLoader):
             self.current_index = resume["current_index"]
             self.current_dataset = self.datasets[self.current_index]
             self.current_loader = self.loaders[self.current_index]
-        iterator = self._continue(skips) if self._streams else super().__iter__()
+        if self._streams:
+            iterator = self._continue(skips)
+        else:
+            begin_epoch(self)
+            iterator = super().__iter__()
         self.consumed = list(resume["consumed"]) if resume else [0] * self.num_datasets
         if resume is not None and self.num_datasets > 1:
             self._finished_iterators = dict.fromkeys(resume["finished"], 1)
@@ -182,9 +186,9 @@ class SeededMultiDatasetLoader(MultiDatasetLoader):
         return iterator
 
     def _continue(self, skips: Optional[List[int]]) -> Any:
-        """MMF's ``__iter__`` (as the compat fix ``multi_dataset_loader_epoch_reset`` makes
-        it) over the datasets' :class:`EpochStream` s instead of new DataLoader iterators;
-        ``skips``: a resume's samples left out per dataset."""
+        """MMF's ``__iter__`` after :func:`begin_epoch`, over the datasets'
+        :class:`EpochStream` s instead of new DataLoader iterators; ``skips``: a resume's
+        samples left out per dataset."""
         self._iterators = [
             stream.epoch(None if skips is None else skips[index])
             for index, stream in enumerate(self._streams)
@@ -201,7 +205,7 @@ class SeededMultiDatasetLoader(MultiDatasetLoader):
         for index, probability in enumerate(self._dataset_probabilities):
             if probability == 0:
                 self._used_once[index] = 1
-        return super().__next__()
+        return next_batch(self)
 
     def prepare_batch(self, batch: Any) -> Any:
         """MMF's (the batch to the device, the next dataset chosen); on a GPU, the next

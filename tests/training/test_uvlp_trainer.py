@@ -433,3 +433,55 @@ def test_evaluation_leaves_the_training_stream_as_it_was(registered):
     before = torch.get_rng_state()
     trainer.evaluate([None, None])
     assert torch.equal(torch.get_rng_state(), before), "evaluation moved the training generator"
+
+
+EPOCHS_WITHOUT_THE_FIX = """
+import signal
+signal.alarm(60)  # a loader that spins dies here
+import numpy as np
+import mmf  # registers the plugin; the compat fix of MMF's own loader is disabled
+from mmf.datasets.multi_dataset_loader import MultiDatasetLoader
+from mmf_uvlp.trainers.rc10_loaders import SeededMultiDatasetLoader
+
+assert "multi_dataset_loader_epoch_reset" in __import__("os").environ["MMF_UVLP_DISABLE_FIXES"]
+def loader(batches, probabilities):
+    instance = SeededMultiDatasetLoader.__new__(SeededMultiDatasetLoader)
+    instance.__init__("val")
+    instance._num_datasets = len(batches)
+    instance._datasets = [name for name, *_ in batches]
+    instance._loaders = [rest for _, *rest in batches]
+    instance._dataset_probabilities = probabilities
+    instance._proportional_sampling = True
+    instance._is_master = True
+    instance.current_index = 0
+    return instance
+
+two = loader([["a", ("a", 0), ("a", 1)], ["b", ("b", 0)]], [0.5, 0.5])
+epochs = [sorted(two) for _ in range(3)]
+assert all(epoch == [("a", 0), ("a", 1), ("b", 0)] for epoch in epochs), epochs
+for seed in range(20):  # evaluation switches datasets after every batch (prepare_batch)
+    np.random.seed(seed)
+    three = loader([["a", ("a", 0)], ["b", ("b", 0)], ["c", ("c", 0)]], [0.45, 0.45, 0.1])
+    seen = []
+    for batch in three:
+        seen.append(batch)
+        three.change_dataloader()
+    assert sorted(seen) == [("a", 0), ("b", 0), ("c", 0)], (seed, seen)
+"""
+
+
+def test_the_loaders_epochs_need_no_compat_fix():
+    """The trainer's rc10 loader runs every epoch over every dataset with the compat fix of
+    MMF's own MultiDatasetLoader (``multi_dataset_loader_epoch_reset``) disabled."""
+    import subprocess
+
+    from mmf_uvlp import compat
+
+    result = subprocess.run(
+        [sys.executable, "-c", EPOCHS_WITHOUT_THE_FIX],
+        env=dict(os.environ, **{compat.DISABLE_VARIABLE: "multi_dataset_loader_epoch_reset"}),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
