@@ -321,10 +321,10 @@ step study 60 "$PY" tools/bench/pretrain_throughput.py --sizes $SIZES_STUDY $BEN
     --out "$OUT/study.md" --json "$OUT/study.json"
 step paper 100 "$PY" tools/bench/pretrain_throughput.py --sizes $SIZES_PAPER $BENCH --batch 64 \
     $LARGE --out "$OUT/paper.md" --json "$OUT/paper.json"
-step window_paper 80 "$PY" tools/bench/step_window.py --run paper=projects/uvla/pretrain.yaml \
+step window_paper 110 "$PY" tools/bench/step_window.py --run paper=projects/uvla/pretrain.yaml \
     --size $SIZES_PAPER --option "env.data_dir=$DATA/paper" $CURRICULUM $HOLDOUT $WINDOW_PAPER \
     --out "$OUT/window_paper.md" --json "$OUT/window_paper.json"
-step packed 150 "$PY" tools/bench/packed_study.py --world "$DATA/study" $PACKED \
+step packed 200 "$PY" tools/bench/packed_study.py --world "$DATA/study" $PACKED \
     ${HOLDOUT//--option/--pretrain-option} \
     --finetune-option "env.dataset_zoo=$OUT/no_dataset_zoo.yaml" \
     --finetune-option model_config.uvla.pretrained_checkpoint=None \
