@@ -61,7 +61,7 @@ def _has_bool_index(index: Any) -> bool:
 
 def _caller() -> str:
     """The innermost frame outside torch and this module: where the call was made."""
-    for frame in reversed(traceback.extract_stack()[:-3]):
+    for frame in reversed(traceback.extract_stack()):
         path = frame.filename.replace("\\", "/")
         if "/torch/" not in path and not path.endswith("/host_sync.py"):
             return f"{frame.filename}:{frame.lineno} ({frame.line})"

@@ -175,7 +175,10 @@ def test_the_sync_check_fails_on_a_trainer_step_that_syncs(processors, call):
 def test_the_sync_check_names_each_kind_of_sync(call):
     tensor = torch.ones(3, device=DEVICE)
     call(tensor)  # fine outside the block
-    with pytest.raises(HostSyncError, match="waits for the device, at .*test_sync_free_step"):
+    # the line that made the call (the lambda's), not the line that called the lambda
+    with pytest.raises(
+        HostSyncError, match=r"waits for the device, at .*test_sync_free_step.py:\d+ \(lambda t:"
+    ):
         with no_host_sync(DEVICE):
             call(tensor)
 
