@@ -83,8 +83,8 @@ def diagnose(
             ("fix", f"compatibility fixes for MMF {fix_set.mmf_version}:"),
             (
                 "entry point",
-                "entry-point fixes (mmf_run, for runs of the "
-                "plugin's trainer; mmf_uvlp/compat/entry_point.py):",
+                "the plugin's hooks at mmf_run (for runs of the "
+                "plugin's trainer; mmf_uvlp/training/entry_point.py):",
             ),
         ):
             say(title)

@@ -11,7 +11,9 @@ it (patches of MMF's classes). After ``import mmf`` the mmf_uvlp plugin
 components are registered. MMF 1.0.0rc10 (the package index) and 1.0.0rc12 (MMF's
 main branch, installed from source) each have a fix set (``rc10.py``, ``mmf_main.py``); for
 another version nothing is patched. The plugin's own training behaviour is not a fix: it is
-the ``uvlp`` trainer (``mmf_uvlp.trainers``), which a run chooses by name.
+the ``uvlp`` trainer (``mmf_uvlp.trainers``), which a run chooses by name, and its hooks at
+MMF's command line (``mmf_uvlp.training.entry_point``), which this hook installs beside the
+fixes.
 
 The hook finds ``mmf`` with the finders that follow it on ``sys.meta_path`` (an editable
 MMF is served by a finder of its own, not by ``sys.path``), so the plugin registers
@@ -31,7 +33,7 @@ import sys
 from types import ModuleType
 from typing import Dict, List, Optional, Sequence, Set
 
-from mmf_uvlp.compat.fix import Fix, FixSet  # noqa: F401  (the package's names for them)
+from mmf_uvlp.compat.fix import ENTRY_POINT, Fix, FixSet
 from mmf_uvlp.utils.mmf_version import (  # noqa: F401  (the package's names for them)
     MMF_MAIN_VERSION,
     RC10_VERSION,
@@ -46,18 +48,23 @@ _FIX_SETS: Dict[str, FixSet] = {}
 
 
 def fix_set_for(version: Optional[str]) -> Optional[FixSet]:
-    """The fixes written for ``version`` (its module's MMF fixes, then the entry-point fixes
-    of :mod:`mmf_uvlp.compat.entry_point`), or None (the layer stays inert)."""
+    """The fixes written for ``version`` (its module's MMF fixes), then the plugin's hooks at
+    MMF's command line (:mod:`mmf_uvlp.training.entry_point`), or None (the layer stays
+    inert)."""
     if version not in (RC10_VERSION, MMF_MAIN_VERSION):
         return None
     if version not in _FIX_SETS:
-        from mmf_uvlp.compat import entry_point
+        from mmf_uvlp.training.entry_point import hooks_for
 
         if version == MMF_MAIN_VERSION:
             from mmf_uvlp.compat.mmf_main import FIXES
         else:
             from mmf_uvlp.compat.rc10 import FIXES
-        _FIX_SETS[version] = FixSet(version, FIXES.fixes + entry_point.for_version(version))
+        hooks = [
+            Fix(hook.name, hook.changes, hook.install, hook.trigger, "post", ENTRY_POINT)
+            for hook in hooks_for(version)
+        ]
+        _FIX_SETS[version] = FixSet(version, FIXES.fixes + hooks)
     return _FIX_SETS[version]
 
 

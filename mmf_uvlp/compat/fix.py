@@ -6,6 +6,9 @@ from dataclasses import dataclass, field
 from typing import Callable, List, Optional
 
 
+ENTRY_POINT = "entry point"  # the kind of the plugin's hooks at MMF's command line
+
+
 @dataclass
 class Fix:
     """One compatibility fix: what it repairs and whether it ran."""
@@ -15,8 +18,8 @@ class Fix:
     apply: Callable[[], None]
     trigger: str  # top-level module whose first import runs the fix
     stage: str  # "pre": before the trigger module executes, "post": after it
-    # "fix": MMF needs it on this stack; "entry point": the plugin's behaviour at MMF's
-    # command line (mmf_uvlp.compat.entry_point)
+    # "fix": MMF needs it on this stack; ENTRY_POINT: the plugin's behaviour at MMF's
+    # command line (mmf_uvlp.training.entry_point), installed the same way
     kind: str = "fix"
     applied: bool = False
     failure: Optional[str] = None

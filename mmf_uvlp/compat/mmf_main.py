@@ -7,7 +7,7 @@ on MMF main; where MMF main kept rc10's code, the fix is rc10's body (its module
 ``mmf_uvlp.compat``), registered here with MMF main's error.
 The plugin's own training behaviour that MMF main lacks is the ``uvlp`` trainer
 (``mmf_uvlp.trainers``), not a fix; its behaviour at MMF's command line is in
-``entry_point.py``.
+``mmf_uvlp.training.entry_point``.
 """
 
 from __future__ import annotations

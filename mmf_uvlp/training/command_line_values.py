@@ -8,7 +8,9 @@ spelling, read by truthiness): that one override is taken as ``evaluation.predic
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence, Tuple
+
+from mmf_uvlp.errors import UserConfigError
 
 
 # What MMF's ``mmf_cli.predict`` appends to the command line, and its Python literal.
@@ -37,3 +39,44 @@ def wanted(config: Any, opts: Optional[Sequence[str]]) -> bool:
         if key.strip() == "training.trainer":
             return is_plugin_trainer(value.strip())
     return chosen_by(config)
+
+
+class DotlistCheck:
+    """The command line's values, checked before MMF's ``_merge_with_dotlist`` merges them
+    into ``config``: ``mmf_predict``'s flag taken as a literal, and in a run of the plugin's
+    trainer (:func:`wanted`) the trainer's keys declared and the values checked
+    (``key=true``, ``key=[a.lmdb]``, ``key[0]=x`` refused with MMF's spelling).
+
+    MMF main merges twice: its first pass (``skip_missing``) merges the overrides into MMF's
+    defaults alone, before the user config and the model config that tell the run's
+    trainer, and the second pass then finds ``'true'`` already written there; so the first
+    pass notes what it would refuse, and the second, over the whole config, refuses it.
+    rc10 merges once (no ``skip_missing``)."""
+
+    def __init__(self) -> None:
+        self._noted: Dict[Tuple[str, ...], UserConfigError] = {}
+
+    def __call__(self, config: Any, opts: Any, skip_missing: bool = False) -> Any:
+        """``opts`` as MMF should merge them into ``config``; raises the
+        :class:`UserConfigError` of a value MMF would store silently wrong."""
+        from mmf_uvlp.trainers.choice import declare_switches
+        from mmf_uvlp.utils.user_config import (
+            check_command_line_lists,
+            check_command_line_literals,
+        )
+
+        opts = with_predict_flag_as_literal(opts)
+        key = tuple(str(opt) for opt in opts or [])
+        if skip_missing:
+            self._noted.pop(key, None)
+            try:
+                check_command_line_literals(config, opts, existing_only=True)
+            except UserConfigError as error:
+                self._noted[key] = error
+        elif wanted(config, opts):
+            declare_switches(config)
+            if key in self._noted:
+                raise self._noted.pop(key)
+            check_command_line_literals(config, opts)
+            check_command_line_lists(config, opts)
+        return opts

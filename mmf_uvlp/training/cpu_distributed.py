@@ -1,5 +1,5 @@
 """Distributed training on a CPU-only torch: what the compat fix ``cpu_distributed_gloo``
-and the entry-point fix ``cpu_distributed_spawn`` use.
+and the hook ``cpu_distributed_spawn`` (:mod:`.entry_point`) use.
 
 MMF 1.0.0rc10's distributed path is CUDA-only (NCCL, ``.cuda()`` tensors, a world size
 checked against the GPU count). With those fixes ``distributed.world_size=N`` trains N

@@ -149,7 +149,7 @@ def test_mmf_s_own_visual_bert_run_is_byte_for_byte_the_run_without_the_plugin(
     import os
 
     from mmf_uvlp import compat
-    from mmf_uvlp.compat import entry_point
+    from mmf_uvlp.training.entry_point import hooks_for
 
     from helpers import MMF_RUN, rows, train_log
 
@@ -176,7 +176,7 @@ def test_mmf_s_own_visual_bert_run_is_byte_for_byte_the_run_without_the_plugin(
         "model_config.visual_bert.visual_embedding_dim=64",
         f"model_config.visual_bert.num_labels={num_answers(tiny_world)}",
     ]
-    entry = ",".join(fix.name for fix in entry_point.for_version("1.0.0rc10"))
+    entry = ",".join(hook.name for hook in hooks_for("1.0.0rc10"))
     outputs, files = [], []
     for argv, disabled in (([MMF_RUN, *opts], ""), (["-c", WITHOUT_PLUGIN, *opts], entry)):
         env = dict(os.environ, **{compat.DISABLE_VARIABLE: disabled})
