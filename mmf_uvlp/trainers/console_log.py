@@ -52,7 +52,11 @@ def parse_progress(message: str) -> Optional[Dict[str, str]]:
             if match is None:
                 return None
             fields[match.group(1)] = match.group(2)
-    if not any(key.split("/", 1)[0] in SPLITS and "/" in key for key in fields):
+    splits = [key.split("/", 1)[0] for key in fields if "/" in key]
+    if not any(split in SPLITS for split in splits):
+        return None
+    # MMF's meter always logs the total loss; the progress when the trainer counts updates
+    if "progress" not in fields and not any(f"{split}/total_loss" in fields for split in SPLITS):
         return None
     return fields
 

@@ -86,6 +86,7 @@ def test_mmf_s_progress_lines_read_short(line, short):
         "progress: 3/4",
         '{"a": 1}',
         "curriculum: on from update 3 (epoch 0.1, m = 0.1): x",
+        "test/vqa2/vqa_accuracy: value '0.7' is not a number",
     ],
 )
 def test_other_messages_are_left_alone(message):
