@@ -74,7 +74,7 @@ step() {
     "$@" > "$log" 2>&1
     local status=$?
     for pattern in "${patterns[@]}"; do
-        cat "$log" "$also" 2>/dev/null | grep -qF -- "$pattern" || missing="$missing '$pattern'"
+        grep -qsF -- "$pattern" "$log" "$also" || missing="$missing '$pattern'"
     done
     if [ "$status" -eq 0 ] && [ -z "$missing" ]; then
         printf 'PASS  %-42s %4ds\n' "$name" $((SECONDS - start))
