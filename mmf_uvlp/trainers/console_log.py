@@ -26,6 +26,8 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from omegaconf import OmegaConf
 
+from mmf_uvlp.errors import UserConfigError
+
 SHORT, FULL = "short", "full"
 SPLITS = ("train", "val", "test")
 MAX_CHARS = 100  # of a short line, before the handler's time stamp and logger name
@@ -232,7 +234,7 @@ def install(config: Any) -> None:
     (``training.console_log: full``); says once on the console where the full lines are."""
     mode = OmegaConf.select(config, "training.console_log", default=SHORT)
     if mode not in (SHORT, FULL):
-        raise ValueError(f"training.console_log must be '{SHORT}' or '{FULL}', got {mode!r}")
+        raise UserConfigError(f"training.console_log must be '{SHORT}' or '{FULL}', got {mode!r}")
     handlers, full_log = mmf_console_handlers()
     for handler in handlers:
         inner = handler.formatter

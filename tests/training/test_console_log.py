@@ -11,6 +11,7 @@ from omegaconf import OmegaConf
 
 from mmf.common.registry import registry
 from mmf.utils.logger import Logger
+from mmf_uvlp.errors import UserConfigError
 from mmf_uvlp.trainers.console_log import MAX_CHARS, install, short_line
 
 from helpers import REPO, pretrain, rows, train_log
@@ -181,7 +182,7 @@ def test_console_log_full_keeps_mmf_s_line_and_another_value_is_refused(mmf_logg
     assert capsys.readouterr().out.endswith(f"| mmf.train : {PRETRAIN}\n")
     config.training.console_log = "brief"
     with pytest.raises(
-        ValueError, match="training.console_log must be 'short' or 'full', got 'brief'"
+        UserConfigError, match="training.console_log must be 'short' or 'full', got 'brief'"
     ):
         install(config)
 
