@@ -113,11 +113,13 @@ build_env() {
 mmf_run() { (cd "$REPO" && "$ENV_DIR/venv/bin/mmf_run" "$@"); }
 
 pretrain() {
-    step "pre-training (10 updates, 5 losses)" --also "$WORK/pretrain/train.log" "progress: 10/10" \
-        "update 10/10 · epoch" "uvla_mlm" "uvla_mrc" "uvla_mrfr" "uvla_pmrtc" "uvla_itm" "Finished run" -- \
+    step "pre-training (10 updates, 5 losses, training.compile=True)" --also "$WORK/pretrain/train.log" \
+        "progress: 10/10" "update 10/10 · epoch" "uvla_mlm" "uvla_mrc" "uvla_mrfr" "uvla_pmrtc" \
+        "uvla_itm" "Finished run" "encoder compiled with torch.compile" -- \
         mmf_run config=projects/uvla/pretrain.yaml env.data_dir="$WORLD" env.save_dir="$WORK/pretrain" \
             model_config.uvla.feature_dim=64 training.max_updates=10 training.log_interval=5 \
-            training.evaluation_interval=10 training.checkpoint_interval=10 "${HOLDOUT[@]}"
+            training.evaluation_interval=10 training.checkpoint_interval=10 training.compile=True \
+            "${HOLDOUT[@]}"
 }
 
 side_stream() {  # the side-stream copy of the next batch, CUDA's stream calls imitated
@@ -224,7 +226,7 @@ if step "tiny world and its corpus" "images written to" -- bash -c "
         skip "Lightning: VQA2 from current.ckpt" "Lightning: pre-training"
     fi
 else
-    for name in "pre-training (10 updates, 5 losses)" "VQA2 fine-tuning from the checkpoint" "RefCOCO+ training" \
+    for name in "pre-training (10 updates, 5 losses, training.compile=True)" "VQA2 fine-tuning from the checkpoint" "RefCOCO+ training" \
                 "RefCOCO+ inference val, testA, testB" "Lightning: pre-training (10 updates)" \
                 "Lightning: VQA2 from current.ckpt"; do
         skip "$name" "the tiny world"
