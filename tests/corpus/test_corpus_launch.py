@@ -19,7 +19,13 @@ from mmf_uvlp.corpus.pipeline import ABORT_ENV, build
 from mmf_uvlp.utils.cluster import JobOptions
 
 from helpers import REPO
-from helpers.corpus import output_files, shared_resources, tiny_config, write_tiny_world
+from helpers.corpus import (
+    output_files,
+    shared_resources,
+    tiny_command,
+    tiny_config,
+    write_tiny_world,
+)
 
 
 @pytest.fixture(scope="module")
@@ -88,40 +94,8 @@ def test_launch_on_the_local_executor_equals_a_single_run_and_retries_a_failed_s
 @pytest.mark.slow
 def test_an_interrupted_launch_resumes_without_redoing_finished_shards(world, reference, tmp_path):
     out = tmp_path / "launched"
-    command = [
-        sys.executable,
-        str(REPO / "tools" / "build_corpus.py"),
-        "launch",
-        "--predictions",
-        world["predictions"],
-        "--features",
-        world["features"],
-        "--corpus",
-        world["corpus"],
-        "--captions-gt",
-        world["captions_gt"],
-        "--objects-gt",
-        world["objects_gt"],
-        "--k",
-        "3",
-        "--chunk-images",
-        "2",
-        "--set",
-        "embed.chunk_size=5",
-        "--set",
-        "embed.batch_size=4",
-        "--set",
-        "report.num_examples=3",
-        "--set",
-        "run.num_threads=1",
-        "--no-progress",
-        "--out",
-        str(out),
-        "--shards",
-        "3",
-        "--array-parallelism",
-        "1",
-    ]
+    command = tiny_command(world, "launch", str(out))
+    command += ["--shards", "3", "--array-parallelism", "1"]
     # Ctrl-C reaches the launcher even where the test runner was started with SIGINT ignored
     # (a background job of a shell, nohup): a Python started so would ignore it too.
     first = subprocess.Popen(

@@ -22,6 +22,7 @@ from helpers.corpus import (
     output_files,
     predictions_row,
     shared_resources,
+    tiny_command,
     tiny_config,
     write_tiny_world,
 )
@@ -426,36 +427,7 @@ def test_restart_after_a_failed_build_starts_over(world, tmp_path):
 def test_cli_kill_and_resume(world, reference, tmp_path):
     """A real abrupt exit (os._exit) mid-stage, then the same command again."""
     out = str(tmp_path / "cli")
-    cmd = [
-        sys.executable,
-        os.path.join(REPO, "tools", "build_corpus.py"),
-        "run",
-        "--predictions",
-        world["predictions"],
-        "--features",
-        world["features"],
-        "--corpus",
-        world["corpus"],
-        "--captions-gt",
-        world["captions_gt"],
-        "--objects-gt",
-        world["objects_gt"],
-        "--k",
-        "3",
-        "--chunk-images",
-        "2",
-        "--no-progress",
-        "--set",
-        "report.num_examples=3",
-        "--set",
-        "embed.chunk_size=5",
-        "--set",
-        "embed.batch_size=4",
-        "--set",
-        "run.num_threads=1",  # the reference's thread count: BLAS sums floats in its order
-        "--out",
-        out,
-    ]
+    cmd = tiny_command(world, "run", out)
     env = dict(os.environ, MMF_UVLP_CORPUS_ABORT_AFTER="retrieve:2", HF_HUB_OFFLINE="1")
     first = subprocess.run(cmd, env=env, capture_output=True, text=True)
     assert first.returncode == 75, first.stderr[-2000:]

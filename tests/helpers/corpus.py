@@ -181,6 +181,22 @@ def tiny_config(paths: Dict[str, str], *overrides: str, gt: bool = True):
     return load_config(data=data, overrides=list(overrides))
 
 
+def tiny_command(paths: Dict[str, str], action: str, out: str) -> List[str]:
+    """``tools/build_corpus.py ACTION``'s command line with :func:`tiny_config`'s settings."""
+    import sys
+
+    from helpers import REPO
+
+    inputs = ("predictions", "features", "corpus", "captions_gt", "objects_gt")
+    command = [sys.executable, str(REPO / "tools" / "build_corpus.py"), action]
+    for name in inputs:
+        command += ["--" + name.replace("_", "-"), paths[name]]
+    command += ["--k", "3", "--chunk-images", "2", "--no-progress", "--out", str(out)]
+    for value in ("embed.chunk_size=5", "embed.batch_size=4", "report.num_examples=3"):
+        command += ["--set", value]
+    return command + ["--set", "run.num_threads=1"]  # tiny_config's thread count
+
+
 def output_files(out_dir: str) -> Dict[str, bytes]:
     """The deterministic outputs of a build: annotations, index, stats, report.json/md."""
     found = {}
