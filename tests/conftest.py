@@ -1,8 +1,10 @@
 """Shared test set-up: offline hub, the local BERT, a tiny toy world per session."""
 
+import hashlib
 import os
 import sys
 from pathlib import Path
+from typing import Dict
 
 import pytest
 
@@ -32,7 +34,38 @@ def tiny_world(tmp_path_factory) -> Path:
 
     out = tmp_path_factory.mktemp("world") / "tiny"
     generate_world(PRESETS["tiny"], out)
+    _WORLD_FILES[out] = _files_of(out)
     return out
+
+
+_WORLD_FILES: Dict[Path, Dict[str, str]] = {}
+
+
+def _files_of(world: Path) -> Dict[str, str]:
+    """The world's files by relative path, with their sha256; the corpus built into it by
+    ``tiny_corpus`` and LMDB's reader table (``lock.mdb``, written by every reader) aside."""
+    return {
+        str(path.relative_to(world)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in world.rglob("*")
+        if path.is_file()
+        and path.relative_to(world).parts[0] != "corpus"
+        and path.name != "lock.mdb"
+    }
+
+
+@pytest.fixture(autouse=True)
+def _the_shared_world_stays_as_generated(request):
+    """A test using the session's tiny world leaves it as generated: a test that wrote into
+    it would change what later tests in the same worker read, depending on their order."""
+    yield
+    if "tiny_world" not in request.fixturenames:
+        return
+    world = request.getfixturevalue("tiny_world")
+    before, after = _WORLD_FILES[world], _files_of(world)
+    changed = sorted(
+        name for name in set(before) | set(after) if before.get(name) != after.get(name)
+    )
+    assert not changed, f"{request.node.nodeid} changed the shared tiny world: {changed[:10]}"
 
 
 @pytest.fixture(scope="session")

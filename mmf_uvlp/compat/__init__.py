@@ -31,7 +31,7 @@ import importlib.machinery
 import os
 import sys
 from types import ModuleType
-from typing import Dict, List, Optional, Sequence, Set
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Set
 
 from mmf_uvlp.compat.fix import ENTRY_POINT, Fix, FixSet
 from mmf_uvlp.utils.mmf_version import (  # noqa: F401  (the package's names for them)
@@ -39,6 +39,9 @@ from mmf_uvlp.utils.mmf_version import (  # noqa: F401  (the package's names for
     RC10_VERSION,
     installed_mmf_version,
 )
+
+if TYPE_CHECKING:
+    from mmf_uvlp.training.entry_point import Hook
 
 
 _STATE: Dict[str, object] = {"installed": False, "active": None, "mmf_version": None}
@@ -61,11 +64,21 @@ def fix_set_for(version: Optional[str]) -> Optional[FixSet]:
         else:
             from mmf_uvlp.compat.rc10 import FIXES
         hooks = [
-            Fix(hook.name, hook.changes, hook.install, hook.trigger, "post", ENTRY_POINT)
+            Fix(hook.name, hook.changes, _installer(hook), hook.trigger, "post", ENTRY_POINT)
             for hook in hooks_for(version)
         ]
         _FIX_SETS[version] = FixSet(version, FIXES.fixes + hooks)
     return _FIX_SETS[version]
+
+
+def _installer(hook: "Hook") -> Callable[[], None]:
+    """Puts ``hook``'s wrapper in the place of the MMF function it wraps."""
+
+    def install() -> None:
+        owner, attribute = hook.target()
+        setattr(owner, attribute, hook.wrap(getattr(owner, attribute)))
+
+    return install
 
 
 DISABLE_VARIABLE = "MMF_UVLP_DISABLE_FIXES"

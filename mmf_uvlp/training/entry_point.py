@@ -7,8 +7,8 @@ distributed processes (:mod:`.cpu_distributed`). MMF's own runs (another trainer
 command line, except that ``mmf_predict``'s own ``evaluation.predict=true`` is read as MMF
 means it and a CPU-only torch can spawn.
 
-Each is a :class:`Hook` that the compatibility layer's import hook installs, after the first
-import of its trigger module, beside the version fixes (:mod:`mmf_uvlp.compat`); they are
+Each is a :class:`Hook`: a wrapper of one MMF function, which the compatibility layer's import
+hook puts in that function's place after the first import of its trigger module, beside the version fixes (:mod:`mmf_uvlp.compat`); they are
 listed by ``python -m mmf_uvlp.doctor`` and disabled by name with ``$MMF_UVLP_DISABLE_FIXES``,
 as the fixes are.
 """
@@ -27,13 +27,27 @@ from mmf_uvlp.utils.mmf_version import MMF_MAIN_VERSION, RC10_VERSION, mmf_main_
 
 @dataclass(frozen=True)
 class Hook:
-    """One behaviour of the plugin at MMF's command line, and what it changes."""
+    """One behaviour of the plugin at MMF's command line, and what it changes: ``wrap`` takes
+    the MMF function that ``target`` names (its owner, a module or class, and attribute) and
+    returns the function that replaces it. The compatibility layer makes the replacement."""
 
     name: str
     changes: str  # what MMF's command line does without it, and with it
-    install: Callable[[], None]
+    target: Callable[[], Tuple[Any, str]]
+    wrap: Callable[[Callable[..., Any]], Callable[..., Any]]
     trigger: str = "mmf_cli.run"  # the module whose first import installs it
     versions: Tuple[str, ...] = (RC10_VERSION, MMF_MAIN_VERSION)
+
+
+def _cli_attribute(name: str) -> Callable[[], Tuple[Any, str]]:
+    """The target ``mmf_cli.run.<name>``."""
+
+    def target() -> Tuple[Any, str]:
+        import mmf_cli.run as cli
+
+        return cli, name
+
+    return target
 
 
 ONE_LINE_USER_ERRORS = (
@@ -48,15 +62,12 @@ ONE_LINE_USER_ERRORS = (
 )
 
 
-def one_line_user_errors() -> None:
-    """``mmf_cli.run.run`` ends a plugin's error (or any config error of a run of the
+def one_line_user_errors(run: Callable[..., Any]) -> Callable[..., Any]:
+    """``mmf_cli.run.run`` ending a plugin's error (or any config error of a run of the
     plugin's trainer) with one line and its exit status."""
-    import mmf_cli.run as cli
     from mmf.common.registry import registry
 
     from mmf_uvlp.training.cli_errors import user_error_of
-
-    run = cli.run
 
     @functools.wraps(run)
     def run_reporting_user_errors(*args: Any, **kwargs: Any) -> Any:
@@ -73,7 +84,7 @@ def one_line_user_errors() -> None:
             print(f"mmf_run: error: {message}", file=sys.stderr)
             raise SystemExit(status) from None
 
-    cli.run = run_reporting_user_errors
+    return run_reporting_user_errors
 
 
 def _rank(config: Any, init_distributed: bool) -> int:
@@ -93,18 +104,14 @@ RUN_FOLDER_LOCK = (
 )
 
 
-def run_folder_lock() -> None:
-    """MMF's per-process ``main`` (``mmf_cli.run``) runs under the lock of ``env.save_dir``
+def run_folder_lock(main: Callable[..., Any]) -> Callable[..., Any]:
+    """MMF's per-process ``main`` (``mmf_cli.run``) run under the lock of ``env.save_dir``
     (rank 0 only) in runs of the plugin's trainer; a busy folder, or a training run into a
     folder holding another run's final checkpoint, ends the command with status 2."""
-    import mmf_cli.run as cli
-
     from mmf_uvlp.errors import RunFolderBusy
     from mmf_uvlp.trainers.choice import chosen_by
     from mmf_uvlp.training.run_folder import another_runs_final_checkpoint
     from mmf_uvlp.training.run_lock import RunLock
-
-    main = cli.main
 
     @functools.wraps(main)
     def main_owning_its_folder(
@@ -128,7 +135,7 @@ def run_folder_lock() -> None:
         finally:
             lock.release()
 
-    cli.main = main_owning_its_folder
+    return main_owning_its_folder
 
 
 COMMAND_LINE_VALUES = (
@@ -147,17 +154,21 @@ COMMAND_LINE_VALUES = (
 )
 
 
-def command_line_values() -> None:
-    """MMF's ``_merge_with_dotlist`` (a method of rc10's ``Configuration``, a function of MMF
-    main's ``mmf.utils.configuration``) wrapped once: the command line's values are checked
-    (:class:`~mmf_uvlp.training.command_line_values.DotlistCheck`) before MMF merges them."""
-    import mmf.utils.configuration as configuration
+def _merge_with_dotlist_target() -> Tuple[Any, str]:
+    """MMF's ``_merge_with_dotlist``: a method of rc10's ``Configuration``, a function of MMF
+    main's ``mmf.utils.configuration``."""
+    import mmf.utils.configuration as mmf_configuration
 
+    owner = mmf_configuration if mmf_main_installed() else mmf_configuration.Configuration
+    return owner, "_merge_with_dotlist"
+
+
+def command_line_values(merge_with_dotlist: Callable[..., Any]) -> Callable[..., Any]:
+    """MMF's ``_merge_with_dotlist`` checking the command line's values
+    (:class:`~mmf_uvlp.training.command_line_values.DotlistCheck`) before it merges them."""
     from mmf_uvlp.training.command_line_values import DotlistCheck
 
-    owner: Any = configuration if mmf_main_installed() else configuration.Configuration
-    at = 0 if owner is configuration else 1  # rc10's method: the Configuration comes first
-    merge_with_dotlist = owner._merge_with_dotlist
+    at = 0 if mmf_main_installed() else 1  # rc10's method: the Configuration comes first
     check = DotlistCheck()
 
     @functools.wraps(merge_with_dotlist)
@@ -167,7 +178,7 @@ def command_line_values() -> None:
         opts = check(config, opts, skip_missing)
         return merge_with_dotlist(*args[:at], config, opts, *rest, **kwargs)
 
-    owner._merge_with_dotlist = _merge_with_dotlist
+    return _merge_with_dotlist
 
 
 def _distributed_main_then_shut_down(device_id: int, configuration: Any, predict: bool) -> None:
@@ -191,8 +202,9 @@ CPU_DISTRIBUTED_SPAWN = (
 )
 
 
-def cpu_distributed_spawn() -> None:
-    """``mmf_run distributed.world_size=N`` spawns N gloo processes on a CPU-only torch."""
+def cpu_distributed_spawn(run: Callable[..., Any]) -> Callable[..., Any]:
+    """``mmf_cli.run.run`` spawning N gloo processes for ``distributed.world_size=N`` on a
+    CPU-only torch."""
     import argparse
 
     import torch
@@ -200,8 +212,6 @@ def cpu_distributed_spawn() -> None:
     import mmf_cli.run as cli
 
     from mmf_uvlp.training.cpu_distributed import cpu_only
-
-    run = cli.run
 
     def _configuration_from(opts: Optional[list]) -> Any:
         if opts is None:
@@ -230,7 +240,7 @@ def cpu_distributed_spawn() -> None:
             fn=_distributed_main_then_shut_down, args=(configuration, predict), nprocs=world_size
         )
 
-    cli.run = run_cpu_processes_too
+    return run_cpu_processes_too
 
 
 # in the order they wrap mmf_cli.run: the spawn innermost, so that one-line errors cover it
@@ -238,17 +248,19 @@ HOOKS: Tuple[Hook, ...] = (
     Hook(
         "cpu_distributed_spawn",
         CPU_DISTRIBUTED_SPAWN,
+        _cli_attribute("run"),
         cpu_distributed_spawn,
         versions=(RC10_VERSION,),
     ),
     Hook(
         "command_line_values",
         COMMAND_LINE_VALUES,
+        _merge_with_dotlist_target,
         command_line_values,
         trigger="mmf.utils.configuration",  # a config built in Python has them too
     ),
-    Hook("one_line_user_errors", ONE_LINE_USER_ERRORS, one_line_user_errors),
-    Hook("run_folder_lock", RUN_FOLDER_LOCK, run_folder_lock),
+    Hook("one_line_user_errors", ONE_LINE_USER_ERRORS, _cli_attribute("run"), one_line_user_errors),
+    Hook("run_folder_lock", RUN_FOLDER_LOCK, _cli_attribute("main"), run_folder_lock),
 )
 
 
