@@ -28,9 +28,11 @@ import io
 import logging
 import os
 import pickle
+import pickletools
 import re
+import warnings
 from pathlib import Path, PurePosixPath
-from typing import Any, BinaryIO, Callable, List, Optional
+from typing import Any, BinaryIO, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -208,11 +210,20 @@ def numpy_data() -> List[Any]:
     ]
 
 
-def load_checkpoint(path: str | os.PathLike, trust: bool = False, trust_hint: str = "") -> Any:
-    """``torch.load`` of a user's checkpoint on the CPU: tensors, numbers, strings and plain
-    containers only, unless ``trust`` (a legacy file the user vouches for: it may run code).
+def load_checkpoint(
+    path: str | os.PathLike,
+    trust: bool = False,
+    trust_hint: str = "",
+    map_location: Any = "cpu",
+    allowed: Sequence[Any] = (),
+) -> Any:
+    """``torch.load`` of a user's checkpoint: tensors, numpy arrays, numbers, strings and plain
+    containers only (``allowed``: further classes to accept), unless ``trust`` (a legacy file
+    the user vouches for: it may run code).
 
     ``trust_hint`` tells, in a refusal, how the user opts in (e.g. ``pass --trust-checkpoint``).
+    Raises FileNotFoundError, :class:`UnsafeFileError` naming every refused class or function,
+    or :class:`FormatError` for a damaged file.
     """
     import torch
 
@@ -222,25 +233,25 @@ def load_checkpoint(path: str | os.PathLike, trust: bool = False, trust_hint: st
             "%s: loaded as a trusted checkpoint (any object it holds is built, which can run code)",
             path,
         )
-    try:
-        with torch.serialization.safe_globals(numpy_data()):
-            return torch.load(path, map_location="cpu", weights_only=not trust)
-    except FileNotFoundError:
-        raise
-    except pickle.UnpicklingError as error:
-        text = str(error)
-        if "Weights only load failed" in text:
-            found = _REFUSED_GLOBAL.search(text)
-            refused = found.group(1) if found else "an object other than tensors and plain data"
-            raise UnsafeFileError(
-                path,
-                refused,
-                "tensors, numbers, strings and plain containers",
-                trust_hint=trust_hint,
-            ) from None
-        raise _damaged_checkpoint(path, error) from None
-    except Exception as error:  # a damaged pickle fails with any: KeyError, TypeError, ...
-        raise _damaged_checkpoint(path, error) from None
+    with torch.serialization.safe_globals(numpy_data() + list(allowed)), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Detected pickle protocol")
+        try:
+            return torch.load(path, map_location=map_location, weights_only=not trust)
+        except FileNotFoundError:
+            raise
+        except Exception as error:  # a damaged pickle fails with any: KeyError, TypeError, ...
+            refused = [name for name in refused_globals(path) if not _numpy_data_name(name)]
+            found = _REFUSED_GLOBAL.search(str(error))
+            if not refused and found and "Weights only load failed" in str(error):
+                refused = [found.group(1)]
+            if refused:
+                raise UnsafeFileError(
+                    path,
+                    ", ".join(refused),
+                    "tensors, numbers, strings and plain containers",
+                    trust_hint=trust_hint,
+                ) from None
+            raise _damaged_checkpoint(path, error) from None
 
 
 def _damaged_checkpoint(path: str, error: BaseException) -> FormatError:
@@ -251,6 +262,65 @@ def _damaged_checkpoint(path: str, error: BaseException) -> FormatError:
         "a complete file written by torch.save (damaged or truncated?)",
         f"{type(error).__name__}: {first}",
     )
+
+
+def _numpy_data_name(name: str) -> bool:
+    return (
+        name in {"numpy.ndarray", "numpy.dtype"}
+        or name.startswith("numpy.dtypes.")
+        or name.rsplit(".", 1)[-1] in ("_reconstruct", "scalar")
+        and ".multiarray." in name
+    )
+
+
+def refused_globals(path: str) -> List[str]:
+    """The classes and functions a pickle in ``path`` names that plain-data loading refuses
+    (read statically, nothing is executed); empty when none, or when the file is unreadable."""
+    import torch
+
+    try:
+        return sorted(torch.serialization.get_unsafe_globals_in_checkpoint(path))
+    except ValueError:  # not a zip file written by torch.save: a pickle stream
+        pass
+    except Exception:
+        return []
+    torch_own = ("torch.", "collections.OrderedDict")
+    return sorted(name for name in set(_pickle_globals(path)) if not name.startswith(torch_own))
+
+
+_PUT = {"PUT", "BINPUT", "LONG_BINPUT"}
+_GET = {"GET", "BINGET", "LONG_BINGET"}
+
+
+def _pickle_globals(path: str) -> List[str]:
+    """Every ``module.name`` the pickles at the start of ``path`` import (GLOBAL, INST,
+    STACK_GLOBAL), found by disassembling them with :mod:`pickletools`."""
+    found: List[str] = []
+    with open(path, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        while handle.tell() < size:
+            pushed: List[Optional[str]] = []  # what each push put on the stack, strings kept
+            memo: Dict[int, Optional[str]] = {}
+            try:
+                for opcode, arg, _ in pickletools.genops(handle):
+                    name = opcode.name
+                    if name in ("GLOBAL", "INST"):
+                        found.append(str(arg).replace(" ", "."))
+                    if name == "STACK_GLOBAL" and len(pushed) >= 2 and None not in pushed[-2:]:
+                        found.append(f"{pushed[-2]}.{pushed[-1]}")
+                    if name == "MEMOIZE":
+                        memo[len(memo)] = pushed[-1] if pushed else None
+                    elif name in _PUT:
+                        memo[int(arg)] = pushed[-1] if pushed else None
+                    elif name in _GET:
+                        pushed.append(memo.get(int(arg)))
+                    elif isinstance(arg, str) and opcode.stack_after:
+                        pushed.append(arg)
+                    elif opcode.stack_after:
+                        pushed.append(None)
+            except Exception:  # not (or no longer) a pickle: raw tensor bytes, damage
+                break
+    return found
 
 
 def unsafe_name(name: str) -> Optional[str]:
