@@ -14,7 +14,7 @@ no MLM target.
 
 from __future__ import annotations
 
-from typing import Dict, List, Sequence
+from typing import Dict, Sequence
 
 import torch
 
@@ -35,13 +35,6 @@ class ImageSentenceMaskingProcessor(UVLAMaskingProcessor):
     default_curriculum_weighted = True
 
     DRAWS = (("select", "L"), ("kind", "L"), ("pick", "L"))
-
-    def encode(self, items: Sequence[RawItem]) -> List[Dict[str, list]]:
-        return self.encode_sentences(
-            items,
-            "uvla_image_sentence_masking: raw input needs 'sentence' (str)",
-            return_special_tokens_mask=True,
-        )
 
     def mask(
         self,

@@ -145,8 +145,9 @@ class UVLAMaskingProcessor(BaseProcessor):
     ``seed`` (null), ``curriculum_weighted`` (per processor).
 
     A subclass names its per-sample draws in ``DRAWS`` (name, size: ``"L"``, ``"R"``,
-    ``"1"`` or a sum such as ``"L+R"``) and implements ``encode`` (the tokenizer, one call per batch)
-    and ``mask`` (the batch's fields from its raw items, encodings and draws).
+    ``"1"`` or a sum such as ``"L+R"``) and implements ``mask`` (the batch's fields from its raw
+    items, encodings and draws), and ``encode`` (the tokenizer, one call per batch) where its
+    input is more than one ``sentence`` per item.
     """
 
     default_curriculum_weighted = False
@@ -252,8 +253,13 @@ class UVLAMaskingProcessor(BaseProcessor):
         return self.split(self.mask(items, encodings, draws, padded), len(items))
 
     def encode(self, items: Sequence[RawItem]) -> List[Any]:
-        """The tokenizer's output for each item, from one tokenizer call (no random draw)."""
-        raise NotImplementedError
+        """The tokenizer's output for each item, from one tokenizer call (no random draw):
+        by default each item's ``sentence``, with its special-tokens mask."""
+        return self.encode_sentences(
+            items,
+            f"processor {type(self).__name__}: raw input needs 'sentence' (str)",
+            return_special_tokens_mask=True,
+        )
 
     def mask(
         self,

@@ -19,7 +19,7 @@ input: a pair with [MASK] tokens or zeroed regions would always be a true pair.
 
 from __future__ import annotations
 
-from typing import Dict, List, Sequence
+from typing import Dict, Sequence
 
 import torch
 
@@ -34,13 +34,6 @@ class PairMaskingProcessor(UVLAMaskingProcessor):
     default_curriculum_weighted = False
 
     DRAWS = (("select", "L"), ("kind", "L"), ("pick", "L"), ("regions", "R"), ("zero", "R"))
-
-    def encode(self, items: Sequence[RawItem]) -> List[Dict[str, list]]:
-        return self.encode_sentences(
-            items,
-            "uvla_pair_masking: raw input needs 'sentence' (str)",
-            return_special_tokens_mask=True,
-        )
 
     def mask(
         self,

@@ -12,7 +12,7 @@ text alone when ``model_config.uvla.text_only_batches`` is true. The region para
 
 from __future__ import annotations
 
-from typing import Dict, List, Sequence
+from typing import Dict, Sequence
 
 import torch
 
@@ -27,13 +27,6 @@ class TextMaskingProcessor(UVLAMaskingProcessor):
     default_curriculum_weighted = False
 
     DRAWS = (("select", "L"), ("kind", "L"), ("pick", "L"))
-
-    def encode(self, items: Sequence[RawItem]) -> List[Dict[str, list]]:
-        return self.encode_sentences(
-            items,
-            "uvla_text_masking: raw input needs 'sentence' (str)",
-            return_special_tokens_mask=True,
-        )
 
     def mask(
         self,
