@@ -66,6 +66,24 @@ def released(folder: str = "coco", **changes) -> Sources:
     )
 
 
+def _convert_command(sources: Sources, *arguments: str) -> list:
+    """``python -m mmf_uvlp.cli.convert_features`` on a raw output's ``sources`` (its label
+    map when it names one), without progress bars, then ``arguments``."""
+    labelmap = ["--labelmap", sources.labelmap] if sources.labelmap else []
+    return [
+        sys.executable,
+        "-m",
+        "mmf_uvlp.cli.convert_features",
+        "--predictions",
+        sources.predictions,
+        "--hw",
+        sources.hw,
+        *labelmap,
+        "--no-progress",
+        *arguments,
+    ]
+
+
 def expected_images(folder: str) -> dict:
     """image key -> (class ids, confs, boxes, appearance (N, 8)) of the hand-written literals."""
     literals = hand_written()
@@ -154,44 +172,14 @@ def test_npy_folder_of_classes_given_by_id(converted):
 def test_the_cli_converts_reads_back_and_prints_the_config_values(tmp_path):
     out = tmp_path / "cc.lmdb"
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mmf_uvlp.cli.convert_features",
-            "--predictions",
-            raw("cc").predictions,
-            "--hw",
-            raw("cc").hw,
-            "--labelmap",
-            LABELMAP,
-            "--out",
-            str(out),
-            "--no-progress",
-        ],
-        capture_output=True,
-        text=True,
+        _convert_command(raw("cc"), "--out", str(out)), capture_output=True, text=True
     )
     assert result.returncode == 0, result.stderr
     assert "12 images, 28 regions, D = 8" in result.stdout
     assert "read back through MMF's FeaturesDatabase: 12 of 12 images identical" in result.stdout
     assert "model_config.uvla.feature_dim=8 model_config.uvla.num_region_classes=9" in result.stdout
     again = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mmf_uvlp.cli.convert_features",
-            "--predictions",
-            raw("cc").predictions,
-            "--hw",
-            raw("cc").hw,
-            "--labelmap",
-            LABELMAP,
-            "--out",
-            str(out),
-            "--no-progress",
-        ],
-        capture_output=True,
-        text=True,
+        _convert_command(raw("cc"), "--out", str(out)), capture_output=True, text=True
     )
     assert again.returncode == 0 and "nothing to do" in again.stdout
 
@@ -391,22 +379,13 @@ def test_a_conversion_killed_with_sigkill_resumes_to_the_same_output(tmp_path):
             for row, size in zip(rows, sizes):
                 p.write(row.replace("cc_0000", f"cc_{copy:04d}_", 1) + "\n")
                 h.write(size.replace("cc_0000", f"cc_{copy:04d}_", 1) + "\n")
-    command = [
-        sys.executable,
-        "-m",
-        "mmf_uvlp.cli.convert_features",
-        "--predictions",
-        str(predictions),
-        "--hw",
-        str(hw),
-        "--labelmap",
-        LABELMAP,
-        "--no-progress",
+    command = _convert_command(
+        Sources(str(predictions), LABELMAP, hw=str(hw)),
         "--commit-every",
         "1",
         "--out",
         str(tmp_path / "killed.lmdb"),
-    ]
+    )
     state = tmp_path / "killed.lmdb" / ".convert" / "state.json"
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.time() + 600
@@ -573,18 +552,7 @@ def test_bad_input_is_refused_naming_file_and_line(tmp_path, case):
 @pytest.mark.parametrize("case", ["raw wrong dims", "missing hw row", "raw duplicate id"])
 def test_the_cli_names_the_bad_row_in_one_line_or_skips_and_counts_it(tmp_path, case):
     sources, (path, line), field = _bad_case(tmp_path, case)
-    command = [
-        sys.executable,
-        "-m",
-        "mmf_uvlp.cli.convert_features",
-        "--predictions",
-        sources.predictions,
-        "--hw",
-        sources.hw,
-        "--labelmap",
-        LABELMAP,
-        "--no-progress",
-    ]
+    command = _convert_command(sources)
     failed = subprocess.run(
         command + ["--out", str(tmp_path / "a.lmdb")], capture_output=True, text=True
     )
@@ -640,18 +608,7 @@ def test_classes_given_by_name_need_no_label_map(tmp_path):
 
     out = tmp_path / "cc.lmdb"
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mmf_uvlp.cli.convert_features",
-            "--predictions",
-            raw("cc").predictions,
-            "--hw",
-            raw("cc").hw,
-            "--out",
-            str(out),
-            "--no-progress",
-        ],
+        _convert_command(replace(raw("cc"), labelmap=None), "--out", str(out)),
         capture_output=True,
         text=True,
     )
@@ -709,22 +666,7 @@ def full_disk(tmp_path):
 def test_a_full_disk_during_an_lmdb_conversion_ends_in_one_line_naming_the_file(full_disk):
     out = full_disk / "cc.lmdb"
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mmf_uvlp.cli.convert_features",
-            "--predictions",
-            raw("cc").predictions,
-            "--hw",
-            raw("cc").hw,
-            "--labelmap",
-            LABELMAP,
-            "--out",
-            str(out),
-            "--no-progress",
-        ],
-        capture_output=True,
-        text=True,
+        _convert_command(raw("cc"), "--out", str(out)), capture_output=True, text=True
     )
     assert result.returncode == 2, result.stderr[-2000:]
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
