@@ -6,6 +6,8 @@ yaml is refused in one line before the first image."""
 import json
 import os
 import pickle
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -61,6 +63,24 @@ def _one_line_error(result):
     assert result.returncode == 2, result.stdout + result.stderr
     assert len(lines) == 1, result.stderr
     return lines[0]
+
+
+def _refusal(photo: Path, vocab: Path, tmp_path: Path, *arguments: Any) -> str:
+    """The one error line of an extraction of ``photo`` refused for ``arguments`` (the
+    class list of ``vocab`` and the small sizes given)."""
+    return _one_line_error(
+        extract_cli(
+            "--images",
+            photo,
+            "--out",
+            tmp_path / "out",
+            *arguments,
+            "--classes",
+            vocab / "classes.txt",
+            *SMALL,
+            check=False,
+        )
+    )
 
 
 def test_the_attribute_checkpoint_loads_whole_with_its_recipe(photo, vocab, attr_pkl, tmp_path):
@@ -212,22 +232,7 @@ def test_a_pickle_that_would_run_code_is_refused_and_runs_nothing(photo, vocab, 
             {"model": {"backbone.stem.conv1.weight": _Runs(marker)}, "__author__": "someone"},
             handle,
         )
-    line = _one_line_error(
-        extract_cli(
-            "--images",
-            photo,
-            "--out",
-            tmp_path / "out",
-            "--recipe",
-            "lxmert-36",
-            "--weights",
-            pkl,
-            "--classes",
-            vocab / "classes.txt",
-            *SMALL,
-            check=False,
-        )
-    )
+    line = _refusal(photo, vocab, tmp_path, "--recipe", "lxmert-36", "--weights", pkl)
     assert str(pkl) in line and "refused to load" in line and "system" in line
     assert not marker.exists()
 
@@ -238,23 +243,8 @@ def test_a_pth_that_would_run_code_is_refused_and_runs_nothing(photo, vocab, tmp
     marker = tmp_path / "ran"
     pth = tmp_path / "model.pth"
     torch.save({"model": {"x": _Runs(marker)}}, pth)
-    line = _one_line_error(
-        extract_cli(
-            "--images",
-            photo,
-            "--out",
-            tmp_path / "out",
-            "--arch",
-            "VG-R101-C4",
-            "--weights",
-            pth,
-            "--classes",
-            vocab / "classes.txt",
-            "--max-boxes",
-            "20",
-            *SMALL,
-            check=False,
-        )
+    line = _refusal(
+        photo, vocab, tmp_path, "--arch", "VG-R101-C4", "--weights", pth, "--max-boxes", "20"
     )
     assert str(pth) in line and "refused to load" in line
     assert not marker.exists()
@@ -267,45 +257,15 @@ def test_an_arch_yaml_that_would_run_code_is_refused_unless_trusted(photo, vocab
         "MODEL:\n  ROI_HEADS:\n    NUM_CLASSES: !!python/object/apply:os.system "
         f"['touch {marker}']\n"
     )
-    line = _one_line_error(
-        extract_cli(
-            "--images",
-            photo,
-            "--out",
-            tmp_path / "out",
-            "--arch",
-            arch,
-            "--random-weights",
-            "0",
-            "--classes",
-            vocab / "classes.txt",
-            "--max-boxes",
-            "20",
-            *SMALL,
-            check=False,
-        )
+    line = _refusal(
+        photo, vocab, tmp_path, "--arch", arch, "--random-weights", "0", "--max-boxes", "20"
     )
     assert f"{arch}:3: --arch refused" in line and "--trust-arch" in line
     assert not marker.exists()
     base = tmp_path / "base.yaml"
     base.write_text("_BASE_: https://example.com/Base-RCNN-C4.yaml\n")
-    line = _one_line_error(
-        extract_cli(
-            "--images",
-            photo,
-            "--out",
-            tmp_path / "out",
-            "--arch",
-            base,
-            "--random-weights",
-            "0",
-            "--classes",
-            vocab / "classes.txt",
-            "--max-boxes",
-            "20",
-            *SMALL,
-            check=False,
-        )
+    line = _refusal(
+        photo, vocab, tmp_path, "--arch", base, "--random-weights", "0", "--max-boxes", "20"
     )
     assert str(base) in line and "a URL would be downloaded" in line
 
@@ -313,22 +273,7 @@ def test_an_arch_yaml_that_would_run_code_is_refused_unless_trusted(photo, vocab
 def test_a_truncated_pkl_is_refused_in_one_line_naming_it(photo, vocab, attr_pkl, tmp_path):
     cut = tmp_path / "faster_rcnn_from_caffe_attr.pkl"
     cut.write_bytes(attr_pkl.read_bytes()[:1_000_000])
-    line = _one_line_error(
-        extract_cli(
-            "--images",
-            photo,
-            "--out",
-            tmp_path / "out",
-            "--recipe",
-            "bottom-up-attention",
-            "--weights",
-            cut,
-            "--classes",
-            vocab / "classes.txt",
-            *SMALL,
-            check=False,
-        )
-    )
+    line = _refusal(photo, vocab, tmp_path, "--recipe", "bottom-up-attention", "--weights", cut)
     assert str(cut) in line and "a complete pickle" in line
 
 
