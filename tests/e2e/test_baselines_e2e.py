@@ -4,6 +4,7 @@ updates of a tiny random uvla), and fine-tuning from a baseline's `uvla_final.pt
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -73,13 +74,16 @@ def _build_corpus(world: Path, out: str, *options: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def world(tiny_world, tiny_corpus) -> Path:
-    """The tiny world with its corpus (``tiny_corpus``) and the corpora μ-VLA_BC (narrative
-    text only) and top-K (K = 10) read."""
-    text = tiny_world / "text"
-    _build_corpus(tiny_world, "corpus_bc", "--corpus", str(text / "narrative_corpus.txt"))
+def world(tiny_world, tiny_corpus, tmp_path_factory) -> Path:
+    """A copy of the tiny world with its corpus (``tiny_corpus``), and the corpora μ-VLA_BC
+    (narrative text only) and top-K (K = 10) read, built into the copy (the session's world
+    stays as generated)."""
+    world = tmp_path_factory.mktemp("baselines") / "tiny"
+    shutil.copytree(tiny_world, world)
+    text = world / "text"
+    _build_corpus(world, "corpus_bc", "--corpus", str(text / "narrative_corpus.txt"))
     _build_corpus(
-        tiny_world,
+        world,
         "corpus_k10",
         "--corpus",
         str(text / "caption_corpus.txt"),
@@ -90,7 +94,7 @@ def world(tiny_world, tiny_corpus) -> Path:
         "--k",
         "10",
     )
-    return tiny_world
+    return world
 
 
 def _pretrain(config: str, world: Path, save: Path) -> str:

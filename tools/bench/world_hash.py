@@ -2,7 +2,8 @@
 """A hash of a toy world's content, independent of how its files were written: the same world
 generated with another NumPy or LMDB gives the same hash only if every value is the same.
 
-Every file of the world outside ``corpus/`` counts: ``.npy`` arrays and the records of each
+Every file of the world outside its corpora (``corpus/``, ``corpus_bc/``, ``corpus_k10/``, ...:
+built from the world, carried separately) counts: ``.npy`` arrays and the records of each
 LMDB (read as the plugin's feature reader reads them, restricted unpickling) by their
 dtype, shape and bytes, in key order (an object ``.npy``, MMF's ``_info.npy``, by its objects);
 any other file by its bytes. ``--write FILE`` stores
@@ -22,7 +23,11 @@ from typing import Any, List, Optional
 
 import numpy as np
 
-SKIPPED = ("corpus",)  # built from the world, carried separately
+CORPUS = "corpus"  # corpus/ and corpus_<name>/: built from the world, carried separately
+
+
+def _is_corpus(folder: str) -> bool:
+    return folder == CORPUS or folder.startswith(f"{CORPUS}_")
 
 
 def _update(digest: Any, value: Any) -> None:
@@ -71,7 +76,7 @@ def world_hash(world: Path) -> str:
     digest = hashlib.sha256()
     for path in sorted(world.rglob("*")):
         relative = path.relative_to(world)
-        if relative.parts[0] in SKIPPED or path.is_dir() and path.suffix != ".lmdb":
+        if _is_corpus(relative.parts[0]) or path.is_dir() and path.suffix != ".lmdb":
             continue
         if path.parent.suffix == ".lmdb":
             continue  # read through its folder
