@@ -7,10 +7,11 @@ against the run, and carrying the exact run state that a resume restores.
   :func:`load_checkpoint` reads with the plugin's one checkpoint loader
   (:func:`mmf_uvlp.utils.safe_loading.load_checkpoint`, ``torch.load(weights_only=True)``):
   tensors, numpy arrays (a numpy RNG state), numbers, strings and containers, plus the
-  classes a caller allows explicitly. A checkpoint is a file users hand each other, and unpickling anything else can
-  run code: such a file is refused (:class:`RefusedCheckpoint`, naming the objects and, where
-  one exists, the opt-in ``checkpoint.trust_resume_file=True`` for a trusted legacy resume
-  file); one that cannot be read at all is a :class:`DamagedCheckpoint`.
+  classes a caller allows explicitly. A checkpoint is a file users hand each other, and
+  unpickling anything else can run code: such a file is refused (:class:`RefusedCheckpoint`,
+  naming the objects and, where one exists, the opt-in ``checkpoint.trust_resume_file=True``
+  for a trusted legacy resume file); one that cannot be read at all is a
+  :class:`DamagedCheckpoint`.
 - Fit: a checkpoint that a run resumes from (``checkpoint.resume``, ``checkpoint.resume_file``)
   is checked against the run before MMF loads it (:func:`check_checkpoint_fits`). MMF loads a
   checkpoint's weights with ``strict=False``: a VQA2 checkpoint given to a RefCOCO+ run would

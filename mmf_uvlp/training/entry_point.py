@@ -8,9 +8,9 @@ command line, except that ``mmf_predict``'s own ``evaluation.predict=true`` is r
 means it and a CPU-only torch can spawn.
 
 Each is a :class:`Hook`: a wrapper of one MMF function, which the compatibility layer's import
-hook puts in that function's place after the first import of its trigger module, beside the version fixes (:mod:`mmf_uvlp.compat`); they are
-listed by ``python -m mmf_uvlp.doctor`` and disabled by name with ``$MMF_UVLP_DISABLE_FIXES``,
-as the fixes are.
+hook puts in that function's place after the first import of its trigger module, beside the
+version fixes (:mod:`mmf_uvlp.compat`); they are listed by ``python -m mmf_uvlp.doctor`` and
+disabled by name with ``$MMF_UVLP_DISABLE_FIXES``, as the fixes are.
 """
 
 from __future__ import annotations
